@@ -1,0 +1,66 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "CallNode",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "CallNode", targets: ["CallNode"]),
+        .executable(name: "callnode", targets: ["callnode"]),
+        .executable(name: "callnode-bench", targets: ["callnode-bench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    ],
+    targets: [
+        // One system-library target per C library; each header holds prefixed static inline
+        // helpers for what Swift cannot import (macros, variadics).
+        .systemLibrary(
+            name: "CNice", pkgConfig: "nice",
+            providers: [.apt(["libnice-dev"])]),
+        .systemLibrary(
+            name: "CSRTP", pkgConfig: "libsrtp2",
+            providers: [.apt(["libsrtp2-dev"])]),
+        .systemLibrary(
+            name: "COpus", pkgConfig: "opus",
+            providers: [.apt(["libopus-dev"])]),
+        .systemLibrary(
+            name: "CALSA", pkgConfig: "alsa",
+            providers: [.apt(["libasound2-dev"])]),
+
+        .target(
+            name: "ICE",
+            dependencies: [
+                "CNice",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        .target(
+            name: "CallNode",
+            dependencies: ["ICE"]),
+        .executableTarget(
+            name: "callnode",
+            dependencies: [
+                "CallNode",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
+        .executableTarget(
+            name: "callnode-bench",
+            dependencies: [
+                "CallNode",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
+        .executableTarget(
+            name: "ice-loopback",
+            dependencies: ["CallNode"],
+            path: "Examples/IceLoopback"),
+
+        .testTarget(
+            name: "ICETests",
+            dependencies: ["ICE"]),
+        .testTarget(
+            name: "CBindingsTests",
+            dependencies: ["CSRTP", "COpus", "CALSA"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,80 @@
+#ifndef CNICE_SHIM_H
+#define CNICE_SHIM_H
+
+#include <nice/agent.h>
+#include <glib.h>
+#include <glib-object.h>
+#include <sys/prctl.h>
+
+/* Names the calling thread (visible in top -H and gdb); at most 15 bytes are kept. */
+static inline void cnice_set_thread_name(const char *name) {
+    prctl(PR_SET_NAME, name, 0, 0, 0);
+}
+
+/* Signal callback shapes, one per libnice signal CallNode listens to. */
+typedef void (*cnice_state_changed_cb)(NiceAgent *agent, guint stream_id, guint component_id,
+                                       guint state, gpointer user_data);
+typedef void (*cnice_new_candidate_cb)(NiceAgent *agent, NiceCandidate *candidate,
+                                       gpointer user_data);
+typedef void (*cnice_gathering_done_cb)(NiceAgent *agent, guint stream_id, gpointer user_data);
+typedef void (*cnice_selected_pair_cb)(NiceAgent *agent, guint stream_id, guint component_id,
+                                       NiceCandidate *local, NiceCandidate *remote,
+                                       gpointer user_data);
+
+/* g_signal_connect and G_CALLBACK are macros: one typed helper per signal. */
+static inline gulong cnice_connect_state_changed(NiceAgent *agent, cnice_state_changed_cb cb,
+                                                 gpointer data) {
+    return g_signal_connect(agent, "component-state-changed", G_CALLBACK(cb), data);
+}
+static inline gulong cnice_connect_new_candidate(NiceAgent *agent, cnice_new_candidate_cb cb,
+                                                 gpointer data) {
+    return g_signal_connect(agent, "new-candidate-full", G_CALLBACK(cb), data);
+}
+static inline gulong cnice_connect_gathering_done(NiceAgent *agent, cnice_gathering_done_cb cb,
+                                                  gpointer data) {
+    return g_signal_connect(agent, "candidate-gathering-done", G_CALLBACK(cb), data);
+}
+static inline gulong cnice_connect_selected_pair(NiceAgent *agent, cnice_selected_pair_cb cb,
+                                                 gpointer data) {
+    return g_signal_connect(agent, "new-selected-pair-full", G_CALLBACK(cb), data);
+}
+/* g_signal_handlers_disconnect_by_data is a macro. */
+static inline guint cnice_disconnect_all(NiceAgent *agent, gpointer data) {
+    return g_signal_handlers_disconnect_matched(agent, G_SIGNAL_MATCH_DATA, 0, 0, NULL, NULL, data);
+}
+
+/* g_object_set is variadic. */
+static inline void cnice_set_bool(NiceAgent *agent, const char *name, gboolean value) {
+    g_object_set(agent, name, value, NULL);
+}
+static inline void cnice_set_uint(NiceAgent *agent, const char *name, guint value) {
+    g_object_set(agent, name, value, NULL);
+}
+static inline void cnice_set_string(NiceAgent *agent, const char *name, const char *value) {
+    g_object_set(agent, name, value, NULL);
+}
+static inline guint cnice_get_uint(NiceAgent *agent, const char *name) {
+    guint value = 0;
+    g_object_get(agent, name, &value, NULL);
+    return value;
+}
+
+/* The foundation is a fixed-size char array, awkward to reach from Swift. */
+static inline const char *cnice_candidate_foundation(const NiceCandidate *candidate) {
+    return candidate->foundation;
+}
+static inline void cnice_candidate_set_foundation(NiceCandidate *candidate, const char *foundation) {
+    g_strlcpy(candidate->foundation, foundation, NICE_CANDIDATE_MAX_FOUNDATION);
+}
+
+/* GSList building without exposing GLib list macros to Swift callers. */
+static inline GSList *cnice_slist_append(GSList *list, gpointer data) {
+    return g_slist_append(list, data);
+}
+static inline void cnice_candidate_list_free(GSList *list) {
+    g_slist_free_full(list, (GDestroyNotify)nice_candidate_free);
+}
+
+static inline gint cnice_priority_default(void) { return G_PRIORITY_DEFAULT; }
+
+#endif

@@ -1,0 +1,304 @@
+internal import CNice
+import Logging
+
+/// One ICE agent (RFC 8445, via libnice) carrying one component of datagrams.
+///
+/// The agent runs libnice on its own GLib main context and thread; nothing here blocks the
+/// caller. A typical exchange:
+///
+/// ```swift
+/// let agent = try await IceAgent(configuration: IceConfiguration(role: .controlling))
+/// let gathering = try await agent.gather()
+/// // signal gathering.credentials, then each candidate as it arrives:
+/// for await candidate in gathering.candidates { signal(candidate) }
+/// // signal end-of-candidates; meanwhile, from the peer:
+/// try await agent.setRemoteCredentials(peerCredentials)
+/// try await agent.addRemoteCandidate(peerCandidate)
+/// ```
+///
+/// State and pair changes arrive on ``events``, received datagrams on ``datagrams`` (kept apart
+/// so a bounded media buffer never drops a control event). Always ``close()`` an agent: it is the
+/// call that releases the thread, sockets and TURN allocations.
+public actor IceAgent {
+    /// State changes and pair selections, in order. Finishes after ``close()``. Iterate once.
+    public nonisolated let events: AsyncStream<IceEvent>
+    /// Datagrams received on the selected pair. Keeps at most
+    /// ``IceConfiguration/receiveBufferLimit`` unread (the oldest are dropped). Iterate once.
+    public nonisolated let datagrams: AsyncStream<IceDatagram>
+    /// The configuration the agent was created with.
+    public nonisolated let configuration: IceConfiguration
+
+    private let loop: GLibLoop
+    private let handle: NiceHandle
+    private let sink: AgentSink
+    private let clock: any Clock<Duration>
+    private let logger: Logger
+    private let turnAddresses: [String]
+
+    private var credentials: IceCredentials
+    private var gathered = false
+    private var remoteCredentials: IceCredentials?
+    private var pendingRemote: [IceCandidate] = []
+    private var checksStarted = false
+    private var remoteEnded = false
+    private var checkTimer: Task<Void, Never>?
+    private var isClosed = false
+
+    /// Creates an agent with one stream and component, ready to ``gather()``.
+    ///
+    /// - Parameters:
+    ///   - configuration: Role, servers, addresses and timing.
+    ///   - clock: Drives ``IceConfiguration/connectTimeout``; tests pass a manual clock.
+    ///   - logger: Where state changes are logged (debug level).
+    /// - Throws: ``IceError/invalidConfiguration(_:)`` for settings that cannot work,
+    ///   ``IceError/unresolvableAddress(_:)`` for a server name that does not resolve.
+    public init(
+        configuration: IceConfiguration = IceConfiguration(),
+        clock: any Clock<Duration> = ContinuousClock(),
+        logger: Logger = Logger(label: "callnode.ice")
+    ) async throws(IceError) {
+        try configuration.validate()
+        let (events, eventsContinuation) = AsyncStream.makeStream(of: IceEvent.self)
+        let (datagrams, datagramsContinuation) = AsyncStream.makeStream(
+            of: IceDatagram.self, bufferingPolicy: .bufferingNewest(configuration.receiveBufferLimit))
+        let sink = AgentSink(events: eventsContinuation, datagrams: datagramsContinuation)
+        let loop = try GLibLoop(name: "callnode-ice")
+
+        let (gatheringStream, gatheringContinuation) = AsyncStream.makeStream(of: IceCandidate.self)
+        let created: (NiceHandle, IceCredentials, [String])
+        do throws(IceError) {
+            created = try await loop.run { () throws(IceError) -> (NiceHandle, IceCredentials, [String]) in
+                // Name resolution blocks, so it happens here on the agent's own thread.
+                let stun = try configuration.stunServer.map { s throws(IceError) in try resolveToIPAddress(s.host) }
+                var turn: [String] = []
+                for server in configuration.turnServers { turn.append(try resolveToIPAddress(server.address.host)) }
+                let handle = try NiceHandle(loop: loop, sink: sink, configuration: configuration, stunAddress: stun)
+                do throws(IceError) {
+                    let credentials = try handle.newStream(configuration: configuration, turnAddresses: turn)
+                    sink.beginStream(handle.streamID, gathering: gatheringContinuation)
+                    return (handle, credentials, turn)
+                } catch {
+                    handle.closeNow()
+                    throw error
+                }
+            }
+        } catch {
+            await loop.stop()
+            throw error
+        }
+        self.events = events
+        self.datagrams = datagrams
+        self.configuration = configuration
+        self.loop = loop
+        self.sink = sink
+        self.clock = clock
+        self.logger = logger
+        (self.handle, self.credentials, self.turnAddresses) = created
+        self.pendingGathering = (gatheringStream, gatheringContinuation)
+    }
+
+    private var pendingGathering: (AsyncStream<IceCandidate>, AsyncStream<IceCandidate>.Continuation)?
+
+    deinit {
+        // close() is the supported way out; this keeps a forgotten agent from leaking its
+        // thread and sockets, without waiting for TURN deallocation.
+        if !isClosed {
+            checkTimer?.cancel()
+            let handle = self.handle
+            let sink = self.sink
+            loop.post {
+                handle.closeNow()
+                sink.finish()
+            }
+            loop.abandon()
+        }
+    }
+
+    /// The current connection state.
+    public var state: IceConnectionState { sink.connection }
+
+    /// The pair in use, once ICE selected one.
+    public var selectedPair: IceCandidatePair? { sink.selectedPair }
+
+    /// The local credentials of the current round (they change on ``restart()``).
+    public var localCredentials: IceCredentials { credentials }
+
+    /// Starts gathering local candidates.
+    ///
+    /// Returns at once with the credentials and a sequence that delivers candidates as they are
+    /// found (host first, then server-reflexive and relayed) and finishes at end-of-candidates.
+    /// - Throws: ``IceError/libnice(function:detail:)`` if no local address can be used;
+    ///   ``IceError/invalidConfiguration(_:)`` if called twice in one round.
+    public func gather() async throws(IceError) -> IceGathering {
+        guard !isClosed else { throw .closed }
+        guard !gathered, let (stream, _) = pendingGathering else {
+            throw .invalidConfiguration("gather() was already called; use restart() for a new round")
+        }
+        gathered = true
+        pendingGathering = nil
+        let handle = self.handle
+        try await loop.run { () throws(IceError) in try handle.gather() }
+        return IceGathering(credentials: credentials, candidates: stream)
+    }
+
+    /// All local candidates gathered so far (for signaling that does not trickle).
+    public func localCandidates() async throws(IceError) -> [IceCandidate] {
+        guard !isClosed else { throw .closed }
+        let handle = self.handle
+        return try await loop.run { handle.localCandidates() }
+    }
+
+    /// Sets the peer's credentials. Remote candidates added before this are kept and applied now.
+    public func setRemoteCredentials(_ remote: IceCredentials) async throws(IceError) {
+        guard !isClosed else { throw .closed }
+        guard remote.ufrag.count >= 4, remote.pwd.count >= 22,
+              remote.ufrag.allSatisfy(IceCandidate.isIceChar), remote.pwd.allSatisfy(IceCandidate.isIceChar)
+        else {
+            throw .invalidConfiguration("remote ICE credentials are malformed (ufrag ≥ 4, pwd ≥ 22 ice-chars)")
+        }
+        remoteCredentials = remote
+        let handle = self.handle
+        try await loop.run { () throws(IceError) in try handle.setRemoteCredentials(remote) }
+        try await flushRemote()
+    }
+
+    /// Adds one remote candidate (trickle). Checks start with the first one once the remote
+    /// credentials are set.
+    ///
+    /// - Throws: ``IceError/unusableRemoteCandidate(_:reason:)`` for a candidate this agent cannot
+    ///   use (component other than 1, or an address that is not an IP literal).
+    public func addRemoteCandidate(_ candidate: IceCandidate) async throws(IceError) {
+        guard !isClosed else { throw .closed }
+        if let reason = Self.unusableReason(candidate) {
+            throw .unusableRemoteCandidate(candidate, reason: reason)
+        }
+        pendingRemote.append(candidate)
+        try await flushRemote()
+    }
+
+    /// Adds remote candidates in bulk. Unusable ones are skipped and returned; the rest apply.
+    @discardableResult
+    public func addRemoteCandidates(_ candidates: [IceCandidate]) async throws(IceError) -> [IceError] {
+        guard !isClosed else { throw .closed }
+        var skipped: [IceError] = []
+        for candidate in candidates {
+            if let reason = Self.unusableReason(candidate) {
+                skipped.append(.unusableRemoteCandidate(candidate, reason: reason))
+            } else {
+                pendingRemote.append(candidate)
+            }
+        }
+        try await flushRemote()
+        return skipped
+    }
+
+    /// The peer has sent all its candidates (`a=end-of-candidates`): once every check has failed
+    /// the agent reports ``IceConnectionState/failed`` instead of waiting for more.
+    public func endOfRemoteCandidates() async throws(IceError) {
+        guard !isClosed else { throw .closed }
+        remoteEnded = true
+        try await flushRemote()
+    }
+
+    /// Sends one datagram on the selected pair.
+    ///
+    /// - Throws: ``IceError/notConnected(_:)`` unless the state is ``IceConnectionState/connected``.
+    public func send(_ bytes: [UInt8]) throws(IceError) {
+        guard !isClosed else { throw .closed }
+        let state = sink.connection
+        guard state == .connected else { throw .notConnected(state) }
+        guard !bytes.isEmpty else { return }
+        guard bytes.count <= 65_507 else { throw .datagramTooLarge(bytes.count) }
+        let sent = handle.send(bytes)
+        guard sent == Int32(bytes.count) else {
+            throw .libnice(function: "nice_agent_send", detail: "sent \(sent) of \(bytes.count) bytes")
+        }
+    }
+
+    /// ICE restart: new credentials, a fresh gathering and new checks.
+    ///
+    /// Both sides must restart and exchange the new credentials and candidates; datagrams flow
+    /// again once the state returns to ``IceConnectionState/connected``.
+    public func restart() async throws(IceError) -> IceGathering {
+        guard !isClosed else { throw .closed }
+        checkTimer?.cancel()
+        checkTimer = nil
+        remoteCredentials = nil
+        pendingRemote = []
+        checksStarted = false
+        remoteEnded = false
+        let (stream, continuation) = AsyncStream.makeStream(of: IceCandidate.self)
+        let handle = self.handle, sink = self.sink, configuration = self.configuration
+        let turn = turnAddresses
+        credentials = try await loop.run { () throws(IceError) -> IceCredentials in
+            let credentials = try handle.newStream(configuration: configuration, turnAddresses: turn)
+            sink.beginStream(handle.streamID, gathering: continuation)
+            try handle.gather()
+            return credentials
+        }
+        gathered = true
+        pendingGathering = nil
+        logger.debug("ICE restart", metadata: ["ufrag": "\(credentials.ufrag)"])
+        return IceGathering(credentials: credentials, candidates: stream)
+    }
+
+    /// Closes the agent: ends checks, releases TURN allocations, sockets and the loop thread,
+    /// emits ``IceConnectionState/closed`` and finishes every sequence. Idempotent.
+    public func close() async {
+        guard !isClosed else { return }
+        isClosed = true
+        checkTimer?.cancel()
+        checkTimer = nil
+        pendingGathering?.1.finish()
+        pendingGathering = nil
+        let handle = self.handle
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            loop.post { handle.close { continuation.resume() } }
+        }
+        sink.finish()
+        await loop.stop()
+        logger.debug("ICE agent closed")
+    }
+
+    private static func unusableReason(_ candidate: IceCandidate) -> String? {
+        if candidate.component != 1 { return "component \(candidate.component); only component 1 is used (rtcp-mux)" }
+        if !candidate.hasIPAddress { return "address '\(candidate.address)' is not an IP address" }
+        return nil
+    }
+
+    /// Applies buffered remote candidates once the credentials are known, and starts the
+    /// connect timer with the first of them.
+    private func flushRemote() async throws(IceError) {
+        guard remoteCredentials != nil else { return }
+        let candidates = pendingRemote
+        pendingRemote = []
+        let handle = self.handle
+        let streamID = handle.streamID
+        let endNow = remoteEnded
+        if !candidates.isEmpty {
+            let added = try await loop.run { () throws(IceError) -> Int in try handle.addRemote(candidates) }
+            logger.debug("remote candidates added", metadata: ["count": "\(added)"])
+            if !checksStarted && added > 0 {
+                checksStarted = true
+                startCheckTimer(stream: streamID)
+            }
+        }
+        if endNow {
+            try await loop.run { handle.endOfRemoteCandidates() }
+            if !checksStarted {
+                // No usable candidate at all: nothing to check, so fail once the timer says so.
+                checksStarted = true
+                startCheckTimer(stream: streamID)
+            }
+        }
+    }
+
+    private func startCheckTimer(stream: UInt32) {
+        let clock = self.clock, timeout = configuration.connectTimeout, sink = self.sink
+        checkTimer?.cancel()
+        checkTimer = Task {
+            do { try await clock.sleep(for: timeout) } catch { return }
+            sink.checksTimedOut(stream: stream)
+        }
+    }
+}

@@ -1,0 +1,99 @@
+import ArgumentParser
+import CallNode
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@main
+struct Bench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "callnode-bench",
+        abstract: "CallNode benchmarks. Build with -c release; figures go to BENCHMARKS.md.",
+        subcommands: [IceBench.self])
+}
+
+/// Loopback ICE connect time: from the start of checks to connected on both agents.
+struct IceBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ice",
+        abstract: "Loopback ICE connect time (start of checks → connected on both), min/median/max.")
+
+    @Option(help: "Connects per pacing.")
+    var runs = 20
+
+    @Option(help: "Connectivity-check pacing values to compare, in ms.")
+    var pacing: [Int] = [20, 5]
+
+    @Flag(help: "One JSON object per pacing on stdout.")
+    var json = false
+
+    func run() async throws {
+        for ms in pacing {
+            var samples: [Duration] = []
+            for _ in 0..<runs {
+                samples.append(try await Self.connectOnce(pacing: .milliseconds(ms)))
+            }
+            samples.sort()
+            let stats = (min: samples.first!, median: samples[samples.count / 2], max: samples.last!)  // runs > 0
+            if json {
+                print("{\"group\":\"ice\",\"pacing_ms\":\(ms),\"runs\":\(runs),\"min_ms\":\(Self.ms(stats.min)),\"median_ms\":\(Self.ms(stats.median)),\"max_ms\":\(Self.ms(stats.max))}")
+            } else {
+                print("ice connect, pacing \(ms) ms, \(runs) runs: min \(Self.ms(stats.min)) ms, median \(Self.ms(stats.median)) ms, max \(Self.ms(stats.max)) ms")
+            }
+        }
+    }
+
+    func validate() throws {
+        guard runs > 0 else { throw ValidationError("--runs must be at least 1") }
+        guard pacing.allSatisfy({ (1...1000).contains($0) }) else { throw ValidationError("--pacing values are 1...1000 ms") }
+    }
+
+    static func ms(_ d: Duration) -> String {
+        let c = d.components
+        let micros: Int64 = c.seconds * 1_000_000 + c.attoseconds / 1_000_000_000_000
+        let whole = micros / 1000
+        let fraction = (micros % 1000) / 10
+        return "\(whole)." + (fraction < 10 ? "0\(fraction)" : "\(fraction)")
+    }
+
+    /// Gathers fully on both sides first, so the measured span is checks only.
+    static func connectOnce(pacing: Duration) async throws -> Duration {
+        func make(_ role: IceRole) async throws -> IceAgent {
+            var c = IceConfiguration(role: role)
+            c.localAddresses = ["127.0.0.1"]
+            c.checkPacing = pacing
+            c.connectTimeout = .seconds(10)
+            return try await IceAgent(configuration: c)
+        }
+        let a = try await make(.controlling)
+        let b = try await make(.controlled)
+        let gA = try await a.gather(), gB = try await b.gather()
+        var candA: [IceCandidate] = [], candB: [IceCandidate] = []
+        for await c in gA.candidates { candA.append(c) }
+        for await c in gB.candidates { candB.append(c) }
+        async let readyA = waitConnected(a)
+        async let readyB = waitConnected(b)
+        let start = ContinuousClock.now
+        try await a.setRemoteCredentials(gB.credentials)
+        try await b.setRemoteCredentials(gA.credentials)
+        try await a.addRemoteCandidates(candB)
+        try await b.addRemoteCandidates(candA)
+        let (endA, endB) = await (readyA, readyB)
+        await a.close()
+        await b.close()
+        guard let endA, let endB else { throw ValidationError("loopback ICE did not connect") }
+        return max(endA, endB) - start
+    }
+
+    static func waitConnected(_ agent: IceAgent) async -> ContinuousClock.Instant? {
+        for await event in agent.events {
+            switch event {
+            case .stateChanged(.connected): return .now
+            case .stateChanged(.failed), .stateChanged(.closed): return nil
+            default: continue
+            }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,128 @@
+import ArgumentParser
+import CallNode
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@main
+struct CallNodeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "callnode",
+        abstract: "A peer-to-peer audio call node: ICE (libnice), SRTP, Opus and ALSA.",
+        version: CallNodeVersion.string,
+        subcommands: [Gather.self])
+}
+
+/// Options that describe how ICE reaches the network, shared by every command that uses it.
+struct NetworkOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("STUN server for server-reflexive candidates.", valueName: "HOST:PORT"))
+    var stun: String?
+
+    @Option(name: .long, help: ArgumentHelp(
+        "TURN server with long-term credentials; repeat for several.",
+        valueName: "USER:PASS@HOST:PORT[?transport=tcp]"))
+    var turn: [String] = []
+
+    @Flag(name: .long, help: "Use relayed candidates only (needs --turn); hides local addresses.")
+    var relayOnly = false
+
+    @Option(name: .long, help: ArgumentHelp("Gather host candidates only on this address; repeat for several.", valueName: "ADDRESS"))
+    var bind: [String] = []
+
+    @Flag(name: .long, help: "Also gather ICE-TCP candidates.")
+    var iceTcp = false
+
+    func iceConfiguration(role: IceRole) throws -> IceConfiguration {
+        var configuration = IceConfiguration(role: role)
+        if let stun {
+            guard let address = IceServerAddress(stun) else {
+                throw ValidationError("--stun '\(stun)' is not HOST:PORT")
+            }
+            configuration.stunServer = address
+        }
+        for spec in turn {
+            guard let server = TurnServer(spec: spec) else {
+                throw ValidationError("--turn '\(spec)' is not USER:PASS@HOST:PORT[?transport=udp|tcp]")
+            }
+            configuration.turnServers.append(server)
+        }
+        configuration.relayOnly = relayOnly
+        configuration.localAddresses = bind
+        configuration.iceTCP = iceTcp
+        return configuration
+    }
+}
+
+/// Gathers local ICE candidates and prints them: a quick check of what a peer would see.
+struct Gather: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Gather this machine's ICE candidates and print them as SDP attributes.",
+        discussion: """
+            Shows what a peer would be offered: host candidates on each interface, a \
+            server-reflexive candidate per --stun server, relayed candidates per --turn server. \
+            Exits non-zero if nothing could be gathered.
+            """)
+
+    @OptionGroup var network: NetworkOptions
+
+    @Option(name: .long, help: "Give up after this many seconds.")
+    var timeout: Double = 10
+
+    func run() async throws {
+        let configuration = try network.iceConfiguration(role: .controlling)
+        let agent: IceAgent
+        do {
+            agent = try await IceAgent(configuration: configuration)
+        } catch {
+            printError("callnode: \(error)")
+            throw ExitCode(1)
+        }
+        var found = 0
+        do {
+            let gathering = try await agent.gather()
+            print("a=ice-ufrag:\(gathering.credentials.ufrag)")
+            print("a=ice-pwd:\(gathering.credentials.pwd)")
+            let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
+            let candidates = gathering.candidates
+            found = await withTaskGroup(of: Int?.self) { group in
+                group.addTask {
+                    var count = 0
+                    for await candidate in candidates {
+                        print(candidate.sdpLine)
+                        count += 1
+                    }
+                    print("a=end-of-candidates")
+                    return count
+                }
+                group.addTask {
+                    try? await Task.sleep(until: deadline, clock: .continuous)
+                    return nil
+                }
+                let first = await group.next() ?? nil
+                group.cancelAll()
+                return first ?? -1
+            }
+        } catch {
+            await agent.close()
+            printError("callnode: \(error)")
+            throw ExitCode(1)
+        }
+        await agent.close()
+        if found < 0 {
+            printError("callnode: gathering did not finish within \(timeout) s (is the STUN/TURN server reachable?)")
+            throw ExitCode(1)
+        }
+        if found == 0 {
+            printError("callnode: no candidates gathered (check --bind and the network)")
+            throw ExitCode(1)
+        }
+    }
+}
+
+/// Writes one line to standard error (unbuffered, so it is not lost on exit).
+func printError(_ line: String) {
+    var text = line
+    if !text.hasSuffix("\n") { text += "\n" }
+    _ = text.withCString { write(2, $0, strlen($0)) }
+}
