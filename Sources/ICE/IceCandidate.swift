@@ -166,7 +166,7 @@ extension IceCandidate {
     /// - Throws: ``IceCandidateParseError`` naming the field that is wrong.
     public init(parsing text: String) throws(IceCandidateParseError) {
         var body = Substring(text)
-        while let last = body.last, last == "\r" || last == "\n" || last == " " { body.removeLast() }
+        while let last = body.last, last.isNewline || last == " " { body.removeLast() }
         if body.hasPrefix("a=") { body = body.dropFirst(2) }
         guard body.hasPrefix("candidate:") else { throw .missingPrefix(String(body)) }
         body = body.dropFirst("candidate:".count)

@@ -1,0 +1,71 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A child process started with posix_spawn, for test servers and tools. (Foundation's
+/// `Process.waitUntilExit` was seen spinning forever on this platform.)
+final class ChildProcess: Sendable {
+    let pid: pid_t
+
+    /// Starts `path` with `arguments`; stdout and stderr go to /dev/null unless `output` names a file.
+    init(_ path: String, _ arguments: [String], output: String = "/dev/null", stdin: Int32? = nil) throws {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        if let stdin { posix_spawn_file_actions_adddup2(&actions, stdin, 0) }
+        posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
+        defer { for arg in argv { free(arg) } }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, path, &actions, nil, argv, environ)
+        guard rc == 0 else { throw TestFailure("cannot start \(path): \(String(cString: strerror(rc)))") }
+        self.pid = pid
+    }
+
+    /// Whether the child is still running (reaps it if it ended).
+    var isRunning: Bool {
+        var status: Int32 = 0
+        return waitpid(pid, &status, WNOHANG) == 0
+    }
+
+    /// Waits for the child to exit and returns its exit status (-1 if killed by a signal).
+    func wait() -> Int32 {
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        return (status & 0x7F) == 0 ? (status >> 8) & 0xFF : -1
+    }
+
+    /// SIGTERM, then SIGKILL if it is still there after `grace`; always reaps it.
+    func stop(grace: Duration = .seconds(2)) {
+        kill(pid, SIGTERM)
+        let deadline = ContinuousClock.now + grace
+        var status: Int32 = 0
+        while ContinuousClock.now < deadline {
+            let r = waitpid(pid, &status, WNOHANG)
+            if r == pid || (r < 0 && errno == ECHILD) { return }
+            usleep(10_000)
+        }
+        kill(pid, SIGKILL)
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+    }
+
+    /// Runs `path` to completion with `input` on stdin; returns its exit status.
+    static func run(_ path: String, _ arguments: [String], input: String = "", output: String = "/dev/null") throws -> Int32 {
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { throw TestFailure("pipe failed") }
+        // Close-on-exec, or the child would hold its own stdin's write end and never see EOF.
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        let child: ChildProcess
+        do {
+            child = try ChildProcess(path, arguments, output: output, stdin: fds[0])
+        } catch {
+            close(fds[0]); close(fds[1])
+            throw error
+        }
+        close(fds[0])
+        _ = input.withCString { write(fds[1], $0, strlen($0)) }
+        close(fds[1])
+        return child.wait()
+    }
+}
