@@ -48,6 +48,7 @@ let package = Package(
             name: "callnode-bench",
             dependencies: [
                 "CallNode",
+                "ICE",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(

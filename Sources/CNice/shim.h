@@ -4,12 +4,6 @@
 #include <nice/agent.h>
 #include <glib.h>
 #include <glib-object.h>
-#include <sys/prctl.h>
-
-/* Names the calling thread (visible in top -H and gdb); at most 15 bytes are kept. */
-static inline void cnice_set_thread_name(const char *name) {
-    prctl(PR_SET_NAME, name, 0, 0, 0);
-}
 
 /* Signal callback shapes, one per libnice signal CallNode listens to. */
 typedef void (*cnice_state_changed_cb)(NiceAgent *agent, guint stream_id, guint component_id,

@@ -15,7 +15,9 @@ final class GLibLoop: Sendable {
     // g_main_context_invoke_full and g_main_loop_quit as callable from any thread.
     nonisolated(unsafe) let context: OpaquePointer
     nonisolated(unsafe) private let loop: OpaquePointer
-    private let thread: Mutex<pthread_t?> = Mutex(nil)
+    // GLib's own thread type, so GLib tracks the thread (its GThread, thread-default context
+    // stack) from start to exit instead of adopting a foreign thread.
+    private let thread: Mutex<UInt?> = Mutex(nil)  // the GThread* as a bit pattern (pointers are not Sendable)
     private let exit: Mutex<CheckedContinuation<Void, Never>?> = Mutex(nil)
     private let stopped = Atomic<Bool>(false)
 
@@ -28,19 +30,22 @@ final class GLibLoop: Sendable {
         self.loop = g_main_loop_new(context, 0)
 
         let box = Unmanaged.passRetained(ThreadStart(loop: self, name: name))
-        var tid = pthread_t()
-        let rc = pthread_create(&tid, nil, { raw in
-            let start = Unmanaged<ThreadStart>.fromOpaque(raw!).takeRetainedValue()  // passed just above
+        var error: UnsafeMutablePointer<GError>?
+        let started = g_thread_try_new(name, { raw in
+            let start = Unmanaged<ThreadStart>.fromOpaque(raw!).takeRetainedValue()  // passed just below
             start.loop.threadMain(name: start.name)
             return nil
-        }, box.toOpaque())
-        guard rc == 0 else {
+        }, box.toOpaque(), &error)
+        guard let started else {
             box.release()
+            let message = error.map { String(cString: $0.pointee.message) } ?? "unknown error"
+            if let error { g_error_free(error) }
             g_main_loop_unref(loop)
             g_main_context_unref(context)
-            throw .libnice(function: "pthread_create", detail: "error \(rc)")
+            throw .libnice(function: "g_thread_try_new", detail: message)
         }
-        thread.withLock { $0 = tid }
+        let handle = UInt(bitPattern: started)
+        thread.withLock { $0 = handle }
     }
 
     private final class ThreadStart {
@@ -53,7 +58,6 @@ final class GLibLoop: Sendable {
     }
 
     private func threadMain(name: String) {
-        cnice_set_thread_name(name)
         g_main_context_push_thread_default(context)
         g_main_loop_run(loop)
         // Dispatch whatever is still pending (idle callbacks queued before the quit) so that no
@@ -108,8 +112,8 @@ final class GLibLoop: Sendable {
     func abandon() {
         guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
         post { g_main_loop_quit(self.loop) }
-        if let tid = thread.withLock({ $0.take() }) {
-            pthread_detach(tid)
+        if let bits = thread.withLock({ $0.take() }), let thread = UnsafeMutablePointer<GThread>(bitPattern: bits) {
+            g_thread_unref(thread)
         }
     }
 
@@ -122,8 +126,8 @@ final class GLibLoop: Sendable {
             post { g_main_loop_quit(self.loop) }
         }
         // The thread resumed us as its last act; the join returns at once.
-        if let tid = thread.withLock({ $0.take() }) {
-            pthread_join(tid, nil)
+        if let bits = thread.withLock({ $0.take() }), let thread = UnsafeMutablePointer<GThread>(bitPattern: bits) {
+            g_thread_join(thread)
         }
     }
 }

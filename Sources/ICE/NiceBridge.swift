@@ -286,11 +286,18 @@ final class NiceHandle: @unchecked Sendable {  // see above: loop-thread confine
     /// thread; `done` runs there once libnice has let go.
     func close(done: @escaping @Sendable () -> Void) {
         detachCallbacks()
-        let box = Unmanaged.passRetained(CloseBox(done)).toOpaque()
+        let box = Unmanaged.passRetained(CloseBox(loop, done)).toOpaque()
         nice_agent_close_async(agent, { source, _, data in
             let box = Unmanaged<CloseBox>.fromOpaque(data!).takeRetainedValue()  // retained above
-            g_object_unref(UnsafeMutableRawPointer(source))
-            box.done()
+            // libnice is still inside its own dispatch here: release the agent in a job of its
+            // own so that nothing of libnice's runs on a finalized agent.
+            let agent = UnsafeMutableRawPointer(source)
+            let done = box.done
+            nonisolated(unsafe) let release = agent  // a GObject pointer, used on this thread only
+            box.loop.post {
+                g_object_unref(release)
+                done()
+            }
         }, box)
     }
 
@@ -309,7 +316,11 @@ final class NiceHandle: @unchecked Sendable {  // see above: loop-thread confine
 
     private final class CloseBox {
         let done: @Sendable () -> Void
-        init(_ done: @escaping @Sendable () -> Void) { self.done = done }
+        let loop: GLibLoop
+        init(_ loop: GLibLoop, _ done: @escaping @Sendable () -> Void) {
+            self.loop = loop
+            self.done = done
+        }
     }
 }
 

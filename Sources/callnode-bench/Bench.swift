@@ -1,5 +1,6 @@
 import ArgumentParser
 import CallNode
+@_spi(Benchmarks) import ICE
 
 #if canImport(Glibc)
 import Glibc
@@ -30,17 +31,27 @@ struct IceBench: AsyncParsableCommand {
 
     func run() async throws {
         for ms in pacing {
-            var samples: [Duration] = []
+            var agentSamples: [Duration] = [], bareSamples: [Duration] = []
+            // Interleaved, so both see the same machine load.
             for _ in 0..<runs {
-                samples.append(try await Self.connectOnce(pacing: .milliseconds(ms)))
+                agentSamples.append(try await Self.connectOnce(pacing: .milliseconds(ms)))
+                guard let bare = await BareLibniceBenchmark.connectOnce(pacingMS: UInt32(ms)) else {
+                    throw ValidationError("bare libnice did not connect on loopback")
+                }
+                bareSamples.append(bare)
             }
-            samples.sort()
-            let stats = (min: samples.first!, median: samples[samples.count / 2], max: samples.last!)  // runs > 0
-            if json {
-                print("{\"group\":\"ice\",\"pacing_ms\":\(ms),\"runs\":\(runs),\"min_ms\":\(Self.ms(stats.min)),\"median_ms\":\(Self.ms(stats.median)),\"max_ms\":\(Self.ms(stats.max))}")
-            } else {
-                print("ice connect, pacing \(ms) ms, \(runs) runs: min \(Self.ms(stats.min)) ms, median \(Self.ms(stats.median)) ms, max \(Self.ms(stats.max)) ms")
-            }
+            report(ms: ms, what: "IceAgent", agentSamples)
+            report(ms: ms, what: "bare libnice", bareSamples)
+        }
+    }
+
+    func report(ms: Int, what: String, _ samples: [Duration]) {
+        let sorted = samples.sorted()
+        let (lo, median, hi) = (sorted[0], sorted[sorted.count / 2], sorted[sorted.count - 1])
+        if json {
+            print("{\"group\":\"ice\",\"subject\":\"\(what)\",\"pacing_ms\":\(ms),\"runs\":\(runs),\"min_ms\":\(Self.ms(lo)),\"median_ms\":\(Self.ms(median)),\"max_ms\":\(Self.ms(hi))}")
+        } else {
+            print("ice connect, \(what), pacing \(ms) ms, \(runs) runs: min \(Self.ms(lo)) ms, median \(Self.ms(median)) ms, max \(Self.ms(hi)) ms")
         }
     }
 
