@@ -11,6 +11,10 @@ final class AgentSink: Sendable {
     let events: AsyncStream<IceEvent>.Continuation
     let datagrams: AsyncStream<IceDatagram>.Continuation
     private let state = Mutex(State())
+    private let failedSends = Atomic<Int>(0)
+
+    var sendFailures: Int { failedSends.load(ordering: .relaxed) }
+    func countSendFailure() { failedSends.add(1, ordering: .relaxed) }
 
     private struct State {
         var streamID: UInt32 = 0
@@ -124,10 +128,9 @@ final class AgentSink: Sendable {
 
 /// The owner of one `NiceAgent*`.
 ///
-/// Lifecycle calls (create, add/remove stream, gather, close) run on the agent's ``GLibLoop``
-/// thread. `nice_agent_send` is also called from the actor: libnice guards every API call with
-/// the agent lock and its UDP sockets never block.
-final class NiceHandle: @unchecked Sendable {  // see above: loop-thread confinement + libnice's agent lock
+/// Every libnice call runs on the agent's ``GLibLoop`` thread (create, streams, gather, send,
+/// close); the actor only hands work to that thread.
+final class NiceHandle: @unchecked Sendable {  // confined: its pointer is used only on the loop thread
     let agent: OpaquePointer
     let loop: GLibLoop
     let sink: AgentSink
@@ -275,11 +278,13 @@ final class NiceHandle: @unchecked Sendable {  // see above: loop-thread confine
         return result
     }
 
-    /// Sends on the selected pair; callable from any thread (see the type's note).
-    func send(_ bytes: [UInt8]) -> Int32 {
-        bytes.withUnsafeBufferPointer { buffer in
+    /// Sends on the selected pair. Must run on the loop thread; a failure is counted.
+    func send(_ bytes: [UInt8]) {
+        guard signalsConnected else { return }  // closing: nothing more goes out
+        let sent = bytes.withUnsafeBufferPointer { buffer in
             nice_agent_send(agent, streamID, 1, UInt32(buffer.count), UnsafeRawPointer(buffer.baseAddress!).assumingMemoryBound(to: gchar.self))  // non-empty, checked by caller
         }
+        if sent != Int32(bytes.count) { sink.countSendFailure() }
     }
 
     /// Stops callbacks, closes TURN allocations and releases the agent. Must run on the loop
