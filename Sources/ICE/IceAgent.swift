@@ -304,6 +304,7 @@ public actor IceAgent {
     private func startCheckTimer(stream: UInt32) {
         let clock = self.clock, timeout = configuration.connectTimeout, sink = self.sink
         checkTimer?.cancel()
+        // Owned by the actor: cancelled on restart() and close(), replaced here.
         checkTimer = Task {
             do { try await clock.sleep(for: timeout) } catch { return }
             sink.checksTimedOut(stream: stream)
