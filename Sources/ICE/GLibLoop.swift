@@ -9,10 +9,15 @@ import Glibc
 ///
 /// libnice does its socket I/O, timers and signal emission on the context it was created with;
 /// running that context on a dedicated thread keeps GLib off Swift's cooperative pool. Work that
-/// must touch libnice is sent here with ``run(_:)``.
+/// must touch libnice is sent here with ``run(_:)`` or ``post(_:dropped:)``.
+///
+/// Lifetime: this object holds the context and loop references until it is deinitialized.
+/// Any thread that can queue a job holds this object, so GLib never sees a job queued on a
+/// context that another thread has already finalized (`g_source_unref` after `g_source_attach`
+/// locks the context). Once the thread has ended, jobs are refused instead of queued.
 final class GLibLoop: Sendable {
-    // The context and loop pointers never change after init; GLib documents
-    // g_main_context_invoke_full and g_main_loop_quit as callable from any thread.
+    // The context and loop pointers never change after init and stay valid until deinit;
+    // GLib documents g_source_attach and g_main_loop_quit as callable from any thread.
     nonisolated(unsafe) let context: OpaquePointer
     nonisolated(unsafe) private let loop: OpaquePointer
     // GLib's own thread type, so GLib tracks the thread (its GThread, thread-default context
@@ -20,6 +25,9 @@ final class GLibLoop: Sendable {
     private let thread: Mutex<UInt?> = Mutex(nil)  // the GThread* as a bit pattern (pointers are not Sendable)
     private let exit: Mutex<CheckedContinuation<Void, Never>?> = Mutex(nil)
     private let stopped = Atomic<Bool>(false)
+    /// Whether queued jobs will still run. Checked and changed under the lock, and jobs are
+    /// attached under it, so nothing is attached after the thread's final drain.
+    private let accepting = Mutex(true)
 
     /// Creates the context and starts its thread.
     init(name: String) throws(IceError) {
@@ -33,19 +41,27 @@ final class GLibLoop: Sendable {
         var error: UnsafeMutablePointer<GError>?
         let started = g_thread_try_new(name, { raw in
             let start = Unmanaged<ThreadStart>.fromOpaque(raw!).takeRetainedValue()  // passed just below
-            start.loop.threadMain(name: start.name)
+            start.loop.threadMain()
             return nil
         }, box.toOpaque(), &error)
         guard let started else {
             box.release()
             let message = error.map { String(cString: $0.pointee.message) } ?? "unknown error"
             if let error { g_error_free(error) }
-            g_main_loop_unref(loop)
-            g_main_context_unref(context)
+            accepting.withLock { $0 = false }
+            stopped.store(true, ordering: .releasing)
             throw .libnice(function: "g_thread_try_new", detail: message)
         }
         let handle = UInt(bitPattern: started)
         thread.withLock { $0 = handle }
+    }
+
+    deinit {
+        // Runs once no thread can reach this object: the loop thread (which holds it while it
+        // runs) has ended, and no caller can queue a job any more. Finalizing the context
+        // destroys any source still attached, which drops its job.
+        g_main_loop_unref(loop)
+        g_main_context_unref(context)
     }
 
     private final class ThreadStart {
@@ -57,19 +73,24 @@ final class GLibLoop: Sendable {
         }
     }
 
-    private func threadMain(name: String) {
+    private func threadMain() {
         g_main_context_push_thread_default(context)
         g_main_loop_run(loop)
-        // Dispatch whatever is still pending (idle callbacks queued before the quit) so that no
-        // continuation waiting in run(_:) is left behind.
+        // Dispatch whatever is still pending (jobs queued before the quit), then refuse new
+        // jobs and dispatch once more what was queued while refusing began, so that every job
+        // either runs or is refused (and no continuation waiting in run(_:) is left behind).
+        drain()
+        accepting.withLock { $0 = false }
+        drain()
+        g_main_context_pop_thread_default(context)
+        let continuation = exit.withLock { $0.take() }
+        continuation?.resume()
+    }
+
+    private func drain() {
         while g_main_context_pending(context) != 0 {
             g_main_context_iteration(context, 0)
         }
-        g_main_context_pop_thread_default(context)
-        g_main_loop_unref(loop)
-        g_main_context_unref(context)
-        let continuation = exit.withLock { $0.take() }
-        continuation?.resume()
     }
 
     /// Runs `body` on the loop thread and returns its result.
@@ -78,33 +99,69 @@ final class GLibLoop: Sendable {
     func run<T: Sendable>(_ body: @escaping @Sendable () throws(IceError) -> T) async throws(IceError) -> T {
         guard !stopped.load(ordering: .acquiring) else { throw .closed }
         let result: Result<T, IceError> = await withCheckedContinuation { continuation in
-            let job = Job {
-                do throws(IceError) { continuation.resume(returning: .success(try body())) }
-                catch { continuation.resume(returning: .failure(error)) }
-            }
+            let job = Job(
+                work: {
+                    do throws(IceError) { continuation.resume(returning: .success(try body())) }
+                    catch { continuation.resume(returning: .failure(error)) }
+                },
+                dropped: { continuation.resume(returning: .failure(.closed)) })
             invoke(job)
         }
         return try result.get()
     }
 
-    /// Queues `work` on the loop thread without waiting for it.
-    func post(_ work: @escaping @Sendable () -> Void) {
-        invoke(Job(work))
+    /// Queues `work` on the loop thread without waiting for it. Jobs run in the order they are
+    /// posted, never inline (even when posted from the loop thread). If the loop has ended,
+    /// `dropped` runs instead, on the caller's thread.
+    func post(_ work: @escaping @Sendable () -> Void, dropped: (@Sendable () -> Void)? = nil) {
+        invoke(Job(work: work, dropped: dropped))
     }
 
     private func invoke(_ job: Job) {
-        g_main_context_invoke_full(
-            context, cnice_priority_default(),
-            { raw in
-                Unmanaged<Job>.fromOpaque(raw!).takeRetainedValue().work()  // retained by invoke
-                return 0  // G_SOURCE_REMOVE
-            },
-            Unmanaged.passRetained(job).toOpaque(), nil)
+        let queued = accepting.withLock { accepting -> Bool in
+            guard accepting else { return false }
+            // An idle source rather than g_main_context_invoke_full, which would run the job
+            // inline when called on the loop thread.
+            let source = g_idle_source_new()
+            g_source_set_priority(source, cnice_priority_default())
+            g_source_set_callback(
+                source,
+                { raw in
+                    Unmanaged<Job>.fromOpaque(raw!).takeUnretainedValue().perform()  // retained until the notify below
+                    return 0  // G_SOURCE_REMOVE
+                },
+                Unmanaged.passRetained(job).toOpaque(),
+                { raw in Unmanaged<Job>.fromOpaque(raw!).release() })  // balances passRetained
+            g_source_attach(source, context)
+            g_source_unref(source)
+            return true
+        }
+        if !queued { job.drop() }
     }
 
-    private final class Job {
-        let work: @Sendable () -> Void
-        init(_ work: @escaping @Sendable () -> Void) { self.work = work }
+    /// One queued closure. `perform()` or `drop()` runs its side, at most once.
+    private final class Job: @unchecked Sendable {  // `done` is touched by whichever single thread runs or drops it
+        private let work: @Sendable () -> Void
+        private let dropped: (@Sendable () -> Void)?
+        private var done = false
+        init(work: @escaping @Sendable () -> Void, dropped: (@Sendable () -> Void)?) {
+            self.work = work
+            self.dropped = dropped
+        }
+        func perform() {
+            guard !done else { return }
+            done = true
+            work()
+        }
+        func drop() {
+            guard !done else { return }
+            done = true
+            dropped?()
+        }
+        deinit {
+            // A source destroyed without being dispatched (its context finalized) drops the job.
+            if !done { dropped?() }
+        }
     }
 
     /// Quits the loop without waiting and lets the thread end on its own (for deinit paths that
@@ -123,7 +180,10 @@ final class GLibLoop: Sendable {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             exit.withLock { $0 = continuation }
             // Quit from inside the loop so every job queued before stop() runs first.
-            post { g_main_loop_quit(self.loop) }
+            post({ g_main_loop_quit(self.loop) }, dropped: {
+                // Only if the thread already ended; it resumed nobody then.
+                self.exit.withLock { $0.take() }?.resume()
+            })
         }
         // The thread resumed us as its last act; the join returns at once.
         if let bits = thread.withLock({ $0.take() }), let thread = UnsafeMutablePointer<GThread>(bitPattern: bits) {

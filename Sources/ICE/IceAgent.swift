@@ -261,7 +261,7 @@ public actor IceAgent {
         pendingGathering = nil
         let handle = self.handle
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            loop.post { handle.close { continuation.resume() } }
+            loop.post({ handle.close { continuation.resume() } }, dropped: { continuation.resume() })
         }
         sink.finish()
         await loop.stop()

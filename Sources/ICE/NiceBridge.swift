@@ -299,10 +299,10 @@ final class NiceHandle: @unchecked Sendable {  // confined: its pointer is used 
             let agent = UnsafeMutableRawPointer(source)
             let done = box.done
             nonisolated(unsafe) let release = agent  // a GObject pointer, used on this thread only
-            box.loop.post {
+            box.loop.post({
                 g_object_unref(release)
                 done()
-            }
+            }, dropped: done)
         }, box)
     }
 
