@@ -35,9 +35,10 @@ let package = Package(
                 "CNice",
                 .product(name: "Logging", package: "swift-log"),
             ]),
+        .target(name: "RTP"),
         .target(
             name: "CallNode",
-            dependencies: ["ICE"]),
+            dependencies: ["ICE", "RTP"]),
         .executableTarget(
             name: "callnode",
             dependencies: [
@@ -59,6 +60,9 @@ let package = Package(
         .testTarget(
             name: "ICETests",
             dependencies: ["ICE"]),
+        .testTarget(
+            name: "RTPTests",
+            dependencies: ["RTP"]),
         .testTarget(
             name: "CBindingsTests",
             dependencies: ["CSRTP", "COpus", "CALSA"]),
