@@ -37,8 +37,11 @@ let package = Package(
             ]),
         .target(name: "RTP"),
         .target(
+            name: "Media",
+            dependencies: ["RTP", "COpus", "CSRTP", "CALSA"]),
+        .target(
             name: "CallNode",
-            dependencies: ["ICE", "RTP"]),
+            dependencies: ["ICE", "RTP", "Media"]),
         .executableTarget(
             name: "callnode",
             dependencies: [
@@ -63,6 +66,9 @@ let package = Package(
         .testTarget(
             name: "RTPTests",
             dependencies: ["RTP"]),
+        .testTarget(
+            name: "MediaTests",
+            dependencies: ["Media", "RTP"]),
         .testTarget(
             name: "CBindingsTests",
             dependencies: ["CSRTP", "COpus", "CALSA"]),

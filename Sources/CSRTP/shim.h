@@ -36,4 +36,12 @@ static inline void csrtp_policy_set_ssrc_any_outbound(srtp_policy_t *policy) {
     policy->ssrc.type = ssrc_any_outbound;
 }
 
+/* The AES-ICM cipher type libsrtp registers (declared in its uninstalled crypto_kernel.h);
+   allocated directly to check it against the RFC 3711 B.2 keystream. Key is 16 bytes + 14 salt. */
+#include <srtp2/cipher.h>
+extern const srtp_cipher_type_t srtp_aes_icm_128;
+static inline srtp_err_status_t csrtp_aes_icm_128_alloc(srtp_cipher_t **cipher) {
+    return srtp_cipher_type_alloc(&srtp_aes_icm_128, cipher, 30, 0);
+}
+
 #endif

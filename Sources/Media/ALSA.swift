@@ -1,0 +1,219 @@
+internal import CALSA
+import RTP
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Opens an ALSA PCM for 16-bit interleaved I/O, mapping open errors to ``AudioDeviceError``.
+private func openPCM(_ device: String, capture: Bool, format: AudioFormat, latency: Duration) throws(AudioDeviceError) -> OpaquePointer {
+    _ = calsa_silence_errors()
+    var pcm: OpaquePointer?
+    let stream = capture ? SND_PCM_STREAM_CAPTURE : SND_PCM_STREAM_PLAYBACK
+    let direction = capture ? "capture" : "playback"
+    let opened = snd_pcm_open(&pcm, device, stream, 0)
+    guard opened == 0, let pcm else {
+        let message = String(cString: snd_strerror(opened))
+        switch -opened {
+        case ENOENT, ENODEV, ENXIO: throw .notFound("ALSA \(direction) device '\(device)': \(message)")
+        case EBUSY, EAGAIN: throw .busy("ALSA \(direction) device '\(device)' is in use by another program")
+        default: throw .failed("ALSA \(direction) device '\(device)': \(message)")
+        }
+    }
+    let latencyMicroseconds = UInt32(latency.components.seconds * 1_000_000 + latency.components.attoseconds / 1_000_000_000_000)
+    let configured = snd_pcm_set_params(pcm, SND_PCM_FORMAT_S16_LE, SND_PCM_ACCESS_RW_INTERLEAVED,
+                                        UInt32(format.channels), UInt32(format.sampleRate), 1, latencyMicroseconds)
+    guard configured == 0 else {
+        snd_pcm_close(pcm)
+        throw .unsupportedFormat("ALSA \(direction) device '\(device)' cannot do \(format): \(String(cString: snd_strerror(configured)))")
+    }
+    return pcm
+}
+
+/// A thread of its own for blocking device I/O (never the cooperative pool).
+final class IOThread: @unchecked Sendable {  // the pthread handle is written once in start, read once in join
+    private var thread = pthread_t()
+    private var started = false
+
+    func start(_ body: @escaping @Sendable () -> Void) {
+        let box = Unmanaged.passRetained(Box(body)).toOpaque()
+        started = pthread_create(&thread, nil, { raw in
+            Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue().body()  // retained just above
+            return nil
+        }, box) == 0
+        if !started { Unmanaged<Box>.fromOpaque(box).release() }
+    }
+
+    func join() {
+        guard started else { return }
+        started = false
+        pthread_join(thread, nil)
+    }
+
+    private final class Box {
+        let body: @Sendable () -> Void
+        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    }
+}
+
+/// Counters of an ALSA endpoint.
+public struct AudioDeviceStatistics: Sendable, Equatable {
+    /// Overruns (capture) or underruns (playback) the device reported and that were recovered.
+    public var xruns = 0
+    /// Samples dropped because the call did not keep up (capture) or of silence played
+    /// because the call had nothing ready (playback).
+    public var droppedSamples = 0
+    public var silenceSamples = 0
+    /// Set when the device failed for good (unplugged); the endpoint then runs silent.
+    public var failure: String?
+}
+
+/// Shared machinery of ALSA capture and playback: the PCM handle lives on the I/O thread.
+private final class ALSAStream: Sendable {
+    let device: String
+    let format: AudioFormat
+    let capture: Bool
+    let ring: SampleRing
+    let periodFrames: Int
+    private let running = Atomic<Bool>(false)
+    private let stats = Mutex(AudioDeviceStatistics())
+    private let thread = Mutex<IOThread?>(nil)
+
+    init(device: String, format: AudioFormat, capture: Bool, period: Duration) {
+        self.device = device
+        self.format = format
+        self.capture = capture
+        periodFrames = max(1, Int(Double(format.sampleRate) * period.seconds))
+        // Half a second either way: enough to ride out scheduling hiccups, bounded.
+        ring = SampleRing(capacity: format.sampleRate / 2 * format.channels)
+    }
+
+    var statistics: AudioDeviceStatistics {
+        var s = stats.withLock { $0 }
+        if capture { s.droppedSamples = ring.overflowed } else { s.silenceSamples = ring.underflowed }
+        return s
+    }
+
+    func start() throws(AudioDeviceError) {
+        guard !running.load(ordering: .acquiring) else { return }
+        let pcm = try openPCM(device, capture: capture, format: format, latency: .milliseconds(Int64(4 * periodFrames * 1000 / format.sampleRate)))
+        nonisolated(unsafe) let handle = pcm  // moved to the I/O thread, which alone uses and closes it
+        ring.removeAll()
+        running.store(true, ordering: .releasing)
+        let io = IOThread()
+        io.start { [self] in
+            if capture { captureLoop(handle) } else { playbackLoop(handle) }
+            snd_pcm_close(handle)
+        }
+        thread.withLock { $0 = io }
+    }
+
+    func stop() {
+        guard running.exchange(false, ordering: .acquiringAndReleasing) else { return }
+        thread.withLock { $0.take() }?.join()
+    }
+
+    /// Recovers from an xrun or suspend; returns false if the device is gone.
+    private func recover(_ pcm: OpaquePointer, _ error: Int) -> Bool {
+        let recovered = snd_pcm_recover(pcm, Int32(error), 1)
+        if recovered == 0 {
+            stats.withLock { $0.xruns += 1 }
+            return true
+        }
+        let message = String(cString: snd_strerror(recovered))
+        stats.withLock { $0.failure = "ALSA device '\(device)' failed: \(message)" }
+        return false
+    }
+
+    private func captureLoop(_ pcm: OpaquePointer) {
+        var buffer = [Int16](repeating: 0, count: periodFrames * format.channels)
+        let periodMicroseconds = UInt32(periodFrames * 1_000_000 / format.sampleRate)
+        while running.load(ordering: .acquiring) {
+            // Devices that are not paced in real time (ALSA null/file) would fill the ring at
+            // full speed: wait while the call has a few periods unread.
+            if ring.count >= 4 * buffer.count {
+                usleep(periodMicroseconds)
+                continue
+            }
+            let n = buffer.withUnsafeMutableBufferPointer { calsa_readi(pcm, $0.baseAddress, snd_pcm_uframes_t(periodFrames)) }
+            if n < 0 {
+                if !recover(pcm, Int(n)) { return }
+                continue
+            }
+            buffer.withUnsafeBufferPointer { ring.write(UnsafeBufferPointer(rebasing: $0[0..<(Int(n) * format.channels)])) }
+        }
+    }
+
+    private func playbackLoop(_ pcm: OpaquePointer) {
+        var buffer = [Int16](repeating: 0, count: periodFrames * format.channels)
+        let periodMicroseconds = UInt32(periodFrames * 1_000_000 / format.sampleRate)
+        while running.load(ordering: .acquiring) {
+            let real = buffer.withUnsafeMutableBufferPointer { ring.read(into: $0) }
+            var offset = 0
+            while offset < periodFrames && running.load(ordering: .acquiring) {
+                let n = buffer.withUnsafeBufferPointer { b in
+                    calsa_writei(pcm, b.baseAddress! + offset * format.channels, snd_pcm_uframes_t(periodFrames - offset))  // non-empty buffer
+                }
+                if n < 0 {
+                    if !recover(pcm, Int(n)) { return }
+                    continue
+                }
+                offset += Int(n)
+            }
+            // Nothing real to play: do not spin on devices that accept audio instantly.
+            if real == 0 { usleep(periodMicroseconds) }
+        }
+        snd_pcm_drain(pcm)
+    }
+}
+
+/// Capture from an ALSA device (`default`, `hw:0`, `pulse`, `plughw:1,0`, …) on a dedicated thread.
+public final class ALSACaptureSource: AudioSource {
+    public let format: AudioFormat
+    private let stream: ALSAStream
+
+    /// - Parameters:
+    ///   - device: The ALSA PCM name.
+    ///   - period: How much audio each device read carries (default 10 ms; the device buffer
+    ///     holds four periods).
+    public init(device: String = "default", format: AudioFormat = AudioFormat(), period: Duration = .milliseconds(10)) {
+        self.format = format
+        stream = ALSAStream(device: device, format: format, capture: true, period: period)
+    }
+
+    public var device: String { stream.device }
+    public var statistics: AudioDeviceStatistics { stream.statistics }
+
+    /// Opens the device and starts reading.
+    /// - Throws: ``AudioDeviceError/notFound(_:)``, ``AudioDeviceError/busy(_:)`` or
+    ///   ``AudioDeviceError/unsupportedFormat(_:)``.
+    public func start() throws(AudioDeviceError) { try stream.start() }
+    public func stop() { stream.stop() }
+
+    public func read(into frame: inout [Int16]) -> Bool {
+        frame.withUnsafeMutableBufferPointer { _ = stream.ring.read(into: $0) }
+        return true
+    }
+}
+
+/// Playback to an ALSA device on a dedicated thread.
+public final class ALSAPlaybackSink: AudioSink {
+    public let format: AudioFormat
+    private let stream: ALSAStream
+
+    public init(device: String = "default", format: AudioFormat = AudioFormat(), period: Duration = .milliseconds(10)) {
+        self.format = format
+        stream = ALSAStream(device: device, format: format, capture: false, period: period)
+    }
+
+    public var device: String { stream.device }
+    public var statistics: AudioDeviceStatistics { stream.statistics }
+
+    public func start() throws(AudioDeviceError) { try stream.start() }
+    public func stop() { stream.stop() }
+
+    public func write(_ frame: [Int16]) {
+        frame.withUnsafeBufferPointer { stream.ring.write($0) }
+    }
+}

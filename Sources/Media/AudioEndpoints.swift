@@ -1,0 +1,221 @@
+import RTP
+import Synchronization
+
+/// Sample rate and channel count of 16-bit interleaved PCM.
+public struct AudioFormat: Sendable, Equatable, CustomStringConvertible {
+    public var sampleRate: Int
+    public var channels: Int
+    public init(sampleRate: Int = 48_000, channels: Int = 1) {
+        self.sampleRate = sampleRate
+        self.channels = channels
+    }
+    public var description: String { "\(sampleRate) Hz, \(channels) ch" }
+}
+
+/// Why an audio endpoint could not be opened or used.
+public enum AudioDeviceError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// No such device (ALSA name unknown, file missing).
+    case notFound(String)
+    /// The device exists but another program holds it.
+    case busy(String)
+    /// The device or file cannot do the requested format.
+    case unsupportedFormat(String)
+    /// Any other failure, with the underlying message.
+    case failed(String)
+
+    public var description: String {
+        switch self {
+        case let .notFound(detail): "audio device not found: \(detail)"
+        case let .busy(detail): "audio device busy: \(detail)"
+        case let .unsupportedFormat(detail): "unsupported audio format: \(detail)"
+        case let .failed(detail): "audio device error: \(detail)"
+        }
+    }
+}
+
+/// Where a call's outgoing audio comes from. Mono 16-bit frames at ``format``'s rate.
+///
+/// The media actor calls ``read(into:)`` once per frame period from its own isolation;
+/// hardware-backed sources buffer on their own thread in between.
+public protocol AudioSource: AnyObject, Sendable {
+    var format: AudioFormat { get }
+    /// Opens the device or file. Called before the first read, and again after ``stop()`` for
+    /// the restart mute mode.
+    func start() throws(AudioDeviceError)
+    /// Fills `frame` completely (its count is one frame). Returns `false` once the source has
+    /// ended; the frame is then silence.
+    func read(into frame: inout [Int16]) -> Bool
+    /// Releases the device. Idempotent.
+    func stop()
+}
+
+/// Where a call's incoming audio goes. Mono 16-bit frames at ``format``'s rate.
+public protocol AudioSink: AnyObject, Sendable {
+    var format: AudioFormat { get }
+    func start() throws(AudioDeviceError)
+    func write(_ frame: [Int16])
+    /// Flushes and releases the device or file. Idempotent.
+    func stop()
+}
+
+/// A sine tone.
+public final class ToneSource: AudioSource {
+    public let format: AudioFormat
+    public let frequency: Double
+    public let amplitude: Double
+    private let phase = Mutex(0.0)
+
+    /// - Parameter amplitude: 0–1 of full scale.
+    public init(frequency: Double = 440, amplitude: Double = 0.3, format: AudioFormat = AudioFormat()) {
+        self.frequency = frequency
+        self.amplitude = amplitude
+        self.format = format
+    }
+
+    public func start() throws(AudioDeviceError) {}
+    public func stop() {}
+
+    public func read(into frame: inout [Int16]) -> Bool {
+        let step = 2 * Double.pi * frequency / Double(format.sampleRate)
+        let scale = amplitude * 32767
+        phase.withLock { phase in
+            for i in frame.indices {
+                frame[i] = Int16((sin(phase) * scale).rounded())
+                phase += step
+                if phase > 2 * Double.pi { phase -= 2 * Double.pi }
+            }
+        }
+        return true
+    }
+}
+
+/// Endless digital silence.
+public final class SilenceSource: AudioSource {
+    public let format: AudioFormat
+    public init(format: AudioFormat = AudioFormat()) { self.format = format }
+    public func start() throws(AudioDeviceError) {}
+    public func stop() {}
+    public func read(into frame: inout [Int16]) -> Bool {
+        for i in frame.indices { frame[i] = 0 }
+        return true
+    }
+}
+
+/// Discards audio, counting frames.
+public final class NullSink: AudioSink {
+    public let format: AudioFormat
+    private let frames = Atomic<Int>(0)
+    public init(format: AudioFormat = AudioFormat()) { self.format = format }
+    public var framesWritten: Int { frames.load(ordering: .relaxed) }
+    public func start() throws(AudioDeviceError) {}
+    public func stop() {}
+    public func write(_ frame: [Int16]) { frames.add(1, ordering: .relaxed) }
+}
+
+/// A bounded FIFO of samples shared between one producer and one consumer thread. When full,
+/// the oldest samples are dropped (late audio is worth less than new audio); when empty, reads
+/// are padded with silence. Both cases are counted.
+public final class SampleRing: Sendable {
+    private struct State {
+        var storage: [Int16]
+        var head = 0  // next read
+        var count = 0
+        var overflowed = 0
+        var underflowed = 0
+    }
+    private let state: Mutex<State>
+    public let capacity: Int
+
+    public init(capacity: Int) {
+        self.capacity = capacity
+        state = Mutex(State(storage: [Int16](repeating: 0, count: capacity)))
+    }
+
+    public var count: Int { state.withLock { $0.count } }
+    /// Samples dropped because the ring was full.
+    public var overflowed: Int { state.withLock { $0.overflowed } }
+    /// Samples of silence handed out because the ring was empty.
+    public var underflowed: Int { state.withLock { $0.underflowed } }
+
+    public func write(_ samples: UnsafeBufferPointer<Int16>) {
+        state.withLock { s in
+            for sample in samples {
+                if s.count == capacity {
+                    s.head = (s.head + 1) % capacity
+                    s.count -= 1
+                    s.overflowed += 1
+                }
+                s.storage[(s.head + s.count) % capacity] = sample
+                s.count += 1
+            }
+        }
+    }
+
+    /// Reads exactly `out.count` samples, padding with zeros. Returns how many were real.
+    @discardableResult
+    public func read(into out: UnsafeMutableBufferPointer<Int16>) -> Int {
+        state.withLock { s in
+            let real = min(out.count, s.count)
+            for i in 0..<real {
+                out[i] = s.storage[s.head]
+                s.head = (s.head + 1) % capacity
+            }
+            s.count -= real
+            for i in real..<out.count { out[i] = 0 }
+            s.underflowed += out.count - real
+            return real
+        }
+    }
+
+    public func removeAll() { state.withLock { $0.count = 0 } }
+}
+
+/// Manual rendering: no device. The embedder pushes capture audio and pulls playback audio
+/// itself (an answering service feeding prompts, a test rig checking what was heard).
+///
+/// One object is both the call's source and its sink. Push and pull from any thread.
+public final class ManualAudioEndpoint: AudioSource, AudioSink {
+    public let format: AudioFormat
+    private let capture: SampleRing
+    private let playback: SampleRing
+
+    /// - Parameter bufferDuration: How much audio each direction holds before dropping the oldest.
+    public init(format: AudioFormat = AudioFormat(), bufferDuration: Duration = .seconds(2)) {
+        self.format = format
+        let samples = Int(Double(format.sampleRate) * bufferDuration.seconds) * format.channels
+        capture = SampleRing(capacity: max(1, samples))
+        playback = SampleRing(capacity: max(1, samples))
+    }
+
+    public func start() throws(AudioDeviceError) {}
+    public func stop() {}
+
+    /// Queues audio for the call to send.
+    public func pushCapture(_ samples: [Int16]) {
+        samples.withUnsafeBufferPointer { capture.write($0) }
+    }
+
+    /// Takes up to `count` samples the call has played (fewer if fewer are there).
+    public func pullPlayback(maximum count: Int) -> [Int16] {
+        let available = min(count, playback.count)
+        var out = [Int16](repeating: 0, count: available)
+        out.withUnsafeMutableBufferPointer { _ = playback.read(into: $0) }
+        return out
+    }
+
+    /// Samples played and not yet pulled.
+    public var playbackAvailable: Int { playback.count }
+
+    public func read(into frame: inout [Int16]) -> Bool {
+        frame.withUnsafeMutableBufferPointer { _ = capture.read(into: $0) }
+        return true
+    }
+
+    public func write(_ frame: [Int16]) {
+        frame.withUnsafeBufferPointer { playback.write($0) }
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif

@@ -1,0 +1,260 @@
+internal import CSRTP
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A libsrtp2 call that failed.
+public struct SRTPError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var function: String
+    /// The `srtp_err_status_t` value.
+    public var status: Int32
+    public var description: String { "\(function) failed with libsrtp status \(status)" }
+}
+
+/// The one funnel for libsrtp status codes.
+func srtp(_ status: srtp_err_status_t, _ function: String) throws(SRTPError) {
+    guard status == srtp_err_status_ok else { throw SRTPError(function: function, status: Int32(status.rawValue)) }
+}
+
+/// The SRTP protection profiles CallNode offers (RFC 4568 names).
+public enum SRTPSuite: String, Sendable, CaseIterable {
+    /// AES-128 counter mode with an 80-bit HMAC-SHA1 tag (the default; universally supported).
+    case aesCM128HmacSHA1_80 = "AES_CM_128_HMAC_SHA1_80"
+    /// AES-128-GCM (RFC 7714): authenticated encryption, 16-byte tag.
+    case aeadAES128GCM = "AEAD_AES_128_GCM"
+
+    /// Master key plus salt length in bytes.
+    public var keyLength: Int {
+        switch self {
+        case .aesCM128HmacSHA1_80: 30
+        case .aeadAES128GCM: 28
+        }
+    }
+}
+
+/// Why an SDES key attribute could not be used.
+public enum SRTPKeyError: Error, Sendable, Equatable, CustomStringConvertible {
+    case unknownSuite(String)
+    case malformed(String)
+    case wrongLength(expected: Int, got: Int)
+
+    public var description: String {
+        switch self {
+        case let .unknownSuite(name): "unsupported SRTP crypto suite '\(name)'"
+        case let .malformed(detail): "malformed SRTP key: \(detail)"
+        case let .wrongLength(expected, got): "SRTP key material must be \(expected) bytes, got \(got)"
+        }
+    }
+}
+
+/// An SRTP master key and salt for one direction, as signaling carries it
+/// (RFC 4568 `inline:` base64, the key parameter of `a=crypto`).
+public struct SRTPKey: Sendable, Equatable, CustomStringConvertible {
+    public let suite: SRTPSuite
+    /// Key followed by salt, ``SRTPSuite/keyLength`` bytes.
+    public let material: [UInt8]
+
+    public init(suite: SRTPSuite, material: [UInt8]) throws(SRTPKeyError) {
+        guard material.count == suite.keyLength else { throw .wrongLength(expected: suite.keyLength, got: material.count) }
+        self.suite = suite
+        self.material = material
+    }
+
+    /// A fresh random key from the system's secure generator.
+    public static func random(suite: SRTPSuite = .aesCM128HmacSHA1_80) -> SRTPKey {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<suite.keyLength).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        return try! SRTPKey(suite: suite, material: bytes)  // length matches the suite by construction
+    }
+
+    /// `inline:<base64>` (RFC 4568 §6.1), without lifetime or MKI.
+    public var inlineKeyParameter: String { "inline:" + Base64.encode(material) }
+
+    /// Parses `inline:<base64>[|lifetime][|MKI:length]` for `suite`; lifetime and MKI are ignored.
+    public init(suite: SRTPSuite, inlineKeyParameter text: String) throws(SRTPKeyError) {
+        guard text.hasPrefix("inline:") else { throw .malformed("expected 'inline:' followed by base64") }
+        let value = text.dropFirst("inline:".count).split(separator: "|", omittingEmptySubsequences: false).first ?? ""
+        guard let bytes = Base64.decode(String(value)) else { throw .malformed("not valid base64") }
+        try self.init(suite: suite, material: bytes)
+    }
+
+    /// Parses an `a=crypto` value: `<tag> <suite> inline:<key>[...]`.
+    public init(cryptoAttribute text: String) throws(SRTPKeyError) {
+        let fields = text.split(separator: " ")
+        guard fields.count >= 3 else { throw .malformed("expected '<tag> <suite> inline:<key>'") }
+        guard let suite = SRTPSuite(rawValue: String(fields[1])) else { throw .unknownSuite(String(fields[1])) }
+        try self.init(suite: suite, inlineKeyParameter: String(fields[2]))
+    }
+
+    public var description: String { "\(suite.rawValue) key (redacted)" }
+}
+
+/// Minimal RFC 4648 base64 (standard alphabet, padded), enough for SDES keys.
+enum Base64 {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+
+    static func encode(_ bytes: [UInt8]) -> String {
+        var out: [UInt8] = []
+        var i = 0
+        while i < bytes.count {
+            let b0 = bytes[i], b1 = i + 1 < bytes.count ? bytes[i + 1] : 0, b2 = i + 2 < bytes.count ? bytes[i + 2] : 0
+            out.append(alphabet[Int(b0 >> 2)])
+            out.append(alphabet[Int((b0 & 3) << 4 | b1 >> 4)])
+            out.append(i + 1 < bytes.count ? alphabet[Int((b1 & 15) << 2 | b2 >> 6)] : UInt8(ascii: "="))
+            out.append(i + 2 < bytes.count ? alphabet[Int(b2 & 63)] : UInt8(ascii: "="))
+            i += 3
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    static func decode(_ text: String) -> [UInt8]? {
+        var values: [UInt8] = []
+        var padding = 0
+        for c in text.utf8 {
+            if c == UInt8(ascii: "=") { padding += 1; continue }
+            guard padding == 0, let v = alphabet.firstIndex(of: c) else { return nil }
+            values.append(UInt8(v))
+        }
+        guard (values.count + padding) % 4 == 0, padding <= 2, !values.isEmpty else { return nil }
+        var out: [UInt8] = []
+        var i = 0
+        while i + 1 < values.count {
+            out.append(values[i] << 2 | values[i + 1] >> 4)
+            if i + 2 < values.count { out.append(values[i + 1] << 4 | values[i + 2] >> 2) }
+            if i + 3 < values.count { out.append(values[i + 2] << 6 | values[i + 3]) }
+            i += 4
+        }
+        return out
+    }
+}
+
+/// Process-wide libsrtp initialisation (srtp_init must run once, before any session).
+private let srtpInitialized: Bool = srtp_init() == srtp_err_status_ok
+
+/// What happened to an inbound packet that was not accepted.
+public enum SRTPDrop: Error, Sendable, Equatable {
+    /// Authentication failed (tampered, or the wrong key).
+    case authenticationFailed
+    /// Already seen, or too old for the replay window.
+    case replayed
+    /// Too short or otherwise unusable.
+    case malformed
+}
+
+/// One direction of SRTP/SRTCP (libsrtp2 session). Owns its `srtp_t`; use from one isolation
+/// domain (the media actor).
+public final class SRTPSession {
+    public enum Direction: Sendable { case outbound, inbound }
+
+    private var session: srtp_t?
+    public let direction: Direction
+    private var buffer = [UInt8](repeating: 0, count: 2048)
+
+    /// - Throws: ``SRTPError`` if libsrtp cannot be initialised or rejects the key.
+    public init(key: SRTPKey, direction: Direction) throws(SRTPError) {
+        guard srtpInitialized else { throw SRTPError(function: "srtp_init", status: -1) }
+        self.direction = direction
+        var policy = srtp_policy_t()
+        switch key.suite {
+        case .aesCM128HmacSHA1_80: csrtp_policy_aes_cm_128_hmac_sha1_80(&policy)
+        case .aeadAES128GCM: csrtp_policy_aead_aes_128_gcm(&policy)
+        }
+        switch direction {
+        case .outbound: csrtp_policy_set_ssrc_any_outbound(&policy)
+        case .inbound: csrtp_policy_set_ssrc_any_inbound(&policy)
+        }
+        policy.window_size = 1024
+        policy.allow_repeat_tx = 0
+        var material = key.material
+        var created: srtp_t?
+        let status = material.withUnsafeMutableBufferPointer { keyBytes in
+            policy.key = keyBytes.baseAddress
+            return srtp_create(&created, &policy)
+        }
+        // Scrub the local copy of the key.
+        for i in material.indices { material[i] = 0 }
+        try srtp(status, "srtp_create")
+        session = created
+    }
+
+    deinit {
+        if let session { srtp_dealloc(session) }
+    }
+
+    /// Encrypts and authenticates one RTP packet.
+    public func protect(_ packet: [UInt8]) throws(SRTPError) -> [UInt8] {
+        try run(packet, overhead: 16 + 4) { session, bytes, length in csrtp_protect(session, bytes, length) }
+            .get(function: "srtp_protect")
+    }
+
+    /// Encrypts and authenticates one RTCP compound packet.
+    public func protectRTCP(_ packet: [UInt8]) throws(SRTPError) -> [UInt8] {
+        try run(packet, overhead: 16 + 4 + 4) { session, bytes, length in csrtp_protect_rtcp(session, bytes, length) }
+            .get(function: "srtp_protect_rtcp")
+    }
+
+    /// Verifies and decrypts one SRTP packet; a drop says why it must not be played.
+    public func unprotect(_ packet: [UInt8]) -> Result<[UInt8], SRTPDrop> {
+        guard packet.count >= 12 else { return .failure(.malformed) }
+        return run(packet, overhead: 0) { session, bytes, length in csrtp_unprotect(session, bytes, length) }.drop
+    }
+
+    /// Verifies and decrypts one SRTCP packet.
+    public func unprotectRTCP(_ packet: [UInt8]) -> Result<[UInt8], SRTPDrop> {
+        guard packet.count >= 8 else { return .failure(.malformed) }
+        return run(packet, overhead: 0) { session, bytes, length in csrtp_unprotect_rtcp(session, bytes, length) }.drop
+    }
+
+    private struct Outcome {
+        var status: srtp_err_status_t
+        var bytes: [UInt8]
+        func get(function: String) throws(SRTPError) -> [UInt8] {
+            try srtp(status, function)
+            return bytes
+        }
+        var drop: Result<[UInt8], SRTPDrop> {
+            switch status {
+            case srtp_err_status_ok: .success(bytes)
+            case srtp_err_status_replay_fail, srtp_err_status_replay_old: .failure(.replayed)
+            case srtp_err_status_auth_fail: .failure(.authenticationFailed)
+            default: .failure(.malformed)
+            }
+        }
+    }
+
+    private func run(_ packet: [UInt8], overhead: Int,
+                     _ call: (srtp_t, UnsafeMutablePointer<UInt8>, UnsafeMutablePointer<Int32>) -> srtp_err_status_t) -> Outcome {
+        guard let session else { return Outcome(status: srtp_err_status_fail, bytes: []) }
+        let needed = packet.count + overhead + 16
+        if buffer.count < needed { buffer = [UInt8](repeating: 0, count: needed) }
+        var length = Int32(packet.count)
+        let status = buffer.withUnsafeMutableBufferPointer { out in
+            packet.withUnsafeBufferPointer { input in
+                out.baseAddress!.update(from: input.baseAddress!, count: input.count)  // both non-empty: sized above
+            }
+            return call(session, out.baseAddress!, &length)
+        }
+        guard status == srtp_err_status_ok else { return Outcome(status: status, bytes: []) }
+        return Outcome(status: status, bytes: Array(buffer[0..<Int(length)]))
+    }
+}
+
+/// The AES-CM keystream for a raw key, salt-derived IV and length: a direct window on
+/// libsrtp's cipher, used to check it against RFC 3711 appendix B.2.
+@_spi(Testing)
+public func aesCounterModeKeystream(key: [UInt8], salt: [UInt8], length: Int) throws(SRTPError) -> [UInt8] {
+    guard srtpInitialized else { throw SRTPError(function: "srtp_init", status: -1) }
+    var cipher: UnsafeMutablePointer<srtp_cipher_t>?
+    try srtp(csrtp_aes_icm_128_alloc(&cipher), "srtp_cipher_type_alloc")
+    guard let cipher else { throw SRTPError(function: "srtp_cipher_type_alloc", status: -1) }
+    defer { _ = srtp_cipher_dealloc(cipher) }
+    try srtp(srtp_cipher_init(cipher, key + salt), "srtp_cipher_init")
+    var iv = [UInt8](repeating: 0, count: 16)
+    try srtp(srtp_cipher_set_iv(cipher, &iv, Int32(srtp_direction_encrypt.rawValue)), "srtp_cipher_set_iv")
+    var out = [UInt8](repeating: 0, count: length)
+    var outLength = UInt32(length)
+    try srtp(srtp_cipher_encrypt(cipher, &out, &outLength), "srtp_cipher_encrypt")
+    return out
+}

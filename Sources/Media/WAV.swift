@@ -1,0 +1,205 @@
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// 16-bit PCM WAV (RIFF) reading and writing.
+public enum WAV {
+    /// Reads a whole 16-bit PCM WAV file.
+    ///
+    /// - Throws: ``AudioDeviceError/notFound(_:)`` for a missing file,
+    ///   ``AudioDeviceError/unsupportedFormat(_:)`` for anything but 16-bit PCM.
+    public static func read(path: String) throws(AudioDeviceError) -> (format: AudioFormat, samples: [Int16]) {
+        guard let file = fopen(path, "rb") else {
+            throw errno == ENOENT ? .notFound(path) : .failed("\(path): \(String(cString: strerror(errno)))")
+        }
+        defer { fclose(file) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = fread(&chunk, 1, chunk.count, file)
+            if n == 0 { break }
+            bytes.append(contentsOf: chunk[0..<n])
+        }
+        return try parse(bytes, name: path)
+    }
+
+    /// Parses WAV bytes (see ``read(path:)``).
+    public static func parse(_ bytes: [UInt8], name: String = "WAV data") throws(AudioDeviceError) -> (format: AudioFormat, samples: [Int16]) {
+        func u32(_ i: Int) -> UInt32 { UInt32(bytes[i]) | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2]) << 16 | UInt32(bytes[i + 3]) << 24 }
+        func u16(_ i: Int) -> UInt16 { UInt16(bytes[i]) | UInt16(bytes[i + 1]) << 8 }
+        guard bytes.count >= 12, bytes[0..<4].elementsEqual("RIFF".utf8), bytes[8..<12].elementsEqual("WAVE".utf8) else {
+            throw .unsupportedFormat("\(name) is not a RIFF/WAVE file")
+        }
+        var offset = 12
+        var format: AudioFormat?
+        while offset + 8 <= bytes.count {
+            let id = String(decoding: bytes[offset..<(offset + 4)], as: UTF8.self)
+            let size = Int(u32(offset + 4))
+            let body = offset + 8
+            guard body + size <= bytes.count || id == "data" else {
+                throw .unsupportedFormat("\(name): chunk '\(id)' overruns the file")
+            }
+            if id == "fmt " {
+                guard size >= 16 else { throw .unsupportedFormat("\(name): short fmt chunk") }
+                let tag = u16(body), channels = Int(u16(body + 2)), rate = Int(u32(body + 4)), bits = u16(body + 14)
+                // 1 = PCM; 0xFFFE = WAVE_FORMAT_EXTENSIBLE (accepted when 16-bit).
+                guard (tag == 1 || tag == 0xFFFE) && bits == 16 else {
+                    throw .unsupportedFormat("\(name): only 16-bit PCM is supported (format \(tag), \(bits) bits)")
+                }
+                guard channels >= 1, rate > 0 else { throw .unsupportedFormat("\(name): \(channels) channels at \(rate) Hz") }
+                format = AudioFormat(sampleRate: rate, channels: channels)
+            } else if id == "data" {
+                guard let format else { throw .unsupportedFormat("\(name): data before fmt") }
+                let end = min(bytes.count, body + size)  // tolerate a truncated final chunk
+                var samples = [Int16](repeating: 0, count: (end - body) / 2)
+                for i in samples.indices { samples[i] = Int16(bitPattern: u16(body + 2 * i)) }
+                return (format, samples)
+            }
+            offset = body + size + (size & 1)
+        }
+        throw .unsupportedFormat("\(name): no data chunk")
+    }
+
+    /// The bytes of a 16-bit PCM WAV file holding `samples`.
+    public static func encode(_ samples: [Int16], format: AudioFormat) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(44 + 2 * samples.count)
+        func put32(_ v: UInt32) { for s in stride(from: 0, to: 32, by: 8) { out.append(UInt8((v >> UInt32(s)) & 0xFF)) } }
+        func put16(_ v: UInt16) { out.append(UInt8(v & 0xFF)); out.append(UInt8(v >> 8)) }
+        out.append(contentsOf: "RIFF".utf8); put32(UInt32(36 + 2 * samples.count)); out.append(contentsOf: "WAVE".utf8)
+        out.append(contentsOf: "fmt ".utf8); put32(16); put16(1); put16(UInt16(format.channels))
+        put32(UInt32(format.sampleRate)); put32(UInt32(format.sampleRate * format.channels * 2))
+        put16(UInt16(format.channels * 2)); put16(16)
+        out.append(contentsOf: "data".utf8); put32(UInt32(2 * samples.count))
+        for s in samples { put16(UInt16(bitPattern: s)) }
+        return out
+    }
+
+    /// Writes a 16-bit PCM WAV file.
+    public static func write(_ samples: [Int16], format: AudioFormat, path: String) throws(AudioDeviceError) {
+        let bytes = encode(samples, format: format)
+        guard let file = fopen(path, "wb") else { throw .failed("cannot create \(path): \(String(cString: strerror(errno)))") }
+        defer { fclose(file) }
+        guard fwrite(bytes, 1, bytes.count, file) == bytes.count else { throw .failed("short write to \(path)") }
+    }
+}
+
+/// Plays a WAV file as the call's outgoing audio, once or looping. Multi-channel files are
+/// mixed down to mono; the call runs at the file's sample rate (8/12/16/24/48 kHz).
+public final class WAVFileSource: AudioSource {
+    public let format: AudioFormat
+    public let loops: Bool
+    private let samples: [Int16]
+    private let position = Mutex(0)
+
+    /// - Throws: ``AudioDeviceError`` for a missing or non-16-bit-PCM file.
+    public convenience init(path: String, loops: Bool = false) throws(AudioDeviceError) {
+        let (fileFormat, interleaved) = try WAV.read(path: path)
+        self.init(samples: interleaved, format: fileFormat, loops: loops)
+    }
+
+    /// A source over samples already in memory (interleaved, mixed down if multi-channel).
+    public init(samples interleaved: [Int16], format fileFormat: AudioFormat, loops: Bool = false) {
+        if fileFormat.channels == 1 {
+            samples = interleaved
+        } else {
+            let c = fileFormat.channels
+            samples = (0..<(interleaved.count / c)).map { i in
+                var sum = 0
+                for ch in 0..<c { sum += Int(interleaved[i * c + ch]) }
+                return Int16(sum / c)
+            }
+        }
+        format = AudioFormat(sampleRate: fileFormat.sampleRate, channels: 1)
+        self.loops = loops
+    }
+
+    /// Total length of the file's audio.
+    public var duration: Duration { .microseconds(Int64(samples.count) * 1_000_000 / Int64(format.sampleRate)) }
+
+    public func start() throws(AudioDeviceError) {}
+    public func stop() {}
+
+    public func read(into frame: inout [Int16]) -> Bool {
+        position.withLock { pos in
+            if !loops && pos >= samples.count {
+                for i in frame.indices { frame[i] = 0 }
+                return false
+            }
+            for i in frame.indices {
+                if pos >= samples.count {
+                    guard loops && !samples.isEmpty else { frame[i] = 0; continue }
+                    pos = 0
+                }
+                frame[i] = samples[pos]
+                pos += 1
+            }
+            return true
+        }
+    }
+}
+
+/// Records the call's incoming audio to a 16-bit PCM WAV file as it plays; the header's
+/// lengths are filled in on ``stop()``.
+public final class WAVFileSink: AudioSink {
+    public let format: AudioFormat
+    public let path: String
+    private struct State {
+        var fileBits: UInt?  // the FILE* as a bit pattern (pointers are not Sendable); used only under the lock
+        var file: UnsafeMutablePointer<FILE>? { fileBits.flatMap { UnsafeMutablePointer(bitPattern: $0) } }
+        var samples = 0
+        var buffer: [UInt8] = []
+    }
+    private let state = Mutex(State())
+
+    public init(path: String, format: AudioFormat = AudioFormat()) {
+        self.path = path
+        self.format = format
+    }
+
+    /// Creates the file (so a bad path fails at start, not at hang-up).
+    public func start() throws(AudioDeviceError) {
+        let opened = fopen(path, "wb")
+        guard let opened else { throw .failed("cannot create \(path): \(String(cString: strerror(errno)))") }
+        let header = WAV.encode([], format: format)
+        fwrite(header, 1, header.count, opened)
+        let bits = UInt(bitPattern: opened)
+        state.withLock { $0.fileBits = bits; $0.samples = 0 }
+    }
+
+    public func write(_ frame: [Int16]) {
+        state.withLock { s in
+            guard let file = s.file else { return }
+            s.buffer.removeAll(keepingCapacity: true)
+            for sample in frame {
+                let bits = UInt16(bitPattern: sample)
+                s.buffer.append(UInt8(bits & 0xFF))
+                s.buffer.append(UInt8(bits >> 8))
+            }
+            fwrite(s.buffer, 1, s.buffer.count, file)
+            s.samples += frame.count
+        }
+    }
+
+    /// Samples written so far.
+    public var samplesWritten: Int { state.withLock { $0.samples } }
+
+    public func stop() {
+        state.withLock { s in
+            guard let file = s.file else { return }
+            s.fileBits = nil
+            // Patch the RIFF and data sizes now that the length is known.
+            let dataBytes = UInt32(2 * s.samples)
+            func put(_ value: UInt32, at offset: Int) {
+                var le = value.littleEndian
+                fseek(file, offset, SEEK_SET)
+                fwrite(&le, 4, 1, file)
+            }
+            put(36 + dataBytes, at: 4)
+            put(dataBytes, at: 40)
+            fclose(file)
+        }
+    }
+}
