@@ -61,6 +61,8 @@ public struct JitterBufferStatistics: Sendable, Equatable {
     /// Frames inserted to grow the delay, and frames dropped to shrink it.
     public var stretched = 0
     public var shrunk = 0
+
+    public init() {}
 }
 
 /// An adaptive jitter buffer for fixed-duration audio frames.

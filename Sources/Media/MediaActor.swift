@@ -1,0 +1,493 @@
+import RTP
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// How muting silences the microphone.
+public enum MuteMode: String, Sendable, CaseIterable {
+    /// Keep capturing and sending, but send silence (fast; the device stays open).
+    case sendSilence
+    /// Close the capture device while muted and reopen it on unmute.
+    case restartDevice
+    /// Zero the microphone input only: app audio mixed into the call is still sent.
+    case inputMixer
+}
+
+/// Settings of one call's media.
+public struct MediaConfiguration: Sendable, Equatable {
+    /// The encoder profile. Its sample rate is replaced by the source's rate.
+    public var opus: OpusConfiguration
+    /// The RTP payload type for Opus (dynamic; 111 by default, RFC 7587).
+    public var payloadType: UInt8
+    public var jitterBuffer: JitterBufferConfiguration
+    /// How often RTCP reports are sent.
+    public var rtcpInterval: Duration
+    /// How often a ``MediaEvent/statistics(_:)`` event is emitted.
+    public var statisticsInterval: Duration
+    public var muteMode: MuteMode
+    /// The RTCP CNAME (an opaque per-node name).
+    public var cname: String
+
+    public init(opus: OpusConfiguration = OpusConfiguration(), payloadType: UInt8 = 111,
+                jitterBuffer: JitterBufferConfiguration = JitterBufferConfiguration(),
+                rtcpInterval: Duration = .seconds(1), statisticsInterval: Duration = .seconds(1),
+                muteMode: MuteMode = .sendSilence, cname: String = "callnode") {
+        self.opus = opus
+        self.payloadType = payloadType
+        self.jitterBuffer = jitterBuffer
+        self.rtcpInterval = rtcpInterval
+        self.statisticsInterval = statisticsInterval
+        self.muteMode = muteMode
+        self.cname = cname
+    }
+}
+
+/// The SRTP keys of a call: ours protects what we send, the peer's checks what we receive.
+public struct MediaKeys: Sendable, Equatable {
+    public var outbound: SRTPKey
+    public var inbound: SRTPKey
+    public init(outbound: SRTPKey, inbound: SRTPKey) {
+        self.outbound = outbound
+        self.inbound = inbound
+    }
+}
+
+/// Why media could not start or run.
+public enum MediaError: Error, Sendable, Equatable, CustomStringConvertible {
+    case invalidConfiguration(String)
+    case device(AudioDeviceError)
+    case codec(String)
+    case crypto(String)
+    /// ``MediaActor/start()`` after ``MediaActor/stop()``.
+    case stopped
+
+    public var description: String {
+        switch self {
+        case let .invalidConfiguration(detail): "invalid media configuration: \(detail)"
+        case let .device(error): error.description
+        case let .codec(detail): "codec error: \(detail)"
+        case let .crypto(detail): "SRTP error: \(detail)"
+        case .stopped: "media already stopped"
+        }
+    }
+}
+
+/// A snapshot of one call's media.
+public struct MediaStatistics: Sendable, Equatable {
+    public var packetsSent = 0
+    public var bytesSent = 0
+    public var packetsReceived = 0
+    public var bytesReceived = 0
+    /// Payload bitrate over the last statistics interval, bit/s.
+    public var sendBitrate = 0
+    public var receiveBitrate = 0
+    /// Packets lost from the peer (RFC 3550 cumulative count) and the peer's view of ours.
+    public var packetsLost = 0
+    public var remoteFractionLost = 0.0
+    /// Interarrival jitter of what we receive.
+    public var jitter = Duration.zero
+    /// From RTCP SR/RR; `nil` until the first report with LSR comes back.
+    public var roundTripTime: Duration?
+    /// RMS level of the last frame sent and played, in dBFS (−100 for digital silence).
+    public var sendLevel = -100.0
+    public var receiveLevel = -100.0
+    public var jitterBuffer = JitterBufferStatistics()
+    /// Inbound packets dropped by SRTP: failed authentication (tampered), replayed, malformed.
+    public var authenticationFailures = 0
+    public var replaysDropped = 0
+    public var malformedDropped = 0
+    /// DTX frames the encoder asked not to send.
+    public var framesNotSent = 0
+
+    public init() {}
+}
+
+/// What a call's media reports.
+public enum MediaEvent: Sendable, Equatable {
+    case statistics(MediaStatistics)
+    /// The source ended (a WAV file without looping); silence is sent from here on.
+    case sourceEnded
+    /// The peer sent RTCP BYE.
+    case remoteEnded
+}
+
+/// One call's media: capture → mixer → Opus → RTP → SRTP → transport, and transport → SRTP →
+/// RTP → jitter buffer → Opus (FEC, PLC) → playback, with RTCP reports both ways.
+///
+/// Driven by a ``MediaClock`` (one per node; a manual one in tests): every tick sends one
+/// frame and plays one frame. The actor owns its codec and SRTP state; endpoints buffer on
+/// their own threads where they have hardware behind them.
+public actor MediaActor: MediaClockClient {
+    public nonisolated let events: AsyncStream<MediaEvent>
+    private let eventsContinuation: AsyncStream<MediaEvent>.Continuation
+    public nonisolated let configuration: MediaConfiguration
+    public nonisolated let source: any AudioSource
+    public nonisolated let sink: any AudioSink
+    /// Our RTP synchronization source.
+    public nonisolated let ssrc: UInt32
+
+    private let transport: any MediaTransport
+    private let clock: MediaClock
+    private let encoder: OpusEncoder
+    private let decoder: OpusDecoder
+    private let outbound: SRTPSession
+    private let inbound: SRTPSession
+    private let inbox = Inbox()
+
+    private var jitter: JitterBuffer
+    private var reception = ReceptionStatistics(clockRate: 48_000)
+    private var stats = MediaStatistics()
+    private var sequence: UInt16
+    private var timestamp: UInt32
+    private let timestampStep: UInt32
+    private var captureFrame: [Int16]
+    private var appFrame: [Int16]
+    private var playFrame: [Int16]
+    private var state: State = .idle
+    private var muted = false
+    private var microphoneVolume = 1.0
+    private var appAudio: (source: any AudioSource, volume: Double)?
+    private var sourceEnded = false
+    private var nextRTCP = Duration.zero
+    private var nextStatistics = Duration.zero
+    private var lastStatisticsAt = Duration.zero
+    private var bytesAtLastStatistics = (sent: 0, received: 0)
+    private var remoteSSRC: UInt32?
+
+    private enum State { case idle, running, stopped }
+
+    /// Prepares a call's media; nothing is opened until ``start()``.
+    ///
+    /// - Throws: ``MediaError`` for an unsupported sample rate or frame duration, or keys
+    ///   libsrtp rejects.
+    public init(configuration: MediaConfiguration = MediaConfiguration(), transport: any MediaTransport,
+                keys: MediaKeys, source: any AudioSource, sink: any AudioSink, clock: MediaClock) throws(MediaError) {
+        var opus = configuration.opus
+        opus.sampleRate = source.format.sampleRate
+        opus.channels = 1
+        if let problem = opus.problem() { throw .invalidConfiguration(problem) }
+        guard source.format.channels == 1, sink.format.channels == 1 else {
+            throw .invalidConfiguration("media endpoints must be mono")
+        }
+        guard opus.frameDuration == clock.frameDuration, configuration.jitterBuffer.frameDuration == clock.frameDuration else {
+            throw .invalidConfiguration("the media clock ticks every \(clock.frameDuration); Opus frames and the jitter buffer must match it")
+        }
+        guard configuration.payloadType >= 96 && configuration.payloadType <= 127 else {
+            throw .invalidConfiguration("Opus needs a dynamic payload type (96–127), got \(configuration.payloadType)")
+        }
+        do throws(OpusError) {
+            encoder = try OpusEncoder(configuration: opus)
+            decoder = try OpusDecoder(sampleRate: sink.format.sampleRate, channels: 1)
+        } catch {
+            throw .codec(error.description)
+        }
+        do throws(SRTPError) {
+            outbound = try SRTPSession(key: keys.outbound, direction: .outbound)
+            inbound = try SRTPSession(key: keys.inbound, direction: .inbound)
+        } catch {
+            throw .crypto(error.description)
+        }
+        self.configuration = configuration
+        self.transport = transport
+        self.clock = clock
+        self.source = source
+        self.sink = sink
+        var rng = SystemRandomNumberGenerator()
+        ssrc = UInt32.random(in: 1...UInt32.max, using: &rng)
+        sequence = UInt16.random(in: 0...UInt16.max, using: &rng)
+        timestamp = UInt32.random(in: 0...UInt32.max, using: &rng)
+        timestampStep = UInt32(48_000 * opus.frameDuration.milliseconds / 1000)
+        jitter = JitterBuffer(configuration: configuration.jitterBuffer)
+        captureFrame = [Int16](repeating: 0, count: opus.samplesPerFrame)
+        appFrame = captureFrame
+        playFrame = [Int16](repeating: 0, count: Int(Int64(sink.format.sampleRate) * opus.frameDuration.milliseconds / 1000))
+        (events, eventsContinuation) = AsyncStream.makeStream(of: MediaEvent.self, bufferingPolicy: .bufferingNewest(64))
+    }
+
+    /// Opens the endpoints, starts receiving and joins the clock.
+    ///
+    /// - Throws: ``MediaError/device(_:)`` if a device cannot be opened (nothing is left open).
+    public func start() throws(MediaError) {
+        switch state {
+        case .running: return
+        case .stopped: throw .stopped
+        case .idle: break
+        }
+        do throws(AudioDeviceError) {
+            try source.start()
+            do throws(AudioDeviceError) { try sink.start() } catch {
+                source.stop()
+                throw error
+            }
+        } catch {
+            throw .device(error)
+        }
+        let inbox = self.inbox, clock = self.clock
+        transport.setReceiveHandler { bytes in
+            let arrival = clock.now
+            inbox.items.withLock { box in
+                // Bounded: a stalled actor drops the oldest datagrams rather than grow.
+                if box.count >= 256 { box.removeFirst() }
+                box.append((bytes, arrival))
+            }
+        }
+        state = .running
+        nextRTCP = clock.now + configuration.rtcpInterval
+        nextStatistics = clock.now + configuration.statisticsInterval
+        lastStatisticsAt = clock.now
+        clock.add(self)
+    }
+
+    /// Sends RTCP BYE, leaves the clock and closes the endpoints. Idempotent.
+    public func stop() async {
+        guard state != .stopped else { return }
+        let wasRunning = state == .running
+        state = .stopped
+        clock.remove(self)
+        transport.setReceiveHandler(nil)
+        if wasRunning {
+            let bye = RTCPPacket.serializeCompound([
+                .receiverReport(ReceiverReport(ssrc: ssrc)), .bye(ssrcs: [ssrc], reason: "hang up"),
+            ])
+            if let protected = try? outbound.protectRTCP(bye) { await transport.send(protected) }
+            source.stop()
+            sink.stop()
+            appAudio?.source.stop()
+        }
+        eventsContinuation.finish()
+    }
+
+    /// Mutes or unmutes the microphone as ``MediaConfiguration/muteMode`` says.
+    public func setMuted(_ muted: Bool) throws(MediaError) {
+        guard muted != self.muted else { return }
+        self.muted = muted
+        guard state == .running, configuration.muteMode == .restartDevice else { return }
+        if muted {
+            source.stop()
+        } else {
+            do throws(AudioDeviceError) { try source.start() } catch { throw .device(error) }
+        }
+    }
+
+    public var isMuted: Bool { muted }
+
+    /// Microphone gain, 0–4 (1 = unchanged).
+    public func setMicrophoneVolume(_ volume: Double) {
+        microphoneVolume = max(0, min(4, volume))
+    }
+
+    /// Mixes `source` (a prompt, music) into what is sent at `volume` (0–4); `nil` removes it.
+    public func setAppAudio(_ source: (any AudioSource)?, volume: Double = 1) throws(MediaError) {
+        appAudio?.source.stop()
+        appAudio = nil
+        guard let source else { return }
+        guard source.format.sampleRate == self.source.format.sampleRate, source.format.channels == 1 else {
+            throw .invalidConfiguration("app audio must be mono at \(self.source.format.sampleRate) Hz")
+        }
+        do throws(AudioDeviceError) { try source.start() } catch { throw .device(error) }
+        appAudio = (source, max(0, min(4, volume)))
+    }
+
+    /// The current statistics.
+    public var statistics: MediaStatistics {
+        var s = stats
+        s.jitterBuffer = jitter.statistics
+        s.jitter = reception.jitterDuration
+        s.packetsLost = Int(reception.cumulativeLost)
+        return s
+    }
+
+    // MARK: - The frame cycle
+
+    public func tick(now: Duration) async {
+        guard state == .running else { return }
+        receive(now: now)
+        await sendFrame()
+        playFrame(now: now)
+        if now >= nextRTCP {
+            nextRTCP = now + configuration.rtcpInterval
+            await sendReport(now: now)
+        }
+        if now >= nextStatistics {
+            nextStatistics = now + configuration.statisticsInterval
+            let elapsed = (now - lastStatisticsAt).seconds
+            if elapsed > 0 {
+                stats.sendBitrate = Int(Double(stats.bytesSent - bytesAtLastStatistics.sent) * 8 / elapsed)
+                stats.receiveBitrate = Int(Double(stats.bytesReceived - bytesAtLastStatistics.received) * 8 / elapsed)
+            }
+            bytesAtLastStatistics = (stats.bytesSent, stats.bytesReceived)
+            lastStatisticsAt = now
+            eventsContinuation.yield(.statistics(statistics))
+        }
+    }
+
+    private func receive(now: Duration) {
+        let datagrams = inbox.items.withLock { box in
+            defer { box.removeAll(keepingCapacity: true) }
+            return box
+        }
+        for (bytes, arrival) in datagrams {
+            switch DatagramKind(classifying: bytes) {
+            case .rtp: receiveRTP(bytes, arrival: arrival)
+            case .rtcp: receiveRTCP(bytes, arrival: arrival)
+            default: stats.malformedDropped += 1
+            }
+        }
+    }
+
+    private func count(_ drop: SRTPDrop) {
+        switch drop {
+        case .authenticationFailed: stats.authenticationFailures += 1
+        case .replayed: stats.replaysDropped += 1
+        case .malformed: stats.malformedDropped += 1
+        }
+    }
+
+    private func receiveRTP(_ bytes: [UInt8], arrival: Duration) {
+        let plain: [UInt8]
+        switch inbound.unprotect(bytes) {
+        case let .success(p): plain = p
+        case let .failure(drop): count(drop); return
+        }
+        guard let packet = try? RTPPacket(parsing: plain), packet.payloadType == configuration.payloadType,
+              !packet.payload.isEmpty else {
+            stats.malformedDropped += 1
+            return
+        }
+        remoteSSRC = packet.ssrc
+        stats.packetsReceived += 1
+        stats.bytesReceived += packet.payload.count
+        reception.record(sequence: packet.sequenceNumber, timestamp: packet.timestamp, ssrc: packet.ssrc, arrival: arrival)
+        jitter.insert(sequence: packet.sequenceNumber, timestamp: packet.timestamp, payload: packet.payload, arrival: arrival)
+    }
+
+    private func receiveRTCP(_ bytes: [UInt8], arrival: Duration) {
+        let plain: [UInt8]
+        switch inbound.unprotectRTCP(bytes) {
+        case let .success(p): plain = p
+        case let .failure(drop): count(drop); return
+        }
+        guard let packets = try? RTCPPacket.parseCompound(plain) else {
+            stats.malformedDropped += 1
+            return
+        }
+        for packet in packets {
+            switch packet {
+            case let .senderReport(sr):
+                reception.recordSenderReport(ntpTimestamp: sr.ntpTimestamp, arrival: arrival)
+                sr.reports.forEach { useReport($0, arrival: arrival) }
+            case let .receiverReport(rr):
+                rr.reports.forEach { useReport($0, arrival: arrival) }
+            case .bye:
+                eventsContinuation.yield(.remoteEnded)
+            case .sourceDescription, .other:
+                break
+            }
+        }
+    }
+
+    private func useReport(_ block: ReportBlock, arrival: Duration) {
+        guard block.ssrc == ssrc else { return }
+        stats.remoteFractionLost = Double(block.fractionLost) / 256
+        if let rtt = block.roundTripTime(arrivalNTP: NTPTime.middle(ntp(arrival))) { stats.roundTripTime = rtt }
+    }
+
+    /// NTP time on this call's clock (consistent with itself, which is all RTT needs).
+    private func ntp(_ time: Duration) -> UInt64 { NTPTime.timestamp(sinceUnixEpoch: time) }
+
+    private func sendFrame() async {
+        let sourceRunning = !(muted && configuration.muteMode == .restartDevice)
+        var real = true
+        if sourceRunning {
+            real = source.read(into: &captureFrame)
+        } else {
+            for i in captureFrame.indices { captureFrame[i] = 0 }
+        }
+        if !real && !sourceEnded {
+            sourceEnded = true
+            eventsContinuation.yield(.sourceEnded)
+        }
+        let micGain = muted ? 0 : microphoneVolume
+        if let app = appAudio {
+            _ = app.source.read(into: &appFrame)
+            let appGain = (muted && configuration.muteMode == .sendSilence) ? 0 : app.volume
+            for i in captureFrame.indices {
+                let mixed = Double(captureFrame[i]) * micGain + Double(appFrame[i]) * appGain
+                captureFrame[i] = Int16(max(-32768, min(32767, mixed)))
+            }
+        } else if micGain != 1 {
+            for i in captureFrame.indices {
+                captureFrame[i] = Int16(max(-32768, min(32767, Double(captureFrame[i]) * micGain)))
+            }
+        }
+        stats.sendLevel = Self.level(captureFrame)
+
+        defer { timestamp &+= timestampStep }
+        guard let payload = try? encoder.encode(captureFrame) else { return }
+        if configuration.opus.discontinuousTransmission && payload.count <= 2 {
+            stats.framesNotSent += 1  // DTX: the encoder says there is nothing worth sending
+            return
+        }
+        let packet = RTPPacket(payloadType: configuration.payloadType, sequenceNumber: sequence, timestamp: timestamp,
+                               ssrc: ssrc, payload: Array(payload))
+        sequence &+= 1
+        guard let protected = try? outbound.protect(packet.serialized()) else { return }
+        stats.packetsSent += 1
+        stats.bytesSent += payload.count
+        await transport.send(protected)
+    }
+
+    private func playFrame(now: Duration) {
+        let action = jitter.nextFrame(now: now)
+        var ok = true
+        switch action {
+        case .waiting, .silence:
+            for i in playFrame.indices { playFrame[i] = 0 }
+        case let .play(payload):
+            ok = (try? decoder.decode(payload, into: &playFrame)) != nil
+        case let .recover(next):
+            ok = (try? decoder.recover(fromNext: next, into: &playFrame)) != nil
+        case .conceal:
+            ok = (try? decoder.conceal(into: &playFrame)) != nil
+        }
+        if !ok {
+            // A payload libopus rejects: conceal instead of playing garbage.
+            stats.malformedDropped += 1
+            if (try? decoder.conceal(into: &playFrame)) == nil { for i in playFrame.indices { playFrame[i] = 0 } }
+        }
+        stats.receiveLevel = Self.level(playFrame)
+        sink.write(playFrame)
+    }
+
+    private func sendReport(now: Duration) async {
+        var packets: [RTCPPacket] = []
+        let blocks = reception.makeReportBlock(now: now).map { [$0] } ?? []
+        if stats.packetsSent > 0 {
+            packets.append(.senderReport(SenderReport(
+                ssrc: ssrc, ntpTimestamp: ntp(now), rtpTimestamp: timestamp,
+                packetCount: UInt32(truncatingIfNeeded: stats.packetsSent),
+                octetCount: UInt32(truncatingIfNeeded: stats.bytesSent), reports: blocks)))
+        } else {
+            packets.append(.receiverReport(ReceiverReport(ssrc: ssrc, reports: blocks)))
+        }
+        packets.append(.sourceDescription([SDESChunk(ssrc: ssrc, cname: configuration.cname)]))
+        guard let protected = try? outbound.protectRTCP(RTCPPacket.serializeCompound(packets)) else { return }
+        await transport.send(protected)
+    }
+
+    /// RMS level in dBFS.
+    static func level(_ frame: [Int16]) -> Double {
+        var sum = 0.0
+        for s in frame { sum += Double(s) * Double(s) }
+        let rms = (sum / Double(max(1, frame.count))).squareRoot() / 32768
+        return rms > 0 ? max(-100, 20 * log10(rms)) : -100
+    }
+}
+
+/// Datagrams received between two ticks, with their arrival times. Filled by the transport's
+/// thread, emptied by the media actor.
+private final class Inbox: Sendable {
+    let items = Mutex<[(bytes: [UInt8], arrival: Duration)]>([])
+}

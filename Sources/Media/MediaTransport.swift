@@ -1,0 +1,122 @@
+import Synchronization
+import RTP
+
+/// The datagram path a call's media runs over: the ICE agent in a real call, an in-memory
+/// link in tests and simulations.
+public protocol MediaTransport: AnyObject, Sendable {
+    /// Sends one datagram; failures are the transport's to count (media does not retry).
+    func send(_ datagram: [UInt8]) async
+    /// Sets where received datagrams go (replacing any previous handler). Called on any thread.
+    func setReceiveHandler(_ handler: (@Sendable ([UInt8]) -> Void)?)
+}
+
+/// Settings of an ``InMemoryMediaLink``.
+public struct LinkConditions: Sendable, Equatable {
+    /// Probability (0–1) that a datagram is lost.
+    public var loss: Double
+    /// One-way delay.
+    public var delay: Duration
+    /// Extra random delay up to this much per datagram (reorders when above the frame period).
+    public var jitter: Duration
+
+    public init(loss: Double = 0, delay: Duration = .zero, jitter: Duration = .zero) {
+        self.loss = loss
+        self.delay = delay
+        self.jitter = jitter
+    }
+}
+
+/// Two connected in-memory transport ends with loss, delay and jitter on a ``MediaClock``'s
+/// time, driven by a seeded generator: the same seed gives the same losses, every run.
+///
+/// Add the link to the clock *before* the calls that use it, so datagrams due at a tick are
+/// delivered before the calls read them.
+public final class InMemoryMediaLink: MediaClockClient {
+    public final class End: MediaTransport {
+        // Set once by the link's init, before the end is handed to anyone.
+        fileprivate nonisolated(unsafe) weak var link: InMemoryMediaLink?
+        fileprivate let index: Int
+        fileprivate let handler = Mutex<(@Sendable ([UInt8]) -> Void)?>(nil)
+        fileprivate init(index: Int) { self.index = index }
+
+        public func send(_ datagram: [UInt8]) async { link?.carry(datagram, from: index) }
+        public func setReceiveHandler(_ handler: (@Sendable ([UInt8]) -> Void)?) { self.handler.withLock { $0 = handler } }
+    }
+
+    private struct State {
+        var rng: UInt64
+        var conditions: [LinkConditions]
+        var queue: [(due: Duration, order: Int, to: Int, bytes: [UInt8])] = []
+        var order = 0
+        var sent = [0, 0]
+        var dropped = [0, 0]
+    }
+
+    public let a: End
+    public let b: End
+    private let clock: MediaClock
+    private let state: Mutex<State>
+
+    /// - Parameters:
+    ///   - aToB: Conditions from `a` to `b`; `bToA` defaults to the same.
+    public init(clock: MediaClock, aToB: LinkConditions = LinkConditions(), bToA: LinkConditions? = nil, seed: UInt64 = 1) {
+        self.clock = clock
+        a = End(index: 0)
+        b = End(index: 1)
+        state = Mutex(State(rng: seed, conditions: [aToB, bToA ?? aToB]))
+        a.link = self
+        b.link = self
+    }
+
+    /// Changes the conditions of one direction from now on.
+    public func setConditions(_ conditions: LinkConditions, fromA: Bool) {
+        state.withLock { $0.conditions[fromA ? 0 : 1] = conditions }
+    }
+
+    /// Datagrams sent and dropped from `a` (index 0) and `b` (index 1).
+    public var counts: (sent: [Int], dropped: [Int]) { state.withLock { ($0.sent, $0.dropped) } }
+
+    private static func next(_ s: inout UInt64) -> UInt64 {
+        s &+= 0x9E37_79B9_7F4A_7C15
+        var z = s
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    fileprivate func carry(_ datagram: [UInt8], from index: Int) {
+        let now = clock.now
+        let deliverNow = state.withLock { s -> Bool? in
+            s.sent[index] += 1
+            let c = s.conditions[index]
+            if Double(Self.next(&s.rng) % 1_000_000) / 1_000_000 < c.loss {
+                s.dropped[index] += 1
+                return nil
+            }
+            var delay = c.delay
+            if c.jitter > .zero {
+                let micros = c.jitter.components.seconds * 1_000_000 + c.jitter.components.attoseconds / 1_000_000_000_000
+                delay += .microseconds(Int64(Self.next(&s.rng) % UInt64(max(1, micros))))
+            }
+            if delay == .zero { return true }
+            s.order += 1
+            s.queue.append((now + delay, s.order, 1 - index, datagram))
+            return false
+        }
+        if deliverNow == true { deliver(datagram, to: 1 - index) }
+    }
+
+    private func deliver(_ datagram: [UInt8], to index: Int) {
+        let end = index == 0 ? a : b
+        end.handler.withLock { $0 }?(datagram)
+    }
+
+    public func tick(now: Duration) async {
+        let due = state.withLock { s -> [(Int, [UInt8])] in
+            let ready = s.queue.filter { $0.due <= now }.sorted { ($0.due, $0.order) < ($1.due, $1.order) }
+            s.queue.removeAll { $0.due <= now }
+            return ready.map { ($0.to, $0.bytes) }
+        }
+        for (to, bytes) in due { deliver(bytes, to: to) }
+    }
+}

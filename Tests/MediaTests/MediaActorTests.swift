@@ -1,0 +1,295 @@
+import Media
+import RTP
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Two calls' media over the in-memory link, on a manual media clock: every run is the same.
+@Suite struct MediaActorTests {
+    static func temporaryPath(_ name: String) -> String {
+        "/tmp/callnode-media-\(getpid())-\(name)"
+    }
+
+    struct Call {
+        let clock: MediaClock
+        let link: InMemoryMediaLink
+        let a: MediaActor
+        let b: MediaActor
+    }
+
+    static func makeCall(source: any AudioSource, sink: any AudioSink,
+                         conditions: LinkConditions = LinkConditions(), seed: UInt64 = 1,
+                         configuration: MediaConfiguration = MediaConfiguration()) throws -> Call {
+        let clock = MediaClock.manual()
+        let link = InMemoryMediaLink(clock: clock, aToB: conditions, seed: seed)
+        clock.add(link)
+        let keyA = SRTPKey.random(), keyB = SRTPKey.random()
+        let a = try MediaActor(configuration: configuration, transport: link.a, keys: MediaKeys(outbound: keyA, inbound: keyB),
+                               source: source, sink: NullSink(), clock: clock)
+        let b = try MediaActor(configuration: configuration, transport: link.b, keys: MediaKeys(outbound: keyB, inbound: keyA),
+                               source: SilenceSource(), sink: sink, clock: clock)
+        return Call(clock: clock, link: link, a: a, b: b)
+    }
+
+    /// The lag (in samples) at which `output` best matches `input`, and the normalised
+    /// correlation there.
+    /// The lag (in samples, up to `maxLag`) at which `output` best matches `input`, and the
+    /// normalised correlation there: a coarse search on a sparse grid, refined around the best.
+    static func align(_ input: [Int16], _ output: [Int16], maxLag: Int) -> (lag: Int, correlation: Double) {
+        let length = min(input.count, output.count - maxLag - 8)
+        func correlation(at lag: Int, step: Int) -> Double {
+            var xy = 0.0, xx = 0.0, yy = 0.0
+            var i = 0
+            while i < length {
+                let x = Double(input[i]), y = Double(output[i + lag])
+                xy += x * y; xx += x * x; yy += y * y
+                i += step
+            }
+            return xy / max(1, (xx * yy).squareRoot())
+        }
+        var best = (lag: 0, correlation: -1.0)
+        for lag in stride(from: 0, to: maxLag, by: 4) {
+            let c = correlation(at: lag, step: 16)
+            if c > best.correlation { best = (lag, c) }
+        }
+        var refined = (lag: best.lag, correlation: -1.0)
+        for lag in max(0, best.lag - 8)...(best.lag + 8) {
+            let c = correlation(at: lag, step: 1)
+            if c > refined.correlation { refined = (lag, c) }
+        }
+        return refined
+    }
+
+    @Test func speechThroughTwoCallsArrivesAlignedAndIntact() async throws {
+        let inputPath = Self.temporaryPath("in.wav"), outputPath = Self.temporaryPath("out.wav")
+        defer { unlink(inputPath); unlink(outputPath) }
+        let speech = OpusTests.speechLike(seconds: 3)
+        try WAV.write(speech, format: AudioFormat(), path: inputPath)
+
+        let call = try Self.makeCall(source: try WAVFileSource(path: inputPath), sink: WAVFileSink(path: outputPath))
+        try await call.a.start()
+        try await call.b.start()
+        await call.clock.advance(frames: 170)  // 3.4 s
+        let stats = await call.b.statistics
+        await call.a.stop()
+        await call.b.stop()
+
+        let (format, output) = try WAV.read(path: outputPath)
+        #expect(format == AudioFormat())
+        #expect(output.count == 170 * 960)
+        let (lag, correlation) = Self.align(speech, output, maxLag: 4800)
+        // Every half second aligns at the same lag: no frame was stretched, dropped or shifted.
+        for k in 0..<6 {
+            let part = Array(speech[(k * 24_000)..<((k + 1) * 24_000 - 4_800)])
+            let (partLag, partCorrelation) = Self.align(part, Array(output[(k * 24_000)...]), maxLag: 4_800)
+            #expect(abs(partLag - lag) <= 2 && partCorrelation >= 0.9, "part \(k): lag \(partLag), correlation \(partCorrelation)")
+        }
+        #expect(correlation >= 0.9, "normalised correlation \(correlation) at lag \(lag)")
+        #expect(lag > 0 && lag < 4800, "delay \(lag) samples")
+        #expect(stats.jitterBuffer.concealed == 0)
+        #expect(stats.jitterBuffer.lost == 0)
+        #expect(stats.authenticationFailures == 0)
+        #expect(stats.packetsReceived >= 165)
+    }
+
+    @Test func tenPercentLossKeepsPlayingWithConcealmentAndFEC() async throws {
+        let sink = ManualAudioEndpoint()
+        let call = try Self.makeCall(source: WAVFileSource(samples: OpusTests.speechLike(seconds: 4), format: AudioFormat(), loops: true),
+                                     sink: sink, conditions: LinkConditions(loss: 0.1), seed: 42)
+        try await call.a.start()
+        try await call.b.start()
+        var quietFrames = 0
+        for _ in 0..<250 {
+            await call.clock.advance()
+            let played = sink.pullPlayback(maximum: 960)
+            if played.allSatisfy({ abs(Int($0)) < 50 }) { quietFrames += 1 }
+        }
+        let stats = await call.b.statistics
+        await call.a.stop()
+        await call.b.stop()
+        let (sent, dropped) = call.link.counts
+        #expect(dropped[0] > 10 && Double(dropped[0]) / Double(sent[0]) < 0.2, "dropped \(dropped[0]) of \(sent[0])")
+        #expect(stats.jitterBuffer.lost > 10)
+        #expect(stats.jitterBuffer.fecRecovered > 0)
+        #expect(stats.jitterBuffer.concealed + stats.jitterBuffer.fecRecovered == stats.jitterBuffer.lost)
+        #expect(stats.packetsLost > 10)
+        // Speech has pauses (the syllable envelope), but most frames carry sound.
+        #expect(quietFrames < 120, "\(quietFrames) of 250 frames were silent")
+    }
+
+    @Test func rtcpReportsGiveRoundTripTimeLossAndJitter() async throws {
+        let call = try Self.makeCall(source: ToneSource(), sink: NullSink(),
+                                     conditions: LinkConditions(loss: 0.05, delay: .milliseconds(40)), seed: 9)
+        try await call.a.start()
+        try await call.b.start()
+        await call.clock.advance(frames: 300)  // 6 s: several report intervals
+        let a = await call.a.statistics
+        let b = await call.b.statistics
+        await call.a.stop()
+        await call.b.stop()
+        // 40 ms each way on the media clock; reports are sent on ticks (20 ms granularity).
+        let rtt = try #require(a.roundTripTime)
+        #expect(rtt >= .milliseconds(60) && rtt <= .milliseconds(120), "RTT \(rtt)")
+        #expect(a.remoteFractionLost > 0, "the peer reported loss")
+        #expect(b.packetsLost > 0)
+        #expect(a.sendBitrate > 8_000 && a.sendBitrate < 64_000, "send bitrate \(a.sendBitrate)")
+    }
+
+    @Test func muteSendsSilenceAndUnmuteRestoresTheMicrophone() async throws {
+        for mode in MuteMode.allCases {
+            var configuration = MediaConfiguration()
+            configuration.muteMode = mode
+            let call = try Self.makeCall(source: ToneSource(amplitude: 0.5), sink: NullSink(), configuration: configuration)
+            try await call.a.start()
+            try await call.b.start()
+            await call.clock.advance(frames: 20)
+            let before = await call.b.statistics.receiveLevel
+            try await call.a.setMuted(true)
+            await call.clock.advance(frames: 20)
+            let muted = await call.b.statistics.receiveLevel
+            try await call.a.setMuted(false)
+            await call.clock.advance(frames: 20)
+            let after = await call.b.statistics.receiveLevel
+            await call.a.stop()
+            await call.b.stop()
+            #expect(before > -12, "\(mode): level before mute \(before)")
+            #expect(muted < -60, "\(mode): level while muted \(muted)")
+            #expect(after > -12, "\(mode): level after unmute \(after)")
+        }
+    }
+
+    @Test func appAudioIsMixedIntoWhatIsSentEvenWithTheInputMixerMuted() async throws {
+        var configuration = MediaConfiguration()
+        configuration.muteMode = .inputMixer
+        let call = try Self.makeCall(source: SilenceSource(), sink: NullSink(), configuration: configuration)
+        try await call.a.start()
+        try await call.b.start()
+        try await call.a.setMuted(true)
+        try await call.a.setAppAudio(ToneSource(frequency: 600, amplitude: 0.5), volume: 1)
+        await call.clock.advance(frames: 20)
+        let level = await call.b.statistics.receiveLevel
+        await call.a.stop()
+        await call.b.stop()
+        #expect(level > -12, "app audio level \(level)")
+    }
+
+    @Test func forgedAndGarbageDatagramsAreCountedNeverPlayed() async throws {
+        let sink = ManualAudioEndpoint()
+        let call = try Self.makeCall(source: SilenceSource(), sink: sink)
+        try await call.a.start()
+        try await call.b.start()
+        // Someone on the path without the key: well-formed RTP with a fake tag, RTCP, junk.
+        let forged = RTPPacket(payloadType: 111, sequenceNumber: 1, timestamp: 960, ssrc: 5, payload: [0xFC] + [UInt8](repeating: 0x55, count: 60)).serialized()
+            + [UInt8](repeating: 0, count: 10)
+        await call.link.a.send(forged)
+        await call.link.a.send([0x80, 200, 0, 1, 0, 0, 0, 1] + [UInt8](repeating: 0, count: 14))
+        await call.link.a.send([0xFF, 0xFF, 0xFF])
+        await call.link.a.send([])
+        await call.clock.advance(frames: 10)
+        let stats = await call.b.statistics
+        await call.a.stop()
+        await call.b.stop()
+        // The forged RTP fails authentication; the rest fail authentication or parsing.
+        #expect(stats.authenticationFailures >= 1)
+        #expect(stats.authenticationFailures + stats.malformedDropped == 4)
+        #expect(stats.receiveLevel == -100)
+    }
+
+    @Test func aSourceThatEndsIsReportedAndSilenceFollows() async throws {
+        let call = try Self.makeCall(source: WAVFileSource(samples: [Int16](repeating: 1000, count: 4800), format: AudioFormat()),
+                                     sink: NullSink())
+        try await call.a.start()
+        try await call.b.start()
+        var events = call.a.events.makeAsyncIterator()
+        await call.clock.advance(frames: 10)
+        await call.a.stop()
+        await call.b.stop()
+        var sawEnd = false
+        while let event = await events.next() { if event == .sourceEnded { sawEnd = true } }
+        #expect(sawEnd)
+    }
+
+    @Test func invalidSettingsAreRejectedBeforeAnythingOpens() throws {
+        let clock = MediaClock.manual()
+        let link = InMemoryMediaLink(clock: clock)
+        let keys = MediaKeys(outbound: .random(), inbound: .random())
+        #expect(throws: MediaError.invalidConfiguration("Opus sample rate must be 8000, 12000, 16000, 24000 or 48000 Hz (got 44100)")) {
+            try MediaActor(transport: link.a, keys: keys, source: ToneSource(format: AudioFormat(sampleRate: 44_100)),
+                           sink: NullSink(), clock: clock)
+        }
+        #expect(throws: MediaError.self) {
+            try MediaActor(configuration: MediaConfiguration(payloadType: 0), transport: link.a, keys: keys,
+                           source: ToneSource(), sink: NullSink(), clock: clock)
+        }
+        #expect(throws: MediaError.self) {
+            try MediaActor(transport: link.a, keys: keys, source: ToneSource(), sink: NullSink(),
+                           clock: MediaClock.manual(frameDuration: .milliseconds(10)))
+        }
+    }
+
+    @Test func aMissingAudioDeviceIsATypedError() async throws {
+        let capture = ALSACaptureSource(device: "callnode_no_such_device")
+        #expect(throws: AudioDeviceError.self) { try capture.start() }
+        do {
+            try capture.start()
+        } catch {
+            guard case .notFound = error else { Issue.record("expected notFound, got \(error)"); return }
+        }
+        let clock = MediaClock.manual()
+        let link = InMemoryMediaLink(clock: clock)
+        let media = try MediaActor(transport: link.a, keys: MediaKeys(outbound: .random(), inbound: .random()),
+                                   source: ToneSource(), sink: ALSAPlaybackSink(device: "callnode_no_such_device"), clock: clock)
+        await #expect(throws: MediaError.self) { try await media.start() }
+        #expect(clock.clientCount == 0)
+    }
+}
+
+@Suite struct EndpointTests {
+    @Test func wavFilesRoundTripAndBadFilesAreTypedErrors() throws {
+        let samples: [Int16] = [0, 1, -1, 32767, -32768, 1234]
+        let bytes = WAV.encode(samples, format: AudioFormat(sampleRate: 16_000, channels: 2))
+        let parsed = try WAV.parse(bytes)
+        #expect(parsed.format == AudioFormat(sampleRate: 16_000, channels: 2))
+        #expect(parsed.samples == samples)
+        #expect(throws: AudioDeviceError.self) { try WAV.parse([UInt8]("not a wav file at all".utf8)) }
+        var eightBit = bytes
+        eightBit[34] = 8
+        #expect(throws: AudioDeviceError.self) { try WAV.parse(eightBit) }
+        #expect(throws: AudioDeviceError.notFound("/nonexistent/callnode.wav")) { try WAV.read(path: "/nonexistent/callnode.wav") }
+    }
+
+    @Test func aStereoFileIsMixedDownAndLoopsWhenAsked() {
+        let source = WAVFileSource(samples: [100, 300, 100, 300], format: AudioFormat(channels: 2), loops: true)
+        var frame = [Int16](repeating: 0, count: 5)
+        #expect(source.read(into: &frame))
+        #expect(frame == [200, 200, 200, 200, 200])
+        let once = WAVFileSource(samples: [7, 7, 7], format: AudioFormat())
+        var two = [Int16](repeating: 0, count: 2)
+        #expect(once.read(into: &two) && two == [7, 7])
+        #expect(once.read(into: &two) && two == [7, 0])
+        #expect(!once.read(into: &two) && two == [0, 0])
+    }
+
+    @Test func theToneHasItsFrequency() {
+        let tone = ToneSource(frequency: 1000, amplitude: 0.5)
+        var frame = [Int16](repeating: 0, count: 48_000)
+        _ = tone.read(into: &frame)
+        var crossings = 0
+        for i in 1..<frame.count where (frame[i - 1] < 0) != (frame[i] < 0) { crossings += 1 }
+        #expect(abs(crossings - 2000) <= 2)
+        #expect(frame.max()! >= 16_000 && frame.max()! <= 16_384)
+    }
+
+    @Test func theSampleRingDropsTheOldestAndPadsWithSilence() {
+        let ring = SampleRing(capacity: 4)
+        [1, 2, 3, 4, 5, 6].map { Int16($0) }.withUnsafeBufferPointer { ring.write($0) }
+        var out = [Int16](repeating: 9, count: 6)
+        let real = out.withUnsafeMutableBufferPointer { ring.read(into: $0) }
+        #expect(real == 4)
+        #expect(out == [3, 4, 5, 6, 0, 0])
+        #expect(ring.overflowed == 2)
+        #expect(ring.underflowed == 2)
+    }
+}
