@@ -71,7 +71,7 @@ let package = Package(
             dependencies: ["Media", "RTP"]),
         .testTarget(
             name: "CBindingsTests",
-            dependencies: ["CSRTP", "COpus", "CALSA"]),
+            dependencies: ["CSRTP", "COpus", "CALSA", "Media"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -133,6 +133,15 @@ enum Base64 {
 /// Process-wide libsrtp initialisation (srtp_init must run once, before any session).
 private let srtpInitialized: Bool = srtp_init() == srtp_err_status_ok
 
+/// libsrtp's process-wide state. `srtp_init` is not safe to call twice or concurrently; every
+/// part of the process (and any embedder code using libsrtp directly) should go through here.
+public enum SRTPLibrary {
+    /// Initialises libsrtp once; later calls return at once.
+    public static func initialize() throws(SRTPError) {
+        guard srtpInitialized else { throw SRTPError(function: "srtp_init", status: -1) }
+    }
+}
+
 /// What happened to an inbound packet that was not accepted.
 public enum SRTPDrop: Error, Sendable, Equatable {
     /// Authentication failed (tampered, or the wrong key).
