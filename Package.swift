@@ -60,15 +60,19 @@ let package = Package(
             dependencies: ["CallNode"],
             path: "Examples/IceLoopback"),
 
+        // Helpers shared by the test targets (child processes for test servers).
+        .target(
+            name: "CallNodeTestSupport",
+            path: "Tests/TestSupport"),
         .testTarget(
             name: "ICETests",
-            dependencies: ["ICE"]),
+            dependencies: ["ICE", "CallNodeTestSupport"]),
         .testTarget(
             name: "RTPTests",
             dependencies: ["RTP"]),
         .testTarget(
             name: "MediaTests",
-            dependencies: ["Media", "RTP"]),
+            dependencies: ["Media", "RTP", "CallNodeTestSupport"]),
         .testTarget(
             name: "CBindingsTests",
             dependencies: ["CSRTP", "COpus", "CALSA", "Media"]),

@@ -2,12 +2,9 @@ import Foundation
 import ICE
 import Synchronization
 import Testing
+@_exported import CallNodeTestSupport
 
 /// A failure with a message, for test helpers that give up.
-struct TestFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
-}
 
 /// Records an agent's events as they arrive and lets a test wait for one that matches.
 ///

@@ -4,11 +4,11 @@ import Glibc
 
 /// A child process started with posix_spawn, for test servers and tools. (Foundation's
 /// `Process.waitUntilExit` was seen spinning forever on this platform.)
-final class ChildProcess: Sendable {
-    let pid: pid_t
+public final class ChildProcess: Sendable {
+    public let pid: pid_t
 
     /// Starts `path` with `arguments`; stdout and stderr go to /dev/null unless `output` names a file.
-    init(_ path: String, _ arguments: [String], output: String = "/dev/null", stdin: Int32? = nil) throws {
+    public init(_ path: String, _ arguments: [String], output: String = "/dev/null", stdin: Int32? = nil) throws {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -24,20 +24,20 @@ final class ChildProcess: Sendable {
     }
 
     /// Whether the child is still running (reaps it if it ended).
-    var isRunning: Bool {
+    public var isRunning: Bool {
         var status: Int32 = 0
         return waitpid(pid, &status, WNOHANG) == 0
     }
 
     /// Waits for the child to exit and returns its exit status (-1 if killed by a signal).
-    func wait() -> Int32 {
+    public func wait() -> Int32 {
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         return (status & 0x7F) == 0 ? (status >> 8) & 0xFF : -1
     }
 
     /// SIGTERM, then SIGKILL if it is still there after `grace`; always reaps it.
-    func stop(grace: Duration = .seconds(2)) {
+    public func stop(grace: Duration = .seconds(2)) {
         kill(pid, SIGTERM)
         let deadline = ContinuousClock.now + grace
         var status: Int32 = 0
@@ -51,7 +51,7 @@ final class ChildProcess: Sendable {
     }
 
     /// Runs `path` to completion with `input` on stdin; returns its exit status.
-    static func run(_ path: String, _ arguments: [String], input: String = "", output: String = "/dev/null") throws -> Int32 {
+    public static func run(_ path: String, _ arguments: [String], input: String = "", output: String = "/dev/null") throws -> Int32 {
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { throw TestFailure("pipe failed") }
         // Close-on-exec, or the child would hold its own stdin's write end and never see EOF.
@@ -68,4 +68,10 @@ final class ChildProcess: Sendable {
         close(fds[1])
         return child.wait()
     }
+}
+
+/// A test setup step that failed, with what went wrong.
+public struct TestFailure: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
 }
