@@ -74,6 +74,9 @@ let package = Package(
             name: "MediaTests",
             dependencies: ["Media", "RTP", "CallNodeTestSupport"]),
         .testTarget(
+            name: "CallNodeTests",
+            dependencies: ["CallNode", "CallNodeTestSupport"]),
+        .testTarget(
             name: "CBindingsTests",
             dependencies: ["CSRTP", "COpus", "CALSA", "Media"]),
     ],

@@ -2,7 +2,12 @@
 ///
 /// This umbrella module re-exports the node's parts so embedders write one import:
 /// - `ICE`: ``IceAgent`` over libnice — gathering, trickle, TURN/STUN, restart, datagrams.
+/// - `RTP`: RTP/RTCP packets, reception statistics, the adaptive jitter buffer.
+/// - `Media`: Opus, SRTP, audio endpoints (ALSA, WAV, tone, manual), the media clock and
+///   ``MediaActor``; ``IceMediaTransport`` runs a call's media over an ``IceAgent``.
 @_exported import ICE
+@_exported import Media
+@_exported import RTP
 
 /// The version of the CallNode library.
 public enum CallNodeVersion {
