@@ -29,11 +29,14 @@ public struct MediaConfiguration: Sendable, Equatable {
     public var muteMode: MuteMode
     /// The RTCP CNAME (an opaque per-node name).
     public var cname: String
+    /// Whether FEC follows the loss the peer reports in RTCP (on by default; FEC costs quality
+    /// on a clean network, so it is planned only for the loss actually seen).
+    public var adaptiveFEC: Bool
 
     public init(opus: OpusConfiguration = OpusConfiguration(), payloadType: UInt8 = 111,
                 jitterBuffer: JitterBufferConfiguration = JitterBufferConfiguration(),
                 rtcpInterval: Duration = .seconds(1), statisticsInterval: Duration = .seconds(1),
-                muteMode: MuteMode = .sendSilence, cname: String = "callnode") {
+                muteMode: MuteMode = .sendSilence, cname: String = "callnode", adaptiveFEC: Bool = true) {
         self.opus = opus
         self.payloadType = payloadType
         self.jitterBuffer = jitterBuffer
@@ -41,6 +44,7 @@ public struct MediaConfiguration: Sendable, Equatable {
         self.statisticsInterval = statisticsInterval
         self.muteMode = muteMode
         self.cname = cname
+        self.adaptiveFEC = adaptiveFEC
     }
 }
 
@@ -100,6 +104,8 @@ public struct MediaStatistics: Sendable, Equatable {
     public var malformedDropped = 0
     /// DTX frames the encoder asked not to send.
     public var framesNotSent = 0
+    /// The loss in-band FEC currently plans for, in percent.
+    public var fecExpectedLossPercent = 0
 
     public init() {}
 }
@@ -296,6 +302,7 @@ public actor MediaActor: MediaClockClient {
         s.jitterBuffer = jitter.statistics
         s.jitter = reception.jitterDuration
         s.packetsLost = Int(reception.cumulativeLost)
+        s.fecExpectedLossPercent = encoder.expectedLossPercent
         return s
     }
 
@@ -391,6 +398,13 @@ public actor MediaActor: MediaClockClient {
     private func useReport(_ block: ReportBlock, arrival: Duration) {
         guard block.ssrc == ssrc else { return }
         stats.remoteFractionLost = Double(block.fractionLost) / 256
+        if configuration.adaptiveFEC && configuration.opus.inbandFEC {
+            // Plan for what the peer saw (rounded up, capped at 30 %); drop back slowly.
+            let seen = min(30, Int((stats.remoteFractionLost * 100).rounded(.up)))
+            let current = encoder.expectedLossPercent
+            let next = seen >= current ? seen : max(seen, current - 2)
+            if next != current { try? encoder.setExpectedLoss(percent: next) }
+        }
         if let rtt = block.roundTripTime(arrivalNTP: NTPTime.middle(ntp(arrival))) { stats.roundTripTime = rtt }
     }
 

@@ -50,9 +50,18 @@ public final class MediaClock: Sendable {
 
     public var clientCount: Int { clients.withLock { $0.count } }
 
+    /// Ticks every client: in order on a manual clock (deterministic), concurrently on a
+    /// real-time one (calls are independent, and every core should share the work).
     private func tickAll() async {
         let now = self.now
-        for client in clients.withLock({ $0 }) { await client.tick(now: now) }
+        let current = clients.withLock { $0 }
+        if manual || current.count < 2 {
+            for client in current { await client.tick(now: now) }
+            return
+        }
+        await withTaskGroup(of: Void.self) { group in
+            for client in current { group.addTask { await client.tick(now: now) } }
+        }
     }
 
     /// Manual clocks: moves time forward `frames` periods, ticking every client each time.
@@ -68,21 +77,36 @@ public final class MediaClock: Sendable {
     /// absolute, so a late tick does not shift the ones after it; if ticks fall more than a
     /// few frames behind (the machine is overloaded), the schedule resets instead of bursting.
     ///
-    /// - Returns: The number of ticks that started late by more than half a frame.
+    /// - Returns: How punctual the ticks were.
     @discardableResult
-    public func run() async -> Int {
+    public func run() async -> MediaClockReport {
         precondition(!manual, "run() is for real-time clocks")
         let clock = ContinuousClock()
         var deadline = clock.now + frameDuration
-        var late = 0
+        var report = MediaClockReport()
         while !Task.isCancelled {
             do { try await clock.sleep(until: deadline, tolerance: .milliseconds(1)) } catch { break }
             let lag = clock.now - deadline
-            if lag > frameDuration / 2 { late += 1 }
+            report.ticks += 1
+            if lag > frameDuration / 2 { report.late += 1 }
+            report.maximumLag = max(report.maximumLag, lag)
             if lag > frameDuration * 5 { deadline = clock.now }
+            let started = clock.now
             await tickAll()
+            report.maximumTickDuration = max(report.maximumTickDuration, clock.now - started)
             deadline += frameDuration
         }
-        return late
+        return report
     }
+}
+
+/// How punctual a real-time ``MediaClock`` was.
+public struct MediaClockReport: Sendable, Equatable {
+    public var ticks = 0
+    /// Ticks that started more than half a frame after their deadline.
+    public var late = 0
+    public var maximumLag = Duration.zero
+    /// The longest time one tick of all clients took.
+    public var maximumTickDuration = Duration.zero
+    public init() {}
 }

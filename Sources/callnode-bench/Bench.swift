@@ -1,6 +1,8 @@
 import ArgumentParser
 import CallNode
 @_spi(Benchmarks) import ICE
+@_spi(Benchmarks) import Media
+import Foundation
 
 #if canImport(Glibc)
 import Glibc
@@ -11,7 +13,7 @@ struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "callnode-bench",
         abstract: "CallNode benchmarks. Build with -c release; figures go to BENCHMARKS.md.",
-        subcommands: [IceBench.self])
+        subcommands: [IceBench.self, MediaBench.self, QualityBench.self])
 }
 
 /// Loopback ICE connect time: from the start of checks to connected on both agents.
@@ -106,5 +108,175 @@ struct IceBench: AsyncParsableCommand {
             }
         }
         return nil
+    }
+}
+
+/// Media figures: CPU per call leg against the bare C calls, how many legs one machine runs
+/// in real time, memory per call.
+struct MediaBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "media",
+        abstract: "CPU per call leg vs bare Opus+SRTP, concurrent legs in real time, memory per call.")
+
+    @Option(help: "Call-seconds per CPU measurement.")
+    var seconds = 10
+
+    @Option(help: "CPU measurements (interleaved with the bare loop); the median is reported.")
+    var runs = 5
+
+    @Option(help: "Opus bitrate, bit/s.")
+    var bitrate = 32_000
+
+    @Option(help: "Opus complexity, 0–10.")
+    var complexity = 5
+
+    @Option(help: "Leg counts to try in real time, in order; stops at the first with more than 0.5 % late frames.")
+    var legs: [Int] = [20, 40, 60, 80, 100, 120, 140, 160, 200]
+
+    @Option(help: "Seconds of real time per leg count.")
+    var realTimeSeconds = 5
+
+    @Option(help: "Calls for the memory measurement.")
+    var memoryCalls = 50
+
+    func validate() throws {
+        guard seconds > 0, runs > 0, realTimeSeconds > 0, memoryCalls > 0 else { throw ValidationError("counts must be positive") }
+        guard (0...10).contains(complexity) else { throw ValidationError("--complexity is 0–10") }
+        guard legs.allSatisfy({ $0 >= 2 && $0 % 2 == 0 }) else { throw ValidationError("--legs values are even (two per call)") }
+    }
+
+    func run() async throws {
+        let speech = SyntheticSpeech.samples(seconds: 10)
+        var opus = OpusConfiguration()
+        opus.bitrate = bitrate
+        opus.complexity = complexity
+        var configuration = MediaConfiguration(opus: opus)
+        configuration.statisticsInterval = .seconds(3600)
+
+        // 1. CPU per leg, interleaved with the bare loop.
+        var ratios: [Double] = [], legCPU: [Double] = [], bareCPU: [Double] = []
+        for _ in 0..<runs {
+            let clock = MediaClock.manual()
+            let call = try await Self.makeCall(clock: clock, speech: speech, configuration: configuration)
+            let start = BareMediaBenchmark.cpuTime()
+            await clock.advance(frames: seconds * 50)
+            let callCPU = (BareMediaBenchmark.cpuTime() - start).seconds
+            await call.0.stop(); await call.1.stop()
+            guard let bare = BareMediaBenchmark.run(frames: 2 * seconds * 50, pcm: speech, bitrate: Int32(bitrate), complexity: Int32(complexity)) else {
+                throw ValidationError("the bare Opus/SRTP loop failed")
+            }
+            let perLeg = callCPU / Double(2 * seconds), barePerLeg = bare.seconds / Double(2 * seconds)
+            legCPU.append(perLeg); bareCPU.append(barePerLeg); ratios.append(perLeg / barePerLeg)
+        }
+        let median = { (xs: [Double]) in xs.sorted()[xs.count / 2] }
+        print(String(format: "media cpu: %.4f s per leg per call-second (bare Opus+SRTP %.4f), ratio %.2f (median of %d; min %.2f, max %.2f); %d kbit/s, complexity %d",
+                     median(legCPU), median(bareCPU), median(ratios), runs, ratios.min()!, ratios.max()!, bitrate / 1000, complexity))
+
+        // 2. Legs in real time.
+        var best = 0
+        for count in legs {
+            let clock = MediaClock()
+            var calls: [(MediaActor, MediaActor)] = []
+            for _ in 0..<(count / 2) { calls.append(try await Self.makeCall(clock: clock, speech: speech, configuration: configuration)) }
+            let ticking = Task { await clock.run() }
+            try await Task.sleep(for: .seconds(realTimeSeconds))
+            ticking.cancel()
+            let report = await ticking.value
+            for call in calls { await call.0.stop(); await call.1.stop() }
+            let fraction = Double(report.late) / Double(max(1, report.ticks))
+            print(String(format: "media real time: %d legs, %d of %d ticks late (%.2f %%), max lag %.1f ms, longest tick %.1f ms",
+                         count, report.late, report.ticks, fraction * 100, report.maximumLag.seconds * 1000, report.maximumTickDuration.seconds * 1000))
+            if fraction > 0.005 { break }
+            best = count
+        }
+        print("media real time: \(best) legs within 0.5 % late frames (\(ProcessInfo.processInfo.activeProcessorCount) cores)")
+
+        // 3. Memory per call.
+        let before = Self.residentBytes()
+        let clock = MediaClock.manual()
+        var calls: [(MediaActor, MediaActor)] = []
+        for _ in 0..<memoryCalls { calls.append(try await Self.makeCall(clock: clock, speech: speech, configuration: configuration)) }
+        await clock.advance(frames: 100)
+        let after = Self.residentBytes()
+        for call in calls { await call.0.stop(); await call.1.stop() }
+        print(String(format: "media memory: %.0f KiB per call (two legs), %d calls", Double(after - before) / 1024 / Double(memoryCalls), memoryCalls))
+    }
+
+    static func makeCall(clock: MediaClock, speech: [Int16], configuration: MediaConfiguration) async throws -> (MediaActor, MediaActor) {
+        let link = InMemoryMediaLink(clock: clock)
+        let keyA = SRTPKey.random(), keyB = SRTPKey.random()
+        let a = try MediaActor(configuration: configuration, transport: link.a, keys: MediaKeys(outbound: keyA, inbound: keyB),
+                               source: WAVFileSource(samples: speech, format: AudioFormat(), loops: true), sink: NullSink(), clock: clock)
+        let b = try MediaActor(configuration: configuration, transport: link.b, keys: MediaKeys(outbound: keyB, inbound: keyA),
+                               source: WAVFileSource(samples: speech, format: AudioFormat(), loops: true), sink: NullSink(), clock: clock)
+        try await a.start()
+        try await b.start()
+        return (a, b)
+    }
+
+    static func residentBytes() -> Int {
+        guard let file = fopen("/proc/self/statm", "r") else { return 0 }
+        defer { fclose(file) }
+        var size = 0, resident = 0
+        _ = withUnsafeMutablePointer(to: &size) { s in withUnsafeMutablePointer(to: &resident) { r in
+            withVaList([s, r]) { vfscanf(file, "%ld %ld", $0) }
+        } }
+        return resident * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+}
+
+/// One WAV file through the encoder profile and back (no network), for quality scoring:
+/// `scripts/measure-quality` scores the output with PESQ-WB.
+struct QualityBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "quality",
+        abstract: "Encode and decode a 48 kHz mono WAV with an Opus profile; print CPU per call-second.")
+
+    @Option(help: "Input WAV (16-bit PCM, mono, 48 kHz).")
+    var input: String
+
+    @Option(help: "Output WAV.")
+    var output: String
+
+    @Option(help: "Opus bitrate, bit/s.")
+    var bitrate = 32_000
+
+    @Option(help: "Opus complexity, 0–10.")
+    var complexity = 5
+
+    @Option(help: "Expected loss the encoder plans in-band FEC for, % (0 turns FEC off).")
+    var expectedLoss = OpusConfiguration().expectedLossPercent
+
+    func run() throws {
+        let (format, samples) = try WAV.read(path: input)
+        guard format == AudioFormat(sampleRate: 48_000, channels: 1) else {
+            throw ValidationError("\(input) is \(format); the quality run needs 48000 Hz mono")
+        }
+        var opus = OpusConfiguration()
+        opus.bitrate = bitrate
+        opus.complexity = complexity
+        opus.expectedLossPercent = expectedLoss
+        opus.inbandFEC = expectedLoss > 0
+        let encoder = try OpusEncoder(configuration: opus)
+        let decoder = try OpusDecoder()
+        var frame = [Int16](repeating: 0, count: 960)
+        var decoded: [Int16] = []
+        decoded.reserveCapacity(samples.count)
+        var bytes = 0
+        let start = BareMediaBenchmark.cpuTime()
+        for offset in stride(from: 0, to: samples.count - 959, by: 960) {
+            let packet = try encoder.encode(Array(samples[offset..<(offset + 960)]))
+            bytes += packet.count
+            try decoder.decode(Array(packet), into: &frame)
+            decoded += frame
+        }
+        let cpu = (BareMediaBenchmark.cpuTime() - start).seconds
+        // Undo the codec's delay (lookahead) so the output lines up with the input.
+        let delay = 312  // 6.5 ms at 48 kHz: libopus's encoder lookahead in VoIP mode
+        let aligned = Array(decoded.dropFirst(delay)) + [Int16](repeating: 0, count: delay)
+        try WAV.write(aligned, format: format, path: output)
+        let seconds = Double(samples.count) / 48_000
+        print(String(format: "quality: %d bit/s target, %.1f kbit/s actual, complexity %d, FEC for %d %% loss, %.4f CPU s per call-second (encode+decode)",
+                     bitrate, Double(bytes * 8) / seconds / 1000, complexity, expectedLoss, cpu / seconds))
     }
 }

@@ -92,6 +92,7 @@ import Glibc
         #expect(stats.jitterBuffer.lost == 0)
         #expect(stats.authenticationFailures == 0)
         #expect(stats.packetsReceived >= 165)
+        #expect(stats.fecExpectedLossPercent == 0, "no loss, so no redundancy spent")
     }
 
     @Test func tenPercentLossKeepsPlayingWithConcealmentAndFEC() async throws {
@@ -107,9 +108,12 @@ import Glibc
             if played.allSatisfy({ abs(Int($0)) < 50 }) { quietFrames += 1 }
         }
         let stats = await call.b.statistics
+        let senderFEC = await call.a.statistics.fecExpectedLossPercent
         await call.a.stop()
         await call.b.stop()
         let (sent, dropped) = call.link.counts
+        // The receiver's reports told the sender about the loss; FEC now plans for it.
+        #expect(senderFEC >= 5, "FEC plans for \(senderFEC) % loss")
         #expect(dropped[0] > 10 && Double(dropped[0]) / Double(sent[0]) < 0.2, "dropped \(dropped[0]) of \(sent[0])")
         #expect(stats.jitterBuffer.lost > 10)
         #expect(stats.jitterBuffer.fecRecovered > 0)
