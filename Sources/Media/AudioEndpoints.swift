@@ -65,7 +65,7 @@ public final class ToneSource: AudioSource {
     public let amplitude: Double
     private let phase = Mutex(0.0)
 
-    /// - Parameter amplitude: 0–1 of full scale.
+    /// - Parameter amplitude: 0–1 of full scale (louder clips).
     public init(frequency: Double = 440, amplitude: Double = 0.3, format: AudioFormat = AudioFormat()) {
         self.frequency = frequency
         self.amplitude = amplitude
@@ -80,7 +80,7 @@ public final class ToneSource: AudioSource {
         let scale = amplitude * 32767
         phase.withLock { phase in
             for i in frame.indices {
-                frame[i] = Int16((sin(phase) * scale).rounded())
+                frame[i] = Int16(max(-32768, min(32767, (sin(phase) * scale).rounded())))
                 phase += step
                 if phase > 2 * Double.pi { phase -= 2 * Double.pi }
             }

@@ -88,12 +88,14 @@ public final class MediaClock: Sendable {
             do { try await clock.sleep(until: deadline, tolerance: .milliseconds(1)) } catch { break }
             let lag = clock.now - deadline
             report.ticks += 1
-            if lag > frameDuration / 2 { report.late += 1 }
             report.maximumLag = max(report.maximumLag, lag)
             if lag > frameDuration * 5 { deadline = clock.now }
             let started = clock.now
             await tickAll()
-            report.maximumTickDuration = max(report.maximumTickDuration, clock.now - started)
+            let finished = clock.now
+            report.maximumTickDuration = max(report.maximumTickDuration, finished - started)
+            // A frame is late when it is ready only after its period has ended.
+            if finished > deadline + frameDuration { report.late += 1 }
             deadline += frameDuration
         }
         return report
@@ -103,7 +105,7 @@ public final class MediaClock: Sendable {
 /// How punctual a real-time ``MediaClock`` was.
 public struct MediaClockReport: Sendable, Equatable {
     public var ticks = 0
-    /// Ticks that started more than half a frame after their deadline.
+    /// Ticks that finished after the end of their frame period (their frames were late).
     public var late = 0
     public var maximumLag = Duration.zero
     /// The longest time one tick of all clients took.

@@ -29,21 +29,25 @@ public struct LinkConditions: Sendable, Equatable {
 /// Two connected in-memory transport ends with loss, delay and jitter on a ``MediaClock``'s
 /// time, driven by a seeded generator: the same seed gives the same losses, every run.
 ///
-/// Add the link to the clock *before* the calls that use it, so datagrams due at a tick are
-/// delivered before the calls read them.
+/// Datagrams without delay are delivered at once; delayed ones wait for a tick, so add the
+/// link to the clock (*before* the calls that use it) when it has delay or jitter. Each end
+/// keeps the link's state alive, so the ends alone are enough to carry a call.
 public final class InMemoryMediaLink: MediaClockClient {
     public final class End: MediaTransport {
-        // Set once by the link's init, before the end is handed to anyone.
-        fileprivate nonisolated(unsafe) weak var link: InMemoryMediaLink?
+        fileprivate let core: Core
         fileprivate let index: Int
-        fileprivate let handler = Mutex<(@Sendable ([UInt8]) -> Void)?>(nil)
-        fileprivate init(index: Int) { self.index = index }
+        fileprivate init(core: Core, index: Int) {
+            self.core = core
+            self.index = index
+        }
 
-        public func send(_ datagram: [UInt8]) async { link?.carry(datagram, from: index) }
-        public func setReceiveHandler(_ handler: (@Sendable ([UInt8]) -> Void)?) { self.handler.withLock { $0 = handler } }
+        public func send(_ datagram: [UInt8]) async { core.carry(datagram, from: index) }
+        public func setReceiveHandler(_ handler: (@Sendable ([UInt8]) -> Void)?) {
+            core.handlers[index].withLock { $0 = handler }
+        }
     }
 
-    private struct State {
+    fileprivate struct State {
         var rng: UInt64
         var conditions: [LinkConditions]
         var queue: [(due: Duration, order: Int, to: Int, bytes: [UInt8])] = []
@@ -52,71 +56,86 @@ public final class InMemoryMediaLink: MediaClockClient {
         var dropped = [0, 0]
     }
 
+    /// What both ends share: the conditions, the queue of delayed datagrams, the handlers.
+    fileprivate final class Core: Sendable {
+        let clock: MediaClock
+        let state: Mutex<State>
+        let handlers: [Handler]
+
+        final class Handler: Sendable {
+            private let handler = Mutex<(@Sendable ([UInt8]) -> Void)?>(nil)
+            func withLock<T>(_ body: (inout (@Sendable ([UInt8]) -> Void)?) -> T) -> T { handler.withLock { body(&$0) } }
+        }
+
+        init(clock: MediaClock, state: State) {
+            self.clock = clock
+            self.state = Mutex(state)
+            handlers = [Handler(), Handler()]
+        }
+
+        private static func next(_ s: inout UInt64) -> UInt64 {
+            s &+= 0x9E37_79B9_7F4A_7C15
+            var z = s
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+
+        func carry(_ datagram: [UInt8], from index: Int) {
+            let now = clock.now
+            let deliverNow = state.withLock { s -> Bool in
+                s.sent[index] += 1
+                let c = s.conditions[index]
+                if Double(Self.next(&s.rng) % 1_000_000) / 1_000_000 < c.loss {
+                    s.dropped[index] += 1
+                    return false
+                }
+                var delay = c.delay
+                if c.jitter > .zero {
+                    let micros = c.jitter.components.seconds * 1_000_000 + c.jitter.components.attoseconds / 1_000_000_000_000
+                    delay += .microseconds(Int64(Self.next(&s.rng) % UInt64(max(1, micros))))
+                }
+                if delay == .zero { return true }
+                s.order += 1
+                s.queue.append((now + delay, s.order, 1 - index, datagram))
+                return false
+            }
+            if deliverNow { deliver(datagram, to: 1 - index) }
+        }
+
+        func deliver(_ datagram: [UInt8], to index: Int) {
+            handlers[index].withLock { $0 }?(datagram)
+        }
+
+        func deliverDue(at now: Duration) {
+            let due = state.withLock { s -> [(Int, [UInt8])] in
+                let ready = s.queue.filter { $0.due <= now }.sorted { ($0.due, $0.order) < ($1.due, $1.order) }
+                s.queue.removeAll { $0.due <= now }
+                return ready.map { ($0.to, $0.bytes) }
+            }
+            for (to, bytes) in due { deliver(bytes, to: to) }
+        }
+    }
+
     public let a: End
     public let b: End
-    private let clock: MediaClock
-    private let state: Mutex<State>
+    private let core: Core
 
     /// - Parameters:
     ///   - aToB: Conditions from `a` to `b`; `bToA` defaults to the same.
     public init(clock: MediaClock, aToB: LinkConditions = LinkConditions(), bToA: LinkConditions? = nil, seed: UInt64 = 1) {
-        self.clock = clock
-        a = End(index: 0)
-        b = End(index: 1)
-        state = Mutex(State(rng: seed, conditions: [aToB, bToA ?? aToB]))
-        a.link = self
-        b.link = self
+        core = Core(clock: clock, state: State(rng: seed, conditions: [aToB, bToA ?? aToB]))
+        a = End(core: core, index: 0)
+        b = End(core: core, index: 1)
     }
 
     /// Changes the conditions of one direction from now on.
     public func setConditions(_ conditions: LinkConditions, fromA: Bool) {
-        state.withLock { $0.conditions[fromA ? 0 : 1] = conditions }
+        core.state.withLock { $0.conditions[fromA ? 0 : 1] = conditions }
     }
 
     /// Datagrams sent and dropped from `a` (index 0) and `b` (index 1).
-    public var counts: (sent: [Int], dropped: [Int]) { state.withLock { ($0.sent, $0.dropped) } }
+    public var counts: (sent: [Int], dropped: [Int]) { core.state.withLock { ($0.sent, $0.dropped) } }
 
-    private static func next(_ s: inout UInt64) -> UInt64 {
-        s &+= 0x9E37_79B9_7F4A_7C15
-        var z = s
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    fileprivate func carry(_ datagram: [UInt8], from index: Int) {
-        let now = clock.now
-        let deliverNow = state.withLock { s -> Bool? in
-            s.sent[index] += 1
-            let c = s.conditions[index]
-            if Double(Self.next(&s.rng) % 1_000_000) / 1_000_000 < c.loss {
-                s.dropped[index] += 1
-                return nil
-            }
-            var delay = c.delay
-            if c.jitter > .zero {
-                let micros = c.jitter.components.seconds * 1_000_000 + c.jitter.components.attoseconds / 1_000_000_000_000
-                delay += .microseconds(Int64(Self.next(&s.rng) % UInt64(max(1, micros))))
-            }
-            if delay == .zero { return true }
-            s.order += 1
-            s.queue.append((now + delay, s.order, 1 - index, datagram))
-            return false
-        }
-        if deliverNow == true { deliver(datagram, to: 1 - index) }
-    }
-
-    private func deliver(_ datagram: [UInt8], to index: Int) {
-        let end = index == 0 ? a : b
-        end.handler.withLock { $0 }?(datagram)
-    }
-
-    public func tick(now: Duration) async {
-        let due = state.withLock { s -> [(Int, [UInt8])] in
-            let ready = s.queue.filter { $0.due <= now }.sorted { ($0.due, $0.order) < ($1.due, $1.order) }
-            s.queue.removeAll { $0.due <= now }
-            return ready.map { ($0.to, $0.bytes) }
-        }
-        for (to, bytes) in due { deliver(bytes, to: to) }
-    }
+    public func tick(now: Duration) async { core.deliverDue(at: now) }
 }

@@ -270,7 +270,7 @@ public enum NTPTime {
 
     /// A 64-bit NTP timestamp for a time given as a duration since the Unix epoch.
     public static func timestamp(sinceUnixEpoch d: Duration) -> UInt64 {
-        let (seconds, attoseconds) = d.components
+        let (seconds, attoseconds) = max(d, .zero).components
         let fraction = UInt64((Double(attoseconds) / 1e18) * 4_294_967_296.0)
         return (UInt64(seconds) + unixOffset) << 32 | min(fraction, 0xFFFF_FFFF)
     }
@@ -278,9 +278,10 @@ public enum NTPTime {
     /// The middle 32 bits (NTP short format) of a 64-bit timestamp, as LSR uses.
     public static func middle(_ ntp: UInt64) -> UInt32 { UInt32((ntp >> 16) & 0xFFFF_FFFF) }
 
-    /// A duration in NTP short format (1/65536 s units).
+    /// A duration in NTP short format (1/65536 s units). Negative durations (clocks read on
+    /// different threads a moment apart) count as zero.
     public static func short(_ d: Duration) -> UInt32 {
-        let (seconds, attoseconds) = d.components
+        let (seconds, attoseconds) = max(d, .zero).components
         return UInt32(truncatingIfNeeded: seconds << 16) &+ UInt32((Double(attoseconds) / 1e18) * 65536.0)
     }
 

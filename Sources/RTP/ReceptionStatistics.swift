@@ -103,7 +103,7 @@ public struct ReceptionStatistics: Sendable {
             ssrc: ssrc, fractionLost: fraction,
             cumulativeLost: Int32(clamping: cumulativeLost),
             extendedHighestSequence: extendedHighestSequence,
-            jitter: UInt32(jitter.rounded()), lastSenderReport: lsr, delaySinceLastSenderReport: dlsr)
+            jitter: UInt32(min(jitter.rounded(), Double(UInt32.max))), lastSenderReport: lsr, delaySinceLastSenderReport: dlsr)
     }
 }
 

@@ -161,6 +161,10 @@ struct MediaBench: AsyncParsableCommand {
             let start = BareMediaBenchmark.cpuTime()
             await clock.advance(frames: seconds * 50)
             let callCPU = (BareMediaBenchmark.cpuTime() - start).seconds
+            let sa = await call.0.statistics, sb = await call.1.statistics
+            if ProcessInfo.processInfo.environment["CALLNODE_BENCH_DEBUG"] != nil {
+                print("debug: sent \(sa.packetsSent)/\(sb.packetsSent) received \(sa.packetsReceived)/\(sb.packetsReceived) played \(sa.jitterBuffer.packetsPlayed)/\(sb.jitterBuffer.packetsPlayed) bytes \(sa.bytesSent)")
+            }
             await call.0.stop(); await call.1.stop()
             guard let bare = BareMediaBenchmark.run(frames: 2 * seconds * 50, pcm: speech, bitrate: Int32(bitrate), complexity: Int32(complexity)) else {
                 throw ValidationError("the bare Opus/SRTP loop failed")
@@ -184,7 +188,7 @@ struct MediaBench: AsyncParsableCommand {
             let report = await ticking.value
             for call in calls { await call.0.stop(); await call.1.stop() }
             let fraction = Double(report.late) / Double(max(1, report.ticks))
-            print(String(format: "media real time: %d legs, %d of %d ticks late (%.2f %%), max lag %.1f ms, longest tick %.1f ms",
+            print(String(format: "media real time: %d legs, %d of %d frames late (%.2f %%), max start lag %.1f ms, longest tick %.1f ms",
                          count, report.late, report.ticks, fraction * 100, report.maximumLag.seconds * 1000, report.maximumTickDuration.seconds * 1000))
             if fraction > 0.005 { break }
             best = count

@@ -126,6 +126,16 @@ import Testing
         block.lastSenderReport = 0
         #expect(block.roundTripTime(arrivalNTP: 1234) == nil)
     }
+
+    @Test func negativeDurationsCountAsZero() {
+        // Arrival stamped on one thread a moment after "now" was read on another.
+        #expect(NTPTime.short(.milliseconds(-3)) == 0)
+        #expect(NTPTime.timestamp(sinceUnixEpoch: .seconds(-1)) == NTPTime.unixOffset << 32)
+        var stats = ReceptionStatistics(clockRate: 48_000)
+        stats.record(sequence: 1, timestamp: 0, ssrc: 1, arrival: .seconds(2))
+        stats.recordSenderReport(ntpTimestamp: 1 << 32, arrival: .seconds(2))
+        #expect(stats.makeReportBlock(now: .milliseconds(1999))?.delaySinceLastSenderReport == 0)
+    }
 }
 
 /// A small deterministic generator (tests must not depend on the system's randomness).
