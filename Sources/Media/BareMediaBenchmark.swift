@@ -11,7 +11,7 @@ import Glibc
 public enum BareMediaBenchmark {
     /// Runs `frames` frames of `pcm` (looped, 20 ms at 48 kHz mono) through the bare C calls
     /// and returns the process CPU time spent, or `nil` if libopus or libsrtp failed.
-    public static func run(frames: Int, pcm: [Int16], bitrate: Int32, complexity: Int32) -> Duration? {
+    public static func run(frames: Int, pcm: [Int16], bitrate: Int32, complexity: Int32, expectedLossPercent: Int32) -> Duration? {
         guard (try? SRTPLibrary.initialize()) != nil else { return nil }
         var error: Int32 = 0
         guard let encoder = opus_encoder_create(48_000, 1, copus_application_voip(), &error),
@@ -20,7 +20,7 @@ public enum BareMediaBenchmark {
         _ = copus_set_bitrate(encoder, bitrate)
         _ = copus_set_complexity(encoder, complexity)
         _ = copus_set_inband_fec(encoder, 1)
-        _ = copus_set_packet_loss_perc(encoder, 10)
+        _ = copus_set_packet_loss_perc(encoder, expectedLossPercent)
         _ = copus_set_signal_voice(encoder)
 
         var key = [UInt8](repeating: 7, count: 30)
