@@ -12,6 +12,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.0.0"),
     ],
     targets: [
         // One system-library target per C library; each header holds prefixed static inline
@@ -38,7 +39,10 @@ let package = Package(
         .target(name: "RTP"),
         .target(
             name: "Media",
-            dependencies: ["RTP", "COpus", "CSRTP", "CALSA"]),
+            dependencies: [
+                "RTP", "COpus", "CSRTP", "CALSA",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]),
         .target(
             name: "CallNode",
             dependencies: ["ICE", "RTP", "Media"]),

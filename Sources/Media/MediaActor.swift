@@ -48,13 +48,17 @@ public struct MediaConfiguration: Sendable, Equatable {
     }
 }
 
-/// The SRTP keys of a call: ours protects what we send, the peer's checks what we receive.
+/// The keys of a call: our SRTP key protects what we send, the peer's checks what we receive;
+/// an optional frame key, shared by both peers, adds end-to-end encryption of every payload.
 public struct MediaKeys: Sendable, Equatable {
     public var outbound: SRTPKey
     public var inbound: SRTPKey
-    public init(outbound: SRTPKey, inbound: SRTPKey) {
+    /// When set (on both sides, the same key), payloads are sealed end to end under SRTP.
+    public var frameEncryption: FrameEncryptionKey?
+    public init(outbound: SRTPKey, inbound: SRTPKey, frameEncryption: FrameEncryptionKey? = nil) {
         self.outbound = outbound
         self.inbound = inbound
+        self.frameEncryption = frameEncryption
     }
 }
 
@@ -102,6 +106,8 @@ public struct MediaStatistics: Sendable, Equatable {
     public var authenticationFailures = 0
     public var replaysDropped = 0
     public var malformedDropped = 0
+    /// Payloads that passed SRTP but failed frame decryption (wrong or missing frame key).
+    public var frameDecryptionFailures = 0
     /// DTX frames the encoder asked not to send.
     public var framesNotSent = 0
     /// The loss in-band FEC currently plans for, in percent.
@@ -140,6 +146,7 @@ public actor MediaActor: MediaClockClient {
     private let decoder: OpusDecoder
     private let outbound: SRTPSession
     private let inbound: SRTPSession
+    private let frameCipher: FrameCipher?
     private let inbox = Inbox()
 
     private var jitter: JitterBuffer
@@ -195,6 +202,7 @@ public actor MediaActor: MediaClockClient {
         } catch {
             throw .crypto(error.description)
         }
+        frameCipher = keys.frameEncryption.map { FrameCipher(key: $0) }
         self.configuration = configuration
         self.transport = transport
         self.clock = clock
@@ -363,11 +371,20 @@ public actor MediaActor: MediaClockClient {
             stats.malformedDropped += 1
             return
         }
+        var payload = packet.payload
+        if let frameCipher {
+            guard let opened = frameCipher.open(payload, ssrc: packet.ssrc, timestamp: packet.timestamp,
+                                                sequence: packet.sequenceNumber) else {
+                stats.frameDecryptionFailures += 1
+                return
+            }
+            payload = opened
+        }
         remoteSSRC = packet.ssrc
         stats.packetsReceived += 1
         stats.bytesReceived += packet.payload.count
         reception.record(sequence: packet.sequenceNumber, timestamp: packet.timestamp, ssrc: packet.ssrc, arrival: arrival)
-        jitter.insert(sequence: packet.sequenceNumber, timestamp: packet.timestamp, payload: packet.payload, arrival: arrival)
+        jitter.insert(sequence: packet.sequenceNumber, timestamp: packet.timestamp, payload: payload, arrival: arrival)
     }
 
     private func receiveRTCP(_ bytes: [UInt8], arrival: Duration) {
@@ -444,12 +461,17 @@ public actor MediaActor: MediaClockClient {
             stats.framesNotSent += 1  // DTX: the encoder says there is nothing worth sending
             return
         }
+        var body = Array(payload)
+        if let frameCipher {
+            guard let sealed = try? frameCipher.seal(body, ssrc: ssrc, timestamp: timestamp, sequence: sequence) else { return }
+            body = sealed
+        }
         let packet = RTPPacket(payloadType: configuration.payloadType, sequenceNumber: sequence, timestamp: timestamp,
-                               ssrc: ssrc, payload: Array(payload))
+                               ssrc: ssrc, payload: body)
         sequence &+= 1
         guard let protected = try? outbound.protect(packet.serialized()) else { return }
         stats.packetsSent += 1
-        stats.bytesSent += payload.count
+        stats.bytesSent += body.count
         await transport.send(protected)
     }
 

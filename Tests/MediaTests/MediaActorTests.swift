@@ -21,14 +21,17 @@ import Glibc
 
     static func makeCall(source: any AudioSource, sink: any AudioSink,
                          conditions: LinkConditions = LinkConditions(), seed: UInt64 = 1,
-                         configuration: MediaConfiguration = MediaConfiguration()) throws -> Call {
+                         configuration: MediaConfiguration = MediaConfiguration(),
+                         frameKeys: (FrameEncryptionKey?, FrameEncryptionKey?) = (nil, nil)) throws -> Call {
         let clock = MediaClock.manual()
         let link = InMemoryMediaLink(clock: clock, aToB: conditions, seed: seed)
         clock.add(link)
         let keyA = SRTPKey.random(), keyB = SRTPKey.random()
-        let a = try MediaActor(configuration: configuration, transport: link.a, keys: MediaKeys(outbound: keyA, inbound: keyB),
+        let a = try MediaActor(configuration: configuration, transport: link.a,
+                               keys: MediaKeys(outbound: keyA, inbound: keyB, frameEncryption: frameKeys.0),
                                source: source, sink: NullSink(), clock: clock)
-        let b = try MediaActor(configuration: configuration, transport: link.b, keys: MediaKeys(outbound: keyB, inbound: keyA),
+        let b = try MediaActor(configuration: configuration, transport: link.b,
+                               keys: MediaKeys(outbound: keyB, inbound: keyA, frameEncryption: frameKeys.1),
                                source: SilenceSource(), sink: sink, clock: clock)
         return Call(clock: clock, link: link, a: a, b: b)
     }
@@ -213,6 +216,43 @@ import Glibc
         var sawEnd = false
         while let event = await events.next() { if event == .sourceEnded { sawEnd = true } }
         #expect(sawEnd)
+    }
+
+    @Test func frameEncryptionCarriesAudioWithASharedKeyAndNothingPlayableWithout() async throws {
+        let shared = FrameEncryptionKey.random()
+        let cases: [(String, FrameEncryptionKey?, FrameEncryptionKey?, Bool)] = [
+            ("shared key", shared, shared, true),
+            ("different keys", shared, .random(), false),
+            ("only the sender encrypts", shared, nil, false),
+        ]
+        for (name, senderKey, receiverKey, audible) in cases {
+            let call = try Self.makeCall(source: ToneSource(amplitude: 0.5), sink: NullSink(), frameKeys: (senderKey, receiverKey))
+            try await call.a.start()
+            try await call.b.start()
+            await call.clock.advance(frames: 30)
+            let stats = await call.b.statistics
+            await call.a.stop()
+            await call.b.stop()
+            if audible {
+                #expect(stats.receiveLevel > -12, "\(name): level \(stats.receiveLevel)")
+                #expect(stats.frameDecryptionFailures == 0, "\(name)")
+            } else if receiverKey != nil {
+                #expect(stats.frameDecryptionFailures >= 25, "\(name): \(stats.frameDecryptionFailures) failures")
+                #expect(stats.receiveLevel == -100, "\(name): nothing may play")
+            } else {
+                // A receiver without the key cannot tell sealed Opus from Opus: it decodes
+                // noise-like garbage or rejects it, but the tone never comes through.
+                #expect(stats.receiveLevel < -12 || stats.malformedDropped > 0, "\(name): level \(stats.receiveLevel)")
+            }
+        }
+    }
+
+    @Test func frameKeysTravelAsBase64AndBadOnesAreTypedErrors() throws {
+        let key = FrameEncryptionKey.random()
+        #expect(try FrameEncryptionKey(base64: key.base64) == key)
+        #expect(!key.description.contains(key.base64))
+        #expect(throws: SRTPKeyError.wrongLength(expected: 32, got: 3)) { try FrameEncryptionKey(base64: "AAAA") }
+        #expect(throws: SRTPKeyError.malformed("frame key is not valid base64")) { try FrameEncryptionKey(base64: "!!") }
     }
 
     @Test func invalidSettingsAreRejectedBeforeAnythingOpens() throws {
