@@ -73,7 +73,7 @@ let package = Package(
             dependencies: ["ICE", "CallNodeTestSupport"]),
         .testTarget(
             name: "RTPTests",
-            dependencies: ["RTP"]),
+            dependencies: ["RTP", "CallNodeTestSupport"]),
         .testTarget(
             name: "MediaTests",
             dependencies: ["Media", "RTP", "CallNodeTestSupport"]),

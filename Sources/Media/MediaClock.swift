@@ -17,16 +17,24 @@ public final class MediaClock: Sendable {
     private let manual: Bool
     private let origin = ContinuousClock.now
     private let manualNow = Mutex(Duration.zero)
-    private let clients = Mutex<[any MediaClockClient]>([])
+    private let clients = Mutex<[(client: any MediaClockClient, phase: Int)]>([])
+    private let nextPhase = Mutex(0)
+    /// How many instants per frame period a real-time clock spreads its clients over.
+    public let phases: Int
 
     /// A clock that runs in real time once ``run()`` is called.
-    public init(frameDuration: Duration = .milliseconds(20)) {
+    ///
+    /// - Parameter phases: Instants per period to spread clients over (default 4: with 20 ms
+    ///   frames, a group of calls every 5 ms).
+    public init(frameDuration: Duration = .milliseconds(20), phases: Int = 4) {
         self.frameDuration = frameDuration
+        self.phases = max(1, phases)
         manual = false
     }
 
     private init(manualFrameDuration: Duration) {
         frameDuration = manualFrameDuration
+        phases = 1
         manual = true
     }
 
@@ -41,20 +49,24 @@ public final class MediaClock: Sendable {
     }
 
     public func add(_ client: any MediaClockClient) {
-        clients.withLock { $0.append(client) }
+        let phase = nextPhase.withLock { next in
+            defer { next = (next + 1) % phases }
+            return next
+        }
+        clients.withLock { $0.append((client, phase)) }
     }
 
     public func remove(_ client: any MediaClockClient) {
-        clients.withLock { $0.removeAll { $0 === client } }
+        clients.withLock { $0.removeAll { $0.client === client } }
     }
 
     public var clientCount: Int { clients.withLock { $0.count } }
 
     /// Ticks every client: in order on a manual clock (deterministic), concurrently on a
     /// real-time one (calls are independent, and every core should share the work).
-    private func tickAll() async {
+    private func tickAll(phase: Int? = nil) async {
         let now = self.now
-        let current = clients.withLock { $0 }
+        let current = clients.withLock { all in all.filter { phase == nil || $0.phase == phase }.map(\.client) }
         if manual || current.count < 2 {
             for client in current { await client.tick(now: now) }
             return
@@ -82,21 +94,24 @@ public final class MediaClock: Sendable {
     public func run() async -> MediaClockReport {
         precondition(!manual, "run() is for real-time clocks")
         let clock = ContinuousClock()
-        var deadline = clock.now + frameDuration
+        let step = frameDuration / phases
+        var deadline = clock.now + step
+        var phase = 0
         var report = MediaClockReport()
         while !Task.isCancelled {
             do { try await clock.sleep(until: deadline, tolerance: .milliseconds(1)) } catch { break }
             let lag = clock.now - deadline
-            report.ticks += 1
+            if phase == 0 { report.ticks += 1 }
             report.maximumLag = max(report.maximumLag, lag)
             if lag > frameDuration * 5 { deadline = clock.now }
             let started = clock.now
-            await tickAll()
+            await tickAll(phase: phase)
             let finished = clock.now
             report.maximumTickDuration = max(report.maximumTickDuration, finished - started)
             // A frame is late when it is ready only after its period has ended.
-            if finished > deadline + frameDuration { report.late += 1 }
-            deadline += frameDuration
+            if finished > deadline + frameDuration { report.lateTicks += 1 }
+            deadline += step
+            phase = (phase + 1) % phases
         }
         return report
     }
@@ -104,9 +119,13 @@ public final class MediaClock: Sendable {
 
 /// How punctual a real-time ``MediaClock`` was.
 public struct MediaClockReport: Sendable, Equatable {
+    /// Frame periods run.
     public var ticks = 0
-    /// Ticks that finished after the end of their frame period (their frames were late).
-    public var late = 0
+    /// Phase ticks (of ``MediaClock/phases`` per period) that finished after the end of their
+    /// frame period: their frames were late.
+    public var lateTicks = 0
+    /// The share of phase ticks that were late.
+    public func lateFraction(phases: Int) -> Double { Double(lateTicks) / Double(max(1, ticks * phases)) }
     public var maximumLag = Duration.zero
     /// The longest time one tick of all clients took.
     public var maximumTickDuration = Duration.zero

@@ -186,9 +186,9 @@ struct MediaBench: AsyncParsableCommand {
         try await Task.sleep(for: .seconds(realTimeSeconds))
         idleTicking.cancel()
         let idleReport = await idleTicking.value
-        let baseline = Double(idleReport.late) / Double(max(1, idleReport.ticks))
-        print(String(format: "media real time: idle clock, %d of %d frames late (%.2f %%), max start lag %.1f ms",
-                     idleReport.late, idleReport.ticks, baseline * 100, idleReport.maximumLag.seconds * 1000))
+        let baseline = idleReport.lateFraction(phases: idle.phases)
+        print(String(format: "media real time: idle clock, %d of %d phase ticks late (%.2f %%), max start lag %.1f ms",
+                     idleReport.lateTicks, idleReport.ticks * idle.phases, baseline * 100, idleReport.maximumLag.seconds * 1000))
         var best = 0
         for count in legs {
             let clock = MediaClock()
@@ -199,9 +199,9 @@ struct MediaBench: AsyncParsableCommand {
             ticking.cancel()
             let report = await ticking.value
             for call in calls { await call.0.stop(); await call.1.stop() }
-            let fraction = Double(report.late) / Double(max(1, report.ticks))
-            print(String(format: "media real time: %d legs, %d of %d frames late (%.2f %%), max start lag %.1f ms, longest tick %.1f ms",
-                         count, report.late, report.ticks, fraction * 100, report.maximumLag.seconds * 1000, report.maximumTickDuration.seconds * 1000))
+            let fraction = report.lateFraction(phases: clock.phases)
+            print(String(format: "media real time: %d legs, %d of %d phase ticks late (%.2f %%), max start lag %.1f ms, longest tick %.1f ms",
+                         count, report.lateTicks, report.ticks * clock.phases, fraction * 100, report.maximumLag.seconds * 1000, report.maximumTickDuration.seconds * 1000))
             if fraction > baseline + 0.005 { break }
             best = count
         }

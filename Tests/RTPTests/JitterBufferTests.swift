@@ -1,3 +1,4 @@
+import CallNodeTestSupport
 import RTP
 import Testing
 

@@ -1,3 +1,4 @@
+import CallNodeTestSupport
 import RTP
 import Testing
 
@@ -135,18 +136,5 @@ import Testing
         stats.record(sequence: 1, timestamp: 0, ssrc: 1, arrival: .seconds(2))
         stats.recordSenderReport(ntpTimestamp: 1 << 32, arrival: .seconds(2))
         #expect(stats.makeReportBlock(now: .milliseconds(1999))?.delaySinceLastSenderReport == 0)
-    }
-}
-
-/// A small deterministic generator (tests must not depend on the system's randomness).
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
