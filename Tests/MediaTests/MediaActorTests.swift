@@ -272,22 +272,6 @@ import Glibc
                            clock: MediaClock.manual(frameDuration: .milliseconds(10)))
         }
     }
-
-    @Test func aMissingAudioDeviceIsATypedError() async throws {
-        let capture = ALSACaptureSource(device: "callnode_no_such_device")
-        #expect(throws: AudioDeviceError.self) { try capture.start() }
-        do {
-            try capture.start()
-        } catch {
-            guard case .notFound = error else { Issue.record("expected notFound, got \(error)"); return }
-        }
-        let clock = MediaClock.manual()
-        let link = InMemoryMediaLink(clock: clock)
-        let media = try MediaActor(transport: link.a, keys: MediaKeys(outbound: .random(), inbound: .random()),
-                                   source: ToneSource(), sink: ALSAPlaybackSink(device: "callnode_no_such_device"), clock: clock)
-        await #expect(throws: MediaError.self) { try await media.start() }
-        #expect(clock.clientCount == 0)
-    }
 }
 
 @Suite struct EndpointTests {
