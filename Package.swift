@@ -6,6 +6,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "CallNode", targets: ["CallNode"]),
+        .library(name: "CallNodeTestKit", targets: ["CallNodeTestKit"]),
         .executable(name: "callnode", targets: ["callnode"]),
         .executable(name: "callnode-bench", targets: ["callnode-bench"]),
     ],
@@ -13,6 +14,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-crypto", from: "4.0.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         // One system-library target per C library; each header holds prefixed static inline
@@ -44,8 +46,19 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]),
         .target(
+            name: "AudioSession",
+            dependencies: ["Media", "CALSA"]),
+        .target(
+            name: "Calls",
+            dependencies: [
+                "AudioSession", "Media",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]),
+        // Test doubles that embedders may use too: a manual clock for every injected timer.
+        .target(name: "CallNodeTestKit"),
+        .target(
             name: "CallNode",
-            dependencies: ["ICE", "RTP", "Media"]),
+            dependencies: ["ICE", "RTP", "Media", "AudioSession", "Calls"]),
         .executableTarget(
             name: "callnode",
             dependencies: [
@@ -80,6 +93,12 @@ let package = Package(
         .testTarget(
             name: "CallNodeTests",
             dependencies: ["CallNode", "CallNodeTestSupport"]),
+        .testTarget(
+            name: "AudioSessionTests",
+            dependencies: ["AudioSession", "Media", "CallNodeTestKit", "CallNodeTestSupport"]),
+        .testTarget(
+            name: "CallsTests",
+            dependencies: ["Calls", "AudioSession", "Media", "CallNodeTestKit", "CallNodeTestSupport"]),
         .testTarget(
             name: "CBindingsTests",
             dependencies: ["CSRTP", "COpus", "CALSA", "Media"]),

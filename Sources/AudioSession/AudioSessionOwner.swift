@@ -1,0 +1,348 @@
+import Media
+
+/// Who may activate an audio session. The policy is part of the owner's type, so the
+/// activation API exists only where the policy allows it.
+public protocol AudioOwnershipPolicy: Sendable {
+    static var label: String { get }
+}
+
+/// CallKit mode (the default for a call node): only the call provider activates the session,
+/// after a start or answer action is fulfilled, and deactivates it after the last call ends.
+/// `AudioSessionOwner<SystemOwned>` has no public `activate()`: the app configures the session
+/// and starts media when it sees `didActivate`.
+public enum SystemOwned: AudioOwnershipPolicy {
+    public static var label: String { "system-owned" }
+}
+
+/// CallKit-free mode: the app activates and deactivates the session itself.
+public enum AppOwned: AudioOwnershipPolicy {
+    public static var label: String { "app-owned" }
+}
+
+/// The one owner of the node's audio session: its configuration and its activation (opening
+/// the capture and playback devices).
+///
+/// Configure at any time. Activation is reachable only through the policy's path: the
+/// provider's for ``SystemOwned`` (package API the ``CallManager`` uses), ``activate()`` for
+/// ``AppOwned``. Misuse the types cannot rule out — activating twice, deactivating under running
+/// media, activating during an interruption — throws ``AudioSessionError``.
+///
+/// Media gets its endpoints from ``microphone()`` and ``output()``: they read and write
+/// whatever devices the session has open and never open or close a device themselves.
+public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSession {
+    private enum State: Equatable {
+        case inactive
+        case active(ActiveAudioRoute)
+        case interrupted(by: String)
+    }
+
+    /// A name for messages and for the sessions this one interrupts.
+    public nonisolated let name: String
+    public nonisolated let backend: any AudioDeviceBackend
+    private let broadcaster = EventBroadcaster<AudioSessionEvent>()
+    private let devices = SessionDevices()
+    private let clock: TimerClock
+    private var state: State = .inactive
+    private var knownRoutes: [AudioRoute]
+    private var monitor: Task<Void, Never>?
+    private var providerAttached = false
+
+    /// The current configuration; change it with ``configure(_:)``.
+    public private(set) var configuration: AudioSessionConfiguration
+    /// When on (the default), asking for the microphone in a category without one switches the
+    /// category to play-and-record; when off, it fails with ``AudioSessionError/noMicrophone(_:)``.
+    public private(set) var automaticConfiguration = true
+
+    init(sessionName name: String, configuration: AudioSessionConfiguration, backend: any AudioDeviceBackend, clock: TimerClock) {
+        self.name = name
+        self.configuration = configuration
+        self.backend = backend
+        self.clock = clock
+        knownRoutes = backend.availableRoutes()
+    }
+
+    /// A new stream of this session's events (each subscriber sees every later event).
+    public nonisolated func events() -> AsyncStream<AudioSessionEvent> { broadcaster.subscribe() }
+
+    /// Whether devices are open.
+    public var isActive: Bool { if case .active = state { true } else { false } }
+
+    /// The devices in use while active.
+    public var activeRoute: ActiveAudioRoute? { if case let .active(route) = state { route } else { nil } }
+
+    /// Whether another session interrupted this one (and has not let go yet).
+    public var isInterrupted: Bool { if case .interrupted = state { true } else { false } }
+
+    /// Microphones the backend offers now.
+    public var availableInputs: [AudioRoute] { knownRoutes.filter(\.isInput) }
+    /// Outputs the backend offers now.
+    public var availableOutputs: [AudioRoute] { knownRoutes.filter(\.isOutput) }
+
+    /// How many media endpoints are attached to the open devices.
+    public var runningEndpoints: Int { devices.running }
+
+    /// Sets the configuration. Allowed at any time, in either policy. When active and the change
+    /// selects other devices, the session reopens them and reports a route change.
+    public func configure(_ configuration: AudioSessionConfiguration) throws(AudioSessionError) {
+        let old = self.configuration
+        guard configuration != old else { return }
+        self.configuration = configuration
+        broadcaster.send(.configurationChanged(configuration))
+        if case .active = state {
+            let reason: AudioRouteChangeReason = old.category != configuration.category ? .categoryChange : .override
+            try reopenIfNeeded(reason: reason)
+        }
+    }
+
+    /// Turns automatic configuration on or off (see ``automaticConfiguration``).
+    public func setAutomaticConfiguration(_ enabled: Bool) {
+        automaticConfiguration = enabled
+    }
+
+    /// The session's microphone for media. Its `start()` attaches to the open capture device.
+    ///
+    /// - Throws: ``AudioSessionError/noMicrophone(_:)`` when the category is `playback` and
+    ///   automatic configuration is off (with it on, the category becomes `playAndRecord`,
+    ///   opening the microphone at once if the session is active).
+    public func microphone() throws(AudioSessionError) -> SessionSource {
+        if !configuration.category.hasMicrophone {
+            guard automaticConfiguration else { throw .noMicrophone(configuration.category) }
+            var changed = configuration
+            changed.category = .playAndRecord
+            try configure(changed)
+        }
+        return SessionSource(devices: devices, format: configuration.format)
+    }
+
+    /// The session's output for media. Its `start()` attaches to the open playback device.
+    /// - Throws: ``AudioSessionError/noOutput(_:)`` in the `record` category.
+    public func output() throws(AudioSessionError) -> SessionSink {
+        guard configuration.category.hasOutput else { throw .noOutput(configuration.category) }
+        return SessionSink(devices: devices, format: configuration.format)
+    }
+
+    /// Polls the backend's routes every `interval` on the session's clock and reports devices
+    /// that appear or disappear. Stopped by ``shutdown()``.
+    public func startMonitoringRoutes(every interval: Duration = .seconds(2)) {
+        guard monitor == nil else { return }
+        let clock = self.clock
+        monitor = Task { [weak self] in
+            var next = clock.now + interval
+            while !Task.isCancelled {
+                do { try await clock.sleep(until: next) } catch { return }
+                next += interval
+                guard let self else { return }
+                await self.pollRoutes()
+            }
+        }
+    }
+
+    /// Compares the backend's routes with the last known ones and reports the differences.
+    public func pollRoutes() {
+        let now = backend.availableRoutes()
+        let before = Set(knownRoutes.map(\.name))
+        let after = Set(now.map(\.name))
+        let lost = knownRoutes.filter { !after.contains($0.name) }
+        let gained = now.filter { !before.contains($0.name) }
+        knownRoutes = now
+        for route in lost { broadcaster.send(.routeChanged(.oldDeviceUnavailable(route))) }
+        for route in gained { broadcaster.send(.routeChanged(.newDeviceAvailable(route))) }
+    }
+
+    /// Stops route monitoring, closes any open devices and ends the event streams.
+    public func shutdown() {
+        monitor?.cancel()
+        monitor = nil
+        if case .active = state {
+            closeDevices()
+            state = .inactive
+            broadcaster.send(.didDeactivate)
+            notifyReleased()
+        }
+        broadcaster.finish()
+    }
+
+    // MARK: Activation (reachable only through the policy's path)
+
+    /// The devices the configuration selects.
+    private func selectedRoute() -> ActiveAudioRoute {
+        let input = configuration.category.hasMicrophone ? (configuration.preferredInput ?? backend.defaultInput) : nil
+        var output: String?
+        if configuration.category.hasOutput {
+            let speaker = configuration.outputOverride == .speaker
+                || (configuration.options.contains(.defaultToSpeaker) && configuration.category == .playAndRecord
+                    && configuration.preferredOutput == nil)
+            output = speaker ? backend.speakerOutput : (configuration.preferredOutput ?? backend.defaultOutput)
+        }
+        return ActiveAudioRoute(input: input, output: output)
+    }
+
+    func performActivate() async throws(AudioSessionError) -> ActiveAudioRoute {
+        switch state {
+        case .active: throw .alreadyActive
+        case let .interrupted(by): throw .interrupted(by: by)
+        case .inactive: break
+        }
+        let route = selectedRoute()
+        let namespace = backend.deviceNamespace
+        let claimed = Set([route.input, route.output].compactMap { $0 }.map { "\(namespace)/\($0)" })
+        let victims = DeviceArbiter.shared.claim(claimed, by: self, mixing: configuration.options.contains(.mixWithOthers))
+        for victim in victims { await victim.interrupt(by: name) }
+        // Interrupting others suspended this actor: check nobody activated meanwhile.
+        guard case .inactive = state else {
+            if case let .interrupted(by) = state { throw .interrupted(by: by) }
+            throw .alreadyActive
+        }
+        do throws(AudioDeviceError) {
+            try openDevices(route)
+        } catch {
+            notifyReleased()
+            throw .device(error)
+        }
+        state = .active(route)
+        broadcaster.send(.didActivate(route))
+        return route
+    }
+
+    func performDeactivate(force: Bool) throws(AudioSessionError) {
+        guard case .active = state else { throw .notActive }
+        let running = devices.running
+        if running > 0 && !force { throw .mediaRunning(endpoints: running) }
+        closeDevices()
+        state = .inactive
+        broadcaster.send(.didDeactivate)
+        notifyReleased()
+    }
+
+    func attachProvider() throws(AudioSessionError) {
+        guard !providerAttached else { throw .providerAlreadyAttached }
+        providerAttached = true
+    }
+
+    private func openDevices(_ route: ActiveAudioRoute) throws(AudioDeviceError) {
+        let format = configuration.format
+        var capture: (any AudioSource)?
+        if let input = route.input {
+            let source = backend.makeCapture(device: input, format: format)
+            try source.start()
+            capture = source
+        }
+        var playback: (any AudioSink)?
+        if let output = route.output {
+            let sink = backend.makePlayback(device: output, format: format)
+            do throws(AudioDeviceError) { try sink.start() } catch {
+                capture?.stop()
+                throw error
+            }
+            playback = sink
+        }
+        devices.state.withLock {
+            $0.capture = capture
+            $0.playback = playback
+        }
+    }
+
+    private func closeDevices() {
+        let (capture, playback) = devices.state.withLock { open in
+            defer { open.capture = nil; open.playback = nil }
+            return (open.capture, open.playback)
+        }
+        capture?.stop()
+        playback?.stop()
+    }
+
+    private func reopenIfNeeded(reason: AudioRouteChangeReason) throws(AudioSessionError) {
+        guard case let .active(current) = state else { return }
+        let wanted = selectedRoute()
+        guard wanted != current else { return }
+        closeDevices()
+        do throws(AudioDeviceError) {
+            try openDevices(wanted)
+        } catch {
+            // The old devices are closed and the new ones refused: the session is no longer active.
+            state = .inactive
+            broadcaster.send(.didDeactivate)
+            notifyReleased()
+            throw .device(error)
+        }
+        state = .active(wanted)
+        broadcaster.send(.routeChanged(reason))
+    }
+
+    private func notifyReleased() {
+        let waiting = DeviceArbiter.shared.release(self)
+        guard !waiting.isEmpty else { return }
+        Task { for session in waiting { await session.endInterruption() } }
+    }
+
+    // MARK: InterruptibleSession
+
+    func interrupt(by other: String) async {
+        guard case .active = state else { return }
+        closeDevices()
+        state = .interrupted(by: other)
+        // Sessions this one had interrupted wait on the new holder now.
+        for session in DeviceArbiter.shared.drop(self) { await session.endInterruption() }
+        broadcaster.send(.interruptionBegan(by: other))
+    }
+
+    func endInterruption() async {
+        guard case .interrupted = state else { return }
+        state = .inactive
+        broadcaster.send(.interruptionEnded(shouldResume: true))
+    }
+}
+
+extension AudioSessionOwner where Policy == AppOwned {
+    /// An app-owned session: the app calls ``activate()`` and ``deactivate()`` itself.
+    ///
+    /// - Parameters:
+    ///   - backend: Where devices come from (ALSA by default; ``ManualRenderingBackend`` for
+    ///     manual rendering).
+    ///   - clock: Clock for route polling.
+    public init(name: String = "app audio session", configuration: AudioSessionConfiguration = AudioSessionConfiguration(),
+                backend: any AudioDeviceBackend = ALSADeviceBackend(), clock: TimerClock = .continuous) {
+        self.init(sessionName: name, configuration: configuration, backend: backend, clock: clock)
+    }
+
+    /// Opens the configured devices.
+    ///
+    /// - Throws: ``AudioSessionError/alreadyActive``, ``AudioSessionError/interrupted(by:)``, or
+    ///   ``AudioSessionError/device(_:)`` when a device cannot be opened (nothing stays open).
+    @discardableResult
+    public func activate() async throws(AudioSessionError) -> ActiveAudioRoute {
+        try await performActivate()
+    }
+
+    /// Closes the devices.
+    ///
+    /// - Throws: ``AudioSessionError/mediaRunning(endpoints:)`` while media still uses the
+    ///   session's endpoints (stop the media first), ``AudioSessionError/notActive``.
+    public func deactivate() throws(AudioSessionError) {
+        try performDeactivate(force: false)
+    }
+}
+
+extension AudioSessionOwner where Policy == SystemOwned {
+    /// A system-owned session, to hand to a ``CallManager``: the provider activates it after a
+    /// start or answer action is fulfilled and deactivates it after the last call ends. The app
+    /// configures it and starts media on `didActivate`; there is no activation API for the app.
+    public init(name: String = "call audio session", configuration: AudioSessionConfiguration = AudioSessionConfiguration(),
+                backend: any AudioDeviceBackend = ALSADeviceBackend(), clock: TimerClock = .continuous) {
+        self.init(sessionName: name, configuration: configuration, backend: backend, clock: clock)
+    }
+
+    /// The provider's path: claims the session for one call provider.
+    package func attachToProvider() throws(AudioSessionError) { try attachProvider() }
+
+    /// The provider's path: opens the devices.
+    package func providerActivate() async throws(AudioSessionError) -> ActiveAudioRoute {
+        try await performActivate()
+    }
+
+    /// The provider's path: closes the devices, even under running media (the system ends the
+    /// call's audio, as CallKit does; media endpoints then read silence).
+    package func providerDeactivate() throws(AudioSessionError) {
+        try performDeactivate(force: true)
+    }
+}

@@ -1,0 +1,593 @@
+import AudioSession
+import Foundation
+
+/// Who activates the audio session for a ``CallManager``.
+public enum CallAudioOwnership: Sendable {
+    /// CallKit mode: the manager activates this session after a start or answer action is
+    /// fulfilled and deactivates it after the last call ends.
+    case systemOwned(AudioSessionOwner<SystemOwned>)
+    /// CallKit-free mode: the app activates its own ``AudioSessionOwner<AppOwned>``.
+    case appOwned
+}
+
+/// What the manager asks of its performer: the part of the node that does the work of each
+/// action (signaling, ICE, media) — CallKit's provider delegate, as one stream.
+public enum ProviderRequest: Sendable, Equatable {
+    /// Do the work of this action, then call ``CallManager/fulfill(_:)`` or
+    /// ``CallManager/fail(_:reason:)`` (answers are fulfilled by ``CallManager/reportMediaConnected(_:)``).
+    case perform(ProviderAction)
+    /// The action's time ran out; undo what it started.
+    case timedOut(ProviderAction)
+    /// The manager ended this call itself (ring timeout, failed action): tear down its media
+    /// and signaling.
+    case callEnded(UUID, CallEndReason)
+    /// System-owned mode: the session's devices are open; start media now (CallKit's
+    /// `didActivate`). The only moment to start media; never activate anything yourself.
+    case didActivate(ActiveAudioRoute)
+    /// System-owned mode: the devices are closed (`didDeactivate`).
+    case didDeactivate
+}
+
+/// What embedders and UIs follow.
+public enum CallEvent: Sendable, Equatable {
+    case incomingCall(UUID, CallUpdate)
+    case actionCompleted(ProviderAction, ActionOutcome)
+    case session(UUID, SessionStatus)
+    case callEnded(UUID, CallEndReason)
+    case audioActivated(ActiveAudioRoute)
+    case audioDeactivated
+    /// The audio session could not be activated; the calls that needed it ended as failed.
+    case audioActivationFailed(String)
+    case doNotDisturbChanged(Bool)
+}
+
+/// A report from the performer that does not fit the call's state.
+public enum CallReportError: Error, Sendable, Equatable, CustomStringConvertible {
+    case unknownCall(UUID)
+    case illegalTransition(IllegalCallTransition)
+    public var description: String {
+        switch self {
+        case let .unknownCall(uuid): "no live call with UUID \(uuid)"
+        case let .illegalTransition(transition): transition.description
+        }
+    }
+}
+
+/// CallKit's provider and call controller as one actor: the call registry, actions in
+/// transactions with per-kind timeouts, the call directory, Recents, the observer, and the
+/// audio session's activation in system-owned mode.
+///
+/// The app requests actions through ``controller``; the performer (signaling + media) reads
+/// ``requests`` and fulfils or fails each action exactly once. Every timer runs on the
+/// injected clock.
+public actor CallManager {
+    public nonisolated let configuration: ProviderConfiguration
+    /// The live list of calls and their changes.
+    public nonisolated let observer = CallObserver()
+    /// Work for the performer. One consumer; nothing is dropped.
+    public nonisolated let requests: AsyncStream<ProviderRequest>
+    /// Recents and the call directory, when the manager was given a store.
+    public nonisolated let store: CallStore?
+    public nonisolated let audioOwnership: CallAudioOwnership
+
+    private let requestsContinuation: AsyncStream<ProviderRequest>.Continuation
+    private let broadcaster = EventBroadcaster<CallEvent>()
+    private let clock: TimerClock
+    private let wallClock: @Sendable () -> Date
+
+    private struct Call {
+        var state: CallState
+        var handle: CallHandle
+        var update: CallUpdate
+        var recent: RecentCall
+        var ringTimer: Task<Void, Never>?
+        /// A start or answer action was fulfilled: the call needs the audio session.
+        var needsAudio = false
+    }
+
+    private struct Pending {
+        let action: ProviderAction
+        var timer: Task<Void, Never>?
+        var waiters: [CheckedContinuation<ActionOutcome, Never>] = []
+    }
+
+    private var calls: [UUID: Call] = [:]
+    private var order: [UUID] = []
+    private var endedCalls: Set<UUID> = []
+    private var pending: [ActionID: Pending] = [:]
+    private var outcomes: [ActionID: ActionOutcome] = [:]
+    private var nextAction: UInt64 = 0
+    private var doNotDisturb = false
+    private var isShutDown = false
+    private var audioActive = false
+    private var activating = false
+    private var audioMonitor: Task<Void, Never>?
+
+    /// - Parameters:
+    ///   - audio: Who activates the audio session. System-owned (CallKit mode) hands the session
+    ///     to this manager; one session belongs to one manager.
+    ///   - store: Recents and the call directory; `nil` keeps nothing.
+    ///   - clock: Clock for ring and action timeouts (a manual one in tests).
+    ///   - wallClock: Dates written to Recents.
+    /// - Throws: ``AudioSessionError/providerAlreadyAttached`` when the session already has a provider.
+    public init(configuration: ProviderConfiguration = ProviderConfiguration(), audio: CallAudioOwnership,
+                store: CallStore? = nil, clock: TimerClock = .continuous,
+                wallClock: @escaping @Sendable () -> Date = { Date() }) async throws(AudioSessionError) {
+        self.configuration = configuration
+        self.audioOwnership = audio
+        self.store = store
+        self.clock = clock
+        self.wallClock = wallClock
+        (requests, requestsContinuation) = AsyncStream.makeStream(of: ProviderRequest.self)
+        if case let .systemOwned(owner) = audio {
+            try await owner.attachToProvider()
+            let sessionEvents = owner.events()
+            audioMonitor = Task { [weak self] in
+                for await event in sessionEvents {
+                    await self?.audioSessionDidReport(event)
+                }
+            }
+        }
+    }
+
+    /// Requests actions on calls (CallKit's `CXCallController`).
+    public nonisolated var controller: CallController { CallController(manager: self) }
+
+    /// A new stream of call events.
+    public nonisolated func events() -> AsyncStream<CallEvent> { broadcaster.subscribe(bufferingNewest: 4096) }
+
+    public var isDoNotDisturbOn: Bool { doNotDisturb }
+
+    /// Turns do-not-disturb on or off: while on, incoming calls fail with
+    /// ``IncomingCallError/filteredByDoNotDisturb``.
+    public func setDoNotDisturb(_ on: Bool) {
+        guard on != doNotDisturb else { return }
+        doNotDisturb = on
+        broadcaster.send(.doNotDisturbChanged(on))
+    }
+
+    /// The state of a live call, or `nil` once it ended.
+    public func state(of call: UUID) -> CallState? { calls[call]?.state }
+
+    /// How many calls have not ended.
+    public var liveCallCount: Int { calls.count }
+
+    /// Whether the manager holds the audio session active (system-owned mode).
+    public var isAudioActive: Bool { audioActive }
+
+    // MARK: Controller side
+
+    /// Validates the transaction as a whole, then hands its actions to the performer in order.
+    ///
+    /// - Returns: One ID per action, to follow with ``outcome(of:)``.
+    /// - Throws: ``CallRequestError`` when any action cannot be performed; then none is.
+    public func request(_ transaction: CallTransaction) throws(CallRequestError) -> [ActionID] {
+        guard !isShutDown else { throw .shutDown }
+        try validate(transaction)
+        return transaction.actions.map(begin)
+    }
+
+    /// Waits for an action's outcome (returns at once if it already finished).
+    public func outcome(of id: ActionID) async throws(ActionError) -> ActionOutcome {
+        if let done = outcomes[id] { return done }
+        guard pending[id] != nil else { throw .unknownAction(id) }
+        return await withCheckedContinuation { continuation in
+            pending[id]?.waiters.append(continuation)
+        }
+    }
+
+    private func validate(_ transaction: CallTransaction) throws(CallRequestError) {
+        guard !transaction.actions.isEmpty else { throw .emptyTransaction }
+        var live = Set(calls.keys)
+        var groups: [UUID: UUID?] = calls.mapValues { $0.state.group }
+        var answering = Set(pending.values.filter { $0.action.action.kind == .answer }.map { $0.action.action.callUUID })
+        func groupCount() -> Int { Set(live.map { (groups[$0] ?? nil) ?? $0 }).count }
+        for action in transaction.actions {
+            let uuid = action.callUUID
+            if case let .start(_, handle) = action {
+                guard !live.contains(uuid), !endedCalls.contains(uuid) else { throw .callAlreadyExists(uuid) }
+                guard configuration.supportedHandleTypes.contains(handle.kind) else { throw .unsupportedHandle(handle.kind) }
+                guard live.count < configuration.maximumCalls, groupCount() < configuration.maximumCallGroups else {
+                    throw .maximumCallsReached(limit: min(configuration.maximumCalls, configuration.maximumCallGroups))
+                }
+                live.insert(uuid)
+                groups[uuid] = .some(nil)
+                continue
+            }
+            guard live.contains(uuid) else { throw .unknownCall(uuid) }
+            let call = calls[uuid]  // nil for a call started earlier in this transaction
+            switch action {
+            case .start: break
+            case .answer:
+                guard let call, call.state.direction == .incoming else { throw .invalidAction("only incoming calls can be answered (\(action))") }
+                guard call.state.phase == .invitationReceived, !answering.contains(uuid) else {
+                    throw .invalidAction("the call is not ringing, so it cannot be answered (\(action))")
+                }
+                answering.insert(uuid)
+            case .end:
+                live.remove(uuid)
+            case let .setHeld(_, onHold):
+                guard let call else { throw .invalidAction("a call must connect before it can be held (\(action))") }
+                guard call.update.supportsHolding else { throw .invalidAction("the call does not support holding (\(action))") }
+                guard call.state.phase == .connected else { throw .invalidAction("only a connected call can be held or resumed (\(action))") }
+                guard call.state.isOnHold != onHold else {
+                    throw .invalidAction(onHold ? "the call is already on hold" : "the call is not on hold")
+                }
+            case .setMuted:
+                break
+            case let .playDTMF(_, digits):
+                guard let call, call.update.supportsDTMF else { throw .invalidAction("the call does not support DTMF (\(action))") }
+                guard call.state.phase == .connected else { throw .invalidAction("DTMF needs a connected call (\(action))") }
+                guard !digits.isEmpty, digits.allSatisfy({ "0123456789*#ABCDabcd".contains($0) }) else {
+                    throw .invalidAction("DTMF digits must be 0–9, *, # or A–D, got '\(digits)'")
+                }
+            case let .setGroup(_, other):
+                guard let call, call.update.supportsGrouping || (other == nil && call.update.supportsUngrouping) else {
+                    throw .invalidAction("the call does not support \(other == nil ? "ungrouping" : "grouping") (\(action))")
+                }
+                if let other {
+                    guard other != uuid, live.contains(other) else { throw .unknownCall(other) }
+                    let target = (groups[other] ?? nil) ?? other
+                    let members = live.filter { ((groups[$0] ?? nil) ?? $0) == target && $0 != uuid }.count
+                    guard members + 1 <= configuration.maximumCallsPerCallGroup else {
+                        throw .maximumCallsReached(limit: configuration.maximumCallsPerCallGroup)
+                    }
+                    groups[uuid] = .some(target)
+                } else {
+                    groups[uuid] = .some(nil)
+                }
+            }
+        }
+    }
+
+    private func begin(_ action: CallAction) -> ActionID {
+        nextAction += 1
+        let id = ActionID(rawValue: nextAction)
+        let provided = ProviderAction(id: id, action: action)
+        switch action {
+        case let .start(uuid, handle):
+            let now = wallClock()
+            let recent = RecentCall(id: uuid, handle: handle.value, handleKind: handle.kind.rawValue, direction: .outgoing,
+                                    state: CallPhase.waitingForCapabilities.description, started: now)
+            calls[uuid] = Call(state: .outgoing(), handle: handle, update: CallUpdate(remoteHandle: handle), recent: recent)
+            order.append(uuid)
+            persist(uuid)
+            publish(uuid)
+        case let .answer(uuid):
+            apply(.answered, to: uuid)
+            calls[uuid]?.ringTimer?.cancel()
+            calls[uuid]?.ringTimer = nil
+        default:
+            break
+        }
+        let deadline = clock.now + configuration.timeout(for: action.kind)
+        let clock = self.clock
+        let timer = Task { [weak self] in
+            do { try await clock.sleep(until: deadline) } catch { return }
+            await self?.actionTimedOut(id)
+        }
+        pending[id] = Pending(action: provided, timer: timer)
+        requestsContinuation.yield(.perform(provided))
+        return id
+    }
+
+    // MARK: Performer side
+
+    /// Marks an action done. Its effect on the call applies now (an end ends the call, a
+    /// fulfilled start or answer lets the system activate the audio session).
+    ///
+    /// - Throws: ``ActionError/timedOut(_:)`` after the action timed out,
+    ///   ``ActionError/alreadyCompleted(_:_:)`` the second time,
+    ///   ``ActionError/answerFulfilledOnConnect(_:)`` for answers (fulfilled on media connect).
+    public func fulfill(_ id: ActionID) async throws(ActionError) {
+        let entry = try pendingEntry(id)
+        if entry.action.action.kind == .answer { throw .answerFulfilledOnConnect(id) }
+        complete(id, .fulfilled)
+        let uuid = entry.action.action.callUUID
+        switch entry.action.action {
+        case .start:
+            calls[uuid]?.needsAudio = true
+            await activateAudioIfNeeded()
+        case .end:
+            let ringing = calls[uuid].map { $0.state.direction == .incoming && !$0.state.hasConnected && $0.state.phase == .invitationReceived } ?? false
+            endCall(uuid, reason: ringing ? .declined : .localEnded, status: .left, notify: false)
+        case let .setHeld(_, onHold):
+            apply(.held(onHold), to: uuid)
+        case let .setMuted(_, muted):
+            apply(.muted(muted), to: uuid)
+        case let .setGroup(_, other):
+            let group = other.map { calls[$0]?.state.group ?? $0 }
+            apply(.grouped(group), to: uuid)
+            if let other, calls[other]?.state.group == nil { apply(.grouped(group), to: other) }
+        case .answer, .playDTMF:
+            break
+        }
+    }
+
+    /// Marks an action failed. A failed start, answer or end ends its call as failed.
+    /// - Throws: as ``fulfill(_:)`` (answers may be failed by hand).
+    public func fail(_ id: ActionID, reason: String) async throws(ActionError) {
+        let entry = try pendingEntry(id)
+        complete(id, .failed(reason))
+        afterUnfulfilled(entry.action, status: .connectionClosed)
+    }
+
+    private func pendingEntry(_ id: ActionID) throws(ActionError) -> Pending {
+        if let entry = pending[id] { return entry }
+        switch outcomes[id] {
+        case .timedOut: throw .timedOut(id)
+        case let outcome?: throw .alreadyCompleted(id, outcome)
+        case nil: throw .unknownAction(id)
+        }
+    }
+
+    private func actionTimedOut(_ id: ActionID) {
+        guard let entry = pending[id] else { return }
+        complete(id, .timedOut)
+        requestsContinuation.yield(.timedOut(entry.action))
+        afterUnfulfilled(entry.action, status: .timedOut)
+    }
+
+    private func afterUnfulfilled(_ action: ProviderAction, status: SessionStatus) {
+        switch action.action.kind {
+        case .start, .answer, .end:
+            endCall(action.action.callUUID, reason: .failed, status: status, notify: true)
+        default:
+            break
+        }
+    }
+
+    private func complete(_ id: ActionID, _ outcome: ActionOutcome) {
+        guard let entry = pending.removeValue(forKey: id) else { return }
+        entry.timer?.cancel()
+        outcomes[id] = outcome
+        if outcomes.count > 100_000 {  // bound the history in long-running nodes
+            outcomes.removeAll()
+            outcomes[id] = outcome
+        }
+        for waiter in entry.waiters { waiter.resume(returning: outcome) }
+        broadcaster.send(.actionCompleted(entry.action, outcome))
+    }
+
+    /// Reports a call the peer placed to this node (CallKit's `reportNewIncomingCall`). The call
+    /// rings until answered, ended, or the ring timeout (then it ends as unanswered).
+    ///
+    /// - Throws: ``IncomingCallError`` — duplicate UUID, blocked caller, do-not-disturb, maximum
+    ///   calls, unsupported handle. A refused call leaves no trace but the error.
+    public func reportNewIncomingCall(_ uuid: UUID, update: CallUpdate) throws(IncomingCallError) {
+        guard !isShutDown else { throw .shutDown }
+        guard calls[uuid] == nil, !endedCalls.contains(uuid) else { throw .callUUIDAlreadyExists }
+        let handle = update.remoteHandle ?? CallHandle(.generic, "unknown")
+        guard configuration.supportedHandleTypes.contains(handle.kind) else { throw .unsupportedHandle }
+        if store?.directory.isBlocked(handle) == true { throw .filteredByBlockList }
+        if doNotDisturb { throw .filteredByDoNotDisturb }
+        let groups = Set(calls.map { $0.value.state.group ?? $0.key }).count
+        guard calls.count < configuration.maximumCalls, groups < configuration.maximumCallGroups else {
+            throw .maximumCallsReached
+        }
+        var update = update
+        update.remoteHandle = handle
+        if update.localizedCallerName == nil { update.localizedCallerName = store?.directory.label(for: handle) }
+        let recent = RecentCall(id: uuid, handle: handle.value, handleKind: handle.kind.rawValue, direction: .incoming,
+                                state: CallPhase.invitationReceived.description, started: wallClock())
+        calls[uuid] = Call(state: .incoming(), handle: handle, update: update, recent: recent)
+        order.append(uuid)
+        calls[uuid]?.ringTimer = ringTimer(for: uuid)
+        persist(uuid)
+        publish(uuid)
+        broadcaster.send(.incomingCall(uuid, update))
+    }
+
+    /// Updates what is known about a call's remote side.
+    public func reportCallUpdated(_ uuid: UUID, update: CallUpdate) throws(CallReportError) {
+        guard calls[uuid] != nil else { throw .unknownCall(uuid) }
+        calls[uuid]?.update = update
+        publish(uuid)
+    }
+
+    /// The outgoing call's invitation went out (CallKit's `startedConnectingAt`); it rings at the
+    /// callee until the ring timeout.
+    public func reportOutgoingCallStartedConnecting(_ uuid: UUID) throws(CallReportError) {
+        try reportProgress(uuid, .invitationSent)
+    }
+
+    /// Signaling progress (offer and answer exchanged) for the call's state.
+    public func reportProgress(_ uuid: UUID, _ progress: CallProgress) throws(CallReportError) {
+        try applyReported(.progress(progress), to: uuid)
+        switch progress {
+        case .invitationSent:
+            calls[uuid]?.ringTimer = ringTimer(for: uuid)
+        case .offerReceived:
+            calls[uuid]?.ringTimer?.cancel()
+            calls[uuid]?.ringTimer = nil
+        default:
+            break
+        }
+    }
+
+    /// Media connected (ICE ready, keys in place). Fulfils the call's pending answer action —
+    /// the only way an answer is fulfilled — and, in system-owned mode, activates audio.
+    public func reportMediaConnected(_ uuid: UUID) async throws(CallReportError) {
+        try applyReported(.mediaConnected, to: uuid)
+        calls[uuid]?.recent.connected = wallClock()
+        persist(uuid)
+        broadcaster.send(.session(uuid, .joined))
+        if let answer = pending.values.first(where: { $0.action.action == .answer(call: uuid) }) {
+            complete(answer.action.id, .fulfilled)
+            calls[uuid]?.needsAudio = true
+            await activateAudioIfNeeded()
+        }
+    }
+
+    /// Media stopped arriving; the call stays up while it tries to recover.
+    public func reportConnectionLost(_ uuid: UUID) throws(CallReportError) {
+        try applyReported(.connectionLost, to: uuid)
+        broadcaster.send(.session(uuid, .connectionLost))
+    }
+
+    public func reportConnectionRestored(_ uuid: UUID) throws(CallReportError) {
+        try applyReported(.connectionRestored, to: uuid)
+        broadcaster.send(.session(uuid, .connectionRestored))
+    }
+
+    /// The call ended for a reason outside the app's actions (remote hang-up, failure, answered
+    /// or declined on another device).
+    public func reportCallEnded(_ uuid: UUID, reason: CallEndReason) throws(CallReportError) {
+        guard calls[uuid] != nil else { throw .unknownCall(uuid) }
+        let status: SessionStatus = switch reason {
+        case .unanswered: .timedOut
+        case .localEnded, .declined: .left
+        default: .connectionClosed
+        }
+        endCall(uuid, reason: reason, status: status, notify: false)
+    }
+
+    /// Ends every call, fails every pending action, releases the audio session and finishes the
+    /// streams. Waits until Recents are written.
+    public func shutdown() async {
+        guard !isShutDown else { return }
+        isShutDown = true
+        for uuid in order { endCall(uuid, reason: .failed, status: .connectionClosed, notify: true) }
+        for id in Array(pending.keys) { complete(id, .failed("the call manager shut down")) }
+        await deactivateAudioIfIdle()
+        audioMonitor?.cancel()
+        requestsContinuation.finish()
+        broadcaster.finish()
+        observer.finish()
+        try? await store?.flush()
+    }
+
+    // MARK: Internals
+
+    private func ringTimer(for uuid: UUID) -> Task<Void, Never> {
+        let deadline = clock.now + configuration.ringTimeout
+        let clock = self.clock
+        return Task { [weak self] in
+            do { try await clock.sleep(until: deadline) } catch { return }
+            await self?.ringTimedOut(uuid)
+        }
+    }
+
+    private func ringTimedOut(_ uuid: UUID) {
+        guard let call = calls[uuid], call.state.isRinging else { return }
+        endCall(uuid, reason: .unanswered, status: .timedOut, notify: true)
+    }
+
+    private func applyReported(_ event: CallStateEvent, to uuid: UUID) throws(CallReportError) {
+        guard var call = calls[uuid] else { throw .unknownCall(uuid) }
+        do throws(IllegalCallTransition) {
+            _ = try call.state.apply(event)
+        } catch {
+            throw .illegalTransition(error)
+        }
+        call.recent.state = call.state.phase.description
+        calls[uuid] = call
+        publish(uuid)
+    }
+
+    /// Applies an event the manager itself decided; a call that changed meanwhile (ended while
+    /// the action ran) keeps its state.
+    private func apply(_ event: CallStateEvent, to uuid: UUID) {
+        try? applyReported(event, to: uuid)
+    }
+
+    private func endCall(_ uuid: UUID, reason: CallEndReason, status: SessionStatus, notify: Bool) {
+        guard var call = calls[uuid], !call.state.hasEnded else { return }
+        _ = try? call.state.apply(.ended(reason))
+        call.ringTimer?.cancel()
+        let now = wallClock()
+        call.recent.state = call.state.phase.description
+        call.recent.ended = now
+        call.recent.reason = reason
+        call.recent.duration = call.recent.connected.map { max(0, now.timeIntervalSince($0)) } ?? 0
+        calls[uuid] = call
+        persist(uuid)
+        publish(uuid)
+        calls[uuid] = nil
+        order.removeAll { $0 == uuid }
+        endedCalls.insert(uuid)
+        for entry in pending.values where entry.action.action.callUUID == uuid {
+            complete(entry.action.id, .failed("the call ended (\(reason.rawValue))"))
+        }
+        if notify { requestsContinuation.yield(.callEnded(uuid, reason)) }
+        broadcaster.send(.session(uuid, status))
+        broadcaster.send(.callEnded(uuid, reason))
+        if calls.isEmpty {
+            Task { await self.deactivateAudioIfIdle() }
+        }
+    }
+
+    private func persist(_ uuid: UUID) {
+        guard configuration.includesCallsInRecents, let store, let call = calls[uuid] else { return }
+        store.save(call.recent)
+    }
+
+    private func publish(_ uuid: UUID) {
+        guard let call = calls[uuid] else { return }
+        observer.update(ObservedCall(
+            id: uuid, handle: call.handle, callerName: call.update.localizedCallerName,
+            isOutgoing: call.state.isOutgoing, isOnHold: call.state.isOnHold, isMuted: call.state.isMuted,
+            hasStartedConnecting: call.state.hasStartedConnecting, hasConnected: call.state.hasConnected,
+            hasEnded: call.state.hasEnded, phase: call.state.phase, group: call.state.group))
+    }
+
+    // MARK: Audio session (system-owned mode)
+
+    private func activateAudioIfNeeded() async {
+        guard case let .systemOwned(owner) = audioOwnership, !audioActive, !activating,
+              calls.values.contains(where: \.needsAudio) else { return }
+        activating = true
+        defer { activating = false }
+        do throws(AudioSessionError) {
+            let route = try await owner.providerActivate()
+            audioActive = true
+            requestsContinuation.yield(.didActivate(route))
+            broadcaster.send(.audioActivated(route))
+        } catch {
+            broadcaster.send(.audioActivationFailed(error.description))
+            // No call may go on without its audio: end the ones that needed the session.
+            for uuid in order where calls[uuid]?.needsAudio == true {
+                endCall(uuid, reason: .failed, status: .connectionClosed, notify: true)
+            }
+            return
+        }
+        if calls.isEmpty { await deactivateAudioIfIdle() }
+    }
+
+    private func deactivateAudioIfIdle() async {
+        guard case let .systemOwned(owner) = audioOwnership, audioActive, !activating, calls.isEmpty else { return }
+        audioActive = false
+        try? await owner.providerDeactivate()
+        requestsContinuation.yield(.didDeactivate)
+        broadcaster.send(.audioDeactivated)
+    }
+
+    private func audioSessionDidReport(_ event: AudioSessionEvent) async {
+        switch event {
+        case .interruptionBegan:
+            audioActive = false
+        case .interruptionEnded:
+            await activateAudioIfNeeded()
+        default:
+            break
+        }
+    }
+}
+
+/// Requests actions on calls (CallKit's `CXCallController`).
+public struct CallController: Sendable {
+    public let manager: CallManager
+
+    /// See ``CallManager/request(_:)``.
+    public func request(_ transaction: CallTransaction) async throws(CallRequestError) -> [ActionID] {
+        try await manager.request(transaction)
+    }
+
+    /// Requests one action.
+    public func request(_ action: CallAction) async throws(CallRequestError) -> ActionID {
+        try await manager.request(CallTransaction(action))[0]  // one action in, one ID out
+    }
+
+    /// Calls that have not ended.
+    public var calls: [ObservedCall] { manager.observer.calls }
+}

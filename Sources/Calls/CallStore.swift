@@ -1,0 +1,175 @@
+import Foundation
+import GRDB
+import Synchronization
+
+/// One row of Recents: a call this node placed or received.
+///
+/// Written when the call appears and updated as it connects and ends, each change committed
+/// on its own, so a process that dies mid-call leaves the call's latest state on disk.
+public struct RecentCall: Sendable, Equatable, Codable, FetchableRecord, PersistableRecord {
+    public static let databaseTableName = "recents"
+
+    public var id: UUID
+    public var handle: String
+    public var handleKind: String
+    public var direction: CallDirection
+    /// The last phase the call reached (`connected`, `ended(remoteEnded)`, …).
+    public var state: String
+    public var started: Date
+    public var connected: Date?
+    public var ended: Date?
+    /// Seconds from connection to end; zero for calls that never connected.
+    public var duration: Double?
+    public var reason: CallEndReason?
+
+    public init(id: UUID, handle: String, handleKind: String, direction: CallDirection, state: String, started: Date,
+                connected: Date? = nil, ended: Date? = nil, duration: Double? = nil, reason: CallEndReason? = nil) {
+        self.id = id
+        self.handle = handle
+        self.handleKind = handleKind
+        self.direction = direction
+        self.state = state
+        self.started = started
+        self.connected = connected
+        self.ended = ended
+        self.duration = duration
+        self.reason = reason
+    }
+
+    /// Whether the call was still in progress when this row was last written.
+    public var isInProgress: Bool { ended == nil }
+}
+
+extension CallDirection: DatabaseValueConvertible {}
+extension CallEndReason: DatabaseValueConvertible {}
+
+/// Why the store could not be opened or used.
+public struct CallStoreError: Error, Sendable, CustomStringConvertible {
+    public let message: String
+    public var description: String { message }
+}
+
+/// The node's SQLite database (WAL mode) for Recents and the call directory.
+///
+/// Writes from the call manager are queued in order on GRDB's writer and never wait on the
+/// caller's thread; ``flush()`` waits for everything queued so far.
+public final class CallStore: Sendable {
+    let pool: DatabasePool
+    /// Blocking and identification entries, cached for synchronous checks of incoming calls.
+    public let directory: CallDirectory
+
+    /// Opens (creating if needed) the database at `path` and migrates it.
+    ///
+    /// Opening reads the file once, synchronously: do it at start-up.
+    /// - Throws: ``CallStoreError`` naming the file and SQLite's message.
+    public init(path: String) throws(CallStoreError) {
+        do {
+            var configuration = Configuration()
+            configuration.label = "callnode"
+            // Another process (a second node on the same home, a CLI listing Recents) may hold
+            // the write lock for a moment: wait rather than fail.
+            configuration.busyMode = .timeout(5)
+            pool = try DatabasePool(path: path, configuration: configuration)  // WAL journal mode
+            var migrator = DatabaseMigrator()
+            migrator.registerMigration("v1") { db in
+                try db.create(table: "recents") { t in
+                    t.primaryKey("id", .text)
+                    t.column("handle", .text).notNull()
+                    t.column("handleKind", .text).notNull()
+                    t.column("direction", .text).notNull()
+                    t.column("state", .text).notNull()
+                    t.column("started", .datetime).notNull().indexed()
+                    t.column("connected", .datetime)
+                    t.column("ended", .datetime)
+                    t.column("duration", .double)
+                    t.column("reason", .text)
+                }
+                try db.create(table: "blocked") { t in
+                    t.primaryKey("handle", .text)
+                }
+                try db.create(table: "identification") { t in
+                    t.primaryKey("handle", .text)
+                    t.column("label", .text).notNull()
+                }
+            }
+            try migrator.migrate(pool)
+            let blocked = try pool.read { db in try String.fetchSet(db, sql: "SELECT handle FROM blocked") }
+            let labels = try pool.read { db in
+                try Row.fetchAll(db, sql: "SELECT handle, label FROM identification")
+                    .reduce(into: [String: String]()) { $0[$1["handle"]] = $1["label"] }
+            }
+            directory = CallDirectory(pool: pool, blocked: blocked, labels: labels)
+        } catch {
+            throw CallStoreError(message: "cannot open the call database at \(path): \(error)")
+        }
+    }
+
+    /// The journal mode SQLite reports (`wal`).
+    public func journalMode() async throws -> String {
+        try await pool.read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "" }
+    }
+
+    /// Queues an insert-or-replace of `row`.
+    func save(_ row: RecentCall) {
+        pool.asyncWrite({ db in try row.save(db) }, completion: { _, _ in })
+    }
+
+    /// Every Recents row, newest first.
+    public func recents(limit: Int = 500) async throws -> [RecentCall] {
+        try await pool.read { db in
+            try RecentCall.order(Column("started").desc).limit(limit).fetchAll(db)
+        }
+    }
+
+    /// Deletes every Recents row.
+    public func clearRecents() async throws {
+        try await pool.write { db in _ = try RecentCall.deleteAll(db) }
+    }
+
+    /// Waits until every queued write is committed.
+    public func flush() async throws {
+        try await pool.write { _ in }
+    }
+}
+
+/// Blocked handles and caller identification labels (CallKit's call directory), persisted in
+/// the store and cached in memory.
+public final class CallDirectory: Sendable {
+    private let pool: DatabasePool
+    private let cache: Mutex<(blocked: Set<String>, labels: [String: String])>
+
+    init(pool: DatabasePool, blocked: Set<String>, labels: [String: String]) {
+        self.pool = pool
+        cache = Mutex((blocked, labels))
+    }
+
+    public func isBlocked(_ handle: CallHandle) -> Bool { cache.withLock { $0.blocked.contains(handle.value) } }
+    public func label(for handle: CallHandle) -> String? { cache.withLock { $0.labels[handle.value] } }
+    public var blockedHandles: Set<String> { cache.withLock { $0.blocked } }
+
+    /// Blocks `handle`: its incoming calls fail with ``IncomingCallError/filteredByBlockList``.
+    public func block(_ handle: CallHandle) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "INSERT OR IGNORE INTO blocked(handle) VALUES (?)", arguments: [handle.value])
+        }
+        _ = cache.withLock { $0.blocked.insert(handle.value) }
+    }
+
+    public func unblock(_ handle: CallHandle) async throws {
+        try await pool.write { db in try db.execute(sql: "DELETE FROM blocked WHERE handle = ?", arguments: [handle.value]) }
+        _ = cache.withLock { $0.blocked.remove(handle.value) }
+    }
+
+    /// Sets the name shown for calls from `handle` (or removes it with `nil`).
+    public func setLabel(_ label: String?, for handle: CallHandle) async throws {
+        try await pool.write { db in
+            if let label {
+                try db.execute(sql: "INSERT OR REPLACE INTO identification(handle, label) VALUES (?, ?)",
+                               arguments: [handle.value, label])
+            } else {
+                try db.execute(sql: "DELETE FROM identification WHERE handle = ?", arguments: [handle.value])
+            }
+        }
+        cache.withLock { $0.labels[handle.value] = label }
+    }
+}
