@@ -96,6 +96,11 @@ let package = Package(
         .testTarget(
             name: "AudioSessionTests",
             dependencies: ["AudioSession", "Media", "CallNodeTestKit", "CallNodeTestSupport"]),
+        // A process the Recents crash test kills mid-call.
+        .executableTarget(
+            name: "calls-crash-child",
+            dependencies: ["Calls", "AudioSession"],
+            path: "Tests/CallsCrashChild"),
         .testTarget(
             name: "CallsTests",
             dependencies: ["Calls", "AudioSession", "Media", "CallNodeTestKit", "CallNodeTestSupport"]),

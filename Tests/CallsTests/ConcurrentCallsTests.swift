@@ -1,0 +1,134 @@
+import AudioSession
+import CallNodeTestKit
+import CallNodeTestSupport
+import Foundation
+import Testing
+@testable import Calls
+
+/// Two managers joined by an in-memory performer that plays both nodes' signaling, so calls
+/// flow end to end with no network: start at A rings B; answering at B exchanges offer and
+/// answer and connects both; an end on one side is a remote end on the other.
+final class InMemoryPeers: Sendable {
+    let a: CallManager
+    let b: CallManager
+    private let workers: Task<Void, Never>
+
+    init(a: CallManager, b: CallManager) {
+        self.a = a
+        self.b = b
+        workers = Task {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await Self.serve(a, peer: b) }
+                group.addTask { await Self.serve(b, peer: a) }
+            }
+        }
+    }
+
+    /// Performs each request in its own task, as a node's signaling would, concurrently.
+    private static func serve(_ manager: CallManager, peer: CallManager) async {
+        await withTaskGroup(of: Void.self) { group in
+            for await request in manager.requests {
+                group.addTask { await perform(request, at: manager, peer: peer) }
+            }
+        }
+    }
+
+    private static func perform(_ request: ProviderRequest, at manager: CallManager, peer: CallManager) async {
+        guard case let .perform(provided) = request else { return }
+        let uuid = provided.action.callUUID
+        do {
+            switch provided.action {
+            case .start:
+                try await peer.reportNewIncomingCall(uuid, update: CallUpdate(remoteHandle: CallHandle(.generic, "caller")))
+                try await manager.fulfill(provided.id)
+                try await manager.reportOutgoingCallStartedConnecting(uuid)
+            case .answer:
+                try await manager.reportProgress(uuid, .offerSent)
+                try await peer.reportProgress(uuid, .offerReceived)
+                try await peer.reportProgress(uuid, .answerSent)
+                try await manager.reportProgress(uuid, .answerReceived)
+                try await peer.reportMediaConnected(uuid)
+                try await manager.reportMediaConnected(uuid)
+            case .end:
+                try await manager.fulfill(provided.id)
+                try? await peer.reportCallEnded(uuid, reason: .remoteEnded)
+            default:
+                try await manager.fulfill(provided.id)
+            }
+        } catch {
+            try? await manager.fail(provided.id, reason: "\(error)")
+        }
+    }
+
+    func stop() async {
+        await a.shutdown()
+        await b.shutdown()
+        await workers.value
+    }
+}
+
+@Suite struct ConcurrentCallsTests {
+    static func store() throws -> CallStore {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("calls-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        return try CallStore(path: dir + "/node.sqlite")
+    }
+
+    @Test func manyCallsFromSeveralTasksLeaveRegistryObserverAndRecentsConsistent() async throws {
+        let configuration = ProviderConfiguration(maximumCallGroups: 64, maximumCallsPerCallGroup: 1)
+        let a = try await CallManager(configuration: configuration, audio: .appOwned, store: try Self.store(), clock: TimerClock(ManualClock()))
+        let b = try await CallManager(configuration: configuration, audio: .appOwned, store: try Self.store(), clock: TimerClock(ManualClock()))
+        let changesA = a.observer.changes(), changesB = b.observer.changes()
+        let peers = InMemoryPeers(a: a, b: b)
+        let tasks = 8, callsPerTask = 12
+        let endedAt = try await withThrowingTaskGroup(of: [(UUID, Bool)].self) { group in
+            for task in 0..<tasks {
+                group.addTask {
+                    var rng = SplitMix64(seed: UInt64(task + 1))
+                    var ended: [(UUID, Bool)] = []
+                    for _ in 0..<callsPerTask {
+                        let uuid = UUID()
+                        let start = try await a.controller.request(.start(call: uuid, handle: CallHandle(.generic, "b")))
+                        guard try await a.outcome(of: start) == .fulfilled else { throw TestFailure("start failed") }
+                        let answer = try await b.controller.request(.answer(call: uuid))
+                        guard try await b.outcome(of: answer) == .fulfilled else { throw TestFailure("answer failed") }
+                        let endsAtA = Bool.random(using: &rng)
+                        let ender = endsAtA ? a : b
+                        let end = try await ender.controller.request(.end(call: uuid))
+                        guard try await ender.outcome(of: end) == .fulfilled else { throw TestFailure("end failed") }
+                        ended.append((uuid, endsAtA))
+                    }
+                    return ended
+                }
+            }
+            var all: [UUID: Bool] = [:]
+            for try await part in group { for (uuid, endsAtA) in part { all[uuid] = endsAtA } }
+            return all
+        }
+        let total = tasks * callsPerTask
+        #expect(endedAt.count == total)
+        // Remote ends are reported after the local end is fulfilled: wait for both registries to drain.
+        for manager in [a, b] {
+            for _ in 0..<10_000 where await manager.liveCallCount > 0 { await Task.yield() }
+            #expect(await manager.liveCallCount == 0)
+            #expect(manager.observer.calls.isEmpty)
+        }
+        await peers.stop()
+
+        for (manager, isA) in [(a, true), (b, false)] {
+            let rows = try await manager.store!.recents(limit: 10_000)
+            #expect(rows.count == total)
+            #expect(Set(rows.map(\.id)) == Set(endedAt.keys))
+            for row in rows {
+                let endedHere = endedAt[row.id] == isA
+                #expect(row.reason == (endedHere ? .localEnded : .remoteEnded), "\(row)")
+                #expect(row.connected != nil && row.ended != nil && row.direction == (isA ? .outgoing : .incoming))
+            }
+        }
+        for changes in [changesA, changesB] {
+            var endedChanges: [UUID: Int] = [:]
+            for await change in changes where change.hasEnded { endedChanges[change.id, default: 0] += 1 }
+            #expect(endedChanges.count == total && endedChanges.values.allSatisfy { $0 == 1 })
+        }
+    }
+}
