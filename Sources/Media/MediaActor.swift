@@ -32,11 +32,22 @@ public struct MediaConfiguration: Sendable, Equatable {
     /// Whether FEC follows the loss the peer reports in RTCP (on by default; FEC costs quality
     /// on a clean network, so it is planned only for the loss actually seen).
     public var adaptiveFEC: Bool
+    /// The RTP payload type of RFC 4733 telephone events (DTMF), 101 by default.
+    public var telephoneEventPayloadType: UInt8
+    /// How long each sent DTMF digit lasts.
+    public var dtmfDuration: Duration
+    /// Audio between two sent digits.
+    public var dtmfGap: Duration
 
     public init(opus: OpusConfiguration = OpusConfiguration(), payloadType: UInt8 = 111,
                 jitterBuffer: JitterBufferConfiguration = JitterBufferConfiguration(),
                 rtcpInterval: Duration = .seconds(1), statisticsInterval: Duration = .seconds(1),
-                muteMode: MuteMode = .sendSilence, cname: String = "callnode", adaptiveFEC: Bool = true) {
+                muteMode: MuteMode = .sendSilence, cname: String = "callnode", adaptiveFEC: Bool = true,
+                telephoneEventPayloadType: UInt8 = 101, dtmfDuration: Duration = .milliseconds(100),
+                dtmfGap: Duration = .milliseconds(60)) {
+        self.telephoneEventPayloadType = telephoneEventPayloadType
+        self.dtmfDuration = dtmfDuration
+        self.dtmfGap = dtmfGap
         self.opus = opus
         self.payloadType = payloadType
         self.jitterBuffer = jitterBuffer
@@ -70,6 +81,8 @@ public enum MediaError: Error, Sendable, Equatable, CustomStringConvertible {
     case crypto(String)
     /// ``MediaActor/start()`` after ``MediaActor/stop()``.
     case stopped
+    /// DTMF digits other than 0–9, *, #, A–D.
+    case invalidDTMF(String)
 
     public var description: String {
         switch self {
@@ -78,6 +91,7 @@ public enum MediaError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .codec(detail): "codec error: \(detail)"
         case let .crypto(detail): "SRTP error: \(detail)"
         case .stopped: "media already stopped"
+        case let .invalidDTMF(digits): "DTMF digits must be 0–9, *, # or A–D, got '\(digits)'"
         }
     }
 }
@@ -112,6 +126,9 @@ public struct MediaStatistics: Sendable, Equatable {
     public var framesNotSent = 0
     /// The loss in-band FEC currently plans for, in percent.
     public var fecExpectedLossPercent = 0
+    /// DTMF digits sent and received (RFC 4733 events).
+    public var dtmfSent = 0
+    public var dtmfReceived = 0
 
     public init() {}
 }
@@ -123,6 +140,8 @@ public enum MediaEvent: Sendable, Equatable {
     case sourceEnded
     /// The peer sent RTCP BYE.
     case remoteEnded
+    /// The peer sent a DTMF digit (RFC 4733), reported once per event.
+    case dtmf(Character)
 }
 
 /// One call's media: capture → mixer → Opus → RTP → SRTP → transport, and transport → SRTP →
@@ -168,6 +187,10 @@ public actor MediaActor: MediaClockClient {
     private var lastStatisticsAt = Duration.zero
     private var bytesAtLastStatistics = (sent: 0, received: 0)
     private var remoteSSRC: UInt32?
+    private var dtmfQueue: [UInt8] = []
+    private var dtmfEvent: (code: UInt8, timestamp: UInt32, frames: Int, ends: Int)?
+    private var dtmfGapFrames = 0
+    private var lastDTMFTimestamp: UInt32?
 
     private enum State { case idle, running, stopped }
 
@@ -287,6 +310,18 @@ public actor MediaActor: MediaClockClient {
 
     public var isMuted: Bool { muted }
 
+    /// Queues DTMF digits to send as RFC 4733 telephone events, one after another, each
+    /// ``MediaConfiguration/dtmfDuration`` long. Audio pauses while a digit is sent.
+    /// - Throws: ``MediaError/invalidDTMF(_:)`` for anything but 0–9, *, #, A–D (nothing is queued).
+    public func sendDTMF(_ digits: String) throws(MediaError) {
+        let codes = digits.compactMap(TelephoneEvent.code(for:))
+        guard !digits.isEmpty, codes.count == digits.count else { throw .invalidDTMF(digits) }
+        dtmfQueue.append(contentsOf: codes)
+    }
+
+    /// Digits queued or being sent.
+    public var pendingDTMF: Int { dtmfQueue.count + (dtmfEvent == nil ? 0 : 1) }
+
     /// Microphone gain, 0–4 (1 = unchanged).
     public func setMicrophoneVolume(_ volume: Double) {
         microphoneVolume = max(0, min(4, volume))
@@ -366,6 +401,10 @@ public actor MediaActor: MediaClockClient {
         case let .success(p): plain = p
         case let .failure(drop): count(drop); return
         }
+        if let packet = try? RTPPacket(parsing: plain), packet.payloadType == configuration.telephoneEventPayloadType {
+            receiveTelephoneEvent(packet)
+            return
+        }
         guard let packet = try? RTPPacket(parsing: plain), packet.payloadType == configuration.payloadType,
               !packet.payload.isEmpty else {
             stats.malformedDropped += 1
@@ -385,6 +424,53 @@ public actor MediaActor: MediaClockClient {
         stats.bytesReceived += packet.payload.count
         reception.record(sequence: packet.sequenceNumber, timestamp: packet.timestamp, ssrc: packet.ssrc, arrival: arrival)
         jitter.insert(sequence: packet.sequenceNumber, timestamp: packet.timestamp, payload: payload, arrival: arrival)
+    }
+
+    /// One digit per event: every packet of an event shares its timestamp, so a lost first
+    /// packet is made up by the next and the three end packets do not repeat the digit.
+    private func receiveTelephoneEvent(_ packet: RTPPacket) {
+        guard let event = try? TelephoneEvent(parsing: packet.payload), let digit = TelephoneEvent.digit(for: event.event) else {
+            stats.malformedDropped += 1
+            return
+        }
+        guard packet.timestamp != lastDTMFTimestamp else { return }
+        lastDTMFTimestamp = packet.timestamp
+        stats.dtmfReceived += 1
+        eventsContinuation.yield(.dtmf(digit))
+    }
+
+    /// The telephone-event packet to send this frame instead of audio, if a digit is playing.
+    private func nextTelephoneEvent() -> RTPPacket? {
+        if dtmfEvent == nil {
+            if dtmfGapFrames > 0 {
+                dtmfGapFrames -= 1
+                return nil
+            }
+            guard !dtmfQueue.isEmpty else { return nil }
+            dtmfEvent = (dtmfQueue.removeFirst(), timestamp, 0, 0)
+        }
+        guard var event = dtmfEvent else { return nil }
+        let toneFrames = max(1, Int(configuration.dtmfDuration / clock.frameDuration))
+        let isEnd: Bool
+        if event.frames < toneFrames {
+            event.frames += 1
+            isEnd = false
+        } else {
+            event.ends += 1  // the final packet goes out three times (RFC 4733 §2.5.1.4)
+            isEnd = true
+        }
+        let duration = UInt16(clamping: event.frames * Int(timestampStep))
+        let payload = TelephoneEvent(event: event.code, isEnd: isEnd, duration: duration).serialized()
+        if event.ends >= 3 {
+            dtmfEvent = nil
+            dtmfGapFrames = max(1, Int(configuration.dtmfGap / clock.frameDuration))
+            stats.dtmfSent += 1
+        } else {
+            dtmfEvent = event
+        }
+        defer { sequence &+= 1 }
+        return RTPPacket(payloadType: configuration.telephoneEventPayloadType, sequenceNumber: sequence,
+                         timestamp: event.timestamp, ssrc: ssrc, marker: event.frames == 1 && !isEnd, payload: payload)
     }
 
     private func receiveRTCP(_ bytes: [UInt8], arrival: Duration) {
@@ -456,6 +542,13 @@ public actor MediaActor: MediaClockClient {
         stats.sendLevel = Self.level(captureFrame)
 
         defer { timestamp &+= timestampStep }
+        if let event = nextTelephoneEvent() {
+            guard let protected = try? outbound.protect(event.serialized()) else { return }
+            stats.packetsSent += 1
+            stats.bytesSent += event.payload.count
+            await transport.send(protected)
+            return
+        }
         guard let payload = try? encoder.encode(captureFrame) else { return }
         if configuration.opus.discontinuousTransmission && payload.count <= 2 {
             stats.framesNotSent += 1  // DTX: the encoder says there is nothing worth sending
