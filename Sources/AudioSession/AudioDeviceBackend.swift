@@ -24,9 +24,16 @@ public protocol AudioDeviceBackend: Sendable {
     /// Output used with ``AudioOutputOverride/speaker`` or ``AudioSessionOptions/defaultToSpeaker``.
     var speakerOutput: String { get }
     /// A capture endpoint for `device`, not yet started.
-    func makeCapture(device: String, format: AudioFormat) -> any AudioSource
+    func makeCapture(device: String, format: AudioFormat, mode: AudioSessionMode) -> any AudioSource
     /// A playback endpoint for `device`, not yet started.
-    func makePlayback(device: String, format: AudioFormat) -> any AudioSink
+    func makePlayback(device: String, format: AudioFormat, mode: AudioSessionMode) -> any AudioSink
+}
+
+extension AudioDeviceBackend {
+    /// A playback endpoint tuned for voice chat.
+    public func makePlayback(device: String, format: AudioFormat) -> any AudioSink {
+        makePlayback(device: device, format: format, mode: .voiceChat)
+    }
 }
 
 /// Real ALSA devices: routes from ALSA's device hints, endpoints on their own I/O threads.
@@ -34,7 +41,8 @@ public struct ALSADeviceBackend: AudioDeviceBackend {
     public var defaultInput: String
     public var defaultOutput: String
     public var speakerOutput: String
-    /// Device period (how much audio each blocking read or write carries).
+    /// Device period in voice-chat mode (how much audio each blocking read or write carries);
+    /// the default mode uses twice as long, trading latency for fewer wake-ups.
     public var period: Duration
 
     public init(defaultInput: String = "default", defaultOutput: String = "default",
@@ -49,12 +57,12 @@ public struct ALSADeviceBackend: AudioDeviceBackend {
 
     public func availableRoutes() -> [AudioRoute] { Self.deviceHints() }
 
-    public func makeCapture(device: String, format: AudioFormat) -> any AudioSource {
-        ALSACaptureSource(device: device, format: format, period: period)
+    public func makeCapture(device: String, format: AudioFormat, mode: AudioSessionMode) -> any AudioSource {
+        ALSACaptureSource(device: device, format: format, period: mode == .voiceChat ? period : period * 2)
     }
 
-    public func makePlayback(device: String, format: AudioFormat) -> any AudioSink {
-        ALSAPlaybackSink(device: device, format: format, period: period)
+    public func makePlayback(device: String, format: AudioFormat, mode: AudioSessionMode) -> any AudioSink {
+        ALSAPlaybackSink(device: device, format: format, period: mode == .voiceChat ? period : period * 2)
     }
 
     /// The PCM devices ALSA's configuration names (`snd_device_name_hint`): virtual ones such as
@@ -122,13 +130,13 @@ public final class ManualRenderingBackend: AudioDeviceBackend {
         }
     }
 
-    public func makeCapture(device: String, format: AudioFormat) -> any AudioSource {
+    public func makeCapture(device: String, format: AudioFormat, mode: AudioSessionMode) -> any AudioSource {
         ManualDeviceEndpoint(endpoint: endpoint(device, format: format), present: { [weak self] in
             self?.availableRoutes().contains { $0.name == device && $0.isInput } ?? false
         }, device: device)
     }
 
-    public func makePlayback(device: String, format: AudioFormat) -> any AudioSink {
+    public func makePlayback(device: String, format: AudioFormat, mode: AudioSessionMode) -> any AudioSink {
         ManualDeviceEndpoint(endpoint: endpoint(device, format: format), present: { [weak self] in
             self?.availableRoutes().contains { $0.name == device && $0.isOutput } ?? false
         }, device: device)

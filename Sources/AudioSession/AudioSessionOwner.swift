@@ -223,13 +223,13 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
         let format = configuration.format
         var capture: (any AudioSource)?
         if let input = route.input {
-            let source = backend.makeCapture(device: input, format: format)
+            let source = backend.makeCapture(device: input, format: format, mode: configuration.mode)
             try source.start()
             capture = source
         }
         var playback: (any AudioSink)?
         if let output = route.output {
-            let sink = backend.makePlayback(device: output, format: format)
+            let sink = backend.makePlayback(device: output, format: format, mode: configuration.mode)
             do throws(AudioDeviceError) { try sink.start() } catch {
                 capture?.stop()
                 throw error

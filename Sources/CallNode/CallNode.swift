@@ -5,6 +5,11 @@
 /// - `RTP`: RTP/RTCP packets, reception statistics, the adaptive jitter buffer.
 /// - `Media`: Opus, SRTP, audio endpoints (ALSA, WAV, tone, manual), the media clock and
 ///   ``MediaActor``; ``IceMediaTransport`` runs a call's media over an ``IceAgent``.
+/// - `AudioSession`: ``AudioSessionOwner``, the one owner of the audio session, with the
+///   ownership policy (system-owned or app-owned) in its type.
+/// - `Calls`: ``CallManager`` (CallKit's provider and controller), the call directory, Recents.
+@_exported import AudioSession
+@_exported import Calls
 @_exported import ICE
 @_exported import Media
 @_exported import RTP

@@ -1,4 +1,5 @@
 import AudioSession
+import Media
 import Foundation
 
 /// Who activates the audio session for a ``CallManager``.
@@ -39,6 +40,8 @@ public enum CallEvent: Sendable, Equatable {
     /// The audio session could not be activated; the calls that needed it ended as failed.
     case audioActivationFailed(String)
     case doNotDisturbChanged(Bool)
+    /// The ringtone could not play (its output would not open); the call still rings.
+    case ringtoneFailed(String)
 }
 
 /// A report from the performer that does not fit the call's state.
@@ -69,6 +72,8 @@ public actor CallManager {
     /// Recents and the call directory, when the manager was given a store.
     public nonisolated let store: CallStore?
     public nonisolated let audioOwnership: CallAudioOwnership
+    /// Plays the ringtone while incoming calls ring.
+    public nonisolated let ringer: Ringer?
 
     private let requestsContinuation: AsyncStream<ProviderRequest>.Continuation
     private let broadcaster = EventBroadcaster<CallEvent>()
@@ -107,15 +112,18 @@ public actor CallManager {
     ///   - audio: Who activates the audio session. System-owned (CallKit mode) hands the session
     ///     to this manager; one session belongs to one manager.
     ///   - store: Recents and the call directory; `nil` keeps nothing.
+    ///   - ringer: Plays the ringtone (``ProviderConfiguration/ringtoneSound``) while an incoming
+    ///     call rings; `nil` rings silently.
     ///   - clock: Clock for ring and action timeouts (a manual one in tests).
     ///   - wallClock: Dates written to Recents.
     /// - Throws: ``AudioSessionError/providerAlreadyAttached`` when the session already has a provider.
     public init(configuration: ProviderConfiguration = ProviderConfiguration(), audio: CallAudioOwnership,
-                store: CallStore? = nil, clock: TimerClock = .continuous,
+                store: CallStore? = nil, ringer: Ringer? = nil, clock: TimerClock = .continuous,
                 wallClock: @escaping @Sendable () -> Date = { Date() }) async throws(AudioSessionError) {
         self.configuration = configuration
         self.audioOwnership = audio
         self.store = store
+        self.ringer = ringer
         self.clock = clock
         self.wallClock = wallClock
         (requests, requestsContinuation) = AsyncStream.makeStream(of: ProviderRequest.self)
@@ -450,6 +458,7 @@ public actor CallManager {
         for uuid in order { endCall(uuid, reason: .failed, status: .connectionClosed, notify: true) }
         for id in Array(pending.keys) { complete(id, .failed("the call manager shut down")) }
         await deactivateAudioIfIdle()
+        ringer?.stop()
         audioMonitor?.cancel()
         requestsContinuation.finish()
         broadcaster.finish()
@@ -506,6 +515,7 @@ public actor CallManager {
         calls[uuid] = nil
         order.removeAll { $0 == uuid }
         endedCalls.insert(uuid)
+        updateRinger()
         for entry in pending.values where entry.action.action.callUUID == uuid {
             complete(entry.action.id, .failed("the call ended (\(reason.rawValue))"))
         }
@@ -522,7 +532,21 @@ public actor CallManager {
         store.save(call.recent)
     }
 
+    /// Rings while any incoming call rings. A ringtone that cannot play is reported, never fatal.
+    private func updateRinger() {
+        guard let ringer else { return }
+        let ringing = calls.values.contains { $0.state.direction == .incoming && $0.state.phase == .invitationReceived }
+        if ringing && !ringer.isRinging {
+            do throws(AudioDeviceError) { try ringer.start() } catch {
+                broadcaster.send(.ringtoneFailed(error.description))
+            }
+        } else if !ringing && ringer.isRinging {
+            ringer.stop()
+        }
+    }
+
     private func publish(_ uuid: UUID) {
+        defer { updateRinger() }
         guard let call = calls[uuid] else { return }
         observer.update(ObservedCall(
             id: uuid, handle: call.handle, callerName: call.update.localizedCallerName,
