@@ -106,7 +106,7 @@ let package = Package(
             dependencies: ["Calls", "AudioSession", "Media", "CallNodeTestKit", "CallNodeTestSupport"]),
         .testTarget(
             name: "CBindingsTests",
-            dependencies: ["CSRTP", "COpus", "CALSA", "Media"]),
+            dependencies: ["CSRTP", "COpus", "CALSA", "Media", "CallNodeTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -124,31 +124,35 @@ import Testing
         await session.shutdown()
     }
 
-    @Test func aMissingDeviceIsAClearErrorAndNothingStaysOpen() async throws {
-        let session = AudioSessionOwner<AppOwned>(
-            configuration: AudioSessionConfiguration(preferredInput: "hw:CARD=NoSuchCard,DEV=0", preferredOutput: "null"),
-            backend: ALSADeviceBackend())
-        await #expect {
-            try await session.activate()
-        } throws: { error in
-            guard case let .device(device) = error as? AudioSessionError else { return false }
-            return "\(device)".contains("NoSuchCard")
+    @Test func aMissingDeviceIsAClearErrorAndNothingStaysOpen() async {
+        await ALSATestLock.withLock {
+            let session = AudioSessionOwner<AppOwned>(
+                configuration: AudioSessionConfiguration(preferredInput: "hw:CARD=NoSuchCard,DEV=0", preferredOutput: "null"),
+                backend: ALSADeviceBackend())
+            await #expect {
+                try await session.activate()
+            } throws: { error in
+                guard case let .device(device) = error as? AudioSessionError else { return false }
+                return "\(device)".contains("NoSuchCard")
+            }
+            #expect(await session.isActive == false)
         }
-        #expect(await session.isActive == false)
     }
 
     @Test func alsaDeviceHintsListRoutes() async throws {
-        let routes = ALSADeviceBackend.deviceHints()
-        #expect(routes.contains { $0.name == "null" && $0.isInput && $0.isOutput }, "\(routes.map(\.name))")
-        // A real ALSA device opens through the session: the null PCM, output only.
-        let session = AudioSessionOwner<AppOwned>(
-            configuration: AudioSessionConfiguration(category: .playback, preferredOutput: "null"), backend: ALSADeviceBackend())
-        #expect(try await session.activate() == ActiveAudioRoute(input: nil, output: "null"))
-        let output = try await session.output()
-        try output.start()
-        output.write([Int16](repeating: 0, count: 960))
-        await #expect(throws: AudioSessionError.mediaRunning(endpoints: 1)) { try await session.deactivate() }
-        output.stop()
-        try await session.deactivate()
+        try await ALSATestLock.withLock {
+            let routes = ALSADeviceBackend.deviceHints()
+            #expect(routes.contains { $0.name == "null" && $0.isInput && $0.isOutput }, "\(routes.map(\.name))")
+            // A real ALSA device opens through the session: the null PCM, output only.
+            let session = AudioSessionOwner<AppOwned>(
+                configuration: AudioSessionConfiguration(category: .playback, preferredOutput: "null"), backend: ALSADeviceBackend())
+            #expect(try await session.activate() == ActiveAudioRoute(input: nil, output: "null"))
+            let output = try await session.output()
+            try output.start()
+            output.write([Int16](repeating: 0, count: 960))
+            await #expect(throws: AudioSessionError.mediaRunning(endpoints: 1)) { try await session.deactivate() }
+            output.stop()
+            try await session.deactivate()
+        }
     }
 }

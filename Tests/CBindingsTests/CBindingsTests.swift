@@ -2,6 +2,7 @@ import Media
 import CALSA
 import COpus
 import CSRTP
+import CallNodeTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -70,16 +71,18 @@ import Glibc
         #expect(Array(packet.prefix(Int(length))) == plain)
     }
 
-    @Test func alsaErrorHandlerAndMissingDevice() {
-        #expect(calsa_silence_errors() == 0)
-        defer { _ = calsa_restore_errors() }
-        var pcm: OpaquePointer?
-        let rc = snd_pcm_open(&pcm, "hw:97,0", SND_PCM_STREAM_PLAYBACK, 0)
-        #expect(rc < 0)
-        #expect(pcm == nil)
-        #expect(!String(cString: snd_strerror(rc)).isEmpty)
-        let params = calsa_hw_params_new()
-        #expect(params != nil)
-        snd_pcm_hw_params_free(params)
+    @Test func alsaErrorHandlerAndMissingDevice() async {
+        await ALSATestLock.withLock {
+            #expect(calsa_silence_errors() == 0)
+            defer { _ = calsa_restore_errors() }
+            var pcm: OpaquePointer?
+            let rc = snd_pcm_open(&pcm, "hw:97,0", SND_PCM_STREAM_PLAYBACK, 0)
+            #expect(rc < 0)
+            #expect(pcm == nil)
+            #expect(!String(cString: snd_strerror(rc)).isEmpty)
+            let params = calsa_hw_params_new()
+            #expect(params != nil)
+            snd_pcm_hw_params_free(params)
+        }
     }
 }

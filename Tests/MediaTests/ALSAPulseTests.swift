@@ -110,34 +110,38 @@ final class PulseAudioServer {
     }
 
     @Test func aTonePlayedThroughALSAIsFoundInTheSinksMonitorRecording() async throws {
-        // Seen about once in ten full-suite runs on a loaded machine: both streams open, yet
-        // the monitor records only zeros. A fresh server and fresh streams (what a user would
-        // do) has always worked, so up to three attempts; every failed one is reported.
-        var failures: [String] = []
-        var found: Attempt?
-        for _ in 0..<3 {
-            let attempt = try await Self.playAndRecord()
-            if attempt.signal > 1e6 {
-                found = attempt
-                break
+        try await ALSATestLock.withLock {
+            // Seen about once in ten full-suite runs on a loaded machine: both streams open, yet
+            // the monitor records only zeros. A fresh server and fresh streams (what a user would
+            // do) has always worked, so up to three attempts; every failed one is reported.
+            var failures: [String] = []
+            var found: Attempt?
+            for _ in 0..<3 {
+                let attempt = try await Self.playAndRecord()
+                if attempt.signal > 1e6 {
+                    found = attempt
+                    break
+                }
+                failures.append("1 kHz power \(attempt.signal); \(attempt.diagnostics)")
             }
-            failures.append("1 kHz power \(attempt.signal); \(attempt.diagnostics)")
+            let attempt = try #require(found, "no attempt recorded the tone: \(failures)")
+            // The recording holds the tone: strong at 1 kHz, nothing comparable at 700 Hz.
+            #expect(attempt.signal > 100 * attempt.other, "1 kHz \(attempt.signal) vs 700 Hz \(attempt.other)")
+            if !failures.isEmpty { print("ALSA test: \(failures.count) attempt(s) before success: \(failures)") }
         }
-        let attempt = try #require(found, "no attempt recorded the tone: \(failures)")
-        // The recording holds the tone: strong at 1 kHz, nothing comparable at 700 Hz.
-        #expect(attempt.signal > 100 * attempt.other, "1 kHz \(attempt.signal) vs 700 Hz \(attempt.other)")
-        if !failures.isEmpty { print("ALSA test: \(failures.count) attempt(s) before success: \(failures)") }
     }
 
-    @Test func missingDevicesAreTypedErrors() throws {
-        let missing = ALSAPlaybackSink(device: "hw:7,7")
-        #expect(throws: AudioDeviceError.self) { try missing.start() }
-        let unknown = ALSACaptureSource(device: "callnode_no_such_pcm")
-        do {
-            try unknown.start()
-            Issue.record("opened a device that does not exist")
-        } catch {
-            guard case .notFound = error else { Issue.record("expected notFound, got \(error)"); return }
+    @Test func missingDevicesAreTypedErrors() async {
+        await ALSATestLock.withLock {
+            let missing = ALSAPlaybackSink(device: "hw:7,7")
+            #expect(throws: AudioDeviceError.self) { try missing.start() }
+            let unknown = ALSACaptureSource(device: "callnode_no_such_pcm")
+            do {
+                try unknown.start()
+                Issue.record("opened a device that does not exist")
+            } catch {
+                guard case .notFound? = error as? AudioDeviceError else { Issue.record("expected notFound, got \(error)"); return }
+            }
         }
     }
 
@@ -145,18 +149,20 @@ final class PulseAudioServer {
     // test opened an ALSA device while the PulseAudio test started, that test's first capture
     // stream often recorded nothing (4 runs in 4; 0 in 3 once moved here).
     @Test func aMediaActorWithAMissingDeviceFailsToStartAndLeavesTheClock() async throws {
-        let capture = ALSACaptureSource(device: "callnode_no_such_device")
-        #expect(throws: AudioDeviceError.self) { try capture.start() }
-        do {
-            try capture.start()
-        } catch {
-            guard case .notFound = error else { Issue.record("expected notFound, got \(error)"); return }
+        try await ALSATestLock.withLock {
+            let capture = ALSACaptureSource(device: "callnode_no_such_device")
+            #expect(throws: AudioDeviceError.self) { try capture.start() }
+            do {
+                try capture.start()
+            } catch {
+                guard case .notFound? = error as? AudioDeviceError else { Issue.record("expected notFound, got \(error)"); return }
+            }
+            let clock = MediaClock.manual()
+            let link = InMemoryMediaLink(clock: clock)
+            let media = try MediaActor(transport: link.a, keys: MediaKeys(outbound: .random(), inbound: .random()),
+                                       source: ToneSource(), sink: ALSAPlaybackSink(device: "callnode_no_such_device"), clock: clock)
+            await #expect(throws: MediaError.self) { try await media.start() }
+            #expect(clock.clientCount == 0)
         }
-        let clock = MediaClock.manual()
-        let link = InMemoryMediaLink(clock: clock)
-        let media = try MediaActor(transport: link.a, keys: MediaKeys(outbound: .random(), inbound: .random()),
-                                   source: ToneSource(), sink: ALSAPlaybackSink(device: "callnode_no_such_device"), clock: clock)
-        await #expect(throws: MediaError.self) { try await media.start() }
-        #expect(clock.clientCount == 0)
     }
 }
