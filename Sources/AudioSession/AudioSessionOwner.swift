@@ -83,14 +83,14 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
 
     /// Sets the configuration. Allowed at any time, in either policy. When active and the change
     /// selects other devices, the session reopens them and reports a route change.
-    public func configure(_ configuration: AudioSessionConfiguration) throws(AudioSessionError) {
+    public func configure(_ configuration: AudioSessionConfiguration) async throws(AudioSessionError) {
         let old = self.configuration
         guard configuration != old else { return }
         self.configuration = configuration
         broadcaster.send(.configurationChanged(configuration))
         if case .active = state {
             let reason: AudioRouteChangeReason = old.category != configuration.category ? .categoryChange : .override
-            try reopenIfNeeded(reason: reason)
+            try await reopenIfNeeded(reason: reason)
         }
     }
 
@@ -104,12 +104,12 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
     /// - Throws: ``AudioSessionError/noMicrophone(_:)`` when the category is `playback` and
     ///   automatic configuration is off (with it on, the category becomes `playAndRecord`,
     ///   opening the microphone at once if the session is active).
-    public func microphone() throws(AudioSessionError) -> SessionSource {
+    public func microphone() async throws(AudioSessionError) -> SessionSource {
         if !configuration.category.hasMicrophone {
             guard automaticConfiguration else { throw .noMicrophone(configuration.category) }
             var changed = configuration
             changed.category = .playAndRecord
-            try configure(changed)
+            try await configure(changed)
         }
         return SessionSource(devices: devices, format: configuration.format)
     }
@@ -150,14 +150,14 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
     }
 
     /// Stops route monitoring, closes any open devices and ends the event streams.
-    public func shutdown() {
+    public func shutdown() async {
         monitor?.cancel()
         monitor = nil
         if case .active = state {
             closeDevices()
             state = .inactive
             broadcaster.send(.didDeactivate)
-            notifyReleased()
+            await notifyReleased()
         }
         broadcaster.finish()
     }
@@ -196,7 +196,7 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
         do throws(AudioDeviceError) {
             try openDevices(route)
         } catch {
-            notifyReleased()
+            await notifyReleased()
             throw .device(error)
         }
         state = .active(route)
@@ -204,14 +204,14 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
         return route
     }
 
-    func performDeactivate(force: Bool) throws(AudioSessionError) {
+    func performDeactivate(force: Bool) async throws(AudioSessionError) {
         guard case .active = state else { throw .notActive }
         let running = devices.running
         if running > 0 && !force { throw .mediaRunning(endpoints: running) }
         closeDevices()
         state = .inactive
         broadcaster.send(.didDeactivate)
-        notifyReleased()
+        await notifyReleased()
     }
 
     func attachProvider() throws(AudioSessionError) {
@@ -251,7 +251,7 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
         playback?.stop()
     }
 
-    private func reopenIfNeeded(reason: AudioRouteChangeReason) throws(AudioSessionError) {
+    private func reopenIfNeeded(reason: AudioRouteChangeReason) async throws(AudioSessionError) {
         guard case let .active(current) = state else { return }
         let wanted = selectedRoute()
         guard wanted != current else { return }
@@ -262,17 +262,16 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
             // The old devices are closed and the new ones refused: the session is no longer active.
             state = .inactive
             broadcaster.send(.didDeactivate)
-            notifyReleased()
+            await notifyReleased()
             throw .device(error)
         }
         state = .active(wanted)
         broadcaster.send(.routeChanged(reason))
     }
 
-    private func notifyReleased() {
-        let waiting = DeviceArbiter.shared.release(self)
-        guard !waiting.isEmpty else { return }
-        Task { for session in waiting { await session.endInterruption() } }
+    /// Lets go of the devices and ends the interruption of the sessions this one interrupted.
+    private func notifyReleased() async {
+        for session in DeviceArbiter.shared.release(self) { await session.endInterruption() }
     }
 
     // MARK: InterruptibleSession
@@ -318,8 +317,8 @@ extension AudioSessionOwner where Policy == AppOwned {
     ///
     /// - Throws: ``AudioSessionError/mediaRunning(endpoints:)`` while media still uses the
     ///   session's endpoints (stop the media first), ``AudioSessionError/notActive``.
-    public func deactivate() throws(AudioSessionError) {
-        try performDeactivate(force: false)
+    public func deactivate() async throws(AudioSessionError) {
+        try await performDeactivate(force: false)
     }
 }
 
@@ -342,7 +341,7 @@ extension AudioSessionOwner where Policy == SystemOwned {
 
     /// The provider's path: closes the devices, even under running media (the system ends the
     /// call's audio, as CallKit does; media endpoints then read silence).
-    package func providerDeactivate() throws(AudioSessionError) {
-        try performDeactivate(force: true)
+    package func providerDeactivate() async throws(AudioSessionError) {
+        try await performDeactivate(force: true)
     }
 }

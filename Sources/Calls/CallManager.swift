@@ -107,6 +107,8 @@ public actor CallManager {
     private var audioActive = false
     private var activating = false
     private var audioMonitor: Task<Void, Never>?
+    /// Deactivation after the last call ended (started from synchronous paths; awaited at shutdown).
+    private var deactivation: Task<Void, Never>?
 
     /// - Parameters:
     ///   - audio: Who activates the audio session. System-owned (CallKit mode) hands the session
@@ -457,6 +459,7 @@ public actor CallManager {
         isShutDown = true
         for uuid in order { endCall(uuid, reason: .failed, status: .connectionClosed, notify: true) }
         for id in Array(pending.keys) { complete(id, .failed("the call manager shut down")) }
+        await deactivation?.value
         await deactivateAudioIfIdle()
         ringer?.stop()
         audioMonitor?.cancel()
@@ -522,8 +525,11 @@ public actor CallManager {
         if notify { requestsContinuation.yield(.callEnded(uuid, reason)) }
         broadcaster.send(.session(uuid, status))
         broadcaster.send(.callEnded(uuid, reason))
-        if calls.isEmpty {
-            Task { await self.deactivateAudioIfIdle() }
+        if calls.isEmpty, case .systemOwned = audioOwnership, deactivation == nil {
+            deactivation = Task {
+                await self.deactivateAudioIfIdle()
+                self.deactivationFinished()
+            }
         }
     }
 
@@ -585,6 +591,8 @@ public actor CallManager {
         requestsContinuation.yield(.didDeactivate)
         broadcaster.send(.audioDeactivated)
     }
+
+    private func deactivationFinished() { deactivation = nil }
 
     private func audioSessionDidReport(_ event: AudioSessionEvent) async {
         switch event {
