@@ -76,6 +76,10 @@ let package = Package(
             name: "ice-loopback",
             dependencies: ["CallNode"],
             path: "Examples/IceLoopback"),
+        .executableTarget(
+            name: "two-phones",
+            dependencies: ["CallNode"],
+            path: "Examples/TwoPhones"),
 
         // Helpers shared by the test targets (child processes for test servers).
         .target(

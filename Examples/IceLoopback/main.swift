@@ -1,8 +1,8 @@
 // Two ICE agents in one program, connected over loopback through real libnice, exchanging a
+// few datagrams. Run: swift run ice-loopback
 #if canImport(Glibc)
 import Glibc
 #endif
-// few datagrams. Run: swift run ice-loopback
 import CallNode
 
 var offerer = IceConfiguration(role: .controlling)
