@@ -70,6 +70,7 @@ let package = Package(
             dependencies: [
                 "CallNode",
                 "ICE",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(

@@ -111,7 +111,7 @@ public final class CallStore: Sendable {
 
     /// Queues an insert-or-replace of `row`.
     func save(_ row: RecentCall) {
-        pool.asyncWrite({ db in try row.save(db) }, completion: { _, _ in })
+        pool.asyncWrite({ db in try row.insert(db, onConflict: .replace) }, completion: { _, _ in })
     }
 
     /// Every Recents row, newest first.

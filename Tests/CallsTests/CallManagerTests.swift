@@ -328,4 +328,20 @@ import Testing
         while let request = await h.requests.next() { rest.append(request) }
         #expect(rest.contains(.callEnded(uuid, .failed)))
     }
+
+    @Test func callsStayOutOfRecentsWhenTheProviderSaysSo() async throws {
+        var h = try await Harness(configuration: ProviderConfiguration(includesCallsInRecents: false), withStore: true)
+        let uuid = try await h.connectedOutgoing()
+        let ringing = try await h.incoming()
+        try await h.manager.reportCallEnded(ringing, reason: .answeredElsewhere)
+        try await h.manager.reportCallEnded(uuid, reason: .declinedElsewhere)
+        try await h.manager.store!.flush()
+        #expect(try await h.manager.store!.recents().isEmpty)
+        var statuses: [UUID: SessionStatus] = [:]
+        for await event in h.events {
+            if case let .session(id, status) = event, status != .joined { statuses[id] = status }
+            if statuses.count == 2 { break }
+        }
+        #expect(statuses == [ringing: .connectionClosed, uuid: .connectionClosed])
+    }
 }
