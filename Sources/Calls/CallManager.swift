@@ -98,7 +98,10 @@ public actor CallManager {
 
     private var calls: [UUID: Call] = [:]
     private var order: [UUID] = []
+    /// UUIDs of ended calls, refused if reused; the oldest are forgotten past `endedMemory`.
     private var endedCalls: Set<UUID> = []
+    private var endedOrder: [UUID] = []
+    private let endedMemory = 100_000
     private var pending: [ActionID: Pending] = [:]
     private var outcomes: [ActionID: ActionOutcome] = [:]
     private var nextAction: UInt64 = 0
@@ -518,6 +521,12 @@ public actor CallManager {
         calls[uuid] = nil
         order.removeAll { $0 == uuid }
         endedCalls.insert(uuid)
+        endedOrder.append(uuid)
+        if endedOrder.count > endedMemory {
+            let forgotten = endedOrder.prefix(endedMemory / 10)
+            endedCalls.subtract(forgotten)
+            endedOrder.removeFirst(forgotten.count)
+        }
         updateRinger()
         for entry in pending.values where entry.action.action.callUUID == uuid {
             complete(entry.action.id, .failed("the call ended (\(reason.rawValue))"))

@@ -402,6 +402,8 @@ public actor MediaActor: MediaClockClient {
         case let .failure(drop): count(drop); return
         }
         if let packet = try? RTPPacket(parsing: plain), packet.payloadType == configuration.telephoneEventPayloadType {
+            reception.record(sequence: packet.sequenceNumber, timestamp: packet.timestamp, ssrc: packet.ssrc,
+                             arrival: arrival, measuresJitter: false)
             receiveTelephoneEvent(packet)
             return
         }

@@ -33,7 +33,8 @@ public struct ReceptionStatistics: Sendable {
     ///   - arrival: When it arrived, on the receiver's clock (any fixed origin).
     /// - Returns: `false` for a duplicate (already counted), `true` otherwise.
     @discardableResult
-    public mutating func record(sequence: UInt16, timestamp: UInt32, ssrc: UInt32, arrival: Duration) -> Bool {
+    public mutating func record(sequence: UInt16, timestamp: UInt32, ssrc: UInt32, arrival: Duration,
+                                measuresJitter: Bool = true) -> Bool {
         if self.ssrc != ssrc {
             // A new source (or the first): start over.
             self = ReceptionStatistics(clockRate: clockRate)
@@ -52,6 +53,9 @@ public struct ReceptionStatistics: Sendable {
         if extended > highestSequence { highestSequence = extended }
         if extended < baseSequence { baseSequence = extended }
 
+        // Packets whose timestamp is not a sampling instant (RFC 4733 events repeat the event's
+        // start) count for loss but not for jitter.
+        guard measuresJitter else { return true }
         // A.8: transit = arrival (in RTP units) − timestamp; J += (|D| − J) / 16.
         let arrivalUnits = arrival.seconds * Double(clockRate)
         let transit = arrivalUnits - Double(timestamp)
