@@ -85,14 +85,12 @@ public actor CallManager {
         var handle: CallHandle
         var update: CallUpdate
         var recent: RecentCall
-        var ringTimer: Task<Void, Never>?
         /// A start or answer action was fulfilled: the call needs the audio session.
         var needsAudio = false
     }
 
     private struct Pending {
         let action: ProviderAction
-        var timer: Task<Void, Never>?
         var waiters: [CheckedContinuation<ActionOutcome, Never>] = []
     }
 
@@ -110,6 +108,10 @@ public actor CallManager {
     private var audioActive = false
     private var activating = false
     private var audioMonitor: Task<Void, Never>?
+    private var timers: [TimerKey: Duration] = [:]
+    private var timerTask: Task<Void, Never>?
+    private var timerDeadline: Duration?
+    private var timerGeneration: UInt64 = 0
     /// Deactivation after the last call ended (started from synchronous paths; awaited at shutdown).
     private var deactivation: Task<Void, Never>?
 
@@ -268,18 +270,12 @@ public actor CallManager {
             publish(uuid)
         case let .answer(uuid):
             apply(.answered, to: uuid)
-            calls[uuid]?.ringTimer?.cancel()
-            calls[uuid]?.ringTimer = nil
+            disarm(.ring(uuid))
         default:
             break
         }
-        let deadline = clock.now + configuration.timeout(for: action.kind)
-        let clock = self.clock
-        let timer = Task { [weak self] in
-            do { try await clock.sleep(until: deadline) } catch { return }
-            await self?.actionTimedOut(id)
-        }
-        pending[id] = Pending(action: provided, timer: timer)
+        arm(.action(id), after: configuration.timeout(for: action.kind))
+        pending[id] = Pending(action: provided)
         requestsContinuation.yield(.perform(provided))
         return id
     }
@@ -352,7 +348,7 @@ public actor CallManager {
 
     private func complete(_ id: ActionID, _ outcome: ActionOutcome) {
         guard let entry = pending.removeValue(forKey: id) else { return }
-        entry.timer?.cancel()
+        disarm(.action(id))
         outcomes[id] = outcome
         if outcomes.count > 100_000 {  // bound the history in long-running nodes
             outcomes.removeAll()
@@ -385,7 +381,7 @@ public actor CallManager {
                                 state: CallPhase.invitationReceived.description, started: wallClock())
         calls[uuid] = Call(state: .incoming(), handle: handle, update: update, recent: recent)
         order.append(uuid)
-        calls[uuid]?.ringTimer = ringTimer(for: uuid)
+        arm(.ring(uuid), after: configuration.ringTimeout)
         persist(uuid)
         publish(uuid)
         broadcaster.send(.incomingCall(uuid, update))
@@ -409,10 +405,9 @@ public actor CallManager {
         try applyReported(.progress(progress), to: uuid)
         switch progress {
         case .invitationSent:
-            calls[uuid]?.ringTimer = ringTimer(for: uuid)
+            arm(.ring(uuid), after: configuration.ringTimeout)
         case .offerReceived:
-            calls[uuid]?.ringTimer?.cancel()
-            calls[uuid]?.ringTimer = nil
+            disarm(.ring(uuid))
         default:
             break
         }
@@ -465,6 +460,8 @@ public actor CallManager {
         await deactivation?.value
         await deactivateAudioIfIdle()
         ringer?.stop()
+        timerTask?.cancel()
+        timers.removeAll()
         audioMonitor?.cancel()
         requestsContinuation.finish()
         broadcaster.finish()
@@ -474,13 +471,49 @@ public actor CallManager {
 
     // MARK: Internals
 
-    private func ringTimer(for uuid: UUID) -> Task<Void, Never> {
-        let deadline = clock.now + configuration.ringTimeout
-        let clock = self.clock
-        return Task { [weak self] in
+    /// Ring and action timeouts share one sleeping task that waits for the earliest deadline.
+    /// Deadlines are fixed when armed, so a manual clock advanced before the task sleeps still
+    /// fires them; disarming only forgets the deadline (the task wakes, finds nothing, sleeps on).
+    private enum TimerKey: Hashable {
+        case action(ActionID)
+        case ring(UUID)
+    }
+
+    private func arm(_ key: TimerKey, after delay: Duration) {
+        let deadline = clock.now + delay
+        timers[key] = deadline
+        if timerDeadline.map({ deadline < $0 }) ?? true { scheduleTimerTask(at: deadline) }
+    }
+
+    private func disarm(_ key: TimerKey) {
+        timers[key] = nil
+    }
+
+    private func scheduleTimerTask(at deadline: Duration) {
+        timerTask?.cancel()
+        timerGeneration += 1
+        let generation = timerGeneration, clock = self.clock
+        timerDeadline = deadline
+        timerTask = Task { [weak self] in
             do { try await clock.sleep(until: deadline) } catch { return }
-            await self?.ringTimedOut(uuid)
+            await self?.timersDue(generation: generation)
         }
+    }
+
+    private func timersDue(generation: UInt64) {
+        guard generation == timerGeneration, !isShutDown else { return }  // a newer task took over
+        timerTask = nil
+        timerDeadline = nil
+        let now = clock.now
+        let due = timers.filter { $0.value <= now }.sorted { $0.value < $1.value }
+        for (key, _) in due {
+            timers[key] = nil
+            switch key {
+            case let .action(id): actionTimedOut(id)
+            case let .ring(uuid): ringTimedOut(uuid)
+            }
+        }
+        if timerDeadline == nil, let next = timers.values.min() { scheduleTimerTask(at: next) }
     }
 
     private func ringTimedOut(_ uuid: UUID) {
@@ -509,7 +542,7 @@ public actor CallManager {
     private func endCall(_ uuid: UUID, reason: CallEndReason, status: SessionStatus, notify: Bool) {
         guard var call = calls[uuid], !call.state.hasEnded else { return }
         _ = try? call.state.apply(.ended(reason))
-        call.ringTimer?.cancel()
+        disarm(.ring(uuid))
         let now = wallClock()
         call.recent.state = call.state.phase.description
         call.recent.ended = now
