@@ -54,8 +54,9 @@ let package = Package(
                 "AudioSession", "Media",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]),
-        // Test doubles that embedders may use too: a manual clock for every injected timer.
-        .target(name: "CallNodeTestKit"),
+        // Test doubles that embedders may use too: a manual clock for every injected timer, two
+        // call managers joined in memory.
+        .target(name: "CallNodeTestKit", dependencies: ["Calls"]),
         .target(
             name: "CallNode",
             dependencies: ["ICE", "RTP", "Media", "AudioSession", "Calls"]),
@@ -69,6 +70,7 @@ let package = Package(
             name: "callnode-bench",
             dependencies: [
                 "CallNode",
+                "CallNodeTestKit",
                 "ICE",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -88,7 +90,7 @@ let package = Package(
             path: "Tests/TestSupport"),
         .testTarget(
             name: "ICETests",
-            dependencies: ["ICE", "CallNodeTestSupport"]),
+            dependencies: ["ICE", "CallNodeTestKit", "CallNodeTestSupport"]),
         .testTarget(
             name: "RTPTests",
             dependencies: ["RTP", "CallNodeTestSupport"]),

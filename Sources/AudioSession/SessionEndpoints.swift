@@ -17,6 +17,60 @@ final class SessionDevices: Sendable {
     let state = Mutex(Open())
 
     var running: Int { state.withLock { $0.runningSources + $0.runningSinks } }
+
+    /// Counts one more running media endpoint, if the device it needs is open.
+    func attach(capture: Bool) -> AudioDeviceError? {
+        state.withLock { open in
+            if capture {
+                guard open.capture != nil else {
+                    return .failed("the audio session has no microphone open: media starts after the session is activated (didActivate), in a category with a microphone")
+                }
+                open.runningSources += 1
+            } else {
+                guard open.playback != nil else {
+                    return .failed("the audio session has no output open: media starts after the session is activated (didActivate), in a category with output")
+                }
+                open.runningSinks += 1
+            }
+            return nil
+        }
+    }
+
+    func detach(capture: Bool) {
+        state.withLock { open in
+            if capture { open.runningSources -= 1 } else { open.runningSinks -= 1 }
+        }
+    }
+}
+
+/// Whether one media endpoint is attached to the session's devices (attached at most once).
+final class SessionAttachment: Sendable {
+    private let devices: SessionDevices
+    private let capture: Bool
+    private let attached = Mutex(false)
+
+    init(devices: SessionDevices, capture: Bool) {
+        self.devices = devices
+        self.capture = capture
+    }
+
+    func start() throws(AudioDeviceError) {
+        let failure: AudioDeviceError? = attached.withLock { attached in
+            guard !attached else { return nil }
+            if let failure = devices.attach(capture: capture) { return failure }
+            attached = true
+            return nil
+        }
+        if let failure { throw failure }
+    }
+
+    func stop() {
+        attached.withLock { attached in
+            guard attached else { return }
+            attached = false
+            devices.detach(capture: capture)
+        }
+    }
 }
 
 /// The session's microphone, as media sees it. Reads give silence while the session has no
@@ -24,37 +78,18 @@ final class SessionDevices: Sendable {
 public final class SessionSource: AudioSource {
     public let format: AudioFormat
     private let devices: SessionDevices
-    private let attached = Mutex(false)
+    private let attachment: SessionAttachment
 
     init(devices: SessionDevices, format: AudioFormat) {
         self.devices = devices
         self.format = format
+        attachment = SessionAttachment(devices: devices, capture: true)
     }
 
     /// Attaches to the session's open capture device.
     /// - Throws: ``AudioDeviceError/failed(_:)`` when the session has no microphone open.
-    public func start() throws(AudioDeviceError) {
-        let result: AudioDeviceError? = attached.withLock { attached in
-            if attached { return nil }
-            return devices.state.withLock { open in
-                guard open.capture != nil else {
-                    return .failed("the audio session has no microphone open: media starts after the session is activated (didActivate), in a category with a microphone")
-                }
-                open.runningSources += 1
-                attached = true
-                return nil
-            }
-        }
-        if let result { throw result }
-    }
-
-    public func stop() {
-        attached.withLock { attached in
-            guard attached else { return }
-            attached = false
-            devices.state.withLock { $0.runningSources -= 1 }
-        }
-    }
+    public func start() throws(AudioDeviceError) { try attachment.start() }
+    public func stop() { attachment.stop() }
 
     public func read(into frame: inout [Int16]) -> Bool {
         let capture = devices.state.withLock { $0.capture }
@@ -71,35 +106,18 @@ public final class SessionSource: AudioSource {
 public final class SessionSink: AudioSink {
     public let format: AudioFormat
     private let devices: SessionDevices
-    private let attached = Mutex(false)
+    private let attachment: SessionAttachment
 
     init(devices: SessionDevices, format: AudioFormat) {
         self.devices = devices
         self.format = format
+        attachment = SessionAttachment(devices: devices, capture: false)
     }
 
-    public func start() throws(AudioDeviceError) {
-        let result: AudioDeviceError? = attached.withLock { attached in
-            if attached { return nil }
-            return devices.state.withLock { open in
-                guard open.playback != nil else {
-                    return .failed("the audio session has no output open: media starts after the session is activated (didActivate), in a category with output")
-                }
-                open.runningSinks += 1
-                attached = true
-                return nil
-            }
-        }
-        if let result { throw result }
-    }
-
-    public func stop() {
-        attached.withLock { attached in
-            guard attached else { return }
-            attached = false
-            devices.state.withLock { $0.runningSinks -= 1 }
-        }
-    }
+    /// Attaches to the session's open playback device.
+    /// - Throws: ``AudioDeviceError/failed(_:)`` when the session has no output open.
+    public func start() throws(AudioDeviceError) { try attachment.start() }
+    public func stop() { attachment.stop() }
 
     public func write(_ frame: [Int16]) {
         devices.state.withLock { $0.playback }?.write(frame)

@@ -27,6 +27,8 @@ public final class ManualClock: Clock, Sendable {
         var nextID: UInt64 = 0
         var sleepers: [Sleeper] = []
         var cancelled: Set<UInt64> = []
+        /// Tasks waiting for at least this many sleepers.
+        var sleeperWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
     }
 
     private let state = Mutex(State())
@@ -46,12 +48,20 @@ public final class ManualClock: Clock, Sendable {
         }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let resume: Result<Void, any Error>? = state.withLock { state in
-                    if state.cancelled.remove(id) != nil { return .failure(CancellationError()) }
-                    if deadline <= state.now { return .success(()) }
+                let (resume, ready) = state.withLock { state -> (Result<Void, any Error>?, [CheckedContinuation<Void, Never>]) in
+                    if state.cancelled.remove(id) != nil { return (.failure(CancellationError()), []) }
+                    if deadline <= state.now { return (.success(()), []) }
                     state.sleepers.append(Sleeper(id: id, deadline: deadline, continuation: continuation))
-                    return nil
+                    let count = state.sleepers.count
+                    var ready: [CheckedContinuation<Void, Never>] = []
+                    state.sleeperWaiters.removeAll { waiter in
+                        guard count >= waiter.count else { return false }
+                        ready.append(waiter.continuation)
+                        return true
+                    }
+                    return (nil, ready)
                 }
+                for waiter in ready { waiter.resume() }
                 if let resume { continuation.resume(with: resume) }
             }
         } onCancel: {
@@ -78,15 +88,16 @@ public final class ManualClock: Clock, Sendable {
         for sleeper in due { sleeper.continuation.resume() }
     }
 
-    /// Suspends until at least `count` sleepers wait on this clock, so a test can advance time
-    /// after a timer is armed without guessing. Yields between checks; gives up (returning
-    /// `false`) after `maximumYields`.
-    @discardableResult
-    public func waitForSleepers(_ count: Int = 1, maximumYields: Int = 100_000) async -> Bool {
-        for _ in 0..<maximumYields {
-            if sleeperCount >= count { return true }
-            await Task.yield()
+    /// Suspends until at least `count` tasks sleep on this clock, so a test can advance time
+    /// after a timer is armed without guessing or polling.
+    public func waitForSleepers(_ count: Int = 1) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let done = state.withLock { state -> Bool in
+                if state.sleepers.count >= count { return true }
+                state.sleeperWaiters.append((count, continuation))
+                return false
+            }
+            if done { continuation.resume() }
         }
-        return sleeperCount >= count
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CallNode
+import CallNodeTestKit
 import Foundation
 import GRDB
 
@@ -8,7 +9,7 @@ import Glibc
 #endif
 
 /// Call control cost: whole call lifecycles (start → ring → answer → media connected → end)
-/// through two call managers joined by an in-memory performer, with and without Recents in
+/// through two call managers joined by ``InMemoryCallPeers``, with and without Recents in
 /// SQLite, against the bare SQLite writes the same calls make.
 struct CallsBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -67,7 +68,7 @@ struct CallsBench: AsyncParsableCommand {
         let configuration = ProviderConfiguration(maximumCallGroups: concurrency * 2, maximumCallsPerCallGroup: 1)
         let a = try await CallManager(configuration: configuration, audio: .appOwned, store: stores?.0)
         let b = try await CallManager(configuration: configuration, audio: .appOwned, store: stores?.1)
-        let servers = [Task { await Self.serve(a, peer: b) }, Task { await Self.serve(b, peer: a) }]
+        let peers = InMemoryCallPeers(a: a, b: b)
         let perTask = calls / concurrency
         let wallStart = ContinuousClock.now, cpuStart = Self.cpuSeconds()
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -89,44 +90,8 @@ struct CallsBench: AsyncParsableCommand {
         try await stores?.0.flush()
         try await stores?.1.flush()
         let figures = Figures(calls: perTask * concurrency, wall: ContinuousClock.now - wallStart, cpu: Self.cpuSeconds() - cpuStart)
-        await a.shutdown()
-        await b.shutdown()
-        for server in servers { await server.value }
+        await peers.stop()
         return figures
-    }
-
-    /// The performer: both nodes' signaling as direct calls.
-    static func serve(_ manager: CallManager, peer: CallManager) async {
-        await withTaskGroup(of: Void.self) { group in
-            for await request in manager.requests {
-                guard case let .perform(action) = request else { continue }
-                group.addTask {
-                    let uuid = action.action.callUUID
-                    do {
-                        switch action.action {
-                        case .start:
-                            try await peer.reportNewIncomingCall(uuid, update: CallUpdate(remoteHandle: CallHandle(.generic, "a")))
-                            try await manager.fulfill(action.id)
-                            try await manager.reportOutgoingCallStartedConnecting(uuid)
-                        case .answer:
-                            try await manager.reportProgress(uuid, .offerSent)
-                            try await peer.reportProgress(uuid, .offerReceived)
-                            try await peer.reportProgress(uuid, .answerSent)
-                            try await manager.reportProgress(uuid, .answerReceived)
-                            try await peer.reportMediaConnected(uuid)
-                            try await manager.reportMediaConnected(uuid)
-                        case .end:
-                            try await manager.fulfill(action.id)
-                            try? await peer.reportCallEnded(uuid, reason: .remoteEnded)
-                        default:
-                            try await manager.fulfill(action.id)
-                        }
-                    } catch {
-                        try? await manager.fail(action.id, reason: "\(error)")
-                    }
-                }
-            }
-        }
     }
 
     /// The rows the stored lifecycle writes — three per call on each side (ringing or started,

@@ -5,68 +5,6 @@ import Foundation
 import Testing
 @testable import Calls
 
-/// Two managers joined by an in-memory performer that plays both nodes' signaling, so calls
-/// flow end to end with no network: start at A rings B; answering at B exchanges offer and
-/// answer and connects both; an end on one side is a remote end on the other.
-final class InMemoryPeers: Sendable {
-    let a: CallManager
-    let b: CallManager
-    private let workers: Task<Void, Never>
-
-    init(a: CallManager, b: CallManager) {
-        self.a = a
-        self.b = b
-        workers = Task {
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask { await Self.serve(a, peer: b) }
-                group.addTask { await Self.serve(b, peer: a) }
-            }
-        }
-    }
-
-    /// Performs each request in its own task, as a node's signaling would, concurrently.
-    private static func serve(_ manager: CallManager, peer: CallManager) async {
-        await withTaskGroup(of: Void.self) { group in
-            for await request in manager.requests {
-                group.addTask { await perform(request, at: manager, peer: peer) }
-            }
-        }
-    }
-
-    private static func perform(_ request: ProviderRequest, at manager: CallManager, peer: CallManager) async {
-        guard case let .perform(provided) = request else { return }
-        let uuid = provided.action.callUUID
-        do {
-            switch provided.action {
-            case .start:
-                try await peer.reportNewIncomingCall(uuid, update: CallUpdate(remoteHandle: CallHandle(.generic, "caller")))
-                try await manager.fulfill(provided.id)
-                try await manager.reportOutgoingCallStartedConnecting(uuid)
-            case .answer:
-                try await manager.reportProgress(uuid, .offerSent)
-                try await peer.reportProgress(uuid, .offerReceived)
-                try await peer.reportProgress(uuid, .answerSent)
-                try await manager.reportProgress(uuid, .answerReceived)
-                try await peer.reportMediaConnected(uuid)
-                try await manager.reportMediaConnected(uuid)
-            case .end:
-                try await manager.fulfill(provided.id)
-                try? await peer.reportCallEnded(uuid, reason: .remoteEnded)
-            default:
-                try await manager.fulfill(provided.id)
-            }
-        } catch {
-            try? await manager.fail(provided.id, reason: "\(error)")
-        }
-    }
-
-    func stop() async {
-        await a.shutdown()
-        await b.shutdown()
-        await workers.value
-    }
-}
-
 @Suite struct ConcurrentCallsTests {
     static func store() throws -> CallStore {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("calls-\(UUID().uuidString)").path
@@ -79,7 +17,7 @@ final class InMemoryPeers: Sendable {
         let a = try await CallManager(configuration: configuration, audio: .appOwned, store: try Self.store(), clock: TimerClock(ManualClock()))
         let b = try await CallManager(configuration: configuration, audio: .appOwned, store: try Self.store(), clock: TimerClock(ManualClock()))
         let changesA = a.observer.changes(), changesB = b.observer.changes()
-        let peers = InMemoryPeers(a: a, b: b)
+        let peers = InMemoryCallPeers(a: a, b: b)
         let tasks = 8, callsPerTask = 12
         let endedAt = try await withThrowingTaskGroup(of: [(UUID, Bool)].self) { group in
             for task in 0..<tasks {

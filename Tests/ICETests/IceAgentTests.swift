@@ -1,3 +1,4 @@
+import CallNodeTestKit
 import Foundation
 import ICE
 import Testing
