@@ -51,7 +51,7 @@ let package = Package(
         .target(
             name: "Calls",
             dependencies: [
-                "AudioSession", "Media",
+                "AudioSession", "Media", "RTP",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]),
         // Test doubles that embedders may use too: a manual clock for every injected timer, two

@@ -1,5 +1,6 @@
 import AudioSession
 import Media
+import RTP
 import Foundation
 
 /// Who activates the audio session for a ``CallManager``.
@@ -233,7 +234,7 @@ public actor CallManager {
             case let .playDTMF(_, digits):
                 guard let call, call.update.supportsDTMF else { throw .invalidAction("the call does not support DTMF (\(action))") }
                 guard call.state.phase == .connected else { throw .invalidAction("DTMF needs a connected call (\(action))") }
-                guard !digits.isEmpty, digits.allSatisfy({ "0123456789*#ABCDabcd".contains($0) }) else {
+                guard !digits.isEmpty, digits.allSatisfy({ TelephoneEvent.code(for: $0) != nil }) else {
                     throw .invalidAction("DTMF digits must be 0–9, *, # or A–D, got '\(digits)'")
                 }
             case let .setGroup(_, other):
