@@ -39,6 +39,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .target(name: "RTP"),
+        .target(name: "SDP"),
         .target(
             name: "Media",
             dependencies: [
@@ -59,7 +60,7 @@ let package = Package(
         .target(name: "CallNodeTestKit", dependencies: ["Calls"]),
         .target(
             name: "CallNode",
-            dependencies: ["ICE", "RTP", "Media", "AudioSession", "Calls"]),
+            dependencies: ["ICE", "RTP", "SDP", "Media", "AudioSession", "Calls"]),
         .executableTarget(
             name: "callnode",
             dependencies: [
@@ -91,6 +92,9 @@ let package = Package(
         .testTarget(
             name: "ICETests",
             dependencies: ["ICE", "CallNodeTestKit", "CallNodeTestSupport"]),
+        .testTarget(
+            name: "SDPTests",
+            dependencies: ["SDP", "CallNodeTestSupport"]),
         .testTarget(
             name: "RTPTests",
             dependencies: ["RTP", "CallNodeTestSupport"]),

@@ -8,11 +8,13 @@
 /// - `AudioSession`: ``AudioSessionOwner``, the one owner of the audio session, with the
 ///   ownership policy (system-owned or app-owned) in its type.
 /// - `Calls`: ``CallManager`` (CallKit's provider and controller), the call directory, Recents.
+/// - `SDP`: session descriptions (RFC 8866) with typed views of the attributes a call uses.
 @_exported import AudioSession
 @_exported import Calls
 @_exported import ICE
 @_exported import Media
 @_exported import RTP
+@_exported import SDP
 
 /// The version of the CallNode library.
 public enum CallNodeVersion {
