@@ -15,6 +15,12 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-crypto", from: "4.0.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.0"),
+        .package(url: "https://github.com/apple/swift-certificates", from: "1.21.0"),
+        .package(url: "https://github.com/apple/swift-asn1", from: "1.7.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // One system-library target per C library; each header holds prefixed static inline
@@ -58,9 +64,28 @@ let package = Package(
         // Test doubles that embedders may use too: a manual clock for every injected timer, two
         // call managers joined in memory.
         .target(name: "CallNodeTestKit", dependencies: ["Calls"]),
+        // Node identity (self-signed certificate, fingerprint) and the mutual-TLS signaling channel.
+        .target(
+            name: "Signaling",
+            dependencies: [
+                "SDP",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         .target(
             name: "CallNode",
-            dependencies: ["ICE", "RTP", "SDP", "Media", "AudioSession", "Calls"]),
+            dependencies: [
+                "ICE", "RTP", "SDP", "Media", "AudioSession", "Calls", "Signaling",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]),
         .executableTarget(
             name: "callnode",
             dependencies: [
@@ -80,6 +105,22 @@ let package = Package(
             name: "ice-loopback",
             dependencies: ["CallNode"],
             path: "Examples/IceLoopback"),
+        .executableTarget(
+            name: "two-nodes",
+            dependencies: ["CallNode"],
+            path: "Examples/TwoNodes"),
+        .executableTarget(
+            name: "answering-service",
+            dependencies: [
+                "CallNode",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Examples/AnsweringService"),
+        .executableTarget(
+            name: "ownership-study",
+            dependencies: ["CallNode"],
+            path: "Examples/OwnershipStudy"),
         .executableTarget(
             name: "two-phones",
             dependencies: ["CallNode"],
@@ -104,6 +145,14 @@ let package = Package(
         .testTarget(
             name: "CallNodeTests",
             dependencies: ["CallNode", "CallNodeTestSupport"]),
+        .testTarget(
+            name: "SignalingTests",
+            dependencies: [
+                "Signaling", "CallNodeTestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]),
         .testTarget(
             name: "AudioSessionTests",
             dependencies: ["AudioSession", "Media", "CallNodeTestKit", "CallNodeTestSupport"]),

@@ -15,6 +15,7 @@
 @_exported import Media
 @_exported import RTP
 @_exported import SDP
+@_exported import Signaling
 
 /// The version of the CallNode library.
 public enum CallNodeVersion {

@@ -57,6 +57,8 @@ public final class CallStore: Sendable {
     let pool: DatabasePool
     /// Blocking and identification entries, cached for synchronous checks of incoming calls.
     public let directory: CallDirectory
+    /// Named peers: a name, the fingerprint that identifies the peer, and where to reach it.
+    public let contacts: ContactBook
 
     /// Opens (creating if needed) the database at `path` and migrates it.
     ///
@@ -92,6 +94,13 @@ public final class CallStore: Sendable {
                     t.column("label", .text).notNull()
                 }
             }
+            migrator.registerMigration("v2-contacts") { db in
+                try db.create(table: "contacts") { t in
+                    t.primaryKey("name", .text)
+                    t.column("fingerprint", .text).notNull().indexed()
+                    t.column("address", .text)
+                }
+            }
             try migrator.migrate(pool)
             let blocked = try pool.read { db in try String.fetchSet(db, sql: "SELECT handle FROM blocked") }
             let labels = try pool.read { db in
@@ -99,6 +108,8 @@ public final class CallStore: Sendable {
                     .reduce(into: [String: String]()) { $0[$1["handle"]] = $1["label"] }
             }
             directory = CallDirectory(pool: pool, blocked: blocked, labels: labels)
+            contacts = ContactBook(pool: pool, directory: directory,
+                                   contacts: try pool.read { db in try Contact.order(Column("name")).fetchAll(db) })
         } catch {
             throw CallStoreError(message: "cannot open the call database at \(path): \(error)")
         }
@@ -171,5 +182,68 @@ public final class CallDirectory: Sendable {
             }
         }
         cache.withLock { $0.labels[handle.value] = label }
+    }
+}
+
+/// A known peer: the name a user dials, the identity (certificate fingerprint) that proves the
+/// peer, and optionally where it listens (`HOST:PORT`).
+public struct Contact: Sendable, Equatable, Codable, FetchableRecord, PersistableRecord {
+    public static let databaseTableName = "contacts"
+    public var name: String
+    /// 64 hex digits: the peer's certificate fingerprint.
+    public var fingerprint: String
+    /// `HOST:PORT` of the peer's signaling listener, if known.
+    public var address: String?
+
+    public init(name: String, fingerprint: String, address: String? = nil) {
+        self.name = name
+        self.fingerprint = fingerprint
+        self.address = address
+    }
+}
+
+/// The node's contacts, persisted in the store and cached for synchronous lookups. A contact's
+/// name is also the caller label shown for its fingerprint.
+public final class ContactBook: Sendable {
+    private let pool: DatabasePool
+    private let directory: CallDirectory
+    private let cache: Mutex<[Contact]>
+
+    init(pool: DatabasePool, directory: CallDirectory, contacts: [Contact]) {
+        self.pool = pool
+        self.directory = directory
+        cache = Mutex(contacts)
+    }
+
+    /// Every contact, by name.
+    public var all: [Contact] { cache.withLock { $0 } }
+
+    /// The contact called `name`.
+    public func named(_ name: String) -> Contact? { cache.withLock { $0.first { $0.name == name } } }
+
+    /// The contact with this fingerprint (64 lowercase hex digits).
+    public func withFingerprint(_ fingerprint: String) -> Contact? {
+        cache.withLock { $0.first { $0.fingerprint == fingerprint } }
+    }
+
+    /// Adds or replaces the contact with `contact.name`.
+    public func add(_ contact: Contact) async throws {
+        try await pool.write { db in try contact.insert(db, onConflict: .replace) }
+        cache.withLock { contacts in
+            contacts.removeAll { $0.name == contact.name }
+            contacts.append(contact)
+            contacts.sort { $0.name < $1.name }
+        }
+        try await directory.setLabel(contact.name, for: CallHandle(.generic, contact.fingerprint))
+    }
+
+    /// Removes the contact called `name`; returns whether there was one.
+    @discardableResult
+    public func remove(named name: String) async throws -> Bool {
+        guard let contact = named(name) else { return false }
+        _ = try await pool.write { db in try Contact.deleteOne(db, key: name) }
+        cache.withLock { $0.removeAll { $0.name == name } }
+        try await directory.setLabel(nil, for: CallHandle(.generic, contact.fingerprint))
+        return true
     }
 }

@@ -21,19 +21,8 @@ public final class Ringer: MediaClockClient {
     public init(soundPath: String, output: @escaping @Sendable () -> any AudioSink, format: AudioFormat = AudioFormat(),
                 clock: MediaClock) throws(AudioDeviceError) {
         let (fileFormat, interleaved) = try WAV.read(path: soundPath)
-        let channels = max(1, fileFormat.channels)
-        let mono = (0..<(interleaved.count / channels)).map { i in
-            Int16((0..<channels).reduce(0) { $0 + Int(interleaved[i * channels + $1]) } / channels)
-        }
-        guard !mono.isEmpty else { throw .unsupportedFormat("the ringtone \(soundPath) has no audio") }
-        // Linear resampling to the output rate, once.
-        let ratio = Double(fileFormat.sampleRate) / Double(format.sampleRate)
-        let count = Int(Double(mono.count) / ratio)
-        samples = (0..<max(1, count)).map { i in
-            let x = Double(i) * ratio
-            let j = min(Int(x), mono.count - 1), k = min(j + 1, mono.count - 1)
-            return Int16(Double(mono[j]) + (Double(mono[k]) - Double(mono[j])) * (x - Double(j)))
-        }
+        samples = WAV.monoResampled(interleaved, from: fileFormat, to: format.sampleRate)
+        guard !samples.isEmpty else { throw .unsupportedFormat("the ringtone \(soundPath) has no audio") }
         makeOutput = output
         self.clock = clock
         let period = clock.frameDuration.components

@@ -63,6 +63,22 @@ public enum WAV {
     }
 
     /// The bytes of a 16-bit PCM WAV file holding `samples`.
+    /// Mixes interleaved samples down to mono and resamples them linearly to `rate`, once.
+    public static func monoResampled(_ interleaved: [Int16], from format: AudioFormat, to rate: Int) -> [Int16] {
+        let channels = max(1, format.channels)
+        let mono = (0..<(interleaved.count / channels)).map { i in
+            Int16((0..<channels).reduce(0) { $0 + Int(interleaved[i * channels + $1]) } / channels)
+        }
+        guard !mono.isEmpty, format.sampleRate != rate else { return mono }
+        let ratio = Double(format.sampleRate) / Double(rate)
+        let count = Int(Double(mono.count) / ratio)
+        return (0..<max(1, count)).map { i in
+            let x = Double(i) * ratio
+            let j = min(Int(x), mono.count - 1), k = min(j + 1, mono.count - 1)
+            return Int16(Double(mono[j]) + (Double(mono[k]) - Double(mono[j])) * (x - Double(j)))
+        }
+    }
+
     public static func encode(_ samples: [Int16], format: AudioFormat) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(44 + 2 * samples.count)

@@ -210,18 +210,7 @@ import Glibc
     // MARK: Compiling snippets against the built modules
 
     static func builtModulesDirectory() throws -> String {
-        var buffer = [CChar](repeating: 0, count: 4096)
-        let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        guard count > 0 else { throw TestFailure("cannot read /proc/self/exe") }
-        let path = String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        var directory = URL(fileURLWithPath: path).deletingLastPathComponent()
-        // The test binary sits in the build directory (or in an .xctest bundle inside it).
-        for _ in 0..<3 {
-            let modules = directory.appendingPathComponent("Modules/AudioSession.swiftmodule").path
-            if FileManager.default.fileExists(atPath: modules) { return directory.appendingPathComponent("Modules").path }
-            directory.deleteLastPathComponent()
-        }
-        throw TestFailure("no Modules/AudioSession.swiftmodule near the test binary")
+        try BuildProducts.directory() + "/Modules"
     }
 
     static func typecheck(_ source: String, modules: String, sources: String) throws -> (status: Int32, output: String) {

@@ -11,11 +11,7 @@ import Glibc
     /// A node killed with SIGKILL mid-call: its finished call and the in-progress call's latest
     /// state are in the database when it is reopened.
     @Test func recentsSurviveAProcessKilledMidCall() async throws {
-        let modules = try AudioOwnershipTests.builtModulesDirectory()
-        let child = URL(fileURLWithPath: modules).deletingLastPathComponent().appendingPathComponent("calls-crash-child").path
-        guard FileManager.default.isExecutableFile(atPath: child) else {
-            throw TestFailure("\(child) is missing: build all targets (swift build --build-tests) first")
-        }
+        let child = try BuildProducts.executable("calls-crash-child")
         let directory = "/tmp/callnode-crash-\(getpid())-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }

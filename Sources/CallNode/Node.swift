@@ -1,0 +1,879 @@
+import AudioSession
+import Calls
+import Foundation
+import ICE
+import Logging
+import Media
+import Metrics
+import SDP
+import ServiceLifecycle
+import Signaling
+
+/// A call node: identity, contacts, the signaling listener, the call manager, the audio
+/// session, and one ICE agent and media actor per call, wired together.
+///
+/// The node is the call manager's performer (CallKit's provider delegate): it does the work of
+/// each action over signaling, ICE and media, and reports progress back. In the default
+/// system-owned mode the manager activates the audio session and media starts on its
+/// `didActivate`; with ``CallNodeConfiguration/appOwnedAudio`` the node activates its own
+/// app-owned session when a call connects. Either way exactly one party activates audio.
+///
+/// Lifecycle: `init` loads the identity and database and binds the listener; ``start()`` (or
+/// ``run()`` as a swift-service-lifecycle `Service`) begins serving; ``shutdown()`` hangs up,
+/// stops media, releases devices and closes sockets, in that order.
+public actor CallNode: Service {
+    public nonisolated let identity: NodeIdentity
+    public nonisolated let configuration: CallNodeConfiguration
+    public nonisolated let store: CallStore
+    public nonisolated let manager: CallManager
+    /// The bound signaling address (with the real port when the configuration asked for 0).
+    public nonisolated let listenAddress: SignalAddress?
+
+    private let listener: SignalingListener?
+    private let systemSession: AudioSessionOwner<SystemOwned>?
+    private let appSession: AudioSessionOwner<AppOwned>?
+    private let clock: MediaClock
+    private let logger: Logger
+    private let broadcaster = EventBroadcaster<NodeEvent>()
+    private let callsCounter: Counter
+    private let setupTimer: Metrics.Timer
+
+    private var legs: [UUID: Leg] = [:]
+    private var endDetails: [UUID: (detail: String?, duration: Duration?)] = [:]
+    private var audioActive = false
+    private var tasks: [Task<Void, Never>] = []
+    private var isStarted = false
+    private var isShutDown = false
+    /// Connections that came from this node's own session joins: their invitations are
+    /// answered without ringing or contact checks.
+    private var sessionConnections: [ObjectIdentifier: (session: String, startMuted: Bool)] = [:]
+
+    /// One call's signaling, ICE and media.
+    private struct Leg {
+        let uuid: UUID
+        let outgoing: Bool
+        let began: ContinuousClock.Instant
+        var target: CallTarget?
+        var peer: Fingerprint?
+        var connection: SignalingConnection?
+        var connectionTask: Task<Void, Never>?
+        var startAction: ActionID?
+        var agent: IceAgent?
+        var media: MediaActor?
+        var tasks: [Task<Void, Never>] = []
+        var keys: [String: SRTPKey] = [:]
+        var offer: SessionDescription?
+        var negotiated: NegotiatedAudio?
+        var connectedAt: ContinuousClock.Instant?
+        var mediaStarted = false
+        var failure: String?
+        var title: String?
+        /// The session this call belongs to (joined, not rung).
+        var session: String?
+        var startMuted = false
+
+        init(uuid: UUID, outgoing: Bool) {
+            self.uuid = uuid
+            self.outgoing = outgoing
+            began = .now
+        }
+    }
+
+    /// Loads (or creates) the identity and database in the home directory, prepares the audio
+    /// session and binds the signaling listener.
+    ///
+    /// - Throws: ``IdentityError``, ``CallStoreError``, ``SignalingError/cannotListen(_:reason:)``,
+    ///   or ``MediaError`` for a media configuration that cannot work.
+    public init(configuration: CallNodeConfiguration, logger: Logger = Logger(label: "callnode.node")) async throws {
+        self.configuration = configuration
+        self.logger = logger
+        identity = try NodeIdentity.loadOrCreate(home: configuration.home, commonName: configuration.displayName ?? "callnode").identity
+        store = try CallStore(path: configuration.home + "/callnode.sqlite")
+        clock = MediaClock(frameDuration: configuration.media.opus.frameDuration)
+        var sessionConfiguration = AudioSessionConfiguration()
+        sessionConfiguration.category = .playAndRecord
+        sessionConfiguration.mode = .voiceChat
+        if configuration.appOwnedAudio {
+            let session = AudioSessionOwner<AppOwned>(name: "callnode app audio", configuration: sessionConfiguration,
+                                                      backend: configuration.audio)
+            appSession = session
+            systemSession = nil
+            manager = try await CallManager(configuration: configuration.provider, audio: .appOwned, store: store)
+        } else {
+            let session = AudioSessionOwner<SystemOwned>(name: "callnode call audio", configuration: sessionConfiguration,
+                                                         backend: configuration.audio)
+            systemSession = session
+            appSession = nil
+            manager = try await CallManager(configuration: configuration.provider, audio: .systemOwned(session), store: store)
+        }
+        if let address = configuration.listenAddress {
+            let listener = try await SignalingListener(host: address.host, port: address.port, identity: identity,
+                                                       limits: configuration.signalingLimits)
+            self.listener = listener
+            listenAddress = SignalAddress(host: address.host, port: listener.port)
+        } else {
+            listener = nil
+            listenAddress = nil
+        }
+        callsCounter = Counter(label: "callnode_calls_total")
+        setupTimer = Metrics.Timer(label: "callnode_call_setup")
+    }
+
+    /// Events from now on, in order.
+    public nonisolated func events() -> AsyncStream<NodeEvent> { broadcaster.subscribe(bufferingNewest: 4096) }
+
+    /// Starts serving: the listener, the performer loop and the media clock. Idempotent.
+    public func start() {
+        guard !isStarted, !isShutDown else { return }
+        isStarted = true
+        let requests = manager.requests
+        tasks.append(Task { [weak self] in
+            for await request in requests {
+                await self?.handle(request)
+            }
+        })
+        let managerEvents = manager.events()
+        tasks.append(Task { [weak self] in
+            for await event in managerEvents {
+                await self?.managerEvent(event)
+            }
+        })
+        let clock = self.clock
+        tasks.append(Task { _ = await clock.run() })
+        if let listener, let address = listenAddress {
+            let weak = WeakNode(self)
+            tasks.append(Task {
+                await listener.run { connection, messages in
+                    await weak.node?.serve(connection, messages)
+                }
+            })
+            broadcaster.send(.listening(address))
+            logger.info("listening for calls on \(address) as \(identity.fingerprint)")
+        }
+        if let relay = configuration.relay {
+            let identity = self.identity, limits = configuration.signalingLimits, broadcaster = self.broadcaster
+            let weak = WeakNode(self)
+            tasks.append(Task {
+                // Stay registered; after a drop, retry every few seconds until shutdown.
+                while !Task.isCancelled {
+                    do {
+                        try await RelayClient.register(relay: relay.host, port: relay.port, identity: identity, limits: limits,
+                                                       registered: { broadcaster.send(.registered(relay)) }) { connection, messages in
+                            await weak.node?.serve(connection, messages)
+                        }
+                        broadcaster.send(.relayLost("the relay at \(relay) closed the connection"))
+                    } catch {
+                        broadcaster.send(.relayLost("\(error)"))
+                    }
+                    try? await Task.sleep(for: .seconds(3))
+                }
+            })
+        }
+    }
+
+    /// `Service`: serves until graceful shutdown or cancellation, then shuts down.
+    public func run() async throws {
+        start()
+        try? await gracefulShutdown()
+        await shutdown()
+    }
+
+    /// Hangs up every call, stops media, releases the audio devices and closes every socket.
+    public func shutdown() async {
+        guard !isShutDown else { return }
+        isShutDown = true
+        for uuid in Array(legs.keys) {
+            if let connection = legs[uuid]?.connection {
+                try? await connection.send(.end(.shutdown), call: uuid)
+            }
+            await teardown(uuid, detail: nil)
+        }
+        await manager.shutdown()
+        await systemSession?.shutdown()
+        if let appSession {
+            try? await appSession.deactivate()
+            await appSession.shutdown()
+        }
+        await listener?.close()
+        for task in tasks { task.cancel() }
+        for task in tasks { await task.value }
+        tasks.removeAll()
+        broadcaster.finish()
+    }
+
+    // MARK: - Placing and controlling calls
+
+    /// Places a call. Returns its UUID at once; follow ``events()`` for ringing, connected,
+    /// rejected or ended.
+    ///
+    /// - Throws: ``CallNodeError`` for a contact that does not exist or has no address, or a
+    ///   start the call manager refuses (maximum calls).
+    public func call(_ target: CallTarget, title: String? = nil) async throws(CallNodeError) -> UUID {
+        guard isStarted, !isShutDown else { throw .notRunning }
+        let handleValue: String
+        switch target {
+        case let .contact(name):
+            guard let contact = store.contacts.named(name) else { throw .unknownContact(name) }
+            guard contact.address != nil || configuration.relay != nil else { throw .contactWithoutAddress(name) }
+            handleValue = contact.fingerprint
+        case let .address(address): handleValue = address.description
+        case let .pinned(_, fingerprint), let .relayed(fingerprint, _): handleValue = fingerprint.hex
+        case .session: throw .sessionNeedsJoin
+        }
+        let uuid = UUID()
+        var leg = Leg(uuid: uuid, outgoing: true)
+        leg.target = target
+        leg.title = title
+        legs[uuid] = leg
+        do {
+            _ = try await manager.controller.request(.start(call: uuid, handle: CallHandle(.generic, handleValue)))
+        } catch {
+            legs[uuid] = nil
+            throw .request(error)
+        }
+        callsCounter.increment()
+        broadcaster.send(.dialing(uuid, target))
+        return uuid
+    }
+
+    /// Answers a ringing call (the answer is fulfilled when media connects).
+    public func answer(_ call: UUID) async throws(CallRequestError) {
+        _ = try await manager.controller.request(.answer(call: call))
+    }
+
+    /// Hangs up (or declines, if ringing).
+    public func hangUp(_ call: UUID) async throws(CallRequestError) {
+        _ = try await manager.controller.request(.end(call: call))
+    }
+
+    public func setHeld(_ call: UUID, _ held: Bool) async throws(CallRequestError) {
+        _ = try await manager.controller.request(.setHeld(call: call, onHold: held))
+    }
+
+    public func setMuted(_ call: UUID, _ muted: Bool) async throws(CallRequestError) {
+        _ = try await manager.controller.request(.setMuted(call: call, muted: muted))
+    }
+
+    public func playDTMF(_ call: UUID, _ digits: String) async throws(CallRequestError) {
+        _ = try await manager.controller.request(.playDTMF(call: call, digits: digits))
+    }
+
+    /// The call's media statistics, once media is running.
+    public func statistics(_ call: UUID) async -> MediaStatistics? {
+        await legs[call]?.media?.statistics
+    }
+
+    /// The UUIDs of live calls.
+    public var liveCalls: [UUID] { Array(legs.keys) }
+
+    /// Joins a session by ID at `relay`: no ringing and no contacts needed. Returns once the
+    /// join is under way; follow ``events()`` (`sessionWaiting`, then `connected`, or
+    /// `sessionFailed`). The participant the relay makes the TLS client places the call.
+    ///
+    /// - Parameters:
+    ///   - startMuted: Join with the microphone muted.
+    ///   - title: Shown to the other participant.
+    public func join(session: String, relay: SignalAddress, title: String? = nil, startMuted: Bool = false) throws(CallNodeError) {
+        guard isStarted, !isShutDown else { throw .notRunning }
+        let identity = self.identity, limits = configuration.signalingLimits, broadcaster = self.broadcaster
+        let weak = WeakNode(self)
+        tasks.append(Task {
+            do {
+                try await RelayClient.join(relay: relay.host, port: relay.port, session: session, identity: identity, limits: limits,
+                                           waiting: { broadcaster.send(.sessionWaiting(session)) }) { connection, messages, isClient in
+                    guard let node = weak.node else { return }
+                    await node.joined(connection, session: session, placesCall: isClient, title: title, startMuted: startMuted)
+                    await node.read(messages, on: connection)
+                    await node.sessionConnectionClosed(connection)
+                }
+            } catch {
+                broadcaster.send(.sessionFailed("\(error)"))
+            }
+        })
+    }
+
+    private func joined(_ connection: SignalingConnection, session: String, placesCall: Bool, title: String?, startMuted: Bool) async {
+        sessionConnections[connection.id] = (session, startMuted)
+        guard placesCall else { return }
+        let uuid = UUID()
+        var leg = Leg(uuid: uuid, outgoing: true)
+        leg.target = .session(session)
+        leg.connection = connection
+        leg.peer = connection.peer
+        leg.title = title
+        leg.session = session
+        leg.startMuted = startMuted
+        legs[uuid] = leg
+        do {
+            _ = try await manager.controller.request(.start(call: uuid, handle: CallHandle(.generic, connection.peer.hex)))
+            broadcaster.send(.dialing(uuid, .session(session)))
+        } catch {
+            legs[uuid] = nil
+            broadcaster.send(.sessionFailed("\(error)"))
+            connection.close()
+        }
+    }
+
+    private func sessionConnectionClosed(_ connection: SignalingConnection) async {
+        sessionConnections[connection.id] = nil
+        for (uuid, leg) in legs where leg.connection?.id == connection.id {
+            await connectionClosed(uuid, error: nil)
+        }
+    }
+
+    // MARK: - The performer
+
+    private func handle(_ request: ProviderRequest) async {
+        switch request {
+        case let .perform(action):
+            await perform(action)
+        case let .timedOut(action):
+            let uuid = action.action.callUUID
+            await teardown(uuid, detail: "\(action.action.kind) timed out")
+        case let .callEnded(uuid, reason):
+            if let connection = legs[uuid]?.connection {
+                try? await connection.send(.end(reason == .unanswered ? .timeout : .failed), call: uuid)
+            }
+            await teardown(uuid, detail: legs[uuid]?.failure)
+        case .didActivate:
+            audioActive = true
+            for uuid in Array(legs.keys) { await startMediaIfReady(uuid) }
+        case .didDeactivate:
+            audioActive = false
+        }
+    }
+
+    private func perform(_ provider: ProviderAction) async {
+        let uuid = provider.action.callUUID
+        switch provider.action {
+        case .start:
+            guard legs[uuid] != nil else {
+                try? await manager.fail(provider.id, reason: "no such call")
+                return
+            }
+            legs[uuid]?.startAction = provider.id
+            if let connection = legs[uuid]?.connection {
+                // A session call: the join already made the connection.
+                _ = await dialed(uuid, connection)
+            } else {
+                dial(uuid)
+            }
+        case .answer:
+            do {
+                try await sendOffer(uuid)
+            } catch {
+                legs[uuid]?.failure = "answering failed: \(error)"
+                try? await manager.fail(provider.id, reason: "\(error)")
+            }
+        case .end:
+            if let connection = legs[uuid]?.connection {
+                let ringing = await manager.state(of: uuid)?.hasConnected == false && legs[uuid]?.outgoing == false
+                try? await connection.send(ringing ? .reject(.declined) : .end(.hangup), call: uuid)
+            }
+            await teardown(uuid, detail: nil)
+            try? await manager.fulfill(provider.id)
+        case let .setHeld(_, onHold):
+            try? await legs[uuid]?.media?.setMuted(onHold)
+            if let connection = legs[uuid]?.connection { try? await connection.send(.hold(onHold), call: uuid) }
+            try? await manager.fulfill(provider.id)
+        case let .setMuted(_, muted):
+            do {
+                try await legs[uuid]?.media?.setMuted(muted)
+                try? await manager.fulfill(provider.id)
+            } catch {
+                try? await manager.fail(provider.id, reason: "\(error)")
+            }
+        case let .playDTMF(_, digits):
+            do {
+                try await legs[uuid]?.media?.sendDTMF(digits)
+                try? await manager.fulfill(provider.id)
+            } catch {
+                try? await manager.fail(provider.id, reason: "\(error)")
+            }
+        case .setGroup:
+            try? await manager.fulfill(provider.id)
+        }
+    }
+
+    // MARK: - Signaling
+
+    /// Opens the signaling connection of an outgoing call in its own task; the invitation goes
+    /// out once TLS is up.
+    private func dial(_ uuid: UUID) {
+        guard let target = legs[uuid]?.target else { return }
+        enum Route { case direct(SignalAddress, Fingerprint?), relayed(SignalAddress, Fingerprint) }
+        let route: Route
+        switch target {
+        case let .contact(name):
+            // Checked in call(_:): the contact exists and has an address or a relay is set.
+            let contact = store.contacts.named(name)
+            let fingerprint = contact.flatMap { Fingerprint($0.fingerprint) }
+            if let address = contact?.address.flatMap(SignalAddress.init) {
+                route = .direct(address, fingerprint)
+            } else if let relay = configuration.relay, let fingerprint {
+                route = .relayed(relay, fingerprint)
+            } else {
+                route = .direct(SignalAddress(host: "", port: 0), fingerprint)
+            }
+        case let .address(a): route = .direct(a, nil)
+        case let .pinned(a, f): route = .direct(a, f)
+        case let .relayed(f, relay): route = .relayed(relay, f)
+        case .session: return
+        }
+        let identity = self.identity, limits = configuration.signalingLimits
+        legs[uuid]?.connectionTask = Task { [weak self] in
+            do {
+                let body: (SignalingConnection, SignalMessages) async -> Void = { connection, messages in
+                    guard let self, await self.dialed(uuid, connection) else { return }
+                    await self.read(messages, on: connection)
+                }
+                switch route {
+                case let .direct(address, pin):
+                    try await SignalingClient.connect(host: address.host, port: address.port, identity: identity, pin: pin,
+                                                      limits: limits, body)
+                case let .relayed(relay, fingerprint):
+                    try await RelayClient.dial(relay: relay.host, port: relay.port, fingerprint: fingerprint, identity: identity,
+                                               limits: limits, body)
+                }
+                await self?.connectionClosed(uuid, error: nil)
+            } catch {
+                await self?.connectionClosed(uuid, error: error)
+            }
+        }
+    }
+
+    /// TLS is up for an outgoing call: send the invitation and fulfil the start action.
+    private func dialed(_ uuid: UUID, _ connection: SignalingConnection) async -> Bool {
+        guard legs[uuid] != nil else { return false }
+        legs[uuid]?.connection = connection
+        legs[uuid]?.peer = connection.peer
+        do {
+            try await connection.send(.invite(Invitation(displayName: configuration.displayName, title: legs[uuid]?.title,
+                                                         session: legs[uuid]?.session)), call: uuid)
+        } catch {
+            return false
+        }
+        if let action = legs[uuid]?.startAction {
+            try? await manager.fulfill(action)
+            try? await manager.reportOutgoingCallStartedConnecting(uuid)
+        }
+        return true
+    }
+
+    /// An incoming connection: read it until it closes, then end what it carried.
+    private nonisolated func serve(_ connection: SignalingConnection, _ messages: SignalMessages) async {
+        await read(messages, on: connection)
+        await connectionEnded(connection)
+    }
+
+    private func connectionEnded(_ connection: SignalingConnection) async {
+        for (uuid, leg) in legs where leg.connection?.id == connection.id {
+            await connectionClosed(uuid, error: nil)
+        }
+    }
+
+    /// Reads a connection's messages in order (off the actor: the sequence stays with the
+    /// task that owns the connection).
+    private nonisolated func read(_ messages: SignalMessages, on connection: SignalingConnection) async {
+        var malformed = 0
+        for await item in messages {
+            switch item {
+            case let .success(envelope):
+                await receive(envelope, on: connection)
+            case let .failure(error):
+                malformed += 1
+                broadcaster.send(.peerError("from \(connection.remoteAddress): \(error)"))
+                logger.notice("signaling error from \(connection.remoteAddress): \(error)")
+                try? await connection.send(.error(error.description), call: nil)
+                if malformed >= configuration.signalingLimits.maximumMalformedFrames {
+                    connection.close()
+                }
+            }
+        }
+    }
+
+    private func receive(_ envelope: SignalEnvelope, on connection: SignalingConnection) async {
+        guard let uuid = envelope.call else {
+            if case .keepAlive = envelope.message { return }
+            if case let .error(text) = envelope.message { broadcaster.send(.peerError("peer reports: \(text)")) }
+            return
+        }
+        if case let .invite(invitation) = envelope.message {
+            await invited(uuid, invitation, on: connection)
+            return
+        }
+        guard legs[uuid]?.connection?.id == connection.id else {
+            // A message for a call this connection does not carry.
+            if case .end = envelope.message { return }
+            try? await connection.send(.error("no call \(uuid) on this connection"), call: uuid)
+            return
+        }
+        do {
+            switch envelope.message {
+            case .invite: break
+            case .ringing:
+                broadcaster.send(.ringing(uuid, callee: connection.peer))
+            case let .offer(sdp):
+                try await offered(uuid, sdp: sdp)
+            case let .answer(sdp):
+                try await answered(uuid, sdp: sdp)
+            case let .candidates(candidates, end):
+                await addRemoteCandidates(uuid, candidates, end: end)
+            case let .hold(on):
+                broadcaster.send(.remoteHold(uuid, on))
+            case .end:
+                await teardown(uuid, detail: nil)
+                try? await manager.reportCallEnded(uuid, reason: .remoteEnded)
+            case let .reject(reason):
+                legs[uuid]?.failure = "rejected: \(reason.rawValue)"
+                broadcaster.send(.rejected(uuid, reason))
+                await teardown(uuid, detail: "rejected: \(reason.rawValue)")
+                try? await manager.reportCallEnded(uuid, reason: reason == .declined || reason == .busy ? .remoteEnded : .failed)
+            case let .error(text):
+                broadcaster.send(.peerError("peer reports: \(text)"))
+            case .keepAlive:
+                break
+            }
+        } catch {
+            legs[uuid]?.failure = "\(error)"
+            broadcaster.send(.peerError("call \(uuid): \(error)"))
+            try? await connection.send(.error("\(error)"), call: uuid)
+            try? await connection.send(.end(.failed), call: uuid)
+            await teardown(uuid, detail: "\(error)")
+            try? await manager.reportCallEnded(uuid, reason: .failed)
+        }
+    }
+
+    /// An invitation: check who calls, then ring (or refuse with a reason).
+    private func invited(_ uuid: UUID, _ invitation: Invitation, on connection: SignalingConnection) async {
+        let fingerprint = connection.peer
+        let handle = CallHandle(.generic, fingerprint.hex)
+        let contact = store.contacts.withFingerprint(fingerprint.hex)
+        var refusal: RejectReason?
+        let joined = sessionConnections[connection.id]
+        if let joined, invitation.session == joined.session {
+            // Both sides entered this session ID: no ringing, no contact check (identities are
+            // shown, not pinned).
+            do {
+                try await manager.reportNewIncomingCall(uuid, update: CallUpdate(remoteHandle: handle, localizedCallerName: invitation.displayName))
+            } catch {
+                refusal = .busy
+            }
+        } else if store.directory.isBlocked(handle) {
+            refusal = .blocked
+        } else if contact == nil && !configuration.acceptUnknownCallers {
+            refusal = .unknownCaller
+        } else {
+            let name = contact?.name ?? invitation.displayName.map { "\($0) (unverified)" }
+            do {
+                try await manager.reportNewIncomingCall(uuid, update: CallUpdate(remoteHandle: handle, localizedCallerName: name))
+            } catch {
+                refusal = switch error {
+                case .filteredByBlockList: .blocked
+                case .filteredByDoNotDisturb: .doNotDisturb
+                case .maximumCallsReached, .callUUIDAlreadyExists, .unsupportedHandle, .shutDown: .busy
+                }
+            }
+        }
+        if let refusal {
+            logger.info("refused call from \(fingerprint.short): \(refusal.rawValue)")
+            try? await connection.send(.reject(refusal), call: uuid)
+            return
+        }
+        var leg = Leg(uuid: uuid, outgoing: false)
+        leg.connection = connection
+        leg.peer = fingerprint
+        leg.title = invitation.title
+        leg.session = joined?.session
+        leg.startMuted = joined?.startMuted ?? false
+        legs[uuid] = leg
+        callsCounter.increment()
+        broadcaster.send(.incoming(uuid, from: fingerprint, name: contact?.name ?? invitation.displayName, known: contact != nil))
+        if joined == nil { try? await connection.send(.ringing, call: uuid) }
+        if configuration.autoAnswer || joined != nil {
+            _ = try? await manager.controller.request(.answer(call: uuid))
+        }
+    }
+
+    /// The callee answered: gather, send the SDP offer, trickle the rest.
+    private func sendOffer(_ uuid: UUID) async throws {
+        guard let connection = legs[uuid]?.connection else { throw NegotiationError("the call has no signaling connection") }
+        var ice = configuration.ice
+        ice.role = .controlling
+        let agent = try await IceAgent(configuration: ice)
+        legs[uuid]?.agent = agent
+        watch(uuid, agent)
+        let gathering = try await agent.gather()
+        let keys = Dictionary(uniqueKeysWithValues: SRTPSuite.allCases.map { ($0.rawValue, SRTPKey.random(suite: $0)) })
+        legs[uuid]?.keys = keys
+        let offer = OfferAnswer.offer(sessionID: Self.sessionID(), capabilities: capabilities,
+                                      local: LocalAudioParameters(iceUfrag: gathering.credentials.ufrag, icePwd: gathering.credentials.pwd,
+                                                                  keys: keys.mapValues(\.inlineKeyParameter)))
+        legs[uuid]?.offer = offer
+        try await connection.send(.offer(sdp: offer.serialized), call: uuid)
+        try await manager.reportProgress(uuid, .offerSent)
+        trickle(uuid, gathering, on: connection)
+    }
+
+    /// The caller receives the offer: answer it and start ICE.
+    private func offered(_ uuid: UUID, sdp: String) async throws {
+        guard legs[uuid]?.outgoing == true, let connection = legs[uuid]?.connection else { return }
+        let offer = try SessionDescription(parsing: sdp)
+        try await manager.reportProgress(uuid, .offerReceived)
+        var ice = configuration.ice
+        ice.role = .controlled
+        let agent = try await IceAgent(configuration: ice)
+        legs[uuid]?.agent = agent
+        watch(uuid, agent)
+        let gathering = try await agent.gather()
+        let keys = Dictionary(uniqueKeysWithValues: SRTPSuite.allCases.map { ($0.rawValue, SRTPKey.random(suite: $0)) })
+        legs[uuid]?.keys = keys
+        let (answer, negotiated) = try OfferAnswer.answer(
+            to: offer, sessionID: Self.sessionID(), capabilities: capabilities,
+            local: LocalAudioParameters(iceUfrag: gathering.credentials.ufrag, icePwd: gathering.credentials.pwd,
+                                        keys: keys.mapValues(\.inlineKeyParameter)))
+        legs[uuid]?.negotiated = negotiated
+        try await agent.setRemoteCredentials(IceCredentials(ufrag: negotiated.remoteIceUfrag, pwd: negotiated.remoteIcePwd))
+        try await connection.send(.answer(sdp: answer.serialized), call: uuid)
+        try await manager.reportProgress(uuid, .answerSent)
+        await addRemoteCandidates(uuid, negotiated.remoteCandidates, end: negotiated.remoteEndOfCandidates)
+        trickle(uuid, gathering, on: connection)
+    }
+
+    /// The callee receives the answer.
+    private func answered(_ uuid: UUID, sdp: String) async throws {
+        guard legs[uuid]?.outgoing == false, let offer = legs[uuid]?.offer, let agent = legs[uuid]?.agent else { return }
+        let answer = try SessionDescription(parsing: sdp)
+        let negotiated = try OfferAnswer.accept(answer: answer, to: offer, capabilities: capabilities)
+        legs[uuid]?.negotiated = negotiated
+        try await manager.reportProgress(uuid, .answerReceived)
+        try await agent.setRemoteCredentials(IceCredentials(ufrag: negotiated.remoteIceUfrag, pwd: negotiated.remoteIcePwd))
+        await addRemoteCandidates(uuid, negotiated.remoteCandidates, end: negotiated.remoteEndOfCandidates)
+    }
+
+    private func addRemoteCandidates(_ uuid: UUID, _ lines: [String], end: Bool) async {
+        guard let agent = legs[uuid]?.agent else { return }
+        var candidates: [IceCandidate] = []
+        for line in lines {
+            do {
+                candidates.append(try IceCandidate(parsing: line))
+            } catch {
+                broadcaster.send(.peerError("call \(uuid): \(error)"))
+            }
+        }
+        if !candidates.isEmpty, let skipped = try? await agent.addRemoteCandidates(candidates) {
+            for problem in skipped { logger.debug("\(problem)") }
+        }
+        if end { try? await agent.endOfRemoteCandidates() }
+    }
+
+    /// Sends local candidates as they are found, then end-of-candidates.
+    private func trickle(_ uuid: UUID, _ gathering: IceGathering, on connection: SignalingConnection) {
+        legs[uuid]?.tasks.append(Task {
+            for await candidate in gathering.candidates {
+                try? await connection.send(.candidates([candidate.description], end: false), call: uuid)
+            }
+            try? await connection.send(.candidates([], end: true), call: uuid)
+        })
+    }
+
+    private var capabilities: AudioCapabilities {
+        var capabilities = AudioCapabilities()
+        capabilities.opusPayloadType = Int(configuration.media.payloadType)
+        capabilities.maxAverageBitrate = configuration.media.opus.bitrate
+        capabilities.packetTime = Int(configuration.media.opus.frameDuration.components.seconds * 1000
+            + configuration.media.opus.frameDuration.components.attoseconds / 1_000_000_000_000_000)
+        capabilities.useDTX = configuration.media.opus.discontinuousTransmission
+        capabilities.telephoneEventPayloadType = Int(configuration.media.telephoneEventPayloadType)
+        return capabilities
+    }
+
+    private static func sessionID() -> String { String(UInt64.random(in: 1...UInt64(Int64.max))) }
+
+    // MARK: - ICE and media
+
+    private func watch(_ uuid: UUID, _ agent: IceAgent) {
+        legs[uuid]?.tasks.append(Task { [weak self] in
+            for await event in agent.events {
+                await self?.iceEvent(uuid, event)
+            }
+        })
+    }
+
+    private func iceEvent(_ uuid: UUID, _ event: IceEvent) async {
+        guard legs[uuid] != nil else { return }
+        switch event {
+        case let .selectedPair(pair):
+            broadcaster.send(.selectedPair(uuid, SelectedPairInfo(localType: pair.local.type, remoteType: pair.remote.type,
+                                                                   transport: pair.local.transport,
+                                                                   local: "\(pair.local.address):\(pair.local.port)",
+                                                                   remote: "\(pair.remote.address):\(pair.remote.port)")))
+        case .stateChanged(.connected):
+            if legs[uuid]?.connectedAt == nil {
+                await mediaConnected(uuid)
+            } else {
+                try? await manager.reportConnectionRestored(uuid)
+                broadcaster.send(.connectionRestored(uuid))
+            }
+        case .stateChanged(.disconnected):
+            if legs[uuid]?.connectedAt != nil {
+                try? await manager.reportConnectionLost(uuid)
+                broadcaster.send(.connectionLost(uuid))
+            }
+        case .stateChanged(.failed):
+            legs[uuid]?.failure = "ICE failed: no candidate pair worked (try --stun or --turn)"
+            if let connection = legs[uuid]?.connection { try? await connection.send(.end(.failed), call: uuid) }
+            await teardown(uuid, detail: legs[uuid]?.failure)
+            try? await manager.reportCallEnded(uuid, reason: .failed)
+        default:
+            break
+        }
+    }
+
+    /// ICE is ready: build the media actor on the session's devices, report media connected
+    /// (which fulfils the answer and, in system-owned mode, activates audio).
+    private func mediaConnected(_ uuid: UUID) async {
+        guard let leg = legs[uuid], let agent = leg.agent, let negotiated = leg.negotiated else {
+            legs[uuid]?.failure = "ICE connected before the offer and answer completed"
+            return
+        }
+        legs[uuid]?.connectedAt = .now
+        do {
+            guard let suite = SRTPSuite(rawValue: negotiated.cryptoSuite) else {
+                throw NegotiationError("unsupported SRTP suite \(negotiated.cryptoSuite)")
+            }
+            let keys = MediaKeys(outbound: try SRTPKey(suite: suite, inlineKeyParameter: negotiated.localKey),
+                                 inbound: try SRTPKey(suite: suite, inlineKeyParameter: negotiated.remoteKey))
+            var media = configuration.media
+            media.payloadType = UInt8(negotiated.payloadType)
+            if let pt = negotiated.telephoneEventPayloadType { media.telephoneEventPayloadType = UInt8(pt) }
+            if let limit = negotiated.maxSendBitrate { media.opus.bitrate = max(6_000, min(media.opus.bitrate, limit)) }
+            media.opus.inbandFEC = negotiated.sendInbandFEC
+            media.opus.discontinuousTransmission = negotiated.sendDTX
+            let source: any AudioSource, sink: any AudioSink
+            if let systemSession {
+                source = try await systemSession.microphone()
+                sink = try await systemSession.output()
+            } else if let appSession {
+                source = try await appSession.microphone()
+                sink = try await appSession.output()
+            } else {
+                throw NegotiationError("no audio session")
+            }
+            let actor = try MediaActor(configuration: media, transport: IceMediaTransport(agent: agent), keys: keys,
+                                       source: source, sink: sink, clock: clock)
+            legs[uuid]?.media = actor
+            legs[uuid]?.tasks.append(Task { [weak self] in
+                for await event in actor.events {
+                    await self?.mediaEvent(uuid, event)
+                }
+            })
+        } catch {
+            legs[uuid]?.failure = "media could not start: \(error)"
+            if let connection = leg.connection { try? await connection.send(.end(.failed), call: uuid) }
+            await teardown(uuid, detail: legs[uuid]?.failure)
+            try? await manager.reportCallEnded(uuid, reason: .failed)
+            return
+        }
+        do {
+            try await manager.reportMediaConnected(uuid)
+        } catch {
+            logger.warning("media connected for call \(uuid), but: \(error)")
+        }
+        if let appSession, await !appSession.isActive {
+            // CallKit-free mode: this node is the one owner of activation.
+            do {
+                _ = try await appSession.activate()
+                audioActive = true
+            } catch {
+                legs[uuid]?.failure = "audio could not start: \(error)"
+                await teardown(uuid, detail: legs[uuid]?.failure)
+                try? await manager.reportCallEnded(uuid, reason: .failed)
+                return
+            }
+        } else if appSession != nil {
+            audioActive = true
+        }
+        await startMediaIfReady(uuid)
+    }
+
+    private func startMediaIfReady(_ uuid: UUID) async {
+        guard audioActive, let leg = legs[uuid], let media = leg.media, !leg.mediaStarted else { return }
+        do {
+            try await media.start()
+            legs[uuid]?.mediaStarted = true
+            let setup = ContinuousClock.now - leg.began
+            setupTimer.recordNanoseconds(Int64(setup.components.seconds) * 1_000_000_000 + setup.components.attoseconds / 1_000_000_000)
+            broadcaster.send(.connected(uuid, setup: setup))
+            if leg.startMuted { _ = try? await manager.controller.request(.setMuted(call: uuid, muted: true)) }
+        } catch {
+            legs[uuid]?.failure = "audio could not start: \(error)"
+            if let connection = leg.connection { try? await connection.send(.end(.failed), call: uuid) }
+            await teardown(uuid, detail: legs[uuid]?.failure)
+            try? await manager.reportCallEnded(uuid, reason: .failed)
+        }
+    }
+
+    private func mediaEvent(_ uuid: UUID, _ event: MediaEvent) {
+        switch event {
+        case let .statistics(statistics): broadcaster.send(.statistics(uuid, statistics))
+        case let .dtmf(digit): broadcaster.send(.dtmf(uuid, digit))
+        case .sourceEnded, .remoteEnded: break
+        }
+    }
+
+    // MARK: - Ending
+
+    private func connectionClosed(_ uuid: UUID, error: (any Error)?) async {
+        guard legs[uuid] != nil else { return }
+        let detail = error.map { "\($0)" } ?? "the signaling connection closed"
+        legs[uuid]?.failure = legs[uuid]?.failure ?? detail
+        if let action = legs[uuid]?.startAction, legs[uuid]?.connection == nil {
+            try? await manager.fail(action, reason: detail)
+        }
+        await teardown(uuid, detail: detail)
+        try? await manager.reportCallEnded(uuid, reason: .failed)
+    }
+
+    /// Stops the call's media and ICE and closes its signaling. Idempotent.
+    private func teardown(_ uuid: UUID, detail: String?) async {
+        guard let leg = legs.removeValue(forKey: uuid) else { return }
+        let duration = leg.connectedAt.map { ContinuousClock.now - $0 }
+        endDetails[uuid] = (leg.failure ?? detail, duration)
+        for task in leg.tasks { task.cancel() }
+        await leg.media?.stop()
+        await leg.agent?.close()
+        leg.connection?.close()
+        leg.connectionTask?.cancel()
+        if legs.isEmpty, let appSession, await appSession.isActive {
+            try? await appSession.deactivate()
+            audioActive = false
+        }
+    }
+
+    private func managerEvent(_ event: CallEvent) async {
+        switch event {
+        case let .callEnded(uuid, reason):
+            // Ends the manager performed itself (ring timeout, failed answer) reach us here too.
+            if legs[uuid] != nil {
+                if let connection = legs[uuid]?.connection { try? await connection.send(.end(.failed), call: uuid) }
+                await teardown(uuid, detail: nil)
+            }
+            let details = endDetails.removeValue(forKey: uuid)
+            broadcaster.send(.ended(uuid, reason: reason, detail: details?.detail, duration: details?.duration))
+        case let .session(uuid, status):
+            broadcaster.send(.session(uuid, status))
+        case .incomingCall, .actionCompleted, .audioActivated, .audioDeactivated, .doNotDisturbChanged, .ringtoneFailed:
+            break
+        case let .audioActivationFailed(reason):
+            broadcaster.send(.peerError("audio activation failed: \(reason)"))
+        }
+    }
+}
+
+
+/// A weak reference to a node for the tasks it owns, so they do not keep it alive.
+private final class WeakNode: Sendable {
+    weak let node: CallNode?
+    init(_ node: CallNode) { self.node = node }
+}

@@ -1,0 +1,131 @@
+import AudioSession
+import Foundation
+import Media
+
+/// Where a node's microphone audio comes from.
+public enum NodeAudioInput: Sendable, Equatable, CustomStringConvertible {
+    /// A WAV file, looped (any rate or channel count; converted to the call's format).
+    case wav(String)
+    /// A sine tone at this frequency.
+    case tone(Double)
+    case silence
+    /// An ALSA capture device (`default`, `pulse`, `hw:0`, …).
+    case alsa(String)
+
+    /// Parses `wav:PATH`, `tone`, `tone:HZ`, `silence` or `alsa:DEVICE`.
+    public init?(spec: String) {
+        if spec.hasPrefix("wav:"), spec.count > 4 { self = .wav(String(spec.dropFirst(4))) }
+        else if spec == "tone" { self = .tone(440) }
+        else if spec.hasPrefix("tone:"), let hz = Double(spec.dropFirst(5)), hz > 0, hz < 24_000 { self = .tone(hz) }
+        else if spec == "silence" { self = .silence }
+        else if spec.hasPrefix("alsa:"), spec.count > 5 { self = .alsa(String(spec.dropFirst(5))) }
+        else { return nil }
+    }
+
+    public var description: String {
+        switch self {
+        case let .wav(path): "wav:\(path)"
+        case let .tone(hz): "tone:\(hz.formatted(.number.precision(.fractionLength(0...1))))"
+        case .silence: "silence"
+        case let .alsa(device): "alsa:\(device)"
+        }
+    }
+}
+
+/// Where a node plays the far end's audio.
+public enum NodeAudioOutput: Sendable, Equatable, CustomStringConvertible {
+    /// Records to a WAV file (48 kHz mono, 16-bit), written as it goes.
+    case wav(String)
+    /// Discards the audio.
+    case null
+    /// An ALSA playback device.
+    case alsa(String)
+
+    /// Parses `wav:PATH`, `null` or `alsa:DEVICE`.
+    public init?(spec: String) {
+        if spec.hasPrefix("wav:"), spec.count > 4 { self = .wav(String(spec.dropFirst(4))) }
+        else if spec == "null" { self = .null }
+        else if spec.hasPrefix("alsa:"), spec.count > 5 { self = .alsa(String(spec.dropFirst(5))) }
+        else { return nil }
+    }
+
+    public var description: String {
+        switch self {
+        case let .wav(path): "wav:\(path)"
+        case .null: "null"
+        case let .alsa(device): "alsa:\(device)"
+        }
+    }
+}
+
+/// The audio session backend of a terminal node: the microphone and speaker are whatever
+/// `--input` and `--output` name — files, tones, or ALSA devices. The session opens them on
+/// activation like any device, so the ownership rules are the same as with real hardware.
+public struct NodeAudioBackend: AudioDeviceBackend {
+    public var input: NodeAudioInput
+    public var output: NodeAudioOutput
+    /// ALSA period for `alsa:` devices.
+    public var period: Duration
+
+    public init(input: NodeAudioInput = .tone(440), output: NodeAudioOutput = .null, period: Duration = .milliseconds(10)) {
+        self.input = input
+        self.output = output
+        self.period = period
+    }
+
+    /// ALSA devices share ALSA's namespace (so two sessions on one card interrupt each other);
+    /// files and tones are private to this backend.
+    public var deviceNamespace: String {
+        if case .alsa = input { return "alsa" }
+        if case .alsa = output { return "alsa" }
+        return "callnode.io.\(input).\(output)"
+    }
+
+    public func availableRoutes() -> [AudioRoute] {
+        [AudioRoute(name: input.description, label: "node input", isInput: true, isOutput: false),
+         AudioRoute(name: output.description, label: "node output", isInput: false, isOutput: true)]
+    }
+
+    public var defaultInput: String { input.description }
+    public var defaultOutput: String { output.description }
+    public var speakerOutput: String { output.description }
+
+    public func makeCapture(device: String, format: AudioFormat, mode: AudioSessionMode) -> any AudioSource {
+        switch NodeAudioInput(spec: device) ?? input {
+        case let .wav(path):
+            do {
+                let (fileFormat, samples) = try WAV.read(path: path)
+                let mono = WAV.monoResampled(samples, from: fileFormat, to: format.sampleRate)
+                guard !mono.isEmpty else { return UnavailableSource(error: .unsupportedFormat("\(path) has no audio"), format: format) }
+                return WAVFileSource(samples: mono, format: AudioFormat(sampleRate: format.sampleRate, channels: 1), loops: true)
+            } catch {
+                return UnavailableSource(error: error, format: format)
+            }
+        case let .tone(hz): return ToneSource(frequency: hz, amplitude: 0.3, format: format)
+        case .silence: return SilenceSource(format: format)
+        case let .alsa(name): return ALSACaptureSource(device: name, format: format, period: mode == .voiceChat ? period : period * 2)
+        }
+    }
+
+    public func makePlayback(device: String, format: AudioFormat, mode: AudioSessionMode) -> any AudioSink {
+        switch NodeAudioOutput(spec: device) ?? output {
+        case let .wav(path): return WAVFileSink(path: path, format: format)
+        case .null: return NullSink(format: format)
+        case let .alsa(name): return ALSAPlaybackSink(device: name, format: format, period: mode == .voiceChat ? period : period * 2)
+        }
+    }
+}
+
+/// A capture endpoint that could not be made (a WAV file that does not read): opening it
+/// fails with the reason, so the session's activation reports it.
+final class UnavailableSource: AudioSource {
+    let error: AudioDeviceError
+    let format: AudioFormat
+    init(error: AudioDeviceError, format: AudioFormat) {
+        self.error = error
+        self.format = format
+    }
+    func start() throws(AudioDeviceError) { throw error }
+    func stop() {}
+    func read(into frame: inout [Int16]) -> Bool { false }
+}

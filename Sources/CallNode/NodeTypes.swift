@@ -1,0 +1,166 @@
+import AudioSession
+import Calls
+import Foundation
+import ICE
+import Media
+import SDP
+import Signaling
+
+/// Everything a ``CallNode`` needs to start.
+public struct CallNodeConfiguration: Sendable {
+    /// The node's home: identity files and the SQLite database (`callnode.sqlite`).
+    public var home: String
+    /// The name this node gives in its invitations (informational).
+    public var displayName: String?
+    /// Where to accept signaling connections; `nil` for a node that only places calls.
+    public var listenAddress: SignalAddress? = SignalAddress(host: "0.0.0.0", port: 7600)
+    /// Ring for callers whose fingerprint is not among the contacts (otherwise they are
+    /// rejected with ``RejectReason/unknownCaller``).
+    public var acceptUnknownCallers = false
+    /// Answer every incoming call at once.
+    public var autoAnswer = false
+    /// STUN, TURN, relay-only and host-address settings for every call's ICE agent (the role
+    /// is set per call).
+    public var ice = IceConfiguration()
+    /// Codec, jitter buffer and RTCP settings; the frame duration sets the node's media clock.
+    public var media = MediaConfiguration()
+    /// Where the audio session finds its microphone and speaker.
+    public var audio: any AudioDeviceBackend = NodeAudioBackend()
+    /// CallKit-free mode: the node activates its own app-owned session when a call connects.
+    /// Otherwise (the default) the call manager, as the system provider, owns activation.
+    public var appOwnedAudio = false
+    /// Ring timeout, action timeouts, maximum calls.
+    public var provider = ProviderConfiguration(localizedName: "CallNode")
+    /// Bounds on signaling connections.
+    public var signalingLimits = SignalingLimits()
+    /// A rendezvous relay to stay registered at (reachable by fingerprint through it) and to
+    /// call contacts that have no address through.
+    public var relay: SignalAddress?
+
+    public init(home: String) { self.home = home }
+
+    /// `~/.callnode`, or `./.callnode` when there is no home directory.
+    public static var defaultHome: String {
+        (ProcessInfo.processInfo.environment["HOME"].map { $0 + "/.callnode" }) ?? ".callnode"
+    }
+}
+
+/// `HOST:PORT`.
+public struct SignalAddress: Sendable, Hashable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    /// Parses `HOST:PORT`, `[IPv6]:PORT`, or `:PORT` (all addresses).
+    public init?(_ text: String) {
+        var host: Substring, port: Substring
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else { return nil }
+            host = text[text.index(after: text.startIndex)..<close]
+            port = text[text.index(close, offsetBy: 2)...]
+        } else {
+            guard let colon = text.lastIndex(of: ":"), !text[..<colon].contains(":") else { return nil }
+            host = text[..<colon]
+            port = text[text.index(after: colon)...]
+        }
+        guard let number = Int(port), (0...65_535).contains(number) else { return nil }
+        self.host = host.isEmpty ? "0.0.0.0" : String(host)
+        self.port = number
+    }
+
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+/// Whom to call.
+public enum CallTarget: Sendable, Hashable, CustomStringConvertible {
+    /// A contact by name: its address, its fingerprint pinned.
+    case contact(String)
+    /// An address; the callee's identity is shown, not checked (first contact).
+    case address(SignalAddress)
+    /// An address with the identity the callee must present.
+    case pinned(SignalAddress, Fingerprint)
+    /// A node registered at a relay under this fingerprint (pinned).
+    case relayed(Fingerprint, relay: SignalAddress)
+    /// The other participant of a session (see ``CallNode/join(session:relay:title:startMuted:)``).
+    case session(String)
+
+    public var description: String {
+        switch self {
+        case let .contact(name): name
+        case let .address(address): address.description
+        case let .pinned(address, fingerprint): "\(address) (\(fingerprint.short))"
+        case let .relayed(fingerprint, relay): "\(fingerprint.short) via relay \(relay)"
+        case let .session(id): "session \(id)"
+        }
+    }
+}
+
+/// Why ``CallNode/call(_:title:)`` could not place a call.
+public enum CallNodeError: Error, Sendable, Equatable, CustomStringConvertible {
+    case unknownContact(String)
+    case contactWithoutAddress(String)
+    case request(CallRequestError)
+    case notRunning
+    case sessionNeedsJoin
+
+    public var description: String {
+        switch self {
+        case let .unknownContact(name): "no contact named '\(name)' (see `callnode contacts list`)"
+        case let .contactWithoutAddress(name): "the contact '\(name)' has no address: give --relay HOST:PORT to reach it through a relay, or add an address with `callnode contacts add \(name) FINGERPRINT HOST:PORT`"
+        case let .request(error): error.description
+        case .notRunning: "the node is not running"
+        case .sessionNeedsJoin: "a session is entered with join(session:relay:), not called"
+        }
+    }
+}
+
+/// The ICE pair a call uses, as the CLI and JSON output describe it.
+public struct SelectedPairInfo: Sendable, Equatable {
+    public var localType: IceCandidateType
+    public var remoteType: IceCandidateType
+    public var transport: IceTransport
+    public var local: String
+    public var remote: String
+}
+
+/// What a node reports, in order, to every subscriber of ``CallNode/events()``.
+public enum NodeEvent: Sendable, Equatable {
+    /// The signaling listener is bound.
+    case listening(SignalAddress)
+    /// An outgoing call was placed.
+    case dialing(UUID, CallTarget)
+    /// A call rings here: who is calling (fingerprint proven by TLS; name if a contact).
+    case incoming(UUID, from: Fingerprint, name: String?, known: Bool)
+    /// The callee is ringing.
+    case ringing(UUID, callee: Fingerprint)
+    /// The call's state machine moved.
+    case state(UUID, String)
+    case selectedPair(UUID, SelectedPairInfo)
+    /// ICE connected and media started; `setup` runs from dial (or invite) to here.
+    case connected(UUID, setup: Duration)
+    case statistics(UUID, MediaStatistics)
+    case remoteHold(UUID, Bool)
+    case dtmf(UUID, Character)
+    case connectionLost(UUID)
+    case connectionRestored(UUID)
+    /// The callee refused the call.
+    case rejected(UUID, RejectReason)
+    /// The call ended. `detail` says what failed, for failures; `duration` is the connected time.
+    case ended(UUID, reason: CallEndReason, detail: String?, duration: Duration?)
+    /// Input this node could not use (a malformed frame, an SDP that does not parse).
+    case peerError(String)
+    /// Registered at the relay: callers can reach this node by fingerprint.
+    case registered(SignalAddress)
+    /// The relay connection dropped (the node retries).
+    case relayLost(String)
+    /// First to join a session: waiting for the other participant.
+    case sessionWaiting(String)
+    /// A session join was refused or failed (unknown, expired or full session; relay down).
+    case sessionFailed(String)
+    /// A call's session status (joined, left, connection closed, timed out, …).
+    case session(UUID, SessionStatus)
+}

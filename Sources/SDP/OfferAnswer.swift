@@ -1,0 +1,229 @@
+/// What this node can send and would like to receive: the parameters it writes into an offer
+/// or answer.
+public struct AudioCapabilities: Sendable, Equatable {
+    /// The payload type offered for Opus (answers reuse the offer's).
+    public var opusPayloadType = 111
+    /// Ask the peer for in-band FEC (`useinbandfec=1`).
+    public var useInbandFEC = true
+    /// Ask the peer to use DTX (`usedtx=1`).
+    public var useDTX = false
+    /// The most this node wants to receive, bit/s (`maxaveragebitrate`).
+    public var maxAverageBitrate = 40_000
+    /// Frame duration in ms (`a=ptime`).
+    public var packetTime = 20
+    /// RFC 4733 telephone events, or `nil` to leave them out.
+    public var telephoneEventPayloadType: Int? = 101
+    /// SRTP suites in order of preference (RFC 4568 names).
+    public var cryptoSuites = ["AES_CM_128_HMAC_SHA1_80", "AEAD_AES_128_GCM"]
+
+    public init() {}
+}
+
+/// What this node puts into its side of the exchange besides capabilities.
+public struct LocalAudioParameters: Sendable, Equatable {
+    public var iceUfrag: String
+    public var icePwd: String
+    /// `candidate:…` values known when the description is written (more may trickle).
+    public var candidates: [String]
+    public var endOfCandidates: Bool
+    /// `inline:…` key parameters per suite name, for every suite this node may use.
+    public var keys: [String: String]
+    public var direction: MediaDirection
+    /// The address for the `o=` and `c=` lines (ICE ignores it; `0.0.0.0` is fine).
+    public var address: String
+
+    public init(iceUfrag: String, icePwd: String, candidates: [String] = [], endOfCandidates: Bool = false,
+                keys: [String: String], direction: MediaDirection = .sendrecv, address: String = "0.0.0.0") {
+        self.iceUfrag = iceUfrag
+        self.icePwd = icePwd
+        self.candidates = candidates
+        self.endOfCandidates = endOfCandidates
+        self.keys = keys
+        self.direction = direction
+        self.address = address
+    }
+}
+
+/// The outcome of an offer/answer exchange, from one side's point of view.
+public struct NegotiatedAudio: Sendable, Equatable {
+    /// The Opus payload type both sides use.
+    public var payloadType: Int
+    /// The peer asked for in-band FEC: encode with it.
+    public var sendInbandFEC: Bool
+    /// The peer asked for DTX.
+    public var sendDTX: Bool
+    /// The peer's receive limit, if it gave one: keep the encoder at or under it.
+    public var maxSendBitrate: Int?
+    /// Frame duration, ms.
+    public var packetTime: Int
+    /// The agreed telephone-event payload type, if both sides support RFC 4733.
+    public var telephoneEventPayloadType: Int?
+    /// The SRTP suite both sides use.
+    public var cryptoSuite: String
+    /// This node's key (it protects what it sends with it).
+    public var localKey: String
+    /// The peer's key (it unprotects what arrives with it).
+    public var remoteKey: String
+    public var remoteIceUfrag: String
+    public var remoteIcePwd: String
+    /// Candidates the peer's description carried; more may trickle.
+    public var remoteCandidates: [String]
+    public var remoteEndOfCandidates: Bool
+    /// The direction of this node's media.
+    public var direction: MediaDirection
+}
+
+/// Why an offer or answer cannot be used.
+public struct NegotiationError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var reason: String
+    public init(_ reason: String) { self.reason = reason }
+    public var description: String { "SDP negotiation failed: \(reason)" }
+}
+
+/// RFC 3264 offer/answer for one Opus audio stream over ICE with SDES-keyed SRTP.
+public enum OfferAnswer {
+    /// Writes an offer: every suite in `capabilities.cryptoSuites` that has a key in `local`,
+    /// one `a=crypto` line each, in order of preference.
+    public static func offer(sessionID: String, capabilities: AudioCapabilities, local: LocalAudioParameters) -> SessionDescription {
+        var cryptos: [SDPCrypto] = []
+        for suite in capabilities.cryptoSuites {
+            if let key = local.keys[suite] { cryptos.append(SDPCrypto(tag: cryptos.count + 1, suite: suite, keyParameters: key)) }
+        }
+        return describe(sessionID: sessionID, payloadType: capabilities.opusPayloadType,
+                        telephoneEvent: capabilities.telephoneEventPayloadType, capabilities: capabilities,
+                        local: local, cryptos: cryptos)
+    }
+
+    /// Answers `offer`: keeps the offer's Opus payload type, picks the first offered suite this
+    /// node supports, and answers the direction.
+    ///
+    /// - Throws: ``NegotiationError`` when the offer has no usable audio stream, no Opus, no ICE
+    ///   credentials, or no SRTP suite in common.
+    public static func answer(to offer: SessionDescription, sessionID: String, capabilities: AudioCapabilities,
+                              local: LocalAudioParameters) throws(NegotiationError) -> (answer: SessionDescription, negotiated: NegotiatedAudio) {
+        let media = try audio(in: offer)
+        let payloadType = try opusPayloadType(in: media)
+        guard let chosen = media.cryptos.first(where: { capabilities.cryptoSuites.contains($0.suite) && local.keys[$0.suite] != nil }) else {
+            throw NegotiationError("no SRTP suite in common (offered: \(media.cryptos.map(\.suite).joined(separator: ", ")); supported: \(capabilities.cryptoSuites.joined(separator: ", ")))")
+        }
+        let localKey = local.keys[chosen.suite] ?? ""
+        let telephoneEvent = capabilities.telephoneEventPayloadType == nil ? nil : telephoneEventPayloadType(in: media)
+        var answerLocal = local
+        // The answer's direction is the offer's, mirrored, narrowed by what this node wants.
+        let mirrored = media.direction.answer
+        answerLocal.direction = local.direction == .sendrecv || local.direction == mirrored ? mirrored : .inactive
+        let answer = describe(sessionID: sessionID, payloadType: payloadType, telephoneEvent: telephoneEvent,
+                              capabilities: capabilities, local: answerLocal,
+                              cryptos: [SDPCrypto(tag: chosen.tag, suite: chosen.suite, keyParameters: localKey)])
+        let negotiated = try negotiate(remote: media, payloadType: payloadType, capabilities: capabilities,
+                                       telephoneEvent: telephoneEvent, suite: chosen.suite, localKey: localKey,
+                                       remoteKey: chosen.keyParameters, direction: answerLocal.direction)
+        return (answer, negotiated)
+    }
+
+    /// The offerer's view once the answer arrives.
+    ///
+    /// - Throws: ``NegotiationError`` when the answer refuses the stream, changes the codec,
+    ///   or picks a suite that was not offered.
+    public static func accept(answer: SessionDescription, to offer: SessionDescription,
+                              capabilities: AudioCapabilities) throws(NegotiationError) -> NegotiatedAudio {
+        let offered = try audio(in: offer)
+        let media = try audio(in: answer)
+        let payloadType = try opusPayloadType(in: media)
+        guard payloadType == (try opusPayloadType(in: offered)) else {
+            throw NegotiationError("the answer uses Opus payload type \(payloadType), not the offered one")
+        }
+        guard let chosen = media.cryptos.first else { throw NegotiationError("the answer has no a=crypto line") }
+        guard let mine = offered.cryptos.first(where: { $0.tag == chosen.tag && $0.suite == chosen.suite }) else {
+            throw NegotiationError("the answer picked \(chosen.suite) with tag \(chosen.tag), which was not offered")
+        }
+        let telephoneEvent = telephoneEventPayloadType(in: media).flatMap { pt in
+            telephoneEventPayloadType(in: offered) == pt ? pt : nil
+        }
+        let direction: MediaDirection = switch media.direction {
+        case .sendonly: .recvonly
+        case .recvonly: .sendonly
+        default: media.direction
+        }
+        return try negotiate(remote: media, payloadType: payloadType, capabilities: capabilities, telephoneEvent: telephoneEvent,
+                             suite: chosen.suite, localKey: mine.keyParameters, remoteKey: chosen.keyParameters,
+                             direction: direction)
+    }
+
+    // MARK: - Pieces
+
+    static func audio(in description: SessionDescription) throws(NegotiationError) -> MediaDescription {
+        guard let media = description.media.first(where: { $0.media == "audio" }) else {
+            throw NegotiationError("no m=audio line")
+        }
+        guard media.port != 0 else { throw NegotiationError("the audio stream is refused (port 0)") }
+        return media
+    }
+
+    static func opusPayloadType(in media: MediaDescription) throws(NegotiationError) -> Int {
+        let offered = Set(media.formats.compactMap { Int($0) })
+        guard let map = media.rtpMaps.first(where: {
+            $0.encoding.lowercased() == "opus" && $0.clockRate == 48_000 && offered.contains($0.payloadType)
+        }) else {
+            throw NegotiationError("no opus/48000/2 among the audio formats \(media.formats.joined(separator: " "))")
+        }
+        return map.payloadType
+    }
+
+    static func telephoneEventPayloadType(in media: MediaDescription) -> Int? {
+        let offered = Set(media.formats.compactMap { Int($0) })
+        return media.rtpMaps.first { $0.encoding.lowercased() == "telephone-event" && offered.contains($0.payloadType) }?.payloadType
+    }
+
+    static func negotiate(remote media: MediaDescription, payloadType: Int, capabilities: AudioCapabilities, telephoneEvent: Int?,
+                          suite: String, localKey: String, remoteKey: String,
+                          direction: MediaDirection) throws(NegotiationError) -> NegotiatedAudio {
+        guard let ufrag = media.iceUfrag, let pwd = media.icePwd else {
+            throw NegotiationError("no a=ice-ufrag / a=ice-pwd in the audio stream")
+        }
+        let fmtp = media.formatParameters(for: payloadType)
+        return NegotiatedAudio(
+            payloadType: payloadType,
+            sendInbandFEC: fmtp["useinbandfec"] == "1",
+            sendDTX: fmtp["usedtx"] == "1",
+            maxSendBitrate: fmtp["maxaveragebitrate"].flatMap { Int($0) },
+            packetTime: media.packetTime ?? capabilities.packetTime,
+            telephoneEventPayloadType: telephoneEvent,
+            cryptoSuite: suite, localKey: localKey, remoteKey: remoteKey,
+            remoteIceUfrag: ufrag, remoteIcePwd: pwd,
+            remoteCandidates: media.candidates, remoteEndOfCandidates: media.endOfCandidates,
+            direction: direction)
+    }
+
+    static func describe(sessionID: String, payloadType: Int, telephoneEvent: Int?, capabilities: AudioCapabilities,
+                         local: LocalAudioParameters, cryptos: [SDPCrypto]) -> SessionDescription {
+        let addressType = local.address.contains(":") ? "IP6" : "IP4"
+        var formats = [String(payloadType)]
+        if let telephoneEvent { formats.append(String(telephoneEvent)) }
+        var media = MediaDescription(media: "audio", port: 9, proto: "RTP/SAVP", formats: formats)
+        media.connection = SDPConnection(addressType: addressType, address: local.address)
+        var fmtp = "useinbandfec=\(capabilities.useInbandFEC ? 1 : 0);usedtx=\(capabilities.useDTX ? 1 : 0)"
+        fmtp += ";maxaveragebitrate=\(capabilities.maxAverageBitrate)"
+        media.attributes.append(SDPAttribute("mid", "0"))
+        media.attributes.append(RTPMap(payloadType: payloadType, encoding: "opus", clockRate: 48_000, channels: 2).attribute)
+        media.attributes.append(SDPAttribute("fmtp", "\(payloadType) \(fmtp)"))
+        if let telephoneEvent {
+            media.attributes.append(RTPMap(payloadType: telephoneEvent, encoding: "telephone-event", clockRate: 48_000).attribute)
+            media.attributes.append(SDPAttribute("fmtp", "\(telephoneEvent) 0-15"))
+        }
+        media.attributes.append(SDPAttribute("ptime", String(capabilities.packetTime)))
+        media.attributes.append(SDPAttribute("ice-ufrag", local.iceUfrag))
+        media.attributes.append(SDPAttribute("ice-pwd", local.icePwd))
+        media.attributes.append(SDPAttribute("ice-options", "trickle"))
+        for candidate in local.candidates {
+            let value = candidate.hasPrefix("candidate:") ? String(candidate.dropFirst("candidate:".count)) : candidate
+            media.attributes.append(SDPAttribute("candidate", value))
+        }
+        if local.endOfCandidates { media.attributes.append(SDPAttribute("end-of-candidates")) }
+        for crypto in cryptos { media.attributes.append(crypto.attribute) }
+        media.attributes.append(SDPAttribute("rtcp-mux"))
+        media.setDirection(local.direction)
+        return SessionDescription(origin: SDPOrigin(sessionID: sessionID, addressType: addressType, address: local.address),
+                                  sessionName: "-", media: [media])
+    }
+}

@@ -1,0 +1,224 @@
+import Foundation
+
+/// Why a callee refused a call; carried by ``SignalMessage/reject(_:)``.
+public enum RejectReason: String, Sendable, Codable, CaseIterable, CustomStringConvertible {
+    /// The callee has no room for another call.
+    case busy
+    /// The callee declined the ringing call.
+    case declined
+    /// The caller is on the callee's block list.
+    case blocked
+    /// The caller's fingerprint is not among the callee's contacts.
+    case unknownCaller = "unknown-caller"
+    /// The callee has do-not-disturb on.
+    case doNotDisturb = "do-not-disturb"
+
+    public var description: String {
+        switch self {
+        case .busy: "busy"
+        case .declined: "declined"
+        case .blocked: "blocked"
+        case .unknownCaller: "unknown caller (add the caller to the callee's contacts, or start the callee with --accept-unknown)"
+        case .doNotDisturb: "do-not-disturb"
+        }
+    }
+}
+
+/// Why a call ended, as told to the peer by ``SignalMessage/end(_:)``.
+public enum HangupReason: String, Sendable, Codable, CaseIterable {
+    /// The user hung up.
+    case hangup
+    /// The call failed on the sender's side (ICE, media, devices).
+    case failed
+    /// Nobody answered in time.
+    case timeout
+    /// The node is shutting down.
+    case shutdown
+}
+
+/// What an invitation says about the call.
+public struct Invitation: Sendable, Equatable, Codable {
+    /// The caller's chosen display name (informational; the fingerprint is the identity).
+    public var displayName: String?
+    /// A title for the call or session.
+    public var title: String?
+    /// Set when the call is a session both sides joined (no ringing).
+    public var session: String?
+
+    public init(displayName: String? = nil, title: String? = nil, session: String? = nil) {
+        self.displayName = displayName
+        self.title = title
+        self.session = session
+    }
+}
+
+/// One signaling message (the call protocol: invitation, offer, answer, extra info, end,
+/// reject), plus hold, errors and keep-alives.
+public enum SignalMessage: Sendable, Equatable {
+    /// The caller asks the callee to ring.
+    case invite(Invitation)
+    /// The callee is ringing.
+    case ringing
+    /// The callee answered: its SDP offer.
+    case offer(sdp: String)
+    /// The caller's SDP answer.
+    case answer(sdp: String)
+    /// Trickled ICE candidates (`candidate:…` attribute values); `end` marks end-of-candidates.
+    case candidates([String], end: Bool)
+    /// The sender put the call on hold (`true`) or resumed it.
+    case hold(Bool)
+    /// The sender ended the call.
+    case end(HangupReason)
+    /// The callee refused the call.
+    case reject(RejectReason)
+    /// The sender could not use something it received.
+    case error(String)
+    /// Keeps idle connections (and NAT bindings) alive.
+    case keepAlive
+
+    /// The wire name of the message type.
+    public var type: String {
+        switch self {
+        case .invite: "invite"
+        case .ringing: "ringing"
+        case .offer: "offer"
+        case .answer: "answer"
+        case .candidates: "candidates"
+        case .hold: "hold"
+        case .end: "end"
+        case .reject: "reject"
+        case .error: "error"
+        case .keepAlive: "keep-alive"
+        }
+    }
+}
+
+/// The versioned envelope every signaling frame carries: one JSON object,
+/// `{"v":1,"type":"offer","call":"<uuid>","sdp":"v=0…"}`.
+public struct SignalEnvelope: Sendable, Equatable, Codable {
+    /// The protocol version this node speaks.
+    public static let currentVersion = 1
+
+    public var version: Int
+    /// The call the message belongs to (absent for keep-alives and connection-level errors).
+    public var call: UUID?
+    public var message: SignalMessage
+
+    public init(call: UUID?, _ message: SignalMessage, version: Int = SignalEnvelope.currentVersion) {
+        self.version = version
+        self.call = call
+        self.message = message
+    }
+
+    private enum Key: String, CodingKey {
+        case v, type, call, invitation, sdp, candidates, end, hold, reason, message
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: Key.self)
+        version = try c.decode(Int.self, forKey: .v)
+        call = try c.decodeIfPresent(UUID.self, forKey: .call)
+        let type = try c.decode(String.self, forKey: .type)
+        switch type {
+        case "invite": message = .invite(try c.decodeIfPresent(Invitation.self, forKey: .invitation) ?? Invitation())
+        case "ringing": message = .ringing
+        case "offer": message = .offer(sdp: try c.decode(String.self, forKey: .sdp))
+        case "answer": message = .answer(sdp: try c.decode(String.self, forKey: .sdp))
+        case "candidates":
+            message = .candidates(try c.decodeIfPresent([String].self, forKey: .candidates) ?? [],
+                                  end: try c.decodeIfPresent(Bool.self, forKey: .end) ?? false)
+        case "hold": message = .hold(try c.decode(Bool.self, forKey: .hold))
+        case "end": message = .end(try c.decode(HangupReason.self, forKey: .reason))
+        case "reject": message = .reject(try c.decode(RejectReason.self, forKey: .reason))
+        case "error": message = .error(try c.decode(String.self, forKey: .message))
+        case "keep-alive": message = .keepAlive
+        default:
+            throw DecodingError.dataCorruptedError(forKey: .type, in: c, debugDescription: "unknown message type '\(type)'")
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        try c.encode(version, forKey: .v)
+        try c.encode(message.type, forKey: .type)
+        try c.encodeIfPresent(call, forKey: .call)
+        switch message {
+        case let .invite(invitation): try c.encode(invitation, forKey: .invitation)
+        case .ringing, .keepAlive: break
+        case let .offer(sdp), let .answer(sdp): try c.encode(sdp, forKey: .sdp)
+        case let .candidates(candidates, end):
+            try c.encode(candidates, forKey: .candidates)
+            try c.encode(end, forKey: .end)
+        case let .hold(on): try c.encode(on, forKey: .hold)
+        case let .end(reason): try c.encode(reason, forKey: .reason)
+        case let .reject(reason): try c.encode(reason, forKey: .reason)
+        case let .error(text): try c.encode(text, forKey: .message)
+        }
+    }
+
+    /// The envelope as one JSON frame body.
+    public func encoded() -> [UInt8] {
+        // Encoding these plain values cannot fail.
+        (try? JSONEncoder().encode(self)).map { Array($0) } ?? []
+    }
+
+    /// Decodes one frame body.
+    ///
+    /// - Throws: ``SignalingError/malformed(_:)`` for bytes that are not a JSON envelope, and
+    ///   ``SignalingError/unsupportedVersion(_:)`` for a newer protocol.
+    public static func decode(_ bytes: some Collection<UInt8>) throws(SignalingError) -> SignalEnvelope {
+        let envelope: SignalEnvelope
+        do {
+            envelope = try JSONDecoder().decode(SignalEnvelope.self, from: Data(bytes))
+        } catch let DecodingError.dataCorrupted(context) {
+            throw .malformed(context.debugDescription)
+        } catch let DecodingError.keyNotFound(key, _) {
+            throw .malformed("missing field '\(key.stringValue)'")
+        } catch let DecodingError.typeMismatch(_, context) {
+            throw .malformed("wrong type at '\(context.codingPath.map(\.stringValue).joined(separator: "."))'")
+        } catch let DecodingError.valueNotFound(_, context) {
+            throw .malformed("missing value at '\(context.codingPath.map(\.stringValue).joined(separator: "."))'")
+        } catch {
+            throw .malformed("not a JSON envelope")
+        }
+        guard envelope.version == currentVersion else { throw .unsupportedVersion(envelope.version) }
+        return envelope
+    }
+}
+
+/// Signaling failures a caller can act on.
+public enum SignalingError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// A frame announced more bytes than the limit.
+    case frameTooLarge(Int, limit: Int)
+    /// The connection closed in the middle of a frame.
+    case truncatedFrame
+    /// A frame's body is not a valid envelope.
+    case malformed(String)
+    /// The peer speaks another protocol version.
+    case unsupportedVersion(Int)
+    /// The peer's certificate is not the pinned one.
+    case wrongIdentity(expected: Fingerprint, presented: Fingerprint?)
+    /// TCP or TLS could not be set up.
+    case unreachable(String, reason: String)
+    /// The TLS handshake did not finish in time.
+    case handshakeTimeout
+    /// The connection is closed.
+    case closed
+    /// The listen address could not be bound.
+    case cannotListen(String, reason: String)
+
+    public var description: String {
+        switch self {
+        case let .frameTooLarge(size, limit): "signaling frame of \(size) bytes exceeds the \(limit)-byte limit"
+        case .truncatedFrame: "the signaling connection closed in the middle of a frame"
+        case let .malformed(why): "malformed signaling message: \(why)"
+        case let .unsupportedVersion(v): "the peer speaks signaling version \(v); this node speaks \(SignalEnvelope.currentVersion)"
+        case let .wrongIdentity(expected, presented):
+            "the peer presented identity \(presented?.hex ?? "none"), not the pinned \(expected.hex): refusing (check the contact's fingerprint)"
+        case let .unreachable(address, reason): "cannot reach \(address): \(reason)"
+        case .handshakeTimeout: "the TLS handshake did not finish in time"
+        case .closed: "the signaling connection is closed"
+        case let .cannotListen(address, reason): "cannot listen on \(address): \(reason)"
+        }
+    }
+}

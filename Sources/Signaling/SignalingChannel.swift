@@ -1,0 +1,390 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import NIOSSL
+import NIOTLS
+import Synchronization
+
+/// Bounds that keep one connection from costing the node more than a little memory or time.
+public struct SignalingLimits: Sendable, Equatable {
+    /// The largest frame body accepted (an SDP with every candidate is a few KiB).
+    public var maximumFrameSize = 64 * 1024
+    /// How long a peer may take to finish the TLS handshake.
+    public var handshakeTimeout: Duration = .seconds(10)
+    /// Connections that have not finished their handshake, beyond which new ones are refused.
+    public var maximumUnauthenticatedConnections = 64
+    /// Malformed frames a connection may send before it is closed.
+    public var maximumMalformedFrames = 8
+
+    public init() {}
+}
+
+/// One authenticated signaling connection: TLS 1.3 with both certificates presented, the
+/// peer's fingerprint known. Sendable: any task may ``send(_:)``; the task that received it
+/// reads ``SignalMessages``. Closes when that task's scope ends or on ``close()``.
+public struct SignalingConnection: Sendable {
+    /// The peer's identity, proven by the TLS handshake.
+    public let peer: Fingerprint
+    /// `HOST:PORT` of the peer as seen by this node.
+    public let remoteAddress: String
+    let writer: NIOAsyncChannelOutboundWriter<ByteBuffer>
+    let channel: any Channel
+
+    /// Sends one message.
+    /// - Throws: ``SignalingError/closed`` once the connection is gone.
+    public func send(_ envelope: SignalEnvelope) async throws(SignalingError) {
+        let body = envelope.encoded()
+        var buffer = channel.allocator.buffer(capacity: body.count + 4)
+        buffer.writeInteger(UInt32(body.count))
+        buffer.writeBytes(body)
+        do { try await writer.write(buffer) } catch { throw .closed }
+    }
+
+    /// Sends `message` for `call`.
+    public func send(_ message: SignalMessage, call: UUID?) async throws(SignalingError) {
+        try await send(SignalEnvelope(call: call, message))
+    }
+
+    /// Identifies the underlying TCP connection (two connections from one peer differ).
+    public var id: ObjectIdentifier { ObjectIdentifier(channel) }
+
+    /// Closes the connection; the reader's sequence ends.
+    public func close() { channel.close(promise: nil) }
+}
+
+/// The messages arriving on a connection, in order. A malformed frame yields a failure and the
+/// sequence goes on; a framing error (oversized or truncated frame) yields a failure and ends
+/// it, as does the connection closing.
+public struct SignalMessages: AsyncSequence {
+    public typealias Element = Result<SignalEnvelope, SignalingError>
+    let inbound: NIOAsyncChannelInboundStream<ByteBuffer>
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var base: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator
+        var finished = false
+
+        public mutating func next() async -> Result<SignalEnvelope, SignalingError>? {
+            guard !finished else { return nil }
+            do {
+                guard let frame = try await base.next() else { return nil }
+                return Result { () throws(SignalingError) in try SignalEnvelope.decode(frame.readableBytesView) }
+            } catch let error as SignalingError {
+                finished = true
+                return .failure(error)
+            } catch {
+                finished = true
+                return nil
+            }
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: inbound.makeAsyncIterator()) }
+}
+
+/// Length-prefixed frames: a 4-byte big-endian length, then that many bytes.
+struct FrameDecoder: ByteToMessageDecoder {
+    typealias InboundOut = ByteBuffer
+    let maximum: Int
+
+    mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+        guard let length = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self) else { return .needMoreData }
+        guard length <= maximum else { throw SignalingError.frameTooLarge(Int(length), limit: maximum) }
+        guard buffer.readableBytes >= 4 + Int(length) else { return .needMoreData }
+        buffer.moveReaderIndex(forwardBy: 4)
+        // Checked above: the buffer holds the whole frame.
+        let frame = buffer.readSlice(length: Int(length))!
+        context.fireChannelRead(wrapInboundOut(frame))
+        return .continue
+    }
+
+    mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
+        while try decode(context: context, buffer: &buffer) == .continue {}
+        if buffer.readableBytes > 0 {
+            buffer.moveReaderIndex(to: buffer.writerIndex)
+            throw SignalingError.truncatedFrame
+        }
+        return .needMoreData
+    }
+}
+
+/// Completes when the TLS handshake has finished with the peer's fingerprint, or fails
+/// (timeout, handshake error, connection closed first).
+final class HandshakeWatcher: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+    let promise: EventLoopPromise<Fingerprint>
+    let timeout: TimeAmount
+    private var timer: Scheduled<Void>?
+    private var done = false
+
+    init(promise: EventLoopPromise<Fingerprint>, timeout: Duration) {
+        self.promise = promise
+        self.timeout = .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        let channel = context.channel
+        let promise = self.promise
+        timer = context.eventLoop.scheduleTask(in: timeout) {
+            promise.fail(SignalingError.handshakeTimeout)
+            channel.close(promise: nil)
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? TLSUserEvent, case .handshakeCompleted = event, !done {
+            done = true
+            timer?.cancel()
+            let certificate = try? context.pipeline.syncOperations.handler(type: NIOSSLHandler.self).peerCertificate
+            if let der = try? certificate?.toDERBytes() {
+                promise.succeed(Fingerprint(certificateDER: der))
+            } else {
+                promise.fail(SignalingError.unreachable("peer", reason: "the peer presented no certificate"))
+                context.close(promise: nil)
+            }
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if !done {
+            done = true
+            timer?.cancel()
+            promise.fail(error)
+        }
+        context.fireErrorCaught(error)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if !done {
+            done = true
+            timer?.cancel()
+            promise.fail(SignalingError.closed)
+        }
+        context.fireChannelInactive()
+    }
+}
+
+/// The TLS settings for one node: its certificate and key, TLS 1.3 only, the peer's
+/// certificate always requested and checked by fingerprint (no certificate authority).
+struct SignalingTLS: Sendable {
+    let context: NIOSSLContext
+
+    init(identity: NodeIdentity, server: Bool) throws(SignalingError) {
+        do {
+            let certificate = try NIOSSLCertificate(bytes: identity.certificateDER, format: .der)
+            let key = try NIOSSLPrivateKey(bytes: Array(identity.privateKeyPEM.utf8), format: .pem)
+            var configuration = server
+                ? TLSConfiguration.makeServerConfiguration(certificateChain: [.certificate(certificate)], privateKey: .privateKey(key))
+                : TLSConfiguration.makeClientConfiguration()
+            configuration.certificateChain = [.certificate(certificate)]
+            configuration.privateKey = .privateKey(key)
+            configuration.minimumTLSVersion = .tlsv13
+            // Verification is on so that the server asks for the client's certificate; the
+            // custom callback replaces chain validation with the fingerprint check.
+            configuration.certificateVerification = .noHostnameVerification
+            context = try NIOSSLContext(configuration: configuration)
+        } catch {
+            throw .cannotListen("TLS", reason: "cannot load the node's certificate: \(error)")
+        }
+    }
+
+    /// Accepts any certificate when `pin` is nil, otherwise only the pinned one; records what
+    /// was presented either way. The TLS handshake itself proves the peer holds the key.
+    static func verifier(pin: Fingerprint?, presented: PresentedIdentity) -> NIOSSLCustomVerificationCallback {
+        { certificates, promise in
+            guard let leaf = certificates.first, let der = try? leaf.toDERBytes() else {
+                promise.succeed(.failed)
+                return
+            }
+            let fingerprint = Fingerprint(certificateDER: der)
+            presented.value.withLock { $0 = fingerprint }
+            promise.succeed(pin == nil || pin == fingerprint ? .certificateVerified : .failed)
+        }
+    }
+}
+
+/// The fingerprint a peer presented, recorded by the verification callback so a refused
+/// handshake can say what it saw.
+final class PresentedIdentity: Sendable {
+    let value = Mutex<Fingerprint?>(nil)
+}
+
+typealias FramedChannel = NIOAsyncChannel<ByteBuffer, ByteBuffer>
+
+extension Channel {
+    /// Adds the frame decoder and wraps the channel for async use. Runs on the event loop.
+    func makeFramed(limits: SignalingLimits) throws -> FramedChannel {
+        try pipeline.syncOperations.addHandler(ByteToMessageHandler(FrameDecoder(maximum: limits.maximumFrameSize)))
+        return try FramedChannel(wrappingChannelSynchronously: self)
+    }
+}
+
+/// Accepts signaling connections on a TCP port.
+///
+/// Any certificate is accepted at the TLS layer (an unknown caller must hear *why* it is
+/// refused); the node decides on the fingerprint each connection carries.
+public final class SignalingListener: Sendable {
+    /// The bound port (useful with port 0).
+    public let port: Int
+    /// The bound address.
+    public let host: String
+    private let server: NIOAsyncChannel<(FramedChannel, EventLoopFuture<Fingerprint>), Never>
+    private let limits: SignalingLimits
+
+    /// Binds `host:port` (port 0 picks a free one).
+    /// - Throws: ``SignalingError/cannotListen(_:reason:)``.
+    public init(host: String, port: Int, identity: NodeIdentity, limits: SignalingLimits = SignalingLimits()) async throws(SignalingError) {
+        let tls = try SignalingTLS(identity: identity, server: true)
+        let counter = Counter()
+        do {
+            server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .serverChannelOption(.backlog, value: 256)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                .bind(host: host, port: port) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        let presented = PresentedIdentity()
+                        let ssl = NIOSSLServerHandler(context: tls.context,
+                                                      customVerificationCallback: SignalingTLS.verifier(pin: nil, presented: presented))
+                        let promise = channel.eventLoop.makePromise(of: Fingerprint.self)
+                        // Pending handshakes are counted so a flood of idle connections is cut off.
+                        if counter.pending.wrappingAdd(1, ordering: .relaxed).newValue > limits.maximumUnauthenticatedConnections {
+                            counter.pending.wrappingSubtract(1, ordering: .relaxed)
+                            counter.refused.wrappingAdd(1, ordering: .relaxed)
+                            promise.fail(SignalingError.closed)
+                            channel.close(promise: nil)
+                        } else {
+                            promise.futureResult.whenComplete { _ in counter.pending.wrappingSubtract(1, ordering: .relaxed) }
+                        }
+                        try channel.pipeline.syncOperations.addHandler(ssl)
+                        try channel.pipeline.syncOperations.addHandler(HandshakeWatcher(promise: promise, timeout: limits.handshakeTimeout))
+                        return (try channel.makeFramed(limits: limits), promise.futureResult)
+                    }
+                }
+        } catch {
+            throw .cannotListen("\(host):\(port)", reason: "\(error)")
+        }
+        self.port = server.channel.localAddress?.port ?? port
+        self.host = host
+        self.limits = limits
+        self.counter = counter
+    }
+
+    private let counter: Counter
+    private final class Counter: Sendable {
+        let pending = Atomic<Int>(0)
+        let refused = Atomic<Int>(0)
+    }
+
+    /// Connections refused because too many were still in their handshake.
+    public var refusedDuringHandshake: Int { counter.refused.load(ordering: .relaxed) }
+
+    /// Serves connections until the listener is closed or the task is cancelled: each
+    /// authenticated connection runs `handler` in its own child task and is closed when the
+    /// handler returns. Connections that fail their handshake never reach the handler.
+    public func run(_ handler: @escaping @Sendable (SignalingConnection, SignalMessages) async -> Void) async {
+        try? await withThrowingDiscardingTaskGroup { group in
+            try await server.executeThenClose { inbound in
+                for try await (connection, handshake) in inbound {
+                    group.addTask {
+                        try? await Self.serveAccepted(connection, handshake: handshake, handler: handler)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits for an accepted connection's handshake, then runs `handler` with it and closes it
+    /// when the handler returns. A failed handshake closes the connection quietly.
+    static func serveAccepted(_ connection: FramedChannel, handshake: EventLoopFuture<Fingerprint>,
+                              handler: @escaping @Sendable (SignalingConnection, SignalMessages) async -> Void) async throws {
+        guard let peer = try? await handshake.get() else {
+            try? await connection.channel.close()
+            return
+        }
+        let address = connection.channel.remoteAddress.map(Self.describe) ?? "?"
+        try await connection.executeThenClose { inbound, outbound in
+            let signaling = SignalingConnection(peer: peer, remoteAddress: address, writer: outbound, channel: connection.channel)
+            await handler(signaling, SignalMessages(inbound: inbound))
+        }
+    }
+
+    /// Stops accepting; connections already accepted keep going until their handlers return.
+    public func close() async {
+        try? await server.channel.close()
+    }
+
+    static func describe(_ address: SocketAddress) -> String {
+        guard let ip = address.ipAddress, let port = address.port else { return "\(address)" }
+        return ip.contains(":") ? "[\(ip)]:\(port)" : "\(ip):\(port)"
+    }
+}
+
+/// Opens signaling connections to other nodes.
+public enum SignalingClient {
+    /// Connects to `host:port`, runs TLS 1.3 with this node's certificate, and checks the peer's
+    /// certificate against `pin` (any certificate when `nil`: first contact, identity shown).
+    /// Runs `body` with the connection and closes it when `body` returns.
+    ///
+    /// - Throws: ``SignalingError/unreachable(_:reason:)``, ``SignalingError/wrongIdentity(expected:presented:)``,
+    ///   ``SignalingError/handshakeTimeout``, or what `body` throws.
+    public static func connect<Result: Sendable>(
+        host: String, port: Int, identity: NodeIdentity, pin: Fingerprint?,
+        limits: SignalingLimits = SignalingLimits(), connectTimeout: Duration = .seconds(10),
+        _ body: (SignalingConnection, SignalMessages) async throws -> Result
+    ) async throws -> Result {
+        let tls = try SignalingTLS(identity: identity, server: false)
+        let presented = PresentedIdentity()
+        let address = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        let connected: (FramedChannel, EventLoopFuture<Fingerprint>)
+        do {
+            connected = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .connectTimeout(.seconds(connectTimeout.components.seconds))
+                .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                .connect(host: host, port: port) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        let ssl = try NIOSSLClientHandler(context: tls.context, serverHostname: nil,
+                                                          customVerificationCallback: SignalingTLS.verifier(pin: pin, presented: presented))
+                        let promise = channel.eventLoop.makePromise(of: Fingerprint.self)
+                        try channel.pipeline.syncOperations.addHandler(ssl)
+                        try channel.pipeline.syncOperations.addHandler(HandshakeWatcher(promise: promise, timeout: limits.handshakeTimeout))
+                        return (try channel.makeFramed(limits: limits), promise.futureResult)
+                    }
+                }
+        } catch {
+            throw SignalingError.unreachable(address, reason: Self.reason(error))
+        }
+        let (channel, handshake) = connected
+        return try await run(channel, handshake: handshake, pin: pin, presented: presented, address: address, body)
+    }
+
+    /// Waits for the handshake of a client connection, maps a refused identity to
+    /// ``SignalingError/wrongIdentity(expected:presented:)``, then runs `body`.
+    static func run<Result: Sendable>(_ channel: FramedChannel, handshake: EventLoopFuture<Fingerprint>, pin: Fingerprint?,
+                                      presented: PresentedIdentity, address: String,
+                                      _ body: (SignalingConnection, SignalMessages) async throws -> Result) async throws -> Result {
+        let peer: Fingerprint
+        do {
+            peer = try await handshake.get()
+        } catch {
+            try? await channel.channel.close()
+            let seen = presented.value.withLock { $0 }
+            if let pin, seen != pin { throw SignalingError.wrongIdentity(expected: pin, presented: seen) }
+            if let error = error as? SignalingError { throw error }
+            throw SignalingError.unreachable(address, reason: "TLS handshake failed: \(error)")
+        }
+        return try await channel.executeThenClose { inbound, outbound in
+            try await body(SignalingConnection(peer: peer, remoteAddress: address, writer: outbound, channel: channel.channel),
+                           SignalMessages(inbound: inbound))
+        }
+    }
+
+    static func reason(_ error: any Error) -> String {
+        if let error = error as? IOError { return error.description }
+        if error is ChannelError { return "connection timed out" }
+        if let error = error as? NIOConnectionError {
+            return error.connectionErrors.first.map { "\($0.error)" } ?? (error.dnsAAAAError ?? error.dnsAError).map { "\($0)" } ?? "connection refused"
+        }
+        return "\(error)"
+    }
+}

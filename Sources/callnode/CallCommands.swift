@@ -1,0 +1,296 @@
+import ArgumentParser
+import CallNode
+import Dispatch
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Opens a node or exits with one clear line.
+func openNode(_ configuration: CallNodeConfiguration) async throws -> CallNode {
+    do {
+        return try await CallNode(configuration: configuration)
+    } catch {
+        printError("callnode: \(error)")
+        throw ExitCode(1)
+    }
+}
+
+struct Listen: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Wait for calls.",
+        discussion: """
+            Listens for signaling on --signal (default 0.0.0.0:7600). Callers must be contacts \
+            (callnode contacts add) unless --accept-unknown is given. Incoming calls ring until \
+            answered: with --auto-answer at once, otherwise press a (or run with --auto-answer). \
+            With --duration the node hangs up that long after the first call connects and exits.
+            Keys on a terminal: a answer, m mute, h hold, q hang up; Ctrl-C hangs up and exits.
+            """)
+
+    @OptionGroup var options: NodeOptions
+
+    func run() async throws {
+        let node = try await openNode(try options.configuration(defaultSignal: "0.0.0.0:7600"))
+        let runner = CallRunner(node: node, json: options.json, duration: options.duration,
+                                exitAfterFirstCall: options.duration != nil)
+        runner.attach()
+        await node.start()
+        let outcome = await runner.run(calling: nil)
+        await node.shutdown()
+        if case let .failed(message) = outcome {
+            printError(message)
+            throw ExitCode(outcome.exitCode)
+        }
+    }
+}
+
+struct Call: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Call another node.",
+        discussion: """
+            TARGET is a contact name, HOST:PORT, FINGERPRINT@HOST:PORT (the callee must present \
+            that identity), or a FINGERPRINT reached through --relay HOST:PORT. Calling HOST:PORT \
+            alone shows the callee's identity without checking it.
+            Exit status 0 when the call connected and ended normally; 1 with one line saying why \
+            otherwise (unreachable, rejected with its reason, ICE failure, device error).
+            """)
+
+    @Argument(help: ArgumentHelp("Contact name, HOST:PORT, or FINGERPRINT@HOST:PORT.", valueName: "TARGET"))
+    var target: String
+
+    @OptionGroup var options: NodeOptions
+
+    func run() async throws {
+        let callTarget: CallTarget
+        if let at = target.firstIndex(of: "@"), let fingerprint = Fingerprint(String(target[..<at])),
+           let address = SignalAddress(String(target[target.index(after: at)...])) {
+            callTarget = .pinned(address, fingerprint)
+        } else if let address = SignalAddress(target) {
+            callTarget = .address(address)
+        } else if let fingerprint = Fingerprint(target) {
+            guard let relay = options.relay.flatMap(SignalAddress.init) else {
+                printError("callnode: calling a fingerprint needs --relay HOST:PORT (or use FINGERPRINT@HOST:PORT)")
+                throw ExitCode(1)
+            }
+            callTarget = .relayed(fingerprint, relay: relay)
+        } else {
+            callTarget = .contact(target)
+        }
+        let node = try await openNode(try options.configuration(defaultSignal: nil))
+        let runner = CallRunner(node: node, json: options.json, duration: options.duration, exitAfterFirstCall: true)
+        runner.attach()
+        await node.start()
+        let outcome = await runner.run(calling: callTarget)
+        await node.shutdown()
+        if case let .failed(message) = outcome {
+            printError(message)
+            throw ExitCode(outcome.exitCode)
+        }
+    }
+}
+
+/// Two nodes in one process call each other on loopback: the README's first command.
+struct Demo: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run a real two-node call on this machine and record what the callee hears.",
+        discussion: """
+            Starts two nodes on loopback with temporary homes that trust each other, calls from \
+            one to the other through real TLS signaling, libnice ICE, SRTP and Opus, plays a \
+            speech-like sound (or a tone) for a few seconds and records the callee's side to a WAV.
+            """)
+
+    @Option(name: .long, help: ArgumentHelp("Seconds of audio to send.", valueName: "SECONDS"))
+    var seconds: Double = 4
+
+    @Flag(name: .long, help: "Send a 440 Hz tone instead of the synthetic speech.")
+    var tone = false
+
+    @Option(name: .long, help: ArgumentHelp("Where to write the recording (default: a temporary directory).", valueName: "PATH"))
+    var record: String?
+
+    @Flag(name: .long, help: "Print one JSON object per line for every event.")
+    var json = false
+
+    func run() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("callnode-demo-\(getpid())").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let recording = record ?? directory + "/received.wav"
+        let input: NodeAudioInput
+        if tone {
+            input = .tone(440)
+        } else {
+            let speech = directory + "/speech.wav"
+            try WAV.write(SyntheticSpeech.samples(seconds: 3), format: AudioFormat(), path: speech)
+            input = .wav(speech)
+        }
+        func configuration(_ name: String, input: NodeAudioInput, output: NodeAudioOutput) -> CallNodeConfiguration {
+            var configuration = CallNodeConfiguration(home: directory + "/" + name)
+            configuration.displayName = name
+            configuration.listenAddress = SignalAddress(host: "127.0.0.1", port: 0)
+            configuration.ice.localAddresses = ["127.0.0.1"]
+            configuration.audio = NodeAudioBackend(input: input, output: output)
+            return configuration
+        }
+        var calleeConfiguration = configuration("bob", input: .silence, output: .wav(recording))
+        calleeConfiguration.autoAnswer = true
+        let caller = try await openNode(configuration("alice", input: input, output: .null))
+        let callee = try await openNode(calleeConfiguration)
+        // The two temporary homes trust each other: each is the other's contact.
+        try await caller.store.contacts.add(Contact(name: "bob", fingerprint: callee.identity.fingerprint.hex,
+                                                    address: callee.listenAddress?.description))
+        try await callee.store.contacts.add(Contact(name: "alice", fingerprint: caller.identity.fingerprint.hex))
+        if !json {
+            print("alice \(caller.identity.fingerprint.short) calls bob \(callee.identity.fingerprint.short) at \(callee.listenAddress?.description ?? "?")")
+        }
+        let runner = CallRunner(node: caller, json: json, duration: seconds, exitAfterFirstCall: true)
+        runner.attach()
+        await caller.start()
+        await callee.start()
+        let outcome = await runner.run(calling: .contact("bob"))
+        await caller.shutdown()
+        await callee.shutdown()
+        if case let .failed(message) = outcome {
+            printError(message)
+            throw ExitCode(1)
+        }
+        let heard = (try? WAV.read(path: recording).samples) ?? []
+        let rms = (heard.reduce(0.0) { $0 + Double($1) * Double($1) } / Double(max(1, heard.count))).squareRoot()
+        if json { return }
+        print("recording: \(recording) (\(String(format: "%.1f", Double(heard.count) / 48_000)) s, RMS \(Int(rms)))")
+        if rms < 100 {
+            printError("callnode: the recording is silent: audio did not arrive")
+            throw ExitCode(1)
+        }
+    }
+}
+
+struct Relay: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run a rendezvous relay for nodes that cannot reach each other directly.",
+        discussion: """
+            Nodes started with --relay stay registered here under their fingerprint; callers reach \
+            them by fingerprint, and session joiners meet by session ID. The relay splices byte \
+            streams: the nodes' TLS runs end to end through it, so it never reads signaling.
+            """)
+
+    @Option(name: .long, help: ArgumentHelp("Address to listen on.", valueName: "HOST:PORT"))
+    var listen: String = "0.0.0.0:7700"
+
+    func validate() throws {
+        guard SignalAddress(listen) != nil else { throw ValidationError("--listen '\(listen)' is not HOST:PORT") }
+    }
+
+    func run() async throws {
+        // Checked in validate().
+        let address = SignalAddress(listen)!
+        let relay: RelayServer
+        do {
+            relay = try await RelayServer(host: address.host, port: address.port)
+        } catch {
+            printError("callnode: \(error)")
+            throw ExitCode(1)
+        }
+        print("relay listening on \(SignalAddress(host: address.host, port: relay.port))")
+        fflush(nil)
+        signal(SIGINT, SIG_IGN)
+        signal(SIGTERM, SIG_IGN)
+        let stops = [DispatchSource.makeSignalSource(signal: SIGINT), DispatchSource.makeSignalSource(signal: SIGTERM)]
+        for stop in stops {
+            stop.setEventHandler { Task { await relay.close() } }
+            stop.resume()
+        }
+        await relay.waitUntilClosed()
+        let s = relay.statistics
+        print("relay stopped: \(s.splices) splices, \(s.splicedBytes) bytes in \(s.tlsRecords) TLS records")
+    }
+}
+
+struct Session: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Create meeting sessions at a relay.",
+        subcommands: [New.self])
+
+    struct New: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print a fresh, unguessable session ID and its link; two nodes then `callnode join` it.")
+        @Option(name: .long, help: ArgumentHelp("The relay that hosts the session.", valueName: "HOST:PORT"))
+        var relay: String
+        @Option(name: .long, help: ArgumentHelp("Seconds the session stays joinable.", valueName: "SECONDS"))
+        var ttl: Int = 3600
+
+        func validate() throws {
+            guard SignalAddress(relay) != nil else { throw ValidationError("--relay '\(relay)' is not HOST:PORT") }
+        }
+
+        func run() async throws {
+            // Checked in validate().
+            let address = SignalAddress(relay)!
+            do {
+                let id = try await RelayClient.newSession(relay: address.host, port: address.port, ttl: ttl)
+                print(id)
+                print("callnode://\(address)/meet/\(id)")
+            } catch {
+                printError("callnode: \(error)")
+                throw ExitCode(1)
+            }
+        }
+    }
+}
+
+struct Join: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Join a session by ID or link: no ringing, no contacts needed.",
+        discussion: """
+            Both participants run `callnode join` with the same ID (from `callnode session new`). \
+            The first waits for the second; a third is refused. Identities are shown, not checked. \
+            The session ends for both when one leaves (q or Ctrl-C), the connection closes, or it times out.
+            """)
+
+    @Argument(help: ArgumentHelp("Session ID, or callnode://HOST:PORT/meet/ID.", valueName: "ID|LINK"))
+    var session: String
+
+    @Flag(name: .long, help: "Join with the microphone muted (m unmutes).")
+    var muted = false
+
+    @Option(name: .long, help: "A title shown to the other participant.")
+    var title: String?
+
+    @OptionGroup var options: NodeOptions
+
+    func run() async throws {
+        var id = session, relay = options.relay.flatMap(SignalAddress.init)
+        if session.hasPrefix("callnode://") {
+            let rest = session.dropFirst("callnode://".count)
+            guard let slash = rest.firstIndex(of: "/"), rest[slash...].hasPrefix("/meet/"),
+                  let address = SignalAddress(String(rest[..<slash])) else {
+                printError("callnode: '\(session)' is not a callnode://HOST:PORT/meet/ID link")
+                throw ExitCode(1)
+            }
+            relay = address
+            id = String(rest[rest.index(slash, offsetBy: 6)...])
+        }
+        guard let relay else {
+            printError("callnode: joining by ID needs --relay HOST:PORT (or pass the whole callnode:// link)")
+            throw ExitCode(1)
+        }
+        var configuration = try options.configuration(defaultSignal: nil)
+        configuration.relay = nil  // a session needs no registration
+        let node = try await openNode(configuration)
+        let runner = CallRunner(node: node, json: options.json, duration: options.duration, exitAfterFirstCall: true)
+        runner.attach()
+        await node.start()
+        do {
+            try await node.join(session: id, relay: relay, title: title, startMuted: muted)
+        } catch {
+            printError("callnode: \(error)")
+            throw ExitCode(1)
+        }
+        let outcome = await runner.run(calling: nil)
+        await node.shutdown()
+        if case let .failed(message) = outcome {
+            printError(message)
+            throw ExitCode(1)
+        }
+    }
+}

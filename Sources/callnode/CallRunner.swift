@@ -1,0 +1,337 @@
+import ArgumentParser
+import CallNode
+import Dispatch
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What a running `listen` or `call` reacts to.
+enum RunnerInput: Sendable {
+    case node(NodeEvent)
+    case interrupt
+    case durationElapsed(UUID)
+    case key(UInt8)
+    case nodeFinished
+}
+
+/// How a run ended, for the exit status.
+enum RunOutcome {
+    case completed
+    case failed(String)
+
+    var exitCode: Int32 {
+        if case .completed = self { return 0 }
+        return 1
+    }
+}
+
+/// Drives one node from the terminal: prints events (human lines or JSON), hangs up after
+/// `--duration`, on Ctrl-C or on `q`, and decides the exit status.
+final class CallRunner {
+    let node: CallNode
+    let json: Bool
+    let duration: Duration?
+    let exitAfterFirstCall: Bool
+    let inputs: AsyncStream<RunnerInput>
+    private let continuation: AsyncStream<RunnerInput>.Continuation
+    private var tasks: [Task<Void, Never>] = []
+    private var signalSource: (any DispatchSourceSignal)?
+    private var connected: Set<UUID> = []
+    private var lastPair: [UUID: SelectedPairInfo] = [:]
+    private var lastStats: [UUID: MediaStatistics] = [:]
+    private var current: UUID?
+    private var muted = false, held = false
+    private let isTerminal = isatty(1) == 1
+    private var statusShown = false
+    private var keyboard: RawKeyboard?
+
+    init(node: CallNode, json: Bool, duration: Double?, exitAfterFirstCall: Bool) {
+        self.node = node
+        self.json = json
+        self.duration = duration.map { .milliseconds(Int64($0 * 1000)) }
+        self.exitAfterFirstCall = exitAfterFirstCall
+        (inputs, continuation) = AsyncStream.makeStream(of: RunnerInput.self)
+    }
+
+    /// Subscribes to the node and to Ctrl-C. Call before the node starts.
+    func attach() {
+        let events = node.events()
+        let continuation = self.continuation
+        tasks.append(Task {
+            for await event in events { continuation.yield(.node(event)) }
+            continuation.yield(.nodeFinished)
+        })
+        signal(SIGINT, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+        source.setEventHandler { continuation.yield(.interrupt) }
+        source.resume()
+        signalSource = source
+        if isTerminal, !json, isatty(0) == 1 {
+            keyboard = RawKeyboard { continuation.yield(.key($0)) }
+        }
+    }
+
+    /// Runs until the call (or the first call, for `listen --duration`) ends or Ctrl-C.
+    func run(calling target: CallTarget?) async -> RunOutcome {
+        var outcome: RunOutcome = .completed
+        var dialed: UUID?
+        if let target {
+            do {
+                dialed = try await node.call(target)
+                current = dialed
+            } catch {
+                return .failed("callnode: \(error)")
+            }
+        }
+        var interrupted = false
+        loop: for await input in inputs {
+            switch input {
+            case let .node(event):
+                report(event)
+                switch event {
+                case let .connected(uuid, _):
+                    connected.insert(uuid)
+                    current = uuid
+                    if let duration {
+                        let continuation = self.continuation
+                        tasks.append(Task {
+                            try? await Task.sleep(for: duration)
+                            continuation.yield(.durationElapsed(uuid))
+                        })
+                    }
+                case let .incoming(uuid, _, _, _):
+                    if current == nil { current = uuid }
+                case let .rejected(uuid, reason) where uuid == dialed:
+                    outcome = .failed("callnode: the call was rejected: \(reason)")
+                case let .dialing(uuid, _) where dialed == nil && target == nil:
+                    // A session join places its own call.
+                    dialed = uuid
+                    current = uuid
+                case let .sessionFailed(reason):
+                    outcome = .failed("callnode: cannot join the session: \(reason)")
+                    break loop
+                case let .ended(uuid, reason, detail, _):
+                    if current == uuid { current = nil }
+                    if uuid == dialed || (exitAfterFirstCall && target == nil) {
+                        if case .failed = outcome {} else if !connected.contains(uuid) && !interrupted {
+                            outcome = .failed("callnode: the call did not connect: \(detail ?? reason.rawValue)")
+                        } else if reason == .failed, !interrupted {
+                            outcome = .failed("callnode: the call failed: \(detail ?? "unknown reason")")
+                        }
+                        break loop
+                    }
+                default:
+                    break
+                }
+            case let .durationElapsed(uuid):
+                try? await node.hangUp(uuid)
+            case .interrupt:
+                if interrupted { break loop }  // a second Ctrl-C: stop at once
+                interrupted = true
+                clearStatus()
+                printError("callnode: hanging up (Ctrl-C again to force)")
+                if let call = current ?? dialed {
+                    try? await node.hangUp(call)
+                    if target == nil && !exitAfterFirstCall { break loop }
+                } else {
+                    break loop
+                }
+            case let .key(key):
+                await handleKey(key)
+            case .nodeFinished:
+                break loop
+            }
+        }
+        clearStatus()
+        keyboard = nil
+        signalSource?.cancel()
+        for task in tasks { task.cancel() }
+        return outcome
+    }
+
+    private func handleKey(_ key: UInt8) async {
+        guard let call = current else { return }
+        switch Character(UnicodeScalar(key)) {
+        case "a":
+            try? await node.answer(call)
+        case "m":
+            muted.toggle()
+            try? await node.setMuted(call, muted)
+            line(muted ? "muted" : "unmuted")
+        case "h":
+            held.toggle()
+            try? await node.setHeld(call, held)
+            line(held ? "on hold" : "resumed")
+        case "o":
+            line("output toggle: this node's output is fixed by --output")
+        case "q":
+            try? await node.hangUp(call)
+        default:
+            break
+        }
+    }
+
+    // MARK: - Output
+
+    private func report(_ event: NodeEvent) {
+        if json {
+            if let object = Self.json(event) { emitJSON(object) }
+            return
+        }
+        switch event {
+        case let .listening(address):
+            line("listening on \(address) — identity \(node.identity.fingerprint)")
+        case let .dialing(_, target):
+            line("calling \(target)…")
+        case let .incoming(_, from, name, known):
+            line("incoming call from \(name ?? "unknown caller") \(known ? "" : "(not a contact) ")— \(from)")
+        case .ringing:
+            line("ringing…")
+        case .state:
+            break
+        case let .selectedPair(uuid, pair):
+            lastPair[uuid] = pair
+            line("ICE pair: \(pair.localType.rawValue) \(pair.local) ↔ \(pair.remoteType.rawValue) \(pair.remote) (\(pair.transport.rawValue))")
+        case let .connected(_, setup):
+            line("connected in \(Self.milliseconds(setup)) ms")
+        case let .statistics(uuid, stats):
+            lastStats[uuid] = stats
+            if isTerminal { status(uuid, stats) }
+        case let .remoteHold(_, on):
+            line(on ? "the peer put the call on hold" : "the peer resumed the call")
+        case let .dtmf(_, digit):
+            line("DTMF \(digit)")
+        case .connectionLost:
+            line("connection lost — trying to recover")
+        case .connectionRestored:
+            line("connection restored")
+        case let .rejected(_, reason):
+            line("rejected: \(reason)")
+        case let .ended(uuid, reason, detail, duration):
+            var text = "call ended: \(reason.rawValue)"
+            if let detail { text += " (\(detail))" }
+            if let duration { text += " after \(String(format: "%.1f", Self.seconds(duration))) s" }
+            if let stats = lastStats[uuid] {
+                text += "; sent \(stats.packetsSent) packets, received \(stats.packetsReceived), lost \(stats.packetsLost)"
+            }
+            line(text)
+        case let .peerError(text):
+            line("peer error: \(text)")
+        case let .registered(relay):
+            line("registered at relay \(relay) — reachable by fingerprint \(node.identity.fingerprint)")
+        case let .relayLost(reason):
+            line("relay connection lost (\(reason)); retrying")
+        case let .sessionWaiting(id):
+            line("joined session \(id); waiting for the other participant…")
+        case let .sessionFailed(reason):
+            line("session failed: \(reason)")
+        case let .session(_, status):
+            switch status {
+            case .left: line("session: you left")
+            case .connectionClosed: line("session: the other side left or the connection closed")
+            case .timedOut: line("session: timed out")
+            case .joined, .connectionLost, .connectionRestored: break
+            }
+        }
+    }
+
+    private func status(_ uuid: UUID, _ s: MediaStatistics) {
+        let pair = lastPair[uuid].map { "\($0.localType.rawValue)/\($0.remoteType.rawValue)" } ?? "-"
+        let rtt = s.roundTripTime.map { "\(Self.milliseconds($0)) ms" } ?? "-"
+        let text = "\r\u{1B}[2K● \(held ? "held" : muted ? "muted" : "in call") | pair \(pair) | RTT \(rtt) | loss \(s.packetsLost) | jitter \(Self.milliseconds(s.jitter)) ms | \(s.sendBitrate / 1000)/\(s.receiveBitrate / 1000) kbit/s | level \(Int(s.sendLevel))/\(Int(s.receiveLevel)) dB | m h o q"
+        FileHandle.standardOutput.write(Data(text.utf8))
+        statusShown = true
+    }
+
+    private func clearStatus() {
+        if statusShown {
+            FileHandle.standardOutput.write(Data("\r\u{1B}[2K".utf8))
+            statusShown = false
+        }
+    }
+
+    private func line(_ text: String) {
+        clearStatus()
+        print(text)
+        fflush(nil)
+    }
+
+    private func emitJSON(_ object: [String: Any]) {
+        var object = object
+        object["time"] = Date().timeIntervalSince1970
+        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
+        FileHandle.standardOutput.write(data + Data("\n".utf8))
+    }
+
+    static func json(_ event: NodeEvent) -> [String: Any]? {
+        switch event {
+        case let .listening(address): return ["event": "listening", "address": address.description]
+        case let .dialing(uuid, target): return ["event": "dialing", "call": uuid.uuidString, "target": target.description]
+        case let .incoming(uuid, from, name, known):
+            return ["event": "incoming", "call": uuid.uuidString, "fingerprint": from.hex, "name": name ?? NSNull(), "contact": known]
+        case let .ringing(uuid, callee): return ["event": "ringing", "call": uuid.uuidString, "fingerprint": callee.hex]
+        case let .state(uuid, state): return ["event": "state", "call": uuid.uuidString, "state": state]
+        case let .selectedPair(uuid, pair):
+            return ["event": "selected-pair", "call": uuid.uuidString, "local_type": pair.localType.rawValue,
+                    "remote_type": pair.remoteType.rawValue, "transport": pair.transport.rawValue,
+                    "local": pair.local, "remote": pair.remote]
+        case let .connected(uuid, setup):
+            return ["event": "connected", "call": uuid.uuidString, "setup_ms": milliseconds(setup)]
+        case let .statistics(uuid, s):
+            return ["event": "stats", "call": uuid.uuidString, "packets_sent": s.packetsSent, "packets_received": s.packetsReceived,
+                    "packets_lost": s.packetsLost, "jitter_ms": milliseconds(s.jitter),
+                    "rtt_ms": s.roundTripTime.map { milliseconds($0) as Any } ?? NSNull(),
+                    "send_bitrate": s.sendBitrate, "receive_bitrate": s.receiveBitrate,
+                    "send_level_db": s.sendLevel, "receive_level_db": s.receiveLevel,
+                    "fec_recovered": s.jitterBuffer.fecRecovered, "concealed": s.jitterBuffer.concealed]
+        case let .remoteHold(uuid, on): return ["event": "remote-hold", "call": uuid.uuidString, "hold": on]
+        case let .dtmf(uuid, digit): return ["event": "dtmf", "call": uuid.uuidString, "digit": String(digit)]
+        case let .connectionLost(uuid): return ["event": "connection-lost", "call": uuid.uuidString]
+        case let .connectionRestored(uuid): return ["event": "connection-restored", "call": uuid.uuidString]
+        case let .rejected(uuid, reason): return ["event": "rejected", "call": uuid.uuidString, "reason": reason.rawValue]
+        case let .ended(uuid, reason, detail, duration):
+            return ["event": "ended", "call": uuid.uuidString, "reason": reason.rawValue, "detail": detail ?? NSNull(),
+                    "duration_s": duration.map { seconds($0) as Any } ?? NSNull()]
+        case let .peerError(text): return ["event": "peer-error", "message": text]
+        case let .registered(relay): return ["event": "registered", "relay": relay.description]
+        case let .relayLost(reason): return ["event": "relay-lost", "reason": reason]
+        case let .sessionWaiting(id): return ["event": "session-waiting", "session": id]
+        case let .sessionFailed(reason): return ["event": "session-failed", "reason": reason]
+        case let .session(uuid, status): return ["event": "session", "call": uuid.uuidString, "status": status.rawValue]
+        }
+    }
+
+    static func milliseconds(_ d: Duration) -> Double {
+        (seconds(d) * 10_000).rounded() / 10
+    }
+
+    static func seconds(_ d: Duration) -> Double {
+        Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
+    }
+}
+
+/// Reads single key presses from a terminal on its own thread (blocking reads never touch the
+/// cooperative pool) and restores the terminal mode when released.
+final class RawKeyboard {
+    private var saved = termios()
+    private let thread: Thread
+
+    init(onKey: @escaping @Sendable (UInt8) -> Void) {
+        tcgetattr(0, &saved)
+        var raw = saved
+        raw.c_lflag &= ~tcflag_t(ICANON | ECHO)
+        tcsetattr(0, TCSANOW, &raw)
+        thread = Thread {
+            var byte: UInt8 = 0
+            while read(0, &byte, 1) == 1 { onKey(byte) }
+        }
+        thread.start()
+    }
+
+    deinit {
+        var saved = self.saved
+        tcsetattr(0, TCSANOW, &saved)
+    }
+}

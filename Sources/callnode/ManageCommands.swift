@@ -1,0 +1,160 @@
+import ArgumentParser
+import CallNode
+import Foundation
+
+/// Opens the node's database (and identity) without starting anything.
+func openStore(_ home: String) throws -> CallStore {
+    do {
+        _ = try NodeIdentity.loadOrCreate(home: home)
+        return try CallStore(path: home + "/callnode.sqlite")
+    } catch {
+        printError("callnode: \(error)")
+        throw ExitCode(1)
+    }
+}
+
+struct Identity: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show this node's identity (creating it on first use).",
+        discussion: "Prints the SHA-256 fingerprint of the node's certificate: give it to the people who will call you.")
+
+    @OptionGroup var home: HomeOption
+
+    func run() async throws {
+        do {
+            let (identity, created) = try NodeIdentity.loadOrCreate(home: home.home)
+            if created { printError("callnode: created a new identity in \(home.home)") }
+            print(identity.fingerprint.hex)
+        } catch {
+            printError("callnode: \(error)")
+            throw ExitCode(1)
+        }
+    }
+}
+
+struct Contacts: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Manage contacts: names for the fingerprints that may call you and that you call.",
+        subcommands: [Add.self, List.self, Remove.self], defaultSubcommand: List.self)
+
+    struct Add: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Add or replace a contact.")
+        @OptionGroup var home: HomeOption
+        @Argument(help: "The name to call the contact by.") var name: String
+        @Argument(help: "The contact's fingerprint (callnode identity on their machine).") var fingerprint: String
+        @Argument(help: ArgumentHelp("Where the contact listens.", valueName: "HOST:PORT")) var address: String?
+
+        func validate() throws {
+            guard Fingerprint(fingerprint) != nil else { throw ValidationError("'\(fingerprint)' is not a SHA-256 fingerprint (64 hex digits)") }
+            if let address, SignalAddress(address) == nil { throw ValidationError("'\(address)' is not HOST:PORT") }
+            guard !name.isEmpty, SignalAddress(name) == nil, !name.contains("@") else {
+                throw ValidationError("a contact name must not look like an address")
+            }
+        }
+
+        func run() async throws {
+            let store = try openStore(home.home)
+            // Checked in validate().
+            let hex = Fingerprint(fingerprint)!.hex
+            try await store.contacts.add(Contact(name: name, fingerprint: hex, address: address))
+            print("added \(name)")
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List contacts.")
+        @OptionGroup var home: HomeOption
+        func run() async throws {
+            let store = try openStore(home.home)
+            let contacts = store.contacts.all
+            if contacts.isEmpty { print("no contacts (add one with: callnode contacts add NAME FINGERPRINT [HOST:PORT])") }
+            for contact in contacts {
+                let blocked = store.directory.isBlocked(CallHandle(.generic, contact.fingerprint)) ? "  [blocked]" : ""
+                print("\(contact.name)\t\(contact.fingerprint)\t\(contact.address ?? "-")\(blocked)")
+            }
+        }
+    }
+
+    struct Remove: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Remove a contact.")
+        @OptionGroup var home: HomeOption
+        @Argument var name: String
+        func run() async throws {
+            let store = try openStore(home.home)
+            guard try await store.contacts.remove(named: name) else {
+                printError("callnode: no contact named '\(name)'")
+                throw ExitCode(1)
+            }
+            print("removed \(name)")
+        }
+    }
+}
+
+/// Resolves a contact name or a fingerprint to the fingerprint to block.
+func fingerprint(forContactOrFingerprint text: String, in store: CallStore) throws -> String {
+    if let contact = store.contacts.named(text) { return contact.fingerprint }
+    if let fingerprint = Fingerprint(text) { return fingerprint.hex }
+    printError("callnode: '\(text)' is neither a contact nor a fingerprint")
+    throw ExitCode(1)
+}
+
+struct Block: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Block a contact or fingerprint: their calls are rejected as blocked.")
+    @OptionGroup var home: HomeOption
+    @Argument(help: "Contact name or fingerprint.") var who: String
+    func run() async throws {
+        let store = try openStore(home.home)
+        let hex = try fingerprint(forContactOrFingerprint: who, in: store)
+        try await store.directory.block(CallHandle(.generic, hex))
+        print("blocked \(hex)")
+    }
+}
+
+struct Unblock: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Unblock a contact or fingerprint.")
+    @OptionGroup var home: HomeOption
+    @Argument(help: "Contact name or fingerprint.") var who: String
+    func run() async throws {
+        let store = try openStore(home.home)
+        let hex = try fingerprint(forContactOrFingerprint: who, in: store)
+        try await store.directory.unblock(CallHandle(.generic, hex))
+        print("unblocked \(hex)")
+    }
+}
+
+struct Recents: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List recent calls, newest first.")
+    @OptionGroup var home: HomeOption
+    @Option(name: .long, help: "How many to show.") var limit = 20
+    @Flag(name: .long, help: "Delete every recent call.") var clear = false
+
+    func run() async throws {
+        let store = try openStore(home.home)
+        if clear {
+            try await store.clearRecents()
+            print("recents cleared")
+            return
+        }
+        let rows = try await store.recents(limit: limit)
+        if rows.isEmpty { print("no recent calls") }
+        let formatter = ISO8601DateFormatter()
+        for row in rows {
+            let who = store.contacts.withFingerprint(row.handle)?.name ?? row.handle
+            let duration = row.duration.map { String(format: "%.1f s", $0) } ?? "-"
+            print("\(formatter.string(from: row.started))  \(row.direction.rawValue)\t\(who)\t\(row.reason?.rawValue ?? row.state)\t\(duration)")
+        }
+    }
+}
+
+struct Devices: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List the ALSA devices usable with --input alsa:DEVICE and --output alsa:DEVICE.")
+    func run() async throws {
+        let routes = ALSADeviceBackend.deviceHints()
+        if routes.isEmpty { print("ALSA reports no PCM devices") }
+        for route in routes {
+            let kind = route.isInput && route.isOutput ? "in/out" : route.isInput ? "in" : "out"
+            print("\(route.name)\t\(kind)\t\(route.label.replacingOccurrences(of: "\n", with: " — "))")
+        }
+    }
+}

@@ -1,0 +1,88 @@
+import ArgumentParser
+import CallNode
+import Foundation
+
+/// `--home`, shared by every command that opens the node's home directory.
+struct HomeOption: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("The node's home: identity and database (default ~/.callnode).", valueName: "DIR"))
+    var home: String = CallNodeConfiguration.defaultHome
+}
+
+/// The options of `listen` and `call`.
+struct NodeOptions: ParsableArguments {
+    @OptionGroup var home: HomeOption
+
+    @Option(name: .long, help: ArgumentHelp("Accept signaling connections on this address (listen default 0.0.0.0:7600; call default: none).", valueName: "HOST:PORT"))
+    var signal: String?
+
+    @Option(name: .long, help: ArgumentHelp("Rendezvous relay: stay reachable there by fingerprint, and call contacts without an address through it.", valueName: "HOST:PORT"))
+    var relay: String?
+
+    @Option(name: .long, help: ArgumentHelp("The name this node gives when it calls.", valueName: "NAME"))
+    var name: String?
+
+    @Flag(name: .long, help: "Answer incoming calls at once.")
+    var autoAnswer = false
+
+    @Flag(name: .long, help: "Let callers who are not contacts ring (their fingerprint is shown).")
+    var acceptUnknown = false
+
+    @Option(name: .long, help: ArgumentHelp("Microphone: wav:PATH (looped), tone[:HZ], silence or alsa:DEVICE.", valueName: "SPEC"))
+    var input: String = "tone:440"
+
+    @Option(name: .long, help: ArgumentHelp("Speaker: wav:PATH (recorded), null or alsa:DEVICE.", valueName: "SPEC"))
+    var output: String = "null"
+
+    @Flag(name: .long, help: "CallKit-free mode: the node activates its own audio session (default: the call manager does, as the system provider).")
+    var appOwnedAudio = false
+
+    @Option(name: .long, help: ArgumentHelp("Hang up this many seconds after the call connects (listen: after the first call, then exit).", valueName: "SECONDS"))
+    var duration: Double?
+
+    @Option(name: .long, help: ArgumentHelp("Opus bitrate in bit/s.", valueName: "BPS"))
+    var bitrate: Int = 40_000
+
+    @Option(name: .long, help: ArgumentHelp("Audio frame length: 10, 20, 40 or 60 ms.", valueName: "MS"))
+    var frameMs: Int = 20
+
+    @Flag(name: .long, help: "Print one JSON object per line on stdout for every event.")
+    var json = false
+
+    @OptionGroup var network: NetworkOptions
+
+    func validate() throws {
+        guard NodeAudioInput(spec: input) != nil else {
+            throw ValidationError("--input '\(input)' is not wav:PATH, tone, tone:HZ, silence or alsa:DEVICE")
+        }
+        guard NodeAudioOutput(spec: output) != nil else {
+            throw ValidationError("--output '\(output)' is not wav:PATH, null or alsa:DEVICE")
+        }
+        guard [10, 20, 40, 60].contains(frameMs) else { throw ValidationError("--frame-ms must be 10, 20, 40 or 60 (got \(frameMs))") }
+        guard (6_000...510_000).contains(bitrate) else { throw ValidationError("--bitrate must be 6000–510000 (got \(bitrate))") }
+        if let duration, !(duration > 0) { throw ValidationError("--duration must be a positive number of seconds") }
+        if let signal, SignalAddress(signal) == nil { throw ValidationError("--signal '\(signal)' is not HOST:PORT") }
+        if let relay, SignalAddress(relay) == nil { throw ValidationError("--relay '\(relay)' is not HOST:PORT") }
+        if case let .wav(path) = NodeAudioInput(spec: input), !FileManager.default.fileExists(atPath: path) {
+            throw ValidationError("--input: no such file: \(path)")
+        }
+    }
+
+    func configuration(defaultSignal: String?) throws -> CallNodeConfiguration {
+        var configuration = CallNodeConfiguration(home: home.home)
+        configuration.displayName = name
+        configuration.listenAddress = (signal ?? defaultSignal).flatMap(SignalAddress.init)
+        configuration.relay = relay.flatMap(SignalAddress.init)
+        configuration.autoAnswer = autoAnswer
+        configuration.acceptUnknownCallers = acceptUnknown
+        configuration.ice = try network.iceConfiguration(role: .controlling)
+        // Both checked in validate().
+        configuration.audio = NodeAudioBackend(input: NodeAudioInput(spec: input)!, output: NodeAudioOutput(spec: output)!)
+        configuration.appOwnedAudio = appOwnedAudio
+        var media = MediaConfiguration()
+        media.opus.bitrate = bitrate
+        media.opus.frameDuration = .milliseconds(frameMs)
+        media.jitterBuffer.frameDuration = .milliseconds(frameMs)
+        configuration.media = media
+        return configuration
+    }
+}

@@ -1,0 +1,107 @@
+import CallNode
+import CallNodeTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The `callnode` executable end to end: two processes on loopback.
+@Suite(.serialized) struct CommandLineTests {
+    static func run(_ arguments: [String], log: String) throws -> (status: Int32, output: String) {
+        let status = try ChildProcess.run(try BuildProducts.executable("callnode"), arguments, output: log)
+        return (status, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
+    }
+
+    /// Polls a child's output (bounded) until a line satisfies `predicate`.
+    static func waitForLine(in path: String, process: ChildProcess, where predicate: (String) -> Bool) async throws -> String {
+        for _ in 0..<300 {
+            let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+            if let line = text.split(separator: "\n").map(String.init).first(where: predicate) { return line }
+            guard process.isRunning else { throw TestFailure("the process exited early:\n\(text)") }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw TestFailure("no matching line in \(path)")
+    }
+
+    static func jsonLines(_ text: String) -> [[String: Any]] {
+        text.split(separator: "\n").compactMap { line in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
+        }
+    }
+
+    @Test func twoProcessesCompleteACallAndTheRecordingHoldsTheSentAudio() async throws {
+        let directory = "/tmp/callnode-cli-\(getpid())-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let sent = directory + "/sent.wav", recorded = directory + "/recorded.wav"
+        try WAV.write(SyntheticSpeech.samples(seconds: 3, seed: 5), format: AudioFormat(), path: sent)
+        let aliceHome = directory + "/alice", bobHome = directory + "/bob"
+
+        // Identities, and each side's contact for the other.
+        let aliceID = try Self.run(["identity", "--home", aliceHome], log: directory + "/id-alice.log")
+        let bobID = try Self.run(["identity", "--home", bobHome], log: directory + "/id-bob.log")
+        #expect(aliceID.status == 0 && bobID.status == 0)
+        let aliceFingerprint = try #require(aliceID.output.split(separator: "\n").compactMap { Fingerprint(String($0)) }.first)
+        let bobFingerprint = try #require(bobID.output.split(separator: "\n").compactMap { Fingerprint(String($0)) }.first)
+        #expect(try Self.run(["contacts", "add", "alice", aliceFingerprint.hex, "--home", bobHome], log: directory + "/c1.log").status == 0)
+        let listed = try Self.run(["contacts", "list", "--home", bobHome], log: directory + "/c2.log")
+        #expect(listed.output.contains("alice\t\(aliceFingerprint.hex)"))
+
+        // Bob listens and answers; Alice calls for 5 s.
+        let listenLog = directory + "/listen.log"
+        let listener = try ChildProcess(try BuildProducts.executable("callnode"), [
+            "listen", "--home", bobHome, "--signal", "127.0.0.1:0", "--bind", "127.0.0.1", "--auto-answer",
+            "--output", "wav:" + recorded, "--input", "silence", "--duration", "30", "--json",
+        ], output: listenLog)
+        defer { listener.stop() }
+        let listening = try await Self.waitForLine(in: listenLog, process: listener) { $0.contains("\"listening\"") }
+        let address = try #require(Self.jsonLines(listening).first?["address"] as? String)
+
+        let callLog = directory + "/call.log"
+        let call = try Self.run([
+            "call", "\(bobFingerprint.hex)@\(address)", "--home", aliceHome, "--bind", "127.0.0.1",
+            "--input", "wav:" + sent, "--duration", "5", "--json",
+        ], log: callLog)
+        #expect(call.status == 0, "call failed:\n\(call.output)")
+        let events = Self.jsonLines(call.output)
+        let connected = try #require(events.first { $0["event"] as? String == "connected" })
+        #expect((connected["setup_ms"] as? Double ?? -1) > 0)
+        let pair = try #require(events.first { $0["event"] as? String == "selected-pair" })
+        #expect(pair["local_type"] as? String == "host")
+        let ended = try #require(events.first { $0["event"] as? String == "ended" })
+        #expect(ended["reason"] as? String == "localEnded")
+        #expect((ended["duration_s"] as? Double ?? 0) > 4)
+        #expect(events.contains { $0["event"] as? String == "stats" })
+
+        // The listener exits after its first call; the recording holds what Alice sent.
+        #expect(listener.wait() == 0, "listener:\n\((try? String(contentsOfFile: listenLog, encoding: .utf8)) ?? "")")
+        let heard = try WAV.read(path: recorded).samples
+        #expect(heard.count > 48_000 * 4)
+        let match = AudioAlignment.best(sent: try WAV.read(path: sent).samples, received: heard)
+        #expect(match.correlation > 0.7, "correlation \(match.correlation)")
+
+        // Recents on Alice's side, via the CLI.
+        let recents = try Self.run(["recents", "--home", aliceHome], log: directory + "/recents.log")
+        #expect(recents.output.contains("outgoing") && recents.output.contains("localEnded"))
+    }
+
+    @Test func failuresExitNonZeroWithOneClearLine() async throws {
+        let directory = "/tmp/callnode-cli-\(getpid())-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // Nobody listens on this port.
+        let unreachable = try Self.run(["call", "127.0.0.1:9", "--home", directory + "/a", "--bind", "127.0.0.1"], log: directory + ".1.log")
+        #expect(unreachable.status == 1)
+        #expect(unreachable.output.contains("cannot reach 127.0.0.1:9"), "\(unreachable.output)")
+        let badFlag = try Self.run(["call", "127.0.0.1:9", "--input", "microphone", "--home", directory + "/a"], log: directory + ".2.log")
+        #expect(badFlag.status != 0)
+        #expect(badFlag.output.contains("--input 'microphone' is not"), "\(badFlag.output)")
+        let noContact = try Self.run(["call", "nobody", "--home", directory + "/a"], log: directory + ".3.log")
+        #expect(noContact.status == 1)
+        #expect(noContact.output.contains("no contact named 'nobody'"), "\(noContact.output)")
+        try? FileManager.default.removeItem(atPath: directory + ".1.log")
+        try? FileManager.default.removeItem(atPath: directory + ".2.log")
+        try? FileManager.default.removeItem(atPath: directory + ".3.log")
+    }
+}

@@ -1,0 +1,275 @@
+import CallNode
+import CallNodeTestSupport
+import Foundation
+import Testing
+
+/// Two real nodes in one process: TLS signaling over loopback TCP, libnice ICE on 127.0.0.1,
+/// SRTP and Opus, WAV files as microphone and speaker. These check outcomes (what was heard,
+/// what was recorded, why a call ended), never wall times.
+@Suite(.serialized) struct TwoNodeTests {
+    struct Fixture {
+        let directory: String
+        func path(_ name: String) -> String { directory + "/" + name }
+
+        init() throws {
+            directory = FileManager.default.temporaryDirectory.appendingPathComponent("callnode-nodes-\(UUID())").path
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        }
+
+        func node(_ name: String, input: NodeAudioInput = .silence, output: NodeAudioOutput = .null,
+                  autoAnswer: Bool = true, acceptUnknown: Bool = false, appOwned: Bool = false,
+                  provider: ProviderConfiguration? = nil) async throws -> CallNode {
+            var configuration = CallNodeConfiguration(home: path(name))
+            configuration.displayName = name
+            configuration.listenAddress = SignalAddress(host: "127.0.0.1", port: 0)
+            configuration.ice.localAddresses = ["127.0.0.1"]
+            configuration.audio = NodeAudioBackend(input: input, output: output)
+            configuration.autoAnswer = autoAnswer
+            configuration.acceptUnknownCallers = acceptUnknown
+            configuration.appOwnedAudio = appOwned
+            if let provider { configuration.provider = provider }
+            let node = try await CallNode(configuration: configuration)
+            await node.start()
+            return node
+        }
+
+        /// `a` knows `b` by name (with its address); `b` knows `a`.
+        func trust(_ a: CallNode, as aName: String, _ b: CallNode, as bName: String) async throws {
+            try await a.store.contacts.add(Contact(name: bName, fingerprint: b.identity.fingerprint.hex, address: b.listenAddress?.description))
+            try await b.store.contacts.add(Contact(name: aName, fingerprint: a.identity.fingerprint.hex, address: a.listenAddress?.description))
+        }
+
+        func speech(_ name: String, seed: UInt64) throws -> String {
+            let file = path(name)
+            try WAV.write(SyntheticSpeech.samples(seconds: 3, seed: seed), format: AudioFormat(), path: file)
+            return file
+        }
+    }
+
+    /// The first event matching `predicate`, or a failure after `timeout`.
+    static func next(_ events: AsyncStream<NodeEvent>, within timeout: Duration = .seconds(20), where predicate: @escaping @Sendable (NodeEvent) -> Bool) async throws -> NodeEvent {
+        try await withThrowingTaskGroup(of: NodeEvent?.self) { group in
+            group.addTask {
+                for await event in events where predicate(event) { return event }
+                return nil
+            }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let event = first else {
+                throw TestFailure("no matching event within \(timeout)")
+            }
+            return event
+        }
+    }
+
+    @Test func twoNodesTalkBothWaysHoldMuteAndHangUp() async throws {
+        let f = try Fixture()
+        let alice = try await f.node("alice", input: .wav(try f.speech("alice-in.wav", seed: 11)), output: .wav(f.path("alice-out.wav")), autoAnswer: false)
+        let bob = try await f.node("bob", input: .wav(try f.speech("bob-in.wav", seed: 29)), output: .wav(f.path("bob-out.wav")), autoAnswer: false)
+        try await f.trust(alice, as: "alice", bob, as: "bob")
+        let aliceEvents = alice.events(), bobEvents = bob.events()
+
+        let call = try await alice.call(.contact("bob"))
+        guard case let .incoming(bobCall, from, name, known) = try await Self.next(bobEvents, where: { if case .incoming = $0 { true } else { false } }) else { return }
+        #expect(from == alice.identity.fingerprint && name == "alice" && known)
+        _ = try await Self.next(aliceEvents) { if case .ringing = $0 { true } else { false } }
+        try await bob.answer(bobCall)
+        _ = try await Self.next(aliceEvents) { if case .connected(call, _) = $0 { true } else { false } }
+        _ = try await Self.next(bobEvents) { if case .connected(bobCall, _) = $0 { true } else { false } }
+
+        // Audio flows both ways: each side receives a few seconds of packets.
+        _ = try await Self.next(aliceEvents) { if case let .statistics(_, s) = $0 { s.packetsReceived >= 120 } else { false } }
+        _ = try await Self.next(bobEvents) { if case let .statistics(_, s) = $0 { s.packetsReceived >= 120 } else { false } }
+
+        try await alice.setHeld(call, true)
+        _ = try await Self.next(bobEvents) { $0 == .remoteHold(bobCall, true) }
+        try await alice.setHeld(call, false)
+        _ = try await Self.next(bobEvents) { $0 == .remoteHold(bobCall, false) }
+
+        // Muted, Alice sends silence: Bob's received level drops; unmuted, it comes back.
+        try await alice.setMuted(call, true)
+        _ = try await Self.next(bobEvents) { if case let .statistics(_, s) = $0 { s.receiveLevel < -60 } else { false } }
+        try await alice.setMuted(call, false)
+        _ = try await Self.next(bobEvents) { if case let .statistics(_, s) = $0 { s.receiveLevel > -40 } else { false } }
+
+        // Bob hangs up: Alice hears why.
+        try await bob.hangUp(bobCall)
+        guard case let .ended(_, reason, _, duration) = try await Self.next(aliceEvents, where: { if case .ended(call, _, _, _) = $0 { true } else { false } }) else { return }
+        #expect(reason == .remoteEnded)
+        #expect((duration ?? .zero) > .seconds(1))
+        await alice.shutdown()
+        await bob.shutdown()
+
+        // Each recording holds the other side's speech, aligned by cross-correlation.
+        let aliceSent = try WAV.read(path: f.path("alice-in.wav")).samples, bobSent = try WAV.read(path: f.path("bob-in.wav")).samples
+        let bobHeard = try WAV.read(path: f.path("bob-out.wav")).samples, aliceHeard = try WAV.read(path: f.path("alice-out.wav")).samples
+        let forward = AudioAlignment.best(sent: aliceSent, received: bobHeard)
+        let backward = AudioAlignment.best(sent: bobSent, received: aliceHeard)
+        #expect(forward.correlation > 0.7, "alice → bob correlation \(forward.correlation)")
+        #expect(backward.correlation > 0.7, "bob → alice correlation \(backward.correlation)")
+        // The other speaker is not what was heard.
+        #expect(AudioAlignment.best(sent: bobSent, received: bobHeard).correlation < 0.4)
+
+        // Recents on both sides.
+        try await alice.store.flush()
+        try await bob.store.flush()
+        let aliceRow = try #require(try await alice.store.recents().first { $0.id == call })
+        let bobRow = try #require(try await bob.store.recents().first { $0.id == bobCall })
+        #expect(aliceRow.direction == .outgoing && aliceRow.reason == .remoteEnded && aliceRow.handle == bob.identity.fingerprint.hex)
+        #expect(bobRow.direction == .incoming && bobRow.reason == .localEnded && bobRow.handle == alice.identity.fingerprint.hex)
+        #expect(call == bobCall)
+    }
+
+    @Test func appOwnedNodesCallAndTheCallerHangsUp() async throws {
+        let f = try Fixture()
+        let alice = try await f.node("alice", input: .tone(440), appOwned: true)
+        let bob = try await f.node("bob", input: .tone(660), appOwned: true)
+        try await f.trust(alice, as: "alice", bob, as: "bob")
+        let aliceEvents = alice.events(), bobEvents = bob.events()
+        let call = try await alice.call(.contact("bob"))
+        _ = try await Self.next(bobEvents) { if case let .statistics(_, s) = $0 { s.packetsReceived >= 25 && s.receiveLevel > -40 } else { false } }
+        _ = try await Self.next(aliceEvents) { if case let .statistics(_, s) = $0 { s.packetsReceived >= 25 && s.receiveLevel > -40 } else { false } }
+        try await alice.hangUp(call)
+        guard case let .ended(_, reason, _, _) = try await Self.next(bobEvents, where: { if case .ended = $0 { true } else { false } }) else { return }
+        #expect(reason == .remoteEnded)
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+
+    /// Calls `callee` from `caller` and returns the rejection the caller reported.
+    static func rejection(_ caller: CallNode, calling target: CallTarget) async throws -> (RejectReason?, CallEndReason) {
+        let events = caller.events()
+        let call = try await caller.call(target)
+        var rejected: RejectReason?
+        for await event in events {
+            if case let .rejected(uuid, reason) = event, uuid == call { rejected = reason }
+            if case let .ended(uuid, reason, _, _) = event, uuid == call { return (rejected, reason) }
+        }
+        throw TestFailure("the caller's events ended")
+    }
+
+    @Test func calleesRejectWithTheirReason() async throws {
+        let f = try Fixture()
+        var oneCall = ProviderConfiguration(localizedName: "bob")
+        oneCall.maximumCallGroups = 1
+        oneCall.maximumCallsPerCallGroup = 1
+        let alice = try await f.node("alice")
+        let bob = try await f.node("bob", autoAnswer: false, provider: oneCall)
+        let bobAddress = try #require(bob.listenAddress)
+
+        // Alice is not Bob's contact.
+        #expect(try await Self.rejection(alice, calling: .address(bobAddress)).0 == .unknownCaller)
+
+        try await f.trust(alice, as: "alice", bob, as: "bob")
+        await bob.manager.setDoNotDisturb(true)
+        #expect(try await Self.rejection(alice, calling: .contact("bob")).0 == .doNotDisturb)
+        await bob.manager.setDoNotDisturb(false)
+
+        try await bob.store.directory.block(CallHandle(.generic, alice.identity.fingerprint.hex))
+        #expect(try await Self.rejection(alice, calling: .contact("bob")).0 == .blocked)
+        try await bob.store.directory.unblock(CallHandle(.generic, alice.identity.fingerprint.hex))
+
+        // Busy: one call rings at Bob, a second one finds no room.
+        let bobEvents = bob.events()
+        let ringing = try await alice.call(.contact("bob"))
+        _ = try await Self.next(bobEvents) { if case .incoming = $0 { true } else { false } }
+        #expect(try await Self.rejection(alice, calling: .contact("bob")).0 == .busy)
+
+        // Declined: Bob hangs up the ringing call.
+        let aliceEvents = alice.events()
+        try await bob.hangUp(ringing)
+        _ = try await Self.next(aliceEvents) { $0 == .rejected(ringing, .declined) }
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+
+    @Test func aCalleeWithAnotherIdentityThanTheContactsIsRefused() async throws {
+        let f = try Fixture()
+        let alice = try await f.node("alice")
+        let bob = try await f.node("bob", acceptUnknown: true)
+        let mallory = try await f.node("mallory", acceptUnknown: true)
+        // Alice's contact "bob" has Bob's fingerprint but Mallory's address.
+        try await alice.store.contacts.add(Contact(name: "bob", fingerprint: bob.identity.fingerprint.hex,
+                                                   address: mallory.listenAddress?.description))
+        let malloryEvents = mallory.events()
+        let events = alice.events()
+        let call = try await alice.call(.contact("bob"))
+        guard case let .ended(_, reason, detail, _) = try await Self.next(events, where: { if case .ended(call, _, _, _) = $0 { true } else { false } }) else { return }
+        #expect(reason == .failed)
+        #expect(detail?.contains("not the pinned") == true, "\(detail ?? "-")")
+        // Mallory never saw an invitation.
+        await mallory.shutdown()
+        var sawIncoming = false
+        for await event in malloryEvents { if case .incoming = event { sawIncoming = true } }
+        #expect(!sawIncoming)
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+
+    @Test func garbageAtTheSignalingPortIsAnsweredAndTheNodeKeepsServing() async throws {
+        let f = try Fixture()
+        let alice = try await f.node("alice", input: .tone(440))
+        let bob = try await f.node("bob", acceptUnknown: true)
+        let bobAddress = try #require(bob.listenAddress)
+        let stranger = try NodeIdentity.generate()
+        let replies = try await SignalingClient.connect(host: bobAddress.host, port: bobAddress.port, identity: stranger, pin: nil) { connection, messages in
+            try await connection.send(.answer(sdp: "v=0"), call: UUID())  // a call this connection does not carry
+            try await connection.send(.offer(sdp: "not sdp at all"), call: UUID())
+            var replies: [SignalEnvelope] = []
+            for await reply in messages {
+                if case let .success(envelope) = reply { replies.append(envelope) }
+                if replies.count == 2 { break }
+            }
+            return replies
+        }
+        #expect(replies.allSatisfy { if case .error = $0.message { true } else { false } })
+
+        // The node then takes a real call.
+        let events = alice.events()
+        try await f.trust(alice, as: "alice", bob, as: "bob")
+        let call = try await alice.call(.contact("bob"))
+        _ = try await Self.next(events) { if case let .statistics(uuid, s) = $0 { uuid == call && s.packetsReceived > 10 } else { false } }
+        try await alice.hangUp(call)
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+}
+
+/// Finds where a sent signal appears in a recording.
+enum AudioAlignment {
+    /// The lag and normalised correlation of the best match of a 0.5 s window from the middle
+    /// of `received` against `sent` (looped), searched coarsely at 6 kHz, then refined.
+    static func best(sent: [Int16], received: [Int16]) -> (lag: Int, correlation: Double) {
+        let window = 24_000
+        guard received.count > window * 2, sent.count > window else { return (0, 0) }
+        let start = received.count / 2 - window / 2
+        let target = received[start..<(start + window)].map(Double.init)
+        let looped = (sent + sent).map(Double.init)
+        func correlation(at offset: Int, step: Int) -> Double {
+            var dot = 0.0, a = 0.0, b = 0.0
+            var i = 0
+            while i < window {
+                let x = looped[offset + i], y = target[i]
+                dot += x * y; a += x * x; b += y * y
+                i += step
+            }
+            return a > 0 && b > 0 ? dot / (a * b).squareRoot() : 0
+        }
+        var best = (lag: 0, correlation: -1.0)
+        var offset = 0
+        while offset < sent.count {
+            let c = correlation(at: offset, step: 8)
+            if c > best.correlation { best = (offset, c) }
+            offset += 8
+        }
+        var refined = (lag: best.lag, correlation: correlation(at: best.lag, step: 1))
+        for offset in max(0, best.lag - 16)...min(sent.count - 1, best.lag + 16) {
+            let c = correlation(at: offset, step: 1)
+            if c > refined.correlation { refined = (offset, c) }
+        }
+        return refined
+    }
+}

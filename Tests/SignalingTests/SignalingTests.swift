@@ -1,0 +1,241 @@
+import CallNodeTestSupport
+import Foundation
+import NIOCore
+import NIOEmbedded
+import NIOPosix
+import Testing
+@testable import Signaling
+
+@Suite struct IdentityTests {
+    @Test func fingerprintParsesHexAndColonForms() throws {
+        let identity = try NodeIdentity.generate()
+        let hex = identity.fingerprint.hex
+        #expect(hex.count == 64)
+        #expect(Fingerprint(hex) == identity.fingerprint)
+        let colons = stride(from: 0, to: 64, by: 2).map { i -> String in
+            let start = hex.index(hex.startIndex, offsetBy: i)
+            return hex[start..<hex.index(start, offsetBy: 2)].uppercased()
+        }.joined(separator: ":")
+        #expect(Fingerprint(colons) == identity.fingerprint)
+        #expect(Fingerprint("zz" + hex.dropFirst(2)) == nil)
+        #expect(Fingerprint(String(hex.dropLast())) == nil)
+        #expect(Fingerprint(certificateDER: identity.certificateDER) == identity.fingerprint)
+    }
+
+    @Test func identityIsCreatedOnceAndReloaded() throws {
+        let home = FileManager.default.temporaryDirectory.appendingPathComponent("callnode-id-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let (first, created) = try NodeIdentity.loadOrCreate(home: home)
+        #expect(created)
+        let (second, createdAgain) = try NodeIdentity.loadOrCreate(home: home)
+        #expect(!createdAgain)
+        #expect(second.fingerprint == first.fingerprint)
+        let mode = try FileManager.default.attributesOfItem(atPath: home + "/identity.key")[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        // A damaged key file is reported, not replaced.
+        try "garbage".write(toFile: home + "/identity.key", atomically: true, encoding: .utf8)
+        #expect(throws: IdentityError.self) { try NodeIdentity.loadOrCreate(home: home) }
+    }
+}
+
+@Suite struct EnvelopeTests {
+    static let call = UUID()
+    static let messages: [SignalMessage] = [
+        .invite(Invitation(displayName: "alice", title: "standup")), .ringing, .offer(sdp: "v=0\r\n"), .answer(sdp: "v=0\r\n"),
+        .candidates(["candidate:1 1 UDP 2130706431 127.0.0.1 5000 typ host"], end: false), .candidates([], end: true),
+        .hold(true), .hold(false), .end(.hangup), .reject(.unknownCaller), .reject(.doNotDisturb), .error("bad"), .keepAlive,
+    ]
+
+    @Test(arguments: messages) func roundTrips(_ message: SignalMessage) throws {
+        let envelope = SignalEnvelope(call: Self.call, message)
+        #expect(try SignalEnvelope.decode(envelope.encoded()) == envelope)
+    }
+
+    @Test func malformedBodiesAreTypedErrors() {
+        let cases: [(String, String)] = [
+            ("not json", "not a JSON envelope"),
+            (#"{"v":1,"type":"teleport"}"#, "unknown message type 'teleport'"),
+            (#"{"v":1,"type":"offer"}"#, "missing field 'sdp'"),
+            (#"{"v":1,"type":"hold","hold":"yes"}"#, "wrong type at 'hold'"),
+            (#"{"type":"ringing"}"#, "missing field 'v'"),
+        ]
+        for (body, reason) in cases {
+            #expect(throws: SignalingError.malformed(reason)) { try SignalEnvelope.decode(Array(body.utf8)) }
+        }
+        #expect(throws: SignalingError.unsupportedVersion(2)) { try SignalEnvelope.decode(Array(#"{"v":2,"type":"ringing"}"#.utf8)) }
+    }
+}
+
+/// Real TLS 1.3 over loopback TCP.
+@Suite struct SignalingChannelTests {
+    /// A listener that echoes each message back and records who connected.
+    final class EchoServer: Sendable {
+        let listener: SignalingListener
+        let task: Task<Void, Never>
+        let peers = Recorder<Fingerprint>()
+
+        init(identity: NodeIdentity, limits: SignalingLimits = SignalingLimits()) async throws {
+            let listener = try await SignalingListener(host: "127.0.0.1", port: 0, identity: identity, limits: limits)
+            self.listener = listener
+            let peers = self.peers
+            task = Task {
+                await listener.run { connection, messages in
+                    peers.append(connection.peer)
+                    for await item in messages {
+                        switch item {
+                        case let .success(envelope): try? await connection.send(envelope)
+                        case let .failure(error): try? await connection.send(.error(error.description), call: nil)
+                        }
+                    }
+                }
+            }
+        }
+
+        func stop() async {
+            await listener.close()
+            task.cancel()
+            await task.value
+        }
+    }
+
+    @Test func mutualTLSCarriesMessagesAndProvesBothIdentities() async throws {
+        let server = try NodeIdentity.generate(commonName: "server"), client = try NodeIdentity.generate(commonName: "client")
+        let echo = try await EchoServer(identity: server)
+        let reply = try await SignalingClient.connect(host: "127.0.0.1", port: echo.listener.port, identity: client,
+                                                     pin: server.fingerprint) { connection, messages in
+            #expect(connection.peer == server.fingerprint)
+            try await connection.send(.ringing, call: EnvelopeTests.call)
+            var iterator = messages.makeAsyncIterator()
+            return await iterator.next()
+        }
+        #expect(try reply?.get() == SignalEnvelope(call: EnvelopeTests.call, .ringing))
+        #expect(echo.peers.values == [client.fingerprint])
+        await echo.stop()
+    }
+
+    @Test func aPeerWithAnotherCertificateThanThePinnedOneIsRefused() async throws {
+        let server = try NodeIdentity.generate(), impostor = try NodeIdentity.generate(), client = try NodeIdentity.generate()
+        let echo = try await EchoServer(identity: impostor)
+        await #expect(throws: SignalingError.wrongIdentity(expected: server.fingerprint, presented: impostor.fingerprint)) {
+            try await SignalingClient.connect(host: "127.0.0.1", port: echo.listener.port, identity: client,
+                                              pin: server.fingerprint) { _, _ in }
+        }
+        #expect(echo.peers.values.isEmpty)
+        await echo.stop()
+    }
+
+    @Test func unreachablePeerIsATypedError() async throws {
+        // Bind and close a port so nothing listens there.
+        let probe = try await SignalingListener(host: "127.0.0.1", port: 0, identity: try NodeIdentity.generate())
+        let port = probe.port
+        await probe.close()
+        do {
+            try await SignalingClient.connect(host: "127.0.0.1", port: port, identity: try NodeIdentity.generate(), pin: nil) { _, _ in }
+            Issue.record("connected to a closed port")
+        } catch let SignalingError.unreachable(address, reason) {
+            #expect(address == "127.0.0.1:\(port)")
+            #expect(!reason.isEmpty)
+        }
+    }
+
+    /// Sends raw bytes inside a TLS connection and returns the messages that came back.
+    static func exchange(_ raw: [UInt8], port: Int, identity: NodeIdentity, closeAfter: Bool) async throws -> [Result<SignalEnvelope, SignalingError>] {
+        try await SignalingClient.connect(host: "127.0.0.1", port: port, identity: identity, pin: nil) { connection, messages in
+            var buffer = connection.channel.allocator.buffer(capacity: raw.count)
+            buffer.writeBytes(raw)
+            try await connection.writer.write(buffer)
+            if closeAfter { try? await connection.channel.close(mode: .output) }
+            var replies: [Result<SignalEnvelope, SignalingError>] = []
+            for await reply in messages {
+                replies.append(reply)
+                if !closeAfter { break }
+            }
+            return replies
+        }
+    }
+
+    static func frame(_ body: [UInt8]) -> [UInt8] {
+        let n = UInt32(body.count)
+        return [UInt8(n >> 24), UInt8(n >> 16 & 0xFF), UInt8(n >> 8 & 0xFF), UInt8(n & 0xFF)] + body
+    }
+
+    @Test func badInputGetsAnErrorOrAClosedConnectionAndTheListenerKeepsServing() async throws {
+        let server = try NodeIdentity.generate(), client = try NodeIdentity.generate()
+        var limits = SignalingLimits()
+        limits.maximumFrameSize = 4096
+        let echo = try await EchoServer(identity: server, limits: limits)
+        let port = echo.listener.port
+
+        // Garbage JSON in a valid frame: an error reply, connection still usable.
+        let garbage = try await Self.exchange(Self.frame(Array("{nope".utf8)), port: port, identity: client, closeAfter: false)
+        guard case let .success(reply) = garbage.first, case let .error(text) = reply.message else {
+            Issue.record("no error reply to garbage JSON: \(garbage)"); return
+        }
+        #expect(text.contains("malformed"))
+
+        // Unknown message type.
+        let unknown = try await Self.exchange(Self.frame(Array(#"{"v":1,"type":"teleport"}"#.utf8)), port: port, identity: client, closeAfter: false)
+        guard case let .success(unknownReply) = unknown.first, case let .error(unknownText) = unknownReply.message else {
+            Issue.record("no error reply to an unknown type: \(unknown)"); return
+        }
+        #expect(unknownText.contains("teleport"))
+
+        // Oversized frame: the server reports it and closes.
+        let oversized = try await Self.exchange([0x7F, 0xFF, 0xFF, 0xFF] + Array(repeating: 0x41, count: 64), port: port,
+                                                identity: client, closeAfter: false)
+        guard case let .success(oversizedReply) = oversized.first, case let .error(oversizedText) = oversizedReply.message else {
+            Issue.record("no error reply to an oversized frame: \(oversized)"); return
+        }
+        #expect(oversizedText.contains("exceeds the 4096-byte limit"))
+
+        // Random bytes before any TLS: the handshake fails; nothing reaches the handler.
+        var rng = SplitMix64(seed: 7)
+        let noise = (0..<512).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+        let raw = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port).get()
+        var buffer = raw.allocator.buffer(capacity: noise.count)
+        buffer.writeBytes(noise)
+        try? await raw.writeAndFlush(buffer)
+        try? await raw.closeFuture.get()
+
+        // The listener still serves the next caller.
+        let next = try await Self.exchange(Self.frame(SignalEnvelope(call: nil, .keepAlive).encoded()), port: port,
+                                           identity: client, closeAfter: false)
+        #expect(try next.first?.get() == SignalEnvelope(call: nil, .keepAlive))
+        #expect(echo.peers.values.count == 4)
+        await echo.stop()
+    }
+}
+
+@Suite struct FrameDecoderTests {
+    @Test func framesSplitAcrossReadsAreReassembledAndATruncatedOneIsAnError() throws {
+        let channel = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(maximum: 4096)))
+        let whole = SignalingChannelTests.frame(Array("hello".utf8)) + SignalingChannelTests.frame(Array("world".utf8))
+        var first = channel.allocator.buffer(capacity: 16)
+        first.writeBytes(whole.prefix(7))
+        try channel.writeInbound(first)
+        var rest = channel.allocator.buffer(capacity: 16)
+        rest.writeBytes(whole.dropFirst(7))
+        rest.writeBytes([0, 0, 0, 100, 1, 2, 3])
+        try channel.writeInbound(rest)
+        #expect(try channel.readInbound(as: ByteBuffer.self).map { String(buffer: $0) } == "hello")
+        #expect(try channel.readInbound(as: ByteBuffer.self).map { String(buffer: $0) } == "world")
+        #expect(try channel.readInbound(as: ByteBuffer.self) == nil)
+        #expect(throws: SignalingError.truncatedFrame) { _ = try channel.finish() }
+    }
+
+    @Test func anOversizedLengthIsRefusedBeforeItsBytesArrive() throws {
+        let channel = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(maximum: 4096)))
+        var buffer = channel.allocator.buffer(capacity: 4)
+        buffer.writeInteger(UInt32(4097))
+        #expect(throws: SignalingError.frameTooLarge(4097, limit: 4096)) { try channel.writeInbound(buffer) }
+    }
+}
+
+/// Collects values from concurrent tasks.
+final class Recorder<Value: Sendable>: Sendable {
+    private let storage = Mutex<[Value]>([])
+    func append(_ value: Value) { storage.withLock { $0.append(value) } }
+    var values: [Value] { storage.withLock { $0 } }
+}
+
+import Synchronization
