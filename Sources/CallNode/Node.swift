@@ -127,22 +127,22 @@ public actor CallNode: Service {
         guard !isStarted, !isShutDown else { return }
         isStarted = true
         let requests = manager.requests
-        tasks.append(Task { [weak self] in
+        keep(Task { [weak self] in
             for await request in requests {
                 await self?.handle(request)
             }
         })
         let managerEvents = manager.events()
-        tasks.append(Task { [weak self] in
+        keep(Task { [weak self] in
             for await event in managerEvents {
                 await self?.managerEvent(event)
             }
         })
         let clock = self.clock
-        tasks.append(Task { _ = await clock.run() })
+        keep(Task { _ = await clock.run() })
         if let listener, let address = listenAddress {
             let weak = WeakNode(self)
-            tasks.append(Task {
+            keep(Task {
                 await listener.run { connection, messages in
                     await weak.node?.serve(connection, messages)
                 }
@@ -153,7 +153,7 @@ public actor CallNode: Service {
         if let relay = configuration.relay {
             let identity = self.identity, limits = configuration.signalingLimits, broadcaster = self.broadcaster
             let weak = WeakNode(self)
-            tasks.append(Task {
+            keep(Task {
                 // Stay registered; after a drop, retry every few seconds until shutdown.
                 while !Task.isCancelled {
                     do {
@@ -277,7 +277,7 @@ public actor CallNode: Service {
         guard isStarted, !isShutDown else { throw .notRunning }
         let identity = self.identity, limits = configuration.signalingLimits, broadcaster = self.broadcaster
         let weak = WeakNode(self)
-        tasks.append(Task {
+        keep(Task {
             do {
                 try await RelayClient.join(relay: relay.host, port: relay.port, session: session, identity: identity, limits: limits,
                                            waiting: { broadcaster.send(.sessionWaiting(session)) }) { connection, messages, isClient in
@@ -320,6 +320,11 @@ public actor CallNode: Service {
             await connectionClosed(uuid, error: nil)
         }
     }
+
+    // Tasks are created before they are stored: a task created inside a modify access of
+    // actor state would start inside that access.
+    private func keep(_ task: Task<Void, Never>) { tasks.append(task) }
+    private func own(_ uuid: UUID, _ task: Task<Void, Never>) { legs[uuid]?.tasks.append(task) }
 
     // MARK: - The performer
 
@@ -421,7 +426,7 @@ public actor CallNode: Service {
         case .session: return
         }
         let identity = self.identity, limits = configuration.signalingLimits
-        legs[uuid]?.connectionTask = Task { [weak self] in
+        let task = Task { [weak self] in
             do {
                 let body: (SignalingConnection, SignalMessages) async -> Void = { connection, messages in
                     guard let self, await self.dialed(uuid, connection) else { return }
@@ -440,6 +445,7 @@ public actor CallNode: Service {
                 await self?.connectionClosed(uuid, error: error)
             }
         }
+        legs[uuid]?.connectionTask = task
     }
 
     /// TLS is up for an outgoing call: send the invitation and fulfil the start action.
@@ -669,7 +675,7 @@ public actor CallNode: Service {
 
     /// Sends local candidates as they are found, then end-of-candidates.
     private func trickle(_ uuid: UUID, _ gathering: IceGathering, on connection: SignalingConnection) {
-        legs[uuid]?.tasks.append(Task {
+        own(uuid, Task {
             for await candidate in gathering.candidates {
                 try? await connection.send(.candidates([candidate.description], end: false), call: uuid)
             }
@@ -693,7 +699,7 @@ public actor CallNode: Service {
     // MARK: - ICE and media
 
     private func watch(_ uuid: UUID, _ agent: IceAgent) {
-        legs[uuid]?.tasks.append(Task { [weak self] in
+        own(uuid, Task { [weak self] in
             for await event in agent.events {
                 await self?.iceEvent(uuid, event)
             }
@@ -763,7 +769,7 @@ public actor CallNode: Service {
             let actor = try MediaActor(configuration: media, transport: IceMediaTransport(agent: agent), keys: keys,
                                        source: source, sink: sink, clock: clock)
             legs[uuid]?.media = actor
-            legs[uuid]?.tasks.append(Task { [weak self] in
+            own(uuid, Task { [weak self] in
                 for await event in actor.events {
                     await self?.mediaEvent(uuid, event)
                 }
@@ -827,7 +833,9 @@ public actor CallNode: Service {
     private func connectionClosed(_ uuid: UUID, error: (any Error)?) async {
         guard legs[uuid] != nil else { return }
         let detail = error.map { "\($0)" } ?? "the signaling connection closed"
-        legs[uuid]?.failure = legs[uuid]?.failure ?? detail
+        // Read first: in `legs[uuid]?.failure = …` the right side runs inside the write access.
+        let failure = legs[uuid]?.failure ?? detail
+        legs[uuid]?.failure = failure
         if let action = legs[uuid]?.startAction, legs[uuid]?.connection == nil {
             try? await manager.fail(action, reason: detail)
         }

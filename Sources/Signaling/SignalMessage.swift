@@ -171,7 +171,7 @@ public struct SignalEnvelope: Sendable, Equatable, Codable {
         do {
             envelope = try JSONDecoder().decode(SignalEnvelope.self, from: Data(bytes))
         } catch let DecodingError.dataCorrupted(context) {
-            throw .malformed(context.debugDescription)
+            throw .malformed(context.codingPath.isEmpty ? "not a JSON envelope" : context.debugDescription)
         } catch let DecodingError.keyNotFound(key, _) {
             throw .malformed("missing field '\(key.stringValue)'")
         } catch let DecodingError.typeMismatch(_, context) {

@@ -39,9 +39,11 @@ import Testing
             try await b.store.contacts.add(Contact(name: aName, fingerprint: a.identity.fingerprint.hex, address: a.listenAddress?.description))
         }
 
-        func speech(_ name: String, seed: UInt64) throws -> String {
+        /// Speech-like audio; `reversed` makes a second voice whose waveform does not match the first.
+        func speech(_ name: String, seed: UInt64, reversed: Bool = false) throws -> String {
             let file = path(name)
-            try WAV.write(SyntheticSpeech.samples(seconds: 3, seed: seed), format: AudioFormat(), path: file)
+            let samples = SyntheticSpeech.samples(seconds: 3, seed: seed)
+            try WAV.write(reversed ? samples.reversed() : samples, format: AudioFormat(), path: file)
             return file
         }
     }
@@ -68,7 +70,7 @@ import Testing
     @Test func twoNodesTalkBothWaysHoldMuteAndHangUp() async throws {
         let f = try Fixture()
         let alice = try await f.node("alice", input: .wav(try f.speech("alice-in.wav", seed: 11)), output: .wav(f.path("alice-out.wav")), autoAnswer: false)
-        let bob = try await f.node("bob", input: .wav(try f.speech("bob-in.wav", seed: 29)), output: .wav(f.path("bob-out.wav")), autoAnswer: false)
+        let bob = try await f.node("bob", input: .wav(try f.speech("bob-in.wav", seed: 29, reversed: true)), output: .wav(f.path("bob-out.wav")), autoAnswer: false)
         try await f.trust(alice, as: "alice", bob, as: "bob")
         let aliceEvents = alice.events(), bobEvents = bob.events()
 
