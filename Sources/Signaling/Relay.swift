@@ -56,6 +56,8 @@ public struct RelayStatistics: Sendable, Equatable {
     public var nonTLSStreams = 0
     /// Sessions that can still be joined.
     public var openSessions = 0
+    /// Sessions the relay remembers (waiting or in progress).
+    public var sessions = 0
     /// Joins refused (unknown, expired or full session).
     public var refusedJoins = 0
 }
@@ -136,6 +138,7 @@ final class RelayState: Sendable {
             var s = r.statistics
             s.registered = r.registered.count
             s.openSessions = r.sessions.values.filter { !$0.paired }.count
+            s.sessions = r.sessions.count
             return s
         }
     }
@@ -205,10 +208,11 @@ final class RelayControlHandler: ChannelInboundHandler, RemovableChannelHandler 
                 refuse(channel, "unknown or expired dial token")
                 return
             }
-            splice(context: context, channel, caller, replies: (RelayMessage(op: "connected"), RelayMessage(op: "connected")))
+            // The callee's data connection is the TLS server.
+            splice(context: context, channel, caller, replies: (RelayMessage(op: "connected"), RelayMessage(op: "connected"), true))
         case "new-session":
             let id = RelayState.token()
-            let ttl = max(10, min(message.ttl ?? 3600, 86_400))
+            let ttl = max(1, min(message.ttl ?? 3600, 86_400))
             let expires = NIODeadline.now() + .seconds(Int64(ttl))
             state.registry.withLock { $0.sessions[id] = RelayState.Session(expires: expires) }
             let state = self.state
@@ -259,7 +263,7 @@ final class RelayControlHandler: ChannelInboundHandler, RemovableChannelHandler 
             case let .pair(partner):
                 sessionID = id
                 splice(context: context, channel, partner, replies: (RelayMessage(op: "paired", session: id, role: "client"),
-                                                                      RelayMessage(op: "paired", session: id, role: "server")))
+                                                                      RelayMessage(op: "paired", session: id, role: "server"), false))
             }
         default:
             refuse(channel, "unknown relay operation '\(message.op)'")
@@ -291,7 +295,7 @@ final class RelayControlHandler: ChannelInboundHandler, RemovableChannelHandler 
 
     /// Tells both sides, then joins their byte streams: from here on the relay only copies.
     private func splice(context: ChannelHandlerContext, _ mine: any Channel, _ theirs: any Channel,
-                        replies: (mine: RelayMessage, theirs: RelayMessage)) {
+                        replies: (mine: RelayMessage, theirs: RelayMessage, serverIsMine: Bool)) {
         spliced = true
         let state = self.state
         state.registry.withLock { $0.statistics.splices += 1 }
@@ -302,9 +306,11 @@ final class RelayControlHandler: ChannelInboundHandler, RemovableChannelHandler 
         }
         mine.closeFuture.whenComplete { _ in forget() }
         theirs.closeFuture.whenComplete { _ in forget() }
-        let mineReply = replies.mine.framed(mine.allocator), theirsReply = replies.theirs.framed(theirs.allocator)
-        // Each pipeline is changed on its own event loop.
-        let rewire: @Sendable (any Channel, any Channel, ByteBuffer) -> EventLoopFuture<Void> = { channel, partner, reply in
+        // Both pipelines become splices first; only then does each side hear its reply, the
+        // TLS server's first. Nodes send nothing until their reply arrives and the TLS client
+        // speaks first, so no node byte can overtake the server's reply or meet a control
+        // handler.
+        let rewire: @Sendable (any Channel, any Channel) -> EventLoopFuture<Void> = { channel, partner in
             channel.eventLoop.submit {
                 let pipeline = channel.pipeline.syncOperations
                 let decoder = try pipeline.handler(type: ByteToMessageHandler<FrameDecoder>.self)
@@ -312,13 +318,20 @@ final class RelayControlHandler: ChannelInboundHandler, RemovableChannelHandler 
                 pipeline.removeHandler(control, promise: nil)
                 pipeline.removeHandler(decoder, promise: nil)
                 try pipeline.addHandler(SpliceHandler(partner: partner, state: state))
-                channel.writeAndFlush(reply, promise: nil)
             }
         }
-        let both = rewire(mine, theirs, mineReply).and(rewire(theirs, mine, theirsReply))
-        both.whenFailure { _ in
-            mine.close(promise: nil)
-            theirs.close(promise: nil)
+        let server = replies.serverIsMine ? (mine, replies.mine) : (theirs, replies.theirs)
+        let client = replies.serverIsMine ? (theirs, replies.theirs) : (mine, replies.mine)
+        rewire(mine, theirs).and(rewire(theirs, mine)).whenComplete { result in
+            switch result {
+            case .success:
+                server.0.writeAndFlush(server.1.framed(server.0.allocator)).whenComplete { _ in
+                    client.0.writeAndFlush(client.1.framed(client.0.allocator), promise: nil)
+                }
+            case .failure:
+                mine.close(promise: nil)
+                theirs.close(promise: nil)
+            }
         }
     }
 }

@@ -49,7 +49,8 @@ import Testing
     }
 
     /// The first event matching `predicate`, or a failure after `timeout`.
-    static func next(_ events: AsyncStream<NodeEvent>, within timeout: Duration = .seconds(20), where predicate: @escaping @Sendable (NodeEvent) -> Bool) async throws -> NodeEvent {
+    static func next(_ events: AsyncStream<NodeEvent>, within timeout: Duration = .seconds(20), line: Int = #line,
+                     where predicate: @escaping @Sendable (NodeEvent) -> Bool) async throws -> NodeEvent {
         try await withThrowingTaskGroup(of: NodeEvent?.self) { group in
             group.addTask {
                 for await event in events where predicate(event) { return event }
@@ -61,7 +62,7 @@ import Testing
             }
             defer { group.cancelAll() }
             guard let first = try await group.next(), let event = first else {
-                throw TestFailure("no matching event within \(timeout)")
+                throw TestFailure("no matching event within \(timeout) (waited at line \(line))")
             }
             return event
         }

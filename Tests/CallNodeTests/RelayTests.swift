@@ -1,0 +1,127 @@
+import CallNode
+import CallNodeTestSupport
+import Foundation
+import Testing
+
+/// Nodes that meet through the rendezvous relay: by fingerprint, and in sessions.
+@Suite(.serialized) struct RelayTests {
+    typealias Fixture = TwoNodeTests.Fixture
+
+    func relayedNode(_ f: Fixture, _ name: String, relay: RelayServer, input: NodeAudioInput = .silence,
+                     output: NodeAudioOutput = .null) async throws -> CallNode {
+        var configuration = CallNodeConfiguration(home: f.path(name))
+        configuration.displayName = name
+        configuration.listenAddress = nil  // reachable only through the relay
+        configuration.relay = SignalAddress(host: "127.0.0.1", port: relay.port)
+        configuration.ice.localAddresses = ["127.0.0.1"]
+        configuration.audio = NodeAudioBackend(input: input, output: output)
+        configuration.autoAnswer = true
+        return try await CallNode(configuration: configuration)
+    }
+
+    @Test func registeredNodesCallThroughTheRelayWhichSeesOnlyTLS() async throws {
+        let f = try Fixture()
+        let relay = try await RelayServer(host: "127.0.0.1", port: 0)
+        let alice = try await relayedNode(f, "alice", relay: relay, input: .tone(440))
+        let bob = try await relayedNode(f, "bob", relay: relay)
+        // Contacts without addresses: the relay is the way to reach them.
+        try await alice.store.contacts.add(Contact(name: "bob", fingerprint: bob.identity.fingerprint.hex))
+        try await bob.store.contacts.add(Contact(name: "alice", fingerprint: alice.identity.fingerprint.hex))
+        let aliceEvents = alice.events(), bobEvents = bob.events()
+        await alice.start()
+        await bob.start()
+        _ = try await TwoNodeTests.next(aliceEvents) { if case .registered = $0 { true } else { false } }
+        _ = try await TwoNodeTests.next(bobEvents) { if case .registered = $0 { true } else { false } }
+        #expect(relay.statistics.registered == 2)
+
+        let call = try await alice.call(.contact("bob"))
+        guard case let .incoming(_, from, name, _) = try await TwoNodeTests.next(bobEvents, where: { if case .incoming = $0 { true } else { false } }) else { return }
+        #expect(from == alice.identity.fingerprint && name == "alice")
+        _ = try await TwoNodeTests.next(bobEvents) { if case let .statistics(_, s) = $0 { s.packetsReceived > 25 && s.receiveLevel > -40 } else { false } }
+        try await alice.hangUp(call)
+        _ = try await TwoNodeTests.next(bobEvents) { if case let .ended(_, reason, _, _) = $0 { reason == .remoteEnded } else { false } }
+
+        let seen = relay.statistics
+        #expect(seen.splices == 1)
+        #expect(seen.tlsRecords > 10 && seen.nonTLSStreams == 0, "\(seen)")
+        await alice.shutdown()
+        await bob.shutdown()
+        await relay.close()
+    }
+
+    @Test func anUnregisteredFingerprintIsUnreachable() async throws {
+        let f = try Fixture()
+        let relay = try await RelayServer(host: "127.0.0.1", port: 0)
+        let alice = try await relayedNode(f, "alice", relay: relay)
+        let events = alice.events()
+        await alice.start()
+        let nobody = try NodeIdentity.generate().fingerprint
+        let call = try await alice.call(.relayed(nobody, relay: SignalAddress(host: "127.0.0.1", port: relay.port)))
+        guard case let .ended(_, reason, detail, _) = try await TwoNodeTests.next(events, where: { if case .ended(call, _, _, _) = $0 { true } else { false } }) else { return }
+        #expect(reason == .failed)
+        #expect(detail?.contains("no node with that fingerprint is registered") == true, "\(detail ?? "-")")
+        await alice.shutdown()
+        await relay.close()
+    }
+
+    @Test func twoJoinersTalkAThirdIsRefusedAndAnExpiredSessionIsRefused() async throws {
+        let f = try Fixture()
+        let relay = try await RelayServer(host: "127.0.0.1", port: 0)
+        let address = SignalAddress(host: "127.0.0.1", port: relay.port)
+        let id = try await RelayClient.newSession(relay: "127.0.0.1", port: relay.port)
+        #expect(id.count == 32)
+
+        // Strangers: no contacts on either side, and no listener.
+        let alice = try await f.node("alice", input: .tone(440))
+        let bob = try await f.node("bob", input: .tone(660), autoAnswer: false)
+        let aliceEvents = alice.events(), bobEvents = bob.events()
+        try await alice.join(session: id, relay: address, title: "standup", startMuted: true)
+        _ = try await TwoNodeTests.next(aliceEvents) { $0 == .sessionWaiting(id) }
+        try await bob.join(session: id, relay: address)
+        // Both connect without anyone answering; the one who asked to start muted sends silence.
+        _ = try await TwoNodeTests.next(aliceEvents) { if case .connected = $0 { true } else { false } }
+        _ = try await TwoNodeTests.next(bobEvents) { if case .connected = $0 { true } else { false } }
+        _ = try await TwoNodeTests.next(aliceEvents) { if case let .statistics(_, s) = $0 { s.packetsReceived > 25 && s.receiveLevel > -40 } else { false } }
+        _ = try await TwoNodeTests.next(bobEvents) { if case let .statistics(_, s) = $0 { s.packetsReceived > 25 && s.receiveLevel < -60 } else { false } }
+
+        // A third participant is refused.
+        let carol = try await f.node("carol")
+        let carolEvents = carol.events()
+        try await carol.join(session: id, relay: address)
+        guard case let .sessionFailed(reason) = try await TwoNodeTests.next(carolEvents, where: { if case .sessionFailed = $0 { true } else { false } }) else { return }
+        #expect(reason.contains("already has two participants"), "\(reason)")
+
+        // Alice leaves: Bob's session ends, distinctly as the other side's leave.
+        let aliceCall = try #require(await alice.liveCalls.first)
+        try await alice.hangUp(aliceCall)
+        guard case let .ended(_, bobReason, _, _) = try await TwoNodeTests.next(bobEvents, where: { if case .ended = $0 { true } else { false } }) else { return }
+        #expect(bobReason == .remoteEnded)
+        _ = try await TwoNodeTests.next(aliceEvents) { if case .session(_, .left) = $0 { true } else { false } }
+
+        // The ended session is forgotten once its splice closes.
+        for _ in 0..<100 where relay.statistics.sessions > 0 { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(relay.statistics.sessions == 0)
+        try await carol.join(session: id, relay: address)
+        guard case let .sessionFailed(forgotten) = try await TwoNodeTests.next(carolEvents, where: { if case .sessionFailed = $0 { true } else { false } }) else { return }
+        #expect(forgotten.contains("unknown or expired"), "\(forgotten)")
+        #expect(relay.statistics.refusedJoins == 2)
+        await alice.shutdown()
+        await bob.shutdown()
+        await carol.shutdown()
+        await relay.close()
+    }
+
+    @Test func aSessionNobodyElseJoinsExpiresForTheWaitingJoiner() async throws {
+        let f = try Fixture()
+        let relay = try await RelayServer(host: "127.0.0.1", port: 0)
+        let id = try await RelayClient.newSession(relay: "127.0.0.1", port: relay.port, ttl: 1)
+        let alice = try await f.node("alice")
+        let events = alice.events()
+        try await alice.join(session: id, relay: SignalAddress(host: "127.0.0.1", port: relay.port))
+        guard case let .sessionFailed(reason) = try await TwoNodeTests.next(events, where: { if case .sessionFailed = $0 { true } else { false } }) else { return }
+        #expect(reason.contains("expired"), "\(reason)")
+        #expect(relay.statistics.openSessions == 0)
+        await alice.shutdown()
+        await relay.close()
+    }
+}
