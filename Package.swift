@@ -90,6 +90,7 @@ let package = Package(
             name: "callnode",
             dependencies: [
                 "CallNode",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(

@@ -89,7 +89,14 @@ public actor CallNode: Service {
         self.logger = logger
         identity = try NodeIdentity.loadOrCreate(home: configuration.home, commonName: configuration.displayName ?? "callnode").identity
         store = try CallStore(path: configuration.home + "/callnode.sqlite")
-        clock = MediaClock(frameDuration: configuration.media.opus.frameDuration)
+        let clock = MediaClock(frameDuration: configuration.media.opus.frameDuration)
+        self.clock = clock
+        // The ringtone plays on the speaker route of the node's own backend while a call rings.
+        let backend = configuration.audio
+        let ringer = try configuration.provider.ringtoneSound.map { path in
+            try Ringer(soundPath: path, output: { backend.makePlayback(device: backend.speakerOutput, format: AudioFormat()) },
+                              clock: clock)
+        }
         var sessionConfiguration = AudioSessionConfiguration()
         sessionConfiguration.category = .playAndRecord
         sessionConfiguration.mode = .voiceChat
@@ -98,13 +105,13 @@ public actor CallNode: Service {
                                                       backend: configuration.audio)
             appSession = session
             systemSession = nil
-            manager = try await CallManager(configuration: configuration.provider, audio: .appOwned, store: store)
+            manager = try await CallManager(configuration: configuration.provider, audio: .appOwned, store: store, ringer: ringer)
         } else {
             let session = AudioSessionOwner<SystemOwned>(name: "callnode call audio", configuration: sessionConfiguration,
                                                          backend: configuration.audio)
             systemSession = session
             appSession = nil
-            manager = try await CallManager(configuration: configuration.provider, audio: .systemOwned(session), store: store)
+            manager = try await CallManager(configuration: configuration.provider, audio: .systemOwned(session), store: store, ringer: ringer)
         }
         if let address = configuration.listenAddress {
             let listener = try await SignalingListener(host: address.host, port: address.port, identity: identity,
@@ -136,6 +143,16 @@ public actor CallNode: Service {
         keep(Task { [weak self] in
             for await event in managerEvents {
                 await self?.managerEvent(event)
+            }
+        })
+        let changes = manager.observer.changes(), broadcaster = self.broadcaster
+        keep(Task {
+            var last: [UUID: (String, Bool, Bool)] = [:]
+            for await call in changes {
+                let state = (call.phase.description, call.isOnHold, call.isMuted)
+                if let previous = last[call.id], previous == state { continue }
+                last[call.id] = call.hasEnded ? nil : state
+                broadcaster.send(.state(call.id, phase: state.0, held: state.1, muted: state.2))
             }
         })
         let clock = self.clock
@@ -453,6 +470,7 @@ public actor CallNode: Service {
         guard legs[uuid] != nil else { return false }
         legs[uuid]?.connection = connection
         legs[uuid]?.peer = connection.peer
+        keepAlive(uuid, connection)
         do {
             try await connection.send(.invite(Invitation(displayName: configuration.displayName, title: legs[uuid]?.title,
                                                          session: legs[uuid]?.session)), call: uuid)
@@ -595,6 +613,7 @@ public actor CallNode: Service {
         legs[uuid] = leg
         callsCounter.increment()
         broadcaster.send(.incoming(uuid, from: fingerprint, name: contact?.name ?? invitation.displayName, known: contact != nil))
+        keepAlive(uuid, connection)
         if joined == nil { try? await connection.send(.ringing, call: uuid) }
         if configuration.autoAnswer || joined != nil {
             _ = try? await manager.controller.request(.answer(call: uuid))
@@ -671,6 +690,18 @@ public actor CallNode: Service {
             for problem in skipped { logger.debug("\(problem)") }
         }
         if end { try? await agent.endOfRemoteCandidates() }
+    }
+
+    /// Sends a keep-alive on the call's connection every interval until the call ends.
+    private func keepAlive(_ uuid: UUID, _ connection: SignalingConnection) {
+        let interval = configuration.keepAliveInterval
+        own(uuid, Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: interval)
+                if Task.isCancelled { return }
+                try? await connection.send(.keepAlive, call: nil)
+            }
+        })
     }
 
     /// Sends local candidates as they are found, then end-of-candidates.

@@ -33,6 +33,9 @@ public struct CallNodeConfiguration: Sendable {
     public var provider = ProviderConfiguration(localizedName: "CallNode")
     /// Bounds on signaling connections.
     public var signalingLimits = SignalingLimits()
+    /// How often an idle call's signaling connection sends a keep-alive (keeps NAT and relay
+    /// paths open).
+    public var keepAliveInterval: Duration = .seconds(15)
     /// A rendezvous relay to stay registered at (reachable by fingerprint through it) and to
     /// call contacts that have no address through.
     public var relay: SignalAddress?
@@ -137,8 +140,8 @@ public enum NodeEvent: Sendable, Equatable {
     case incoming(UUID, from: Fingerprint, name: String?, known: Bool)
     /// The callee is ringing.
     case ringing(UUID, callee: Fingerprint)
-    /// The call's state machine moved.
-    case state(UUID, String)
+    /// The call's state changed: its phase in the call protocol, and hold and mute.
+    case state(UUID, phase: String, held: Bool, muted: Bool)
     case selectedPair(UUID, SelectedPairInfo)
     /// ICE connected and media started; `setup` runs from dial (or invite) to here.
     case connected(UUID, setup: Duration)

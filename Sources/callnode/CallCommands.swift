@@ -2,13 +2,27 @@ import ArgumentParser
 import CallNode
 import Dispatch
 import Foundation
+import Logging
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
+/// Log lines go to standard error at `warning` and above, or at the level in
+/// `CALLNODE_LOG_LEVEL` (trace, debug, info, notice, warning, error, critical). Set up once,
+/// before the first node starts.
+let loggingReady: Void = {
+    let level = ProcessInfo.processInfo.environment["CALLNODE_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
+    LoggingSystem.bootstrap { label in
+        var handler = StreamLogHandler.standardError(label: label)
+        handler.logLevel = level
+        return handler
+    }
+}()
+
 /// Opens a node or exits with one clear line.
 func openNode(_ configuration: CallNodeConfiguration) async throws -> CallNode {
+    _ = loggingReady
     do {
         return try await CallNode(configuration: configuration)
     } catch {
@@ -134,7 +148,9 @@ struct Demo: AsyncParsableCommand {
         }
         var calleeConfiguration = configuration("bob", input: .silence, output: .wav(recording))
         calleeConfiguration.autoAnswer = true
-        let caller = try await openNode(configuration("alice", input: input, output: .null))
+        var callerConfiguration = configuration("alice", input: input, output: .null)
+        callerConfiguration.listenAddress = nil  // the caller only places the call
+        let caller = try await openNode(callerConfiguration)
         let callee = try await openNode(calleeConfiguration)
         // The two temporary homes trust each other: each is the other's contact.
         try await caller.store.contacts.add(Contact(name: "bob", fingerprint: callee.identity.fingerprint.hex,

@@ -272,7 +272,8 @@ final class CallRunner {
         case let .incoming(uuid, from, name, known):
             return ["event": "incoming", "call": uuid.uuidString, "fingerprint": from.hex, "name": name ?? NSNull(), "contact": known]
         case let .ringing(uuid, callee): return ["event": "ringing", "call": uuid.uuidString, "fingerprint": callee.hex]
-        case let .state(uuid, state): return ["event": "state", "call": uuid.uuidString, "state": state]
+        case let .state(uuid, phase, held, muted):
+            return ["event": "state", "call": uuid.uuidString, "state": phase, "held": held, "muted": muted]
         case let .selectedPair(uuid, pair):
             return ["event": "selected-pair", "call": uuid.uuidString, "local_type": pair.localType.rawValue,
                     "remote_type": pair.remoteType.rawValue, "transport": pair.transport.rawValue,
