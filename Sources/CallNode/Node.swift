@@ -41,6 +41,8 @@ public actor CallNode: Service {
     private var legs: [UUID: Leg] = [:]
     private var endDetails: [UUID: (detail: String?, duration: Duration?)] = [:]
     private var audioActive = false
+    /// Why the audio session last failed to activate (system-owned mode), until it next works.
+    private var audioFailure: String?
     private var tasks: [Task<Void, Never>] = []
     private var isStarted = false
     private var isShutDown = false
@@ -61,7 +63,6 @@ public actor CallNode: Service {
         var agent: IceAgent?
         var media: MediaActor?
         var tasks: [Task<Void, Never>] = []
-        var keys: [String: SRTPKey] = [:]
         var offer: SessionDescription?
         var negotiated: NegotiatedAudio?
         var connectedAt: ContinuousClock.Instant?
@@ -389,7 +390,8 @@ public actor CallNode: Service {
             }
         case .end:
             if let connection = legs[uuid]?.connection {
-                let ringing = await manager.state(of: uuid)?.hasConnected == false && legs[uuid]?.outgoing == false
+                // Ending a call that still rings here declines it.
+                let ringing = await manager.state(of: uuid)?.phase == .invitationReceived
                 try? await connection.send(ringing ? .reject(.declined) : .end(.hangup), call: uuid)
             }
             await teardown(uuid, detail: nil)
@@ -620,20 +622,29 @@ public actor CallNode: Service {
         }
     }
 
-    /// The callee answered: gather, send the SDP offer, trickle the rest.
-    private func sendOffer(_ uuid: UUID) async throws {
-        guard let connection = legs[uuid]?.connection else { throw NegotiationError("the call has no signaling connection") }
+    /// Creates the call's ICE agent in `role` and starts gathering; the local parameters carry
+    /// the credentials and a fresh SRTP key for every suite this node supports.
+    private func prepareICE(_ uuid: UUID, role: IceRole) async throws -> (IceAgent, IceGathering, LocalAudioParameters) {
         var ice = configuration.ice
-        ice.role = .controlling
+        ice.role = role
         let agent = try await IceAgent(configuration: ice)
+        guard legs[uuid] != nil else {
+            // The call ended while the agent was being made: nobody else would close it.
+            await agent.close()
+            throw NegotiationError("the call ended while ICE was being prepared")
+        }
         legs[uuid]?.agent = agent
         watch(uuid, agent)
         let gathering = try await agent.gather()
-        let keys = Dictionary(uniqueKeysWithValues: SRTPSuite.allCases.map { ($0.rawValue, SRTPKey.random(suite: $0)) })
-        legs[uuid]?.keys = keys
-        let offer = OfferAnswer.offer(sessionID: Self.sessionID(), capabilities: capabilities,
-                                      local: LocalAudioParameters(iceUfrag: gathering.credentials.ufrag, icePwd: gathering.credentials.pwd,
-                                                                  keys: keys.mapValues(\.inlineKeyParameter)))
+        let keys = SRTPSuite.allCases.reduce(into: [String: String]()) { $0[$1.rawValue] = SRTPKey.random(suite: $1).inlineKeyParameter }
+        return (agent, gathering, LocalAudioParameters(iceUfrag: gathering.credentials.ufrag, icePwd: gathering.credentials.pwd, keys: keys))
+    }
+
+    /// The callee answered: gather, send the SDP offer, trickle the rest.
+    private func sendOffer(_ uuid: UUID) async throws {
+        guard let connection = legs[uuid]?.connection else { throw NegotiationError("the call has no signaling connection") }
+        let (_, gathering, local) = try await prepareICE(uuid, role: .controlling)
+        let offer = OfferAnswer.offer(sessionID: Self.sessionID(), capabilities: capabilities, local: local)
         legs[uuid]?.offer = offer
         try await connection.send(.offer(sdp: offer.serialized), call: uuid)
         try await manager.reportProgress(uuid, .offerSent)
@@ -645,18 +656,8 @@ public actor CallNode: Service {
         guard legs[uuid]?.outgoing == true, let connection = legs[uuid]?.connection else { return }
         let offer = try SessionDescription(parsing: sdp)
         try await manager.reportProgress(uuid, .offerReceived)
-        var ice = configuration.ice
-        ice.role = .controlled
-        let agent = try await IceAgent(configuration: ice)
-        legs[uuid]?.agent = agent
-        watch(uuid, agent)
-        let gathering = try await agent.gather()
-        let keys = Dictionary(uniqueKeysWithValues: SRTPSuite.allCases.map { ($0.rawValue, SRTPKey.random(suite: $0)) })
-        legs[uuid]?.keys = keys
-        let (answer, negotiated) = try OfferAnswer.answer(
-            to: offer, sessionID: Self.sessionID(), capabilities: capabilities,
-            local: LocalAudioParameters(iceUfrag: gathering.credentials.ufrag, icePwd: gathering.credentials.pwd,
-                                        keys: keys.mapValues(\.inlineKeyParameter)))
+        let (agent, gathering, local) = try await prepareICE(uuid, role: .controlled)
+        let (answer, negotiated) = try OfferAnswer.answer(to: offer, sessionID: Self.sessionID(), capabilities: capabilities, local: local)
         legs[uuid]?.negotiated = negotiated
         try await agent.setRemoteCredentials(IceCredentials(ufrag: negotiated.remoteIceUfrag, pwd: negotiated.remoteIcePwd))
         try await connection.send(.answer(sdp: answer.serialized), call: uuid)
@@ -899,13 +900,18 @@ public actor CallNode: Service {
                 await teardown(uuid, detail: nil)
             }
             let details = endDetails.removeValue(forKey: uuid)
-            broadcaster.send(.ended(uuid, reason: reason, detail: details?.detail, duration: details?.duration))
+            var detail = details?.detail
+            if detail == nil, reason == .failed, let audioFailure { detail = "the audio devices could not open: \(audioFailure)" }
+            broadcaster.send(.ended(uuid, reason: reason, detail: detail, duration: details?.duration))
         case let .session(uuid, status):
             broadcaster.send(.session(uuid, status))
-        case .incomingCall, .actionCompleted, .audioActivated, .audioDeactivated, .doNotDisturbChanged, .ringtoneFailed:
+        case .audioActivated:
+            audioFailure = nil
+        case .incomingCall, .actionCompleted, .audioDeactivated, .doNotDisturbChanged, .ringtoneFailed:
             break
         case let .audioActivationFailed(reason):
-            broadcaster.send(.peerError("audio activation failed: \(reason)"))
+            // The manager ends the calls that needed audio next; their end says why.
+            audioFailure = reason
         }
     }
 }

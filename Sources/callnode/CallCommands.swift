@@ -211,12 +211,25 @@ struct Relay: AsyncParsableCommand {
         fflush(nil)
         signal(SIGINT, SIG_IGN)
         signal(SIGTERM, SIG_IGN)
+        let (signals, signalled) = AsyncStream.makeStream(of: Void.self)
         let stops = [DispatchSource.makeSignalSource(signal: SIGINT), DispatchSource.makeSignalSource(signal: SIGTERM)]
         for stop in stops {
-            stop.setEventHandler { Task { await relay.close() } }
+            stop.setEventHandler { signalled.yield() }
             stop.resume()
         }
-        await relay.waitUntilClosed()
+        // Runs until SIGINT or SIGTERM (then closes) or until the listening socket closes.
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await _ in signals {
+                    await relay.close()
+                    return
+                }
+            }
+            group.addTask { await relay.waitUntilClosed() }
+            await group.next()
+            group.cancelAll()
+        }
+        for stop in stops { stop.cancel() }
         let s = relay.statistics
         print("relay stopped: \(s.splices) splices, \(s.splicedBytes) bytes in \(s.tlsRecords) TLS records")
     }

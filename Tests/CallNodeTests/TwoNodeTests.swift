@@ -194,6 +194,22 @@ import Testing
         await bob.shutdown()
     }
 
+    @Test func aMissingAudioDeviceEndsTheCallWithTheReason() async throws {
+        try await ALSATestLock.withLock {
+            let f = try Fixture()
+            let alice = try await f.node("alice", input: .alsa("callnode_no_such_device"))
+            let bob = try await f.node("bob", input: .tone(440))
+            try await f.trust(alice, as: "alice", bob, as: "bob")
+            let events = alice.events()
+            let call = try await alice.call(.contact("bob"))
+            guard case let .ended(_, reason, detail, _) = try await Self.next(events, where: { if case .ended(call, _, _, _) = $0 { true } else { false } }) else { return }
+            #expect(reason == .failed)
+            #expect(detail?.contains("callnode_no_such_device") == true, "\(detail ?? "-")")
+            await alice.shutdown()
+            await bob.shutdown()
+        }
+    }
+
     @Test func aCalleeWithAnotherIdentityThanTheContactsIsRefused() async throws {
         let f = try Fixture()
         let alice = try await f.node("alice")
