@@ -205,6 +205,7 @@ public actor CallNode: Service {
                 try? await connection.send(.end(.shutdown), call: uuid)
             }
             await teardown(uuid, detail: nil)
+            try? await manager.reportCallEnded(uuid, reason: .localEnded)
         }
         await manager.shutdown()
         await systemSession?.shutdown()
@@ -352,6 +353,7 @@ public actor CallNode: Service {
             await perform(action)
         case let .timedOut(action):
             let uuid = action.action.callUUID
+            if let connection = legs[uuid]?.connection { try? await connection.send(.end(.timeout), call: uuid) }
             await teardown(uuid, detail: "\(action.action.kind) timed out")
         case let .callEnded(uuid, reason):
             if let connection = legs[uuid]?.connection {

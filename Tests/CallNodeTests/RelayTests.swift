@@ -121,6 +121,10 @@ import Testing
         guard case let .sessionFailed(reason) = try await TwoNodeTests.next(events, where: { if case .sessionFailed = $0 { true } else { false } }) else { return }
         #expect(reason.contains("expired"), "\(reason)")
         #expect(relay.statistics.openSessions == 0)
+        // Joining the expired ID later is refused.
+        try await alice.join(session: id, relay: SignalAddress(host: "127.0.0.1", port: relay.port))
+        guard case let .sessionFailed(late) = try await TwoNodeTests.next(events, where: { if case .sessionFailed = $0 { true } else { false } }) else { return }
+        #expect(late.contains("unknown or expired session"), "\(late)")
         await alice.shutdown()
         await relay.close()
     }
