@@ -8,7 +8,8 @@ import Glibc
 #endif
 
 /// The `callnode` executable end to end: two processes on loopback.
-@Suite(.serialized) struct CommandLineTests {
+extension RealTimeTests {
+@Suite struct CommandLineTests {
     static func run(_ arguments: [String], log: String) throws -> (status: Int32, output: String) {
         let status = try ChildProcess.run(try BuildProducts.executable("callnode"), arguments, output: log)
         return (status, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
@@ -104,4 +105,5 @@ import Glibc
         try? FileManager.default.removeItem(atPath: directory + ".2.log")
         try? FileManager.default.removeItem(atPath: directory + ".3.log")
     }
+}
 }

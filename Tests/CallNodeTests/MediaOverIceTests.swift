@@ -3,7 +3,8 @@ import Testing
 
 /// The whole media path on real parts: libnice ICE on loopback, SRTP, Opus, and the real-time
 /// media clock. Checks outcomes (audio arrived, reports flowed), not timings.
-@Suite(.serialized) struct MediaOverIceTests {
+extension RealTimeTests {
+@Suite struct MediaOverIceTests {
     @Test func aToneCrossesRealICEWithSRTPBothWays() async throws {
         func configuration(_ role: IceRole) -> IceConfiguration {
             var c = IceConfiguration(role: role)
@@ -54,4 +55,5 @@ import Testing
         #expect(statsA.authenticationFailures == 0 && statsB.authenticationFailures == 0)
         #expect(sinkB.playbackAvailable > 0)
     }
+}
 }

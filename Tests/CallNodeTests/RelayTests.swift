@@ -4,7 +4,8 @@ import Foundation
 import Testing
 
 /// Nodes that meet through the rendezvous relay: by fingerprint, and in sessions.
-@Suite(.serialized) struct RelayTests {
+extension RealTimeTests {
+@Suite struct RelayTests {
     typealias Fixture = TwoNodeTests.Fixture
 
     func relayedNode(_ f: Fixture, _ name: String, relay: RelayServer, input: NodeAudioInput = .silence,
@@ -128,4 +129,5 @@ import Testing
         await alice.shutdown()
         await relay.close()
     }
+}
 }

@@ -1,4 +1,5 @@
 import CallNodeTestKit
+import CallNodeTestSupport
 import Foundation
 import ICE
 import Testing
@@ -254,7 +255,7 @@ import Testing
         await agent.close()  // idempotent
     }
 
-    @Test func hundredAgentsLeaveNoFileDescriptorsOrThreadsBehind() async throws {
+    @Test(.exclusiveProcessResources) func hundredAgentsLeaveNoFileDescriptorsOrThreadsBehind() async throws {
         // Warm up once: GLib and the test runtime create process-wide state on first use.
         try await Self.connectedPair(Self.configuration(.controlling), Self.configuration(.controlled)).close()
         let before = ProcessResources.current()
