@@ -277,6 +277,21 @@ public actor CallNode: Service {
         _ = try await manager.controller.request(.playDTMF(call: call, digits: digits))
     }
 
+    /// Switches the audio between the backend's output and its speaker output (the session's
+    /// speaker override; with a ``NodeAudioBackend`` the speaker is `--speaker`). Open devices
+    /// are reopened on the new route at once.
+    public func setSpeaker(_ on: Bool) async throws(AudioSessionError) {
+        if let systemSession {
+            var configuration = await systemSession.configuration
+            configuration.outputOverride = on ? .speaker : .none
+            try await systemSession.configure(configuration)
+        } else if let appSession {
+            var configuration = await appSession.configuration
+            configuration.outputOverride = on ? .speaker : .none
+            try await appSession.configure(configuration)
+        }
+    }
+
     /// The call's media statistics, once media is running.
     public func statistics(_ call: UUID) async -> MediaStatistics? {
         await legs[call]?.media?.statistics

@@ -64,12 +64,16 @@ public enum NodeAudioOutput: Sendable, Equatable, CustomStringConvertible {
 public struct NodeAudioBackend: AudioDeviceBackend {
     public var input: NodeAudioInput
     public var output: NodeAudioOutput
+    /// The second output the speaker override switches to (`--speaker`); `nil` keeps `output`.
+    public var speaker: NodeAudioOutput?
     /// ALSA period for `alsa:` devices.
     public var period: Duration
 
-    public init(input: NodeAudioInput = .tone(440), output: NodeAudioOutput = .null, period: Duration = .milliseconds(10)) {
+    public init(input: NodeAudioInput = .tone(440), output: NodeAudioOutput = .null, speaker: NodeAudioOutput? = nil,
+                period: Duration = .milliseconds(10)) {
         self.input = input
         self.output = output
+        self.speaker = speaker
         self.period = period
     }
 
@@ -78,17 +82,22 @@ public struct NodeAudioBackend: AudioDeviceBackend {
     public var deviceNamespace: String {
         if case .alsa = input { return "alsa" }
         if case .alsa = output { return "alsa" }
+        if case .alsa = speaker { return "alsa" }
         return "callnode.io.\(input).\(output)"
     }
 
     public func availableRoutes() -> [AudioRoute] {
-        [AudioRoute(name: input.description, label: "node input", isInput: true, isOutput: false),
-         AudioRoute(name: output.description, label: "node output", isInput: false, isOutput: true)]
+        var routes = [AudioRoute(name: input.description, label: "node input", isInput: true, isOutput: false),
+                      AudioRoute(name: output.description, label: "node output", isInput: false, isOutput: true)]
+        if let speaker, speaker != output {
+            routes.append(AudioRoute(name: speaker.description, label: "node speaker", isInput: false, isOutput: true))
+        }
+        return routes
     }
 
     public var defaultInput: String { input.description }
     public var defaultOutput: String { output.description }
-    public var speakerOutput: String { output.description }
+    public var speakerOutput: String { (speaker ?? output).description }
 
     public func makeCapture(device: String, format: AudioFormat, mode: AudioSessionMode) -> any AudioSource {
         switch NodeAudioInput(spec: device) ?? input {

@@ -42,7 +42,7 @@ final class CallRunner {
     private var lastPair: [UUID: SelectedPairInfo] = [:]
     private var lastStats: [UUID: MediaStatistics] = [:]
     private var current: UUID?
-    private var muted = false, held = false
+    private var muted = false, held = false, onSpeaker = false
     private let isTerminal = isatty(1) == 1
     private var statusShown = false
     private var keyboard: RawKeyboard?
@@ -165,7 +165,13 @@ final class CallRunner {
             try? await node.setHeld(call, held)
             line(held ? "on hold" : "resumed")
         case "o":
-            line("output toggle: this node's output is fixed by --output")
+            do {
+                try await node.setSpeaker(!onSpeaker)
+                onSpeaker.toggle()
+                line(onSpeaker ? "output: speaker" : "output: default")
+            } catch {
+                line("cannot switch the output: \(error)")
+            }
         case "q":
             try? await node.hangUp(call)
         default:
@@ -240,7 +246,7 @@ final class CallRunner {
     private func status(_ uuid: UUID, _ s: MediaStatistics) {
         let pair = lastPair[uuid].map { "\($0.localType.rawValue)/\($0.remoteType.rawValue)" } ?? "-"
         let rtt = s.roundTripTime.map { "\(Self.milliseconds($0)) ms" } ?? "-"
-        let text = "\r\u{1B}[2K● \(held ? "held" : muted ? "muted" : "in call") | pair \(pair) | RTT \(rtt) | loss \(s.packetsLost) | jitter \(Self.milliseconds(s.jitter)) ms | \(s.sendBitrate / 1000)/\(s.receiveBitrate / 1000) kbit/s | level \(Int(s.sendLevel))/\(Int(s.receiveLevel)) dB | m h o q"
+        let text = "\r\u{1B}[2K● \(held ? "held" : muted ? "muted" : "in call") | pair \(pair) | RTT \(rtt) | loss \(s.packetsLost) | jitter \(Self.milliseconds(s.jitter)) ms | \(s.sendBitrate / 1000)/\(s.receiveBitrate / 1000) kbit/s | level \(Int(s.sendLevel))/\(Int(s.receiveLevel)) dB | a m h o q"
         FileHandle.standardOutput.write(Data(text.utf8))
         statusShown = true
     }

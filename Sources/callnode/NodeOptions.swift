@@ -33,6 +33,9 @@ struct NodeOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Speaker: wav:PATH (recorded), null or alsa:DEVICE.", valueName: "SPEC"))
     var output: String = "null"
 
+    @Option(name: .long, help: ArgumentHelp("A second output the o key switches to: wav:PATH, null or alsa:DEVICE.", valueName: "SPEC"))
+    var speaker: String?
+
     @Flag(name: .long, help: "CallKit-free mode: the node activates its own audio session (default: the call manager does, as the system provider).")
     var appOwnedAudio = false
 
@@ -57,6 +60,9 @@ struct NodeOptions: ParsableArguments {
         guard NodeAudioOutput(spec: output) != nil else {
             throw ValidationError("--output '\(output)' is not wav:PATH, null or alsa:DEVICE")
         }
+        if let speaker, NodeAudioOutput(spec: speaker) == nil {
+            throw ValidationError("--speaker '\(speaker)' is not wav:PATH, null or alsa:DEVICE")
+        }
         guard [10, 20, 40, 60].contains(frameMs) else { throw ValidationError("--frame-ms must be 10, 20, 40 or 60 (got \(frameMs))") }
         guard (6_000...510_000).contains(bitrate) else { throw ValidationError("--bitrate must be 6000–510000 (got \(bitrate))") }
         if let duration, !(duration > 0) { throw ValidationError("--duration must be a positive number of seconds") }
@@ -76,7 +82,8 @@ struct NodeOptions: ParsableArguments {
         configuration.acceptUnknownCallers = acceptUnknown
         configuration.ice = try network.iceConfiguration(role: .controlling)
         // Both checked in validate().
-        configuration.audio = NodeAudioBackend(input: NodeAudioInput(spec: input)!, output: NodeAudioOutput(spec: output)!)
+        configuration.audio = NodeAudioBackend(input: NodeAudioInput(spec: input)!, output: NodeAudioOutput(spec: output)!,
+                                               speaker: speaker.flatMap(NodeAudioOutput.init(spec:)))
         configuration.appOwnedAudio = appOwnedAudio
         var media = MediaConfiguration()
         media.opus.bitrate = bitrate

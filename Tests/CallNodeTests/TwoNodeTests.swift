@@ -21,13 +21,13 @@ extension RealTimeTests {
         deinit { try? FileManager.default.removeItem(atPath: directory) }
 
         func node(_ name: String, input: NodeAudioInput = .silence, output: NodeAudioOutput = .null,
-                  autoAnswer: Bool = true, acceptUnknown: Bool = false, appOwned: Bool = false,
-                  provider: ProviderConfiguration? = nil) async throws -> CallNode {
+                  speaker: NodeAudioOutput? = nil, autoAnswer: Bool = true, acceptUnknown: Bool = false,
+                  appOwned: Bool = false, provider: ProviderConfiguration? = nil) async throws -> CallNode {
             var configuration = CallNodeConfiguration(home: path(name))
             configuration.displayName = name
             configuration.listenAddress = SignalAddress(host: "127.0.0.1", port: 0)
             configuration.ice.localAddresses = ["127.0.0.1"]
-            configuration.audio = NodeAudioBackend(input: input, output: output)
+            configuration.audio = NodeAudioBackend(input: input, output: output, speaker: speaker)
             configuration.autoAnswer = autoAnswer
             configuration.acceptUnknownCallers = acceptUnknown
             configuration.appOwnedAudio = appOwned
@@ -136,17 +136,25 @@ extension RealTimeTests {
     @Test func appOwnedNodesCallAndTheCallerHangsUp() async throws {
         let f = try Fixture()
         let alice = try await f.node("alice", input: .tone(440), appOwned: true)
-        let bob = try await f.node("bob", input: .tone(660), appOwned: true)
+        let bob = try await f.node("bob", input: .tone(660), output: .wav(f.path("bob-default.wav")),
+                                   speaker: .wav(f.path("bob-speaker.wav")), appOwned: true)
         try await f.trust(alice, as: "alice", bob, as: "bob")
         let aliceEvents = alice.events(), bobEvents = bob.events()
         let call = try await alice.call(.contact("bob"))
         _ = try await Self.next(bobEvents) { if case let .statistics(_, s) = $0 { s.packetsReceived >= 25 && s.receiveLevel > -40 } else { false } }
         _ = try await Self.next(aliceEvents) { if case let .statistics(_, s) = $0 { s.packetsReceived >= 25 && s.receiveLevel > -40 } else { false } }
+        // Bob switches to his speaker mid-call: the output reopens there and audio goes on.
+        try await bob.setSpeaker(true)
+        _ = try await Self.next(bobEvents) { if case let .statistics(_, s) = $0 { s.packetsReceived >= 75 && s.receiveLevel > -40 } else { false } }
         try await alice.hangUp(call)
         guard case let .ended(_, reason, _, _) = try await Self.next(bobEvents, where: { if case .ended = $0 { true } else { false } }) else { return }
         #expect(reason == .remoteEnded)
         await alice.shutdown()
         await bob.shutdown()
+        // Both outputs heard Alice's tone: first the default, then the speaker.
+        let before = try WAV.read(path: f.path("bob-default.wav")).samples, after = try WAV.read(path: f.path("bob-speaker.wav")).samples
+        #expect(before.count > 48_000 / 2 && after.count > 48_000 / 2, "\(before.count) then \(after.count) samples")
+        #expect(after.map { abs(Int($0)) }.max() ?? 0 > 3_000)
     }
 
     /// Calls `callee` from `caller` and returns the rejection the caller reported.
