@@ -51,6 +51,8 @@ public actor CallNode: Service {
     private var sessionConnections: [ObjectIdentifier: (session: String, startMuted: Bool)] = [:]
 
     /// One call's signaling, ICE and media.
+    private enum LossSignal: Hashable { case ice, media }
+
     private struct Leg {
         let uuid: UUID
         let outgoing: Bool
@@ -72,6 +74,11 @@ public actor CallNode: Service {
         /// The session this call belongs to (joined, not rung).
         var session: String?
         var startMuted = false
+        /// Why the call counts as disconnected now: ICE said so, or media stopped arriving.
+        /// Empty while connected.
+        var lostBecause: Set<LossSignal> = []
+        /// Ends the call when the connection stays lost for the configured timeout.
+        var lostTimer: Task<Void, Never>?
 
         init(uuid: UUID, outgoing: Bool) {
             self.uuid = uuid
@@ -767,14 +774,10 @@ public actor CallNode: Service {
             if legs[uuid]?.connectedAt == nil {
                 await mediaConnected(uuid)
             } else {
-                try? await manager.reportConnectionRestored(uuid)
-                broadcaster.send(.connectionRestored(uuid))
+                await connection(uuid, lost: false, signal: .ice)
             }
         case .stateChanged(.disconnected):
-            if legs[uuid]?.connectedAt != nil {
-                try? await manager.reportConnectionLost(uuid)
-                broadcaster.send(.connectionLost(uuid))
-            }
+            await connection(uuid, lost: true, signal: .ice)
         case .stateChanged(.failed):
             legs[uuid]?.failure = "ICE failed: no candidate pair worked (try --stun or --turn)"
             if let connection = legs[uuid]?.connection { try? await connection.send(.end(.failed), call: uuid) }
@@ -869,12 +872,53 @@ public actor CallNode: Service {
         }
     }
 
-    private func mediaEvent(_ uuid: UUID, _ event: MediaEvent) {
+    private func mediaEvent(_ uuid: UUID, _ event: MediaEvent) async {
         switch event {
         case let .statistics(statistics): broadcaster.send(.statistics(uuid, statistics))
         case let .dtmf(digit): broadcaster.send(.dtmf(uuid, digit))
+        case .inboundStalled: await connection(uuid, lost: true, signal: .media)
+        // Audio arriving again is the ground truth, whatever ICE last said.
+        case .inboundResumed: await connection(uuid, lost: false, signal: nil)
         case .sourceEnded, .remoteEnded: break
         }
+    }
+
+    /// Reports connection lost when the first signal says so and restored when none does any
+    /// more (`signal` nil clears every signal).
+    private func connection(_ uuid: UUID, lost: Bool, signal: LossSignal?) async {
+        guard let leg = legs[uuid], leg.connectedAt != nil else { return }
+        var signals = leg.lostBecause
+        if lost, let signal { signals.insert(signal) } else if let signal { signals.remove(signal) } else { signals = [] }
+        legs[uuid]?.lostBecause = signals
+        if leg.lostBecause.isEmpty && !signals.isEmpty {
+            logger.info("call \(uuid): connection lost (\(signals))")
+            let timeout = configuration.connectionLostTimeout
+            let timer = Task { [weak self] in
+                do { try await Task.sleep(for: timeout) } catch { return }
+                await self?.connectionTimedOut(uuid, after: timeout)
+            }
+            legs[uuid]?.lostTimer = timer
+            own(uuid, timer)
+            try? await manager.reportConnectionLost(uuid)
+            broadcaster.send(.connectionLost(uuid))
+        } else if !leg.lostBecause.isEmpty && signals.isEmpty {
+            logger.info("call \(uuid): connection restored")
+            legs[uuid]?.lostTimer?.cancel()
+            legs[uuid]?.lostTimer = nil
+            try? await manager.reportConnectionRestored(uuid)
+            broadcaster.send(.connectionRestored(uuid))
+        }
+    }
+
+    /// The connection stayed lost for the whole timeout: end the call, telling the peer if the
+    /// signaling still reaches it.
+    private func connectionTimedOut(_ uuid: UUID, after timeout: Duration) async {
+        guard let leg = legs[uuid], !leg.lostBecause.isEmpty else { return }
+        let failure = "the connection was lost: nothing heard from the peer for \(timeout.components.seconds) s"
+        legs[uuid]?.failure = failure
+        if let connection = leg.connection { try? await connection.send(.end(.failed), call: uuid) }
+        await teardown(uuid, detail: failure)
+        try? await manager.reportCallEnded(uuid, reason: .failed)
     }
 
     // MARK: - Ending

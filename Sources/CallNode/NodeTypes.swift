@@ -36,6 +36,11 @@ public struct CallNodeConfiguration: Sendable {
     /// How often an idle call's signaling connection sends a keep-alive (keeps NAT and relay
     /// paths open).
     public var keepAliveInterval: Duration = .seconds(15)
+    /// How long a connected call may hear nothing from the peer (no authentic RTP or RTCP)
+    /// before it ends as failed. It is reported as connection lost after the media's stall
+    /// timeout (1 s) and as restored when packets return; this is the point of giving up, and
+    /// the node's consent check (RFC 7675's 30 s): it stops sending to a peer that went away.
+    public var connectionLostTimeout: Duration = .seconds(30)
     /// A rendezvous relay to stay registered at (reachable by fingerprint through it) and to
     /// call contacts that have no address through.
     public var relay: SignalAddress?

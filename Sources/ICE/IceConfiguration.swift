@@ -84,8 +84,12 @@ public struct IceConfiguration: Sendable {
     public var iceTCP = false
     /// UPnP-IGD port mappings. Default: off.
     public var upnp = false
-    /// RFC 7675 consent freshness: the agent drops a pair whose peer stops answering. Default: on.
-    public var consentFreshness = true
+    /// RFC 7675 consent freshness through libnice. Default: off, because libnice 0.1.21 fails the
+    /// whole component as soon as one consent transaction goes unanswered: a 5 s link cut, or a
+    /// few seconds of 30 % loss, ended calls that were otherwise fine. A call node watches the
+    /// authenticated media instead (``IceConnectionState/disconnected`` is then never reported;
+    /// the node reports a stall from the media and gives up after its own timeout).
+    public var consentFreshness = false
     /// Received datagrams kept while nobody reads ``IceAgent/datagrams``; past it the oldest are
     /// dropped (late audio is worthless), never queued without bound.
     public var receiveBufferLimit = 1024

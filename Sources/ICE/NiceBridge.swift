@@ -64,8 +64,11 @@ final class AgentSink: Sendable {
         guard component == 1 else { return }
         let next: IceConnectionState? = switch NiceComponentState(rawValue: niceState) {
         case NICE_COMPONENT_STATE_GATHERING: .gathering
-        case NICE_COMPONENT_STATE_CONNECTING, NICE_COMPONENT_STATE_CONNECTED: .checking
-        case NICE_COMPONENT_STATE_READY: .connected
+        case NICE_COMPONENT_STATE_CONNECTING: .checking
+        // CONNECTED: a pair is selected and sending works; READY only adds that every other
+        // pair has finished its checks, which behind a NAT means waiting for host pairs to time
+        // out (about 2 s). Media starts on the first.
+        case NICE_COMPONENT_STATE_CONNECTED, NICE_COMPONENT_STATE_READY: .connected
         case NICE_COMPONENT_STATE_FAILED: .failed
         case NICE_COMPONENT_STATE_DISCONNECTED: .disconnected
         default: nil
@@ -102,7 +105,7 @@ final class AgentSink: Sendable {
             if current == .failed && next != .closed && next != .gathering && next != .new { return false }
             if onlyIfNotConnected && current == .connected { return false }
             if next == .disconnected && !s.everConnected { return false }
-            // libnice reports CONNECTED/CONNECTING again while re-checking a working pair.
+            // libnice reports CONNECTING again while re-checking a working pair.
             if next == .checking && (current == .connected || current == .disconnected) && s.everConnected {
                 return false
             }

@@ -38,6 +38,10 @@ public struct MediaConfiguration: Sendable, Equatable {
     public var dtmfDuration: Duration
     /// Audio between two sent digits.
     public var dtmfGap: Duration
+    /// How long nothing may arrive from the peer before ``MediaEvent/inboundStalled`` (the
+    /// path is probably cut: a peer always sends at least a DTX frame every 400 ms and RTCP
+    /// every second).
+    public var stallTimeout: Duration = .seconds(1)
 
     public init(opus: OpusConfiguration = OpusConfiguration(), payloadType: UInt8 = 111,
                 jitterBuffer: JitterBufferConfiguration = JitterBufferConfiguration(),
@@ -129,6 +133,9 @@ public struct MediaStatistics: Sendable, Equatable {
     /// DTMF digits sent and received (RFC 4733 events).
     public var dtmfSent = 0
     public var dtmfReceived = 0
+    /// Times nothing arrived from the peer for the stall timeout, and whether that is so now.
+    public var inboundStalls = 0
+    public var inboundStalled = false
 
     public init() {}
 }
@@ -142,6 +149,10 @@ public enum MediaEvent: Sendable, Equatable {
     case remoteEnded
     /// The peer sent a DTMF digit (RFC 4733), reported once per event.
     case dtmf(Character)
+    /// Nothing authentic arrived from the peer for ``MediaConfiguration/stallTimeout``.
+    case inboundStalled
+    /// Authentic packets arrive again after ``inboundStalled``.
+    case inboundResumed
 }
 
 /// One call's media: capture → mixer → Opus → RTP → SRTP → transport, and transport → SRTP →
@@ -191,6 +202,8 @@ public actor MediaActor: MediaClockClient {
     private var dtmfEvent: (code: UInt8, timestamp: UInt32, frames: Int, ends: Int)?
     private var dtmfGapFrames = 0
     private var lastDTMFTimestamp: UInt32?
+    /// Media time of the last authentic packet (or of the first tick); whether we reported a stall.
+    private var lastInboundAt: Duration?
 
     private enum State { case idle, running, stopped }
 
@@ -354,6 +367,7 @@ public actor MediaActor: MediaClockClient {
     public func tick(now: Duration) async {
         guard state == .running else { return }
         receive(now: now)
+        watchInbound(now: now)
         await sendFrame()
         playFrame(now: now)
         if now >= nextRTCP {
@@ -387,6 +401,28 @@ public actor MediaActor: MediaClockClient {
         }
     }
 
+    /// Reports a stall when nothing authentic arrived for the stall timeout, and its end.
+    private func watchInbound(now: Duration) {
+        guard let last = lastInboundAt else {
+            lastInboundAt = now
+            return
+        }
+        if !stats.inboundStalled && now - last >= configuration.stallTimeout {
+            stats.inboundStalled = true
+            stats.inboundStalls += 1
+            eventsContinuation.yield(.inboundStalled)
+        }
+    }
+
+    /// An authentic packet (RTP or RTCP) arrived at `arrival`.
+    private func heardPeer(at arrival: Duration) {
+        lastInboundAt = max(lastInboundAt ?? arrival, arrival)
+        if stats.inboundStalled {
+            stats.inboundStalled = false
+            eventsContinuation.yield(.inboundResumed)
+        }
+    }
+
     private func count(_ drop: SRTPDrop) {
         switch drop {
         case .authenticationFailed: stats.authenticationFailures += 1
@@ -401,6 +437,7 @@ public actor MediaActor: MediaClockClient {
         case let .success(p): plain = p
         case let .failure(drop): count(drop); return
         }
+        heardPeer(at: arrival)
         if let packet = try? RTPPacket(parsing: plain), packet.payloadType == configuration.telephoneEventPayloadType {
             reception.record(sequence: packet.sequenceNumber, timestamp: packet.timestamp, ssrc: packet.ssrc,
                              arrival: arrival, measuresJitter: false)
@@ -481,6 +518,7 @@ public actor MediaActor: MediaClockClient {
         case let .success(p): plain = p
         case let .failure(drop): count(drop); return
         }
+        heardPeer(at: arrival)
         guard let packets = try? RTCPPacket.parseCompound(plain) else {
             stats.malformedDropped += 1
             return

@@ -11,9 +11,15 @@ public struct JitterBufferConfiguration: Sendable, Equatable {
     /// How many recent packets the delay estimate looks at (default 100, two seconds of 20 ms
     /// frames): a burst raises the target at once and leaves the window this many packets later.
     public var historyLength: Int
+    /// After a loss, keep one more frame of delay for this long (default 5 s), so the packet
+    /// after a lost one is usually there in time for in-band FEC to rebuild the lost frame;
+    /// `.zero` turns it off. On a clean path the delay stays at its floor.
+    public var fecHold: Duration
 
     public init(frameDuration: Duration = .milliseconds(20), clockRate: Int = 48_000,
-                minimumDelay: Duration? = nil, maximumDelay: Duration = .milliseconds(200), historyLength: Int = 100) {
+                minimumDelay: Duration? = nil, maximumDelay: Duration = .milliseconds(200), historyLength: Int = 100,
+                fecHold: Duration = .seconds(5)) {
+        self.fecHold = fecHold
         self.frameDuration = frameDuration
         self.clockRate = clockRate
         self.minimumDelay = minimumDelay ?? frameDuration
@@ -106,6 +112,8 @@ public struct JitterBuffer: Sendable {
     /// packet shows the sender paused on purpose.
     private var concealedSinceLastPacket = 0
     private var framesSinceShrink = 0
+    /// Frames left during which a recent loss keeps one extra frame of delay for FEC.
+    private var fecHoldFrames = 0
 
     public init(configuration: JitterBufferConfiguration = JitterBufferConfiguration()) {
         self.configuration = configuration
@@ -209,6 +217,7 @@ public struct JitterBuffer: Sendable {
             return .silence
         }
         statistics.lost += 1
+        fecHoldFrames = Int((configuration.fecHold / configuration.frameDuration).rounded(.up))
         if let first = entries.first, first.timestamp == next + frame {
             statistics.fecRecovered += 1
             lastPlayedSequence = first.sequence - 1
@@ -245,7 +254,11 @@ public struct JitterBuffer: Sendable {
         for i in 0..<transitCount { scratch[i] = transits[i] - minTransit }
         scratch[0..<transitCount].sort()
         let p95 = scratch[min(transitCount - 1, Int(Double(transitCount) * 0.95))]
-        let target = Duration.microseconds(Int64(p95 * 1_000_000)) + configuration.frameDuration / 2
+        var target = Duration.microseconds(Int64(p95 * 1_000_000)) + configuration.frameDuration / 2
+        if fecHoldFrames > 0 {
+            fecHoldFrames -= 1
+            target += configuration.frameDuration
+        }
         statistics.targetDelay = min(configuration.maximumDelay, max(configuration.minimumDelay, target))
     }
 

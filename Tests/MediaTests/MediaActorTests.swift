@@ -126,6 +126,34 @@ import Glibc
         #expect(quietFrames < 120, "\(quietFrames) of 250 frames were silent")
     }
 
+    @Test func aCutPathIsReportedAsAStallAfterTheTimeoutAndItsEndWhenPacketsReturn() async throws {
+        let call = try Self.makeCall(source: ToneSource(frequency: 440), sink: NullSink())
+        try await call.a.start()
+        try await call.b.start()
+        await call.clock.advance(frames: 100)  // 2 s of a healthy call: no stall
+        #expect(await call.b.statistics.inboundStalls == 0)
+        call.link.setConditions(LinkConditions(loss: 1), fromA: true)
+        await call.clock.advance(frames: 48)  // A → B cut, just under the 1 s timeout
+        #expect(await call.b.statistics.inboundStalls == 0)
+        await call.clock.advance(frames: 4)  // past it
+        var stats = await call.b.statistics
+        #expect(stats.inboundStalls == 1 && stats.inboundStalled)
+        await call.clock.advance(frames: 50)  // still cut: one stall, not one per tick
+        #expect(await call.b.statistics.inboundStalls == 1)
+        call.link.setConditions(LinkConditions(), fromA: true)
+        await call.clock.advance(frames: 2)
+        stats = await call.b.statistics
+        #expect(!stats.inboundStalled && stats.inboundStalls == 1)
+        // A heard B throughout: no stall there.
+        #expect(await call.a.statistics.inboundStalls == 0)
+        await call.a.stop()
+        await call.b.stop()
+        // The events say the same, in order.
+        var seen: [MediaEvent] = []
+        for await event in call.b.events where event == .inboundStalled || event == .inboundResumed { seen.append(event) }
+        #expect(seen == [.inboundStalled, .inboundResumed])
+    }
+
     @Test func rtcpReportsGiveRoundTripTimeLossAndJitter() async throws {
         let call = try Self.makeCall(source: ToneSource(), sink: NullSink(),
                                      conditions: LinkConditions(loss: 0.05, delay: .milliseconds(40)), seed: 9)

@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -6,6 +8,8 @@ import Glibc
 /// `Process.waitUntilExit` was seen spinning forever on this platform.)
 public final class ChildProcess: Sendable {
     public let pid: pid_t
+    /// The exit status once the child has been reaped (by `isRunning`, `wait` or `stop`).
+    private let reaped = Mutex<Int32?>(nil)
 
     /// Starts `path` with `arguments`; stdout and stderr go to /dev/null unless `output` names a file.
     public init(_ path: String, _ arguments: [String], output: String = "/dev/null", stdin: Int32? = nil) throws {
@@ -23,31 +27,41 @@ public final class ChildProcess: Sendable {
         self.pid = pid
     }
 
-    /// Whether the child is still running (reaps it if it ended).
+    /// Whether the child is still running (reaps it, keeping its status, if it ended).
     public var isRunning: Bool {
+        if reaped.withLock({ $0 }) != nil { return false }
         var status: Int32 = 0
-        return waitpid(pid, &status, WNOHANG) == 0
+        let result = waitpid(pid, &status, WNOHANG)
+        if result == pid { record(status) }
+        return result == 0
     }
 
     /// Waits for the child to exit and returns its exit status (-1 if killed by a signal).
     public func wait() -> Int32 {
+        if let status = reaped.withLock({ $0 }) { return status }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        return (status & 0x7F) == 0 ? (status >> 8) & 0xFF : -1
+        return record(status)
+    }
+
+    @discardableResult
+    private func record(_ raw: Int32) -> Int32 {
+        let status = (raw & 0x7F) == 0 ? (raw >> 8) & 0xFF : -1
+        reaped.withLock { $0 = status }
+        return status
     }
 
     /// SIGTERM, then SIGKILL if it is still there after `grace`; always reaps it.
     public func stop(grace: Duration = .seconds(2)) {
+        guard isRunning else { return }
         kill(pid, SIGTERM)
         let deadline = ContinuousClock.now + grace
-        var status: Int32 = 0
         while ContinuousClock.now < deadline {
-            let r = waitpid(pid, &status, WNOHANG)
-            if r == pid || (r < 0 && errno == ECHILD) { return }
+            if !isRunning { return }
             usleep(10_000)
         }
         kill(pid, SIGKILL)
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        _ = wait()
     }
 
     /// Runs `path` to completion with `input` on stdin; returns its exit status.

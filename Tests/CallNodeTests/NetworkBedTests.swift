@@ -1,0 +1,397 @@
+import CallNode
+import CallNodeTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The real-network test bed (`scripts/netbed`): hosts A and B each behind its own NAT, a public
+/// router between them with coturn (STUN + TURN) and `callnode relay`. Every scenario runs real
+/// `callnode` processes inside the namespaces and reads their `--json` events.
+enum NetworkBed {
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("scripts/netbed").path
+    static let publicAddress = "100.64.0.1"
+    static let relay = "\(publicAddress):7700"
+    static let stun = "\(publicAddress):3478"
+    static let turn = "u:p@\(publicAddress):3478"
+
+    /// Why the bed cannot be built here (printed loudly), or nil.
+    static let unavailableReason: String? = {
+        let log = "/tmp/callnode-netbed-check-\(getpid()).log"
+        defer { unlink(log) }
+        let status = (try? ChildProcess.run(script, ["--prefix", "nbchk", "check"], output: log)) ?? -1
+        guard status != 0 else { return nil }
+        let reason = ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+        let text = reason.isEmpty ? "scripts/netbed check failed (status \(status))" : reason
+        FileHandle.standardError.write(Data("""
+
+            ************************************************************************
+            NetworkBedTests SKIPPED: \(text)
+            ************************************************************************
+
+            """.utf8))
+        return text
+    }()
+
+    static var isAvailable: Bool { unavailableReason == nil }
+}
+
+/// One topology for one test: built in `init`, torn down (with every process in it) by `down()`.
+final class Bed {
+    let prefix: String
+    let directory: String
+    private var processes: [BedProcess] = []
+
+    init(_ name: String) throws {
+        prefix = "n\(getpid() % 100_000)"
+        directory = "/tmp/callnode-bed-\(getpid())-\(name)"
+        try? FileManager.default.removeItem(atPath: directory)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let status = try ChildProcess.run(NetworkBed.script, ["--prefix", prefix, "up"], output: directory + "/bed.log")
+        guard status == 0 else {
+            throw TestFailure("the test bed did not come up:\n" + ((try? String(contentsOfFile: directory + "/bed.log", encoding: .utf8)) ?? ""))
+        }
+    }
+
+    /// Stops every process and removes the namespaces. The logs stay (the next run of the
+    /// same scenario replaces them), so a failure can be read afterwards.
+    func down() {
+        for process in processes { process.child.stop(grace: .milliseconds(500)) }
+        _ = try? ChildProcess.run(NetworkBed.script, ["--prefix", prefix, "down"], output: directory + "/bed.log")
+    }
+
+    /// `loss PERCENT`, `cut a`, `restore a`…
+    func control(_ arguments: [String]) throws {
+        let status = try ChildProcess.run(NetworkBed.script, ["--prefix", prefix] + arguments, output: directory + "/bed.log")
+        guard status == 0 else { throw TestFailure("netbed \(arguments.joined(separator: " ")) failed") }
+    }
+
+    /// Starts `callnode ARGUMENTS` inside `host` (a, b or router).
+    func start(_ host: String, _ arguments: [String], log: String) throws -> BedProcess {
+        let path = directory + "/" + log
+        let child = try ChildProcess(NetworkBed.script, ["--prefix", prefix, "exec", host, try BuildProducts.executable("callnode")] + arguments,
+                                     output: path)
+        let process = BedProcess(child: child, log: path)
+        processes.append(process)
+        return process
+    }
+
+    /// Runs `callnode ARGUMENTS` outside the namespaces (identities, contacts, recents).
+    func callnode(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        let log = directory + "/cli-\(UUID().uuidString.prefix(6)).log"
+        let status = try ChildProcess.run(try BuildProducts.executable("callnode"), arguments, output: log)
+        return (status, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
+    }
+
+    /// A home with an identity; returns its fingerprint.
+    func identity(_ name: String) throws -> (home: String, fingerprint: String) {
+        let home = directory + "/" + name
+        let result = try callnode(["identity", "--home", home])
+        guard result.status == 0, let fingerprint = result.output.split(separator: "\n").compactMap({ Fingerprint(String($0)) }).first else {
+            throw TestFailure("identity failed: \(result.output)")
+        }
+        return (home, fingerprint.hex)
+    }
+
+    /// The relay on the router, listening.
+    func startRelay() async throws -> BedProcess {
+        let relay = try start("router", ["relay", "--listen", NetworkBed.relay], log: "relay.log")
+        _ = try await relay.waitForLine(timeout: .seconds(20)) { $0.contains("relay listening") }
+        return relay
+    }
+}
+
+/// A `callnode` process in the bed and its `--json` event log.
+struct BedProcess {
+    let child: ChildProcess
+    let log: String
+
+    var text: String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+
+    var events: [[String: Any]] {
+        text.split(separator: "\n").compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
+    }
+
+    func events(_ name: String) -> [[String: Any]] { events.filter { $0["event"] as? String == name } }
+
+    /// Polls the log until a line satisfies `predicate` (bounded; fails if the process exits first).
+    @discardableResult
+    func waitForLine(timeout: Duration, _ predicate: (String) -> Bool) async throws -> String {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let current = text
+            if let line = current.split(separator: "\n").map(String.init).first(where: predicate) { return line }
+            guard child.isRunning else { throw TestFailure("\(log) ended before the line came:\n\(current)") }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw TestFailure("no such line in \(log) within \(timeout):\n\(text)")
+    }
+
+    /// Waits for the first event named `name` and returns it.
+    @discardableResult
+    func waitFor(_ name: String, timeout: Duration = .seconds(30)) async throws -> [String: Any] {
+        let line = try await waitForLine(timeout: timeout) { $0.contains("\"event\":\"\(name)\"") }
+        guard let event = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] else {
+            throw TestFailure("unparsable event line: \(line)")
+        }
+        return event
+    }
+
+    /// Waits (bounded, without blocking a thread) for the process to exit; its status.
+    func exit(timeout: Duration) async throws -> Int32 {
+        let deadline = ContinuousClock.now + timeout
+        while child.isRunning {
+            guard ContinuousClock.now < deadline else {
+                child.stop()
+                throw TestFailure("\(log) still ran after \(timeout):\n\(text)")
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return child.wait()
+    }
+}
+
+extension RealTimeTests {
+@Suite(.enabled(if: NetworkBed.isAvailable, "needs root and network namespaces; the reason is printed above"))
+struct NetworkBedTests {
+    /// Alice on A, Bob on B, each the other's contact; a speech-like WAV for Alice to send.
+    struct Callers {
+        let alice: (home: String, fingerprint: String)
+        let bob: (home: String, fingerprint: String)
+        let sent: String
+    }
+
+    static func callers(in bed: Bed, bobKnowsAlice: Bool = true) throws -> Callers {
+        let alice = try bed.identity("alice"), bob = try bed.identity("bob")
+        guard try bed.callnode(["contacts", "add", "bob", bob.fingerprint, "--home", alice.home]).status == 0 else {
+            throw TestFailure("contacts add failed")
+        }
+        if bobKnowsAlice {
+            guard try bed.callnode(["contacts", "add", "alice", alice.fingerprint, "--home", bob.home]).status == 0 else {
+                throw TestFailure("contacts add failed")
+            }
+        }
+        let sent = bed.directory + "/sent.wav"
+        try WAV.write(SyntheticSpeech.samples(seconds: 3, seed: 11), format: AudioFormat(), path: sent)
+        return Callers(alice: alice, bob: bob, sent: sent)
+    }
+
+    /// Bob listening on B, registered at the relay, answering at once and recording.
+    static func startBob(_ bed: Bed, _ callers: Callers, network: [String], recording: String, log: String) async throws -> BedProcess {
+        let bob = try bed.start("b", [
+            "listen", "--home", callers.bob.home, "--relay", NetworkBed.relay, "--auto-answer",
+            "--input", "silence", "--output", "wav:" + recording, "--duration", "120", "--json",
+        ] + network, log: log)
+        try await bob.waitFor("registered", timeout: .seconds(30))
+        return bob
+    }
+
+    /// Alice on A calling Bob (by fingerprint, through the relay) for `seconds`.
+    static func startAlice(_ bed: Bed, _ callers: Callers, network: [String], seconds: Int, log: String) throws -> BedProcess {
+        try bed.start("a", [
+            "call", "bob", "--home", callers.alice.home, "--relay", NetworkBed.relay,
+            "--input", "wav:" + callers.sent, "--duration", String(seconds), "--json",
+        ] + network, log: log)
+    }
+
+    /// How well the recording matches what Alice sent, around `at` seconds (default: the middle).
+    static func correlation(_ callers: Callers, recording: String, at seconds: Double? = nil) throws -> Double {
+        let heard = try WAV.read(path: recording).samples
+        let start = seconds.map { Int($0 * 48_000) }
+        return AudioAlignment.best(sent: try WAV.read(path: callers.sent).samples, received: heard, start: start).correlation
+    }
+
+    static func epoch() -> Double { Date().timeIntervalSince1970 }
+
+    // MARK: - 1. STUN only
+
+    @Test func stunOnlyCallsThroughTheRelayConnectTenOfTenOnServerReflexivePairs() async throws {
+        let bed = try Bed("stun")
+        defer { bed.down() }
+        let callers = try Self.callers(in: bed)
+        _ = try await bed.startRelay()
+        let network = ["--stun", NetworkBed.stun]
+        var connected = 0
+        var setups: [Double] = []
+        for round in 1...10 {
+            let recording = bed.directory + "/recording-\(round).wav"
+            let bob = try await Self.startBob(bed, callers, network: network, recording: recording, log: "bob-\(round).log")
+            let alice = try Self.startAlice(bed, callers, network: network, seconds: 3, log: "alice-\(round).log")
+            let status = try await alice.exit(timeout: .seconds(40))
+            _ = try await bob.exit(timeout: .seconds(20))
+            guard status == 0, let setup = alice.events("connected").first?["setup_ms"] as? Double else {
+                Issue.record("round \(round): the call did not complete (status \(status)):\n\(alice.text)")
+                continue
+            }
+            let pair = try #require(alice.events("selected-pair").last)
+            #expect(pair["local_type"] as? String == "srflx", "round \(round): \(pair)")
+            #expect(["srflx", "prflx"].contains(pair["remote_type"] as? String ?? ""), "round \(round): \(pair)")
+            let match = try Self.correlation(callers, recording: recording)
+            #expect(match > 0.7, "round \(round): recording correlates \(match) with what was sent")
+            if match > 0.7 { connected += 1 }
+            setups.append(setup)
+        }
+        #expect(connected == 10, "\(connected) of 10 calls connected with audio")
+        print("netbed stun: \(connected)/10 connected; setup ms \(setups.map { String(format: "%.0f", $0) }.joined(separator: " "))")
+    }
+
+    // MARK: - 2. TURN relay-only, UDP and TCP to the server
+
+    @Test(arguments: ["udp", "tcp"])
+    func relayOnlyCallsUseATurnRelayedPair(transport: String) async throws {
+        let bed = try Bed("turn-\(transport)")
+        defer { bed.down() }
+        let callers = try Self.callers(in: bed)
+        _ = try await bed.startRelay()
+        let network = ["--turn", NetworkBed.turn + (transport == "tcp" ? "?transport=tcp" : ""), "--relay-only"]
+        let recording = bed.directory + "/recording.wav"
+        let bob = try await Self.startBob(bed, callers, network: network, recording: recording, log: "bob.log")
+        let alice = try Self.startAlice(bed, callers, network: network, seconds: 3, log: "alice.log")
+        let status = try await alice.exit(timeout: .seconds(40))
+        _ = try await bob.exit(timeout: .seconds(20))
+        #expect(status == 0, "\(alice.text)")
+        for side in [alice, bob] {
+            let pair = try #require(side.events("selected-pair").last, "\(side.text)")
+            #expect(pair["local_type"] as? String == "relay", "\(pair)")
+            #expect(pair["remote_type"] as? String == "relay", "\(pair)")
+        }
+        let match = try Self.correlation(callers, recording: recording)
+        #expect(match > 0.7, "recording correlates \(match) with what was sent")
+        print("netbed turn/\(transport): setup \(alice.events("connected").first?["setup_ms"] ?? "-") ms, correlation \(match)")
+    }
+
+    // MARK: - 3. Loss
+
+    @Test(arguments: [10, 30])
+    func randomLossBetweenTheNATsKeepsTheCallUpWithFECAndConcealment(percent: Int) async throws {
+        let bed = try Bed("loss-\(percent)")
+        defer { bed.down() }
+        let callers = try Self.callers(in: bed)
+        _ = try await bed.startRelay()
+        let network = ["--stun", NetworkBed.stun]
+        let recording = bed.directory + "/recording.wav"
+        let bob = try await Self.startBob(bed, callers, network: network, recording: recording, log: "bob.log")
+        let alice = try Self.startAlice(bed, callers, network: network, seconds: 34, log: "alice.log")
+        try await alice.waitFor("connected")
+        try bed.control(["loss", String(percent)])
+        let lossStarted = ContinuousClock.now
+        try await Task.sleep(until: lossStarted + .seconds(30))
+        let statsUnderLoss = bob.events("stats").last ?? [:]
+        try bed.control(["loss", "0"])
+        let status = try await alice.exit(timeout: .seconds(30))
+        _ = try await bob.exit(timeout: .seconds(20))
+
+        #expect(status == 0, "\(alice.text)")
+        let ended = try #require(alice.events("ended").last)
+        #expect(ended["reason"] as? String == "localEnded", "\(ended)")
+        #expect(bob.events("connection-lost").isEmpty && alice.events("connection-lost").isEmpty, "the call dropped under loss")
+        let lost = statsUnderLoss["packets_lost"] as? Int ?? 0, received = statsUnderLoss["packets_received"] as? Int ?? 0
+        let fec = statsUnderLoss["fec_recovered"] as? Int ?? 0, concealed = statsUnderLoss["concealed"] as? Int ?? 0
+        #expect(lost > 0 && fec > 0 && concealed > 0, "under loss: \(statsUnderLoss)")
+        let measured = Double(lost) / Double(max(1, lost + received)) * 100
+        // The recording (made under loss for most of its length) is still aligned with the input.
+        let match = try Self.correlation(callers, recording: recording, at: 15)
+        let threshold = percent <= 10 ? 0.6 : 0.35
+        #expect(match > threshold, "recording correlates \(match) under \(percent) % loss")
+        print("netbed loss \(percent)%: measured \(String(format: "%.1f", measured)) % lost, FEC \(fec), concealed \(concealed), correlation \(String(format: "%.2f", match))")
+    }
+
+    // MARK: - 4. Link cut
+
+    @Test func aCutLinkIsReportedAndTheCallRecoversWhenItReturns() async throws {
+        let bed = try Bed("cut")
+        defer { bed.down() }
+        let callers = try Self.callers(in: bed)
+        _ = try await bed.startRelay()
+        let network = ["--stun", NetworkBed.stun]
+        let recording = bed.directory + "/recording.wav"
+        let bob = try await Self.startBob(bed, callers, network: network, recording: recording, log: "bob.log")
+        let alice = try Self.startAlice(bed, callers, network: network, seconds: 14, log: "alice.log")
+        try await alice.waitFor("connected")
+        try await Task.sleep(for: .seconds(2))
+
+        let cutAt = Self.epoch()
+        try bed.control(["cut", "a"])
+        let lostAlice = try await alice.waitFor("connection-lost", timeout: .seconds(5))
+        let lostBob = try await bob.waitFor("connection-lost", timeout: .seconds(5))
+        try await Task.sleep(for: .seconds(5) - .milliseconds(Int((Self.epoch() - cutAt) * 1000)))
+        let restoredAt = Self.epoch()
+        try bed.control(["restore", "a"])
+        let backAlice = try await alice.waitFor("connection-restored", timeout: .seconds(6))
+        let backBob = try await bob.waitFor("connection-restored", timeout: .seconds(6))
+        let receivedAtRestore = bob.events("stats").last?["packets_received"] as? Int ?? 0
+        let status = try await alice.exit(timeout: .seconds(30))
+        _ = try await bob.exit(timeout: .seconds(20))
+
+        let delays = [lostAlice, lostBob].map { ($0["time"] as? Double ?? .infinity) - cutAt }
+        let recoveries = [backAlice, backBob].map { ($0["time"] as? Double ?? .infinity) - restoredAt }
+        #expect(delays.allSatisfy { $0 <= 2 }, "connection lost reported \(delays) s after the cut")
+        #expect(recoveries.allSatisfy { $0 <= 3 }, "connection restored reported \(recoveries) s after the link returned")
+        #expect(status == 0, "\(alice.text)")
+        #expect(alice.events("ended").last?["reason"] as? String == "localEnded")
+        // Audio resumed: Bob kept receiving, and the end of the recording is Alice's audio again.
+        let receivedAtEnd = bob.events("stats").last?["packets_received"] as? Int ?? 0
+        #expect(receivedAtEnd - receivedAtRestore > 100, "packets after the restore: \(receivedAtEnd - receivedAtRestore)")
+        let heardSeconds = Double(try WAV.read(path: recording).samples.count) / 48_000
+        let match = try Self.correlation(callers, recording: recording, at: heardSeconds - 2)
+        #expect(match > 0.7, "after the restore the recording correlates \(match)")
+        print("netbed cut: lost after \(delays) s, restored after \(recoveries) s, correlation after \(match)")
+    }
+
+    // MARK: - 5. Peer crash
+
+    @Test func aKilledPeerEndsTheCallWithAReasonAndARecentsRow() async throws {
+        let bed = try Bed("crash")
+        defer { bed.down() }
+        let callers = try Self.callers(in: bed)
+        _ = try await bed.startRelay()
+        let network = ["--stun", NetworkBed.stun]
+        let bob = try await Self.startBob(bed, callers, network: network, recording: bed.directory + "/recording.wav", log: "bob.log")
+        let alice = try Self.startAlice(bed, callers, network: network, seconds: 60, log: "alice.log")
+        try await alice.waitFor("connected")
+        try await Task.sleep(for: .seconds(2))
+
+        let killedAt = Self.epoch()
+        kill(bob.child.pid, SIGKILL)
+        let ended = try await alice.waitFor("ended", timeout: .seconds(12))
+        let after = (ended["time"] as? Double ?? .infinity) - killedAt
+        #expect(after <= 10, "the end came \(after) s after the kill")
+        #expect(ended["reason"] as? String == "failed", "\(ended)")
+        let detail = ended["detail"] as? String ?? ""
+        #expect(!detail.isEmpty, "the end gives no reason: \(ended)")
+        let status = try await alice.exit(timeout: .seconds(10))
+        #expect(status != 0, "a call that failed exits non-zero")
+        let recents = try bed.callnode(["recents", "--home", callers.alice.home])
+        #expect(recents.output.contains("outgoing") && recents.output.contains("failed"), "\(recents.output)")
+        print("netbed crash: ended \(String(format: "%.2f", after)) s after SIGKILL: \(detail)")
+    }
+
+    // MARK: - 6. Unknown and blocked callers
+
+    @Test func unknownAndBlockedCallersAcrossTheRelayAreRejectedWithTheirReasons() async throws {
+        let bed = try Bed("reject")
+        defer { bed.down() }
+        let callers = try Self.callers(in: bed, bobKnowsAlice: false)
+        _ = try await bed.startRelay()
+        let network = ["--stun", NetworkBed.stun]
+
+        var bob = try await Self.startBob(bed, callers, network: network, recording: bed.directory + "/r1.wav", log: "bob-1.log")
+        var alice = try Self.startAlice(bed, callers, network: network, seconds: 3, log: "alice-1.log")
+        #expect(try await alice.exit(timeout: .seconds(30)) == 1)
+        #expect(alice.events("rejected").first?["reason"] as? String == "unknown-caller", "\(alice.text)")
+        #expect(alice.text.contains("unknown-caller") || alice.text.contains("unknown caller"))
+        bob.child.stop()
+
+        _ = try bed.callnode(["contacts", "add", "alice", callers.alice.fingerprint, "--home", callers.bob.home])
+        #expect(try bed.callnode(["block", "alice", "--home", callers.bob.home]).status == 0)
+        bob = try await Self.startBob(bed, callers, network: network, recording: bed.directory + "/r2.wav", log: "bob-2.log")
+        alice = try Self.startAlice(bed, callers, network: network, seconds: 3, log: "alice-2.log")
+        #expect(try await alice.exit(timeout: .seconds(30)) == 1)
+        #expect(alice.events("rejected").first?["reason"] as? String == "blocked", "\(alice.text)")
+        bob.child.stop()
+    }
+}
+}
