@@ -876,6 +876,8 @@ public actor CallNode: Service {
         switch event {
         case let .statistics(statistics): broadcaster.send(.statistics(uuid, statistics))
         case let .dtmf(digit): broadcaster.send(.dtmf(uuid, digit))
+        case .firstAudio:
+            if let began = legs[uuid]?.began { broadcaster.send(.firstAudio(uuid, after: ContinuousClock.now - began)) }
         case .inboundStalled: await connection(uuid, lost: true, signal: .media)
         // Audio arriving again is the ground truth, whatever ICE last said.
         case .inboundResumed: await connection(uuid, lost: false, signal: nil)

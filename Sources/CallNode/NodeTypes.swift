@@ -150,6 +150,9 @@ public enum NodeEvent: Sendable, Equatable {
     case selectedPair(UUID, SelectedPairInfo)
     /// ICE connected and media started; `setup` runs from dial (or invite) to here.
     case connected(UUID, setup: Duration)
+    /// The first frame of the peer's audio was decoded and played; `after` runs from dial (or
+    /// invite) to here.
+    case firstAudio(UUID, after: Duration)
     case statistics(UUID, MediaStatistics)
     case remoteHold(UUID, Bool)
     case dtmf(UUID, Character)

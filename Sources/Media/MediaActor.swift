@@ -153,6 +153,8 @@ public enum MediaEvent: Sendable, Equatable {
     case inboundStalled
     /// Authentic packets arrive again after ``inboundStalled``.
     case inboundResumed
+    /// The first frame of the peer's audio was decoded and handed to the sink (once per call).
+    case firstAudio
 }
 
 /// One call's media: capture → mixer → Opus → RTP → SRTP → transport, and transport → SRTP →
@@ -204,6 +206,7 @@ public actor MediaActor: MediaClockClient {
     private var lastDTMFTimestamp: UInt32?
     /// Media time of the last authentic packet (or of the first tick); whether we reported a stall.
     private var lastInboundAt: Duration?
+    private var playedAudio = false
 
     private enum State { case idle, running, stopped }
 
@@ -628,6 +631,10 @@ public actor MediaActor: MediaClockClient {
         }
         stats.receiveLevel = Self.level(playFrame)
         sink.write(playFrame)
+        if !playedAudio, ok, case .play = action {
+            playedAudio = true
+            eventsContinuation.yield(.firstAudio)
+        }
     }
 
     private func sendReport(now: Duration) async {

@@ -202,6 +202,8 @@ final class CallRunner {
             line("ICE pair: \(pair.localType.rawValue) \(pair.local) ↔ \(pair.remoteType.rawValue) \(pair.remote) (\(pair.transport.rawValue))")
         case let .connected(_, setup):
             line("connected in \(Self.milliseconds(setup)) ms")
+        case let .firstAudio(_, after):
+            line("hearing the peer (first audio \(Self.milliseconds(after)) ms after the dial)")
         case let .statistics(uuid, stats):
             lastStats[uuid] = stats
             if isTerminal { status(uuid, stats) }
@@ -297,6 +299,7 @@ final class CallRunner {
         case let .dtmf(uuid, digit): return ["event": "dtmf", "call": uuid.uuidString, "digit": String(digit)]
         case let .connectionLost(uuid): return ["event": "connection-lost", "call": uuid.uuidString]
         case let .connectionRestored(uuid): return ["event": "connection-restored", "call": uuid.uuidString]
+        case let .firstAudio(uuid, after): return ["event": "first-audio", "call": uuid.uuidString, "after_ms": milliseconds(after)]
         case let .rejected(uuid, reason): return ["event": "rejected", "call": uuid.uuidString, "reason": reason.rawValue]
         case let .ended(uuid, reason, detail, duration):
             return ["event": "ended", "call": uuid.uuidString, "reason": reason.rawValue, "detail": detail ?? NSNull(),

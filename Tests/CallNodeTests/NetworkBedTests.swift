@@ -291,10 +291,12 @@ struct NetworkBedTests {
         let lost = statsUnderLoss["packets_lost"] as? Int ?? 0, received = statsUnderLoss["packets_received"] as? Int ?? 0
         let fec = statsUnderLoss["fec_recovered"] as? Int ?? 0, concealed = statsUnderLoss["concealed"] as? Int ?? 0
         #expect(lost > 0 && fec > 0 && concealed > 0, "under loss: \(statsUnderLoss)")
+        // The jitter buffer keeps the next packet in time, so FEC rebuilds most lost frames.
+        #expect(fec > concealed, "FEC rebuilt \(fec) frames, \(concealed) were concealed")
         let measured = Double(lost) / Double(max(1, lost + received)) * 100
         // The recording (made under loss for most of its length) is still aligned with the input.
         let match = try Self.correlation(callers, recording: recording, at: 15)
-        let threshold = percent <= 10 ? 0.6 : 0.35
+        let threshold = percent <= 10 ? 0.8 : 0.6
         #expect(match > threshold, "recording correlates \(match) under \(percent) % loss")
         print("netbed loss \(percent)%: measured \(String(format: "%.1f", measured)) % lost, FEC \(fec), concealed \(concealed), correlation \(String(format: "%.2f", match))")
     }
