@@ -338,7 +338,9 @@ struct NetworkBedTests {
         let receivedAtEnd = bob.events("stats").last?["packets_received"] as? Int ?? 0
         #expect(receivedAtEnd - receivedAtRestore > 100, "packets after the restore: \(receivedAtEnd - receivedAtRestore)")
         let heardSeconds = Double(try WAV.read(path: recording).samples.count) / 48_000
-        let match = try Self.correlation(callers, recording: recording, at: heardSeconds - 2)
+        // The best of a few windows in the last seconds: right after the restore the jitter buffer
+        // drains the late burst, and each dropped or stretched frame shifts the alignment.
+        let match = try [3.0, 2.5, 2.0, 1.5].map { try Self.correlation(callers, recording: recording, at: heardSeconds - $0) }.max() ?? 0
         #expect(match > 0.7, "after the restore the recording correlates \(match)")
         print("netbed cut: lost after \(delays) s, restored after \(recoveries) s, correlation after \(match)")
     }
