@@ -13,7 +13,7 @@ struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "callnode-bench",
         abstract: "CallNode benchmarks. Build with -c release; figures go to BENCHMARKS.md.",
-        subcommands: [SetupBench.self, IceBench.self, MediaBench.self, QualityBench.self, CallsBench.self])
+        subcommands: [SetupBench.self, LatencyBench.self, IceBench.self, MediaBench.self, QualityBench.self, CodecBench.self, CallsBench.self])
 }
 
 /// Loopback ICE connect time: from the start of checks to connected on both agents.
@@ -243,9 +243,9 @@ struct MediaBench: AsyncParsableCommand {
 
 /// One WAV file through the encoder profile and back (no network), for quality scoring:
 /// `scripts/measure-quality` scores the output with PESQ-WB.
-struct QualityBench: AsyncParsableCommand {
+struct CodecBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "quality",
+        commandName: "codec",
         abstract: "Encode and decode a 48 kHz mono WAV with an Opus profile; print CPU per call-second.")
 
     @Option(help: "Input WAV (16-bit PCM, mono, 48 kHz).")
