@@ -28,10 +28,14 @@ struct QualityBench: AsyncParsableCommand {
     @Option(help: "Seed of the link's loss pattern.")
     var seed: UInt64 = 7
 
+    @Option(help: ArgumentHelp("Plan FEC for this loss from the first frame, not from the peer's reports.", valueName: "PERCENT"))
+    var planLoss: Int?
+
     @Flag(help: "One JSON object per case on stdout.")
     var json = false
 
     func validate() throws {
+        if let planLoss, !(0...100).contains(planLoss) { throw ValidationError("--plan-loss is 0–100") }
         guard loss.allSatisfy({ (0...90).contains($0) }) else { throw ValidationError("--loss values are 0–90") }
     }
 
@@ -47,12 +51,23 @@ struct QualityBench: AsyncParsableCommand {
             speech = SyntheticSpeech.samples(seconds: 8, seed: 3)
         }
         try FileManager.default.createDirectory(atPath: outputDirectory, withIntermediateDirectories: true)
-        let configuration = MediaConfiguration()
+        var configuration = MediaConfiguration()
+        if let planLoss {
+            configuration.opus.expectedLossPercent = planLoss
+            configuration.adaptiveFEC = false
+        }
 
-        let offline = try Self.offline(speech, opus: configuration.opus)
+        var clean = configuration.opus
+        clean.expectedLossPercent = MediaConfiguration().opus.expectedLossPercent
+        let offline = try Self.offline(speech, opus: clean)
         try WAV.write(offline, format: AudioFormat(), path: outputDirectory + "/offline.wav")
         report("offline libopus", loss: nil, snr: Self.snr(reference: speech, signal: offline), extra: [:])
 
+        for percent in loss where percent > 0 {
+            let ideal = try Self.offline(speech, opus: configuration.opus, loss: percent, seed: seed)
+            try WAV.write(ideal, format: AudioFormat(), path: outputDirectory + "/offline-\(percent).wav")
+            report("offline libopus, ideal receiver", loss: percent, snr: Self.snr(reference: speech, signal: ideal), extra: [:])
+        }
         for percent in loss {
             let (played, stats) = try await Self.call(speech, loss: Double(percent) / 100, seed: seed, configuration: configuration)
             let lag = Self.lag(of: speech, in: played, maximum: 9_600)
@@ -62,6 +77,8 @@ struct QualityBench: AsyncParsableCommand {
             report("call", loss: percent, snr: Self.blockSNR(reference: speech, signal: played), extra: [
                 "delay_ms": String(format: "%.1f", Double(lag) / 48), "lost": "\(stats.jitterBuffer.lost)",
                 "fec_recovered": "\(stats.jitterBuffer.fecRecovered)", "concealed": "\(stats.jitterBuffer.concealed)",
+                "stretched": "\(stats.jitterBuffer.stretched)", "shrunk": "\(stats.jitterBuffer.shrunk)",
+                "dtx_silence": "\(stats.jitterBuffer.silence)",
             ])
         }
     }
@@ -79,16 +96,40 @@ struct QualityBench: AsyncParsableCommand {
         }
     }
 
-    /// libopus alone at the call's settings (FEC planned for no loss, as a call starts).
-    static func offline(_ speech: [Int16], opus: OpusConfiguration) throws -> [Int16] {
+    /// libopus alone at the call's settings (FEC planned for no loss, as a call starts). With
+    /// `loss`, the anchor for a lossy call: FEC planned for that loss from the first frame,
+    /// packets dropped at random, and an ideal receiver that always has the next packet (FEC
+    /// for a lost frame when the next arrived, PLC otherwise) and never changes its delay.
+    static func offline(_ speech: [Int16], opus: OpusConfiguration, loss: Int = 0, seed: UInt64 = 7) throws -> [Int16] {
+        var opus = opus
+        if loss > 0 { opus.expectedLossPercent = loss }
         let encoder = try OpusEncoder(configuration: opus)
         let decoder = try OpusDecoder()
         let frame = opus.samplesPerFrame
-        var decoded: [Int16] = [], out = [Int16](repeating: 0, count: frame)
+        var packets: [[UInt8]?] = []
+        var rng = seed &+ 0x9E37_79B9_7F4A_7C15
+        func random() -> Double {  // SplitMix64
+            rng &+= 0x9E37_79B9_7F4A_7C15
+            var z = rng
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return Double((z ^ (z >> 31)) >> 11) / Double(1 << 53)
+        }
         for offset in stride(from: 0, to: speech.count, by: frame) {
             var chunk = Array(speech[offset..<min(speech.count, offset + frame)])
             if chunk.count < frame { chunk += [Int16](repeating: 0, count: frame - chunk.count) }
-            try decoder.decode(Array(try encoder.encode(chunk)), into: &out)
+            let packet = Array(try encoder.encode(chunk))
+            packets.append(random() < Double(loss) / 100 ? nil : packet)
+        }
+        var decoded: [Int16] = [], out = [Int16](repeating: 0, count: frame)
+        for (index, packet) in packets.enumerated() {
+            if let packet {
+                _ = try decoder.decode(packet, into: &out)
+            } else if index + 1 < packets.count, let next = packets[index + 1] {
+                _ = try decoder.recover(fromNext: next, into: &out)
+            } else {
+                _ = try decoder.conceal(into: &out)
+            }
             decoded += out
         }
         decoded += [Int16](repeating: 0, count: frame)
