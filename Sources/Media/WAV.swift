@@ -34,6 +34,7 @@ public enum WAV {
         }
         var offset = 12
         var format: AudioFormat?
+        var encoding: (kind: UInt16, bits: Int) = (1, 16)
         while offset + 8 <= bytes.count {
             let id = String(decoding: bytes[offset..<(offset + 4)], as: UTF8.self)
             let size = Int(u32(offset + 4))
@@ -43,23 +44,49 @@ public enum WAV {
             }
             if id == "fmt " {
                 guard size >= 16 else { throw .unsupportedFormat("\(name): short fmt chunk") }
-                let tag = u16(body), channels = Int(u16(body + 2)), rate = Int(u32(body + 4)), bits = u16(body + 14)
-                // 1 = PCM; 0xFFFE = WAVE_FORMAT_EXTENSIBLE (accepted when 16-bit).
-                guard (tag == 1 || tag == 0xFFFE) && bits == 16 else {
-                    throw .unsupportedFormat("\(name): only 16-bit PCM is supported (format \(tag), \(bits) bits)")
+                let tag = u16(body), channels = Int(u16(body + 2)), rate = Int(u32(body + 4)), bits = Int(u16(body + 14))
+                // 1 = integer PCM, 3 = IEEE float; 0xFFFE = WAVE_FORMAT_EXTENSIBLE, whose sub-format
+                // GUID begins with the same code (sox and many editors write it).
+                var kind = tag
+                if tag == 0xFFFE {
+                    guard size >= 40 else { throw .unsupportedFormat("\(name): short extensible fmt chunk") }
+                    kind = u16(body + 24)
+                }
+                switch (kind, bits) {
+                case (1, 8), (1, 16), (1, 24), (1, 32), (3, 32), (3, 64): break
+                default:
+                    throw .unsupportedFormat("\(name): only PCM of 8, 16, 24 or 32 bits and 32- or 64-bit float are supported (format \(kind), \(bits) bits)")
                 }
                 guard channels >= 1, rate > 0 else { throw .unsupportedFormat("\(name): \(channels) channels at \(rate) Hz") }
                 format = AudioFormat(sampleRate: rate, channels: channels)
+                encoding = (kind, bits)
             } else if id == "data" {
                 guard let format else { throw .unsupportedFormat("\(name): data before fmt") }
                 let end = min(bytes.count, body + size)  // tolerate a truncated final chunk
-                var samples = [Int16](repeating: 0, count: (end - body) / 2)
-                for i in samples.indices { samples[i] = Int16(bitPattern: u16(body + 2 * i)) }
+                let width = encoding.bits / 8
+                var samples = [Int16](repeating: 0, count: (end - body) / width)
+                for i in samples.indices {
+                    let at = body + width * i
+                    switch (encoding.kind, encoding.bits) {
+                    case (1, 8): samples[i] = Int16(Int(bytes[at]) - 128) << 8  // 8-bit PCM is unsigned
+                    case (1, 16): samples[i] = Int16(bitPattern: u16(at))
+                    case (1, 24): samples[i] = Int16(bitPattern: UInt16(bytes[at + 1]) | UInt16(bytes[at + 2]) << 8)
+                    case (1, 32): samples[i] = Int16(bitPattern: UInt16(truncatingIfNeeded: u32(at) >> 16))
+                    case (3, 32): samples[i] = Self.clamped(Double(Float(bitPattern: u32(at))))
+                    default: samples[i] = Self.clamped(Double(bitPattern: UInt64(u32(at)) | UInt64(u32(at + 4)) << 32))
+                    }
+                }
                 return (format, samples)
             }
             offset = body + size + (size & 1)
         }
         throw .unsupportedFormat("\(name): no data chunk")
+    }
+
+    /// A float sample (full scale ±1) as 16-bit PCM, clipped; NaN becomes silence.
+    static func clamped(_ value: Double) -> Int16 {
+        guard value.isFinite else { return 0 }
+        return Int16(max(-32_768, min(32_767, (value * 32_767).rounded())))
     }
 
     /// The bytes of a 16-bit PCM WAV file holding `samples`.

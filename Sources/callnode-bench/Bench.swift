@@ -139,8 +139,14 @@ struct MediaBench: AsyncParsableCommand {
     @Option(help: "Calls for the memory measurement.")
     var memoryCalls = 50
 
+    @Option(help: ArgumentHelp("Draw CPU and late frames against concurrent legs into this PNG (needs gnuplot: apt-get install gnuplot-nox).", valueName: "FILE.png"))
+    var plot: String?
+
     func validate() throws {
         guard seconds > 0, runs > 0, realTimeSeconds > 0, memoryCalls > 0 else { throw ValidationError("counts must be positive") }
+        if plot != nil && Self.gnuplot() == nil {
+            throw ValidationError("--plot needs gnuplot on PATH (apt-get install gnuplot-nox)")
+        }
         guard (0...10).contains(complexity) else { throw ValidationError("--complexity is 0–10") }
         guard legs.allSatisfy({ $0 >= 2 && $0 % 2 == 0 }) else { throw ValidationError("--legs values are even (two per call)") }
     }
@@ -190,22 +196,31 @@ struct MediaBench: AsyncParsableCommand {
         print(String(format: "media real time: idle clock, %d of %d phase ticks late (%.2f %%), max start lag %.1f ms",
                      idleReport.lateTicks, idleReport.ticks * idle.phases, baseline * 100, idleReport.maximumLag.seconds * 1000))
         var best = 0
+        var points: [(legs: Int, cpuPercent: Double, latePercent: Double)] = []
         for count in legs {
             let clock = MediaClock()
             var calls: [(MediaActor, MediaActor)] = []
             for _ in 0..<(count / 2) { calls.append(try await Self.makeCall(clock: clock, speech: speech, configuration: configuration)) }
+            let cpuBefore = BareMediaBenchmark.cpuTime(), wallBefore = ContinuousClock.now
             let ticking = Task { await clock.run() }
             try await Task.sleep(for: .seconds(realTimeSeconds))
             ticking.cancel()
             let report = await ticking.value
+            let cpuPercent = (BareMediaBenchmark.cpuTime() - cpuBefore).seconds / (ContinuousClock.now - wallBefore).seconds
+                / Double(ProcessInfo.processInfo.activeProcessorCount) * 100
             for call in calls { await call.0.stop(); await call.1.stop() }
             let fraction = report.lateFraction(phases: clock.phases)
+            points.append((count, cpuPercent, fraction * 100))
             print(String(format: "media real time: %d legs, %d of %d phase ticks late (%.2f %%), max start lag %.1f ms, longest tick %.1f ms",
                          count, report.lateTicks, report.ticks * clock.phases, fraction * 100, report.maximumLag.seconds * 1000, report.maximumTickDuration.seconds * 1000))
             if fraction > baseline + 0.005 { break }
             best = count
         }
         print("media real time: \(best) legs within 0.5 % late frames above the idle clock (\(ProcessInfo.processInfo.activeProcessorCount) cores)")
+        if let plot {
+            try Self.draw(points, baselinePercent: baseline * 100, to: plot)
+            print("media real time: plot written to \(plot)")
+        }
 
         // 3. Memory per call.
         let before = Self.residentBytes()
@@ -216,6 +231,48 @@ struct MediaBench: AsyncParsableCommand {
         let after = Self.residentBytes()
         for call in calls { await call.0.stop(); await call.1.stop() }
         print(String(format: "media memory: %.0f KiB per call (two legs), %d calls", Double(after - before) / 1024 / Double(memoryCalls), memoryCalls))
+    }
+
+    /// gnuplot's path, if it is installed.
+    static func gnuplot() -> String? {
+        let paths = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
+        return paths.map { "\($0)/gnuplot" }.first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+
+    /// CPU (percent of the machine) and late phase ticks (percent) against concurrent legs.
+    static func draw(_ points: [(legs: Int, cpuPercent: Double, latePercent: Double)], baselinePercent: Double, to path: String) throws {
+        guard let gnuplot = gnuplot() else { throw ValidationError("gnuplot is not installed") }
+        let data = path + ".dat"
+        try points.map { String(format: "%d %.2f %.3f", $0.legs, $0.cpuPercent, $0.latePercent) }.joined(separator: "\n")
+            .write(toFile: data, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let script = """
+            set terminal pngcairo size 900,520 font ",11"
+            set output '\(path)'
+            set title 'CallNode media legs in real time (\(ProcessInfo.processInfo.activeProcessorCount) cores)'
+            set xlabel 'concurrent call legs'
+            set ylabel 'CPU, % of the machine'
+            set y2label 'late phase ticks, %'
+            set ytics nomirror
+            set y2tics
+            set yrange [0:100]
+            set y2range [0:*]
+            set key outside bottom center horizontal
+            set grid
+            plot '\(data)' using 1:2 with linespoints lw 2 title 'CPU', \\
+                 '\(data)' using 1:3 axes x1y2 with linespoints lw 2 title 'late ticks', \\
+                 \(String(format: "%.3f", baselinePercent + 0.5)) axes x1y2 with lines dt 2 title 'late-tick limit (idle clock + 0.5 %)'
+            """
+        let scriptPath = path + ".gp"
+        try script.write(toFile: scriptPath, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: scriptPath) }
+        var pid: pid_t = 0
+        let argv: [UnsafeMutablePointer<CChar>?] = [strdup(gnuplot), strdup(scriptPath), nil]
+        defer { for arg in argv { free(arg) } }
+        guard posix_spawn(&pid, gnuplot, nil, nil, argv, environ) == 0 else { throw ValidationError("cannot start gnuplot") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        guard status == 0, FileManager.default.fileExists(atPath: path) else { throw ValidationError("gnuplot could not draw \(path)") }
     }
 
     static func makeCall(clock: MediaClock, speech: [Int16], configuration: MediaConfiguration) async throws -> (MediaActor, MediaActor) {

@@ -68,8 +68,10 @@ struct NodeOptions: ParsableArguments {
         if let duration, !(duration > 0) { throw ValidationError("--duration must be a positive number of seconds") }
         if let signal, SignalAddress(signal) == nil { throw ValidationError("--signal '\(signal)' is not HOST:PORT") }
         if let relay, SignalAddress(relay) == nil { throw ValidationError("--relay '\(relay)' is not HOST:PORT") }
-        if case let .wav(path) = NodeAudioInput(spec: input), !FileManager.default.fileExists(atPath: path) {
-            throw ValidationError("--input: no such file: \(path)")
+        if case let .wav(path) = NodeAudioInput(spec: input) {
+            guard FileManager.default.fileExists(atPath: path) else { throw ValidationError("--input: no such file: \(path)") }
+            // Read it now: a file the node cannot play is refused before any call is placed.
+            do { _ = try WAV.read(path: path) } catch { throw ValidationError("--input: \(error)") }
         }
     }
 

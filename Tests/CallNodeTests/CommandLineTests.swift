@@ -101,6 +101,16 @@ extension RealTimeTests {
         let noContact = try Self.run(["call", "nobody", "--home", directory + "/a"], log: directory + ".3.log")
         #expect(noContact.status == 1)
         #expect(noContact.output.contains("no contact named 'nobody'"), "\(noContact.output)")
+        // A WAV the node cannot play is refused before anything is dialed, with the reason.
+        var unplayable = WAV.encode([0, 0, 0, 0], format: AudioFormat())
+        unplayable[34] = 12  // 12 bits per sample
+        #expect(FileManager.default.createFile(atPath: directory + ".bad.wav", contents: Data(unplayable)))
+        let badWAV = try Self.run(["call", "127.0.0.1:9", "--input", "wav:" + directory + ".bad.wav", "--home", directory + "/a"], log: directory + ".4.log")
+        #expect(badWAV.status == 64, "\(badWAV.output)")
+        #expect(badWAV.output.contains("--input:") && badWAV.output.contains("12 bits"), "\(badWAV.output)")
+        #expect(!badWAV.output.contains("cannot reach"), "it dialed anyway: \(badWAV.output)")
+        try? FileManager.default.removeItem(atPath: directory + ".bad.wav")
+        try? FileManager.default.removeItem(atPath: directory + ".4.log")
         try? FileManager.default.removeItem(atPath: directory + ".1.log")
         try? FileManager.default.removeItem(atPath: directory + ".2.log")
         try? FileManager.default.removeItem(atPath: directory + ".3.log")

@@ -310,10 +310,42 @@ import Glibc
         #expect(parsed.format == AudioFormat(sampleRate: 16_000, channels: 2))
         #expect(parsed.samples == samples)
         #expect(throws: AudioDeviceError.self) { try WAV.parse([UInt8]("not a wav file at all".utf8)) }
-        var eightBit = bytes
-        eightBit[34] = 8
-        #expect(throws: AudioDeviceError.self) { try WAV.parse(eightBit) }
+        var twelveBit = bytes
+        twelveBit[34] = 12
+        #expect(throws: AudioDeviceError.self) { try WAV.parse(twelveBit) }
         #expect(throws: AudioDeviceError.notFound("/nonexistent/callnode.wav")) { try WAV.read(path: "/nonexistent/callnode.wav") }
+    }
+
+    /// A WAV file with any sample encoding: `tag` 1 (PCM) or 3 (float), or extensible with it as
+    /// the sub-format.
+    static func wav(tag: UInt16, bits: UInt16, extensible: Bool, data: [UInt8]) -> [UInt8] {
+        func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
+        func le32(_ v: UInt32) -> [UInt8] { (0..<4).map { UInt8((v >> (8 * $0)) & 0xFF) } }
+        var fmt = le16(extensible ? 0xFFFE : tag) + le16(1) + le32(48_000) + le32(48_000 * UInt32(bits / 8)) + le16(bits / 8) + le16(bits)
+        if extensible {
+            fmt += le16(22) + le16(bits) + le32(4) + le16(tag)
+                + [0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x80, 0x00, 0x00, 0xAA, 0x00, 0x38, 0x9B, 0x71]
+        }
+        let chunks = Array("fmt ".utf8) + le32(UInt32(fmt.count)) + fmt + Array("data".utf8) + le32(UInt32(data.count)) + data
+        return Array("RIFF".utf8) + le32(UInt32(4 + chunks.count)) + Array("WAVE".utf8) + chunks
+    }
+
+    @Test func floatTwentyFourAndEightBitFilesAreReadAsSixteenBit() throws {
+        func float32(_ values: [Float]) -> [UInt8] { values.flatMap { v in (0..<4).map { UInt8((v.bitPattern >> (8 * $0)) & 0xFF) } } }
+        // sox's default for a synthesized file: extensible, 32-bit float.
+        let floats = try WAV.parse(Self.wav(tag: 3, bits: 32, extensible: true, data: float32([0, 0.5, -0.5, 1, -1, 2, .nan])))
+        #expect(floats.format == AudioFormat(sampleRate: 48_000, channels: 1))
+        #expect(floats.samples == [0, 16_384, -16_384, 32_767, -32_767, 32_767, 0])
+        let plainFloat = try WAV.parse(Self.wav(tag: 3, bits: 32, extensible: false, data: float32([0.25])))
+        #expect(plainFloat.samples == [8_192])
+        // 24-bit little-endian: 0x123456 keeps its top 16 bits; -1 stays just below zero.
+        let twentyFour = try WAV.parse(Self.wav(tag: 1, bits: 24, extensible: true, data: [0x56, 0x34, 0x12, 0xFF, 0xFF, 0xFF]))
+        #expect(twentyFour.samples == [0x1234, -1])
+        // 8-bit PCM is unsigned around 128.
+        let eight = try WAV.parse(Self.wav(tag: 1, bits: 8, extensible: false, data: [128, 255, 0]))
+        #expect(eight.samples == [0, 127 << 8, -128 << 8])
+        // A float sub-format of an unsupported width is refused with the reason.
+        #expect(throws: AudioDeviceError.self) { try WAV.parse(Self.wav(tag: 3, bits: 16, extensible: true, data: [0, 0])) }
     }
 
     @Test func aStereoFileIsMixedDownAndLoopsWhenAsked() {
