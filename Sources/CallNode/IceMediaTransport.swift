@@ -13,8 +13,35 @@ public final class IceMediaTransport: MediaTransport {
     private let handler: Handler
     private let pump: Task<Void, Never>
 
+    /// The receiver, and what arrived before there was one: the peer's media often starts a
+    /// few milliseconds before ours, and its first packets are the call's first audio.
     private final class Handler: Sendable {
-        let current = Mutex<(@Sendable ([UInt8]) -> Void)?>(nil)
+        struct State {
+            var current: (@Sendable ([UInt8]) -> Void)?
+            var early: [[UInt8]] = []
+            var delivered = false
+        }
+        static let earlyLimit = 50
+        let state = Mutex(State())
+
+        func deliver(_ bytes: [UInt8]) {
+            let current = state.withLock { s -> (@Sendable ([UInt8]) -> Void)? in
+                if s.current == nil && !s.delivered && s.early.count < Self.earlyLimit { s.early.append(bytes) }
+                return s.current
+            }
+            current?(bytes)
+        }
+
+        func set(_ handler: (@Sendable ([UInt8]) -> Void)?) {
+            let early = state.withLock { s -> [[UInt8]] in
+                s.current = handler
+                guard handler != nil else { return [] }
+                s.delivered = true
+                defer { s.early = [] }
+                return s.early
+            }
+            for bytes in early { handler?(bytes) }
+        }
     }
 
     public init(agent: IceAgent) {
@@ -23,7 +50,7 @@ public final class IceMediaTransport: MediaTransport {
         self.handler = handler
         pump = Task {
             for await datagram in agent.datagrams {
-                handler.current.withLock { $0 }?(datagram.bytes)
+                handler.deliver(datagram.bytes)
             }
         }
     }
@@ -37,6 +64,6 @@ public final class IceMediaTransport: MediaTransport {
     }
 
     public func setReceiveHandler(_ handler: (@Sendable ([UInt8]) -> Void)?) {
-        self.handler.current.withLock { $0 = handler }
+        self.handler.set(handler)
     }
 }

@@ -53,6 +53,13 @@ public actor CallNode: Service {
     /// One call's signaling, ICE and media.
     private enum LossSignal: Hashable { case ice, media }
 
+    /// A call's ICE agent, gathering, and the local parameters for its SDP.
+    private struct PreparedICE: Sendable {
+        let agent: IceAgent
+        let gathering: IceGathering
+        let local: LocalAudioParameters
+    }
+
     private struct Leg {
         let uuid: UUID
         let outgoing: Bool
@@ -63,7 +70,11 @@ public actor CallNode: Service {
         var connectionTask: Task<Void, Never>?
         var startAction: ActionID?
         var agent: IceAgent?
+        /// The agent being made and gathering, started before it is needed (the caller's at
+        /// dial, the callee's when it rings) so that answering does not wait for it.
+        var ice: Task<PreparedICE, any Error>?
         var media: MediaActor?
+        var mediaPreparation: Task<MediaActor, any Error>?
         var tasks: [Task<Void, Never>] = []
         var offer: SessionDescription?
         var negotiated: NegotiatedAudio?
@@ -468,6 +479,7 @@ public actor CallNode: Service {
         case let .relayed(f, relay): route = .relayed(relay, f)
         case .session: return
         }
+        prepareICEEarly(uuid, role: .controlled)
         let identity = self.identity, limits = configuration.signalingLimits
         let task = Task { [weak self] in
             do {
@@ -640,15 +652,38 @@ public actor CallNode: Service {
         callsCounter.increment()
         broadcaster.send(.incoming(uuid, from: fingerprint, name: contact?.name ?? invitation.displayName, known: contact != nil))
         keepAlive(uuid, connection)
+        prepareICEEarly(uuid, role: .controlling)
         if joined == nil { try? await connection.send(.ringing, call: uuid) }
         if configuration.autoAnswer || joined != nil {
             _ = try? await manager.controller.request(.answer(call: uuid))
         }
     }
 
+    /// Starts making the call's ICE agent in `role` now, in the background; the offer or answer
+    /// picks it up with ``preparedICE(_:role:)``. Host candidates are then ready to go in the
+    /// SDP itself, and server-reflexive and relayed ones often are too.
+    private func prepareICEEarly(_ uuid: UUID, role: IceRole) {
+        guard legs[uuid] != nil, legs[uuid]?.ice == nil else { return }
+        let task = Task { () async throws -> PreparedICE in try await self.prepareICE(uuid, role: role) }
+        legs[uuid]?.ice = task
+    }
+
+    /// The call's prepared ICE agent (waiting for the early preparation, or making it now), with
+    /// every candidate gathered so far in its local parameters.
+    private func preparedICE(_ uuid: UUID, role: IceRole) async throws -> PreparedICE {
+        prepareICEEarly(uuid, role: role)
+        guard let task = legs[uuid]?.ice else { throw NegotiationError("the call ended while ICE was being prepared") }
+        var prepared = try await task.value
+        guard legs[uuid] != nil else { throw NegotiationError("the call ended while ICE was being prepared") }
+        var local = prepared.local
+        local.candidates = ((try? await prepared.agent.localCandidates()) ?? []).map(\.description)
+        prepared = PreparedICE(agent: prepared.agent, gathering: prepared.gathering, local: local)
+        return prepared
+    }
+
     /// Creates the call's ICE agent in `role` and starts gathering; the local parameters carry
     /// the credentials and a fresh SRTP key for every suite this node supports.
-    private func prepareICE(_ uuid: UUID, role: IceRole) async throws -> (IceAgent, IceGathering, LocalAudioParameters) {
+    private func prepareICE(_ uuid: UUID, role: IceRole) async throws -> PreparedICE {
         var ice = configuration.ice
         ice.role = role
         let agent = try await IceAgent(configuration: ice)
@@ -661,18 +696,20 @@ public actor CallNode: Service {
         watch(uuid, agent)
         let gathering = try await agent.gather()
         let keys = SRTPSuite.allCases.reduce(into: [String: String]()) { $0[$1.rawValue] = SRTPKey.random(suite: $1).inlineKeyParameter }
-        return (agent, gathering, LocalAudioParameters(iceUfrag: gathering.credentials.ufrag, icePwd: gathering.credentials.pwd, keys: keys))
+        return PreparedICE(agent: agent, gathering: gathering,
+                           local: LocalAudioParameters(iceUfrag: gathering.credentials.ufrag, icePwd: gathering.credentials.pwd, keys: keys))
     }
 
     /// The callee answered: gather, send the SDP offer, trickle the rest.
     private func sendOffer(_ uuid: UUID) async throws {
         guard let connection = legs[uuid]?.connection else { throw NegotiationError("the call has no signaling connection") }
-        let (_, gathering, local) = try await prepareICE(uuid, role: .controlling)
+        let prepared = try await preparedICE(uuid, role: .controlling)
+        let local = prepared.local
         let offer = OfferAnswer.offer(sessionID: Self.sessionID(), capabilities: capabilities, local: local)
         legs[uuid]?.offer = offer
         try await connection.send(.offer(sdp: offer.serialized), call: uuid)
         try await manager.reportProgress(uuid, .offerSent)
-        trickle(uuid, gathering, on: connection)
+        trickle(uuid, prepared.gathering, skipping: Set(local.candidates), on: connection)
     }
 
     /// The caller receives the offer: answer it and start ICE.
@@ -680,14 +717,16 @@ public actor CallNode: Service {
         guard legs[uuid]?.outgoing == true, let connection = legs[uuid]?.connection else { return }
         let offer = try SessionDescription(parsing: sdp)
         try await manager.reportProgress(uuid, .offerReceived)
-        let (agent, gathering, local) = try await prepareICE(uuid, role: .controlled)
+        let prepared = try await preparedICE(uuid, role: .controlled)
+        let agent = prepared.agent, local = prepared.local
         let (answer, negotiated) = try OfferAnswer.answer(to: offer, sessionID: Self.sessionID(), capabilities: capabilities, local: local)
         legs[uuid]?.negotiated = negotiated
         try await agent.setRemoteCredentials(IceCredentials(ufrag: negotiated.remoteIceUfrag, pwd: negotiated.remoteIcePwd))
         try await connection.send(.answer(sdp: answer.serialized), call: uuid)
         try await manager.reportProgress(uuid, .answerSent)
         await addRemoteCandidates(uuid, negotiated.remoteCandidates, end: negotiated.remoteEndOfCandidates)
-        trickle(uuid, gathering, on: connection)
+        trickle(uuid, prepared.gathering, skipping: Set(local.candidates), on: connection)
+        prepareMedia(uuid)
     }
 
     /// The callee receives the answer.
@@ -699,6 +738,7 @@ public actor CallNode: Service {
         try await manager.reportProgress(uuid, .answerReceived)
         try await agent.setRemoteCredentials(IceCredentials(ufrag: negotiated.remoteIceUfrag, pwd: negotiated.remoteIcePwd))
         await addRemoteCandidates(uuid, negotiated.remoteCandidates, end: negotiated.remoteEndOfCandidates)
+        prepareMedia(uuid)
     }
 
     private func addRemoteCandidates(_ uuid: UUID, _ lines: [String], end: Bool) async {
@@ -729,10 +769,11 @@ public actor CallNode: Service {
         })
     }
 
-    /// Sends local candidates as they are found, then end-of-candidates.
-    private func trickle(_ uuid: UUID, _ gathering: IceGathering, on connection: SignalingConnection) {
+    /// Sends local candidates as they are found (except those the SDP already carried), then
+    /// end-of-candidates.
+    private func trickle(_ uuid: UUID, _ gathering: IceGathering, skipping sent: Set<String>, on connection: SignalingConnection) {
         own(uuid, Task {
-            for await candidate in gathering.candidates {
+            for await candidate in gathering.candidates where !sent.contains(candidate.description) {
                 try? await connection.send(.candidates([candidate.description], end: false), call: uuid)
             }
             try? await connection.send(.candidates([], end: true), call: uuid)
@@ -788,38 +829,60 @@ public actor CallNode: Service {
         }
     }
 
+    /// Starts building the call's media actor as soon as the offer and answer are done, off this
+    /// actor and while the connectivity checks run, so that ICE connecting only has to start it.
+    /// Nothing is opened until it starts.
+    private func prepareMedia(_ uuid: UUID) {
+        guard let leg = legs[uuid], leg.mediaPreparation == nil, let agent = leg.agent, let negotiated = leg.negotiated else { return }
+        let base = configuration.media, clock = self.clock
+        let systemSession = self.systemSession, appSession = self.appSession
+        legs[uuid]?.mediaPreparation = Task.detached {
+            try await Self.makeMedia(negotiated: negotiated, base: base, agent: agent, clock: clock,
+                                     systemSession: systemSession, appSession: appSession)
+        }
+    }
+
+    private nonisolated static func makeMedia(negotiated: NegotiatedAudio, base: MediaConfiguration, agent: IceAgent, clock: MediaClock,
+                                              systemSession: AudioSessionOwner<SystemOwned>?,
+                                              appSession: AudioSessionOwner<AppOwned>?) async throws -> MediaActor {
+        guard let suite = SRTPSuite(rawValue: negotiated.cryptoSuite) else {
+            throw NegotiationError("unsupported SRTP suite \(negotiated.cryptoSuite)")
+        }
+        let keys = MediaKeys(outbound: try SRTPKey(suite: suite, inlineKeyParameter: negotiated.localKey),
+                             inbound: try SRTPKey(suite: suite, inlineKeyParameter: negotiated.remoteKey))
+        var media = base
+        media.payloadType = UInt8(negotiated.payloadType)
+        if let pt = negotiated.telephoneEventPayloadType { media.telephoneEventPayloadType = UInt8(pt) }
+        if let limit = negotiated.maxSendBitrate { media.opus.bitrate = max(6_000, min(media.opus.bitrate, limit)) }
+        media.opus.inbandFEC = negotiated.sendInbandFEC
+        media.opus.discontinuousTransmission = negotiated.sendDTX
+        let source: any AudioSource, sink: any AudioSink
+        if let systemSession {
+            source = try await systemSession.microphone()
+            sink = try await systemSession.output()
+        } else if let appSession {
+            source = try await appSession.microphone()
+            sink = try await appSession.output()
+        } else {
+            throw NegotiationError("no audio session")
+        }
+        return try MediaActor(configuration: media, transport: IceMediaTransport(agent: agent), keys: keys,
+                              source: source, sink: sink, clock: clock)
+    }
+
     /// ICE is ready: build the media actor on the session's devices, report media connected
     /// (which fulfils the answer and, in system-owned mode, activates audio).
     private func mediaConnected(_ uuid: UUID) async {
-        guard let leg = legs[uuid], let agent = leg.agent, let negotiated = leg.negotiated else {
+        guard let leg = legs[uuid], leg.agent != nil, leg.negotiated != nil else {
             legs[uuid]?.failure = "ICE connected before the offer and answer completed"
             return
         }
         legs[uuid]?.connectedAt = .now
+        prepareMedia(uuid)
         do {
-            guard let suite = SRTPSuite(rawValue: negotiated.cryptoSuite) else {
-                throw NegotiationError("unsupported SRTP suite \(negotiated.cryptoSuite)")
-            }
-            let keys = MediaKeys(outbound: try SRTPKey(suite: suite, inlineKeyParameter: negotiated.localKey),
-                                 inbound: try SRTPKey(suite: suite, inlineKeyParameter: negotiated.remoteKey))
-            var media = configuration.media
-            media.payloadType = UInt8(negotiated.payloadType)
-            if let pt = negotiated.telephoneEventPayloadType { media.telephoneEventPayloadType = UInt8(pt) }
-            if let limit = negotiated.maxSendBitrate { media.opus.bitrate = max(6_000, min(media.opus.bitrate, limit)) }
-            media.opus.inbandFEC = negotiated.sendInbandFEC
-            media.opus.discontinuousTransmission = negotiated.sendDTX
-            let source: any AudioSource, sink: any AudioSink
-            if let systemSession {
-                source = try await systemSession.microphone()
-                sink = try await systemSession.output()
-            } else if let appSession {
-                source = try await appSession.microphone()
-                sink = try await appSession.output()
-            } else {
-                throw NegotiationError("no audio session")
-            }
-            let actor = try MediaActor(configuration: media, transport: IceMediaTransport(agent: agent), keys: keys,
-                                       source: source, sink: sink, clock: clock)
+            guard let preparation = legs[uuid]?.mediaPreparation else { throw NegotiationError("media was not prepared") }
+            let actor = try await preparation.value
+            guard legs[uuid] != nil else { return }  // ended meanwhile; the actor never started
             legs[uuid]?.media = actor
             own(uuid, Task { [weak self] in
                 for await event in actor.events {
@@ -944,6 +1007,8 @@ public actor CallNode: Service {
         let duration = leg.connectedAt.map { ContinuousClock.now - $0 }
         endDetails[uuid] = (leg.failure ?? detail, duration)
         for task in leg.tasks { task.cancel() }
+        leg.ice?.cancel()
+        leg.mediaPreparation?.cancel()
         await leg.media?.stop()
         await leg.agent?.close()
         leg.connection?.close()

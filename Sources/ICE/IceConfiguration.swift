@@ -75,9 +75,11 @@ public struct IceConfiguration: Sendable {
     public var localAddresses: [String] = []
     /// Local ports to use for host candidates. Default: any.
     public var portRange: ClosedRange<UInt16>?
-    /// The interval between connectivity checks (RFC 8445 Ta). libnice's default is 20 ms;
-    /// lower connects faster on good networks at the cost of burstier checks.
-    public var checkPacing: Duration = .milliseconds(20)
+    /// The interval between connectivity checks and STUN/TURN requests (RFC 8445 Ta). Default
+    /// 5 ms, the RFC's lower bound: a call has a handful of candidate pairs, so checks stay a
+    /// few kilobytes per second, and each check round costs 5 ms instead of libnice's 20 ms
+    /// (on loopback: connect in about 7 ms instead of 23 ms).
+    public var checkPacing: Duration = .milliseconds(5)
     /// How long checks may run without a working pair before the agent reports ``IceConnectionState/failed``.
     public var connectTimeout: Duration = .seconds(30)
     /// ICE-TCP candidates (RFC 6544). Default: off.

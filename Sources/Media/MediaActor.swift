@@ -278,12 +278,19 @@ public actor MediaActor: MediaClockClient {
             throw .device(error)
         }
         let inbox = self.inbox, clock = self.clock
-        transport.setReceiveHandler { bytes in
+        // The first packet is played as it arrives rather than at the next tick (a real-time
+        // clock only: manual clocks stay deterministic).
+        let wakeOnFirstPacket = !clock.isManual
+        transport.setReceiveHandler { [weak self] bytes in
             let arrival = clock.now
             inbox.items.withLock { box in
                 // Bounded: a stalled actor drops the oldest datagrams rather than grow.
                 if box.count >= 256 { box.removeFirst() }
                 box.append((bytes, arrival))
+            }
+            if wakeOnFirstPacket, let self,
+               inbox.firstAudio.compareExchange(expected: 0, desired: 1, ordering: .relaxed).exchanged {
+                Task { await self.playOnArrival() }
             }
         }
         state = .running
@@ -388,6 +395,17 @@ public actor MediaActor: MediaClockClient {
             lastStatisticsAt = now
             eventsContinuation.yield(.statistics(statistics))
         }
+    }
+
+    /// Before the first frame has played: take what arrived and play it now if the jitter
+    /// buffer can start. The ticks go on from there (the buffer stretches once if it needs more
+    /// delay than the tick phase gives).
+    private func playOnArrival() {
+        guard state == .running, !playedAudio else { return }
+        defer { inbox.firstAudio.store(playedAudio ? 2 : 0, ordering: .relaxed) }
+        let now = clock.now
+        receive(now: now)
+        if jitter.isWaitingToStart && jitter.bufferedPackets > 0 { playFrame(now: now) }
     }
 
     private func receive(now: Duration) {
@@ -666,4 +684,6 @@ public actor MediaActor: MediaClockClient {
 /// thread, emptied by the media actor.
 private final class Inbox: Sendable {
     let items = Mutex<[(bytes: [UInt8], arrival: Duration)]>([])
+    /// Until the first frame plays: 0 idle, 1 a wake-up is on its way to the actor, 2 played.
+    let firstAudio = Atomic<Int>(0)
 }

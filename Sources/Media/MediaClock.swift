@@ -43,17 +43,33 @@ public final class MediaClock: Sendable {
         MediaClock(manualFrameDuration: frameDuration)
     }
 
+    /// Whether this clock only moves when ``advance(frames:)`` is called.
+    public var isManual: Bool { manual }
+
     /// Time since the clock was made (manual: the sum of all advances).
     public var now: Duration {
         manual ? manualNow.withLock { $0 } : ContinuousClock.now - origin
     }
 
+    /// Adds a client; it is ticked from the next tick of its phase on.
+    ///
+    /// The phase is the least loaded one, and among those the one that ticks soonest, so that a
+    /// new call's first frame goes out within one phase step (5 ms at 20 ms frames and four
+    /// phases) rather than up to a whole period later.
     public func add(_ client: any MediaClockClient) {
-        let phase = nextPhase.withLock { next in
-            defer { next = (next + 1) % phases }
-            return next
+        let upcoming = nextPhase.withLock { $0 }
+        clients.withLock { all in
+            var load = [Int](repeating: 0, count: phases)
+            for entry in all { load[entry.phase] += 1 }
+            all.append((client, Self.phase(forLoad: load, upcoming: upcoming)))
         }
-        clients.withLock { $0.append((client, phase)) }
+    }
+
+    /// The phase for a new client: the least loaded, and among those the first to tick from
+    /// `upcoming` (the phase that ticks next) on.
+    public static func phase(forLoad load: [Int], upcoming: Int) -> Int {
+        guard let least = load.min() else { return 0 }
+        return (0..<load.count).map { (upcoming + $0) % load.count }.first { load[$0] == least } ?? upcoming
     }
 
     public func remove(_ client: any MediaClockClient) {
@@ -105,6 +121,9 @@ public final class MediaClock: Sendable {
             report.maximumLag = max(report.maximumLag, lag)
             if lag > frameDuration * 5 { deadline = clock.now }
             let started = clock.now
+            // A client added while this phase ticks would wait a whole period in it.
+            let following = (phase + 1) % phases
+            nextPhase.withLock { $0 = following }
             await tickAll(phase: phase)
             let finished = clock.now
             report.maximumTickDuration = max(report.maximumTickDuration, finished - started)

@@ -4,7 +4,9 @@ public struct JitterBufferConfiguration: Sendable, Equatable {
     public var frameDuration: Duration
     /// RTP clock rate (48 000 for Opus, whatever the audio rate).
     public var clockRate: Int
-    /// The smallest target delay (default: one frame).
+    /// The smallest target delay (default: half a frame). On a clean path the target is the
+    /// packet delay variation plus half a frame, so this floor rarely binds; playout happens on
+    /// frame ticks, so the delay actually kept lies between the target and a frame more.
     public var minimumDelay: Duration
     /// The largest target delay (default 200 ms). Packets later than this are dropped as late.
     public var maximumDelay: Duration
@@ -22,7 +24,7 @@ public struct JitterBufferConfiguration: Sendable, Equatable {
         self.fecHold = fecHold
         self.frameDuration = frameDuration
         self.clockRate = clockRate
-        self.minimumDelay = minimumDelay ?? frameDuration
+        self.minimumDelay = minimumDelay ?? frameDuration / 2
         self.maximumDelay = maximumDelay
         self.historyLength = historyLength
     }
@@ -104,7 +106,6 @@ public struct JitterBuffer: Sendable {
     private var transitNext = 0
     private var scratch: [Double]
 
-    private var firstArrival: Duration?
     /// The timestamp of the next frame to play; `nil` until playout starts.
     private var nextTimestamp: Int64?
     private var lastPlayedSequence: Int64?
@@ -126,6 +127,9 @@ public struct JitterBuffer: Sendable {
     /// Packets waiting to be played.
     public var bufferedPackets: Int { entries.count }
 
+    /// No frame has been taken yet: the next ``nextFrame(now:)`` with a packet buffered starts playout.
+    public var isWaitingToStart: Bool { nextTimestamp == nil }
+
     /// Adds a received packet.
     ///
     /// - Returns: `false` if it was dropped (duplicate, or too late to play).
@@ -142,7 +146,6 @@ public struct JitterBuffer: Sendable {
         statistics.packetsReceived += 1
         highestSequence = max(highestSequence ?? seq, seq)
         highestTimestamp = max(highestTimestamp ?? ts, ts)
-        if firstArrival == nil { firstArrival = arrival }
         recordTransit(arrival.seconds - Double(ts) / Double(configuration.clockRate))
 
         if let next = nextTimestamp, ts < next {
@@ -167,10 +170,9 @@ public struct JitterBuffer: Sendable {
         let frame = configuration.samplesPerFrame
         updateTarget()
         guard var next = nextTimestamp else {
-            // Start once the first packet has waited the target delay.
-            guard let first = firstArrival, let oldest = entries.first, now - first >= statistics.targetDelay else {
-                return .waiting
-            }
+            // Start with the first packet, at once: the first frame is heard a tick sooner, and
+            // where the target needs more delay the stretch rule below adds it one frame later.
+            guard let oldest = entries.first else { return .waiting }
             nextTimestamp = oldest.timestamp
             return nextFrame(now: now)
         }
@@ -185,8 +187,9 @@ public struct JitterBuffer: Sendable {
             statistics.shrunk += 1
             framesSinceShrink = 0
         }
-        // Below the target by more than half a frame: stretch by one concealed frame.
-        if statistics.currentDelay + configuration.frameDuration / 2 < statistics.targetDelay {
+        // Below the target by more than half a frame: stretch by one concealed frame (never
+        // before the first frame: that one plays at once).
+        if lastPlayedSequence != nil, statistics.currentDelay + configuration.frameDuration / 2 < statistics.targetDelay {
             statistics.stretched += 1
             nextTimestamp = next  // hold: the same frame plays next time, one frame later
             return .conceal

@@ -149,7 +149,7 @@ public enum RelayClient {
     /// Opens the data connection the relay asked for and serves it as a TLS server.
     static func accept(relay: String, port: Int, token: String, identity: NodeIdentity, limits: SignalingLimits,
                        _ handler: @escaping @Sendable (SignalingConnection, SignalMessages) async -> Void) async throws {
-        let tls = try SignalingTLS(identity: identity, server: true)
+        let tls = try SignalingTLS.cached(identity: identity, server: true)
         let ready = UpgradeBox()
         let (channel, messages) = try await open(relay, port: port) { context, _ in
             let ssl = NIOSSLServerHandler(context: tls.context, customVerificationCallback: SignalingTLS.verifier(pin: nil, presented: PresentedIdentity()))
@@ -203,7 +203,7 @@ public enum RelayClient {
     public static func join<Result: Sendable>(relay: String, port: Int, session: String, identity: NodeIdentity,
                                               limits: SignalingLimits = SignalingLimits(), waiting: @Sendable () -> Void = {},
                                               _ body: (SignalingConnection, SignalMessages, _ isClient: Bool) async throws -> Result) async throws -> Result {
-        let client = try SignalingTLS(identity: identity, server: false), server = try SignalingTLS(identity: identity, server: true)
+        let client = try SignalingTLS.cached(identity: identity, server: false), server = try SignalingTLS.cached(identity: identity, server: true)
         let ready = UpgradeBox()
         let (channel, messages) = try await open(relay, port: port) { context, message in
             let verifier = SignalingTLS.verifier(pin: nil, presented: PresentedIdentity())
@@ -240,7 +240,7 @@ public enum RelayClient {
     static func splicedClient<Result: Sendable>(relay: String, port: Int, request: RelayMessage, pin: Fingerprint?,
                                                 identity: NodeIdentity, limits: SignalingLimits,
                                                 _ body: (SignalingConnection, SignalMessages) async throws -> Result) async throws -> Result {
-        let tls = try SignalingTLS(identity: identity, server: false)
+        let tls = try SignalingTLS.cached(identity: identity, server: false)
         let presented = PresentedIdentity()
         let ready = UpgradeBox()
         let (channel, messages) = try await open(relay, port: port) { context, _ in

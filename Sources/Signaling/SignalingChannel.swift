@@ -169,6 +169,25 @@ final class HandshakeWatcher: ChannelInboundHandler, RemovableChannelHandler {
 struct SignalingTLS: Sendable {
     let context: NIOSSLContext
 
+    /// The settings for `identity`, made once per identity and role: building a context parses
+    /// the key and certificate, which cost about a millisecond of every call's setup.
+    static func cached(identity: NodeIdentity, server: Bool) throws(SignalingError) -> SignalingTLS {
+        let key = CacheKey(certificate: identity.certificateDER, server: server)
+        if let known = cache.withLock({ $0[key] }) { return known }
+        let made = try SignalingTLS(identity: identity, server: server)
+        cache.withLock { entries in
+            if entries.count >= 32 { entries.removeAll() }  // many identities: tests, not nodes
+            entries[key] = made
+        }
+        return made
+    }
+
+    private struct CacheKey: Hashable {
+        let certificate: [UInt8]
+        let server: Bool
+    }
+    private static let cache = Mutex<[CacheKey: SignalingTLS]>([:])
+
     init(identity: NodeIdentity, server: Bool) throws(SignalingError) {
         do {
             let certificate = try NIOSSLCertificate(bytes: identity.certificateDER, format: .der)
@@ -237,7 +256,7 @@ public final class SignalingListener: Sendable {
     /// Binds `host:port` (port 0 picks a free one).
     /// - Throws: ``SignalingError/cannotListen(_:reason:)``.
     public init(host: String, port: Int, identity: NodeIdentity, limits: SignalingLimits = SignalingLimits()) async throws(SignalingError) {
-        let tls = try SignalingTLS(identity: identity, server: true)
+        let tls = try SignalingTLS.cached(identity: identity, server: true)
         let counter = Counter()
         do {
             server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -336,24 +355,30 @@ public enum SignalingClient {
         limits: SignalingLimits = SignalingLimits(), connectTimeout: Duration = .seconds(10),
         _ body: (SignalingConnection, SignalMessages) async throws -> Result
     ) async throws -> Result {
-        let tls = try SignalingTLS(identity: identity, server: false)
+        let tls = try SignalingTLS.cached(identity: identity, server: false)
         let presented = PresentedIdentity()
         let address = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
         let connected: (FramedChannel, EventLoopFuture<Fingerprint>)
         do {
-            connected = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .connectTimeout(.seconds(connectTimeout.components.seconds))
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)
-                .connect(host: host, port: port) { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        let ssl = try NIOSSLClientHandler(context: tls.context, serverHostname: nil,
-                                                          customVerificationCallback: SignalingTLS.verifier(pin: pin, presented: presented))
-                        let promise = channel.eventLoop.makePromise(of: Fingerprint.self)
-                        try channel.pipeline.syncOperations.addHandler(ssl)
-                        try channel.pipeline.syncOperations.addHandler(HandshakeWatcher(promise: promise, timeout: limits.handshakeTimeout))
-                        return (try channel.makeFramed(limits: limits), promise.futureResult)
-                    }
+            let initializer: @Sendable (any Channel) -> EventLoopFuture<(FramedChannel, EventLoopFuture<Fingerprint>)> = { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let ssl = try NIOSSLClientHandler(context: tls.context, serverHostname: nil,
+                                                      customVerificationCallback: SignalingTLS.verifier(pin: pin, presented: presented))
+                    let promise = channel.eventLoop.makePromise(of: Fingerprint.self)
+                    try channel.pipeline.syncOperations.addHandler(ssl)
+                    try channel.pipeline.syncOperations.addHandler(HandshakeWatcher(promise: promise, timeout: limits.handshakeTimeout))
+                    return (try channel.makeFramed(limits: limits), promise.futureResult)
                 }
+            }
+            if let literal = try? SocketAddress(ipAddress: host, port: port) {
+                // An IP literal needs no resolver round (a few ms per call on loopback).
+                connected = try await bootstrap.connect(to: literal, channelInitializer: initializer)
+            } else {
+                connected = try await bootstrap.connect(host: host, port: port, channelInitializer: initializer)
+            }
         } catch {
             throw SignalingError.unreachable(address, reason: Self.reason(error))
         }

@@ -66,7 +66,7 @@ struct LatencyBench: AsyncParsableCommand {
         var configuration = MediaConfiguration()
         configuration.opus.frameDuration = frameDuration
         configuration.jitterBuffer.frameDuration = frameDuration
-        configuration.jitterBuffer.minimumDelay = frameDuration
+        configuration.jitterBuffer.minimumDelay = frameDuration / 2  // the default floor, at this frame size
         let capture = ManualAudioEndpoint(), playback = ManualAudioEndpoint()
         let keyA = SRTPKey.random(), keyB = SRTPKey.random()
         let caller = try MediaActor(configuration: configuration, transport: link.a, keys: MediaKeys(outbound: keyA, inbound: keyB),

@@ -49,12 +49,24 @@ import Testing
     @Test func steadyStreamPlaysEveryFrameInOrderAtTheMinimumDelay() {
         var buffer = JitterBuffer()
         let actions = Self.run(&buffer, Self.stream(count: 100) { _ in .milliseconds(30) }, ticks: 100)
-        // Two frame periods pass before the first packet has waited the 20 ms target.
-        #expect(Array(actions.prefix(2)) == [.waiting, .waiting])
-        #expect(Self.played(actions) == (0..<98).map { UInt8($0) })
+        // The first packet plays at the first tick that finds it; no jitter, so no stretch.
+        #expect(Array(actions.prefix(2)) == [.waiting, .play([0])])
+        #expect(Self.played(actions) == (0..<99).map { UInt8($0) })
         #expect(buffer.statistics.concealed == 0)
         #expect(buffer.statistics.lost == 0)
-        #expect(buffer.statistics.targetDelay == .milliseconds(20))
+        #expect(buffer.statistics.stretched == 0)
+        #expect(buffer.statistics.targetDelay == .milliseconds(10))
+    }
+
+    @Test func aStartAboveTheTickPhaseStretchesOnceAfterTheFirstFrame() {
+        // A buffer that wants a frame of delay plays the first packet at once, then stretches
+        // once (one concealed frame continuing it), rather than holding the first packet back.
+        var buffer = JitterBuffer(configuration: JitterBufferConfiguration(minimumDelay: .milliseconds(20)))
+        let actions = Self.run(&buffer, Self.stream(count: 30) { _ in .milliseconds(30) }, ticks: 30)
+        #expect(Array(actions.prefix(4)) == [.waiting, .play([0]), .conceal, .play([1])])
+        #expect(buffer.statistics.stretched == 1)
+        #expect(buffer.statistics.concealed == 0)
+        #expect(Self.played(actions) == (0..<28).map { UInt8($0) })
     }
 
     @Test func reorderedPacketsPlayInSequence() {
@@ -80,8 +92,11 @@ import Testing
         #expect(buffer.statistics.duplicates == 8)
     }
 
+    /// With a frame of delay in hand, the packet after a lost one is there in time for its FEC.
+    static let oneFrameHeld = JitterBufferConfiguration(minimumDelay: .milliseconds(20))
+
     @Test func aSingleLossIsRecoveredFromTheNextPacketsFEC() {
-        var buffer = JitterBuffer()
+        var buffer = JitterBuffer(configuration: Self.oneFrameHeld)
         let actions = Self.run(&buffer, Self.stream(count: 40) { i in i == 10 ? nil : .milliseconds(30) }, ticks: 40)
         #expect(actions.contains(.recover(fromNext: [11])))
         #expect(buffer.statistics.fecRecovered == 1)
@@ -89,8 +104,23 @@ import Testing
         #expect(buffer.statistics.concealed == 0)
     }
 
-    @Test func aBurstLossIsConcealedThenRecovered() {
+    @Test func aFirstLossOnACleanPathIsConcealedThenTheBufferHoldsAFrameForFEC() {
+        // At the default floor a clean path plays each packet as it comes, so the packet after
+        // the first loss is not there yet: concealed. The buffer then adds a frame of delay for
+        // the FEC hold (one stretch), and the next loss is rebuilt from FEC.
         var buffer = JitterBuffer()
+        let lost: Set<Int> = [10, 30]
+        let actions = Self.run(&buffer, Self.stream(count: 60) { lost.contains($0) ? nil : .milliseconds(30) }, ticks: 60)
+        #expect(buffer.statistics.lost == 2)
+        #expect(buffer.statistics.concealed == 1)
+        #expect(buffer.statistics.fecRecovered == 1)
+        #expect(buffer.statistics.stretched == 1)
+        #expect(actions.contains(.recover(fromNext: [31])))
+        #expect(!Self.played(actions).contains(10) && Self.played(actions).contains(11))
+    }
+
+    @Test func aBurstLossIsConcealedThenRecovered() {
+        var buffer = JitterBuffer(configuration: Self.oneFrameHeld)
         let lost: Set<Int> = [10, 11, 12]
         let actions = Self.run(&buffer, Self.stream(count: 40) { lost.contains($0) ? nil : .milliseconds(30) }, ticks: 40)
         let index = actions.firstIndex(of: .play([9]))!
@@ -157,7 +187,7 @@ import Testing
         var buffer = JitterBuffer()
         let packets = Self.stream(count: 60, sequenceBase: 0xFFF0, timestampBase: 0xFFFF_FFFF - 20 * 960) { _ in .milliseconds(30) }
         let actions = Self.run(&buffer, packets, ticks: 60)
-        #expect(Self.played(actions) == (0..<58).map { UInt8($0) })
+        #expect(Self.played(actions) == (0..<59).map { UInt8($0) })
         #expect(buffer.statistics.lost == 0)
     }
 }
