@@ -294,7 +294,9 @@ public actor MediaActor: MediaClockClient {
             }
         }
         state = .running
-        nextRTCP = clock.now + configuration.rtcpInterval
+        // The first report goes out early, so the peer plans FEC for a lossy path within a
+        // quarter interval instead of a whole one (RFC 3550 §6.2 also halves the first interval).
+        nextRTCP = clock.now + configuration.rtcpInterval / 4
         nextStatistics = clock.now + configuration.statisticsInterval
         lastStatisticsAt = clock.now
         clock.add(self)

@@ -219,6 +219,16 @@ public struct JitterBuffer: Sendable {
             statistics.silence += 1
             return .silence
         }
+        let nextPacketHere = entries.first?.timestamp == next + frame
+        if fecHoldFrames == 0, configuration.fecHold > .zero, !nextPacketHere, lastPlayedSequence != nil {
+            // The first gap after a clean stretch, with nothing behind it yet: hold this frame
+            // one tick (a concealed frame continues the audio) and start the FEC hold. Next
+            // tick either it arrived late after all, or the packet after it brings its FEC.
+            fecHoldFrames = Int((configuration.fecHold / configuration.frameDuration).rounded(.up))
+            statistics.stretched += 1
+            nextTimestamp = next
+            return .conceal
+        }
         statistics.lost += 1
         fecHoldFrames = Int((configuration.fecHold / configuration.frameDuration).rounded(.up))
         if let first = entries.first, first.timestamp == next + frame {
