@@ -26,7 +26,11 @@ public final class IceMediaTransport: MediaTransport {
 
         func deliver(_ bytes: [UInt8]) {
             let current = state.withLock { s -> (@Sendable ([UInt8]) -> Void)? in
-                if s.current == nil && !s.delivered && s.early.count < Self.earlyLimit { s.early.append(bytes) }
+                if s.current == nil && !s.delivered {
+                    // Keep the newest: playout starts from the latest audio, not a stale start.
+                    if s.early.count == Self.earlyLimit { s.early.removeFirst() }
+                    s.early.append(bytes)
+                }
                 return s.current
             }
             current?(bytes)

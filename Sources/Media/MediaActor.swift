@@ -384,7 +384,8 @@ public actor MediaActor: MediaClockClient {
         playFrame(now: now)
         if now >= nextRTCP {
             nextRTCP = now + configuration.rtcpInterval
-            await sendReport(now: now)
+            // The report's times (NTP, DLSR) are when it is really sent, for the peer's RTT.
+            await sendReport(now: clock.now)
         }
         if now >= nextStatistics {
             nextStatistics = now + configuration.statisticsInterval

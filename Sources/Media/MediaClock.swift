@@ -2,7 +2,8 @@ import Synchronization
 
 /// Something a ``MediaClock`` ticks once per frame period.
 public protocol MediaClockClient: AnyObject, Sendable {
-    /// One frame period has passed; `now` is the clock's time.
+    /// One frame period has passed; `now` is the clock's time at which this tick was due
+    /// (on a busy machine the call itself may come a little later).
     func tick(now: Duration) async
 }
 
@@ -80,8 +81,8 @@ public final class MediaClock: Sendable {
 
     /// Ticks every client: in order on a manual clock (deterministic), concurrently on a
     /// real-time one (calls are independent, and every core should share the work).
-    private func tickAll(phase: Int? = nil) async {
-        let now = self.now
+    private func tickAll(phase: Int? = nil, due: Duration? = nil) async {
+        let now = due ?? self.now
         let current = clients.withLock { all in all.filter { phase == nil || $0.phase == phase }.map(\.client) }
         if manual || current.count < 2 {
             for client in current { await client.tick(now: now) }
@@ -124,7 +125,11 @@ public final class MediaClock: Sendable {
             // A client added while this phase ticks would wait a whole period in it.
             let following = (phase + 1) % phases
             nextPhase.withLock { $0 = following }
-            await tickAll(phase: phase)
+            // Clients are told when the tick was due, not when it ran: playout keeps to the
+            // frame grid, so a tick that runs late (the machine is busy) is not mistaken for
+            // packets arriving late, which would make the jitter buffer drop a frame and then
+            // stretch one back on the next punctual tick.
+            await tickAll(phase: phase, due: deadline - origin)
             let finished = clock.now
             report.maximumTickDuration = max(report.maximumTickDuration, finished - started)
             // A frame is late when it is ready only after its period has ended.

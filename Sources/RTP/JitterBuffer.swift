@@ -35,7 +35,7 @@ public struct JitterBufferConfiguration: Sendable, Equatable {
 
 /// What to play for one frame.
 public enum PlayoutAction: Sendable, Equatable {
-    /// Not started yet (waiting for the first packets to reach the target delay): play nothing.
+    /// Not started yet (no packet has arrived): play nothing.
     case waiting
     /// Decode this payload.
     case play([UInt8])
@@ -92,6 +92,8 @@ public struct JitterBuffer: Sendable {
         var sequence: Int64
         var timestamp: Int64
         var payload: [UInt8]
+        /// Arrival − media time, as recorded in the transit history.
+        var transit: Double
     }
     /// Buffered packets in timestamp order.
     private var entries: [Entry] = []
@@ -146,7 +148,8 @@ public struct JitterBuffer: Sendable {
         statistics.packetsReceived += 1
         highestSequence = max(highestSequence ?? seq, seq)
         highestTimestamp = max(highestTimestamp ?? ts, ts)
-        recordTransit(arrival.seconds - Double(ts) / Double(configuration.clockRate))
+        let transit = arrival.seconds - Double(ts) / Double(configuration.clockRate)
+        recordTransit(transit)
 
         if let next = nextTimestamp, ts < next {
             statistics.late += 1
@@ -155,7 +158,7 @@ public struct JitterBuffer: Sendable {
         // Keep timestamp order; arrivals are nearly always in order, so search from the end.
         var index = entries.count
         while index > 0 && entries[index - 1].timestamp > ts { index -= 1 }
-        entries.insert(Entry(sequence: seq, timestamp: ts, payload: payload), at: index)
+        entries.insert(Entry(sequence: seq, timestamp: ts, payload: payload, transit: transit), at: index)
         // Bound the buffer: never hold more than the maximum delay's worth (plus slack).
         let limit = Int(configuration.maximumDelay / configuration.frameDuration) + 4
         if entries.count > limit {
@@ -170,10 +173,22 @@ public struct JitterBuffer: Sendable {
         let frame = configuration.samplesPerFrame
         updateTarget()
         guard var next = nextTimestamp else {
-            // Start with the first packet, at once: the first frame is heard a tick sooner, and
-            // where the target needs more delay the stretch rule below adds it one frame later.
-            guard let oldest = entries.first else { return .waiting }
-            nextTimestamp = oldest.timestamp
+            // Start at once: the first frame is heard a tick sooner, and where the target needs
+            // more delay the stretch rule below adds it one frame later.
+            guard let newest = entries.last else { return .waiting }
+            if entries.count > 1 {
+                // Several packets before the first frame is a late start of our own playout
+                // (the peer's media began first), not network jitter. Playing the backlog would
+                // start with its whole length as delay, and its packets' transits, all arriving
+                // together, would raise the target so the excess could only be dropped frame by
+                // frame mid-speech. So start with the newest and forget the backlog's transits.
+                statistics.shrunk += entries.count - 1
+                entries.removeFirst(entries.count - 1)
+                transitCount = 0
+                transitNext = 0
+                recordTransit(newest.transit)
+            }
+            nextTimestamp = newest.timestamp
             return nextFrame(now: now)
         }
         statistics.currentDelay = delay(playing: next, at: now)

@@ -294,7 +294,9 @@ final class CallRunner {
                     "rtt_ms": s.roundTripTime.map { milliseconds($0) as Any } ?? NSNull(),
                     "send_bitrate": s.sendBitrate, "receive_bitrate": s.receiveBitrate,
                     "send_level_db": s.sendLevel, "receive_level_db": s.receiveLevel,
-                    "fec_recovered": s.jitterBuffer.fecRecovered, "concealed": s.jitterBuffer.concealed]
+                    "fec_recovered": s.jitterBuffer.fecRecovered, "concealed": s.jitterBuffer.concealed,
+                    "late": s.jitterBuffer.late, "stretched": s.jitterBuffer.stretched, "shrunk": s.jitterBuffer.shrunk,
+                    "buffer_delay_ms": milliseconds(s.jitterBuffer.currentDelay)]
         case let .remoteHold(uuid, on): return ["event": "remote-hold", "call": uuid.uuidString, "hold": on]
         case let .dtmf(uuid, digit): return ["event": "dtmf", "call": uuid.uuidString, "digit": String(digit)]
         case let .connectionLost(uuid): return ["event": "connection-lost", "call": uuid.uuidString]

@@ -69,6 +69,21 @@ import Testing
         #expect(Self.played(actions) == (0..<28).map { UInt8($0) })
     }
 
+    @Test func aBacklogBeforeTheFirstFrameStartsWithItsNewestPacketAndLeavesTheTargetAlone() {
+        // Playout starts 200 ms after the peer's media (the first ten packets were kept for
+        // us and arrive together at 200 ms); from then on the path is clean. The backlog is
+        // skipped at once, before anything is heard, instead of being dropped frame by frame
+        // mid-speech while its bunched transits hold the target up.
+        var buffer = JitterBuffer()
+        let packets = Self.stream(count: 100) { i in i < 10 ? .milliseconds(200 - 20 * i) : .milliseconds(15) }
+        let actions = Self.run(&buffer, packets, ticks: 100)
+        #expect(Array(actions.prefix(11)) == Array(repeating: .waiting, count: 10) + [.play([9])])
+        #expect(Self.played(actions) == (9..<99).map { UInt8($0) })
+        #expect(buffer.statistics.shrunk == 9)
+        #expect(buffer.statistics.stretched == 0 && buffer.statistics.concealed == 0)
+        #expect(buffer.statistics.targetDelay == .milliseconds(10))
+    }
+
     @Test func reorderedPacketsPlayInSequence() {
         var buffer = JitterBuffer()
         // Every odd packet arrives 15 ms later than its even successor.
