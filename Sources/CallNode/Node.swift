@@ -57,7 +57,7 @@ public actor CallNode: Service {
     private struct PreparedICE: Sendable {
         let agent: IceAgent
         let gathering: IceGathering
-        let local: LocalAudioParameters
+        var local: LocalAudioParameters
     }
 
     private struct Leg {
@@ -433,8 +433,10 @@ public actor CallNode: Service {
             try? await manager.fulfill(provider.id)
         case let .setHeld(_, onHold):
             try? await legs[uuid]?.media?.setMuted(onHold)
-            if let connection = legs[uuid]?.connection { try? await connection.send(.hold(onHold), call: uuid) }
+            // The call is held here before the peer hears of it, so whoever sees the remote hold
+            // (and answers it, say, by resuming) finds this side's state already changed.
             try? await manager.fulfill(provider.id)
+            if let connection = legs[uuid]?.connection { try? await connection.send(.hold(onHold), call: uuid) }
         case let .setMuted(_, muted):
             do {
                 try await legs[uuid]?.media?.setMuted(muted)
@@ -675,9 +677,7 @@ public actor CallNode: Service {
         guard let task = legs[uuid]?.ice else { throw NegotiationError("the call ended while ICE was being prepared") }
         var prepared = try await task.value
         guard legs[uuid] != nil else { throw NegotiationError("the call ended while ICE was being prepared") }
-        var local = prepared.local
-        local.candidates = ((try? await prepared.agent.localCandidates()) ?? []).map(\.description)
-        prepared = PreparedICE(agent: prepared.agent, gathering: prepared.gathering, local: local)
+        prepared.local.candidates = ((try? await prepared.agent.localCandidates()) ?? []).map(\.description)
         return prepared
     }
 

@@ -116,7 +116,8 @@ public struct MediaStatistics: Sendable, Equatable {
     public var jitter = Duration.zero
     /// From RTCP SR/RR; `nil` until the first report with LSR comes back.
     public var roundTripTime: Duration?
-    /// RMS level of the last frame sent and played, in dBFS (−100 for digital silence).
+    /// RMS level of what was sent and played over the last 200 ms, in dBFS (−100 for digital
+    /// silence). A single 20 ms frame of speech is below −40 dBFS about half the time.
     public var sendLevel = -100.0
     public var receiveLevel = -100.0
     public var jitterBuffer = JitterBufferStatistics()
@@ -207,6 +208,8 @@ public actor MediaActor: MediaClockClient {
     /// Media time of the last authentic packet (or of the first tick); whether we reported a stall.
     private var lastInboundAt: Duration?
     private var playedAudio = false
+    private var sendMeter: LevelMeter
+    private var receiveMeter: LevelMeter
 
     private enum State { case idle, running, stopped }
 
@@ -256,6 +259,9 @@ public actor MediaActor: MediaClockClient {
         captureFrame = [Int16](repeating: 0, count: opus.samplesPerFrame)
         appFrame = captureFrame
         playFrame = [Int16](repeating: 0, count: Int(Int64(sink.format.sampleRate) * opus.frameDuration.milliseconds / 1000))
+        let meterFrames = Int(200 / max(1, opus.frameDuration.milliseconds))
+        sendMeter = LevelMeter(frames: meterFrames)
+        receiveMeter = LevelMeter(frames: meterFrames)
         (events, eventsContinuation) = AsyncStream.makeStream(of: MediaEvent.self, bufferingPolicy: .bufferingNewest(64))
     }
 
@@ -607,7 +613,7 @@ public actor MediaActor: MediaClockClient {
                 captureFrame[i] = Int16(max(-32768, min(32767, Double(captureFrame[i]) * micGain)))
             }
         }
-        stats.sendLevel = Self.level(captureFrame)
+        stats.sendLevel = sendMeter.add(captureFrame)
 
         defer { timestamp &+= timestampStep }
         if let event = nextTelephoneEvent() {
@@ -654,7 +660,7 @@ public actor MediaActor: MediaClockClient {
             stats.malformedDropped += 1
             if (try? decoder.conceal(into: &playFrame)) == nil { for i in playFrame.indices { playFrame[i] = 0 } }
         }
-        stats.receiveLevel = Self.level(playFrame)
+        stats.receiveLevel = receiveMeter.add(playFrame)
         sink.write(playFrame)
         if !playedAudio, ok, case .play = action {
             playedAudio = true
@@ -677,12 +683,25 @@ public actor MediaActor: MediaClockClient {
         guard let protected = try? outbound.protectRTCP(RTCPPacket.serializeCompound(packets)) else { return }
         await transport.send(protected)
     }
+}
 
-    /// RMS level in dBFS.
-    static func level(_ frame: [Int16]) -> Double {
+/// The RMS level of the last few frames, in dBFS.
+struct LevelMeter {
+    private var energies: [Double]
+    private var next = 0
+
+    /// - Parameter frames: How many frames the level spans.
+    init(frames: Int) { energies = [Double](repeating: 0, count: max(1, frames)) }
+
+    /// Adds a frame; returns the level over the span ending with it.
+    mutating func add(_ frame: [Int16]) -> Double {
         var sum = 0.0
         for s in frame { sum += Double(s) * Double(s) }
-        let rms = (sum / Double(max(1, frame.count))).squareRoot() / 32768
+        energies[next] = sum / Double(max(1, frame.count))
+        next = (next + 1) % energies.count
+        var total = 0.0
+        for e in energies { total += e }
+        let rms = (total / Double(energies.count)).squareRoot() / 32768
         return rms > 0 ? max(-100, 20 * log10(rms)) : -100
     }
 }

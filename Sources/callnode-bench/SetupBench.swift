@@ -26,8 +26,8 @@ struct SetupBench: AsyncParsableCommand {
     @Option(help: "Calls to measure (after one warm-up call).")
     var runs = 20
 
-    @Option(help: ArgumentHelp("Connectivity-check pacing in ms (the node's default is 5, libnice's 20).", valueName: "MS"))
-    var pacing = 5
+    @Option(help: ArgumentHelp("Connectivity-check pacing in ms (default: the node's own, libnice's is 20).", valueName: "MS"))
+    var pacing = Int(IceConfiguration().checkPacing.milliseconds)
 
     @Flag(help: "One JSON object per stage on stdout.")
     var json = false
