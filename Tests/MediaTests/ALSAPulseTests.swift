@@ -71,7 +71,7 @@ final class PulseAudioServer {
 
     /// Plays a 1 kHz tone through ALSA `pulse` into a fresh server's null sink while recording
     /// its monitor, in real time, until the last half second of the recording holds the tone
-    /// (bounded: 8 s).
+    /// and nothing comparable at 700 Hz (bounded: 8 s).
     static func playAndRecord() async throws -> Attempt {
         let server = try PulseAudioServer()
         defer { server.stop() }
@@ -97,7 +97,9 @@ final class PulseAudioServer {
                 let tail = recorded.suffix(24_000)
                 attempt.signal = power(of: 1000, in: tail)
                 attempt.other = power(of: 700, in: tail)
-                if attempt.signal > 1e6 { break }
+                // A clean half second of tone; on a busy machine a glitch (an under-run's
+                // click) can spread energy to 700 Hz, and a later half second is clean again.
+                if attempt.signal > 1e6 && attempt.signal > 100 * attempt.other { break }
             }
         }
         playback.stop()
