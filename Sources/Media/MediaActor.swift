@@ -15,6 +15,19 @@ public enum MuteMode: String, Sendable, CaseIterable {
     case inputMixer
 }
 
+/// When to send each frame again in the next packet (RFC 2198 redundant audio).
+public enum RedundancyPolicy: String, Sendable, CaseIterable {
+    /// Never (the peer may still send redundancy; it is always used when it arrives).
+    case off
+    /// From the first frame (a call's loss is not known before the peer's first reports, and
+    /// its first words matter), then for as long as the peer reports loss in RTCP: it stops
+    /// once reports have shown none for ``MediaConfiguration/redundancyHold``, and starts
+    /// again with the first report of loss. A clean call goes back to the plain bitrate.
+    case adaptive
+    /// From the first frame.
+    case always
+}
+
 /// Settings of one call's media.
 public struct MediaConfiguration: Sendable, Equatable {
     /// The encoder profile. Its sample rate is replaced by the source's rate.
@@ -42,6 +55,18 @@ public struct MediaConfiguration: Sendable, Equatable {
     /// path is probably cut: a peer always sends at least a DTX frame every 400 ms and RTCP
     /// every second).
     public var stallTimeout: Duration = .seconds(1)
+    /// The RTP payload type of RFC 2198 redundant audio (`red/48000/2`) both sides agreed on, or
+    /// `nil` when the peer does not support it. Only then is redundancy sent or understood.
+    public var redundancyPayloadType: UInt8?
+    /// When to send redundancy, if the peer supports it. Each redundant packet carries the
+    /// previous frame again, so a single lost packet is rebuilt at full quality from the next
+    /// one, at the price of twice the payload bitrate while it is on. While it is on, Opus's
+    /// in-band FEC plans for no loss: it would take bits from the primary encoding to protect
+    /// the same single losses less well.
+    public var redundancy: RedundancyPolicy = .adaptive
+    /// With ``RedundancyPolicy/adaptive``: how long after the start, or the last report of
+    /// loss, redundancy stays on.
+    public static let redundancyHold: Duration = .seconds(10)
 
     public init(opus: OpusConfiguration = OpusConfiguration(), payloadType: UInt8 = 111,
                 jitterBuffer: JitterBufferConfiguration = JitterBufferConfiguration(),
@@ -60,6 +85,17 @@ public struct MediaConfiguration: Sendable, Equatable {
         self.muteMode = muteMode
         self.cname = cname
         self.adaptiveFEC = adaptiveFEC
+    }
+}
+
+extension MediaConfiguration {
+    /// Why ``redundancyPayloadType`` cannot be used, or `nil` if it can (or is not set).
+    var redundancyProblem: String? {
+        guard let red = redundancyPayloadType else { return nil }
+        if ((35...63).contains(red) || (96...127).contains(red)) && red != payloadType && red != telephoneEventPayloadType {
+            return nil
+        }
+        return "redundant audio needs its own dynamic payload type (35–63 or 96–127), got \(red)"
     }
 }
 
@@ -131,6 +167,8 @@ public struct MediaStatistics: Sendable, Equatable {
     public var framesNotSent = 0
     /// The loss in-band FEC currently plans for, in percent.
     public var fecExpectedLossPercent = 0
+    /// Whether each packet currently carries the previous frame again (RFC 2198).
+    public var sendingRedundancy = false
     /// DTMF digits sent and received (RFC 4733 events).
     public var dtmfSent = 0
     public var dtmfReceived = 0
@@ -210,6 +248,11 @@ public actor MediaActor: MediaClockClient {
     private var playedAudio = false
     private var sendMeter: LevelMeter
     private var receiveMeter: LevelMeter
+    /// The last audio packet sent (its body as sent, sealed if frames are encrypted), repeated
+    /// in the next one while redundancy is on.
+    private var lastAudio: SentAudio?
+    private var redundancyActive = false
+    private var lastReportedLossAt: Duration?
 
     private enum State { case idle, running, stopped }
 
@@ -232,6 +275,7 @@ public actor MediaActor: MediaClockClient {
         guard configuration.payloadType >= 96 && configuration.payloadType <= 127 else {
             throw .invalidConfiguration("Opus needs a dynamic payload type (96–127), got \(configuration.payloadType)")
         }
+        if let problem = configuration.redundancyProblem { throw .invalidConfiguration(problem) }
         do throws(OpusError) {
             encoder = try OpusEncoder(configuration: opus)
             decoder = try OpusDecoder(sampleRate: sink.format.sampleRate, channels: 1)
@@ -262,6 +306,7 @@ public actor MediaActor: MediaClockClient {
         let meterFrames = Int(200 / max(1, opus.frameDuration.milliseconds))
         sendMeter = LevelMeter(frames: meterFrames)
         receiveMeter = LevelMeter(frames: meterFrames)
+        redundancyActive = configuration.redundancyPayloadType != nil && configuration.redundancy != .off
         (events, eventsContinuation) = AsyncStream.makeStream(of: MediaEvent.self, bufferingPolicy: .bufferingNewest(64))
     }
 
@@ -305,6 +350,7 @@ public actor MediaActor: MediaClockClient {
         nextRTCP = clock.now + configuration.rtcpInterval / 4
         nextStatistics = clock.now + configuration.statisticsInterval
         lastStatisticsAt = clock.now
+        lastReportedLossAt = clock.now
         clock.add(self)
     }
 
@@ -377,6 +423,7 @@ public actor MediaActor: MediaClockClient {
         s.jitter = reception.jitterDuration
         s.packetsLost = Int(reception.cumulativeLost)
         s.fecExpectedLossPercent = encoder.expectedLossPercent
+        s.sendingRedundancy = redundancyActive
         return s
     }
 
@@ -474,25 +521,55 @@ public actor MediaActor: MediaClockClient {
             receiveTelephoneEvent(packet)
             return
         }
-        guard let packet = try? RTPPacket(parsing: plain), packet.payloadType == configuration.payloadType,
-              !packet.payload.isEmpty else {
+        guard let packet = try? RTPPacket(parsing: plain), !packet.payload.isEmpty else {
             stats.malformedDropped += 1
             return
         }
-        var payload = packet.payload
-        if let frameCipher {
-            guard let opened = frameCipher.open(payload, ssrc: packet.ssrc, timestamp: packet.timestamp,
-                                                sequence: packet.sequenceNumber) else {
-                stats.frameDecryptionFailures += 1
+        var primary = packet.payload
+        var redundant: [RedundantAudio.Block] = []
+        if let red = configuration.redundancyPayloadType, packet.payloadType == red {
+            guard let parsed = try? RedundantAudio(parsing: packet.payload),
+                  parsed.primaryPayloadType == configuration.payloadType, !parsed.primary.isEmpty else {
+                stats.malformedDropped += 1
                 return
             }
-            payload = opened
+            primary = parsed.primary
+            redundant = parsed.redundant
+        } else if packet.payloadType != configuration.payloadType {
+            stats.malformedDropped += 1
+            return
         }
+        guard let payload = open(primary, of: packet, framesBack: 0) else { return }
         remoteSSRC = packet.ssrc
         stats.packetsReceived += 1
         stats.bytesReceived += packet.payload.count
         reception.record(sequence: packet.sequenceNumber, timestamp: packet.timestamp, ssrc: packet.ssrc, arrival: arrival)
         jitter.insert(sequence: packet.sequenceNumber, timestamp: packet.timestamp, payload: payload, arrival: arrival)
+        // Redundant copies of the one or two frames before (a sender repeats the frames of the
+        // packets just before this one, so k frames back is k sequence numbers back). Other
+        // blocks (another codec, another spacing) are skipped.
+        for block in redundant where block.payloadType == configuration.payloadType && !block.payload.isEmpty {
+            let offset = UInt32(block.timestampOffset)
+            guard offset % timestampStep == 0, (1...2).contains(offset / timestampStep) else { continue }
+            let back = UInt16(offset / timestampStep)
+            guard let copy = open(block.payload, of: packet, framesBack: back) else { continue }
+            jitter.insertRedundant(sequence: packet.sequenceNumber &- back, timestamp: packet.timestamp &- offset,
+                                   payload: copy, arrival: arrival)
+        }
+    }
+
+    /// A frame's payload as the codec needs it: opened if frames are encrypted end to end
+    /// (sealed under its own packet's sequence number and timestamp, `framesBack` before this
+    /// packet's for a redundant copy); `nil`, counted, if it does not open.
+    private func open(_ body: [UInt8], of packet: RTPPacket, framesBack: UInt16) -> [UInt8]? {
+        guard let frameCipher else { return body }
+        guard let opened = frameCipher.open(body, ssrc: packet.ssrc,
+                                            timestamp: packet.timestamp &- UInt32(framesBack) &* timestampStep,
+                                            sequence: packet.sequenceNumber &- framesBack) else {
+            stats.frameDecryptionFailures += 1
+            return nil
+        }
+        return opened
     }
 
     /// One digit per event: every packet of an event shares its timestamp, so a lost first
@@ -571,7 +648,18 @@ public actor MediaActor: MediaClockClient {
     private func useReport(_ block: ReportBlock, arrival: Duration) {
         guard block.ssrc == ssrc else { return }
         stats.remoteFractionLost = Double(block.fractionLost) / 256
-        if configuration.adaptiveFEC && configuration.opus.inbandFEC {
+        if configuration.redundancyPayloadType != nil && configuration.redundancy == .adaptive {
+            if block.fractionLost > 0 {
+                redundancyActive = true
+                lastReportedLossAt = arrival
+            } else if let last = lastReportedLossAt, arrival - last >= MediaConfiguration.redundancyHold {
+                redundancyActive = false
+            }
+        }
+        if configuration.adaptiveFEC && configuration.opus.inbandFEC && redundancyActive {
+            // Redundancy rebuilds single losses whole; in-band FEC would only cost the primary bits.
+            if encoder.expectedLossPercent != 0 { try? encoder.setExpectedLoss(percent: 0) }
+        } else if configuration.adaptiveFEC && configuration.opus.inbandFEC {
             // Plan for the loss the peer sees, smoothed: the first report sets the plan, each
             // later one moves it halfway (capped at 30 %). One report covers 12–50 packets, so
             // on a 10 % path it swings between 0 and 25 %; planning for more loss than there is
@@ -633,12 +721,25 @@ public actor MediaActor: MediaClockClient {
             guard let sealed = try? frameCipher.seal(body, ssrc: ssrc, timestamp: timestamp, sequence: sequence) else { return }
             body = sealed
         }
-        let packet = RTPPacket(payloadType: configuration.payloadType, sequenceNumber: sequence, timestamp: timestamp,
-                               ssrc: ssrc, payload: body)
+        var payloadType = configuration.payloadType
+        var wire = body
+        if redundancyActive, let red = configuration.redundancyPayloadType, let previous = lastAudio,
+           previous.sequence &+ 1 == sequence, timestamp &- previous.timestamp == timestampStep,
+           previous.body.count <= RedundantAudio.maximumBlockLength {
+            // The previous frame again, just before this one (its packet was the one before).
+            wire = RedundantAudio(primaryPayloadType: configuration.payloadType, primary: body, redundant: [
+                RedundantAudio.Block(payloadType: configuration.payloadType, timestampOffset: UInt16(timestampStep),
+                                     payload: previous.body),
+            ]).serialized()
+            payloadType = red
+        }
+        lastAudio = SentAudio(sequence: sequence, timestamp: timestamp, body: body)
+        let packet = RTPPacket(payloadType: payloadType, sequenceNumber: sequence, timestamp: timestamp,
+                               ssrc: ssrc, payload: wire)
         sequence &+= 1
         guard let protected = try? outbound.protect(packet.serialized()) else { return }
         stats.packetsSent += 1
-        stats.bytesSent += body.count
+        stats.bytesSent += wire.count
         await transport.send(protected)
     }
 
@@ -683,6 +784,13 @@ public actor MediaActor: MediaClockClient {
         guard let protected = try? outbound.protectRTCP(RTCPPacket.serializeCompound(packets)) else { return }
         await transport.send(protected)
     }
+}
+
+/// An audio packet as sent (its body sealed if frames are encrypted).
+private struct SentAudio {
+    var sequence: UInt16
+    var timestamp: UInt32
+    var body: [UInt8]
 }
 
 /// The RMS level of the last few frames, in dBFS.

@@ -64,6 +64,9 @@ public struct JitterBufferStatistics: Sendable, Equatable {
     public var concealed = 0
     /// Frames recovered from the next packet's FEC.
     public var fecRecovered = 0
+    /// Frames whose own packet never came, played from a later packet's redundant copy (RFC
+    /// 2198). They are not counted as lost: the frame was there at playout, at full quality.
+    public var redundancyRecovered = 0
     /// Frames of discontinuous-transmission silence.
     public var silence = 0
     /// Frames inserted to grow the delay, and frames dropped to shrink it.
@@ -94,6 +97,8 @@ public struct JitterBuffer: Sendable {
         var payload: [UInt8]
         /// Arrival − media time, as recorded in the transit history.
         var transit: Double
+        /// A copy from a later packet's redundancy, not the frame's own packet.
+        var redundant = false
     }
     /// Buffered packets in timestamp order.
     private var entries: [Entry] = []
@@ -158,6 +163,11 @@ public struct JitterBuffer: Sendable {
         // Keep timestamp order; arrivals are nearly always in order, so search from the end.
         var index = entries.count
         while index > 0 && entries[index - 1].timestamp > ts { index -= 1 }
+        if index > 0, entries[index - 1].timestamp == ts {
+            // Its redundant copy came first (the packet was reordered, not lost): keep the original.
+            entries[index - 1] = Entry(sequence: seq, timestamp: ts, payload: payload, transit: transit)
+            return true
+        }
         entries.insert(Entry(sequence: seq, timestamp: ts, payload: payload, transit: transit), at: index)
         // Bound the buffer: never hold more than the maximum delay's worth (plus slack).
         let limit = Int(configuration.maximumDelay / configuration.frameDuration) + 4
@@ -165,6 +175,29 @@ public struct JitterBuffer: Sendable {
             entries.removeFirst(entries.count - limit)
             statistics.shrunk += 1
         }
+        return true
+    }
+
+    /// Adds a frame carried again in a later packet (RFC 2198 redundancy), as `sequence` and
+    /// `timestamp` of its own packet. It fills a gap only: a frame whose packet arrived, or
+    /// whose turn has passed, is ignored, and it counts neither as received nor in the delay
+    /// estimate (its arrival says nothing about the network's delay for it).
+    ///
+    /// - Returns: `true` if it was kept to fill a gap.
+    @discardableResult
+    public mutating func insertRedundant(sequence: UInt16, timestamp: UInt32, payload: [UInt8], arrival: Duration) -> Bool {
+        // Before playout starts there is no gap to fill (it starts with the newest packet).
+        guard nextTimestamp != nil, let highSeq = highestSequence, let highTs = highestTimestamp else { return false }
+        let seq = SequenceNumber.extend(sequence, near: highSeq)
+        let ts = Self.extendTimestamp(timestamp, near: highTs)
+        if recentSequences[Int(seq & 255)] == seq { return false }
+        if let next = nextTimestamp, ts < next { return false }
+        guard seq > highSeq - 256 else { return false }
+        var index = entries.count
+        while index > 0 && entries[index - 1].timestamp > ts { index -= 1 }
+        if index > 0, entries[index - 1].timestamp == ts { return false }
+        let transit = arrival.seconds - Double(ts) / Double(configuration.clockRate)
+        entries.insert(Entry(sequence: seq, timestamp: ts, payload: payload, transit: transit, redundant: true), at: index)
         return true
     }
 
@@ -226,7 +259,11 @@ public struct JitterBuffer: Sendable {
             }
             concealedSinceLastPacket = 0
             lastPlayedSequence = first.sequence
-            statistics.packetsPlayed += 1
+            if first.redundant {
+                statistics.redundancyRecovered += 1
+            } else {
+                statistics.packetsPlayed += 1
+            }
             return .play(first.payload)
         }
         if let first = entries.first, let last = lastPlayedSequence, first.sequence == last + 1 {

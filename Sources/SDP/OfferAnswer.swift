@@ -13,6 +13,9 @@ public struct AudioCapabilities: Sendable, Equatable {
     public var packetTime = 20
     /// RFC 4733 telephone events, or `nil` to leave them out.
     public var telephoneEventPayloadType: Int? = 101
+    /// RFC 2198 redundant audio carrying Opus (`red/48000/2`, as browsers offer it), or `nil`
+    /// to leave it out. Answers reuse the offer's payload type.
+    public var redundancyPayloadType: Int? = 63
     /// SRTP suites in order of preference (RFC 4568 names).
     public var cryptoSuites = ["AES_CM_128_HMAC_SHA1_80", "AEAD_AES_128_GCM"]
 
@@ -71,6 +74,8 @@ public struct NegotiatedAudio: Sendable, Equatable {
     public var remoteEndOfCandidates: Bool
     /// The direction of this node's media.
     public var direction: MediaDirection
+    /// The agreed payload type of RFC 2198 redundant Opus, if both sides support it.
+    public var redundancyPayloadType: Int?
 }
 
 /// Why an offer or answer cannot be used.
@@ -90,7 +95,8 @@ public enum OfferAnswer {
             if let key = local.keys[suite] { cryptos.append(SDPCrypto(tag: cryptos.count + 1, suite: suite, keyParameters: key)) }
         }
         return describe(sessionID: sessionID, payloadType: capabilities.opusPayloadType,
-                        telephoneEvent: capabilities.telephoneEventPayloadType, capabilities: capabilities,
+                        telephoneEvent: capabilities.telephoneEventPayloadType,
+                        redundancy: capabilities.redundancyPayloadType, capabilities: capabilities,
                         local: local, cryptos: cryptos)
     }
 
@@ -108,16 +114,18 @@ public enum OfferAnswer {
         }
         let localKey = local.keys[chosen.suite] ?? ""
         let telephoneEvent = capabilities.telephoneEventPayloadType == nil ? nil : telephoneEventPayloadType(in: media)
+        let redundancy = capabilities.redundancyPayloadType == nil ? nil : redundancyPayloadType(in: media, opus: payloadType)
         var answerLocal = local
         // The answer's direction is the offer's, mirrored, narrowed by what this node wants.
         let mirrored = media.direction.answer
         answerLocal.direction = local.direction == .sendrecv || local.direction == mirrored ? mirrored : .inactive
         let answer = describe(sessionID: sessionID, payloadType: payloadType, telephoneEvent: telephoneEvent,
-                              capabilities: capabilities, local: answerLocal,
+                              redundancy: redundancy, capabilities: capabilities, local: answerLocal,
                               cryptos: [SDPCrypto(tag: chosen.tag, suite: chosen.suite, keyParameters: localKey)])
-        let negotiated = try negotiate(remote: media, payloadType: payloadType, capabilities: capabilities,
+        var negotiated = try negotiate(remote: media, payloadType: payloadType, capabilities: capabilities,
                                        telephoneEvent: telephoneEvent, suite: chosen.suite, localKey: localKey,
                                        remoteKey: chosen.keyParameters, direction: answerLocal.direction)
+        negotiated.redundancyPayloadType = redundancy
         return (answer, negotiated)
     }
 
@@ -145,9 +153,14 @@ public enum OfferAnswer {
         case .recvonly: .sendonly
         default: media.direction
         }
-        return try negotiate(remote: media, payloadType: payloadType, capabilities: capabilities, telephoneEvent: telephoneEvent,
-                             suite: chosen.suite, localKey: mine.keyParameters, remoteKey: chosen.keyParameters,
-                             direction: direction)
+        var negotiated = try negotiate(remote: media, payloadType: payloadType, capabilities: capabilities,
+                                       telephoneEvent: telephoneEvent, suite: chosen.suite, localKey: mine.keyParameters,
+                                       remoteKey: chosen.keyParameters, direction: direction)
+        // Redundancy only if this side offered it and the answer kept the offered payload type.
+        negotiated.redundancyPayloadType = redundancyPayloadType(in: media, opus: payloadType).flatMap { pt in
+            redundancyPayloadType(in: offered, opus: payloadType) == pt ? pt : nil
+        }
+        return negotiated
     }
 
     // MARK: - Pieces
@@ -175,6 +188,20 @@ public enum OfferAnswer {
         return media.rtpMaps.first { $0.encoding.lowercased() == "telephone-event" && offered.contains($0.payloadType) }?.payloadType
     }
 
+    /// The payload type of `red/48000/2` whose `a=fmtp` names only `opus` blocks (`63 111/111`).
+    static func redundancyPayloadType(in media: MediaDescription, opus: Int) -> Int? {
+        let offered = Set(media.formats.compactMap { Int($0) })
+        for map in media.rtpMaps where map.encoding.lowercased() == "red" && map.clockRate == 48_000 && offered.contains(map.payloadType) {
+            for value in media.values("fmtp") {
+                let parts = value.split(separator: " ", maxSplits: 1)
+                guard parts.count == 2, Int(parts[0]) == map.payloadType else { continue }
+                let blocks = parts[1].split(separator: "/").map { Int($0.trimmingCharacters(in: " ")) }
+                if !blocks.isEmpty, blocks.allSatisfy({ $0 == opus }) { return map.payloadType }
+            }
+        }
+        return nil
+    }
+
     static func negotiate(remote media: MediaDescription, payloadType: Int, capabilities: AudioCapabilities, telephoneEvent: Int?,
                           suite: String, localKey: String, remoteKey: String,
                           direction: MediaDirection) throws(NegotiationError) -> NegotiatedAudio {
@@ -195,10 +222,11 @@ public enum OfferAnswer {
             direction: direction)
     }
 
-    static func describe(sessionID: String, payloadType: Int, telephoneEvent: Int?, capabilities: AudioCapabilities,
-                         local: LocalAudioParameters, cryptos: [SDPCrypto]) -> SessionDescription {
+    static func describe(sessionID: String, payloadType: Int, telephoneEvent: Int?, redundancy: Int?,
+                         capabilities: AudioCapabilities, local: LocalAudioParameters, cryptos: [SDPCrypto]) -> SessionDescription {
         let addressType = local.address.contains(":") ? "IP6" : "IP4"
         var formats = [String(payloadType)]
+        if let redundancy { formats.append(String(redundancy)) }
         if let telephoneEvent { formats.append(String(telephoneEvent)) }
         var media = MediaDescription(media: "audio", port: 9, proto: "RTP/SAVP", formats: formats)
         media.connection = SDPConnection(addressType: addressType, address: local.address)
@@ -207,6 +235,10 @@ public enum OfferAnswer {
         media.attributes.append(SDPAttribute("mid", "0"))
         media.attributes.append(RTPMap(payloadType: payloadType, encoding: "opus", clockRate: 48_000, channels: 2).attribute)
         media.attributes.append(SDPAttribute("fmtp", "\(payloadType) \(fmtp)"))
+        if let redundancy {
+            media.attributes.append(RTPMap(payloadType: redundancy, encoding: "red", clockRate: 48_000, channels: 2).attribute)
+            media.attributes.append(SDPAttribute("fmtp", "\(redundancy) \(payloadType)/\(payloadType)"))
+        }
         if let telephoneEvent {
             media.attributes.append(RTPMap(payloadType: telephoneEvent, encoding: "telephone-event", clockRate: 48_000).attribute)
             media.attributes.append(SDPAttribute("fmtp", "\(telephoneEvent) 0-15"))

@@ -31,11 +31,15 @@ struct QualityBench: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Plan FEC for this loss from the first frame, not from the peer's reports.", valueName: "PERCENT"))
     var planLoss: Int?
 
+    @Option(help: ArgumentHelp("RFC 2198 redundancy, as two nodes negotiate it: adaptive (the default), always or off (Opus in-band FEC alone).", valueName: "WHEN"))
+    var redundancy = RedundancyPolicy.adaptive.rawValue
+
     @Flag(help: "One JSON object per case on stdout.")
     var json = false
 
     func validate() throws {
         if let planLoss, !(0...100).contains(planLoss) { throw ValidationError("--plan-loss is 0–100") }
+        guard RedundancyPolicy(rawValue: redundancy) != nil else { throw ValidationError("--redundancy is adaptive, always or off") }
         guard loss.allSatisfy({ (0...90).contains($0) }) else { throw ValidationError("--loss values are 0–90") }
     }
 
@@ -52,6 +56,9 @@ struct QualityBench: AsyncParsableCommand {
         }
         try FileManager.default.createDirectory(atPath: outputDirectory, withIntermediateDirectories: true)
         var configuration = MediaConfiguration()
+        // What two nodes agree on: red/48000/2 at 63 (AudioCapabilities), used as the policy says.
+        configuration.redundancyPayloadType = 63
+        configuration.redundancy = RedundancyPolicy(rawValue: redundancy) ?? .adaptive
         if let planLoss {
             configuration.opus.expectedLossPercent = planLoss
             configuration.adaptiveFEC = false
@@ -69,7 +76,7 @@ struct QualityBench: AsyncParsableCommand {
             report("offline libopus, ideal receiver", loss: percent, snr: Self.snr(reference: speech, signal: ideal), extra: [:])
         }
         for percent in loss {
-            let (played, stats) = try await Self.call(speech, loss: Double(percent) / 100, seed: seed, configuration: configuration)
+            let (played, stats, sent) = try await Self.call(speech, loss: Double(percent) / 100, seed: seed, configuration: configuration)
             let lag = Self.lag(of: speech, in: played, maximum: 9_600)
             let aligned = Array(played.dropFirst(lag).prefix(speech.count))
                 + [Int16](repeating: 0, count: max(0, speech.count - (played.count - lag)))
@@ -77,6 +84,8 @@ struct QualityBench: AsyncParsableCommand {
             report("call", loss: percent, snr: Self.blockSNR(reference: speech, signal: played), extra: [
                 "delay_ms": String(format: "%.1f", Double(lag) / 48), "lost": "\(stats.jitterBuffer.lost)",
                 "fec_recovered": "\(stats.jitterBuffer.fecRecovered)", "concealed": "\(stats.jitterBuffer.concealed)",
+                "redundancy_recovered": "\(stats.jitterBuffer.redundancyRecovered)",
+                "send_kbps": String(format: "%.1f", Double(sent.bytesSent * 8) / Double(speech.count + 48_000) * 48),
                 "stretched": "\(stats.jitterBuffer.stretched)", "shrunk": "\(stats.jitterBuffer.shrunk)",
                 "dtx_silence": "\(stats.jitterBuffer.silence)",
             ])
@@ -138,7 +147,7 @@ struct QualityBench: AsyncParsableCommand {
     }
 
     /// The speech through a caller's and a callee's MediaActor over the lossy in-memory link.
-    static func call(_ speech: [Int16], loss: Double, seed: UInt64, configuration: MediaConfiguration) async throws -> ([Int16], MediaStatistics) {
+    static func call(_ speech: [Int16], loss: Double, seed: UInt64, configuration: MediaConfiguration) async throws -> ([Int16], MediaStatistics, MediaStatistics) {
         let clock = MediaClock.manual(frameDuration: configuration.opus.frameDuration)
         let link = InMemoryMediaLink(clock: clock, aToB: LinkConditions(loss: loss), seed: seed)
         clock.add(link)
@@ -161,9 +170,10 @@ struct QualityBench: AsyncParsableCommand {
             played += playback.pullPlayback(maximum: frame)
         }
         let stats = await callee.statistics
+        let sent = await caller.statistics
         await caller.stop()
         await callee.stop()
-        return (played, stats)
+        return (played, stats, sent)
     }
 
     /// The delay (0...maximum samples) at which `signal` best matches `reference`, over the

@@ -295,6 +295,7 @@ final class CallRunner {
                     "send_bitrate": s.sendBitrate, "receive_bitrate": s.receiveBitrate,
                     "send_level_db": s.sendLevel, "receive_level_db": s.receiveLevel,
                     "fec_recovered": s.jitterBuffer.fecRecovered, "concealed": s.jitterBuffer.concealed,
+                    "redundancy_recovered": s.jitterBuffer.redundancyRecovered, "sending_redundancy": s.sendingRedundancy,
                     "late": s.jitterBuffer.late, "stretched": s.jitterBuffer.stretched, "shrunk": s.jitterBuffer.shrunk,
                     "buffer_delay_ms": milliseconds(s.jitterBuffer.currentDelay)]
         case let .remoteHold(uuid, on): return ["event": "remote-hold", "call": uuid.uuidString, "hold": on]

@@ -48,6 +48,9 @@ struct NodeOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Audio frame length: 10, 20, 40 or 60 ms.", valueName: "MS"))
     var frameMs: Int = 20
 
+    @Option(name: .long, help: ArgumentHelp("Send each frame again in the next packet (RFC 2198, if the peer supports it): adaptive (while the peer reports loss), always or off.", valueName: "WHEN"))
+    var redundancy: String = RedundancyPolicy.adaptive.rawValue
+
     @Flag(name: .long, help: "Print one JSON object per line on stdout for every event.")
     var json = false
 
@@ -65,6 +68,9 @@ struct NodeOptions: ParsableArguments {
         }
         guard [10, 20, 40, 60].contains(frameMs) else { throw ValidationError("--frame-ms must be 10, 20, 40 or 60 (got \(frameMs))") }
         guard (6_000...510_000).contains(bitrate) else { throw ValidationError("--bitrate must be 6000–510000 (got \(bitrate))") }
+        guard RedundancyPolicy(rawValue: redundancy) != nil else {
+            throw ValidationError("--redundancy must be adaptive, always or off (got '\(redundancy)')")
+        }
         if let duration, !(duration > 0) { throw ValidationError("--duration must be a positive number of seconds") }
         if let signal, SignalAddress(signal) == nil { throw ValidationError("--signal '\(signal)' is not HOST:PORT") }
         if let relay, SignalAddress(relay) == nil { throw ValidationError("--relay '\(relay)' is not HOST:PORT") }
@@ -91,6 +97,7 @@ struct NodeOptions: ParsableArguments {
         media.opus.bitrate = bitrate
         media.opus.frameDuration = .milliseconds(frameMs)
         media.jitterBuffer.frameDuration = .milliseconds(frameMs)
+        media.redundancy = RedundancyPolicy(rawValue: redundancy) ?? .adaptive  // checked in validate()
         configuration.media = media
         return configuration
     }

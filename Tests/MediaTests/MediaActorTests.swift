@@ -299,6 +299,110 @@ import Glibc
             try MediaActor(transport: link.a, keys: keys, source: ToneSource(), sink: NullSink(),
                            clock: MediaClock.manual(frameDuration: .milliseconds(10)))
         }
+        for red: UInt8 in [111, 101, 8, 72] {  // Opus's, DTMF's, a static type, one RTCP would shadow
+            var configuration = MediaConfiguration()
+            configuration.redundancyPayloadType = red
+            #expect(throws: MediaError.invalidConfiguration("redundant audio needs its own dynamic payload type (35–63 or 96–127), got \(red)")) {
+                try MediaActor(configuration: configuration, transport: link.a, keys: keys, source: ToneSource(), sink: NullSink(), clock: clock)
+            }
+        }
+    }
+
+    // MARK: - Redundant audio (RFC 2198)
+
+    static func redundant(_ policy: RedundancyPolicy) -> MediaConfiguration {
+        var configuration = MediaConfiguration()
+        configuration.redundancyPayloadType = 63
+        configuration.redundancy = policy
+        return configuration
+    }
+
+    @Test func onALossyPathRedundancyStartsAndRebuildsMostLostFramesWhole() async throws {
+        let sink = ManualAudioEndpoint()
+        let call = try Self.makeCall(source: WAVFileSource(samples: OpusTests.speechLike(seconds: 4), format: AudioFormat(), loops: true),
+                                     sink: sink, conditions: LinkConditions(loss: 0.1), seed: 42, configuration: Self.redundant(.adaptive))
+        try await call.a.start()
+        try await call.b.start()
+        await call.clock.advance(frames: 250)
+        let received = await call.b.statistics
+        let sender = await call.a.statistics
+        await call.a.stop()
+        await call.b.stop()
+        let jb = received.jitterBuffer
+        // Redundancy ran from the first frame and the reports of loss kept it on: every packet
+        // carries the frame before it, and in-band FEC stands down.
+        #expect(sender.sendingRedundancy)
+        #expect(sender.fecExpectedLossPercent == 0)
+        #expect(received.packetsLost > 15, "the link dropped \(received.packetsLost)")
+        #expect(jb.redundancyRecovered > 10, "rebuilt \(jb.redundancyRecovered) of \(received.packetsLost)")
+        // Left for FEC or concealment: losses before redundancy began, and back-to-back ones.
+        #expect(jb.lost * 3 < received.packetsLost, "lost at playout \(jb.lost) of \(received.packetsLost): \(jb)")
+        #expect(jb.concealed + jb.fecRecovered == jb.lost)
+        #expect(received.malformedDropped == 0 && received.authenticationFailures == 0)
+    }
+
+    @Test func adaptiveRedundancyStopsOnACleanPathAndReturnsWithLoss() async throws {
+        let call = try Self.makeCall(source: ToneSource(amplitude: 0.3), sink: NullSink(), configuration: Self.redundant(.adaptive))
+        try await call.a.start()
+        try await call.b.start()
+        func sent(frames: Int) async -> (bytesPerPacket: Double, redundancy: Bool) {
+            let before = await call.a.statistics
+            await call.clock.advance(frames: frames)
+            let after = await call.a.statistics
+            return (Double(after.bytesSent - before.bytesSent) / Double(after.packetsSent - before.packetsSent), after.sendingRedundancy)
+        }
+        let start = await sent(frames: 50)  // 1 s: on from the first frame
+        #expect(start.redundancy)
+        #expect(MediaConfiguration.redundancyHold == .seconds(10))
+        await call.clock.advance(frames: 475)  // the report at 10.25 s has seen no loss for 10 s
+        let clean = await sent(frames: 50)
+        #expect(!clean.redundancy)
+        // About twice the frame (plus 5 header bytes; the encoder's first second runs a little larger).
+        #expect(start.bytesPerPacket > 1.8 * clean.bytesPerPacket && start.bytesPerPacket < 2.2 * clean.bytesPerPacket,
+                "\(start.bytesPerPacket) against \(clean.bytesPerPacket) bytes per packet")
+        // The path turns lossy: the next report brings redundancy back.
+        call.link.setConditions(LinkConditions(loss: 0.3), fromA: true)
+        let lossy = await sent(frames: 75)
+        #expect(lossy.redundancy)
+        let received = await call.b.statistics
+        await call.a.stop()
+        await call.b.stop()
+        #expect(received.jitterBuffer.redundancyRecovered > 3)
+        #expect(received.receiveLevel > -20, "level \(received.receiveLevel)")
+    }
+
+    @Test func redundancyOffSendsPlainOpusAndAlwaysNeverStops() async throws {
+        var sent: [RedundancyPolicy: MediaStatistics] = [:]
+        for policy in [RedundancyPolicy.always, .off] {
+            let call = try Self.makeCall(source: ToneSource(amplitude: 0.3), sink: NullSink(), configuration: Self.redundant(policy))
+            try await call.a.start()
+            try await call.b.start()
+            await call.clock.advance(frames: 150)
+            sent[policy] = await call.a.statistics
+            let received = await call.b.statistics
+            await call.a.stop()
+            await call.b.stop()
+            #expect(received.jitterBuffer.lost == 0 && received.jitterBuffer.redundancyRecovered == 0, "\(policy)")
+            #expect(received.receiveLevel > -20, "\(policy): level \(received.receiveLevel)")
+        }
+        let always = try #require(sent[.always]), off = try #require(sent[.off])
+        #expect(always.sendingRedundancy && !off.sendingRedundancy)
+        #expect(Double(always.bytesSent) > 1.8 * Double(off.bytesSent))
+    }
+
+    @Test func redundantCopiesOfEncryptedFramesOpenUnderTheirOwnPacketsNumbers() async throws {
+        let shared = FrameEncryptionKey.random()
+        let call = try Self.makeCall(source: ToneSource(amplitude: 0.5), sink: NullSink(), conditions: LinkConditions(loss: 0.2),
+                                     seed: 9, configuration: Self.redundant(.always), frameKeys: (shared, shared))
+        try await call.a.start()
+        try await call.b.start()
+        await call.clock.advance(frames: 150)
+        let received = await call.b.statistics
+        await call.a.stop()
+        await call.b.stop()
+        #expect(received.frameDecryptionFailures == 0)
+        #expect(received.jitterBuffer.redundancyRecovered > 10, "rebuilt \(received.jitterBuffer.redundancyRecovered)")
+        #expect(received.receiveLevel > -12)
     }
 }
 

@@ -210,6 +210,78 @@ import Testing
         #expect(Self.played(actions) == (0..<59).map { UInt8($0) })
         #expect(buffer.statistics.lost == 0)
     }
+
+    // MARK: - Redundant copies (RFC 2198)
+
+    /// Like `run`, but every packet also carries the one before it, as a redundant copy.
+    static func runWithRedundancy(_ buffer: inout JitterBuffer, _ packets: [Sent], ticks: Int) -> [PlayoutAction] {
+        let arrivals = packets.enumerated().compactMap { i, p in p.delay.map { (p.sentAt + $0, i) } }.sorted { $0.0 < $1.0 }
+        var next = 0
+        var actions: [PlayoutAction] = []
+        for tick in 0..<ticks {
+            let now = Duration.milliseconds(20 * tick + 10)
+            while next < arrivals.count && arrivals[next].0 <= now {
+                let (arrival, i) = arrivals[next]
+                let p = packets[i]
+                buffer.insert(sequence: p.sequence, timestamp: p.timestamp, payload: p.payload, arrival: arrival)
+                if i > 0 {
+                    let previous = packets[i - 1]
+                    buffer.insertRedundant(sequence: previous.sequence, timestamp: previous.timestamp,
+                                           payload: previous.payload, arrival: arrival)
+                }
+                next += 1
+            }
+            actions.append(buffer.nextFrame(now: now))
+        }
+        return actions
+    }
+
+    @Test func aLostPacketPlaysWholeFromTheNextOnesRedundantCopy() {
+        var buffer = JitterBuffer()
+        let lost: Set<Int> = [20, 40, 41, 60]
+        let packets = Self.stream(count: 100) { lost.contains($0) ? nil : .milliseconds(30) }
+        let actions = Self.runWithRedundancy(&buffer, packets, ticks: 102)
+        let s = buffer.statistics
+        // 20 and 60 come back from 21's and 61's copies; of 40 and 41 only 41 does (42 carries
+        // 41), so 40 is the one frame left to conceal or rebuild by FEC.
+        #expect(s.redundancyRecovered == 3)
+        #expect(s.lost == 1 && s.fecRecovered + s.concealed == 1, "\(s) \(actions)")
+        let played = Self.played(actions)
+        #expect(played.contains(20) && played.contains(41) && played.contains(60) && !played.contains(40))
+        #expect(played == played.sorted(), "in order")
+        // The copies' arrivals are not delay measurements: the target stays where the real
+        // packets put it (the first gap holds one frame for a while, as for FEC).
+        #expect(s.packetsPlayed + s.redundancyRecovered == played.count)
+        #expect(s.duplicates == 0 && s.late == 0)
+    }
+
+    @Test func aCopyOfAFrameThatArrivedOrWhoseTurnPassedIsIgnored() {
+        var buffer = JitterBuffer()
+        buffer.insert(sequence: 10, timestamp: 9_600, payload: [10], arrival: .milliseconds(200))
+        // Not started: nothing to fill.
+        let early = buffer.insertRedundant(sequence: 9, timestamp: 8_640, payload: [9], arrival: .milliseconds(200))
+        #expect(!early)
+        let first = buffer.nextFrame(now: .milliseconds(205))
+        #expect(first == .play([10]))
+        buffer.insert(sequence: 11, timestamp: 10_560, payload: [11], arrival: .milliseconds(220))
+        // 10 arrived (and played), 9 is older than playout: both copies are dropped, uncounted.
+        let arrived = buffer.insertRedundant(sequence: 10, timestamp: 9_600, payload: [10], arrival: .milliseconds(220))
+        let passed = buffer.insertRedundant(sequence: 9, timestamp: 8_640, payload: [9], arrival: .milliseconds(220))
+        #expect(!arrived && !passed)
+        #expect(buffer.statistics.duplicates == 0 && buffer.statistics.late == 0)
+        let second = buffer.nextFrame(now: .milliseconds(225))
+        #expect(second == .play([11]))
+
+        // 12's copy comes first (13 overtook it); 12 itself then arrives and takes its place once.
+        buffer.insert(sequence: 13, timestamp: 12_480, payload: [13], arrival: .milliseconds(240))
+        let copyKept = buffer.insertRedundant(sequence: 12, timestamp: 11_520, payload: [112], arrival: .milliseconds(240))
+        let originalKept = buffer.insert(sequence: 12, timestamp: 11_520, payload: [12], arrival: .milliseconds(241))
+        #expect(copyKept && originalKept)
+        #expect(buffer.bufferedPackets == 2)
+        let third = buffer.nextFrame(now: .milliseconds(245)), fourth = buffer.nextFrame(now: .milliseconds(265))
+        #expect(third == .play([12]) && fourth == .play([13]))
+        #expect(buffer.statistics.redundancyRecovered == 0 && buffer.statistics.packetsPlayed == 4)
+    }
 }
 
 @Suite struct ReceptionStatisticsTests {

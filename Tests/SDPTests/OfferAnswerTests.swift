@@ -70,6 +70,40 @@ import Testing
         #expect(negotiated.telephoneEventPayloadType == nil)  // the browser offered none
         #expect(negotiated.remoteCandidates.count == 1 && negotiated.remoteEndOfCandidates)
         #expect(answer.media.first?.formats == ["111"])
+        #expect(negotiated.redundancyPayloadType == nil, "red without an a=fmtp naming its blocks is not taken")
+    }
+
+    @Test func redundantOpusIsNegotiatedOnlyWhenBothSidesNameIt() throws {
+        let offer = OfferAnswer.offer(sessionID: "1", capabilities: AudioCapabilities(), local: Self.local("offr", keys: Self.offererKeys))
+        let wire = try SessionDescription(parsing: offer.serialized)
+        let audio = try #require(wire.media.first)
+        // Opus first (the primary encoding), then red, then telephone events.
+        #expect(audio.formats == ["111", "63", "101"])
+        #expect(audio.rtpMaps.contains(RTPMap(payloadType: 63, encoding: "red", clockRate: 48_000, channels: 2)))
+        #expect(audio.values("fmtp").contains("63 111/111"))
+
+        let (answer, answerer) = try OfferAnswer.answer(to: wire, sessionID: "2", capabilities: AudioCapabilities(),
+                                                        local: Self.local("answ", keys: Self.answererKeys))
+        #expect(answerer.redundancyPayloadType == 63)
+        #expect(answer.media.first?.formats == ["111", "63", "101"])
+        let offerer = try OfferAnswer.accept(answer: try SessionDescription(parsing: answer.serialized), to: offer,
+                                             capabilities: AudioCapabilities())
+        #expect(offerer.redundancyPayloadType == 63)
+
+        // An answerer without red leaves it out, and the offerer then does not send it.
+        var plain = AudioCapabilities()
+        plain.redundancyPayloadType = nil
+        let (plainAnswer, plainAnswerer) = try OfferAnswer.answer(to: wire, sessionID: "3", capabilities: plain,
+                                                                  local: Self.local("answ", keys: Self.answererKeys))
+        #expect(plainAnswerer.redundancyPayloadType == nil)
+        #expect(plainAnswer.media.first?.formats == ["111", "101"])
+        #expect(try OfferAnswer.accept(answer: plainAnswer, to: offer, capabilities: AudioCapabilities()).redundancyPayloadType == nil)
+
+        // red that carries another codec's blocks is not redundant Opus.
+        let other = offer.serialized.replacingOccurrences(of: "a=fmtp:63 111/111", with: "a=fmtp:63 0/0")
+        let (_, otherAnswerer) = try OfferAnswer.answer(to: try SessionDescription(parsing: other), sessionID: "4",
+                                                        capabilities: AudioCapabilities(), local: Self.local("answ", keys: Self.answererKeys))
+        #expect(otherAnswerer.redundancyPayloadType == nil)
     }
 
     @Test func unusableOffersAreRefusedWithTheReason() throws {
