@@ -1034,8 +1034,15 @@ public actor CallNode: Service {
             }
             let details = endDetails.removeValue(forKey: uuid)
             var detail = details?.detail
-            if detail == nil, reason == .failed, let audioFailure { detail = "the audio devices could not open: \(audioFailure)" }
+            if reason == .failed, let audioFailure {
+                // The device is what the user can fix, so it comes first, whatever else failed in
+                // the race that followed it (media that could not start, the peer hanging up).
+                let audio = "the audio devices could not open: \(audioFailure)"
+                if let other = detail, !other.contains(audioFailure) { detail = "\(audio); \(other)" } else if detail == nil { detail = audio }
+            }
             broadcaster.send(.ended(uuid, reason: reason, detail: detail, duration: details?.duration))
+            // A later call's failure must not be blamed on this one's devices.
+            if legs.isEmpty { audioFailure = nil }
         case let .session(uuid, status):
             broadcaster.send(.session(uuid, status))
         case .audioActivated:
