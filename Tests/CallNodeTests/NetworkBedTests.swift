@@ -268,13 +268,14 @@ struct NetworkBedTests {
 
     // MARK: - 3. Loss
 
-    @Test(arguments: [10, 30])
-    func randomLossBetweenTheNATsKeepsTheCallUpWithFECAndConcealment(percent: Int) async throws {
-        let bed = try Bed("loss-\(percent)")
+    /// With RFC 2198 redundancy (the default) and, at 10 %, with Opus's in-band FEC alone.
+    @Test(arguments: [(10, "adaptive"), (30, "adaptive"), (10, "off")])
+    func randomLossBetweenTheNATsKeepsTheCallUpWithFECAndConcealment(percent: Int, redundancy: String) async throws {
+        let bed = try Bed("loss-\(percent)-\(redundancy)")
         defer { bed.down() }
         let callers = try Self.callers(in: bed)
         _ = try await bed.startRelay()
-        let network = ["--stun", NetworkBed.stun]
+        let network = ["--stun", NetworkBed.stun, "--redundancy", redundancy]
         let recording = bed.directory + "/recording.wav"
         let bob = try await Self.startBob(bed, callers, network: network, recording: recording, log: "bob.log")
         let alice = try Self.startAlice(bed, callers, network: network, seconds: 34, log: "alice.log")
@@ -293,15 +294,24 @@ struct NetworkBedTests {
         #expect(bob.events("connection-lost").isEmpty && alice.events("connection-lost").isEmpty, "the call dropped under loss")
         let lost = statsUnderLoss["packets_lost"] as? Int ?? 0, received = statsUnderLoss["packets_received"] as? Int ?? 0
         let fec = statsUnderLoss["fec_recovered"] as? Int ?? 0, concealed = statsUnderLoss["concealed"] as? Int ?? 0
-        #expect(lost > 0 && fec > 0 && concealed > 0, "under loss: \(statsUnderLoss)")
-        // The jitter buffer keeps the next packet in time, so FEC rebuilds most lost frames.
-        #expect(fec > concealed, "FEC rebuilt \(fec) frames, \(concealed) were concealed")
+        let redundant = statsUnderLoss["redundancy_recovered"] as? Int ?? 0
+        let sentRedundancy = alice.events("stats").last?["sending_redundancy"] as? Bool ?? false
+        #expect(sentRedundancy == (redundancy != "off"), "alice sending redundancy: \(sentRedundancy)")
+        if redundancy == "off" {
+            #expect(redundant == 0 && fec > 0, "under loss: \(statsUnderLoss)")
+        } else {
+            // Each packet carries the frame before it: single losses play whole from the next one.
+            #expect(redundant > 0, "under loss: \(statsUnderLoss)")
+        }
+        #expect(lost > 0 && concealed > 0, "under loss: \(statsUnderLoss)")
+        // The jitter buffer keeps the next packet in time, so most lost frames are rebuilt.
+        #expect(fec + redundant > concealed, "rebuilt \(redundant) from redundancy and \(fec) by FEC, \(concealed) concealed")
         let measured = Double(lost) / Double(max(1, lost + received)) * 100
         // The recording (made under loss for most of its length) is still aligned with the input.
         let match = try Self.correlation(callers, recording: recording, at: 15)
         let threshold = percent <= 10 ? 0.8 : 0.6
         #expect(match > threshold, "recording correlates \(match) under \(percent) % loss")
-        print("netbed loss \(percent)%: measured \(String(format: "%.1f", measured)) % lost, FEC \(fec), concealed \(concealed), correlation \(String(format: "%.2f", match))")
+        print("netbed loss \(percent)% (redundancy \(redundancy)): measured \(String(format: "%.1f", measured)) % lost, redundancy \(redundant), FEC \(fec), concealed \(concealed), correlation \(String(format: "%.2f", match))")
     }
 
     // MARK: - 4. Link cut
