@@ -47,6 +47,11 @@ static inline void cnice_set_uint(NiceAgent *agent, const char *name, guint valu
 static inline void cnice_set_string(NiceAgent *agent, const char *name, const char *value) {
     g_object_set(agent, name, value, NULL);
 }
+static inline gboolean cnice_get_bool(NiceAgent *agent, const char *name) {
+    gboolean value = FALSE;
+    g_object_get(agent, name, &value, NULL);
+    return value;
+}
 static inline guint cnice_get_uint(NiceAgent *agent, const char *name) {
     guint value = 0;
     g_object_get(agent, name, &value, NULL);

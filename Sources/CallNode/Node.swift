@@ -46,6 +46,8 @@ public actor CallNode: Service {
     private var tasks: [Task<Void, Never>] = []
     private var isStarted = false
     private var isShutDown = false
+    /// Agents made and gathering ahead of calls (``CallNodeConfiguration/iceAgentPool``).
+    private var icePool: [PooledICE] = []
     /// Connections that came from this node's own session joins: their invitations are
     /// answered without ringing or contact checks.
     private var sessionConnections: [ObjectIdentifier: (session: String, startMuted: Bool)] = [:]
@@ -58,6 +60,12 @@ public actor CallNode: Service {
         let agent: IceAgent
         let gathering: IceGathering
         var local: LocalAudioParameters
+    }
+
+    /// An agent made ahead of a call (in the controlling role; an outgoing call switches it).
+    private struct PooledICE {
+        let task: Task<PreparedICE, any Error>
+        let made: ContinuousClock.Instant
     }
 
     private struct Leg {
@@ -176,6 +184,16 @@ public actor CallNode: Service {
         })
         let clock = self.clock
         keep(Task { _ = await clock.run() })
+        fillICEPool()
+        if configuration.iceAgentPool > 0, configuration.ice.stunServer != nil || !configuration.ice.turnServers.isEmpty {
+            let refresh = configuration.iceAgentPoolRefresh
+            keep(Task { [weak self] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: refresh / 2)
+                    await self?.refreshICEPool()
+                }
+            })
+        }
         if let listener, let address = listenAddress {
             let weak = WeakNode(self)
             keep(Task {
@@ -225,6 +243,7 @@ public actor CallNode: Service {
             await teardown(uuid, detail: nil)
             try? await manager.reportCallEnded(uuid, reason: .localEnded)
         }
+        await drainICEPool()
         await manager.shutdown()
         await systemSession?.shutdown()
         if let appSession {
@@ -314,6 +333,9 @@ public actor CallNode: Service {
     public func statistics(_ call: UUID) async -> MediaStatistics? {
         await legs[call]?.media?.statistics
     }
+
+    /// Agents in the ICE pool (made, or being made, for the next calls).
+    public var pooledICEAgents: Int { icePool.count }
 
     /// The UUIDs of live calls.
     public var liveCalls: [UUID] { Array(legs.keys) }
@@ -663,10 +685,28 @@ public actor CallNode: Service {
 
     /// Starts making the call's ICE agent in `role` now, in the background; the offer or answer
     /// picks it up with ``preparedICE(_:role:)``. Host candidates are then ready to go in the
-    /// SDP itself, and server-reflexive and relayed ones often are too.
+    /// SDP itself, and server-reflexive and relayed ones often are too. A pooled agent is used
+    /// when there is one (a pooled agent that failed is replaced by a new one).
     private func prepareICEEarly(_ uuid: UUID, role: IceRole) {
         guard legs[uuid] != nil, legs[uuid]?.ice == nil else { return }
-        let task = Task { () async throws -> PreparedICE in try await self.prepareICE(uuid, role: role) }
+        let (pooled, stale) = takePooledICE()
+        let ice = configuration.ice
+        let task = Task { () async throws -> PreparedICE in
+            for entry in stale { await (try? await entry.task.value)?.agent.close() }
+            let prepared: PreparedICE
+            if let pooled, let made = try? await pooled.value {
+                prepared = made
+                do {
+                    try await prepared.agent.setRole(role)
+                } catch {
+                    await prepared.agent.close()
+                    throw error
+                }
+            } else {
+                prepared = try await Self.makeICE(ice, role: role)
+            }
+            return try await self.adopt(prepared, for: uuid)
+        }
         legs[uuid]?.ice = task
     }
 
@@ -681,23 +721,83 @@ public actor CallNode: Service {
         return prepared
     }
 
-    /// Creates the call's ICE agent in `role` and starts gathering; the local parameters carry
-    /// the credentials and a fresh SRTP key for every suite this node supports.
-    private func prepareICE(_ uuid: UUID, role: IceRole) async throws -> PreparedICE {
-        var ice = configuration.ice
+    /// Creates an ICE agent in `role` and starts gathering; the local parameters carry the
+    /// credentials and a fresh SRTP key for every suite this node supports.
+    private nonisolated static func makeICE(_ configuration: IceConfiguration, role: IceRole) async throws -> PreparedICE {
+        var ice = configuration
         ice.role = role
         let agent = try await IceAgent(configuration: ice)
-        guard legs[uuid] != nil else {
-            // The call ended while the agent was being made: nobody else would close it.
+        let gathering: IceGathering
+        do {
+            gathering = try await agent.gather()
+        } catch {
             await agent.close()
-            throw NegotiationError("the call ended while ICE was being prepared")
+            throw error
         }
-        legs[uuid]?.agent = agent
-        watch(uuid, agent)
-        let gathering = try await agent.gather()
         let keys = SRTPSuite.allCases.reduce(into: [String: String]()) { $0[$1.rawValue] = SRTPKey.random(suite: $1).inlineKeyParameter }
         return PreparedICE(agent: agent, gathering: gathering,
                            local: LocalAudioParameters(iceUfrag: gathering.credentials.ufrag, icePwd: gathering.credentials.pwd, keys: keys))
+    }
+
+    /// Makes `prepared` the call's agent and follows its events; closes it if the call ended
+    /// meanwhile (nobody else would).
+    private func adopt(_ prepared: PreparedICE, for uuid: UUID) async throws -> PreparedICE {
+        guard legs[uuid] != nil, legs[uuid]?.agent == nil else {
+            await prepared.agent.close()
+            throw NegotiationError("the call ended while ICE was being prepared")
+        }
+        legs[uuid]?.agent = prepared.agent
+        watch(uuid, prepared.agent)
+        return prepared
+    }
+
+    // MARK: - The ICE agent pool
+
+    /// Tops the pool of agents up to its size, in the background. Called at start and when a
+    /// call that may have taken one has heard audio or ended, so that making the next agent
+    /// does not compete with a call being set up.
+    private func fillICEPool() {
+        guard isStarted, !isShutDown else { return }
+        let ice = configuration.ice
+        while icePool.count < configuration.iceAgentPool {
+            icePool.append(PooledICE(task: Task { try await Self.makeICE(ice, role: .controlling) }, made: .now))
+        }
+    }
+
+    /// The oldest pooled agent still fresh, if any, and the stale ones taken out before it
+    /// (for the caller to close).
+    private func takePooledICE() -> (Task<PreparedICE, any Error>?, [PooledICE]) {
+        var stale: [PooledICE] = []
+        while let first = icePool.first {
+            icePool.removeFirst()
+            if isFresh(first) { return (first.task, stale) }
+            stale.append(first)
+        }
+        return (nil, stale)
+    }
+
+    /// A pooled agent's server-reflexive and relayed candidates name NAT bindings and TURN
+    /// allocations, which age; host candidates do not.
+    private func isFresh(_ pooled: PooledICE) -> Bool {
+        let ice = configuration.ice
+        guard ice.stunServer != nil || !ice.turnServers.isEmpty else { return true }
+        return ContinuousClock.now - pooled.made < configuration.iceAgentPoolRefresh
+    }
+
+    /// Replaces pooled agents that aged out (run every refresh interval while servers are set).
+    private func refreshICEPool() async {
+        let stale = icePool.filter { !isFresh($0) }
+        guard !stale.isEmpty else { return }
+        icePool.removeAll { !isFresh($0) }
+        fillICEPool()
+        for entry in stale { await (try? await entry.task.value)?.agent.close() }
+    }
+
+    /// Closes every pooled agent (at shutdown).
+    private func drainICEPool() async {
+        let pooled = icePool
+        icePool.removeAll()
+        for entry in pooled { await (try? await entry.task.value)?.agent.close() }
     }
 
     /// The callee answered: gather, send the SDP offer, trickle the rest.
@@ -712,49 +812,63 @@ public actor CallNode: Service {
         trickle(uuid, prepared.gathering, skipping: Set(local.candidates), on: connection)
     }
 
-    /// The caller receives the offer: answer it and start ICE.
+    /// The caller receives the offer: answer it and start ICE. The answer goes out first (the
+    /// callee's checks wait for it), the call manager hears of both last.
     private func offered(_ uuid: UUID, sdp: String) async throws {
         guard legs[uuid]?.outgoing == true, let connection = legs[uuid]?.connection else { return }
         let offer = try SessionDescription(parsing: sdp)
-        try await manager.reportProgress(uuid, .offerReceived)
         let prepared = try await preparedICE(uuid, role: .controlled)
-        let agent = prepared.agent, local = prepared.local
+        let local = prepared.local
         let (answer, negotiated) = try OfferAnswer.answer(to: offer, sessionID: Self.sessionID(), capabilities: capabilities, local: local)
         legs[uuid]?.negotiated = negotiated
-        try await agent.setRemoteCredentials(IceCredentials(ufrag: negotiated.remoteIceUfrag, pwd: negotiated.remoteIcePwd))
         try await connection.send(.answer(sdp: answer.serialized), call: uuid)
-        try await manager.reportProgress(uuid, .answerSent)
-        await addRemoteCandidates(uuid, negotiated.remoteCandidates, end: negotiated.remoteEndOfCandidates)
+        try await setRemote(uuid, negotiated)
         trickle(uuid, prepared.gathering, skipping: Set(local.candidates), on: connection)
         prepareMedia(uuid)
+        try await manager.reportProgress(uuid, .offerReceived)
+        try await manager.reportProgress(uuid, .answerSent)
     }
 
-    /// The callee receives the answer.
+    /// The callee receives the answer and starts ICE.
     private func answered(_ uuid: UUID, sdp: String) async throws {
-        guard legs[uuid]?.outgoing == false, let offer = legs[uuid]?.offer, let agent = legs[uuid]?.agent else { return }
+        guard legs[uuid]?.outgoing == false, let offer = legs[uuid]?.offer, legs[uuid]?.agent != nil else { return }
         let answer = try SessionDescription(parsing: sdp)
         let negotiated = try OfferAnswer.accept(answer: answer, to: offer, capabilities: capabilities)
         legs[uuid]?.negotiated = negotiated
-        try await manager.reportProgress(uuid, .answerReceived)
-        try await agent.setRemoteCredentials(IceCredentials(ufrag: negotiated.remoteIceUfrag, pwd: negotiated.remoteIcePwd))
-        await addRemoteCandidates(uuid, negotiated.remoteCandidates, end: negotiated.remoteEndOfCandidates)
+        try await setRemote(uuid, negotiated)
         prepareMedia(uuid)
+        try await manager.reportProgress(uuid, .answerReceived)
     }
 
+    /// Gives the call's agent the peer's credentials and the candidates its SDP carried, in one
+    /// step; candidate lines that do not parse are reported and skipped.
+    private func setRemote(_ uuid: UUID, _ negotiated: NegotiatedAudio) async throws {
+        guard let agent = legs[uuid]?.agent else { throw NegotiationError("the call has no ICE agent") }
+        let skipped = try await agent.setRemote(IceCredentials(ufrag: negotiated.remoteIceUfrag, pwd: negotiated.remoteIcePwd),
+                                                candidates: parseCandidates(uuid, negotiated.remoteCandidates),
+                                                endOfCandidates: negotiated.remoteEndOfCandidates)
+        for problem in skipped { logger.debug("\(problem)") }
+    }
+
+    /// Trickled candidates.
     private func addRemoteCandidates(_ uuid: UUID, _ lines: [String], end: Bool) async {
         guard let agent = legs[uuid]?.agent else { return }
-        var candidates: [IceCandidate] = []
-        for line in lines {
-            do {
-                candidates.append(try IceCandidate(parsing: line))
-            } catch {
-                broadcaster.send(.peerError("call \(uuid): \(error)"))
-            }
-        }
+        let candidates = parseCandidates(uuid, lines)
         if !candidates.isEmpty, let skipped = try? await agent.addRemoteCandidates(candidates) {
             for problem in skipped { logger.debug("\(problem)") }
         }
         if end { try? await agent.endOfRemoteCandidates() }
+    }
+
+    private func parseCandidates(_ uuid: UUID, _ lines: [String]) -> [IceCandidate] {
+        lines.compactMap { line in
+            do {
+                return try IceCandidate(parsing: line)
+            } catch {
+                broadcaster.send(.peerError("call \(uuid): \(error)"))
+                return nil
+            }
+        }
     }
 
     /// Sends a keep-alive on the call's connection every interval until the call ends.
@@ -945,6 +1059,9 @@ public actor CallNode: Service {
         case let .statistics(statistics): broadcaster.send(.statistics(uuid, statistics))
         case let .dtmf(digit): broadcaster.send(.dtmf(uuid, digit))
         case .firstAudio:
+            // The pooled agent this call may have taken is replaced now, not while it was
+            // being set up.
+            fillICEPool()
             if let began = legs[uuid]?.began { broadcaster.send(.firstAudio(uuid, after: ContinuousClock.now - began)) }
         case .inboundStalled: await connection(uuid, lost: true, signal: .media)
         // Audio arriving again is the ground truth, whatever ICE last said.
@@ -1018,6 +1135,7 @@ public actor CallNode: Service {
         await leg.agent?.close()
         leg.connection?.close()
         leg.connectionTask?.cancel()
+        fillICEPool()
         if legs.isEmpty, let appSession, await appSession.isActive {
             try? await appSession.deactivate()
             audioActive = false

@@ -36,6 +36,8 @@ public actor IceAgent {
     private let turnAddresses: [String]
 
     private var credentials: IceCredentials
+    /// The agent's role: the configuration's, unless ``setRole(_:)`` changed it.
+    public private(set) var role: IceRole
     private var gathered = false
     private var remoteCredentials: IceCredentials?
     private var pendingRemote: [IceCandidate] = []
@@ -89,6 +91,7 @@ public actor IceAgent {
         self.events = events
         self.datagrams = datagrams
         self.configuration = configuration
+        self.role = configuration.role
         self.loop = loop
         self.sink = sink
         self.clock = clock
@@ -151,18 +154,69 @@ public actor IceAgent {
         return try await loop.run { handle.localCandidates() }
     }
 
+    /// Changes the role before the peer's credentials are set, so that an agent made ahead of
+    /// time (a pool) can take either side of a call.
+    ///
+    /// - Throws: ``IceError/invalidConfiguration(_:)`` once the peer's credentials are set.
+    public func setRole(_ role: IceRole) async throws(IceError) {
+        guard !isClosed else { throw .closed }
+        guard role != self.role else { return }
+        guard remoteCredentials == nil, !checksStarted else {
+            throw .invalidConfiguration("the ICE role can only change before the peer's credentials are set")
+        }
+        self.role = role
+        let handle = self.handle
+        try await loop.run { handle.setControlling(role == .controlling) }
+    }
+
+    /// The role libnice itself holds (what ``role`` says, read back from the agent).
+    @_spi(Testing) public func libniceRole() async throws(IceError) -> IceRole {
+        guard !isClosed else { throw .closed }
+        let handle = self.handle
+        return try await loop.run { handle.isControlling ? .controlling : .controlled }
+    }
+
     /// Sets the peer's credentials. Remote candidates added before this are kept and applied now.
     public func setRemoteCredentials(_ remote: IceCredentials) async throws(IceError) {
         guard !isClosed else { throw .closed }
+        try Self.validate(remote)
+        remoteCredentials = remote
+        try await flushRemote(settingCredentials: remote)
+    }
+
+    /// Sets the peer's credentials and adds its candidates in one step on the agent's thread,
+    /// the usual case when both come in one SDP: checks start without a second round trip to
+    /// the agent. Unusable candidates are skipped and returned; the rest apply.
+    @discardableResult
+    public func setRemote(_ remote: IceCredentials, candidates: [IceCandidate], endOfCandidates: Bool) async throws(IceError) -> [IceError] {
+        guard !isClosed else { throw .closed }
+        try Self.validate(remote)
+        remoteCredentials = remote
+        let skipped = queue(candidates)
+        if endOfCandidates { remoteEnded = true }
+        try await flushRemote(settingCredentials: remote)
+        return skipped
+    }
+
+    private static func validate(_ remote: IceCredentials) throws(IceError) {
         guard remote.ufrag.count >= 4, remote.pwd.count >= 22,
               remote.ufrag.allSatisfy(IceCandidate.isIceChar), remote.pwd.allSatisfy(IceCandidate.isIceChar)
         else {
             throw .invalidConfiguration("remote ICE credentials are malformed (ufrag ≥ 4, pwd ≥ 22 ice-chars)")
         }
-        remoteCredentials = remote
-        let handle = self.handle
-        try await loop.run { () throws(IceError) in try handle.setRemoteCredentials(remote) }
-        try await flushRemote()
+    }
+
+    /// Queues the usable candidates for the next flush; returns why the others were skipped.
+    private func queue(_ candidates: [IceCandidate]) -> [IceError] {
+        var skipped: [IceError] = []
+        for candidate in candidates {
+            if let reason = Self.unusableReason(candidate) {
+                skipped.append(.unusableRemoteCandidate(candidate, reason: reason))
+            } else {
+                pendingRemote.append(candidate)
+            }
+        }
+        return skipped
     }
 
     /// Adds one remote candidate (trickle). Checks start with the first one once the remote
@@ -183,14 +237,7 @@ public actor IceAgent {
     @discardableResult
     public func addRemoteCandidates(_ candidates: [IceCandidate]) async throws(IceError) -> [IceError] {
         guard !isClosed else { throw .closed }
-        var skipped: [IceError] = []
-        for candidate in candidates {
-            if let reason = Self.unusableReason(candidate) {
-                skipped.append(.unusableRemoteCandidate(candidate, reason: reason))
-            } else {
-                pendingRemote.append(candidate)
-            }
-        }
+        let skipped = queue(candidates)
         try await flushRemote()
         return skipped
     }
@@ -276,28 +323,29 @@ public actor IceAgent {
 
     /// Applies buffered remote candidates once the credentials are known, and starts the
     /// connect timer with the first of them.
-    private func flushRemote() async throws(IceError) {
+    /// Hands libnice what is pending, in one job on the agent's thread: the credentials when
+    /// they were just set, the queued candidates, and end-of-candidates once the peer sent it.
+    /// Nothing is applied before the credentials are known.
+    private func flushRemote(settingCredentials credentials: IceCredentials? = nil) async throws(IceError) {
         guard remoteCredentials != nil else { return }
         let candidates = pendingRemote
         pendingRemote = []
         let handle = self.handle
         let streamID = handle.streamID
         let endNow = remoteEnded
-        if !candidates.isEmpty {
-            let added = try await loop.run { () throws(IceError) -> Int in try handle.addRemote(candidates) }
-            logger.debug("remote candidates added", metadata: ["count": "\(added)"])
-            if !checksStarted && added > 0 {
-                checksStarted = true
-                startCheckTimer(stream: streamID)
-            }
+        guard credentials != nil || !candidates.isEmpty || endNow else { return }
+        let added = try await loop.run { () throws(IceError) -> Int in
+            if let credentials { try handle.setRemoteCredentials(credentials) }
+            let added = candidates.isEmpty ? 0 : try handle.addRemote(candidates)
+            if endNow { handle.endOfRemoteCandidates() }
+            return added
         }
-        if endNow {
-            try await loop.run { handle.endOfRemoteCandidates() }
-            if !checksStarted {
-                // No usable candidate at all: nothing to check, so fail once the timer says so.
-                checksStarted = true
-                startCheckTimer(stream: streamID)
-            }
+        if !candidates.isEmpty { logger.debug("remote candidates added", metadata: ["count": "\(added)"]) }
+        if !checksStarted && (added > 0 || endNow) {
+            // With no usable candidate at all there is nothing to check, so the timer fails the
+            // agent when it runs out.
+            checksStarted = true
+            startCheckTimer(stream: streamID)
         }
     }
 

@@ -263,6 +263,12 @@ final class NiceHandle: @unchecked Sendable {  // confined: its pointer is used 
         return Int(added)
     }
 
+    func setControlling(_ controlling: Bool) {
+        cnice_set_bool(agent, "controlling-mode", controlling ? 1 : 0)
+    }
+
+    var isControlling: Bool { cnice_get_bool(agent, "controlling-mode") != 0 }
+
     func endOfRemoteCandidates() {
         _ = nice_agent_peer_candidate_gathering_done(agent, streamID)
     }

@@ -29,12 +29,16 @@ struct SetupBench: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Connectivity-check pacing in ms (default: the node's own, libnice's is 20).", valueName: "MS"))
     var pacing = Int(IceConfiguration().checkPacing.milliseconds)
 
+    @Option(help: ArgumentHelp("ICE agents each node makes ahead of its calls (the node's default is 1; 0 makes every agent during setup).", valueName: "N"))
+    var iceAgentPool = CallNodeConfiguration(home: "").iceAgentPool
+
     @Flag(help: "One JSON object per stage on stdout.")
     var json = false
 
     func validate() throws {
         guard runs > 0 else { throw ValidationError("--runs must be at least 1") }
         guard (1...1000).contains(pacing) else { throw ValidationError("--pacing must be 1...1000 ms") }
+        guard (0...8).contains(iceAgentPool) else { throw ValidationError("--ice-agent-pool must be 0...8") }
     }
 
     /// Milliseconds from the dial to each stage of one call.
@@ -57,6 +61,7 @@ struct SetupBench: AsyncParsableCommand {
             c.listenAddress = SignalAddress(host: "127.0.0.1", port: 0)
             c.ice.localAddresses = ["127.0.0.1"]
             c.ice.checkPacing = .milliseconds(pacing)
+            c.iceAgentPool = iceAgentPool
             c.audio = NodeAudioBackend(input: input, output: .null)
             return c
         }
@@ -100,7 +105,7 @@ struct SetupBench: AsyncParsableCommand {
         let all = runs.map(\.firstAudio).sorted()
         for (stage, value) in stages {
             if json {
-                print("{\"group\":\"setup\",\"stage\":\"\(stage)\",\"pacing_ms\":\(pacing),\"runs\":\(runs.count),\"median_ms\":\(String(format: "%.1f", value))}")
+                print("{\"group\":\"setup\",\"stage\":\"\(stage)\",\"pacing_ms\":\(pacing),\"ice_agent_pool\":\(iceAgentPool),\"runs\":\(runs.count),\"median_ms\":\(String(format: "%.1f", value))}")
             } else {
                 print(stage.padding(toLength: 56, withPad: " ", startingAt: 0) + String(format: "median %7.1f ms", value))
             }

@@ -22,7 +22,7 @@ extension RealTimeTests {
 
         func node(_ name: String, input: NodeAudioInput = .silence, output: NodeAudioOutput = .null,
                   speaker: NodeAudioOutput? = nil, autoAnswer: Bool = true, acceptUnknown: Bool = false,
-                  appOwned: Bool = false, provider: ProviderConfiguration? = nil) async throws -> CallNode {
+                  appOwned: Bool = false, provider: ProviderConfiguration? = nil, iceAgentPool: Int = 1) async throws -> CallNode {
             var configuration = CallNodeConfiguration(home: path(name))
             configuration.displayName = name
             configuration.listenAddress = SignalAddress(host: "127.0.0.1", port: 0)
@@ -31,6 +31,7 @@ extension RealTimeTests {
             configuration.autoAnswer = autoAnswer
             configuration.acceptUnknownCallers = acceptUnknown
             configuration.appOwnedAudio = appOwned
+            configuration.iceAgentPool = iceAgentPool
             if let provider { configuration.provider = provider }
             let node = try await CallNode(configuration: configuration)
             await node.start()
@@ -155,6 +156,42 @@ extension RealTimeTests {
         let before = try WAV.read(path: f.path("bob-default.wav")).samples, after = try WAV.read(path: f.path("bob-speaker.wav")).samples
         #expect(before.count > 48_000 / 2 && after.count > 48_000 / 2, "\(before.count) then \(after.count) samples")
         #expect(after.map { abs(Int($0)) }.max() ?? 0 > 3_000)
+    }
+
+    @Test("calls take agents made ahead, in either role, and the pool refills after first audio", arguments: [1, 0])
+    func callsTakePooledAgents(pool: Int) async throws {
+        let f = try Fixture()
+        let alice = try await f.node("alice", input: .tone(440), iceAgentPool: pool)
+        let bob = try await f.node("bob", input: .tone(660), iceAgentPool: pool)
+        try await f.trust(alice, as: "alice", bob, as: "bob")
+        #expect(await alice.pooledICEAgents == pool)
+        #expect(await bob.pooledICEAgents == pool)
+        let aliceEvents = alice.events(), bobEvents = bob.events()
+        for (caller, callerEvents, callee, calleeEvents, name) in [(alice, aliceEvents, bob, bobEvents, "bob"),
+                                                                   (bob, bobEvents, alice, aliceEvents, "alice")] {
+            let call = try await caller.call(.contact(name))
+            // The caller took its agent when it dialled, the callee when the invitation came.
+            _ = try await Self.next(calleeEvents) { if case .incoming = $0 { true } else { false } }
+            #expect(await caller.pooledICEAgents == 0)
+            #expect(await callee.pooledICEAgents == 0)
+            _ = try await Self.next(callerEvents) { if case .firstAudio = $0 { true } else { false } }
+            _ = try await Self.next(calleeEvents) { if case .firstAudio = $0 { true } else { false } }
+            // Refilled once audio flows, not while the call was being set up.
+            #expect(await caller.pooledICEAgents == pool)
+            #expect(await callee.pooledICEAgents == pool)
+            let heard = try await Self.next(calleeEvents) {
+                if case let .statistics(_, s) = $0 { s.packetsReceived >= 10 && s.receiveLevel > -40 } else { false }
+            }
+            guard case let .statistics(_, statistics) = heard else { return }
+            #expect(statistics.packetsReceived >= 10)
+            try await caller.hangUp(call)
+            _ = try await Self.next(calleeEvents) { if case .ended = $0 { true } else { false } }
+            _ = try await Self.next(callerEvents) { if case .ended = $0 { true } else { false } }
+        }
+        await alice.shutdown()
+        await bob.shutdown()
+        #expect(await alice.pooledICEAgents == 0)
+        #expect(await bob.pooledICEAgents == 0)
     }
 
     /// Calls `callee` from `caller` and returns the rejection the caller reported.

@@ -1,7 +1,7 @@
 import CallNodeTestKit
 import CallNodeTestSupport
 import Foundation
-import ICE
+@_spi(Testing) import ICE
 import Testing
 
 /// Real libnice agents on loopback. Serialized: the hygiene test counts the process's file
@@ -170,6 +170,49 @@ import Testing
         #expect(reflexive.address == "127.0.0.5")
         #expect(reflexive.relatedAddress == host.address)
         #expect(reflexive.relatedPort == host.port)
+    }
+
+    @Test func anAgentMadeAheadTakesEitherRoleAndConnectsInOneStep() async throws {
+        // Both made controlling, as a pool makes them; one takes the controlled side.
+        let a = try await IceAgent(configuration: Self.configuration(.controlling))
+        let b = try await IceAgent(configuration: Self.configuration(.controlling))
+        let eventsA = EventRecorder(a), eventsB = EventRecorder(b)
+        try await b.setRole(.controlled)
+        #expect(await b.role == .controlled)
+        #expect(try await b.libniceRole() == .controlled)
+        #expect(try await a.libniceRole() == .controlling)
+
+        let gA = try await a.gather(), gB = try await b.gather()
+        var candidatesA: [IceCandidate] = [], candidatesB: [IceCandidate] = []
+        for await c in gA.candidates { candidatesA.append(c) }
+        for await c in gB.candidates { candidatesB.append(c) }
+        // Credentials, candidates and end-of-candidates in one call each; an unusable
+        // candidate is returned, not fatal.
+        let odd = IceCandidate(foundation: "7", component: 2, priority: 1, address: "127.0.0.1", port: 9, type: .host)
+        let skippedB = try await b.setRemote(gA.credentials, candidates: candidatesA + [odd], endOfCandidates: true)
+        #expect(skippedB.count == 1)
+        #expect(try await a.setRemote(gB.credentials, candidates: candidatesB, endOfCandidates: true).isEmpty)
+        #expect(await eventsA.wait(for: .connected) != nil, "a: \(eventsA.states)")
+        #expect(await eventsB.wait(for: .connected) != nil, "b: \(eventsB.states)")
+
+        // The role is fixed once the peer's credentials are known.
+        await #expect(throws: IceError.invalidConfiguration("the ICE role can only change before the peer's credentials are set")) {
+            try await b.setRole(.controlling)
+        }
+        #expect(try await b.libniceRole() == .controlled)
+        // Malformed credentials are refused before anything reaches libnice.
+        let c = try await IceAgent(configuration: Self.configuration(.controlled))
+        await #expect(throws: IceError.self) {
+            try await c.setRemote(IceCredentials(ufrag: "x", pwd: "short"), candidates: candidatesA, endOfCandidates: false)
+        }
+        await c.close()
+
+        let inbox = DatagramCollector(a)
+        try await b.send(Array("taken from a pool".utf8))
+        #expect(await inbox.wait(count: 1))
+        #expect(inbox.received.first == Array("taken from a pool".utf8))
+        await a.close()
+        await b.close()
     }
 
     @Test func restartAfterConnectingReconnects() async throws {
