@@ -967,11 +967,8 @@ public actor CallNode: Service {
         var media = base
         media.payloadType = UInt8(negotiated.payloadType)
         if let pt = negotiated.telephoneEventPayloadType { media.telephoneEventPayloadType = UInt8(pt) }
-        media.redundancyPayloadType = negotiated.redundancyPayloadType.flatMap { pt in
-            // A peer's odd choice (a static type, one already in use) means no redundancy, not a failed call.
-            ((35...63).contains(pt) || (96...127).contains(pt)) && pt != Int(media.payloadType)
-                && pt != Int(media.telephoneEventPayloadType) ? UInt8(pt) : nil
-        }
+        // A peer's odd choice (a static type, one already in use) means no redundancy, not a failed call.
+        media.redundancyPayloadType = negotiated.redundancyPayloadType.flatMap { media.isUsableRedundancyPayloadType($0) ? UInt8($0) : nil }
         if let limit = negotiated.maxSendBitrate { media.opus.bitrate = max(6_000, min(media.opus.bitrate, limit)) }
         media.opus.inbandFEC = negotiated.sendInbandFEC
         media.opus.discontinuousTransmission = negotiated.sendDTX

@@ -89,12 +89,15 @@ public struct MediaConfiguration: Sendable, Equatable {
 }
 
 extension MediaConfiguration {
+    /// Whether `red` can carry redundant audio here: a dynamic payload type (35–63 or 96–127)
+    /// that neither Opus nor telephone events use.
+    public func isUsableRedundancyPayloadType(_ red: Int) -> Bool {
+        ((35...63).contains(red) || (96...127).contains(red)) && red != Int(payloadType) && red != Int(telephoneEventPayloadType)
+    }
+
     /// Why ``redundancyPayloadType`` cannot be used, or `nil` if it can (or is not set).
     var redundancyProblem: String? {
-        guard let red = redundancyPayloadType else { return nil }
-        if ((35...63).contains(red) || (96...127).contains(red)) && red != payloadType && red != telephoneEventPayloadType {
-            return nil
-        }
+        guard let red = redundancyPayloadType, !isUsableRedundancyPayloadType(Int(red)) else { return nil }
         return "redundant audio needs its own dynamic payload type (35–63 or 96–127), got \(red)"
     }
 }

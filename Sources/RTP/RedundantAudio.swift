@@ -24,6 +24,12 @@ public struct RedundantAudio: Sendable, Equatable {
             self.timestampOffset = timestampOffset
             self.payload = payload
         }
+
+        /// Whether the block header can say this block: a 7-bit payload type, a 14-bit
+        /// timestamp offset and a 10-bit length.
+        public var fitsHeader: Bool {
+            payloadType <= 127 && timestampOffset <= RedundantAudio.maximumTimestampOffset && payload.count <= RedundantAudio.maximumBlockLength
+        }
     }
 
     /// Redundant blocks, oldest first.
@@ -76,16 +82,12 @@ public struct RedundantAudio: Sendable, Equatable {
 
     /// Whether every block fits the header's fields (offset ≤ 16 383, length ≤ 1 023, type ≤ 127).
     public var isRepresentable: Bool {
-        primaryPayloadType <= 127 && redundant.allSatisfy {
-            $0.payloadType <= 127 && $0.timestampOffset <= Self.maximumTimestampOffset && $0.payload.count <= Self.maximumBlockLength
-        }
+        primaryPayloadType <= 127 && redundant.allSatisfy(\.fitsHeader)
     }
 
     /// The payload bytes. Blocks that do not fit the header (see ``isRepresentable``) are left out.
     public func serialized() -> [UInt8] {
-        let blocks = redundant.filter {
-            $0.payloadType <= 127 && $0.timestampOffset <= Self.maximumTimestampOffset && $0.payload.count <= Self.maximumBlockLength
-        }
+        let blocks = redundant.filter(\.fitsHeader)
         var out: [UInt8] = []
         out.reserveCapacity(1 + primary.count + blocks.reduce(0) { $0 + 4 + $1.payload.count })
         for block in blocks {
