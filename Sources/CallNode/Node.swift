@@ -98,6 +98,15 @@ public actor CallNode: Service {
         var lostBecause: Set<LossSignal> = []
         /// Ends the call when the connection stays lost for the configured timeout.
         var lostTimer: Task<Void, Never>?
+        /// Restarts ICE while the connection stays lost (the controlling side only).
+        var restartTimer: Task<Void, Never>?
+        /// Sends this round's local candidates as they are found; replaced by an ICE restart.
+        var trickle: Task<Void, Never>?
+        /// ICE restarts this call went through.
+        var iceRestarts = 0
+        /// A restart's offer is out and its answer not yet in: answers carry nothing that
+        /// says which offer they answer, so only one restart runs at a time.
+        var restartPending = false
 
         init(uuid: UUID, outgoing: Bool) {
             self.uuid = uuid
@@ -817,6 +826,10 @@ public actor CallNode: Service {
     private func offered(_ uuid: UUID, sdp: String) async throws {
         guard legs[uuid]?.outgoing == true, let connection = legs[uuid]?.connection else { return }
         let offer = try SessionDescription(parsing: sdp)
+        if let current = legs[uuid]?.negotiated {
+            try await reoffered(uuid, offer, current: current, on: connection)
+            return
+        }
         let prepared = try await preparedICE(uuid, role: .controlled)
         let local = prepared.local
         let (answer, negotiated) = try OfferAnswer.answer(to: offer, sessionID: Self.sessionID(), capabilities: capabilities, local: local)
@@ -834,10 +847,140 @@ public actor CallNode: Service {
         guard legs[uuid]?.outgoing == false, let offer = legs[uuid]?.offer, legs[uuid]?.agent != nil else { return }
         let answer = try SessionDescription(parsing: sdp)
         let negotiated = try OfferAnswer.accept(answer: answer, to: offer, capabilities: capabilities)
+        if let current = legs[uuid]?.negotiated {
+            // The answer to an ICE restart: new credentials and candidates, the same media.
+            legs[uuid]?.restartPending = false
+            try Self.checkSameMedia(negotiated, as: current)
+            legs[uuid]?.negotiated = negotiated
+            try await setRemote(uuid, negotiated)
+            return
+        }
         legs[uuid]?.negotiated = negotiated
         try await setRemote(uuid, negotiated)
         prepareMedia(uuid)
         try await manager.reportProgress(uuid, .answerReceived)
+    }
+
+    // MARK: - ICE restart
+
+    /// Restarts ICE on a connected call (RFC 8445 §9): new credentials and a new gathering
+    /// here, offered again over signaling; the peer restarts too and answers. The media, its
+    /// keys and the call go on; audio resumes once the new checks select a pair. The side that
+    /// offered first (the callee) starts restarts, so two never cross; on the caller this
+    /// throws. The node does this by itself while a connection stays lost
+    /// (``CallNodeConfiguration/iceRestartInterval``).
+    public func restartICE(_ call: UUID) async throws(CallNodeError) {
+        guard let leg = legs[call], leg.negotiated != nil else { throw .noSuchCall(call) }
+        guard !leg.outgoing else { throw .restartFromCaller }
+        do {
+            try await restart(call)
+        } catch {
+            throw .restartFailed("\(error)")
+        }
+    }
+
+    private func restart(_ uuid: UUID) async throws {
+        guard let connection = legs[uuid]?.connection, let agent = legs[uuid]?.agent, let previous = legs[uuid]?.offer,
+              var local = try await legs[uuid]?.ice?.value.local
+        else { throw NegotiationError("the call has no offer to restart") }
+        guard legs[uuid]?.restartPending == false else { throw NegotiationError("an ICE restart is already waiting for the peer's answer") }
+        legs[uuid]?.restartPending = true
+        let gathering: IceGathering
+        do {
+            gathering = try await agent.restart()
+        } catch {
+            legs[uuid]?.restartPending = false
+            throw error
+        }
+        local.iceUfrag = gathering.credentials.ufrag
+        local.icePwd = gathering.credentials.pwd
+        local.candidates = ((try? await agent.localCandidates()) ?? []).map(\.description)
+        var offer = OfferAnswer.offer(sessionID: previous.origin.sessionID, capabilities: capabilities, local: local)
+        offer.origin.sessionVersion = previous.origin.sessionVersion + 1
+        legs[uuid]?.offer = offer
+        legs[uuid]?.iceRestarts += 1
+        logger.info("call \(uuid): ICE restart \(legs[uuid]?.iceRestarts ?? 0)")
+        broadcaster.send(.iceRestarted(uuid, byPeer: false))
+        do {
+            try await connection.send(.offer(sdp: offer.serialized), call: uuid)
+        } catch {
+            legs[uuid]?.restartPending = false
+            throw error
+        }
+        // After the offer: candidates that overtook it would join the peer's old round.
+        trickle(uuid, gathering, skipping: Set(local.candidates), on: connection)
+    }
+
+    /// The caller receives an offer for a call that already has media: an ICE restart when the
+    /// credentials changed (restart here too, answer with the new ones), otherwise the same
+    /// answer again. The media and its keys must stay as they are.
+    private func reoffered(_ uuid: UUID, _ offer: SessionDescription, current: NegotiatedAudio, on connection: SignalingConnection) async throws {
+        guard let agent = legs[uuid]?.agent, var local = try await legs[uuid]?.ice?.value.local else {
+            throw NegotiationError("a new offer came before the call had ICE")
+        }
+        local.iceUfrag = await agent.localCredentials.ufrag
+        local.icePwd = await agent.localCredentials.pwd
+        let peek = try OfferAnswer.answer(to: offer, sessionID: Self.sessionID(), capabilities: capabilities, local: local).negotiated
+        try Self.checkSameMedia(peek, as: current)
+        let restarting = peek.remoteIceUfrag != current.remoteIceUfrag || peek.remoteIcePwd != current.remoteIcePwd
+        var gathering: IceGathering?
+        if restarting {
+            let round = try await agent.restart()
+            local.iceUfrag = round.credentials.ufrag
+            local.icePwd = round.credentials.pwd
+            gathering = round
+        }
+        local.candidates = ((try? await agent.localCandidates()) ?? []).map(\.description)
+        let (answer, negotiated) = try OfferAnswer.answer(to: offer, sessionID: Self.sessionID(), capabilities: capabilities, local: local)
+        legs[uuid]?.negotiated = negotiated
+        try await connection.send(.answer(sdp: answer.serialized), call: uuid)
+        guard let gathering else { return }
+        legs[uuid]?.iceRestarts += 1
+        logger.info("call \(uuid): ICE restart \(legs[uuid]?.iceRestarts ?? 0), asked by the peer")
+        broadcaster.send(.iceRestarted(uuid, byPeer: true))
+        try await setRemote(uuid, negotiated)
+        trickle(uuid, gathering, skipping: Set(local.candidates), on: connection)
+    }
+
+    /// A later offer or answer may change ICE, not the media: the same suite and keys, the
+    /// same payload types.
+    private static func checkSameMedia(_ next: NegotiatedAudio, as current: NegotiatedAudio) throws {
+        guard next.cryptoSuite == current.cryptoSuite, next.localKey == current.localKey, next.remoteKey == current.remoteKey else {
+            throw NegotiationError("a new offer or answer may not change the SRTP keys of a running call")
+        }
+        guard next.payloadType == current.payloadType else {
+            throw NegotiationError("a new offer or answer may not change the Opus payload type of a running call")
+        }
+    }
+
+    /// While the connection stays lost, the controlling side restarts ICE every interval
+    /// (the first after one interval: a path that comes back by itself is kept).
+    private func scheduleRestarts(_ uuid: UUID) {
+        guard let leg = legs[uuid], !leg.outgoing, let interval = configuration.iceRestartInterval, interval > .zero else { return }
+        let task = Task { [weak self] in
+            while !Task.isCancelled {
+                do { try await Task.sleep(for: interval) } catch { return }
+                guard let self, await self.isLost(uuid) else { return }
+                // Still waiting for the last restart's answer: the signaling is as cut off as
+                // the media; the offer goes through when it is back.
+                guard await !self.isRestartPending(uuid) else { continue }
+                do {
+                    try await self.restart(uuid)
+                } catch {
+                    await self.restartFailed(uuid, error)
+                }
+            }
+        }
+        legs[uuid]?.restartTimer?.cancel()
+        legs[uuid]?.restartTimer = task
+        own(uuid, task)
+    }
+
+    private func isLost(_ uuid: UUID) -> Bool { !(legs[uuid]?.lostBecause.isEmpty ?? true) }
+    private func isRestartPending(_ uuid: UUID) -> Bool { legs[uuid]?.restartPending ?? false }
+
+    private func restartFailed(_ uuid: UUID, _ error: any Error) {
+        logger.warning("call \(uuid): ICE restart failed: \(error)")
     }
 
     /// Gives the call's agent the peer's credentials and the candidates its SDP carried, in one
@@ -886,12 +1029,18 @@ public actor CallNode: Service {
     /// Sends local candidates as they are found (except those the SDP already carried), then
     /// end-of-candidates.
     private func trickle(_ uuid: UUID, _ gathering: IceGathering, skipping sent: Set<String>, on connection: SignalingConnection) {
-        own(uuid, Task {
+        let task = Task {
             for await candidate in gathering.candidates where !sent.contains(candidate.description) {
+                if Task.isCancelled { return }
                 try? await connection.send(.candidates([candidate.description], end: false), call: uuid)
             }
+            // A restart replaced this round: its end-of-candidates would end the new one.
+            if Task.isCancelled { return }
             try? await connection.send(.candidates([], end: true), call: uuid)
-        })
+        }
+        legs[uuid]?.trickle?.cancel()
+        legs[uuid]?.trickle = task
+        own(uuid, task)
     }
 
     private var capabilities: AudioCapabilities {
@@ -1083,12 +1232,15 @@ public actor CallNode: Service {
             }
             legs[uuid]?.lostTimer = timer
             own(uuid, timer)
+            scheduleRestarts(uuid)
             try? await manager.reportConnectionLost(uuid)
             broadcaster.send(.connectionLost(uuid))
         } else if !leg.lostBecause.isEmpty && signals.isEmpty {
             logger.info("call \(uuid): connection restored")
             legs[uuid]?.lostTimer?.cancel()
             legs[uuid]?.lostTimer = nil
+            legs[uuid]?.restartTimer?.cancel()
+            legs[uuid]?.restartTimer = nil
             try? await manager.reportConnectionRestored(uuid)
             broadcaster.send(.connectionRestored(uuid))
         }

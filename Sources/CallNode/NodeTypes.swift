@@ -51,6 +51,12 @@ public struct CallNodeConfiguration: Sendable {
     /// timeout (1 s) and as restored when packets return; this is the point of giving up, and
     /// the node's consent check (RFC 7675's 30 s): it stops sending to a peer that went away.
     public var connectionLostTimeout: Duration = .seconds(30)
+    /// While a call's connection stays lost, the callee (which controls ICE) restarts ICE
+    /// after this long and again every interval: new candidates find a new path when the old
+    /// one is gone for good (an address or NAT mapping changed). A path that comes back
+    /// sooner is kept; a restart waits while the last one's answer has not come. `nil` (or
+    /// zero): never restart by itself.
+    public var iceRestartInterval: Duration? = .seconds(5)
     /// A rendezvous relay to stay registered at (reachable by fingerprint through it) and to
     /// call contacts that have no address through.
     public var relay: SignalAddress?
@@ -124,6 +130,9 @@ public enum CallNodeError: Error, Sendable, Equatable, CustomStringConvertible {
     case request(CallRequestError)
     case notRunning
     case sessionNeedsJoin
+    case noSuchCall(UUID)
+    case restartFromCaller
+    case restartFailed(String)
 
     public var description: String {
         switch self {
@@ -132,6 +141,9 @@ public enum CallNodeError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .request(error): error.description
         case .notRunning: "the node is not running"
         case .sessionNeedsJoin: "a session is entered with join(session:relay:), not called"
+        case let .noSuchCall(uuid): "no connected call \(uuid)"
+        case .restartFromCaller: "ICE restarts are started by the callee (it offered first); the caller answers them"
+        case let .restartFailed(reason): "the ICE restart failed: \(reason)"
         }
     }
 }
@@ -168,6 +180,9 @@ public enum NodeEvent: Sendable, Equatable {
     case dtmf(UUID, Character)
     case connectionLost(UUID)
     case connectionRestored(UUID)
+    /// ICE restarted: new credentials and checks, the call and its media go on. `byPeer` when
+    /// the other side started it.
+    case iceRestarted(UUID, byPeer: Bool)
     /// The callee refused the call.
     case rejected(UUID, RejectReason)
     /// The call ended. `detail` says what failed, for failures; `duration` is the connected time.

@@ -215,6 +215,8 @@ final class CallRunner {
             line("connection lost — trying to recover")
         case .connectionRestored:
             line("connection restored")
+        case let .iceRestarted(_, byPeer):
+            line(byPeer ? "the peer restarted ICE; looking for a new path" : "restarting ICE to look for a new path")
         case let .rejected(_, reason):
             line("rejected: \(reason)")
         case let .ended(uuid, reason, detail, duration):
@@ -302,6 +304,7 @@ final class CallRunner {
         case let .dtmf(uuid, digit): return ["event": "dtmf", "call": uuid.uuidString, "digit": String(digit)]
         case let .connectionLost(uuid): return ["event": "connection-lost", "call": uuid.uuidString]
         case let .connectionRestored(uuid): return ["event": "connection-restored", "call": uuid.uuidString]
+        case let .iceRestarted(uuid, byPeer): return ["event": "ice-restart", "call": uuid.uuidString, "by_peer": byPeer]
         case let .firstAudio(uuid, after): return ["event": "first-audio", "call": uuid.uuidString, "after_ms": milliseconds(after)]
         case let .rejected(uuid, reason): return ["event": "rejected", "call": uuid.uuidString, "reason": reason.rawValue]
         case let .ended(uuid, reason, detail, duration):

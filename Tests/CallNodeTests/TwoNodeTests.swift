@@ -194,6 +194,50 @@ extension RealTimeTests {
         #expect(await bob.pooledICEAgents == 0)
     }
 
+    @Test func theCalleeRestartsICEAndAudioGoesOnBothWays() async throws {
+        let f = try Fixture()
+        let alice = try await f.node("alice", input: .tone(440))
+        let bob = try await f.node("bob", input: .tone(660))
+        try await f.trust(alice, as: "alice", bob, as: "bob")
+        let aliceEvents = alice.events(), bobEvents = bob.events()
+        let call = try await alice.call(.contact("bob"))
+        guard case let .incoming(bobCall, _, _, _) = try await Self.next(bobEvents, where: { if case .incoming = $0 { true } else { false } })
+        else { return }
+        func hearing(_ events: AsyncStream<NodeEvent>, beyond packets: Int) async throws -> Int {
+            let event = try await Self.next(events) {
+                if case let .statistics(_, s) = $0 { s.packetsReceived >= packets + 25 && s.receiveLevel > -40 } else { false }
+            }
+            guard case let .statistics(_, s) = event else { return 0 }
+            return s.packetsReceived
+        }
+        let aliceBefore = try await hearing(aliceEvents, beyond: 0)
+        let bobBefore = try await hearing(bobEvents, beyond: 0)
+
+        // The caller answers restarts; it does not start them.
+        await #expect(throws: CallNodeError.restartFromCaller) { try await alice.restartICE(call) }
+        let stranger = UUID()
+        await #expect(throws: CallNodeError.noSuchCall(stranger)) { try await bob.restartICE(stranger) }
+
+        try await bob.restartICE(bobCall)
+        _ = try await Self.next(bobEvents) { $0 == .iceRestarted(bobCall, byPeer: false) }
+        _ = try await Self.next(aliceEvents) { $0 == .iceRestarted(call, byPeer: true) }
+        // New checks select a pair again on both sides, and audio keeps coming both ways.
+        _ = try await Self.next(bobEvents) { if case .selectedPair(bobCall, _) = $0 { true } else { false } }
+        _ = try await Self.next(aliceEvents) { if case .selectedPair(call, _) = $0 { true } else { false } }
+        let aliceAfter = try await hearing(aliceEvents, beyond: aliceBefore)
+        let bobAfter = try await hearing(bobEvents, beyond: bobBefore)
+        #expect(aliceAfter > aliceBefore && bobAfter > bobBefore)
+        #expect(await alice.liveCalls == [call])
+        #expect(await bob.liveCalls == [bobCall])
+
+        try await alice.hangUp(call)
+        guard case let .ended(_, reason, _, _) = try await Self.next(bobEvents, where: { if case .ended = $0 { true } else { false } })
+        else { return }
+        #expect(reason == .remoteEnded)
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+
     /// Calls `callee` from `caller` and returns the rejection the caller reported.
     static func rejection(_ caller: CallNode, calling target: CallTarget) async throws -> (RejectReason?, CallEndReason) {
         let events = caller.events()
