@@ -51,6 +51,9 @@ struct NodeOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Send each frame again in the next packet (RFC 2198, if the peer supports it): adaptive (while the peer reports loss), always or off.", valueName: "WHEN"))
     var redundancy: String = RedundancyPolicy.adaptive.rawValue
 
+    @Option(name: .long, help: ArgumentHelp("While a call's connection stays lost, restart ICE after this many seconds and again every as many (the callee does; 0: never).", valueName: "SECONDS"))
+    var iceRestart: Double = 5
+
     @Flag(name: .long, help: "Print one JSON object per line on stdout for every event.")
     var json = false
 
@@ -72,6 +75,7 @@ struct NodeOptions: ParsableArguments {
             throw ValidationError("--redundancy must be adaptive, always or off (got '\(redundancy)')")
         }
         if let duration, !(duration > 0) { throw ValidationError("--duration must be a positive number of seconds") }
+        guard iceRestart >= 0, iceRestart <= 3600 else { throw ValidationError("--ice-restart must be 0–3600 seconds (0: never)") }
         if let signal, SignalAddress(signal) == nil { throw ValidationError("--signal '\(signal)' is not HOST:PORT") }
         if let relay, SignalAddress(relay) == nil { throw ValidationError("--relay '\(relay)' is not HOST:PORT") }
         if case let .wav(path) = NodeAudioInput(spec: input) {
@@ -93,6 +97,7 @@ struct NodeOptions: ParsableArguments {
         configuration.audio = NodeAudioBackend(input: NodeAudioInput(spec: input)!, output: NodeAudioOutput(spec: output)!,
                                                speaker: speaker.flatMap(NodeAudioOutput.init(spec:)))
         configuration.appOwnedAudio = appOwnedAudio
+        configuration.iceRestartInterval = iceRestart > 0 ? .milliseconds(Int(iceRestart * 1000)) : nil
         var media = MediaConfiguration()
         media.opus.bitrate = bitrate
         media.opus.frameDuration = .milliseconds(frameMs)

@@ -358,6 +358,48 @@ struct NetworkBedTests {
         print("netbed cut: lost after \(delays) s, restored after \(recoveries) s, correlation after \(match)")
     }
 
+    @Test func aNATThatForgetsItsMappingsIsCrossedByAnICERestart() async throws {
+        let bed = try Bed("rebind")
+        defer { bed.down() }
+        let callers = try Self.callers(in: bed)
+        _ = try await bed.startRelay()
+        let network = ["--stun", NetworkBed.stun]
+        let recording = bed.directory + "/recording.wav"
+        let bob = try await Self.startBob(bed, callers, network: network, recording: recording, log: "bob.log")
+        let alice = try Self.startAlice(bed, callers, network: network, seconds: 22, log: "alice.log")
+        try await alice.waitFor("connected")
+        try await Task.sleep(for: .seconds(2))
+
+        // Bob's NAT reboots, in effect: the UDP path is gone for good, the signaling is not.
+        let rebindAt = Self.epoch()
+        try bed.control(["rebind", "b"])
+        try await alice.waitFor("connection-lost", timeout: .seconds(5))
+        try await bob.waitFor("connection-lost", timeout: .seconds(5))
+        let restartBob = try await bob.waitFor("ice-restart", timeout: .seconds(10))
+        let restartAlice = try await alice.waitFor("ice-restart", timeout: .seconds(10))
+        let backAlice = try await alice.waitFor("connection-restored", timeout: .seconds(15))
+        let backBob = try await bob.waitFor("connection-restored", timeout: .seconds(15))
+        let receivedAtRestore = bob.events("stats").last?["packets_received"] as? Int ?? 0
+        let status = try await alice.exit(timeout: .seconds(40))
+        _ = try await bob.exit(timeout: .seconds(20))
+
+        #expect(restartBob["by_peer"] as? Bool == false, "the callee starts restarts")
+        #expect(restartAlice["by_peer"] as? Bool == true)
+        // The new path goes to Bob's new mapping.
+        let remote = alice.events("selected-pair").last?["remote"] as? String ?? ""
+        let port = remote.split(separator: ":").last.flatMap { Int($0) } ?? 0
+        #expect((20_000...29_999).contains(port), "alice's last pair goes to \(remote)")
+        #expect(status == 0, "\(alice.text)")
+        #expect(alice.events("ended").last?["reason"] as? String == "localEnded")
+        let receivedAtEnd = bob.events("stats").last?["packets_received"] as? Int ?? 0
+        #expect(receivedAtEnd - receivedAtRestore > 100, "packets after the restart: \(receivedAtEnd - receivedAtRestore)")
+        let heardSeconds = Double(try WAV.read(path: recording).samples.count) / 48_000
+        let match = try [3.0, 2.5, 2.0, 1.5].map { try Self.correlation(callers, recording: recording, at: heardSeconds - $0) }.max() ?? 0
+        #expect(match > 0.7, "after the restart the recording correlates \(match)")
+        let times = [restartBob, backAlice, backBob].map { ($0["time"] as? Double ?? .infinity) - rebindAt }
+        print("netbed rebind: restart \(times[0]) s after the rebind, restored after \(times[1...]) s, new path to \(remote), correlation \(match)")
+    }
+
     // MARK: - 5. Peer crash
 
     @Test func aKilledPeerEndsTheCallWithAReasonAndARecentsRow() async throws {
