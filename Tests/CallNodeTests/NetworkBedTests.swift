@@ -316,17 +316,51 @@ struct NetworkBedTests {
 
     // MARK: - 4. Link cut
 
-    @Test func aCutLinkIsReportedAndTheCallRecoversWhenItReturns() async throws {
-        let bed = try Bed("cut")
-        defer { bed.down() }
+    /// Alice calling Bob over STUN through the relay for `seconds`, two seconds after it connected.
+    struct LiveCall {
+        let callers: Callers
+        let alice: BedProcess
+        let bob: BedProcess
+        let recording: String
+    }
+
+    static func liveCall(in bed: Bed, seconds: Int) async throws -> LiveCall {
         let callers = try Self.callers(in: bed)
         _ = try await bed.startRelay()
         let network = ["--stun", NetworkBed.stun]
         let recording = bed.directory + "/recording.wav"
         let bob = try await Self.startBob(bed, callers, network: network, recording: recording, log: "bob.log")
-        let alice = try Self.startAlice(bed, callers, network: network, seconds: 14, log: "alice.log")
+        let alice = try Self.startAlice(bed, callers, network: network, seconds: seconds, log: "alice.log")
         try await alice.waitFor("connected")
         try await Task.sleep(for: .seconds(2))
+        return LiveCall(callers: callers, alice: alice, bob: bob, recording: recording)
+    }
+
+    /// After the connection came back (Bob had `receivedAtRestore` packets then): both ends
+    /// finish, Alice's call ends normally, Bob kept receiving, and the end of the recording is
+    /// Alice's audio again. Returns that correlation.
+    static func expectAudioResumed(_ call: LiveCall, receivedAtRestore: Int) async throws -> Double {
+        let status = try await call.alice.exit(timeout: .seconds(40))
+        _ = try await call.bob.exit(timeout: .seconds(20))
+        #expect(status == 0, "\(call.alice.text)")
+        #expect(call.alice.events("ended").last?["reason"] as? String == "localEnded")
+        let receivedAtEnd = call.bob.events("stats").last?["packets_received"] as? Int ?? 0
+        #expect(receivedAtEnd - receivedAtRestore > 100, "packets after the recovery: \(receivedAtEnd - receivedAtRestore)")
+        let heardSeconds = Double(try WAV.read(path: call.recording).samples.count) / 48_000
+        // The best of a few windows in the last seconds: right after the recovery the jitter
+        // buffer drains the late burst, and each dropped or stretched frame shifts the alignment.
+        let match = try [3.0, 2.5, 2.0, 1.5].map {
+            try Self.correlation(call.callers, recording: call.recording, at: heardSeconds - $0)
+        }.max() ?? 0
+        #expect(match > 0.7, "after the recovery the recording correlates \(match)")
+        return match
+    }
+
+    @Test func aCutLinkIsReportedAndTheCallRecoversWhenItReturns() async throws {
+        let bed = try Bed("cut")
+        defer { bed.down() }
+        let call = try await Self.liveCall(in: bed, seconds: 14)
+        let alice = call.alice, bob = call.bob
 
         let cutAt = Self.epoch()
         try bed.control(["cut", "a"])
@@ -338,37 +372,20 @@ struct NetworkBedTests {
         let backAlice = try await alice.waitFor("connection-restored", timeout: .seconds(6))
         let backBob = try await bob.waitFor("connection-restored", timeout: .seconds(6))
         let receivedAtRestore = bob.events("stats").last?["packets_received"] as? Int ?? 0
-        let status = try await alice.exit(timeout: .seconds(30))
-        _ = try await bob.exit(timeout: .seconds(20))
+        let match = try await Self.expectAudioResumed(call, receivedAtRestore: receivedAtRestore)
 
         let delays = [lostAlice, lostBob].map { ($0["time"] as? Double ?? .infinity) - cutAt }
         let recoveries = [backAlice, backBob].map { ($0["time"] as? Double ?? .infinity) - restoredAt }
         #expect(delays.allSatisfy { $0 <= 2 }, "connection lost reported \(delays) s after the cut")
         #expect(recoveries.allSatisfy { $0 <= 3 }, "connection restored reported \(recoveries) s after the link returned")
-        #expect(status == 0, "\(alice.text)")
-        #expect(alice.events("ended").last?["reason"] as? String == "localEnded")
-        // Audio resumed: Bob kept receiving, and the end of the recording is Alice's audio again.
-        let receivedAtEnd = bob.events("stats").last?["packets_received"] as? Int ?? 0
-        #expect(receivedAtEnd - receivedAtRestore > 100, "packets after the restore: \(receivedAtEnd - receivedAtRestore)")
-        let heardSeconds = Double(try WAV.read(path: recording).samples.count) / 48_000
-        // The best of a few windows in the last seconds: right after the restore the jitter buffer
-        // drains the late burst, and each dropped or stretched frame shifts the alignment.
-        let match = try [3.0, 2.5, 2.0, 1.5].map { try Self.correlation(callers, recording: recording, at: heardSeconds - $0) }.max() ?? 0
-        #expect(match > 0.7, "after the restore the recording correlates \(match)")
         print("netbed cut: lost after \(delays) s, restored after \(recoveries) s, correlation after \(match)")
     }
 
     @Test func aNATThatForgetsItsMappingsIsCrossedByAnICERestart() async throws {
         let bed = try Bed("rebind")
         defer { bed.down() }
-        let callers = try Self.callers(in: bed)
-        _ = try await bed.startRelay()
-        let network = ["--stun", NetworkBed.stun]
-        let recording = bed.directory + "/recording.wav"
-        let bob = try await Self.startBob(bed, callers, network: network, recording: recording, log: "bob.log")
-        let alice = try Self.startAlice(bed, callers, network: network, seconds: 22, log: "alice.log")
-        try await alice.waitFor("connected")
-        try await Task.sleep(for: .seconds(2))
+        let call = try await Self.liveCall(in: bed, seconds: 22)
+        let alice = call.alice, bob = call.bob
 
         // Bob's NAT reboots, in effect: the UDP path is gone for good, the signaling is not.
         let rebindAt = Self.epoch()
@@ -380,8 +397,7 @@ struct NetworkBedTests {
         let backAlice = try await alice.waitFor("connection-restored", timeout: .seconds(15))
         let backBob = try await bob.waitFor("connection-restored", timeout: .seconds(15))
         let receivedAtRestore = bob.events("stats").last?["packets_received"] as? Int ?? 0
-        let status = try await alice.exit(timeout: .seconds(40))
-        _ = try await bob.exit(timeout: .seconds(20))
+        let match = try await Self.expectAudioResumed(call, receivedAtRestore: receivedAtRestore)
 
         #expect(restartBob["by_peer"] as? Bool == false, "the callee starts restarts")
         #expect(restartAlice["by_peer"] as? Bool == true)
@@ -389,13 +405,6 @@ struct NetworkBedTests {
         let remote = alice.events("selected-pair").last?["remote"] as? String ?? ""
         let port = remote.split(separator: ":").last.flatMap { Int($0) } ?? 0
         #expect((20_000...29_999).contains(port), "alice's last pair goes to \(remote)")
-        #expect(status == 0, "\(alice.text)")
-        #expect(alice.events("ended").last?["reason"] as? String == "localEnded")
-        let receivedAtEnd = bob.events("stats").last?["packets_received"] as? Int ?? 0
-        #expect(receivedAtEnd - receivedAtRestore > 100, "packets after the restart: \(receivedAtEnd - receivedAtRestore)")
-        let heardSeconds = Double(try WAV.read(path: recording).samples.count) / 48_000
-        let match = try [3.0, 2.5, 2.0, 1.5].map { try Self.correlation(callers, recording: recording, at: heardSeconds - $0) }.max() ?? 0
-        #expect(match > 0.7, "after the restart the recording correlates \(match)")
         let times = [restartBob, backAlice, backBob].map { ($0["time"] as? Double ?? .infinity) - rebindAt }
         print("netbed rebind: restart \(times[0]) s after the rebind, restored after \(times[1...]) s, new path to \(remote), correlation \(match)")
     }
