@@ -303,7 +303,13 @@ struct NetworkBedTests {
             // Each packet carries the frame before it: single losses play whole from the next one.
             #expect(redundant > 0, "under loss: \(statsUnderLoss)")
         }
-        #expect(lost > 0 && concealed > 0, "under loss: \(statsUnderLoss)")
+        #expect(lost > 0, "under loss: \(statsUnderLoss)")
+        if redundancy == "off" || percent >= 30 {
+            // Losses that nothing rebuilds are concealed. With redundancy at 10 % that takes
+            // two packets lost in a row and no next-packet decode for the first, so a 30 s run
+            // may conceal nothing at all.
+            #expect(concealed > 0, "under loss: \(statsUnderLoss)")
+        }
         // The jitter buffer keeps the next packet in time, so most lost frames are rebuilt.
         #expect(fec + redundant > concealed, "rebuilt \(redundant) from redundancy and \(fec) by FEC, \(concealed) concealed")
         let measured = Double(lost) / Double(max(1, lost + received)) * 100
