@@ -37,6 +37,9 @@ let package = Package(
         .systemLibrary(
             name: "CALSA", pkgConfig: "alsa",
             providers: [.apt(["libasound2-dev"])]),
+        .systemLibrary(
+            name: "CSpeexDSP", pkgConfig: "speexdsp",
+            providers: [.apt(["libspeexdsp-dev"])]),
 
         .target(
             name: "ICE",
@@ -49,7 +52,7 @@ let package = Package(
         .target(
             name: "Media",
             dependencies: [
-                "RTP", "COpus", "CSRTP", "CALSA",
+                "RTP", "COpus", "CSRTP", "CALSA", "CSpeexDSP",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]),
         .target(

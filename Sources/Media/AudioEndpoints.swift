@@ -168,6 +168,19 @@ public final class SampleRing: Sendable {
     }
 
     public func removeAll() { state.withLock { $0.count = 0 } }
+
+    /// Drops the oldest samples so that at most `count` remain (the newest). Returns how many
+    /// were dropped; they are not counted as overflow.
+    @discardableResult
+    public func keepLatest(_ count: Int) -> Int {
+        state.withLock { s in
+            let excess = s.count - max(0, count)
+            guard excess > 0 else { return 0 }
+            s.head = (s.head + excess) % capacity
+            s.count -= excess
+            return excess
+        }
+    }
 }
 
 /// Manual rendering: no device. The embedder pushes capture audio and pulls playback audio

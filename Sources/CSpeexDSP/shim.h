@@ -1,0 +1,9 @@
+#ifndef CSPEEXDSP_SHIM_H
+#define CSPEEXDSP_SHIM_H
+
+/* speexdsp's echo canceller and preprocessor: plain functions and integer request macros,
+   all importable as they are. */
+#include <speex/speex_echo.h>
+#include <speex/speex_preprocess.h>
+
+#endif
