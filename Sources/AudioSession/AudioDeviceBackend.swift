@@ -27,9 +27,14 @@ public protocol AudioDeviceBackend: Sendable {
     func makeCapture(device: String, format: AudioFormat, mode: AudioSessionMode) -> any AudioSource
     /// A playback endpoint for `device`, not yet started.
     func makePlayback(device: String, format: AudioFormat, mode: AudioSessionMode) -> any AudioSink
+    /// Whether voice processing is on by default: yes for real microphones and speakers, no
+    /// for files, tones and manual rendering (the default).
+    var prefersVoiceProcessing: Bool { get }
 }
 
 extension AudioDeviceBackend {
+    public var prefersVoiceProcessing: Bool { false }
+
     /// A playback endpoint tuned for voice chat.
     public func makePlayback(device: String, format: AudioFormat) -> any AudioSink {
         makePlayback(device: device, format: format, mode: .voiceChat)
@@ -54,6 +59,8 @@ public struct ALSADeviceBackend: AudioDeviceBackend {
     }
 
     public var deviceNamespace: String { "alsa" }
+
+    public var prefersVoiceProcessing: Bool { true }
 
     public func availableRoutes() -> [AudioRoute] { Self.deviceHints() }
 

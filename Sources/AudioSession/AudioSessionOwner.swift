@@ -46,6 +46,21 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
     private var knownRoutes: [AudioRoute]
     private var monitor: Task<Void, Never>?
     private var providerAttached = false
+    /// Set while in manual rendering mode: the backend used instead of ``backend``.
+    private var manualBackend: ManualRenderingBackend?
+    /// `nil` follows the backend (on for real devices); set by ``setVoiceProcessingEnabled(_:options:)``.
+    private var voiceProcessingSetting: Bool?
+    /// The capture device kept running between activations (always-prepared recording).
+    private var preparedCapture: (device: String, source: any AudioSource)?
+    /// The input the open capture device belongs to.
+    private var openInput: String?
+
+    /// What voice processing does when it is on.
+    public private(set) var voiceProcessingOptions = VoiceProcessingOptions()
+    /// Whether voice processing is bypassed (see ``setVoiceProcessingBypassed(_:)``).
+    public private(set) var isVoiceProcessingBypassed = false
+    /// Whether the capture device stays open between calls (see ``setRecordingAlwaysPrepared(_:)``).
+    public private(set) var isRecordingAlwaysPrepared = false
 
     /// The current configuration; change it with ``configure(_:)``.
     public private(set) var configuration: AudioSessionConfiguration
@@ -60,6 +75,9 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
         self.clock = clock
         knownRoutes = backend.availableRoutes()
     }
+
+    /// The backend devices come from: ``backend``, or the manual one in manual rendering mode.
+    private var currentBackend: any AudioDeviceBackend { manualBackend ?? backend }
 
     /// A new stream of this session's events (each subscriber sees every later event).
     public nonisolated func events() -> AsyncStream<AudioSessionEvent> { broadcaster.subscribe() }
@@ -139,7 +157,7 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
 
     /// Compares the backend's routes with the last known ones and reports the differences.
     public func pollRoutes() {
-        let now = backend.availableRoutes()
+        let now = currentBackend.availableRoutes()
         let before = Set(knownRoutes.map(\.name))
         let after = Set(now.map(\.name))
         let lost = knownRoutes.filter { !after.contains($0.name) }
@@ -153,8 +171,10 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
     public func shutdown() async {
         monitor?.cancel()
         monitor = nil
+        isRecordingAlwaysPrepared = false
+        releasePreparedCapture()
         if case .active = state {
-            closeDevices()
+            closeDevices(keepPrepared: false)
             state = .inactive
             broadcaster.send(.didDeactivate)
             await notifyReleased()
@@ -162,17 +182,133 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
         broadcaster.finish()
     }
 
+    // MARK: Voice processing, prepared recording, manual rendering, custom capture
+
+    /// Whether voice processing (echo cancellation, noise suppression, gain control) runs on
+    /// the microphone. By default it follows the backend: on for real devices
+    /// (``AudioDeviceBackend/prefersVoiceProcessing``), off for files, tones and manual rendering.
+    public var isVoiceProcessingEnabled: Bool {
+        voiceProcessingSetting ?? (manualBackend == nil && backend.prefersVoiceProcessing)
+    }
+
+    /// The processing chain in use while active, for its statistics.
+    public var voiceProcessor: VoiceProcessor? { devices.state.withLock { $0.processor } }
+
+    /// Turns voice processing on or off and optionally changes what it does. This recreates the
+    /// processing chain, so set it before a call: while media runs it throws
+    /// ``AudioSessionError/mediaRunning(endpoints:)``. When active with no media running, the
+    /// new chain is in place at once. To switch processing off and on during a call, use
+    /// ``setVoiceProcessingBypassed(_:)``.
+    public func setVoiceProcessingEnabled(_ enabled: Bool, options: VoiceProcessingOptions? = nil) throws(AudioSessionError) {
+        let running = devices.running
+        guard running == 0 else { throw .mediaRunning(endpoints: running) }
+        voiceProcessingSetting = enabled
+        if let options { voiceProcessingOptions = options }
+        guard case .active = state, devices.state.withLock({ $0.capture != nil }) else { return }
+        let processor: VoiceProcessor?
+        do throws(AudioDeviceError) { processor = try makeVoiceProcessor(format: configuration.format) } catch { throw .device(error) }
+        devices.state.withLock { $0.processor = processor }
+    }
+
+    /// Bypasses voice processing (the microphone passes untouched) or ends the bypass. Allowed
+    /// at any time, also mid-call: the chain keeps running while bypassed and the change is
+    /// cross-faded over 10 ms, so it does not click. It persists across calls.
+    public func setVoiceProcessingBypassed(_ bypassed: Bool) {
+        isVoiceProcessingBypassed = bypassed
+        devices.state.withLock { $0.processor }?.isBypassed = bypassed
+    }
+
+    /// Always-prepared recording: keeps the capture device open and running, unheard, between
+    /// calls, so that media gets microphone audio at once when the session activates instead of
+    /// waiting for the device to open and deliver its first period. Stays on across calls until
+    /// turned off. Preparing opens no output and does not activate the session: in the
+    /// system-owned policy the provider still decides when media may use it.
+    ///
+    /// Turning it on opens the configured input now (when inactive); turning it off closes a
+    /// prepared device (the session's own capture, when active, stays until deactivation).
+    ///
+    /// - Throws: ``AudioSessionError/noMicrophone(_:)`` in a category without a microphone,
+    ///   ``AudioSessionError/device(_:)`` when the input cannot be opened (the mode stays off).
+    public func setRecordingAlwaysPrepared(_ enabled: Bool) throws(AudioSessionError) {
+        guard enabled else {
+            isRecordingAlwaysPrepared = false
+            releasePreparedCapture()
+            return
+        }
+        guard configuration.category.hasMicrophone else { throw .noMicrophone(configuration.category) }
+        if case .active = state {
+            isRecordingAlwaysPrepared = true  // the open capture is kept at deactivation
+            return
+        }
+        guard let input = selectedRoute().input else { throw .noMicrophone(configuration.category) }
+        if preparedCapture?.device != input {
+            releasePreparedCapture()
+            let source = currentBackend.makeCapture(device: input, format: configuration.format, mode: configuration.mode)
+            do throws(AudioDeviceError) { try source.start() } catch { throw .device(error) }
+            preparedCapture = (input, source)
+        }
+        isRecordingAlwaysPrepared = true
+    }
+
+    /// The input kept running while inactive (always-prepared recording), if any.
+    public var preparedInput: String? { preparedCapture?.device }
+
+    /// Manual rendering mode: the session opens no device at all. Media reads capture audio the
+    /// embedder pushes and writes playback audio the embedder pulls, through
+    /// ``manualRenderingEndpoint``. Voice processing is off by default there. Switch only while
+    /// inactive.
+    ///
+    /// - Throws: ``AudioSessionError/alreadyActive`` while active.
+    public func setManualRenderingMode(_ enabled: Bool) throws(AudioSessionError) {
+        guard !isActive else { throw .alreadyActive }
+        guard enabled != (manualBackend != nil) else { return }
+        releasePreparedCapture()
+        manualBackend = enabled ? ManualRenderingBackend() : nil
+        knownRoutes = currentBackend.availableRoutes()
+    }
+
+    /// Whether the session is in manual rendering mode.
+    public var isManualRenderingMode: Bool { manualBackend != nil }
+
+    /// In manual rendering mode, where the embedder pushes capture audio and pulls playback.
+    public var manualRenderingEndpoint: ManualAudioEndpoint? {
+        guard let manualBackend else { return nil }
+        return manualBackend.endpoint(manualBackend.defaultInput, format: configuration.format)
+    }
+
+    /// Supplies capture audio from the app (a prompt, a file, a generated signal), mixed with
+    /// the microphone or instead of it; `nil` goes back to the microphone alone. Takes effect at
+    /// the next frame media reads, also mid-call. The source is started here and stopped when
+    /// replaced.
+    ///
+    /// - Throws: ``AudioSessionError/device(_:)`` when the source cannot start.
+    public func setCustomCapture(_ source: (any AudioSource)?, mixing: CustomCaptureMixing = .replace) throws(AudioSessionError) {
+        if let source {
+            do throws(AudioDeviceError) { try source.start() } catch { throw .device(error) }
+        }
+        let old = devices.state.withLock { open in
+            defer { open.custom = source.map { ($0, mixing) } }
+            return open.custom?.source
+        }
+        if let old, old !== source { old.stop() }
+    }
+
     // MARK: Activation (reachable only through the policy's path)
 
     /// The devices the configuration selects.
     private func selectedRoute() -> ActiveAudioRoute {
-        let input = configuration.category.hasMicrophone ? (configuration.preferredInput ?? backend.defaultInput) : nil
+        let backend = currentBackend
+        // In manual rendering mode the preferred devices name hardware that is not in use.
+        let manual = manualBackend != nil
+        let preferredInput = manual ? nil : configuration.preferredInput
+        let preferredOutput = manual ? nil : configuration.preferredOutput
+        let input = configuration.category.hasMicrophone ? (preferredInput ?? backend.defaultInput) : nil
         var output: String?
         if configuration.category.hasOutput {
             let speaker = configuration.outputOverride == .speaker
                 || (configuration.options.contains(.defaultToSpeaker) && configuration.category == .playAndRecord
-                    && configuration.preferredOutput == nil)
-            output = speaker ? backend.speakerOutput : (configuration.preferredOutput ?? backend.defaultOutput)
+                    && preferredOutput == nil)
+            output = speaker ? backend.speakerOutput : (preferredOutput ?? backend.defaultOutput)
         }
         return ActiveAudioRoute(input: input, output: output)
     }
@@ -184,7 +320,7 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
         case .inactive: break
         }
         let route = selectedRoute()
-        let namespace = backend.deviceNamespace
+        let namespace = currentBackend.deviceNamespace
         let claimed = Set([route.input, route.output].compactMap { $0 }.map { "\(namespace)/\($0)" })
         let victims = DeviceArbiter.shared.claim(claimed, by: self, mixing: configuration.options.contains(.mixWithOthers))
         for victim in victims { await victim.interrupt(by: name) }
@@ -208,7 +344,7 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
         guard case .active = state else { throw .notActive }
         let running = devices.running
         if running > 0 && !force { throw .mediaRunning(endpoints: running) }
-        closeDevices()
+        closeDevices(keepPrepared: true)
         state = .inactive
         broadcaster.send(.didDeactivate)
         await notifyReleased()
@@ -221,11 +357,21 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
 
     private func openDevices(_ route: ActiveAudioRoute) throws(AudioDeviceError) {
         let format = configuration.format
+        let backend = currentBackend
         var capture: (any AudioSource)?
         if let input = route.input {
-            let source = backend.makeCapture(device: input, format: format, mode: configuration.mode)
-            try source.start()
-            capture = source
+            if let prepared = preparedCapture, prepared.device == input {
+                // Always-prepared recording: the device is running already. Keep only the
+                // newest frame of what it captured meanwhile, so media starts on fresh audio.
+                preparedCapture = nil
+                prepared.source.discardBuffered(keepingLatest: format.sampleRate / 50 * format.channels)
+                capture = prepared.source
+            } else {
+                releasePreparedCapture()
+                let source = backend.makeCapture(device: input, format: format, mode: configuration.mode)
+                try source.start()
+                capture = source
+            }
         }
         var playback: (any AudioSink)?
         if let output = route.output {
@@ -236,26 +382,64 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
             }
             playback = sink
         }
+        var processor: VoiceProcessor?
+        if capture != nil {
+            do throws(AudioDeviceError) { processor = try makeVoiceProcessor(format: format) } catch {
+                capture?.stop()
+                playback?.stop()
+                throw error
+            }
+        }
+        openInput = capture == nil ? nil : route.input
         devices.state.withLock {
             $0.capture = capture
             $0.playback = playback
+            $0.processor = processor
         }
     }
 
-    private func closeDevices() {
+    /// A new processing chain when voice processing is on. When it is on only by default (the
+    /// backend's devices) and cannot handle the format, there is none; when the app turned it
+    /// on, that is an error.
+    private func makeVoiceProcessor(format: AudioFormat) throws(AudioDeviceError) -> VoiceProcessor? {
+        guard isVoiceProcessingEnabled, voiceProcessingOptions.doesAnything else { return nil }
+        do throws(AudioDeviceError) {
+            let processor = try VoiceProcessor(format: format, options: voiceProcessingOptions)
+            processor.isBypassed = isVoiceProcessingBypassed
+            return processor
+        } catch {
+            if voiceProcessingSetting == true { throw error }
+            return nil
+        }
+    }
+
+    /// Closes the open devices. With `keepPrepared` and always-prepared recording on, the
+    /// capture device keeps running (unread) for the next activation.
+    private func closeDevices(keepPrepared: Bool) {
         let (capture, playback) = devices.state.withLock { open in
-            defer { open.capture = nil; open.playback = nil }
+            defer { open.capture = nil; open.playback = nil; open.processor = nil }
             return (open.capture, open.playback)
         }
-        capture?.stop()
+        if let capture, keepPrepared, isRecordingAlwaysPrepared, let input = openInput {
+            releasePreparedCapture()
+            preparedCapture = (input, capture)
+        } else {
+            capture?.stop()
+        }
+        openInput = nil
         playback?.stop()
+    }
+
+    private func releasePreparedCapture() {
+        preparedCapture?.source.stop()
+        preparedCapture = nil
     }
 
     private func reopenIfNeeded(reason: AudioRouteChangeReason) async throws(AudioSessionError) {
         guard case let .active(current) = state else { return }
         let wanted = selectedRoute()
         guard wanted != current else { return }
-        closeDevices()
+        closeDevices(keepPrepared: true)
         do throws(AudioDeviceError) {
             try openDevices(wanted)
         } catch {
@@ -278,7 +462,8 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
 
     func interrupt(by other: String) async {
         guard case .active = state else { return }
-        closeDevices()
+        closeDevices(keepPrepared: false)
+        releasePreparedCapture()  // the other session holds the devices now
         state = .interrupted(by: other)
         // Sessions this one had interrupted wait on the new holder now.
         for session in DeviceArbiter.shared.drop(self) { await session.endInterruption() }

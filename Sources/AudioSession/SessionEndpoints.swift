@@ -11,6 +11,11 @@ final class SessionDevices: Sendable {
     struct Open {
         var capture: (any AudioSource)?
         var playback: (any AudioSink)?
+        /// Echo cancellation, noise suppression and gain control on the capture, fed with the
+        /// playback as its echo reference.
+        var processor: VoiceProcessor?
+        /// Audio the app supplies, mixed with or instead of the microphone.
+        var custom: (source: any AudioSource, mixing: CustomCaptureMixing)?
         var runningSources = 0
         var runningSinks = 0
     }
@@ -92,12 +97,26 @@ public final class SessionSource: AudioSource {
     public func stop() { attachment.stop() }
 
     public func read(into frame: inout [Int16]) -> Bool {
-        let capture = devices.state.withLock { $0.capture }
-        guard let capture else {
+        let (capture, processor, custom) = devices.state.withLock { ($0.capture, $0.processor, $0.custom) }
+        if let capture {
+            _ = capture.read(into: &frame)  // read even when replaced, so the device never backs up
+            processor?.process(&frame)
+        } else {
             for index in frame.indices { frame[index] = 0 }
-            return true
         }
-        _ = capture.read(into: &frame)
+        if let custom {
+            switch custom.mixing {
+            case .replace:
+                if !custom.source.read(into: &frame) { for index in frame.indices { frame[index] = 0 } }
+            case let .mix(microphoneGain, customGain):
+                var supplied = [Int16](repeating: 0, count: frame.count)
+                let more = custom.source.read(into: &supplied)
+                for index in frame.indices {
+                    let sum = Float(frame[index]) * microphoneGain + (more ? Float(supplied[index]) * customGain : 0)
+                    frame[index] = Int16(max(-32_768, min(32_767, sum.rounded())))
+                }
+            }
+        }
         return true  // a device never ends; the session may swap it for another route
     }
 }
@@ -120,6 +139,18 @@ public final class SessionSink: AudioSink {
     public func stop() { attachment.stop() }
 
     public func write(_ frame: [Int16]) {
-        devices.state.withLock { $0.playback }?.write(frame)
+        let (playback, processor) = devices.state.withLock { ($0.playback, $0.processor) }
+        guard let playback else { return }
+        playback.write(frame)
+        processor?.playback(frame)  // the echo reference: what the speaker is about to play
     }
+}
+
+/// How app-supplied capture audio (``AudioSessionOwner/setCustomCapture(_:mixing:)``) combines
+/// with the microphone.
+public enum CustomCaptureMixing: Sendable, Equatable {
+    /// The app's audio instead of the microphone (the microphone keeps running, unheard).
+    case replace
+    /// Both, each scaled (1 = unchanged), summed with saturation.
+    case mix(microphoneGain: Float = 1, customGain: Float = 1)
 }

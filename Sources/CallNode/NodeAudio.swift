@@ -95,6 +95,12 @@ public struct NodeAudioBackend: AudioDeviceBackend {
         return routes
     }
 
+    /// Voice processing is on by default when the microphone is a real device.
+    public var prefersVoiceProcessing: Bool {
+        if case .alsa = input { return true }
+        return false
+    }
+
     public var defaultInput: String { input.description }
     public var defaultOutput: String { output.description }
     public var speakerOutput: String { (speaker ?? output).description }

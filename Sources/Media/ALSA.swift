@@ -195,6 +195,11 @@ public final class ALSACaptureSource: AudioSource {
         frame.withUnsafeMutableBufferPointer { _ = stream.ring.read(into: $0) }
         return true
     }
+
+    /// Samples captured and not read yet.
+    public var bufferedSamples: Int { stream.ring.count }
+
+    public func discardBuffered(keepingLatest samples: Int) { stream.ring.keepLatest(samples) }
 }
 
 /// Playback to an ALSA device on a dedicated thread.

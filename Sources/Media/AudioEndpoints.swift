@@ -47,6 +47,14 @@ public protocol AudioSource: AnyObject, Sendable {
     func read(into frame: inout [Int16]) -> Bool
     /// Releases the device. Idempotent.
     func stop()
+    /// Drops audio captured but not read yet, all but the newest `samples`. A device kept
+    /// running between calls (always-prepared recording) calls this before media reads again,
+    /// so the first frame is fresh audio, not a backlog. Sources without a buffer do nothing.
+    func discardBuffered(keepingLatest samples: Int)
+}
+
+extension AudioSource {
+    public func discardBuffered(keepingLatest samples: Int) {}
 }
 
 /// Where a call's incoming audio goes. Mono 16-bit frames at ``format``'s rate.
