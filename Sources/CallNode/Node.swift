@@ -141,12 +141,14 @@ public actor CallNode: Service {
                                                       backend: configuration.audio)
             appSession = session
             systemSession = nil
+            try await Self.applyAudioModes(configuration, to: session)
             manager = try await CallManager(configuration: configuration.provider, audio: .appOwned, store: store, ringer: ringer)
         } else {
             let session = AudioSessionOwner<SystemOwned>(name: "callnode call audio", configuration: sessionConfiguration,
                                                          backend: configuration.audio)
             systemSession = session
             appSession = nil
+            try await Self.applyAudioModes(configuration, to: session)
             manager = try await CallManager(configuration: configuration.provider, audio: .systemOwned(session), store: store, ringer: ringer)
         }
         if let address = configuration.listenAddress {
@@ -321,6 +323,32 @@ public actor CallNode: Service {
 
     public func playDTMF(_ call: UUID, _ digits: String) async throws(CallRequestError) {
         _ = try await manager.controller.request(.playDTMF(call: call, digits: digits))
+    }
+
+    /// Sets voice processing and always-prepared recording on a new session.
+    private static func applyAudioModes<Policy>(_ configuration: CallNodeConfiguration, to session: AudioSessionOwner<Policy>) async throws {
+        if let enabled = configuration.voiceProcessing {
+            try await session.setVoiceProcessingEnabled(enabled, options: configuration.voiceProcessingOptions)
+        } else if configuration.voiceProcessingOptions != VoiceProcessingOptions() {
+            try await session.setVoiceProcessingEnabled(await session.isVoiceProcessingEnabled, options: configuration.voiceProcessingOptions)
+        }
+        if configuration.recordingAlwaysPrepared { try await session.setRecordingAlwaysPrepared(true) }
+    }
+
+    /// Bypasses voice processing (the microphone passes untouched) or ends the bypass, at once,
+    /// mid-call too; cross-faded over 10 ms. It persists across calls.
+    public func setVoiceProcessingBypassed(_ bypassed: Bool) async {
+        if let systemSession { await systemSession.setVoiceProcessingBypassed(bypassed) }
+        if let appSession { await appSession.setVoiceProcessingBypassed(bypassed) }
+    }
+
+    /// Whether voice processing runs on the microphone (see ``CallNodeConfiguration/voiceProcessing``).
+    public var isVoiceProcessingEnabled: Bool {
+        get async {
+            if let systemSession { return await systemSession.isVoiceProcessingEnabled }
+            if let appSession { return await appSession.isVoiceProcessingEnabled }
+            return false
+        }
     }
 
     /// Switches the audio between the backend's output and its speaker output (the session's

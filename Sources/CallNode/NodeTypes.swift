@@ -36,6 +36,15 @@ public struct CallNodeConfiguration: Sendable {
     public var media = MediaConfiguration()
     /// Where the audio session finds its microphone and speaker.
     public var audio: any AudioDeviceBackend = NodeAudioBackend()
+    /// Echo cancellation, noise suppression and gain control on the microphone: `nil` (the
+    /// default) lets the backend decide — on for a real microphone (`alsa:`), off for files and
+    /// tones; `true` or `false` forces it.
+    public var voiceProcessing: Bool?
+    /// What voice processing does when on.
+    public var voiceProcessingOptions = VoiceProcessingOptions()
+    /// Always-prepared recording: the microphone is opened when the node starts and kept
+    /// running between calls, so a call's first frame of microphone audio is there at once.
+    public var recordingAlwaysPrepared = false
     /// CallKit-free mode: the node activates its own app-owned session when a call connects.
     /// Otherwise (the default) the call manager, as the system provider, owns activation.
     public var appOwnedAudio = false

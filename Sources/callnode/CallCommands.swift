@@ -39,7 +39,7 @@ struct Listen: AsyncParsableCommand {
             (callnode contacts add) unless --accept-unknown is given. Incoming calls ring until \
             answered: with --auto-answer at once, otherwise press a (or run with --auto-answer). \
             With --duration the node hangs up that long after the first call connects and exits.
-            Keys on a terminal: a answer, m mute, h hold, o switch to --speaker and back, q hang up; \
+            Keys on a terminal: a answer, m mute, h hold, o switch to --speaker and back, v bypass voice processing, q hang up; \
             Ctrl-C hangs up and exits.
             """)
 

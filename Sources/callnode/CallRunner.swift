@@ -42,7 +42,7 @@ final class CallRunner {
     private var lastPair: [UUID: SelectedPairInfo] = [:]
     private var lastStats: [UUID: MediaStatistics] = [:]
     private var current: UUID?
-    private var muted = false, held = false, onSpeaker = false
+    private var muted = false, held = false, onSpeaker = false, bypassed = false
     private let isTerminal = isatty(1) == 1
     private var statusShown = false
     private var keyboard: RawKeyboard?
@@ -172,6 +172,14 @@ final class CallRunner {
             } catch {
                 line("cannot switch the output: \(error)")
             }
+        case "v":
+            guard await node.isVoiceProcessingEnabled else {
+                line("voice processing is off (--voice-processing on turns it on)")
+                break
+            }
+            bypassed.toggle()
+            await node.setVoiceProcessingBypassed(bypassed)
+            line(bypassed ? "voice processing bypassed" : "voice processing on")
         case "q":
             try? await node.hangUp(call)
         default:

@@ -36,6 +36,12 @@ struct NodeOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("A second output the o key switches to: wav:PATH, null or alsa:DEVICE.", valueName: "SPEC"))
     var speaker: String?
 
+    @Option(name: .long, help: ArgumentHelp("Echo cancellation, noise suppression and gain control on the microphone: auto (on for alsa: input), on or off. The v key bypasses it during a call.", valueName: "WHEN"))
+    var voiceProcessing: String = "auto"
+
+    @Flag(name: .long, help: "Always-prepared recording: open the microphone at start and keep it running between calls, so each call has microphone audio at once.")
+    var prepareRecording = false
+
     @Flag(name: .long, help: "CallKit-free mode: the node activates its own audio session (default: the call manager does, as the system provider).")
     var appOwnedAudio = false
 
@@ -69,6 +75,9 @@ struct NodeOptions: ParsableArguments {
         if let speaker, NodeAudioOutput(spec: speaker) == nil {
             throw ValidationError("--speaker '\(speaker)' is not wav:PATH, null or alsa:DEVICE")
         }
+        guard ["auto", "on", "off"].contains(voiceProcessing) else {
+            throw ValidationError("--voice-processing must be auto, on or off (got '\(voiceProcessing)')")
+        }
         guard [10, 20, 40, 60].contains(frameMs) else { throw ValidationError("--frame-ms must be 10, 20, 40 or 60 (got \(frameMs))") }
         guard (6_000...510_000).contains(bitrate) else { throw ValidationError("--bitrate must be 6000–510000 (got \(bitrate))") }
         guard RedundancyPolicy(rawValue: redundancy) != nil else {
@@ -97,6 +106,8 @@ struct NodeOptions: ParsableArguments {
         configuration.audio = NodeAudioBackend(input: NodeAudioInput(spec: input)!, output: NodeAudioOutput(spec: output)!,
                                                speaker: speaker.flatMap(NodeAudioOutput.init(spec:)))
         configuration.appOwnedAudio = appOwnedAudio
+        configuration.voiceProcessing = voiceProcessing == "auto" ? nil : voiceProcessing == "on"
+        configuration.recordingAlwaysPrepared = prepareRecording
         configuration.iceRestartInterval = iceRestart > 0 ? .milliseconds(Int(iceRestart * 1000)) : nil
         var media = MediaConfiguration()
         media.opus.bitrate = bitrate

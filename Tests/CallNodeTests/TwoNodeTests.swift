@@ -22,7 +22,8 @@ extension RealTimeTests {
 
         func node(_ name: String, input: NodeAudioInput = .silence, output: NodeAudioOutput = .null,
                   speaker: NodeAudioOutput? = nil, autoAnswer: Bool = true, acceptUnknown: Bool = false,
-                  appOwned: Bool = false, provider: ProviderConfiguration? = nil, iceAgentPool: Int = 1) async throws -> CallNode {
+                  appOwned: Bool = false, provider: ProviderConfiguration? = nil, iceAgentPool: Int = 1,
+                  voiceProcessing: Bool? = nil, prepared: Bool = false) async throws -> CallNode {
             var configuration = CallNodeConfiguration(home: path(name))
             configuration.displayName = name
             configuration.listenAddress = SignalAddress(host: "127.0.0.1", port: 0)
@@ -32,6 +33,8 @@ extension RealTimeTests {
             configuration.acceptUnknownCallers = acceptUnknown
             configuration.appOwnedAudio = appOwned
             configuration.iceAgentPool = iceAgentPool
+            configuration.voiceProcessing = voiceProcessing
+            configuration.recordingAlwaysPrepared = prepared
             if let provider { configuration.provider = provider }
             let node = try await CallNode(configuration: configuration)
             await node.start()
@@ -132,6 +135,37 @@ extension RealTimeTests {
         #expect(aliceRow.direction == .outgoing && aliceRow.reason == .remoteEnded && aliceRow.handle == bob.identity.fingerprint.hex)
         #expect(bobRow.direction == .incoming && bobRow.reason == .localEnded && bobRow.handle == alice.identity.fingerprint.hex)
         #expect(call == bobCall)
+    }
+
+    @Test func speechCrossesACallWithVoiceProcessingAndAPreparedMicrophone() async throws {
+        let f = try Fixture()
+        let alice = try await f.node("alice", input: .wav(try f.speech("alice-in.wav", seed: 11)), output: .wav(f.path("alice-out.wav")),
+                                     voiceProcessing: true, prepared: true)
+        let bob = try await f.node("bob", input: .wav(try f.speech("bob-in.wav", seed: 29, reversed: true)), output: .wav(f.path("bob-out.wav")),
+                                   appOwned: true, voiceProcessing: true, prepared: true)
+        let processing = (await alice.isVoiceProcessingEnabled, await bob.isVoiceProcessingEnabled)
+        #expect(processing == (true, true))
+        try await f.trust(alice, as: "alice", bob, as: "bob")
+        let aliceEvents = alice.events(), bobEvents = bob.events()
+        let call = try await alice.call(.contact("bob"))
+        _ = try await Self.next(bobEvents) { if case let .statistics(_, s) = $0 { s.packetsReceived >= 150 } else { false } }
+        _ = try await Self.next(aliceEvents) { if case let .statistics(_, s) = $0 { s.packetsReceived >= 150 } else { false } }
+        // Bypass and back mid-call: the call goes on.
+        await alice.setVoiceProcessingBypassed(true)
+        _ = try await Self.next(bobEvents) { if case let .statistics(_, s) = $0 { s.packetsReceived >= 200 } else { false } }
+        await alice.setVoiceProcessingBypassed(false)
+        _ = try await Self.next(bobEvents) { if case let .statistics(_, s) = $0 { s.packetsReceived >= 250 } else { false } }
+        try await alice.hangUp(call)
+        _ = try await Self.next(bobEvents) { if case .ended = $0 { true } else { false } }
+        await alice.shutdown()
+        await bob.shutdown()
+        // Nothing echoes here (files, no room), so processing must leave the speech intact.
+        let aliceSent = try WAV.read(path: f.path("alice-in.wav")).samples, bobSent = try WAV.read(path: f.path("bob-in.wav")).samples
+        let bobHeard = try WAV.read(path: f.path("bob-out.wav")).samples, aliceHeard = try WAV.read(path: f.path("alice-out.wav")).samples
+        let forward = AudioAlignment.best(sent: aliceSent, received: bobHeard, start: 48_000)
+        let backward = AudioAlignment.best(sent: bobSent, received: aliceHeard, start: 48_000)
+        #expect(forward.correlation > 0.7, "alice → bob correlation \(forward.correlation)")
+        #expect(backward.correlation > 0.7, "bob → alice correlation \(backward.correlation)")
     }
 
     @Test func appOwnedNodesCallAndTheCallerHangsUp() async throws {
