@@ -253,6 +253,10 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
     /// The input kept running while inactive (always-prepared recording), if any.
     public var preparedInput: String? { preparedCapture?.device }
 
+    /// Samples the prepared input has captured since it was opened or last used (it holds at
+    /// most its device buffer; older audio is dropped). Non-zero means the device delivers.
+    public var preparedSamplesBuffered: Int { preparedCapture?.source.bufferedSamples ?? 0 }
+
     /// Manual rendering mode: the session opens no device at all. Media reads capture audio the
     /// embedder pushes and writes playback audio the embedder pulls, through
     /// ``manualRenderingEndpoint``. Voice processing is off by default there. Switch only while

@@ -51,10 +51,13 @@ public protocol AudioSource: AnyObject, Sendable {
     /// running between calls (always-prepared recording) calls this before media reads again,
     /// so the first frame is fresh audio, not a backlog. Sources without a buffer do nothing.
     func discardBuffered(keepingLatest samples: Int)
+    /// Samples captured and not read yet (0 for sources without a buffer).
+    var bufferedSamples: Int { get }
 }
 
 extension AudioSource {
     public func discardBuffered(keepingLatest samples: Int) {}
+    public var bufferedSamples: Int { 0 }
 }
 
 /// Where a call's incoming audio goes. Mono 16-bit frames at ``format``'s rate.
