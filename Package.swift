@@ -102,6 +102,7 @@ let package = Package(
                 "CallNode",
                 "CallNodeTestKit",
                 "ICE",
+                "AudioSession",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),

@@ -134,8 +134,6 @@ public final class VoiceProcessor: Sendable {
             speex_preprocess_ctl(preprocess, SPEEX_PREPROCESS_SET_AGC_LEVEL, &target)
             var maximum = Int32(max(0, options.maximumGain))
             speex_preprocess_ctl(preprocess, SPEEX_PREPROCESS_SET_AGC_MAX_GAIN, &maximum)
-            var vad: Int32 = 0
-            speex_preprocess_ctl(preprocess, SPEEX_PREPROCESS_SET_VAD, &vad)
             if let echo, options.residualEchoSuppression < 0 {
                 var suppress = Int32(options.residualEchoSuppression)
                 speex_preprocess_ctl(preprocess, SPEEX_PREPROCESS_SET_ECHO_SUPPRESS, &suppress)
