@@ -86,7 +86,8 @@ public final class VoiceProcessor: Sendable {
         var output: [Int16]
         /// The previous block's input: the bypass path, delayed as the preprocessor delays.
         var previous: [Int16]
-        var lastBypassed = false
+        /// The bypass state of the last block; `nil` before the first block (nothing to fade from).
+        var lastBypassed: Bool?
         var statistics = VoiceProcessingStatistics()
 
         deinit {
@@ -180,7 +181,7 @@ public final class VoiceProcessor: Sendable {
             for start in stride(from: 0, to: frame.count, by: block) {
                 for i in 0..<block { chain.input[i] = frame[start + i] }
                 runBlock(&chain)
-                let changed = bypass != chain.lastBypassed
+                let changed = chain.lastBypassed.map { $0 != bypass } ?? false
                 if changed { chain.statistics.bypassChanges += 1 }
                 let delayed = latency > 0
                 for i in 0..<block {

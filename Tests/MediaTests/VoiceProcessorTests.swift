@@ -189,3 +189,16 @@ import Testing
         #expect(throws: AudioDeviceError.self) { try VoiceProcessor(format: AudioFormat(sampleRate: 44_123, channels: 1)) }
     }
 }
+
+extension VoiceProcessorTests {
+    @Test func aChainBypassedFromTheStartPassesTheMicrophoneThroughDelayedByItsLatency() throws {
+        let processor = try VoiceProcessor()
+        processor.isBypassed = true
+        let microphone = SyntheticSpeech.samples(seconds: 1, seed: 4)
+        let out = Self.run(processor, microphone: microphone, far: Self.far)
+        let lag = processor.latency
+        #expect(out.prefix(lag).allSatisfy { $0 == 0 })
+        #expect(Array(out[lag...]) == Array(microphone[0..<(out.count - lag)]))
+        #expect(processor.statistics.bypassChanges == 0, "nothing to fade from at the first block")
+    }
+}
