@@ -112,7 +112,7 @@ public final class VoiceProcessor: Sendable {
 
         var echo: OpaquePointer?
         if options.echoCancellation {
-            let tail = max(block, Int(Double(format.sampleRate) * Self.seconds(options.echoTail)))
+            let tail = max(block, Int(Double(format.sampleRate) * options.echoTail.seconds))
             echo = speex_echo_state_init(Int32(block), Int32(tail))
             guard let echo else { throw .failed("speexdsp could not make an echo canceller (\(tail)-sample tail)") }
             var rate = Int32(format.sampleRate)
@@ -222,9 +222,5 @@ public final class VoiceProcessor: Sendable {
         if let preprocess = chain.preprocess {
             _ = chain.output.withUnsafeMutableBufferPointer { speex_preprocess_run(preprocess, $0.baseAddress) }
         }
-    }
-
-    private static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 }

@@ -63,11 +63,11 @@ struct VoiceBench: AsyncParsableCommand {
                 processor.process(&frame)
                 offset += 960
             }
-            ours.append(Self.seconds(BareMediaBenchmark.cpuTime() - start))
+            ours.append((BareMediaBenchmark.cpuTime() - start).seconds)
             guard let anchor = BareVoiceProcessingBenchmark.run(blocks: frames * 2, microphone: microphone, far: far, tail: tail * 48) else {
                 throw ValidationError("speexdsp could not make its states")
             }
-            bare.append(Self.seconds(anchor))
+            bare.append(anchor.seconds)
         }
         let o = ours.sorted()[runs / 2], b = bare.sorted()[runs / 2]
         let perCallSecond = o / Double(seconds)
@@ -134,7 +134,7 @@ struct VoiceBench: AsyncParsableCommand {
                 microphone.stop()
                 try await session.deactivate()
                 guard elapsed < .seconds(3) else { throw ValidationError("no audio from '\(input)' within 3 s") }
-                samples.append(Self.seconds(elapsed) * 1000)
+                samples.append(elapsed.seconds * 1000)
             }
             await session.shutdown()
             // The first call is reported apart: it may include the sound server's own start-up.
@@ -144,8 +144,6 @@ struct VoiceBench: AsyncParsableCommand {
                          sorted[sorted.count * 9 / 10], sorted[sorted.count - 1]))
         }
     }
-
-    static func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
 }
 
 /// A private PulseAudio server with a null sink, for ALSA's `pulse` device: playback into the

@@ -238,18 +238,6 @@ final class EchoRoomBackend: AudioDeviceBackend {
 /// Always-prepared recording on a real, real-time paced ALSA device (a private PulseAudio
 /// server's null sink, recorded from its monitor while a tone plays into it).
 @Suite(.serialized) struct PreparedRecordingALSATests {
-    /// Power of 1 kHz in `samples` (Goertzel), per sample.
-    static func tonePower(_ samples: [Int16]) -> Double {
-        let k = 2 * cos(2 * Double.pi * 1_000 / 48_000)
-        var s1 = 0.0, s2 = 0.0
-        for x in samples {
-            let s0 = Double(x) + k * s1 - s2
-            s2 = s1
-            s1 = s0
-        }
-        return (s1 * s1 + s2 * s2 - k * s1 * s2) / Double(max(1, samples.count))
-    }
-
     /// One attempt: returns the first frame read right after a prepared activation, or `nil`
     /// when the monitor delivered nothing (seen rarely on a loaded machine; see ALSAPulseTests).
     static func firstFrameOfAPreparedCall() async throws -> (frame: [Int16], buffered: Int)? {
@@ -308,7 +296,7 @@ final class EchoRoomBackend: AudioDeviceBackend {
                 // running, and the backlog was cut to the newest 20 ms, not handed out.
                 let silent = frame.filter { $0 == 0 }.count
                 #expect(silent <= 48, "\(silent) of 960 samples are padding (buffered before: \(buffered))")
-                #expect(Self.tonePower(frame) > 1e6, "the first frame does not hold the tone")
+                #expect(Goertzel.power(of: 1_000, in: frame) > 1e6, "the first frame does not hold the tone")
                 return
             }
             Issue.record("the prepared microphone delivered nothing in three attempts")

@@ -47,6 +47,15 @@ extension RealTimeTests {
             try await b.store.contacts.add(Contact(name: aName, fingerprint: a.identity.fingerprint.hex, address: a.listenAddress?.description))
         }
 
+        /// How well each recording holds the other side's speech (Alice's `alice-in.wav` in
+        /// `bob-out.wav` and back), aligned by cross-correlation from the first second on.
+        func speechAlignment() throws -> (forward: (lag: Int, correlation: Double), backward: (lag: Int, correlation: Double), aliceSent: [Int16], bobSent: [Int16], bobHeard: [Int16]) {
+            let aliceSent = try WAV.read(path: path("alice-in.wav")).samples, bobSent = try WAV.read(path: path("bob-in.wav")).samples
+            let bobHeard = try WAV.read(path: path("bob-out.wav")).samples, aliceHeard = try WAV.read(path: path("alice-out.wav")).samples
+            return (AudioAlignment.best(sent: aliceSent, received: bobHeard, start: 48_000),
+                    AudioAlignment.best(sent: bobSent, received: aliceHeard, start: 48_000), aliceSent, bobSent, bobHeard)
+        }
+
         /// Speech-like audio; `reversed` makes a second voice whose waveform does not match the first.
         func speech(_ name: String, seed: UInt64, reversed: Bool = false) throws -> String {
             let file = path(name)
@@ -114,12 +123,9 @@ extension RealTimeTests {
         await alice.shutdown()
         await bob.shutdown()
 
-        // Each recording holds the other side's speech, aligned by cross-correlation.
-        let aliceSent = try WAV.read(path: f.path("alice-in.wav")).samples, bobSent = try WAV.read(path: f.path("bob-in.wav")).samples
-        let bobHeard = try WAV.read(path: f.path("bob-out.wav")).samples, aliceHeard = try WAV.read(path: f.path("alice-out.wav")).samples
-        // The window is taken from the first seconds, before hold and mute silenced Alice.
-        let forward = AudioAlignment.best(sent: aliceSent, received: bobHeard, start: 48_000)
-        let backward = AudioAlignment.best(sent: bobSent, received: aliceHeard, start: 48_000)
+        // Each recording holds the other side's speech, aligned by cross-correlation. The
+        // window is taken from the first seconds, before hold and mute silenced Alice.
+        let (forward, backward, _, bobSent, bobHeard) = try f.speechAlignment()
         #expect(forward.correlation > 0.7, "alice → bob correlation \(forward.correlation)")
         #expect(backward.correlation > 0.7, "bob → alice correlation \(backward.correlation)")
         // Bob heard Alice, not his own voice (synthetic voices share structure, so the wrong
@@ -160,10 +166,7 @@ extension RealTimeTests {
         await alice.shutdown()
         await bob.shutdown()
         // Nothing echoes here (files, no room), so processing must leave the speech intact.
-        let aliceSent = try WAV.read(path: f.path("alice-in.wav")).samples, bobSent = try WAV.read(path: f.path("bob-in.wav")).samples
-        let bobHeard = try WAV.read(path: f.path("bob-out.wav")).samples, aliceHeard = try WAV.read(path: f.path("alice-out.wav")).samples
-        let forward = AudioAlignment.best(sent: aliceSent, received: bobHeard, start: 48_000)
-        let backward = AudioAlignment.best(sent: bobSent, received: aliceHeard, start: 48_000)
+        let (forward, backward, _, _, _) = try f.speechAlignment()
         #expect(forward.correlation > 0.7, "alice → bob correlation \(forward.correlation)")
         #expect(backward.correlation > 0.7, "bob → alice correlation \(backward.correlation)")
     }

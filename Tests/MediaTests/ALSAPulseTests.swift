@@ -7,18 +7,6 @@ import Glibc
 #endif
 
 @Suite(.serialized) struct ALSAPulseTests {
-    /// Power of `frequency` in `samples` (Goertzel), normalised per sample.
-    static func power(of frequency: Double, in samples: ArraySlice<Int16>, rate: Double = 48_000) -> Double {
-        let k = 2 * cos(2 * Double.pi * frequency / rate)
-        var s1 = 0.0, s2 = 0.0
-        for x in samples {
-            let s0 = Double(x) + k * s1 - s2
-            s2 = s1
-            s1 = s0
-        }
-        return (s1 * s1 + s2 * s2 - k * s1 * s2) / Double(max(1, samples.count))
-    }
-
     struct Attempt {
         var signal = 0.0
         var other = 0.0
@@ -51,8 +39,8 @@ import Glibc
             try await clock.sleep(until: deadline)
             if iteration >= 50 && iteration % 10 == 0 {
                 let tail = recorded.suffix(24_000)
-                attempt.signal = power(of: 1000, in: tail)
-                attempt.other = power(of: 700, in: tail)
+                attempt.signal = Goertzel.power(of: 1000, in: tail)
+                attempt.other = Goertzel.power(of: 700, in: tail)
                 // A clean half second of tone; on a busy machine a glitch (an under-run's
                 // click) can spread energy to 700 Hz, and a later half second is clean again.
                 if attempt.signal > 1e6 && attempt.signal > 100 * attempt.other { break }
