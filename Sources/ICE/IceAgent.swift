@@ -178,10 +178,7 @@ public actor IceAgent {
 
     /// Sets the peer's credentials. Remote candidates added before this are kept and applied now.
     public func setRemoteCredentials(_ remote: IceCredentials) async throws(IceError) {
-        guard !isClosed else { throw .closed }
-        try Self.validate(remote)
-        remoteCredentials = remote
-        try await flushRemote(settingCredentials: remote)
+        try await setRemote(remote, candidates: [], endOfCandidates: false)
     }
 
     /// Sets the peer's credentials and adds its candidates in one step on the agent's thread,
