@@ -51,33 +51,9 @@ struct SetupBench: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("callnode-setup-\(getpid())").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-
-        func configuration(_ name: String, input: NodeAudioInput) -> CallNodeConfiguration {
-            var c = CallNodeConfiguration(home: directory + "/" + name)
-            c.displayName = name
-            c.listenAddress = SignalAddress(host: "127.0.0.1", port: 0)
-            c.ice.localAddresses = ["127.0.0.1"]
-            c.ice.checkPacing = .milliseconds(pacing)
-            c.iceAgentPool = iceAgentPool
-            c.audio = NodeAudioBackend(input: input, output: .null)
-            return c
-        }
-        var calleeConfiguration = configuration("bob", input: .silence)
-        calleeConfiguration.autoAnswer = true
-        var callerConfiguration = configuration("alice", input: .tone(440))
-        callerConfiguration.listenAddress = nil
-        var logger = Logger(label: "callnode.bench")
-        logger.logLevel = .warning
-        let caller = try await CallNode(configuration: callerConfiguration, logger: logger)
-        let callee = try await CallNode(configuration: calleeConfiguration, logger: logger)
-        try await caller.store.contacts.add(Contact(name: "bob", fingerprint: callee.identity.fingerprint.hex,
-                                                    address: callee.listenAddress?.description))
-        try await callee.store.contacts.add(Contact(name: "alice", fingerprint: caller.identity.fingerprint.hex))
-        await caller.start()
-        await callee.start()
+        let pair = try await NodePair(pacing: pacing, iceAgentPool: iceAgentPool)
+        defer { pair.removeHome() }
+        let (caller, callee) = (pair.caller, pair.callee)
 
         var runs: [Run] = [], bare: [Double] = []
         for index in 0...self.runs {
@@ -90,8 +66,7 @@ struct SetupBench: AsyncParsableCommand {
                 bare.append(connect.milliseconds)
             }
         }
-        await caller.shutdown()
-        await callee.shutdown()
+        await pair.shutdown()
 
         func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
         let stages: [(String, Double)] = [
@@ -164,4 +139,49 @@ struct SetupBench: AsyncParsableCommand {
 
 extension Duration {
     var milliseconds: Double { Double(components.seconds) * 1000 + Double(components.attoseconds) / 1e15 }
+}
+
+/// Two nodes on loopback in this process, the callee answering at once and trusting the caller.
+struct NodePair {
+    let caller: CallNode
+    let callee: CallNode
+    let directory: String
+
+    init(pacing: Int = Int(IceConfiguration().checkPacing.milliseconds), iceAgentPool: Int = CallNodeConfiguration(home: "").iceAgentPool) async throws {
+        let home = FileManager.default.temporaryDirectory.appendingPathComponent("callnode-bench-\(getpid())").path
+        directory = home
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+        func configuration(_ name: String, input: NodeAudioInput) -> CallNodeConfiguration {
+            var c = CallNodeConfiguration(home: home + "/" + name)
+            c.displayName = name
+            c.listenAddress = SignalAddress(host: "127.0.0.1", port: 0)
+            c.ice.localAddresses = ["127.0.0.1"]
+            c.ice.checkPacing = .milliseconds(pacing)
+            c.iceAgentPool = iceAgentPool
+            c.audio = NodeAudioBackend(input: input, output: .null)
+            return c
+        }
+        var calleeConfiguration = configuration("bob", input: .silence)
+        calleeConfiguration.autoAnswer = true
+        var callerConfiguration = configuration("alice", input: .tone(440))
+        callerConfiguration.listenAddress = nil
+        var logger = Logger(label: "callnode.bench")
+        logger.logLevel = .warning
+        let caller = try await CallNode(configuration: callerConfiguration, logger: logger)
+        let callee = try await CallNode(configuration: calleeConfiguration, logger: logger)
+        self.caller = caller
+        self.callee = callee
+        try await caller.store.contacts.add(Contact(name: "bob", fingerprint: callee.identity.fingerprint.hex,
+                                                    address: callee.listenAddress?.description))
+        try await callee.store.contacts.add(Contact(name: "alice", fingerprint: caller.identity.fingerprint.hex))
+        await caller.start()
+        await callee.start()
+    }
+
+    func shutdown() async {
+        await caller.shutdown()
+        await callee.shutdown()
+    }
+
+    func removeHome() { try? FileManager.default.removeItem(atPath: directory) }
 }

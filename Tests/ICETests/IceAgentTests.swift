@@ -301,7 +301,7 @@ import Testing
     @Test(.exclusiveProcessResources) func hundredAgentsLeaveNoFileDescriptorsOrThreadsBehind() async throws {
         // Warm up once: GLib and the test runtime create process-wide state on first use.
         try await Self.connectedPair(Self.configuration(.controlling), Self.configuration(.controlled)).close()
-        let before = ProcessResources.current()
+        let before = ProcessResourceCounts.current()
 
         for _ in 0..<50 {
             let pair = try await Self.connectedPair(Self.configuration(.controlling), Self.configuration(.controlled))
@@ -311,11 +311,11 @@ import Testing
 
         // Threads end right after close() joins them; give stragglers of the runtime a bounded
         // moment, then compare.
-        var after = ProcessResources.current()
+        var after = ProcessResourceCounts.current()
         let deadline = ContinuousClock.now + .seconds(5)
         while (after.fileDescriptors > before.fileDescriptors || after.threads > before.threads) && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(50))
-            after = ProcessResources.current()
+            after = ProcessResourceCounts.current()
         }
         #expect(after.fileDescriptors <= before.fileDescriptors, "before: \(before), after 100 agents: \(after)")
         #expect(after.threads <= before.threads, "before: \(before), after 100 agents: \(after)")

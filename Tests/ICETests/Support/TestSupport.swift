@@ -171,16 +171,3 @@ final class DatagramCollector: Sendable {
     func cancel() { task.withLock { $0?.cancel() } }
 }
 
-/// Counts of the process's open file descriptors and threads (Linux `/proc`).
-struct ProcessResources: Equatable, CustomStringConvertible {
-    var fileDescriptors: Int
-    var threads: Int
-
-    static func current() -> ProcessResources {
-        let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
-        let threads = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? -1
-        return ProcessResources(fileDescriptors: fds, threads: threads)
-    }
-
-    var description: String { "\(fileDescriptors) fds, \(threads) threads" }
-}
