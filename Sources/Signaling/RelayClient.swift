@@ -23,6 +23,7 @@ final class RelayPreambleHandler: ChannelInboundHandler, RemovableChannelHandler
     private let messages: AsyncStream<RelayMessage>.Continuation
     private let upgrade: Upgrade?
     private var buffer: ByteBuffer?
+    private var upgraded = false
     private let maximum = 4096
 
     init(messages: AsyncStream<RelayMessage>.Continuation, upgrade: Upgrade?) {
@@ -59,14 +60,21 @@ final class RelayPreambleHandler: ChannelInboundHandler, RemovableChannelHandler
                 }
                 messages.yield(message)
                 messages.finish()
-                let leftover = buffer
-                buffer = nil
+                // Bytes after the last control frame (a peer's TLS hello that came in the same
+                // read) go on to TLS from `handlerRemoved`: once removal returns, this context
+                // no longer links to the next handler and anything fired from it is dropped.
+                upgraded = true
                 context.pipeline.syncOperations.removeHandler(self, promise: nil)
-                if let leftover, leftover.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(leftover)) }
                 return
             }
             messages.yield(message)
         }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        guard upgraded, let leftover = buffer else { return }
+        buffer = nil
+        if leftover.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(leftover)) }
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -239,3 +239,55 @@ final class Recorder<Value: Sendable>: Sendable {
 }
 
 import Synchronization
+
+/// The relay client's preamble: control frames until the splice, then the node's own TLS.
+@Suite struct RelayPreambleTests {
+    static func framed(_ message: RelayMessage, _ allocator: ByteBufferAllocator) -> ByteBuffer {
+        message.framed(allocator)
+    }
+
+    /// A slow node reads the relay's `connected` and the peer's first TLS record in one read:
+    /// the record must reach TLS, not vanish with the preamble handler.
+    @Test(arguments: ["connected", "paired"])
+    func bytesThatArriveWithTheLastControlFrameGoOnToTLS(op: String) async throws {
+        let (messages, continuation) = AsyncStream.makeStream(of: RelayMessage.self)
+        let upgrades = Recorder<String>()
+        let channel = EmbeddedChannel(handler: RelayPreambleHandler(messages: continuation) { _, message in
+            upgrades.append(message.op)
+        })
+        var read = Self.framed(RelayMessage(op: "waiting", session: "s"), channel.allocator)
+        var upgrade = Self.framed(RelayMessage(op: op, session: "s", role: "server"), channel.allocator)
+        read.writeBuffer(&upgrade)
+        let hello: [UInt8] = [22, 3, 1, 0, 3, 1, 2, 3]
+        read.writeBytes(hello)
+        try channel.writeInbound(read)
+
+        #expect(upgrades.values == [op])
+        #expect(try channel.readInbound(as: ByteBuffer.self).map { Array($0.readableBytesView) } == hello)
+        // Later bytes go straight through: the preamble handler has left the pipeline.
+        var later = channel.allocator.buffer(capacity: 2)
+        later.writeBytes([23, 3])
+        try channel.writeInbound(later)
+        #expect(try channel.readInbound(as: ByteBuffer.self).map { Array($0.readableBytesView) } == [23, 3])
+        #expect(throws: ChannelPipelineError.notFound) { try channel.pipeline.syncOperations.handler(type: RelayPreambleHandler.self) }
+        var received: [String] = []
+        for await message in messages { received.append(message.op) }
+        #expect(received == ["waiting", op])
+        _ = try channel.finish()
+    }
+
+    @Test func aControlFrameSplitAcrossReadsIsDeliveredOnceWhole() async throws {
+        let (messages, continuation) = AsyncStream.makeStream(of: RelayMessage.self)
+        let channel = EmbeddedChannel(handler: RelayPreambleHandler(messages: continuation, upgrade: nil))
+        let whole = Array(Self.framed(RelayMessage(op: "incoming", token: "t1"), channel.allocator).readableBytesView)
+        for chunk in [whole.prefix(3), whole.dropFirst(3).prefix(5), whole.dropFirst(8)] {
+            var buffer = channel.allocator.buffer(capacity: chunk.count)
+            buffer.writeBytes(chunk)
+            try channel.writeInbound(buffer)
+        }
+        _ = try channel.finish()
+        var received: [RelayMessage] = []
+        for await message in messages { received.append(message) }
+        #expect(received == [RelayMessage(op: "incoming", token: "t1")])
+    }
+}
