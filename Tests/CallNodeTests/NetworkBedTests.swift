@@ -269,9 +269,70 @@ struct NetworkBedTests {
     // MARK: - 3. Loss
 
     /// With RFC 2198 redundancy (the default) and, at 10 %, with Opus's in-band FEC alone.
+    ///
+    /// The subject is loss, so every attempt first checks that both nodes kept real time while
+    /// the loss ran: each sent 50 packets a second (20 ms frames) and received almost none too
+    /// late to play (the bed's links add loss, never delay). On a machine starved of CPU a
+    /// debug node's media clock stalls: it sends fewer frames than it plays, or sends them in
+    /// bursts, and the far end conceals frames no network lost. Such an attempt is reported
+    /// and run again (at most three in all); a punctual attempt is judged in full, and if no
+    /// attempt was punctual the test fails with what it saw.
     @Test(arguments: [(10, "adaptive"), (30, "adaptive"), (10, "off")])
     func randomLossBetweenTheNATsKeepsTheCallUpWithFECAndConcealment(percent: Int, redundancy: String) async throws {
-        let bed = try Bed("loss-\(percent)-\(redundancy)")
+        var seen: [String] = []
+        for attempt in 1...3 {
+            let run = try await Self.lossRun(percent: percent, redundancy: redundancy, attempt: attempt)
+            seen.append(run.punctuality.map(\.description).joined(separator: "; "))
+            if !run.punctuality.allSatisfy(\.keptRealTime) {
+                print("netbed loss \(percent)% (redundancy \(redundancy)): attempt \(attempt) not counted, the machine did not keep real time: \(seen.last!)")
+                continue
+            }
+            Self.judge(run, percent: percent, redundancy: redundancy)
+            return
+        }
+        Issue.record("no attempt kept real time: \(seen.joined(separator: " | "))")
+    }
+
+    /// How well a node kept real time over a stretch of a call, from its once-a-second stats.
+    struct Punctuality: CustomStringConvertible {
+        var name: String
+        /// Packets sent per second (50 at 20 ms frames).
+        var sendRate: Double
+        /// Packets received, and those among them that came too late to play.
+        var received: Int
+        var late: Int
+
+        var keptRealTime: Bool { sendRate >= 45 && late * 50 <= max(received, 1) }
+        var description: String {
+            "\(name) sent \(String(format: "%.1f", sendRate)) packets/s, \(late) of \(received) received came too late"
+        }
+
+        init(_ process: BedProcess, name: String, from: Double, to: Double) {
+            self.name = name
+            let window = process.events("stats").filter { stats in
+                guard let time = stats["time"] as? Double else { return false }
+                return time >= from && time <= to
+            }
+            func delta(_ key: String) -> Int { ((window.last?[key] as? Int) ?? 0) - ((window.first?[key] as? Int) ?? 0) }
+            let seconds = ((window.last?["time"] as? Double) ?? 0) - ((window.first?["time"] as? Double) ?? 0)
+            sendRate = seconds > 5 ? Double(delta("packets_sent")) / seconds : 0
+            received = delta("packets_received")
+            late = delta("late")
+        }
+    }
+
+    struct LossRun {
+        var status: Int32
+        var alice: BedProcess
+        var bob: BedProcess
+        var statsUnderLoss: [String: Any]
+        var match: Double
+        /// Alice's and Bob's, while the loss ran.
+        var punctuality: [Punctuality]
+    }
+
+    static func lossRun(percent: Int, redundancy: String, attempt: Int) async throws -> LossRun {
+        let bed = try Bed("loss-\(percent)-\(redundancy)" + (attempt > 1 ? "-\(attempt)" : ""))
         defer { bed.down() }
         let callers = try Self.callers(in: bed)
         _ = try await bed.startRelay()
@@ -281,16 +342,24 @@ struct NetworkBedTests {
         let alice = try Self.startAlice(bed, callers, network: network, seconds: 34, log: "alice.log")
         try await alice.waitFor("connected")
         try bed.control(["loss", String(percent)])
-        let lossStarted = ContinuousClock.now
+        let lossStarted = ContinuousClock.now, lossStartedAt = Date().timeIntervalSince1970
         try await Task.sleep(until: lossStarted + .seconds(30))
         let statsUnderLoss = bob.events("stats").last ?? [:]
+        let lossEndedAt = Date().timeIntervalSince1970
         try bed.control(["loss", "0"])
         let status = try await alice.exit(timeout: .seconds(30))
         _ = try await bob.exit(timeout: .seconds(20))
+        let punctuality = [Punctuality(alice, name: "alice", from: lossStartedAt, to: lossEndedAt),
+                           Punctuality(bob, name: "bob", from: lossStartedAt, to: lossEndedAt)]
+        let match = try Self.correlation(callers, recording: recording, at: 15)
+        return LossRun(status: status, alice: alice, bob: bob, statsUnderLoss: statsUnderLoss, match: match, punctuality: punctuality)
+    }
 
-        #expect(status == 0, "\(alice.text)")
-        let ended = try #require(alice.events("ended").last)
-        #expect(ended["reason"] as? String == "localEnded", "\(ended)")
+    static func judge(_ run: LossRun, percent: Int, redundancy: String) {
+        let (alice, bob, statsUnderLoss) = (run.alice, run.bob, run.statsUnderLoss)
+        #expect(run.status == 0, "\(alice.text)")
+        let ended = alice.events("ended").last
+        #expect(ended?["reason"] as? String == "localEnded", "\(ended ?? [:])")
         #expect(bob.events("connection-lost").isEmpty && alice.events("connection-lost").isEmpty, "the call dropped under loss")
         let lost = statsUnderLoss["packets_lost"] as? Int ?? 0, received = statsUnderLoss["packets_received"] as? Int ?? 0
         let fec = statsUnderLoss["fec_recovered"] as? Int ?? 0, concealed = statsUnderLoss["concealed"] as? Int ?? 0
@@ -314,10 +383,9 @@ struct NetworkBedTests {
         #expect(fec + redundant > concealed, "rebuilt \(redundant) from redundancy and \(fec) by FEC, \(concealed) concealed")
         let measured = Double(lost) / Double(max(1, lost + received)) * 100
         // The recording (made under loss for most of its length) is still aligned with the input.
-        let match = try Self.correlation(callers, recording: recording, at: 15)
         let threshold = percent <= 10 ? 0.8 : 0.6
-        #expect(match > threshold, "recording correlates \(match) under \(percent) % loss")
-        print("netbed loss \(percent)% (redundancy \(redundancy)): measured \(String(format: "%.1f", measured)) % lost, redundancy \(redundant), FEC \(fec), concealed \(concealed), correlation \(String(format: "%.2f", match))")
+        #expect(run.match > threshold, "recording correlates \(run.match) under \(percent) % loss")
+        print("netbed loss \(percent)% (redundancy \(redundancy)): measured \(String(format: "%.1f", measured)) % lost, redundancy \(redundant), FEC \(fec), concealed \(concealed), correlation \(String(format: "%.2f", run.match)), \(run.punctuality.map(\.description).joined(separator: "; "))")
     }
 
     // MARK: - 4. Link cut
