@@ -106,6 +106,16 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
+        // The network-facing parsers as fuzz targets (scripts/fuzz builds callnode-fuzz with
+        // libFuzzer; without it, callnode-fuzz replays saved inputs).
+        .target(
+            name: "FuzzTargets",
+            dependencies: [
+                "SDP", "RTP", "Media", "ICE", "Signaling",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]),
+        .executableTarget(name: "callnode-fuzz", dependencies: ["FuzzTargets"]),
         .executableTarget(
             name: "ice-loopback",
             dependencies: ["CallNode"],
@@ -169,6 +179,9 @@ let package = Package(
         .testTarget(
             name: "CallsTests",
             dependencies: ["Calls", "AudioSession", "Media", "CallNodeTestKit", "CallNodeTestSupport"]),
+        .testTarget(
+            name: "FuzzTests",
+            dependencies: ["FuzzTargets", "CallNodeTestSupport"]),
         .testTarget(
             name: "CBindingsTests",
             dependencies: ["CSRTP", "COpus", "CALSA", "Media", "CallNodeTestSupport"]),

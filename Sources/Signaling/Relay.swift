@@ -37,7 +37,7 @@ public struct RelayMessage: Sendable, Equatable, Codable {
         return buffer
     }
 
-    static func decode(_ frame: ByteBuffer) -> RelayMessage? {
+    @_spi(Fuzzing) public static func decode(_ frame: ByteBuffer) -> RelayMessage? {
         try? JSONDecoder().decode(RelayMessage.self, from: Data(frame.readableBytesView))
     }
 }

@@ -82,11 +82,13 @@ public struct SignalMessages: AsyncSequence {
 }
 
 /// Length-prefixed frames: a 4-byte big-endian length, then that many bytes.
-struct FrameDecoder: ByteToMessageDecoder {
-    typealias InboundOut = ByteBuffer
+@_spi(Fuzzing) public struct FrameDecoder: ByteToMessageDecoder {
+    public typealias InboundOut = ByteBuffer
     let maximum: Int
 
-    mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+    public init(maximum: Int) { self.maximum = maximum }
+
+    public mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
         guard let length = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self) else { return .needMoreData }
         guard length <= maximum else { throw SignalingError.frameTooLarge(Int(length), limit: maximum) }
         guard buffer.readableBytes >= 4 + Int(length) else { return .needMoreData }
@@ -97,7 +99,7 @@ struct FrameDecoder: ByteToMessageDecoder {
         return .continue
     }
 
-    mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
+    public mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
         while try decode(context: context, buffer: &buffer) == .continue {}
         if buffer.readableBytes > 0 {
             buffer.moveReaderIndex(to: buffer.writerIndex)

@@ -4,7 +4,7 @@ import NIOCore
 import NIOEmbedded
 import NIOPosix
 import Testing
-@testable import Signaling
+@_spi(Fuzzing) @testable import Signaling
 
 @Suite struct IdentityTests {
     @Test func fingerprintParsesHexAndColonForms() throws {
