@@ -8,6 +8,7 @@ import Metrics
 import SDP
 import ServiceLifecycle
 import Signaling
+import Synchronization
 
 /// A call node: identity, contacts, the signaling listener, the call manager, the audio
 /// session, and one ICE agent and media actor per call, wired together.
@@ -583,10 +584,42 @@ public actor CallNode: Service {
         return true
     }
 
-    /// An incoming connection: read it until it closes, then end what it carried.
+    /// An incoming connection: read it until it closes, then end what it carried. A connection
+    /// that carries no call and stays silent for ``SignalingLimits/idleTimeout`` is closed.
     private nonisolated func serve(_ connection: SignalingConnection, _ messages: SignalMessages) async {
-        await read(messages, on: connection)
+        let heard = LastHeard()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.closeWhenIdle(connection, heard: heard) }
+            await read(messages, on: connection, heard: heard)
+            group.cancelAll()
+        }
         await connectionEnded(connection)
+    }
+
+    /// When a connection last delivered anything.
+    private final class LastHeard: Sendable {
+        private let instant = Mutex(ContinuousClock.now)
+        var value: ContinuousClock.Instant { instant.withLock { $0 } }
+        func now() { instant.withLock { $0 = .now } }
+    }
+
+    private nonisolated func closeWhenIdle(_ connection: SignalingConnection, heard: LastHeard) async {
+        let idle = configuration.signalingLimits.idleTimeout
+        while !Task.isCancelled {
+            guard (try? await Task.sleep(until: heard.value + idle, clock: .continuous)) != nil else { return }
+            guard heard.value + idle <= .now else { continue }
+            if await carriesCall(connection) {
+                heard.now()
+                continue
+            }
+            logger.notice("closing an idle signaling connection from \(connection.remoteAddress): no call and nothing heard for \(idle)")
+            connection.close()
+            return
+        }
+    }
+
+    private func carriesCall(_ connection: SignalingConnection) -> Bool {
+        legs.values.contains { $0.connection?.id == connection.id } || sessionConnections[connection.id] != nil
     }
 
     private func connectionEnded(_ connection: SignalingConnection) async {
@@ -597,9 +630,10 @@ public actor CallNode: Service {
 
     /// Reads a connection's messages in order (off the actor: the sequence stays with the
     /// task that owns the connection).
-    private nonisolated func read(_ messages: SignalMessages, on connection: SignalingConnection) async {
+    private nonisolated func read(_ messages: SignalMessages, on connection: SignalingConnection, heard: LastHeard? = nil) async {
         var malformed = 0
         for await item in messages {
+            heard?.now()
             switch item {
             case let .success(envelope):
                 await receive(envelope, on: connection)

@@ -15,6 +15,10 @@ public struct SignalingLimits: Sendable, Equatable {
     public var maximumUnauthenticatedConnections = 64
     /// Malformed frames a connection may send before it is closed.
     public var maximumMalformedFrames = 8
+    /// How long an accepted connection that carries no call may stay silent before it is
+    /// closed (any message, keep-alives too, restarts the wait). Callers send their
+    /// invitation at once, so this only cuts off connections that were opened and left.
+    public var idleTimeout: Duration = .seconds(30)
 
     public init() {}
 }
@@ -50,6 +54,11 @@ public struct SignalingConnection: Sendable {
 
     /// Closes the connection; the reader's sequence ends.
     public func close() { channel.close(promise: nil) }
+
+    /// Writes bytes as they are, outside any frame: for tests that play a misbehaving peer.
+    @_spi(Testing) public func sendRaw(_ bytes: [UInt8]) async throws(SignalingError) {
+        do { try await writer.write(ByteBuffer(bytes: bytes)) } catch { throw .closed }
+    }
 }
 
 /// The messages arriving on a connection, in order. A malformed frame yields a failure and the

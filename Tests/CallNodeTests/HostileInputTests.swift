@@ -1,4 +1,5 @@
 import CallNode
+@_spi(Testing) import Signaling
 import CallNodeTestSupport
 import Foundation
 import Testing
@@ -90,6 +91,149 @@ extension RealTimeTests {
             let slice = heard[(second * 48_000)..<((second + 1) * 48_000)]
             #expect(slice.map { abs(Int($0)) }.max() ?? 0 > 3_000, "second \(second) of the recording is silent")
         }
+    }
+}
+
+/// Many connections at a node's signaling port at once, each misbehaving in its own way.
+@Suite struct SignalingFloodTests {
+    /// Opens `count` TCP connections that never start TLS and waits (up to `bound`) until the
+    /// node has closed each. Returns how many it closed. Runs on its own thread: the sockets
+    /// are plain blocking POSIX ones.
+    static func silentConnections(port: Int, count: Int, bound: Duration) async -> Int {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                var sockets: [Int32] = []
+                for _ in 0..<count {
+                    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+                    var address = sockaddr_in()
+                    address.sin_family = sa_family_t(AF_INET)
+                    address.sin_port = in_port_t(UInt16(port).bigEndian)
+                    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+                    let connected = withUnsafePointer(to: &address) {
+                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                    }
+                    if connected == 0 { sockets.append(fd) } else { close(fd) }
+                }
+                var open = Set(sockets)
+                let deadline = ContinuousClock.now + bound
+                var buffer = [UInt8](repeating: 0, count: 256)
+                while !open.isEmpty && ContinuousClock.now < deadline {
+                    var polls = open.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+                    _ = poll(&polls, nfds_t(polls.count), 200)
+                    for entry in polls where entry.revents != 0 {
+                        // EOF or a reset: the node closed it. (A TLS server sends nothing first.)
+                        if read(entry.fd, &buffer, buffer.count) <= 0 { open.remove(entry.fd) }
+                    }
+                }
+                for fd in sockets { close(fd) }
+                continuation.resume(returning: sockets.count - open.count)
+            }
+        }
+    }
+
+    enum Misbehaviour: String, CaseIterable, Sendable {
+        /// Garbage JSON frames, one after another.
+        case malformed
+        /// Most of a 60 KiB frame (under the 64 KiB limit), then silence.
+        case partial
+        /// A frame that announces 2 GiB.
+        case oversized
+        /// A valid handshake, then nothing at all.
+        case idle
+    }
+
+    /// One stranger with its own certificate: connects, misbehaves, and reports the error
+    /// replies it got before the node closed the connection (nil if it never closed).
+    static func stranger(_ misbehaviour: Misbehaviour, port: Int) async throws -> [String]? {
+        try await SignalingClient.connect(host: "127.0.0.1", port: port, identity: try NodeIdentity.generate(), pin: nil) { connection, messages in
+            var bytes: [UInt8]
+            switch misbehaviour {
+            case .malformed: bytes = (0..<20).flatMap { _ in Self.frame(Array("{not json".utf8)) }
+            case .partial: bytes = [0, 0, 0xF0, 0] + [UInt8](repeating: 0x7B, count: 60_000)
+            case .oversized: bytes = [0x7F, 0xFF, 0xFF, 0xFF] + [UInt8](repeating: 0x41, count: 1024)
+            case .idle: bytes = []
+            }
+            if !bytes.isEmpty { try await connection.sendRaw(bytes) }
+            var errors: [String] = []
+            for await reply in messages {
+                if case let .success(envelope) = reply, case let .error(text) = envelope.message { errors.append(text) }
+            }
+            return errors
+        }
+    }
+
+    static func frame(_ body: [UInt8]) -> [UInt8] {
+        let n = UInt32(body.count)
+        return [UInt8(n >> 24), UInt8(n >> 16 & 0xFF), UInt8(n >> 8 & 0xFF), UInt8(n & 0xFF)] + body
+    }
+
+    static func residentMiB() -> Double {
+        guard let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8),
+              let pages = statm.split(separator: " ").dropFirst().first.flatMap({ Double($0) }) else { return 0 }
+        return pages * Double(sysconf(Int32(_SC_PAGESIZE))) / 1_048_576
+    }
+
+    @Test func aFloodFromManyConnectionsIsCutOffWithReasonsAndTheNodeStillTakesACall() async throws {
+        let f = try TwoNodeTests.Fixture()
+        var limits = SignalingLimits()
+        limits.handshakeTimeout = .seconds(2)
+        limits.idleTimeout = .seconds(2)
+        let alice = try await f.node("alice", input: .tone(440))
+        let bob = try await f.node("bob", signalingLimits: limits)
+        let port = Int(try #require(bob.listenAddress).port)
+        let before = (ProcessResourceCounts.current(), Self.residentMiB())
+
+        // First 150 silent TCP connections: over twice the 64 allowed in their handshake at
+        // once. While they last, new callers are refused too (the limit does not tell a
+        // flood from a caller); the handshake timeout clears them.
+        let closedSilent = await Self.silentConnections(port: port, count: 150, bound: .seconds(30))
+        // Then 30 strangers of each kind at once, kind after kind.
+        let perKind = 30
+        var outcomes: [(Misbehaviour, Result<[String]?, any Error>)] = []
+        for kind in Misbehaviour.allCases {
+            outcomes += await withTaskGroup(of: (Misbehaviour, Result<[String]?, any Error>).self) { group in
+                for _ in 0..<perKind {
+                    group.addTask {
+                        do { return (kind, .success(try await Self.stranger(kind, port: port))) } catch { return (kind, .failure(error)) }
+                    }
+                }
+                var all: [(Misbehaviour, Result<[String]?, any Error>)] = []
+                for await outcome in group { all.append(outcome) }
+                return all
+            }
+        }
+        let peak = Self.residentMiB()
+
+        #expect(closedSilent == 150, "the node closed \(closedSilent) of 150 connections that never started TLS")
+        for kind in Misbehaviour.allCases {
+            let mine = outcomes.filter { $0.0 == kind }
+            let replies = mine.compactMap { try? $0.1.get() }
+            let failed: [String] = mine.compactMap { if case let .failure(error) = $0.1 { "\(error)" } else { nil } }
+            #expect(failed.isEmpty, "\(kind): \(failed.prefix(3))")
+            #expect(replies.count == perKind, "\(kind): \(replies.count) of \(perKind) connections were closed by the node")
+            switch kind {
+            case .malformed:
+                // Each malformed frame is answered, and the eighth closes the connection.
+                #expect(replies.allSatisfy { $0.count == limits.maximumMalformedFrames && $0.allSatisfy { $0.contains("malformed") } },
+                        "\(replies.map(\.count))")
+            case .oversized:
+                #expect(replies.allSatisfy { $0.first?.contains("exceeds the 65536-byte limit") == true }, "\(replies.prefix(2))")
+            case .partial, .idle:
+                // Closed at the idle timeout, without a word (nothing they sent was a message).
+                #expect(replies.allSatisfy { $0.isEmpty }, "\(replies.prefix(2))")
+            }
+        }
+        let after = ProcessResourceCounts.current()
+        print("signaling flood: 150 silent + \(perKind * Misbehaviour.allCases.count) misbehaving connections; RSS \(String(format: "%.1f", before.1)) MiB before, \(String(format: "%.1f", peak)) MiB after; \(before.0) → \(after)")
+
+        // The node then takes a real call.
+        let events = alice.events()
+        try await f.trust(alice, as: "alice", bob, as: "bob")
+        let call = try await alice.call(.contact("bob"))
+        _ = try await TwoNodeTests.next(events) { if case let .statistics(uuid, s) = $0 { uuid == call && s.packetsReceived > 10 } else { false } }
+        try await alice.hangUp(call)
+        await alice.shutdown()
+        await bob.shutdown()
     }
 }
 }
