@@ -92,6 +92,124 @@ extension RealTimeTests {
             #expect(slice.map { abs(Int($0)) }.max() ?? 0 > 3_000, "second \(second) of the recording is silent")
         }
     }
+
+    /// Copies of UDP datagrams from `source` port to `destination` port on loopback, read
+    /// from a raw socket (root only), until `count` RTP packets (not RTCP, not STUN) came.
+    static func capture(from source: UInt16, to destination: UInt16, count: Int) async throws -> [[UInt8]] {
+        let fd = socket(AF_INET, Int32(SOCK_RAW.rawValue), Int32(IPPROTO_UDP))
+        guard fd >= 0 else { throw TestFailure("cannot open a raw socket (errno \(errno)): this test needs root or CAP_NET_RAW") }
+        return try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                defer { close(fd) }
+                var timeout = timeval(tv_sec: 10, tv_usec: 0)
+                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                var captured: [[UInt8]] = []
+                var buffer = [UInt8](repeating: 0, count: 2048)
+                while captured.count < count {
+                    let n = recv(fd, &buffer, buffer.count, 0)
+                    guard n > 0 else {
+                        continuation.resume(throwing: TestFailure("captured \(captured.count) of \(count) packets"))
+                        return
+                    }
+                    let ipHeader = Int(buffer[0] & 0x0F) * 4
+                    guard n >= ipHeader + 8 + 12 else { continue }
+                    let sport = UInt16(buffer[ipHeader]) << 8 | UInt16(buffer[ipHeader + 1])
+                    let dport = UInt16(buffer[ipHeader + 2]) << 8 | UInt16(buffer[ipHeader + 3])
+                    let payload = Array(buffer[(ipHeader + 8)..<n])
+                    // RTP version 2, and not an RTCP packet type (200–204 with the marker bit).
+                    guard sport == source, dport == destination, payload[0] >> 6 == 2, !(200...204).contains(payload[1]) else { continue }
+                    captured.append(payload)
+                }
+                continuation.resume(returning: captured)
+            }
+        }
+    }
+
+    /// Sends `payloads` to 127.0.0.1:`destination` as if from 127.0.0.1:`source`: the address
+    /// of the call's validated pair, so libnice hands them to the node like the peer's own.
+    static func spoof(_ payloads: [[UInt8]], from source: UInt16, to destination: UInt16) throws {
+        let fd = socket(AF_INET, Int32(SOCK_RAW.rawValue), Int32(IPPROTO_RAW))
+        guard fd >= 0 else { throw TestFailure("cannot open a raw socket (errno \(errno)): this test needs root or CAP_NET_RAW") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        for payload in payloads {
+            let udpLength = 8 + payload.count, total = 20 + udpLength
+            // IPv4 header (the kernel fills in the checksum and ID), then UDP without a checksum.
+            var packet: [UInt8] = [0x45, 0, UInt8(total >> 8), UInt8(total & 0xFF), 0, 0, 0x40, 0, 64, 17, 0, 0,
+                                   127, 0, 0, 1, 127, 0, 0, 1]
+            packet += [UInt8(source >> 8), UInt8(source & 0xFF), UInt8(destination >> 8), UInt8(destination & 0xFF),
+                       UInt8(udpLength >> 8), UInt8(udpLength & 0xFF), 0, 0]
+            packet += payload
+            let sent = withUnsafePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(fd, packet, packet.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            guard sent == packet.count else { throw TestFailure("raw send failed (errno \(errno))") }
+            usleep(200)
+        }
+    }
+
+    /// Someone on the path records the caller's SRTP and sends it again, then sends it
+    /// altered, all from the caller's own address. Every copy is dropped and counted; the
+    /// call plays on.
+    @Test func replayedAndTamperedSRTPFromThePeersAddressIsDroppedAndCountedAndTheCallPlaysOn() async throws {
+        let f = try TwoNodeTests.Fixture()
+        let alice = try await f.node("alice", input: .tone(440))
+        let bob = try await f.node("bob", output: .wav(f.path("bob-out.wav")))
+        try await f.trust(alice, as: "alice", bob, as: "bob")
+        let bobEvents = bob.events()
+        let call = try await alice.call(.contact("bob"))
+        guard case let .selectedPair(bobCall, pair) = try await TwoNodeTests.next(bobEvents, where: {
+            if case .selectedPair = $0 { true } else { false }
+        }) else { return }
+        guard let bobPort = pair.local.split(separator: ":").last.flatMap({ UInt16($0) }),
+              let alicePort = pair.remote.split(separator: ":").last.flatMap({ UInt16($0) }) else {
+            throw TestFailure("no ports in the selected pair \(pair.local) ← \(pair.remote)")
+        }
+        let recorded = try await Self.capture(from: alicePort, to: bobPort, count: 100)
+        let before = try #require(await bob.statistics(bobCall))
+
+        // 1. The same 100 packets again: each is a replay.
+        try Self.spoof(recorded, from: alicePort, to: bobPort)
+        // 2. Altered: moved 500 sequence numbers ahead (so they are not replays) with one
+        //    payload bit flipped. The header and payload are both authenticated.
+        let tampered = recorded.map { packet -> [UInt8] in
+            var packet = packet
+            let sequence = (UInt16(packet[2]) << 8 | UInt16(packet[3])) &+ 500
+            packet[2] = UInt8(sequence >> 8)
+            packet[3] = UInt8(sequence & 0xFF)
+            packet[packet.count / 2] ^= 0x10
+            return packet
+        }
+        try Self.spoof(tampered, from: alicePort, to: bobPort)
+
+        guard case let .statistics(_, after) = try await TwoNodeTests.next(bobEvents, where: {
+            if case let .statistics(_, s) = $0 {
+                s.replaysDropped - before.replaysDropped >= 100 && s.authenticationFailures - before.authenticationFailures >= 100
+                    && s.packetsReceived >= before.packetsReceived + 100 && s.receiveLevel > -40
+            } else { false }
+        }) else { return }
+        print("hostile SRTP: Bob dropped \(after.replaysDropped - before.replaysDropped) replays and "
+              + "\(after.authenticationFailures - before.authenticationFailures) tampered packets; "
+              + "\(after.packetsReceived) received, level \(String(format: "%.1f", after.receiveLevel)) dBFS")
+        #expect(after.replaysDropped - before.replaysDropped == 100)
+        #expect(after.authenticationFailures - before.authenticationFailures == 100)
+        #expect(after.malformedDropped == before.malformedDropped)
+
+        try await alice.hangUp(call)
+        guard case let .ended(_, reason, _, _) = try await TwoNodeTests.next(bobEvents, where: { if case .ended = $0 { true } else { false } }) else { return }
+        #expect(reason == .remoteEnded, "the call ended as \(reason), not by the hang-up")
+        await alice.shutdown()
+        await bob.shutdown()
+        let heard = try WAV.read(path: f.path("bob-out.wav")).samples
+        for second in 1..<(heard.count / 48_000) {
+            let slice = heard[(second * 48_000)..<((second + 1) * 48_000)]
+            #expect(slice.map { abs(Int($0)) }.max() ?? 0 > 3_000, "second \(second) of the recording is silent")
+        }
+    }
 }
 
 /// Many connections at a node's signaling port at once, each misbehaving in its own way.
