@@ -91,6 +91,15 @@ public actor CallNode: Service {
         var mediaStarted = false
         var failure: String?
         var title: String?
+
+        /// Where a call that failed without a recorded reason had got to (nil once it had
+        /// connected): the step that did not finish in time.
+        var unfinished: String? {
+            if connectedAt != nil { return nil }
+            if connection == nil { return "the other node could not be reached in time: the signaling connection never came up" }
+            if negotiated == nil { return "the other node did not finish the offer and answer in time" }
+            return "no network path was found in time: ICE did not connect (try --stun or --turn)"
+        }
         /// The session this call belongs to (joined, not rung).
         var session: String?
         var startMuted = false
@@ -1359,7 +1368,7 @@ public actor CallNode: Service {
             // Ends the manager performed itself (ring timeout, failed answer) reach us here too.
             if legs[uuid] != nil {
                 if let connection = legs[uuid]?.connection { try? await connection.send(.end(.failed), call: uuid) }
-                await teardown(uuid, detail: nil)
+                await teardown(uuid, detail: reason == .failed ? legs[uuid]?.unfinished : nil)
             }
             let details = endDetails.removeValue(forKey: uuid)
             var detail = details?.detail

@@ -92,7 +92,7 @@ public final class RelayServer: Sendable {
                 }
                 .bind(host: host, port: port).get()
         } catch {
-            throw .cannotListen("\(host):\(port)", reason: "\(error)")
+            throw .cannotListen("\(host):\(port)", reason: SignalingClient.reason(error))
         }
         self.port = server.localAddress?.port ?? port
         self.host = host

@@ -295,7 +295,7 @@ public final class SignalingListener: Sendable {
                     }
                 }
         } catch {
-            throw .cannotListen("\(host):\(port)", reason: "\(error)")
+            throw .cannotListen("\(host):\(port)", reason: SignalingClient.reason(error))
         }
         self.port = server.channel.localAddress?.port ?? port
         self.host = host
@@ -418,12 +418,34 @@ public enum SignalingClient {
         }
     }
 
+    /// Why a connection could not be made, in words a user can act on.
     static func reason(_ error: any Error) -> String {
-        if let error = error as? IOError { return error.description }
-        if error is ChannelError { return "connection timed out" }
+        if let error = error as? IOError { return explain(errno: error.errnoCode, fallback: error.description) }
+        if let error = error as? ChannelError, case .connectTimeout = error {
+            return "no answer in time (is the address right, and does a firewall let the port through?)"
+        }
+        if error is ChannelError { return "the connection failed: \(error)" }
         if let error = error as? NIOConnectionError {
-            return error.connectionErrors.first.map { "\($0.error)" } ?? (error.dnsAAAAError ?? error.dnsAError).map { "\($0)" } ?? "connection refused"
+            if let first = error.connectionErrors.first { return reason(first.error) }
+            if error.dnsAError != nil || error.dnsAAAAError != nil {
+                return "the host name does not resolve (check its spelling, or use an IP address)"
+            }
+            return "connection refused: nothing listens there (is the other node running `callnode listen`?)"
         }
         return "\(error)"
+    }
+
+    /// An errno from connect or bind, explained.
+    static func explain(errno code: Int32, fallback: String) -> String {
+        switch code {
+        case ECONNREFUSED: "connection refused: nothing listens there (is the other node running `callnode listen` on that port?)"
+        case ETIMEDOUT: "no answer in time (is the address right, and does a firewall let the port through?)"
+        case EHOSTUNREACH, ENETUNREACH: "no route to that host from this machine (check the address and this machine's network)"
+        case ECONNRESET: "the other side reset the connection"
+        case EADDRINUSE: "the port is already in use (is another node running? choose another port)"
+        case EADDRNOTAVAIL: "this machine has no such address (use one of its own addresses, or 0.0.0.0 for all)"
+        case EACCES, EPERM: "not permitted (ports below 1024 need root; choose a higher port)"
+        default: fallback
+        }
     }
 }

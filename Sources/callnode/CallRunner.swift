@@ -245,11 +245,13 @@ final class CallRunner {
             line("joined session \(id); waiting for the other participant…")
         case let .sessionFailed(reason):
             line("session failed: \(reason)")
-        case let .session(_, status):
+        case let .session(uuid, status):
             switch status {
             case .left: line("session: you left")
-            case .connectionClosed: line("session: the other side left or the connection closed")
-            case .timedOut: line("session: timed out")
+            // Only once a call was up: a dial that fails has its reason on the `call ended` line.
+            case .connectionClosed where lastPair[uuid] != nil: line("session: the other side left or the connection closed")
+            case .timedOut: line("session: timed out waiting for the other side to connect")
+            case .connectionClosed: break
             case .joined, .connectionLost, .connectionRestored: break
             }
         }

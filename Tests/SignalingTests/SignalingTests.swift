@@ -134,8 +134,28 @@ import Testing
             Issue.record("connected to a closed port")
         } catch let SignalingError.unreachable(address, reason) {
             #expect(address == "127.0.0.1:\(port)")
-            #expect(!reason.isEmpty)
+            #expect(reason.contains("nothing listens there"), "\(reason)")
         }
+    }
+
+    /// Socket errors are told in words that say what to do, not as errno dumps.
+    @Test func aBusyPortOrAForeignAddressIsRefusedWithWhatToDo() async throws {
+        let identity = try NodeIdentity.generate()
+        let first = try await SignalingListener(host: "127.0.0.1", port: 0, identity: identity)
+        await #expect(throws: SignalingError.cannotListen("127.0.0.1:\(first.port)",
+                                                        reason: "the port is already in use (is another node running? choose another port)")) {
+            _ = try await SignalingListener(host: "127.0.0.1", port: first.port, identity: identity)
+        }
+        await first.close()
+        // 192.0.2.1 is a documentation address no machine here has.
+        await #expect(throws: SignalingError.cannotListen("192.0.2.1:0",
+                                                        reason: "this machine has no such address (use one of its own addresses, or 0.0.0.0 for all)")) {
+            _ = try await SignalingListener(host: "192.0.2.1", port: 0, identity: identity)
+        }
+        for code in [ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH, EACCES] {
+            #expect(!SignalingClient.explain(errno: code, fallback: "raw").contains("raw"))
+        }
+        #expect(SignalingClient.explain(errno: EIO, fallback: "raw") == "raw")
     }
 
     /// Sends raw bytes inside a TLS connection and returns the messages that came back.
