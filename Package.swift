@@ -41,10 +41,12 @@ let package = Package(
             name: "CSpeexDSP", pkgConfig: "speexdsp",
             providers: [.apt(["libspeexdsp-dev"])]),
 
+        // The lock shared state uses: pthread_mutex, which ThreadSanitizer can see.
+        .target(name: "Locking"),
         .target(
             name: "ICE",
             dependencies: [
-                "CNice",
+                "CNice", "Locking",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .target(name: "RTP"),
@@ -52,26 +54,26 @@ let package = Package(
         .target(
             name: "Media",
             dependencies: [
-                "RTP", "COpus", "CSRTP", "CALSA", "CSpeexDSP",
+                "RTP", "COpus", "CSRTP", "CALSA", "CSpeexDSP", "Locking",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]),
         .target(
             name: "AudioSession",
-            dependencies: ["Media", "CALSA"]),
+            dependencies: ["Media", "CALSA", "Locking"]),
         .target(
             name: "Calls",
             dependencies: [
-                "AudioSession", "Media", "RTP",
+                "AudioSession", "Media", "RTP", "Locking",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]),
         // Test doubles that embedders may use too: a manual clock for every injected timer, two
         // call managers joined in memory.
-        .target(name: "CallNodeTestKit", dependencies: ["Calls"]),
+        .target(name: "CallNodeTestKit", dependencies: ["Calls", "Locking"]),
         // Node identity (self-signed certificate, fingerprint) and the mutual-TLS signaling channel.
         .target(
             name: "Signaling",
             dependencies: [
-                "SDP",
+                "SDP", "Locking",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -84,7 +86,7 @@ let package = Package(
         .target(
             name: "CallNode",
             dependencies: [
-                "ICE", "RTP", "SDP", "Media", "AudioSession", "Calls", "Signaling",
+                "ICE", "RTP", "SDP", "Media", "AudioSession", "Calls", "Signaling", "Locking",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -144,6 +146,7 @@ let package = Package(
         // Helpers shared by the test targets (child processes for test servers).
         .target(
             name: "CallNodeTestSupport",
+            dependencies: ["Locking"],
             path: "Tests/TestSupport"),
         .testTarget(
             name: "ICETests",

@@ -1,6 +1,6 @@
 internal import CALSA
 import Media
-import Synchronization
+import Locking
 
 #if canImport(Glibc)
 import Glibc
@@ -102,7 +102,7 @@ public struct ALSADeviceBackend: AudioDeviceBackend {
 /// No devices: every route is a ``ManualAudioEndpoint`` that the embedder feeds and drains
 /// (manual rendering). Routes can be added and removed at run time to exercise route changes.
 public final class ManualRenderingBackend: AudioDeviceBackend {
-    private let state: Mutex<(routes: [AudioRoute], endpoints: [String: ManualAudioEndpoint])>
+    private let state: Locked<(routes: [AudioRoute], endpoints: [String: ManualAudioEndpoint])>
     public let defaultInput: String
     public let defaultOutput: String
     public let speakerOutput: String
@@ -112,7 +112,7 @@ public final class ManualRenderingBackend: AudioDeviceBackend {
     public init(routes: [AudioRoute] = [AudioRoute(name: "manual", isInput: true, isOutput: true),
                                         AudioRoute(name: "speaker", isInput: false, isOutput: true)],
                 defaultInput: String = "manual", defaultOutput: String = "manual", speakerOutput: String = "speaker") {
-        state = Mutex((routes, [:]))
+        state = Locked((routes, [:]))
         self.defaultInput = defaultInput
         self.defaultOutput = defaultOutput
         self.speakerOutput = speakerOutput

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// A session that can be interrupted when another one takes its devices.
 protocol InterruptibleSession: AnyObject, Sendable {
@@ -19,7 +19,7 @@ final class DeviceArbiter: Sendable {
         var interrupted: [any InterruptibleSession]
     }
 
-    private let holders = Mutex<[ObjectIdentifier: Holder]>([:])
+    private let holders = Locked<[ObjectIdentifier: Holder]>([:])
 
     /// Registers `session` as holding `devices`; returns the sessions it must interrupt first.
     func claim(_ devices: Set<String>, by session: any InterruptibleSession, mixing: Bool) -> [any InterruptibleSession] {

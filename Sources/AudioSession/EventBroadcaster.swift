@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// Fans one event stream out to any number of subscribers, each with its own bounded buffer.
 ///
@@ -6,7 +6,7 @@ import Synchronization
 /// provider, a log). Each ``subscribe(bufferingNewest:)`` call returns an independent stream
 /// that sees every event sent after it subscribed.
 public final class EventBroadcaster<Event: Sendable>: Sendable {
-    private let subscribers = Mutex<(next: Int, continuations: [Int: AsyncStream<Event>.Continuation], finished: Bool)>((0, [:], false))
+    private let subscribers = Locked<(next: Int, continuations: [Int: AsyncStream<Event>.Continuation], finished: Bool)>((0, [:], false))
 
     public init() {}
 

@@ -1,5 +1,5 @@
 import Media
-import Synchronization
+import Locking
 
 /// The devices an active session opened, shared with the endpoints it hands to media.
 ///
@@ -19,7 +19,7 @@ final class SessionDevices: Sendable {
         var runningSources = 0
         var runningSinks = 0
     }
-    let state = Mutex(Open())
+    let state = Locked(Open())
 
     var running: Int { state.withLock { $0.runningSources + $0.runningSinks } }
 
@@ -52,7 +52,7 @@ final class SessionDevices: Sendable {
 final class SessionAttachment: Sendable {
     private let devices: SessionDevices
     private let capture: Bool
-    private let attached = Mutex(false)
+    private let attached = Locked(false)
 
     init(devices: SessionDevices, capture: Bool) {
         self.devices = devices

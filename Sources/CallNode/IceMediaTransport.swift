@@ -1,6 +1,6 @@
 import ICE
 import Media
-import Synchronization
+import Locking
 
 /// Carries a call's media over an ``IceAgent``: RTP and RTCP go out on the selected pair and
 /// what arrives is handed to the media actor.
@@ -22,7 +22,7 @@ public final class IceMediaTransport: MediaTransport {
             var delivered = false
         }
         static let earlyLimit = 50
-        let state = Mutex(State())
+        let state = Locked(State())
 
         func deliver(_ bytes: [UInt8]) {
             let current = state.withLock { s -> (@Sendable ([UInt8]) -> Void)? in

@@ -8,7 +8,7 @@ import Metrics
 import SDP
 import ServiceLifecycle
 import Signaling
-import Synchronization
+import Locking
 
 /// A call node: identity, contacts, the signaling listener, the call manager, the audio
 /// session, and one ICE agent and media actor per call, wired together.
@@ -607,7 +607,7 @@ public actor CallNode: Service {
 
     /// When a connection last delivered anything.
     private final class LastHeard: Sendable {
-        private let instant = Mutex(ContinuousClock.now)
+        private let instant = Locked(ContinuousClock.now)
         var value: ContinuousClock.Instant { instant.withLock { $0 } }
         func now() { instant.withLock { $0 = .now } }
     }

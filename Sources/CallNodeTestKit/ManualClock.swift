@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// A `Clock` whose time moves only when ``advance(by:)`` is called.
 ///
@@ -31,7 +31,7 @@ public final class ManualClock: Clock, Sendable {
         var sleeperWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     public init() {}
 

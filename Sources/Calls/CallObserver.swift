@@ -1,6 +1,6 @@
 import AudioSession
 import Foundation
-import Synchronization
+import Locking
 
 /// A call as the observer sees it (CallKit's `CXCall`).
 public struct ObservedCall: Sendable, Equatable, Identifiable {
@@ -22,7 +22,7 @@ public struct ObservedCall: Sendable, Equatable, Identifiable {
 /// ``calls`` holds every call that has not ended, in the order they appeared. Every change,
 /// including the final one with `hasEnded`, is sent to each ``changes()`` stream.
 public final class CallObserver: Sendable {
-    private let state = Mutex<[ObservedCall]>([])
+    private let state = Locked<[ObservedCall]>([])
     private let broadcaster = EventBroadcaster<ObservedCall>()
 
     init() {}

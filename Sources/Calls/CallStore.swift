@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import Synchronization
+import Locking
 
 /// One row of Recents: a call this node placed or received.
 ///
@@ -147,11 +147,11 @@ public final class CallStore: Sendable {
 /// the store and cached in memory.
 public final class CallDirectory: Sendable {
     private let pool: DatabasePool
-    private let cache: Mutex<(blocked: Set<String>, labels: [String: String])>
+    private let cache: Locked<(blocked: Set<String>, labels: [String: String])>
 
     init(pool: DatabasePool, blocked: Set<String>, labels: [String: String]) {
         self.pool = pool
-        cache = Mutex((blocked, labels))
+        cache = Locked((blocked, labels))
     }
 
     public func isBlocked(_ handle: CallHandle) -> Bool { cache.withLock { $0.blocked.contains(handle.value) } }
@@ -207,12 +207,12 @@ public struct Contact: Sendable, Equatable, Codable, FetchableRecord, Persistabl
 public final class ContactBook: Sendable {
     private let pool: DatabasePool
     private let directory: CallDirectory
-    private let cache: Mutex<[Contact]>
+    private let cache: Locked<[Contact]>
 
     init(pool: DatabasePool, directory: CallDirectory, contacts: [Contact]) {
         self.pool = pool
         self.directory = directory
-        cache = Mutex(contacts)
+        cache = Locked(contacts)
     }
 
     /// Every contact, by name.

@@ -1,5 +1,5 @@
 import Media
-import Synchronization
+import Locking
 
 /// Plays the provider's ringtone (a WAV file, looped) while an incoming call rings.
 ///
@@ -10,7 +10,7 @@ public final class Ringer: MediaClockClient {
     private let samples: [Int16]
     private let makeOutput: @Sendable () -> any AudioSink
     private let clock: MediaClock
-    private let state = Mutex<(output: (any AudioSink)?, position: Int, frame: [Int16])>((nil, 0, []))
+    private let state = Locked<(output: (any AudioSink)?, position: Int, frame: [Int16])>((nil, 0, []))
 
     /// - Parameters:
     ///   - soundPath: A 16-bit PCM WAV file (any rate, any channel count: mixed to mono and

@@ -1,4 +1,5 @@
 internal import CNice
+import Locking
 import Synchronization
 
 #if canImport(Glibc)
@@ -22,12 +23,12 @@ final class GLibLoop: Sendable {
     nonisolated(unsafe) private let loop: OpaquePointer
     // GLib's own thread type, so GLib tracks the thread (its GThread, thread-default context
     // stack) from start to exit instead of adopting a foreign thread.
-    private let thread: Mutex<UInt?> = Mutex(nil)  // the GThread* as a bit pattern (pointers are not Sendable)
-    private let exit: Mutex<CheckedContinuation<Void, Never>?> = Mutex(nil)
+    private let thread: Locked<UInt?> = Locked(nil)  // the GThread* as a bit pattern (pointers are not Sendable)
+    private let exit: Locked<CheckedContinuation<Void, Never>?> = Locked(nil)
     private let stopped = Atomic<Bool>(false)
     /// Whether queued jobs will still run. Checked and changed under the lock, and jobs are
     /// attached under it, so nothing is attached after the thread's final drain.
-    private let accepting = Mutex(true)
+    private let accepting = Locked(true)
 
     /// Creates the context and starts its thread.
     init(name: String) throws(IceError) {

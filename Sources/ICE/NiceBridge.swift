@@ -1,4 +1,5 @@
 internal import CNice
+import Locking
 import Synchronization
 
 #if canImport(Glibc)
@@ -10,7 +11,7 @@ import Glibc
 final class AgentSink: Sendable {
     let events: AsyncStream<IceEvent>.Continuation
     let datagrams: AsyncStream<IceDatagram>.Continuation
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let failedSends = Atomic<Int>(0)
 
     var sendFailures: Int { failedSends.load(ordering: .relaxed) }

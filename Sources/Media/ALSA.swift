@@ -1,5 +1,6 @@
 internal import CALSA
 import RTP
+import Locking
 import Synchronization
 
 #if canImport(Glibc)
@@ -77,8 +78,8 @@ private final class ALSAStream: Sendable {
     let ring: SampleRing
     let periodFrames: Int
     private let running = Atomic<Bool>(false)
-    private let stats = Mutex(AudioDeviceStatistics())
-    private let thread = Mutex<IOThread?>(nil)
+    private let stats = Locked(AudioDeviceStatistics())
+    private let thread = Locked<IOThread?>(nil)
 
     init(device: String, format: AudioFormat, capture: Bool, period: Duration) {
         self.device = device

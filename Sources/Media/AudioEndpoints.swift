@@ -1,4 +1,5 @@
 import RTP
+import Locking
 import Synchronization
 
 /// Sample rate and channel count of 16-bit interleaved PCM.
@@ -74,7 +75,7 @@ public final class ToneSource: AudioSource {
     public let format: AudioFormat
     public let frequency: Double
     public let amplitude: Double
-    private let phase = Mutex(0.0)
+    private let phase = Locked(0.0)
 
     /// - Parameter amplitude: 0–1 of full scale (louder clips).
     public init(frequency: Double = 440, amplitude: Double = 0.3, format: AudioFormat = AudioFormat()) {
@@ -134,12 +135,12 @@ public final class SampleRing: Sendable {
         var overflowed = 0
         var underflowed = 0
     }
-    private let state: Mutex<State>
+    private let state: Locked<State>
     public let capacity: Int
 
     public init(capacity: Int) {
         self.capacity = capacity
-        state = Mutex(State(storage: [Int16](repeating: 0, count: capacity)))
+        state = Locked(State(storage: [Int16](repeating: 0, count: capacity)))
     }
 
     public var count: Int { state.withLock { $0.count } }

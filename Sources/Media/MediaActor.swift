@@ -1,4 +1,5 @@
 import RTP
+import Locking
 import Synchronization
 
 #if canImport(Glibc)
@@ -820,7 +821,7 @@ struct LevelMeter {
 /// Datagrams received between two ticks, with their arrival times. Filled by the transport's
 /// thread, emptied by the media actor.
 private final class Inbox: Sendable {
-    let items = Mutex<[(bytes: [UInt8], arrival: Duration)]>([])
+    let items = Locked<[(bytes: [UInt8], arrival: Duration)]>([])
     /// Until the first frame plays: 0 idle, 1 a wake-up is on its way to the actor, 2 played.
     let firstAudio = Atomic<Int>(0)
 }

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// Something a ``MediaClock`` ticks once per frame period.
 public protocol MediaClockClient: AnyObject, Sendable {
@@ -17,9 +17,9 @@ public final class MediaClock: Sendable {
     public let frameDuration: Duration
     private let manual: Bool
     private let origin = ContinuousClock.now
-    private let manualNow = Mutex(Duration.zero)
-    private let clients = Mutex<[(client: any MediaClockClient, phase: Int)]>([])
-    private let nextPhase = Mutex(0)
+    private let manualNow = Locked(Duration.zero)
+    private let clients = Locked<[(client: any MediaClockClient, phase: Int)]>([])
+    private let nextPhase = Locked(0)
     /// How many instants per frame period a real-time clock spreads its clients over.
     public let phases: Int
 

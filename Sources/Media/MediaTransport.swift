@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 import RTP
 
 /// The datagram path a call's media runs over: the ICE agent in a real call, an in-memory
@@ -59,17 +59,17 @@ public final class InMemoryMediaLink: MediaClockClient {
     /// What both ends share: the conditions, the queue of delayed datagrams, the handlers.
     fileprivate final class Core: Sendable {
         let clock: MediaClock
-        let state: Mutex<State>
+        let state: Locked<State>
         let handlers: [Handler]
 
         final class Handler: Sendable {
-            private let handler = Mutex<(@Sendable ([UInt8]) -> Void)?>(nil)
+            private let handler = Locked<(@Sendable ([UInt8]) -> Void)?>(nil)
             func withLock<T>(_ body: (inout (@Sendable ([UInt8]) -> Void)?) -> T) -> T { handler.withLock { body(&$0) } }
         }
 
         init(clock: MediaClock, state: State) {
             self.clock = clock
-            self.state = Mutex(state)
+            self.state = Locked(state)
             handlers = [Handler(), Handler()]
         }
 

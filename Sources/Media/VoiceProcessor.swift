@@ -1,5 +1,6 @@
 internal import CSpeexDSP
 import RTP
+import Locking
 import Synchronization
 
 /// What voice processing does to the microphone signal.
@@ -75,7 +76,7 @@ public final class VoiceProcessor: Sendable {
     private let reference: SampleRing
     private let referenceLimit: Int
     private let bypassed = Atomic<Bool>(false)
-    private let chain: Mutex<Chain>
+    private let chain: Locked<Chain>
 
     /// The speexdsp states and scratch buffers, used only under the lock.
     private struct Chain: ~Copyable {
@@ -145,7 +146,7 @@ public final class VoiceProcessor: Sendable {
             }
         }
         latency = preprocess == nil ? 0 : block
-        chain = Mutex(Chain(echo: echo, preprocess: preprocess,
+        chain = Locked(Chain(echo: echo, preprocess: preprocess,
                             input: [Int16](repeating: 0, count: block),
                             referenceBlock: [Int16](repeating: 0, count: block),
                             output: [Int16](repeating: 0, count: block),

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 #if canImport(Glibc)
 import Glibc
@@ -135,7 +135,7 @@ public final class WAVFileSource: AudioSource {
     public let format: AudioFormat
     public let loops: Bool
     private let samples: [Int16]
-    private let position = Mutex(0)
+    private let position = Locked(0)
 
     /// - Throws: ``AudioDeviceError`` for a missing or non-16-bit-PCM file.
     public convenience init(path: String, loops: Bool = false) throws(AudioDeviceError) {
@@ -195,7 +195,7 @@ public final class WAVFileSink: AudioSink {
         var samples = 0
         var buffer: [UInt8] = []
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     public init(path: String, format: AudioFormat = AudioFormat()) {
         self.path = path

@@ -1,7 +1,7 @@
 import Foundation
 import NIOCore
 import NIOPosix
-import Synchronization
+import Locking
 
 /// The relay's control messages: length-prefixed JSON frames exchanged before a splice.
 /// After `connected` or `paired` the connection carries the nodes' own TLS, end to end.
@@ -128,7 +128,7 @@ final class RelayState: Sendable {
         var statistics = RelayStatistics()
     }
 
-    let registry = Mutex(Registry())
+    let registry = Locked(Registry())
     let dialTimeout: Duration
 
     init(dialTimeout: Duration) { self.dialTimeout = dialTimeout }

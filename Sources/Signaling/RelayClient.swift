@@ -2,7 +2,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 import NIOSSL
-import Synchronization
+import Locking
 
 /// Why the relay could not connect this node.
 public struct RelayError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -91,7 +91,7 @@ final class RelayPreambleHandler: ChannelInboundHandler, RemovableChannelHandler
 /// The TLS channel the preamble handler built, handed from the event loop to the task that
 /// waits for the splice (set before the `connected`/`paired` message is delivered).
 final class UpgradeBox: Sendable {
-    let value = Mutex<(FramedChannel, EventLoopFuture<Fingerprint>)?>(nil)
+    let value = Locked<(FramedChannel, EventLoopFuture<Fingerprint>)?>(nil)
 
     func take() throws -> (FramedChannel, EventLoopFuture<Fingerprint>) {
         guard let upgraded = value.withLock({ $0.take() }) else { throw SignalingError.closed }

@@ -3,6 +3,7 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 import NIOTLS
+import Locking
 import Synchronization
 
 /// Bounds that keep one connection from costing the node more than a little memory or time.
@@ -197,7 +198,7 @@ struct SignalingTLS: Sendable {
         let certificate: [UInt8]
         let server: Bool
     }
-    private static let cache = Mutex<[CacheKey: SignalingTLS]>([:])
+    private static let cache = Locked<[CacheKey: SignalingTLS]>([:])
 
     init(identity: NodeIdentity, server: Bool) throws(SignalingError) {
         do {
@@ -239,7 +240,7 @@ struct SignalingTLS: Sendable {
 /// The fingerprint a peer presented, recorded by the verification callback so a refused
 /// handshake can say what it saw.
 final class PresentedIdentity: Sendable {
-    let value = Mutex<Fingerprint?>(nil)
+    let value = Locked<Fingerprint?>(nil)
 }
 
 typealias FramedChannel = NIOAsyncChannel<ByteBuffer, ByteBuffer>

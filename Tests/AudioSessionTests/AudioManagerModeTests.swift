@@ -3,6 +3,7 @@ import Foundation
 import CallNodeTestKit
 import CallNodeTestSupport
 import Media
+import Locking
 import Synchronization
 import Testing
 
@@ -20,7 +21,7 @@ final class EchoRoomBackend: AudioDeviceBackend {
         var captureStops = 0
         var discards: [Int] = []
     }
-    let room = Mutex(Room())
+    let room = Locked(Room())
     let echoDelay = 1_440
     let near: @Sendable (Int) -> Int16
 

@@ -1,4 +1,5 @@
 @testable import ICE
+import Locking
 import Synchronization
 import Testing
 
@@ -7,7 +8,7 @@ import Testing
 @Suite struct GLibLoopTests {
     @Test func jobsRunInPostingOrderAndRunReturnsTheirResults() async throws {
         let loop = try GLibLoop(name: "callnode-test")
-        let seen = Mutex<[Int]>([])
+        let seen = Locked<[Int]>([])
         for i in 0..<200 { loop.post { seen.withLock { $0.append(i) } } }
         let count = try await loop.run { seen.withLock { $0.count } }
         #expect(count == 200)
@@ -17,7 +18,7 @@ import Testing
 
     @Test func aJobPostedFromTheLoopThreadRunsAfterTheCurrentOne() async throws {
         let loop = try GLibLoop(name: "callnode-test")
-        let order = Mutex<[String]>([])
+        let order = Locked<[String]>([])
         try await loop.run {
             loop.post { order.withLock { $0.append("posted") } }
             order.withLock { $0.append("current") }

@@ -253,12 +253,12 @@ import Testing
 
 /// Collects values from concurrent tasks.
 final class Recorder<Value: Sendable>: Sendable {
-    private let storage = Mutex<[Value]>([])
+    private let storage = Locked<[Value]>([])
     func append(_ value: Value) { storage.withLock { $0.append(value) } }
     var values: [Value] { storage.withLock { $0 } }
 }
 
-import Synchronization
+import Locking
 
 /// The relay client's preamble: control frames until the splice, then the node's own TLS.
 @Suite struct RelayPreambleTests {

@@ -1,11 +1,11 @@
-import Synchronization
+import Locking
 import Testing
 
 /// A lock that tests across every test target of the process take around work that must not
 /// overlap (Swift Testing runs suites of different targets in parallel, so `.serialized`
 /// alone cannot keep them apart). Waiters are served in order.
 public final class TestLock: Sendable {
-    private let state = Mutex<(held: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    private let state = Locked<(held: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
     /// ALSA's configuration is process-global: a device opened (or hints read) in one test
     /// while the PulseAudio test opens its streams was seen to leave that test's capture silent.

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 #if canImport(Glibc)
 import Glibc
@@ -9,7 +9,7 @@ import Glibc
 public final class ChildProcess: Sendable {
     public let pid: pid_t
     /// The exit status once the child has been reaped (by `isRunning`, `wait` or `stop`).
-    private let reaped = Mutex<Int32?>(nil)
+    private let reaped = Locked<Int32?>(nil)
 
     /// Starts `path` with `arguments`; stdout and stderr go to /dev/null unless `output` names a file.
     public init(_ path: String, _ arguments: [String], output: String = "/dev/null", stdin: Int32? = nil) throws {

@@ -1,6 +1,6 @@
 import Foundation
 import ICE
-import Synchronization
+import Locking
 import Testing
 @_exported import CallNodeTestSupport
 
@@ -23,8 +23,8 @@ final class EventRecorder: Sendable {
         var waiters: [Waiter] = []
         var nextID = 0
     }
-    private let state = Mutex(State())
-    private let task: Mutex<Task<Void, Never>?> = Mutex(nil)
+    private let state = Locked(State())
+    private let task: Locked<Task<Void, Never>?> = Locked(nil)
 
     init(_ agent: IceAgent) {
         let events = agent.events
@@ -108,8 +108,8 @@ final class EventRecorder: Sendable {
 
 /// Collects an agent's received datagrams and lets a test wait for a count.
 final class DatagramCollector: Sendable {
-    private let state = Mutex<(received: [[UInt8]], waiters: [(Int, CheckedContinuation<Void, Never>)])>(([], []))
-    private let task: Mutex<Task<Void, Never>?> = Mutex(nil)
+    private let state = Locked<(received: [[UInt8]], waiters: [(Int, CheckedContinuation<Void, Never>)])>(([], []))
+    private let task: Locked<Task<Void, Never>?> = Locked(nil)
 
     init(_ agent: IceAgent) {
         let datagrams = agent.datagrams
