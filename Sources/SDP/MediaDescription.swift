@@ -25,8 +25,10 @@ public struct MediaDescription: Sendable, Equatable {
     init(parsing value: String, fail: (String) -> SDPParseError) throws(SDPParseError) {
         let parts = value.split(separator: " ").map(String.init)
         guard parts.count >= 3 else { throw fail("m= needs media, port, protocol and formats") }
-        let portParts = parts[1].split(separator: "/")
-        guard let port = Int(portParts[0]), (0...65_535).contains(port) else { throw fail("the port '\(parts[1])' is not a port number") }
+        let portParts = parts[1].split(separator: "/", omittingEmptySubsequences: false)
+        guard portParts.count <= 2, let port = Int(portParts[0]), (0...65_535).contains(port) else {
+            throw fail("the port '\(parts[1])' is not a port number")
+        }
         var portCount: Int?
         if portParts.count == 2 {
             guard let count = Int(portParts[1]), count > 0 else { throw fail("the port count in '\(parts[1])' is not a number") }

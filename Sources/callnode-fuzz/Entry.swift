@@ -12,7 +12,8 @@ nonisolated(unsafe) var selected = FuzzTarget.sdp
 public func initialize(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>) -> CInt {
     let name = getenv("CALLNODE_FUZZ_TARGET").map { String(cString: $0) } ?? ""
     guard let target = FuzzTarget(rawValue: name) else {
-        fputs("callnode-fuzz: set CALLNODE_FUZZ_TARGET to one of: \(FuzzTarget.allCases.map(\.rawValue).joined(separator: ", "))\n", stderr)
+        let message = "callnode-fuzz: set CALLNODE_FUZZ_TARGET to one of: \(FuzzTarget.allCases.map(\.rawValue).joined(separator: ", "))\n"
+        _ = message.withCString { write(2, $0, strlen($0)) }
         exit(2)
     }
     selected = target
@@ -23,6 +24,19 @@ public func initialize(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutable
 public func testOneInput(_ data: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     selected.run(data.map { Array(UnsafeBufferPointer(start: $0, count: count)) } ?? [])
     return 0
+}
+
+@_silgen_name("LLVMFuzzerRunDriver")
+func runDriver(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+               _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt) -> CInt
+
+// SwiftPM links an executable's entry point under this name (so that tests can load the
+// executable); here it hands the process to libFuzzer's driver.
+@_cdecl("callnode_fuzz_main")
+public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    var count = argc
+    var arguments = argv
+    return runDriver(&count, &arguments) { data, size in testOneInput(data, size) }
 }
 
 #else

@@ -92,6 +92,10 @@ import Testing
             ("v=0\r\no=- 1 IN IP4 1.2.3.4\r\n", 2, "six fields"),
             ("v=0\r\no=- 1 x IN IP4 1.2.3.4\r\n", 2, "not a number"),
             ("v=0\r\no=- 1 1 IN IP4 1.2.3.4\r\ns=-\r\nt=0 0\r\nm=audio 99999 RTP/AVP 0\r\n", 5, "not a port"),
+            // Found by the fuzzer: a port field with nothing around its slash trapped.
+            ("v=0\r\no=- 1 1 IN IP4 1.2.3.4\r\ns=-\r\nt=0 0\r\nm=audio / RTP/AVP 0\r\n", 5, "not a port"),
+            ("v=0\r\no=- 1 1 IN IP4 1.2.3.4\r\ns=-\r\nt=0 0\r\nm=audio 9/ RTP/AVP 0\r\n", 5, "not a number"),
+            ("v=0\r\no=- 1 1 IN IP4 1.2.3.4\r\ns=-\r\nt=0 0\r\nm=audio 9/2/3 RTP/AVP 0\r\n", 5, "not a port"),
             ("v=0\r\no=- 1 1 IN IP4 1.2.3.4\r\ns=-\r\nc=IN IPX 1.2.3.4\r\n", 4, "address type"),
             ("v=0\r\no=- 1 1 IN IP4 1.2.3.4\r\ns=-\r\nthis is not sdp\r\n", 4, "<type>=<value>"),
             ("v=0\r\ns=-\r\nt=0 0\r\n", 2, "no o= line"),
