@@ -38,14 +38,18 @@ public struct SessionDescription: Sendable, Equatable {
         var sawVersion = false
         var session = SessionDescription(origin: SDPOrigin(sessionID: "0"))
         var current: MediaDescription?
-        // "\r\n" is one Character in Swift: split on both forms.
-        let lines = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" })
+        // Lines are split on the bytes, not on Characters: "\r\n" is one Character, and a
+        // combining mark after "\n" would glue two lines into one.
+        let lines = Array(text.utf8).split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
         for (index, rawLine) in lines.enumerated() {
             let number = index + 1
-            var line = Substring(rawLine)
-            if line.hasSuffix("\r") { line = line.dropLast() }
+            var bytes = rawLine
+            if bytes.last == UInt8(ascii: "\r") { bytes = bytes.dropLast() }
+            let line = Substring(String(decoding: bytes, as: UTF8.self))
             if line.isEmpty { continue }  // a trailing line end, or stray blank lines
             func fail(_ reason: String) -> SDPParseError { SDPParseError(line: number, text: String(line), reason: reason) }
+            // RFC 8866 §5: no CR or LF inside a line (a lone CR would not survive being written).
+            guard !bytes.contains(UInt8(ascii: "\r")) else { throw fail("a carriage return inside a line") }
             guard line.count >= 2, line.dropFirst().first == "=", let type = line.first else {
                 throw fail("expected <type>=<value>")
             }
@@ -88,7 +92,7 @@ public struct SessionDescription: Sendable, Equatable {
         if let done = current { session.media.append(done) }
         guard sawVersion else { throw SDPParseError(line: 1, text: "", reason: "empty SDP body") }
         guard let origin else {
-            let second = lines.count > 1 ? String(lines[1]).trimmingCharacters(in: "\r") : ""
+            let second = lines.count > 1 ? String(decoding: lines[1], as: UTF8.self).trimmingCharacters(in: "\r") : ""
             throw SDPParseError(line: 2, text: second, reason: "no o= line (it belongs right after v=0)")
         }
         session.origin = origin

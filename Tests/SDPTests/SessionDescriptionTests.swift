@@ -96,6 +96,8 @@ import Testing
             ("v=0\r\no=- 1 1 IN IP4 1.2.3.4\r\ns=-\r\nt=0 0\r\nm=audio / RTP/AVP 0\r\n", 5, "not a port"),
             ("v=0\r\no=- 1 1 IN IP4 1.2.3.4\r\ns=-\r\nt=0 0\r\nm=audio 9/ RTP/AVP 0\r\n", 5, "not a number"),
             ("v=0\r\no=- 1 1 IN IP4 1.2.3.4\r\ns=-\r\nt=0 0\r\nm=audio 9/2/3 RTP/AVP 0\r\n", 5, "not a port"),
+            // Also from the fuzzer: a lone CR inside a line could not be written back the same.
+            ("v=0\r\no=- 1 1 IN IP4 1.2.3.4\r\ns=-\rt=0 0\r\n", 3, "carriage return"),
             ("v=0\r\no=- 1 1 IN IP4 1.2.3.4\r\ns=-\r\nc=IN IPX 1.2.3.4\r\n", 4, "address type"),
             ("v=0\r\no=- 1 1 IN IP4 1.2.3.4\r\ns=-\r\nthis is not sdp\r\n", 4, "<type>=<value>"),
             ("v=0\r\ns=-\r\nt=0 0\r\n", 2, "no o= line"),
