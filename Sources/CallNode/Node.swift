@@ -687,8 +687,16 @@ public actor CallNode: Service {
                 await addRemoteCandidates(uuid, candidates, end: end)
             case let .hold(on):
                 broadcaster.send(.remoteHold(uuid, on))
-            case .end:
-                await teardown(uuid, detail: nil)
+            case let .end(reason):
+                // The peer's own reason, when it is not a plain hang-up, is what the user here
+                // needs to hear: the call did not end by anything on this side.
+                let detail: String? = switch reason {
+                case .hangup: nil
+                case .failed: "the other node ended the call after a failure on its side (its log says which)"
+                case .timeout: "the other node gave up waiting"
+                case .shutdown: "the other node shut down"
+                }
+                await teardown(uuid, detail: detail)
                 try? await manager.reportCallEnded(uuid, reason: .remoteEnded)
             case let .reject(reason):
                 legs[uuid]?.failure = "rejected: \(reason.rawValue)"

@@ -26,9 +26,12 @@ final class GLibLoop: Sendable {
     private let thread: Locked<UInt?> = Locked(nil)  // the GThread* as a bit pattern (pointers are not Sendable)
     private let exit: Locked<CheckedContinuation<Void, Never>?> = Locked(nil)
     private let stopped = Atomic<Bool>(false)
-    /// Whether queued jobs will still run. Checked and changed under the lock, and jobs are
-    /// attached under it, so nothing is attached after the thread's final drain.
-    private let accepting = Locked(true)
+    /// Jobs waiting for the loop thread, in posting order, and whether queued jobs will still
+    /// run. Jobs are queued and their sources attached under this lock, so nothing is attached
+    /// after the thread's final drain. The loop thread takes each job out under the same lock,
+    /// which is also what shows ThreadSanitizer the hand-over (GLib's own locks are invisible
+    /// to it).
+    private let queue = Locked((accepting: true, jobs: [Job]()))
 
     /// Creates the context and starts its thread.
     init(name: String) throws(IceError) {
@@ -49,7 +52,7 @@ final class GLibLoop: Sendable {
             box.release()
             let message = error.map { String(cString: $0.pointee.message) } ?? "unknown error"
             if let error { g_error_free(error) }
-            accepting.withLock { $0 = false }
+            queue.withLock { $0.accepting = false }
             stopped.store(true, ordering: .releasing)
             throw .libnice(function: "g_thread_try_new", detail: message)
         }
@@ -81,8 +84,14 @@ final class GLibLoop: Sendable {
         // jobs and dispatch once more what was queued while refusing began, so that every job
         // either runs or is refused (and no continuation waiting in run(_:) is left behind).
         drain()
-        accepting.withLock { $0 = false }
+        queue.withLock { $0.accepting = false }
         drain()
+        // Every attached source was dispatched above; a job left over would have no source.
+        let leftover = queue.withLock { queue in
+            defer { queue.jobs.removeAll() }
+            return queue.jobs
+        }
+        for job in leftover { job.drop() }
         g_main_context_pop_thread_default(context)
         let continuation = exit.withLock { $0.take() }
         continuation?.resume()
@@ -119,20 +128,24 @@ final class GLibLoop: Sendable {
     }
 
     private func invoke(_ job: Job) {
-        let queued = accepting.withLock { accepting -> Bool in
-            guard accepting else { return false }
-            // An idle source rather than g_main_context_invoke_full, which would run the job
-            // inline when called on the loop thread.
+        let queued = queue.withLock { queue -> Bool in
+            guard queue.accepting else { return false }
+            queue.jobs.append(job)
+            // One idle source per job, each running the oldest queued job; an idle source
+            // rather than g_main_context_invoke_full, which would run the job inline when
+            // called on the loop thread.
             let source = g_idle_source_new()
             g_source_set_priority(source, cnice_priority_default())
             g_source_set_callback(
                 source,
                 { raw in
-                    Unmanaged<Job>.fromOpaque(raw!).takeUnretainedValue().perform()  // retained until the notify below
+                    // Unretained: every source is dispatched before the loop thread, which
+                    // holds this object, ends (see threadMain).
+                    Unmanaged<GLibLoop>.fromOpaque(raw!).takeUnretainedValue().runNext()
                     return 0  // G_SOURCE_REMOVE
                 },
-                Unmanaged.passRetained(job).toOpaque(),
-                { raw in Unmanaged<Job>.fromOpaque(raw!).release() })  // balances passRetained
+                Unmanaged.passUnretained(self).toOpaque(),
+                nil)
             g_source_attach(source, context)
             g_source_unref(source)
             return true
@@ -140,28 +153,37 @@ final class GLibLoop: Sendable {
         if !queued { job.drop() }
     }
 
+    /// On the loop thread: runs the oldest queued job.
+    private func runNext() {
+        let job = queue.withLock { $0.jobs.isEmpty ? nil : $0.jobs.removeFirst() }
+        job?.perform()
+    }
+
     /// One queued closure. `perform()` or `drop()` runs its side, at most once.
-    private final class Job: @unchecked Sendable {  // `done` is touched by whichever single thread runs or drops it
+    private final class Job: Sendable {
         private let work: @Sendable () -> Void
         private let dropped: (@Sendable () -> Void)?
-        private var done = false
+        private let done = Locked(false)
         init(work: @escaping @Sendable () -> Void, dropped: (@Sendable () -> Void)?) {
             self.work = work
             self.dropped = dropped
         }
+        /// True for the one caller that gets to run a side.
+        private func claim() -> Bool {
+            done.withLock { done in
+                defer { done = true }
+                return !done
+            }
+        }
         func perform() {
-            guard !done else { return }
-            done = true
-            work()
+            if claim() { work() }
         }
         func drop() {
-            guard !done else { return }
-            done = true
-            dropped?()
+            if claim() { dropped?() }
         }
         deinit {
             // A source destroyed without being dispatched (its context finalized) drops the job.
-            if !done { dropped?() }
+            if claim() { dropped?() }
         }
     }
 

@@ -26,8 +26,8 @@ public enum AudioDeviceError: Error, Sendable, Equatable, CustomStringConvertibl
 
     public var description: String {
         switch self {
-        case let .notFound(detail): "audio device not found: \(detail)"
-        case let .busy(detail): "audio device busy: \(detail)"
+        case let .notFound(detail): "audio device not found: \(detail) (`callnode devices` lists the ALSA devices)"
+        case let .busy(detail): "audio device busy: \(detail) (another program holds it; close it or pick another device)"
         case let .unsupportedFormat(detail): "unsupported audio format: \(detail)"
         case let .failed(detail): "audio device error: \(detail)"
         }
