@@ -12,7 +12,7 @@ import Darwin
 /// ThreadSanitizer sees it. On Linux, `Mutex` locks with futex calls inside the standard
 /// library, which is not instrumented, so every `Mutex`-guarded access would be reported as
 /// a race.
-public final class Locked<Value: ~Copyable>: @unchecked Sendable {
+public final class Locked<Value: ~Copyable>: @unchecked Sendable {  // every access to `value` holds the mutex
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private var value: Value
 

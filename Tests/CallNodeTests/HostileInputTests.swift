@@ -79,14 +79,20 @@ extension RealTimeTests {
         let statistics = try #require(await bob.statistics(bobCall))
         #expect(statistics.authenticationFailures == 0 && statistics.malformedDropped == 0 && statistics.replaysDropped == 0,
                 "datagrams from a stranger's address reached SRTP: \(statistics.authenticationFailures) / \(statistics.malformedDropped) / \(statistics.replaysDropped)")
+        _ = aliceEvents
+        try await Self.hangUpAndExpectTheToneThroughout(alice, bob, call, bobEvents, recording: f.path("bob-out.wav"))
+    }
+
+    /// Alice hangs up; the call must end by that hang-up, and Bob's recording must hold the
+    /// tone in every second after the first.
+    static func hangUpAndExpectTheToneThroughout(_ alice: CallNode, _ bob: CallNode, _ call: UUID,
+                                                 _ bobEvents: AsyncStream<NodeEvent>, recording: String) async throws {
         try await alice.hangUp(call)
         guard case let .ended(_, reason, _, _) = try await TwoNodeTests.next(bobEvents, where: { if case .ended = $0 { true } else { false } }) else { return }
         #expect(reason == .remoteEnded, "the call ended as \(reason), not by the hang-up")
-        _ = aliceEvents
         await alice.shutdown()
         await bob.shutdown()
-        let heard = try WAV.read(path: f.path("bob-out.wav")).samples
-        // The tone throughout: no second of the recording after the first is silent.
+        let heard = try WAV.read(path: recording).samples
         for second in 1..<(heard.count / 48_000) {
             let slice = heard[(second * 48_000)..<((second + 1) * 48_000)]
             #expect(slice.map { abs(Int($0)) }.max() ?? 0 > 3_000, "second \(second) of the recording is silent")
@@ -198,17 +204,7 @@ extension RealTimeTests {
         #expect(after.replaysDropped - before.replaysDropped == 100)
         #expect(after.authenticationFailures - before.authenticationFailures == 100)
         #expect(after.malformedDropped == before.malformedDropped)
-
-        try await alice.hangUp(call)
-        guard case let .ended(_, reason, _, _) = try await TwoNodeTests.next(bobEvents, where: { if case .ended = $0 { true } else { false } }) else { return }
-        #expect(reason == .remoteEnded, "the call ended as \(reason), not by the hang-up")
-        await alice.shutdown()
-        await bob.shutdown()
-        let heard = try WAV.read(path: f.path("bob-out.wav")).samples
-        for second in 1..<(heard.count / 48_000) {
-            let slice = heard[(second * 48_000)..<((second + 1) * 48_000)]
-            #expect(slice.map { abs(Int($0)) }.max() ?? 0 > 3_000, "second \(second) of the recording is silent")
-        }
+        try await Self.hangUpAndExpectTheToneThroughout(alice, bob, call, bobEvents, recording: f.path("bob-out.wav"))
     }
 }
 
