@@ -411,7 +411,7 @@ public enum SignalingClient {
             let seen = presented.value.withLock { $0 }
             if let pin, seen != pin { throw SignalingError.wrongIdentity(expected: pin, presented: seen) }
             if let error = error as? SignalingError { throw error }
-            throw SignalingError.unreachable(address, reason: "TLS handshake failed: \(error)")
+            throw SignalingError.unreachable(address, reason: "TLS handshake failed: \(reason(error))")
         }
         return try await channel.executeThenClose { inbound, outbound in
             try await body(SignalingConnection(peer: peer, remoteAddress: address, writer: outbound, channel: channel.channel),

@@ -1,5 +1,8 @@
 import CallNodeTestSupport
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import NIOCore
 import NIOEmbedded
 import NIOPosix
@@ -125,10 +128,20 @@ import Testing
     }
 
     @Test func unreachablePeerIsATypedError() async throws {
-        // Bind and close a port so nothing listens there.
-        let probe = try await SignalingListener(host: "127.0.0.1", port: 0, identity: try NodeIdentity.generate())
-        let port = probe.port
-        await probe.close()
+        // A port bound but not listening, held for the whole test: connecting is refused, and
+        // no other test running beside this one can take the port meanwhile (a listener that
+        // was closed again would free it).
+        let held = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(held) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(held, $0, length) == 0 && getsockname(held, $0, &length) == 0 }
+        }
+        try #require(bound, "cannot bind a probe socket (errno \(errno))")
+        let port = Int(UInt16(bigEndian: address.sin_port))
         do {
             try await SignalingClient.connect(host: "127.0.0.1", port: port, identity: try NodeIdentity.generate(), pin: nil) { _, _ in }
             Issue.record("connected to a closed port")
