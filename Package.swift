@@ -40,6 +40,9 @@ let package = Package(
         .systemLibrary(
             name: "CSpeexDSP", pkgConfig: "speexdsp",
             providers: [.apt(["libspeexdsp-dev"])]),
+        .systemLibrary(
+            name: "CSSL", pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]),
 
         // The lock shared state uses: pthread_mutex, which ThreadSanitizer can see.
         .target(name: "Locking"),
@@ -57,6 +60,10 @@ let package = Package(
                 "RTP", "COpus", "CSRTP", "CALSA", "CSpeexDSP", "Locking",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]),
+        // DTLS-SRTP (RFC 5763/5764): OpenSSL's DTLS over memory BIOs, keys into the SRTP path.
+        .target(
+            name: "DTLS",
+            dependencies: ["CSSL", "Media", "Locking"]),
         .target(
             name: "AudioSession",
             dependencies: ["Media", "CALSA", "Locking"]),
@@ -86,7 +93,7 @@ let package = Package(
         .target(
             name: "CallNode",
             dependencies: [
-                "ICE", "RTP", "SDP", "Media", "AudioSession", "Calls", "Signaling", "Locking",
+                "ICE", "RTP", "SDP", "Media", "DTLS", "AudioSession", "Calls", "Signaling", "Locking",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -151,6 +158,9 @@ let package = Package(
         .testTarget(
             name: "ICETests",
             dependencies: ["ICE", "CallNodeTestKit", "CallNodeTestSupport"]),
+        .testTarget(
+            name: "DTLSTests",
+            dependencies: ["DTLS", "Media", "Signaling", "Locking", "CallNodeTestSupport"]),
         .testTarget(
             name: "SDPTests",
             dependencies: ["SDP", "CallNodeTestSupport"]),

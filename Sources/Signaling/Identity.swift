@@ -69,7 +69,7 @@ public struct NodeIdentity: Sendable {
     /// The certificate, DER-encoded.
     public let certificateDER: [UInt8]
     /// The private key as PKCS#8 PEM.
-    let privateKeyPEM: String
+    package let privateKeyPEM: String
     /// SHA-256 over ``certificateDER``.
     public let fingerprint: Fingerprint
     /// The name in the certificate's subject.

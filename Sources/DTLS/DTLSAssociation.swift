@@ -1,0 +1,139 @@
+import Locking
+
+/// Runs a ``DTLSEndpoint`` over a datagram path for the life of a call: the handshake with
+/// its retransmissions, then whatever the peer still sends (a retransmitted last flight, a
+/// close_notify). ``keys()`` waits for the handshake's outcome.
+///
+/// The path hands DTLS datagrams to ``receive(_:)`` (first byte 20–63, RFC 7983) from any
+/// thread; the association sends through the closure it was given.
+public final class DTLSAssociation: Sendable {
+    public let endpoint: DTLSEndpoint
+    private let events: AsyncStream<Event>.Continuation
+    private let pump: Task<Void, Never>
+    private let outcome: Locked<Outcome>
+    private let send: @Sendable ([UInt8]) async -> Void
+
+    enum Event: Sendable {
+        case datagram([UInt8])
+        case tick
+    }
+
+    struct Outcome {
+        var result: Result<DTLSKeys, DTLSError>?
+        var waiters: [CheckedContinuation<Result<DTLSKeys, DTLSError>, Never>] = []
+        var handshakeTime: Duration?
+    }
+
+    /// Starts the handshake at once (a client sends its first flight).
+    ///
+    /// - Parameters:
+    ///   - handshakeTimeout: how long the handshake may take before it fails as
+    ///     ``DTLSError/timedOut(_:)``.
+    ///   - send: carries one datagram to the peer.
+    public init(endpoint: DTLSEndpoint, handshakeTimeout: Duration = .seconds(10),
+                send: @escaping @Sendable ([UInt8]) async -> Void) {
+        self.endpoint = endpoint
+        self.send = send
+        let (stream, continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(128))
+        events = continuation
+        let outcome = Locked(Outcome())
+        self.outcome = outcome
+        pump = Task {
+            await Self.run(endpoint, events: stream, ticks: continuation, timeout: handshakeTimeout, send: send, outcome: outcome)
+        }
+    }
+
+    deinit {
+        events.finish()
+        pump.cancel()
+    }
+
+    /// A DTLS datagram from the peer. Callable from any thread.
+    public func receive(_ datagram: [UInt8]) {
+        events.yield(.datagram(datagram))
+    }
+
+    /// The SRTP keys, once the handshake has finished and the peer's certificate matched.
+    /// - Throws: ``DTLSError`` when it failed, timed out or was closed first.
+    public func keys() async throws(DTLSError) -> DTLSKeys {
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<DTLSKeys, DTLSError>, Never>) in
+            let done = outcome.withLock { state -> Result<DTLSKeys, DTLSError>? in
+                if let result = state.result { return result }
+                state.waiters.append(continuation)
+                return nil
+            }
+            if let done { continuation.resume(returning: done) }
+        }
+        return try result.get()
+    }
+
+    /// How long the handshake took, once it has finished.
+    public var handshakeTime: Duration? { outcome.withLock { $0.handshakeTime } }
+
+    /// Sends a close_notify if connected and stops; a handshake still running fails as
+    /// ``DTLSError/closed``.
+    public func close() async {
+        for datagram in endpoint.close() { await send(datagram) }
+        Self.report(.failure(.closed), to: outcome, after: nil)
+        events.finish()
+    }
+
+    private static func run(_ endpoint: DTLSEndpoint, events: AsyncStream<Event>, ticks: AsyncStream<Event>.Continuation,
+                            timeout: Duration, send: @Sendable ([UInt8]) async -> Void, outcome: Locked<Outcome>) async {
+        let clock = ContinuousClock()
+        let started = clock.now
+        // OpenSSL's retransmission timer starts at one second and doubles; a tick every 50 ms
+        // is close enough to it, and stops once the handshake is over.
+        let ticker = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(50))
+                ticks.yield(.tick)
+            }
+        }
+        defer { ticker.cancel() }
+        var progress = endpoint.start()
+        for datagram in progress.send { await send(datagram) }
+        var reported = false
+        func settle(_ state: DTLSState) {
+            guard !reported else { return }
+            switch state {
+            case .handshaking: return
+            case let .connected(keys): report(.success(keys), to: outcome, after: clock.now - started)
+            case let .failed(error): report(.failure(error), to: outcome, after: nil)
+            case .closed: report(.failure(.closed), to: outcome, after: nil)
+            }
+            reported = true
+            ticker.cancel()
+        }
+        settle(progress.state)
+        for await event in events {
+            switch event {
+            case let .datagram(bytes): progress = endpoint.receive(bytes)
+            case .tick:
+                guard !reported else { continue }
+                if clock.now - started > timeout {
+                    report(.failure(.timedOut(timeout)), to: outcome, after: nil)
+                    reported = true
+                    ticker.cancel()
+                    continue
+                }
+                progress = endpoint.handleTimeout()
+            }
+            for datagram in progress.send { await send(datagram) }
+            settle(progress.state)
+        }
+        settle(.failed(.closed))
+    }
+
+    /// Records the first outcome and wakes everyone waiting for it; later ones are ignored.
+    private static func report(_ result: Result<DTLSKeys, DTLSError>, to outcome: Locked<Outcome>, after time: Duration?) {
+        let waiters = outcome.withLock { state -> [CheckedContinuation<Result<DTLSKeys, DTLSError>, Never>] in
+            guard state.result == nil else { return [] }
+            state.result = result
+            state.handshakeTime = time
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume(returning: result) }
+    }
+}

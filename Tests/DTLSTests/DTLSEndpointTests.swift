@@ -1,0 +1,259 @@
+import CallNodeTestSupport
+import DTLS
+import Foundation
+import Locking
+import Media
+import Signaling
+import Testing
+
+/// Two endpoints carried by hand, datagram by datagram, so every step is deterministic.
+@Suite struct DTLSEndpointTests {
+    static func certificate() throws -> DTLSCertificate {
+        let identity = try NodeIdentity.generate(commonName: "dtls-test")
+        return try DTLSCertificate(certificateDER: identity.certificateDER, privateKeyPEM: identity.privateKeyPEM)
+    }
+
+    struct Exchange {
+        var client: DTLSProgress
+        var server: DTLSProgress
+        var datagrams: [[UInt8]] = []
+    }
+
+    /// Runs the handshake to its end: what one side sends, the other receives (unless `drop`
+    /// says otherwise), until neither has anything to send.
+    static func handshake(_ client: DTLSEndpoint, _ server: DTLSEndpoint,
+                          drop: (Int, [UInt8]) -> Bool = { _, _ in false }) -> Exchange {
+        var exchange = Exchange(client: client.start(), server: server.start())
+        var toServer = exchange.client.send, toClient: [[UInt8]] = []
+        var index = 0
+        while !toServer.isEmpty || !toClient.isEmpty {
+            exchange.datagrams += toServer + toClient
+            var nextToClient: [[UInt8]] = [], nextToServer: [[UInt8]] = []
+            for datagram in toServer {
+                index += 1
+                if drop(index, datagram) { continue }
+                exchange.server = server.receive(datagram)
+                nextToClient += exchange.server.send
+            }
+            for datagram in toClient {
+                index += 1
+                if drop(index, datagram) { continue }
+                exchange.client = client.receive(datagram)
+                nextToServer += exchange.client.send
+            }
+            toServer = nextToServer
+            toClient = nextToClient
+        }
+        exchange.client = DTLSProgress(send: [], state: client.currentState)
+        exchange.server = DTLSProgress(send: [], state: server.currentState)
+        return exchange
+    }
+
+    static func keys(_ state: DTLSState) -> DTLSKeys? {
+        if case let .connected(keys) = state { return keys }
+        return nil
+    }
+
+    /// A minimal RTP packet (version 2, payload type 111).
+    static func rtp(sequence: UInt16) -> [UInt8] {
+        [0x80, 111, UInt8(sequence >> 8), UInt8(sequence & 0xFF), 0, 0, 0, 1, 0x11, 0x22, 0x33, 0x44] + [UInt8](repeating: 0xAB, count: 40)
+    }
+
+    @Test(arguments: [SRTPSuite.aeadAES128GCM, .aesCM128HmacSHA1_80])
+    func aHandshakeExportsMatchingSRTPKeysThatCarryPackets(suite: SRTPSuite) throws {
+        let alice = try Self.certificate(), bob = try Self.certificate()
+        let client = try DTLSEndpoint(certificate: alice, role: .client, remoteFingerprint: bob.fingerprint)
+        // The server's preference decides; the client offers both.
+        let server = try DTLSEndpoint(certificate: bob, role: .server, remoteFingerprint: alice.fingerprint, suites: [suite])
+        let exchange = Self.handshake(client, server)
+        let clientKeys = try #require(Self.keys(exchange.client.state), "client: \(exchange.client.state)")
+        let serverKeys = try #require(Self.keys(exchange.server.state), "server: \(exchange.server.state)")
+        #expect(clientKeys.suite == suite && serverKeys.suite == suite)
+        #expect(clientKeys.outbound == serverKeys.inbound && clientKeys.inbound == serverKeys.outbound)
+        #expect(clientKeys.outbound != clientKeys.inbound)
+        #expect(clientKeys.peerFingerprint == bob.fingerprint && serverKeys.peerFingerprint == alice.fingerprint)
+        #expect(exchange.datagrams.allSatisfy { $0.count <= 1200 && (20...63).contains($0[0]) })
+
+        // The keys work in libsrtp both ways.
+        let packet = Self.rtp(sequence: 7)
+        let protected = try SRTPSession(key: clientKeys.outbound, direction: .outbound).protect(packet)
+        #expect(try SRTPSession(key: serverKeys.inbound, direction: .inbound).unprotect(protected).get() == packet)
+        let back = try SRTPSession(key: serverKeys.outbound, direction: .outbound).protect(packet)
+        #expect(try SRTPSession(key: clientKeys.inbound, direction: .inbound).unprotect(back).get() == packet)
+    }
+
+    @Test func twoHandshakesGiveDifferentKeys() throws {
+        let alice = try Self.certificate(), bob = try Self.certificate()
+        var seen: [[UInt8]] = []
+        for _ in 0..<2 {
+            let exchange = Self.handshake(
+                try DTLSEndpoint(certificate: alice, role: .client, remoteFingerprint: bob.fingerprint),
+                try DTLSEndpoint(certificate: bob, role: .server, remoteFingerprint: alice.fingerprint))
+            seen.append(try #require(Self.keys(exchange.client.state)).outbound.material)
+        }
+        // Ephemeral key exchange: the same two certificates never give the same keys.
+        #expect(seen[0] != seen[1])
+    }
+
+    @Test func aCertificateThatDoesNotMatchTheFingerprintAbortsBothSides() throws {
+        let alice = try Self.certificate(), bob = try Self.certificate(), mallory = try Self.certificate()
+        // Alice expects Bob, but Mallory answers.
+        let client = try DTLSEndpoint(certificate: alice, role: .client, remoteFingerprint: bob.fingerprint)
+        let server = try DTLSEndpoint(certificate: mallory, role: .server, remoteFingerprint: alice.fingerprint)
+        let exchange = Self.handshake(client, server)
+        #expect(exchange.client.state == .failed(.fingerprintMismatch(expected: bob.fingerprint.sdpValue,
+                                                                      presented: mallory.fingerprint.sdpValue)))
+        #expect(Self.keys(exchange.server.state) == nil, "the server must not use keys the client refused: \(exchange.server.state)")
+        let message = DTLSError.fingerprintMismatch(expected: "a", presented: "b").description
+        #expect(message.contains("does not match the fingerprint"))
+
+        // The other way round: the server checks the client's certificate too.
+        let client2 = try DTLSEndpoint(certificate: mallory, role: .client, remoteFingerprint: bob.fingerprint)
+        let server2 = try DTLSEndpoint(certificate: bob, role: .server, remoteFingerprint: alice.fingerprint)
+        let second = Self.handshake(client2, server2)
+        guard case .failed(.fingerprintMismatch) = second.server.state else {
+            Issue.record("server accepted an unexpected client certificate: \(second.server.state)")
+            return
+        }
+        #expect(Self.keys(second.client.state) == nil)
+    }
+
+    @Test func noCommonSRTPProfileIsATypedFailure() throws {
+        let alice = try Self.certificate(), bob = try Self.certificate()
+        let client = try DTLSEndpoint(certificate: alice, role: .client, remoteFingerprint: bob.fingerprint, suites: [.aeadAES128GCM])
+        let server = try DTLSEndpoint(certificate: bob, role: .server, remoteFingerprint: alice.fingerprint, suites: [.aesCM128HmacSHA1_80])
+        let exchange = Self.handshake(client, server)
+        #expect(exchange.client.state == .failed(.noCommonSRTPProfile) || exchange.server.state == .failed(.noCommonSRTPProfile),
+                "client \(exchange.client.state), server \(exchange.server.state)")
+        #expect(Self.keys(exchange.client.state) == nil && Self.keys(exchange.server.state) == nil)
+    }
+
+    @Test func aSmallMTUFragmentsTheFlightsAndStillConnects() throws {
+        let alice = try Self.certificate(), bob = try Self.certificate()
+        let client = try DTLSEndpoint(certificate: alice, role: .client, remoteFingerprint: bob.fingerprint, mtu: 400)
+        let server = try DTLSEndpoint(certificate: bob, role: .server, remoteFingerprint: alice.fingerprint, mtu: 400)
+        let exchange = Self.handshake(client, server)
+        #expect(Self.keys(exchange.client.state) != nil && Self.keys(exchange.server.state) != nil)
+        #expect(exchange.datagrams.allSatisfy { $0.count <= 400 }, "largest: \(exchange.datagrams.map(\.count).max() ?? 0)")
+        #expect(exchange.datagrams.count > 6, "the certificate flights should need several datagrams")
+        #expect(throws: DTLSError.self) {
+            try DTLSEndpoint(certificate: alice, role: .client, remoteFingerprint: bob.fingerprint, mtu: 200)
+        }
+    }
+
+    @Test func garbageDuringTheHandshakeIsIgnored() throws {
+        let alice = try Self.certificate(), bob = try Self.certificate()
+        let client = try DTLSEndpoint(certificate: alice, role: .client, remoteFingerprint: bob.fingerprint)
+        let server = try DTLSEndpoint(certificate: bob, role: .server, remoteFingerprint: alice.fingerprint)
+        // Records with DTLS's first byte and nonsense after it, truncated headers, huge lengths.
+        var generator = SplitMix64(seed: 9)
+        for length in [1, 5, 13, 14, 40, 300] {
+            for first in [20, 22, 23, 63] as [UInt8] {
+                let junk = [first] + (1..<length).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+                #expect(server.receive(junk).state == .handshaking)
+            }
+        }
+        let exchange = Self.handshake(client, server)
+        #expect(Self.keys(exchange.client.state) != nil && Self.keys(exchange.server.state) != nil,
+                "client \(exchange.client.state), server \(exchange.server.state)")
+    }
+
+    @Test func closeNotifyEndsThePeersAssociation() throws {
+        let alice = try Self.certificate(), bob = try Self.certificate()
+        let client = try DTLSEndpoint(certificate: alice, role: .client, remoteFingerprint: bob.fingerprint)
+        let server = try DTLSEndpoint(certificate: bob, role: .server, remoteFingerprint: alice.fingerprint)
+        _ = Self.handshake(client, server)
+        let alert = client.close()
+        #expect(!alert.isEmpty)
+        var state = server.currentState
+        for datagram in alert { state = server.receive(datagram).state }
+        #expect(state == .closed)
+    }
+
+    @Test func fingerprintsParseAndPrintAsSDPWritesThem() throws {
+        let value = "sha-256 " + (0..<32).map { String(format: "%02X", $0 * 7 % 256) }.joined(separator: ":")
+        let fingerprint = try #require(DTLSFingerprint(sdp: value))
+        #expect(fingerprint.sdpValue == value && fingerprint.bytes.count == 32)
+        #expect(DTLSFingerprint(sdp: "SHA-256 " + value.dropFirst(8))?.algorithm == "sha-256")
+        for bad in ["", "sha-256", "sha-256 AB:CD", "sha-256 ZZ" + value.dropFirst(10), "sha-256 " + value.dropFirst(8) + ":", "a b c"] {
+            #expect(DTLSFingerprint(sdp: bad) == nil, "accepted \(bad)")
+        }
+        let certificate = try Self.certificate()
+        #expect(certificate.fingerprint.algorithm == "sha-256" && certificate.fingerprint.bytes.count == 32)
+    }
+
+    @Test func aKeyThatIsNotTheCertificatesIsRefused() throws {
+        let one = try NodeIdentity.generate(), other = try NodeIdentity.generate()
+        #expect(throws: DTLSError.self) {
+            try DTLSCertificate(certificateDER: one.certificateDER, privateKeyPEM: other.privateKeyPEM)
+        }
+        #expect(throws: DTLSError.self) {
+            try DTLSCertificate(certificateDER: [0x30, 0x03, 0x01, 0x02, 0x03], privateKeyPEM: one.privateKeyPEM)
+        }
+    }
+}
+
+/// Associations over a datagram path that loses what the test says, with OpenSSL's own
+/// retransmission timer: outcomes only, never durations.
+@Suite struct DTLSAssociationTests {
+    /// Two associations joined by closures; `lose` sees each datagram with its number.
+    final class Path: Sendable {
+        let lose: @Sendable (Int) -> Bool
+        let counter = Locked(0)
+        let ends = Locked<[DTLSAssociation?]>([nil, nil])
+        init(lose: @escaping @Sendable (Int) -> Bool) { self.lose = lose }
+
+        func carry(_ datagram: [UInt8], to index: Int) {
+            let number = counter.withLock { n -> Int in
+                n += 1
+                return n
+            }
+            guard !lose(number) else { return }
+            ends.withLock { $0[index] }?.receive(datagram)
+        }
+    }
+
+    static func pair(lose: @escaping @Sendable (Int) -> Bool, serverAnswers: Bool = true,
+                     timeout: Duration = .seconds(10)) throws -> (DTLSAssociation, DTLSAssociation) {
+        let alice = try DTLSEndpointTests.certificate(), bob = try DTLSEndpointTests.certificate()
+        let path = Path(lose: lose)
+        let client = DTLSAssociation(
+            endpoint: try DTLSEndpoint(certificate: alice, role: .client, remoteFingerprint: bob.fingerprint),
+            handshakeTimeout: timeout) { datagram in if serverAnswers { path.carry(datagram, to: 1) } }
+        let server = DTLSAssociation(
+            endpoint: try DTLSEndpoint(certificate: bob, role: .server, remoteFingerprint: alice.fingerprint),
+            handshakeTimeout: timeout) { datagram in path.carry(datagram, to: 0) }
+        path.ends.withLock { $0 = [client, server] }
+        return (client, server)
+    }
+
+    @Test func aLostFirstFlightIsRetransmittedAndTheHandshakeFinishes() async throws {
+        // The client's ClientHello is lost; OpenSSL's timer sends it again.
+        let (client, server) = try Self.pair(lose: { $0 == 1 })
+        let clientKeys = try await client.keys()
+        let serverKeys = try await server.keys()
+        #expect(clientKeys.outbound == serverKeys.inbound && clientKeys.inbound == serverKeys.outbound)
+        await client.close()
+        await server.close()
+    }
+
+    @Test func aLostLastFlightIsRecovered() async throws {
+        // Every datagram of the server's last flight the first time round: the client must
+        // retransmit its Finished and the connected server must answer it again.
+        let (client, server) = try Self.pair(lose: { (4...5).contains($0) })
+        let clientKeys = try await client.keys()
+        let serverKeys = try await server.keys()
+        #expect(clientKeys.outbound == serverKeys.inbound)
+        await client.close()
+        await server.close()
+    }
+
+    @Test func aPeerThatNeverAnswersTimesOut() async throws {
+        let (client, server) = try Self.pair(lose: { _ in false }, serverAnswers: false, timeout: .milliseconds(300))
+        await #expect(throws: DTLSError.timedOut(.milliseconds(300))) { try await client.keys() }
+        // The server heard nothing either, and gives up the same way.
+        await #expect(throws: DTLSError.timedOut(.milliseconds(300))) { try await server.keys() }
+        await server.close()
+        await client.close()
+    }
+}
