@@ -52,6 +52,17 @@ extension FuzzTarget {
         let gcm = OfferAnswer.offer(sessionID: "7", capabilities: plain,
                                     local: LocalAudioParameters(iceUfrag: "efgh", icePwd: "abcdefghijklmnopqrstuvwx", keys: keys, direction: .sendonly))
         seeds.append(("offer-gcm-sendonly", Array(gcm.serialized.utf8)))
+        // The WebRTC dialect: DTLS-SRTP with a fingerprint and a=setup, BUNDLE, msid and ssrc.
+        var dtlsLocal = LocalAudioParameters(iceUfrag: "dtls", icePwd: "0123456789abcdefghijklmn",
+                                             candidates: [candidateLines[0]], endOfCandidates: true, keys: [:],
+                                             fingerprint: "sha-256 " + (0..<32).map { String(format: "%02X", $0 * 5 + 3) }.joined(separator: ":"))
+        dtlsLocal.stream = LocalStream(streamID: "callnode", trackID: "audio", ssrc: 305_419_896, cname: "callnode")
+        let dtlsOffer = OfferAnswer.offer(sessionID: "11", capabilities: AudioCapabilities(), local: dtlsLocal)
+        seeds.append(("offer-dtls", Array(dtlsOffer.serialized.utf8)))
+        dtlsLocal.iceUfrag = "slt2"
+        if let (answer, _) = try? OfferAnswer.answer(to: dtlsOffer, sessionID: "12", capabilities: AudioCapabilities(), local: dtlsLocal) {
+            seeds.append(("answer-dtls", Array(answer.serialized.utf8)))
+        }
         return seeds
     }
 

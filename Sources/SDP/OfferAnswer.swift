@@ -18,8 +18,45 @@ public struct AudioCapabilities: Sendable, Equatable {
     public var redundancyPayloadType: Int? = 63
     /// SRTP suites in order of preference (RFC 4568 names).
     public var cryptoSuites = ["AES_CM_128_HMAC_SHA1_80", "AEAD_AES_128_GCM"]
+    /// How this node's offers key SRTP. Answers follow the offer: either kind is answered
+    /// when this node has what it needs (a certificate fingerprint, SDES keys).
+    public var keyExchange: KeyExchange = .dtls
 
     public init() {}
+}
+
+/// How SRTP is keyed.
+public enum KeyExchange: String, Sendable, Equatable, CaseIterable {
+    /// DTLS-SRTP (RFC 5763/5764): a handshake over the media path with ephemeral ECDH, so
+    /// the keys never travel in signaling and a recorded call cannot be decrypted later even
+    /// with both nodes' long-term keys (forward secrecy). What browsers speak.
+    case dtls
+    /// SDES (RFC 4568): keys inside the SDP (`a=crypto`), protected only by the signaling
+    /// channel's TLS. No handshake on the media path, so media starts one round trip sooner.
+    case sdes
+}
+
+/// `a=setup` (RFC 4145 / 5763): which side opens the DTLS handshake.
+public enum DTLSSetup: String, Sendable, Equatable {
+    /// Offers: either role (the answerer picks).
+    case actpass
+    /// Opens the handshake (the DTLS client).
+    case active
+    /// Waits for it (the DTLS server).
+    case passive
+}
+
+/// What an offer and answer agreed for DTLS-SRTP, from one side's point of view.
+public struct NegotiatedDTLS: Sendable, Equatable {
+    /// This node's role: ``DTLSSetup/active`` (client) or ``DTLSSetup/passive`` (server).
+    public var setup: DTLSSetup
+    /// The peer's `a=fingerprint` value (`sha-256 AB:CD:…`): its certificate must match.
+    public var remoteFingerprint: String
+
+    public init(setup: DTLSSetup, remoteFingerprint: String) {
+        self.setup = setup
+        self.remoteFingerprint = remoteFingerprint
+    }
 }
 
 /// What this node puts into its side of the exchange besides capabilities.
@@ -34,9 +71,19 @@ public struct LocalAudioParameters: Sendable, Equatable {
     public var direction: MediaDirection
     /// The address for the `o=` and `c=` lines (ICE ignores it; `0.0.0.0` is fine).
     public var address: String
+    /// This node's DTLS certificate fingerprint (`sha-256 AB:CD:…`), or `nil` without DTLS.
+    public var fingerprint: String?
+    /// `a=setup` in an offer: ``DTLSSetup/actpass`` at first; a later offer of the same call
+    /// keeps the role the first exchange settled (RFC 5763 §5).
+    public var offerSetup: DTLSSetup = .actpass
+    /// `a=msid` and `a=ssrc … cname` for WebRTC peers: the stream, track and SSRC this node
+    /// sends. `nil` leaves them out.
+    public var stream: LocalStream?
 
     public init(iceUfrag: String, icePwd: String, candidates: [String] = [], endOfCandidates: Bool = false,
-                keys: [String: String], direction: MediaDirection = .sendrecv, address: String = "0.0.0.0") {
+                keys: [String: String], direction: MediaDirection = .sendrecv, address: String = "0.0.0.0",
+                fingerprint: String? = nil) {
+        self.fingerprint = fingerprint
         self.iceUfrag = iceUfrag
         self.icePwd = icePwd
         self.candidates = candidates
@@ -44,6 +91,21 @@ public struct LocalAudioParameters: Sendable, Equatable {
         self.keys = keys
         self.direction = direction
         self.address = address
+    }
+}
+
+/// The media stream this node sends, as WebRTC names it (RFC 8830 `a=msid`, RFC 5576 `a=ssrc`).
+public struct LocalStream: Sendable, Equatable {
+    public var streamID: String
+    public var trackID: String
+    public var ssrc: UInt32?
+    public var cname: String
+
+    public init(streamID: String, trackID: String, ssrc: UInt32? = nil, cname: String) {
+        self.streamID = streamID
+        self.trackID = trackID
+        self.ssrc = ssrc
+        self.cname = cname
     }
 }
 
@@ -61,11 +123,11 @@ public struct NegotiatedAudio: Sendable, Equatable {
     public var packetTime: Int
     /// The agreed telephone-event payload type, if both sides support RFC 4733.
     public var telephoneEventPayloadType: Int?
-    /// The SRTP suite both sides use.
+    /// The SRTP suite both sides use (SDES; empty with DTLS, where the handshake picks it).
     public var cryptoSuite: String
-    /// This node's key (it protects what it sends with it).
+    /// This node's key (it protects what it sends with it); SDES only.
     public var localKey: String
-    /// The peer's key (it unprotects what arrives with it).
+    /// The peer's key (it unprotects what arrives with it); SDES only.
     public var remoteKey: String
     public var remoteIceUfrag: String
     public var remoteIcePwd: String
@@ -76,6 +138,10 @@ public struct NegotiatedAudio: Sendable, Equatable {
     public var direction: MediaDirection
     /// The agreed payload type of RFC 2198 redundant Opus, if both sides support it.
     public var redundancyPayloadType: Int?
+    /// DTLS-SRTP's role and the peer's fingerprint, or `nil` when SDES keyed the call.
+    public var dtls: NegotiatedDTLS?
+    /// The media stream's `a=mid` (the offer's), for BUNDLE peers.
+    public var mid: String?
 }
 
 /// Why an offer or answer cannot be used.
@@ -89,7 +155,16 @@ public struct NegotiationError: Error, Sendable, Equatable, CustomStringConverti
 public enum OfferAnswer {
     /// Writes an offer: every suite in `capabilities.cryptoSuites` that has a key in `local`,
     /// one `a=crypto` line each, in order of preference.
+    ///
+    /// With ``KeyExchange/dtls`` and a fingerprint in `local`, the offer is WebRTC's
+    /// `UDP/TLS/RTP/SAVPF` with `a=fingerprint` and `a=setup` instead of `a=crypto` lines.
     public static func offer(sessionID: String, capabilities: AudioCapabilities, local: LocalAudioParameters) -> SessionDescription {
+        if capabilities.keyExchange == .dtls, let fingerprint = local.fingerprint {
+            return describe(sessionID: sessionID, payloadType: capabilities.opusPayloadType,
+                            telephoneEvent: capabilities.telephoneEventPayloadType,
+                            redundancy: capabilities.redundancyPayloadType, capabilities: capabilities,
+                            local: local, keying: .dtls(fingerprint: fingerprint, setup: local.offerSetup), mid: "0")
+        }
         var cryptos: [SDPCrypto] = []
         for suite in capabilities.cryptoSuites {
             if let key = local.keys[suite] { cryptos.append(SDPCrypto(tag: cryptos.count + 1, suite: suite, keyParameters: key)) }
@@ -97,7 +172,20 @@ public enum OfferAnswer {
         return describe(sessionID: sessionID, payloadType: capabilities.opusPayloadType,
                         telephoneEvent: capabilities.telephoneEventPayloadType,
                         redundancy: capabilities.redundancyPayloadType, capabilities: capabilities,
-                        local: local, cryptos: cryptos)
+                        local: local, keying: .sdes(cryptos), mid: "0")
+    }
+
+    /// How a description keys SRTP.
+    enum Keying {
+        case sdes([SDPCrypto])
+        case dtls(fingerprint: String, setup: DTLSSetup)
+    }
+
+    /// The peer's `a=fingerprint` (media level, else session level) and `a=setup`, if it offers DTLS.
+    static func dtlsOffer(in description: SessionDescription, media: MediaDescription) -> (fingerprint: String, setup: DTLSSetup?)? {
+        guard let fingerprint = media.attribute("fingerprint")?.value ?? description.attribute("fingerprint")?.value else { return nil }
+        let setupValue = media.attribute("setup")?.value ?? description.attribute("setup")?.value
+        return (fingerprint, setupValue.flatMap { DTLSSetup(rawValue: $0.lowercased()) })
     }
 
     /// Answers `offer`: keeps the offer's Opus payload type, picks the first offered suite this
@@ -109,6 +197,10 @@ public enum OfferAnswer {
                               local: LocalAudioParameters) throws(NegotiationError) -> (answer: SessionDescription, negotiated: NegotiatedAudio) {
         let media = try audio(in: offer)
         let payloadType = try opusPayloadType(in: media)
+        if let dtls = dtlsOffer(in: offer, media: media) {
+            return try answerDTLS(offer: offer, media: media, dtls: dtls, payloadType: payloadType, sessionID: sessionID,
+                                  capabilities: capabilities, local: local)
+        }
         guard let chosen = media.cryptos.first(where: { capabilities.cryptoSuites.contains($0.suite) && local.keys[$0.suite] != nil }) else {
             throw NegotiationError("no SRTP suite in common (offered: \(media.cryptos.map(\.suite).joined(separator: ", ")); supported: \(capabilities.cryptoSuites.joined(separator: ", ")))")
         }
@@ -121,12 +213,54 @@ public enum OfferAnswer {
         answerLocal.direction = local.direction == .sendrecv || local.direction == mirrored ? mirrored : .inactive
         let answer = describe(sessionID: sessionID, payloadType: payloadType, telephoneEvent: telephoneEvent,
                               redundancy: redundancy, capabilities: capabilities, local: answerLocal,
-                              cryptos: [SDPCrypto(tag: chosen.tag, suite: chosen.suite, keyParameters: localKey)])
+                              keying: .sdes([SDPCrypto(tag: chosen.tag, suite: chosen.suite, keyParameters: localKey)]),
+                              mid: media.mid, proto: media.proto, bundle: bundles(offer, media))
         var negotiated = try negotiate(remote: media, payloadType: payloadType, capabilities: capabilities,
                                        telephoneEvent: telephoneEvent, suite: chosen.suite, localKey: localKey,
                                        remoteKey: chosen.keyParameters, direction: answerLocal.direction)
         negotiated.redundancyPayloadType = redundancy
         return (answer, negotiated)
+    }
+
+    /// Answers an offer keyed by DTLS: the offer's `actpass` or `passive` makes this node the
+    /// client (`active`), an `active` offer makes it the server.
+    static func answerDTLS(offer: SessionDescription, media: MediaDescription, dtls: (fingerprint: String, setup: DTLSSetup?),
+                           payloadType: Int, sessionID: String, capabilities: AudioCapabilities,
+                           local: LocalAudioParameters) throws(NegotiationError) -> (answer: SessionDescription, negotiated: NegotiatedAudio) {
+        guard let fingerprint = local.fingerprint else {
+            throw NegotiationError("the offer keys SRTP with DTLS (a=fingerprint), and this node has no DTLS certificate")
+        }
+        let setup: DTLSSetup
+        switch dtls.setup ?? .active {  // RFC 4145: a missing a=setup means active
+        case .actpass, .passive: setup = .active
+        case .active: setup = .passive
+        }
+        let telephoneEvent = capabilities.telephoneEventPayloadType == nil ? nil : telephoneEventPayloadType(in: media)
+        let redundancy = capabilities.redundancyPayloadType == nil ? nil : redundancyPayloadType(in: media, opus: payloadType)
+        var answerLocal = local
+        let mirrored = media.direction.answer
+        answerLocal.direction = local.direction == .sendrecv || local.direction == mirrored ? mirrored : .inactive
+        let answer = describe(sessionID: sessionID, payloadType: payloadType, telephoneEvent: telephoneEvent,
+                              redundancy: redundancy, capabilities: capabilities, local: answerLocal,
+                              keying: .dtls(fingerprint: fingerprint, setup: setup),
+                              mid: media.mid, proto: media.proto, bundle: bundles(offer, media))
+        var negotiated = try negotiate(remote: media, payloadType: payloadType, capabilities: capabilities,
+                                       telephoneEvent: telephoneEvent, suite: "", localKey: "", remoteKey: "",
+                                       direction: answerLocal.direction)
+        negotiated.dtls = NegotiatedDTLS(setup: setup, remoteFingerprint: dtls.fingerprint)
+        negotiated.redundancyPayloadType = redundancy
+        return (answer, negotiated)
+    }
+
+    /// Whether the offer BUNDLEs the audio stream (`a=group:BUNDLE` naming its mid): the
+    /// answer then groups it too.
+    static func bundles(_ offer: SessionDescription, _ media: MediaDescription) -> Bool {
+        guard let mid = media.mid else { return false }
+        return offer.attributes.contains { attribute in
+            guard attribute.name == "group", let value = attribute.value else { return false }
+            let fields = value.split(separator: " ")
+            return fields.first == "BUNDLE" && fields.dropFirst().contains(Substring(mid))
+        }
     }
 
     /// The offerer's view once the answer arrives.
@@ -140,6 +274,9 @@ public enum OfferAnswer {
         let payloadType = try opusPayloadType(in: media)
         guard payloadType == (try opusPayloadType(in: offered)) else {
             throw NegotiationError("the answer uses Opus payload type \(payloadType), not the offered one")
+        }
+        if dtlsOffer(in: offer, media: offered) != nil {
+            return try acceptDTLS(answer: answer, media: media, offered: offered, payloadType: payloadType, capabilities: capabilities)
         }
         guard let chosen = media.cryptos.first else { throw NegotiationError("the answer has no a=crypto line") }
         guard let mine = offered.cryptos.first(where: { $0.tag == chosen.tag && $0.suite == chosen.suite }) else {
@@ -157,6 +294,35 @@ public enum OfferAnswer {
                                        telephoneEvent: telephoneEvent, suite: chosen.suite, localKey: mine.keyParameters,
                                        remoteKey: chosen.keyParameters, direction: direction)
         // Redundancy only if this side offered it and the answer kept the offered payload type.
+        negotiated.redundancyPayloadType = redundancyPayloadType(in: media, opus: payloadType).flatMap { pt in
+            redundancyPayloadType(in: offered, opus: payloadType) == pt ? pt : nil
+        }
+        return negotiated
+    }
+
+    /// The offerer's view of a DTLS answer: its `a=setup` must pick a role.
+    static func acceptDTLS(answer: SessionDescription, media: MediaDescription, offered: MediaDescription, payloadType: Int,
+                           capabilities: AudioCapabilities) throws(NegotiationError) -> NegotiatedAudio {
+        guard let dtls = dtlsOffer(in: answer, media: media) else {
+            throw NegotiationError("the offer asked for DTLS-SRTP, and the answer has no a=fingerprint")
+        }
+        let setup: DTLSSetup
+        switch dtls.setup ?? .active {
+        case .active: setup = .passive
+        case .passive: setup = .active
+        case .actpass: throw NegotiationError("the answer says a=setup:actpass; an answer must pick active or passive")
+        }
+        let telephoneEvent = telephoneEventPayloadType(in: media).flatMap { pt in
+            telephoneEventPayloadType(in: offered) == pt ? pt : nil
+        }
+        let direction: MediaDirection = switch media.direction {
+        case .sendonly: .recvonly
+        case .recvonly: .sendonly
+        default: media.direction
+        }
+        var negotiated = try negotiate(remote: media, payloadType: payloadType, capabilities: capabilities,
+                                       telephoneEvent: telephoneEvent, suite: "", localKey: "", remoteKey: "", direction: direction)
+        negotiated.dtls = NegotiatedDTLS(setup: setup, remoteFingerprint: dtls.fingerprint)
         negotiated.redundancyPayloadType = redundancyPayloadType(in: media, opus: payloadType).flatMap { pt in
             redundancyPayloadType(in: offered, opus: payloadType) == pt ? pt : nil
         }
@@ -185,7 +351,10 @@ public enum OfferAnswer {
 
     static func telephoneEventPayloadType(in media: MediaDescription) -> Int? {
         let offered = Set(media.formats.compactMap { Int($0) })
-        return media.rtpMaps.first { $0.encoding.lowercased() == "telephone-event" && offered.contains($0.payloadType) }?.payloadType
+        // RFC 4733 events run on the audio codec's clock: Opus's 48 kHz (browsers also offer 8 kHz).
+        return media.rtpMaps.first {
+            $0.encoding.lowercased() == "telephone-event" && $0.clockRate == 48_000 && offered.contains($0.payloadType)
+        }?.payloadType
     }
 
     /// The payload type of `red/48000/2` whose `a=fmtp` names only `opus` blocks (`63 111/111`).
@@ -219,20 +388,27 @@ public enum OfferAnswer {
             cryptoSuite: suite, localKey: localKey, remoteKey: remoteKey,
             remoteIceUfrag: ufrag, remoteIcePwd: pwd,
             remoteCandidates: media.candidates, remoteEndOfCandidates: media.endOfCandidates,
-            direction: direction)
+            direction: direction, mid: media.mid)
     }
 
+    /// Writes one audio stream. Offers BUNDLE their one stream (as browsers do); answers
+    /// BUNDLE it when the offer did, and keep the offer's `mid` and transport protocol.
     static func describe(sessionID: String, payloadType: Int, telephoneEvent: Int?, redundancy: Int?,
-                         capabilities: AudioCapabilities, local: LocalAudioParameters, cryptos: [SDPCrypto]) -> SessionDescription {
+                         capabilities: AudioCapabilities, local: LocalAudioParameters, keying: Keying,
+                         mid: String?, proto: String? = nil, bundle: Bool = true) -> SessionDescription {
         let addressType = local.address.contains(":") ? "IP6" : "IP4"
         var formats = [String(payloadType)]
         if let redundancy { formats.append(String(redundancy)) }
         if let telephoneEvent { formats.append(String(telephoneEvent)) }
-        var media = MediaDescription(media: "audio", port: 9, proto: "RTP/SAVP", formats: formats)
+        let defaultProto: String = switch keying {
+        case .sdes: "RTP/SAVP"
+        case .dtls: "UDP/TLS/RTP/SAVPF"
+        }
+        var media = MediaDescription(media: "audio", port: 9, proto: proto ?? defaultProto, formats: formats)
         media.connection = SDPConnection(addressType: addressType, address: local.address)
         var fmtp = "useinbandfec=\(capabilities.useInbandFEC ? 1 : 0);usedtx=\(capabilities.useDTX ? 1 : 0)"
         fmtp += ";maxaveragebitrate=\(capabilities.maxAverageBitrate)"
-        media.attributes.append(SDPAttribute("mid", "0"))
+        if let mid { media.attributes.append(SDPAttribute("mid", mid)) }
         media.attributes.append(RTPMap(payloadType: payloadType, encoding: "opus", clockRate: 48_000, channels: 2).attribute)
         media.attributes.append(SDPAttribute("fmtp", "\(payloadType) \(fmtp)"))
         if let redundancy {
@@ -252,10 +428,25 @@ public enum OfferAnswer {
             media.attributes.append(SDPAttribute("candidate", value))
         }
         if local.endOfCandidates { media.attributes.append(SDPAttribute("end-of-candidates")) }
-        for crypto in cryptos { media.attributes.append(crypto.attribute) }
+        switch keying {
+        case let .sdes(cryptos):
+            for crypto in cryptos { media.attributes.append(crypto.attribute) }
+        case let .dtls(fingerprint, setup):
+            media.attributes.append(SDPAttribute("fingerprint", fingerprint))
+            media.attributes.append(SDPAttribute("setup", setup.rawValue))
+        }
         media.attributes.append(SDPAttribute("rtcp-mux"))
         media.setDirection(local.direction)
-        return SessionDescription(origin: SDPOrigin(sessionID: sessionID, addressType: addressType, address: local.address),
-                                  sessionName: "-", media: [media])
+        if let stream = local.stream {
+            media.attributes.append(SDPAttribute("msid", "\(stream.streamID) \(stream.trackID)"))
+            if let ssrc = stream.ssrc { media.attributes.append(SDPAttribute("ssrc", "\(ssrc) cname:\(stream.cname)")) }
+        }
+        var description = SessionDescription(origin: SDPOrigin(sessionID: sessionID, addressType: addressType, address: local.address),
+                                             sessionName: "-", media: [media])
+        if bundle, let mid {
+            description.attributes.append(SDPAttribute("group", "BUNDLE \(mid)"))
+        }
+        if local.stream != nil { description.attributes.append(SDPAttribute("msid-semantic", " WMS *")) }
+        return description
     }
 }

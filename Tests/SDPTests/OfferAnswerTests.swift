@@ -1,3 +1,4 @@
+import Foundation
 import SDP
 import Testing
 
@@ -60,17 +61,107 @@ import Testing
         #expect(try OfferAnswer.accept(answer: answer, to: offer, capabilities: AudioCapabilities()).direction == .sendonly)
     }
 
-    @Test func aBrowserOfferIsAnsweredWithItsOpusPayloadType() throws {
-        var browser = SessionDescriptionTests.browserOffer
-        browser = browser.replacingOccurrences(of: "a=rtcp-mux\n", with: "a=rtcp-mux\na=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:WVNfX19zZW1jdGwgKCkgewkyMjA7fQp9CnVubGVz\n")
-        let offer = try SessionDescription(parsing: browser)
-        let (answer, negotiated) = try OfferAnswer.answer(to: offer, sessionID: "9", capabilities: AudioCapabilities(),
-                                                          local: Self.local("answ", keys: Self.answererKeys))
+    static let fingerprintA = "sha-256 " + (0..<32).map { String(format: "%02X", $0) }.joined(separator: ":")
+    static let fingerprintB = "sha-256 " + (0..<32).map { String(format: "%02X", 255 - $0) }.joined(separator: ":")
+
+    static func dtlsLocal(_ ufrag: String, fingerprint: String) -> LocalAudioParameters {
+        var local = Self.local(ufrag, keys: [:])
+        local.fingerprint = fingerprint
+        return local
+    }
+
+    @Test func aBrowserOfferIsAnsweredInTheWebRTCDialect() throws {
+        let offer = try SessionDescription(parsing: SessionDescriptionTests.browserOffer)
+        var local = Self.dtlsLocal("answ", fingerprint: Self.fingerprintA)
+        local.stream = LocalStream(streamID: "callnode", trackID: "mic", ssrc: 42, cname: "node")
+        let (answer, negotiated) = try OfferAnswer.answer(to: offer, sessionID: "9", capabilities: AudioCapabilities(), local: local)
         #expect(negotiated.payloadType == 111 && negotiated.sendInbandFEC)
         #expect(negotiated.telephoneEventPayloadType == nil)  // the browser offered none
         #expect(negotiated.remoteCandidates.count == 1 && negotiated.remoteEndOfCandidates)
-        #expect(answer.media.first?.formats == ["111"])
         #expect(negotiated.redundancyPayloadType == nil, "red without an a=fmtp naming its blocks is not taken")
+        // The browser said actpass: this node opens the handshake, and checks the browser's certificate.
+        #expect(negotiated.dtls == NegotiatedDTLS(setup: .active, remoteFingerprint: "sha-256 AA:BB:CC:DD:EE:FF:00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD:EE:FF:00:11:22:33:44:55:66:77:88:99"))
+        #expect(negotiated.mid == "0")
+
+        let wire = try SessionDescription(parsing: answer.serialized)
+        let audio = try #require(wire.media.first)
+        #expect(audio.proto == "UDP/TLS/RTP/SAVPF" && audio.formats == ["111"])
+        #expect(audio.attribute("setup")?.value == "active" && audio.attribute("fingerprint")?.value == Self.fingerprintA)
+        #expect(audio.mid == "0" && wire.attribute("group")?.value == "BUNDLE 0" && audio.rtcpMux)
+        #expect(audio.cryptos.isEmpty)
+        // What this node does not support is not answered: no header extensions, no transport-cc.
+        #expect(!audio.has("extmap") && !audio.has("rtcp-fb"))
+        #expect(audio.values("msid") == ["callnode mic"] && audio.values("ssrc") == ["42 cname:node"])
+    }
+
+    @Test func aDTLSOfferNeedsACertificateToAnswer() throws {
+        let offer = try SessionDescription(parsing: SessionDescriptionTests.browserOffer)
+        #expect(throws: NegotiationError.self) {
+            try OfferAnswer.answer(to: offer, sessionID: "9", capabilities: AudioCapabilities(), local: Self.local("answ", keys: Self.answererKeys))
+        }
+    }
+
+    @Test func nodesNegotiateDTLSRolesBothWays() throws {
+        // Offer actpass: the answerer is the client, the offerer the server.
+        let offer = OfferAnswer.offer(sessionID: "1", capabilities: AudioCapabilities(), local: Self.dtlsLocal("offr", fingerprint: Self.fingerprintA))
+        let wireOffer = try SessionDescription(parsing: offer.serialized)
+        let audio = try #require(wireOffer.media.first)
+        #expect(audio.proto == "UDP/TLS/RTP/SAVPF" && audio.attribute("setup")?.value == "actpass" && audio.cryptos.isEmpty)
+        #expect(wireOffer.attribute("group")?.value == "BUNDLE 0")
+        let (answer, answerer) = try OfferAnswer.answer(to: wireOffer, sessionID: "2", capabilities: AudioCapabilities(),
+                                                        local: Self.dtlsLocal("answ", fingerprint: Self.fingerprintB))
+        #expect(answerer.dtls == NegotiatedDTLS(setup: .active, remoteFingerprint: Self.fingerprintA))
+        let offerer = try OfferAnswer.accept(answer: try SessionDescription(parsing: answer.serialized), to: offer, capabilities: AudioCapabilities())
+        #expect(offerer.dtls == NegotiatedDTLS(setup: .passive, remoteFingerprint: Self.fingerprintB))
+
+        // A later offer keeps the settled role: the offerer stays the server.
+        var again = Self.dtlsLocal("offr", fingerprint: Self.fingerprintA)
+        again.offerSetup = .passive
+        let reoffer = OfferAnswer.offer(sessionID: "1", capabilities: AudioCapabilities(), local: again)
+        let (_, reanswer) = try OfferAnswer.answer(to: reoffer, sessionID: "2", capabilities: AudioCapabilities(),
+                                                   local: Self.dtlsLocal("answ", fingerprint: Self.fingerprintB))
+        #expect(reanswer.dtls?.setup == .active)
+        // An offer that says active makes the answerer the server.
+        again.offerSetup = .active
+        let active = OfferAnswer.offer(sessionID: "1", capabilities: AudioCapabilities(), local: again)
+        let (_, passive) = try OfferAnswer.answer(to: active, sessionID: "2", capabilities: AudioCapabilities(),
+                                                  local: Self.dtlsLocal("answ", fingerprint: Self.fingerprintB))
+        #expect(passive.dtls?.setup == .passive)
+    }
+
+    @Test func aDTLSAnswerMustPickARoleAndCarryAFingerprint() throws {
+        let offer = OfferAnswer.offer(sessionID: "1", capabilities: AudioCapabilities(), local: Self.dtlsLocal("offr", fingerprint: Self.fingerprintA))
+        let (answer, _) = try OfferAnswer.answer(to: offer, sessionID: "2", capabilities: AudioCapabilities(),
+                                                 local: Self.dtlsLocal("answ", fingerprint: Self.fingerprintB))
+        let text = answer.serialized
+        for (broken, why) in [(text.replacingOccurrences(of: "a=setup:active", with: "a=setup:actpass"), "actpass"),
+                              (text.replacingOccurrences(of: "a=fingerprint:\(Self.fingerprintB)\r\n", with: ""), "a=fingerprint")] {
+            #expect(broken != text)
+            do {
+                _ = try OfferAnswer.accept(answer: try SessionDescription(parsing: broken), to: offer, capabilities: AudioCapabilities())
+                Issue.record("accepted an answer without \(why)")
+            } catch let error as NegotiationError {
+                #expect(error.reason.contains(why), "\(error)")
+            }
+        }
+    }
+
+    @Test func sdesStaysAvailableAndTelephoneEventsUseTheOpusClock() throws {
+        var capabilities = AudioCapabilities()
+        capabilities.keyExchange = .sdes
+        var local = Self.local("offr", keys: Self.offererKeys)
+        local.fingerprint = Self.fingerprintA
+        let offer = OfferAnswer.offer(sessionID: "1", capabilities: capabilities, local: local)
+        let audio = try #require(offer.media.first)
+        #expect(audio.proto == "RTP/SAVP" && !audio.has("fingerprint") && audio.cryptos.count == 2)
+
+        // A browser offers telephone-event at 48 kHz and at 8 kHz; the Opus clock's is taken.
+        var browser = SessionDescriptionTests.browserOffer
+        browser = browser.replacingOccurrences(of: "a=rtpmap:0 PCMU/8000\n",
+                                               with: "a=rtpmap:0 PCMU/8000\na=rtpmap:126 telephone-event/8000\na=rtpmap:110 telephone-event/48000\n")
+        let (_, negotiated) = try OfferAnswer.answer(to: try SessionDescription(parsing: browser), sessionID: "9",
+                                                     capabilities: AudioCapabilities(), local: Self.dtlsLocal("answ", fingerprint: Self.fingerprintA))
+        #expect(negotiated.telephoneEventPayloadType == 110)
     }
 
     @Test func redundantOpusIsNegotiatedOnlyWhenBothSidesNameIt() throws {
