@@ -9,8 +9,10 @@
 ///   ownership policy (system-owned or app-owned) in its type.
 /// - `Calls`: ``CallManager`` (CallKit's provider and controller), the call directory, Recents.
 /// - `SDP`: session descriptions (RFC 8866) with typed views of the attributes a call uses.
+/// - `DTLS`: DTLS-SRTP (RFC 5763/5764) over OpenSSL, keying SRTP on the media path.
 @_exported import AudioSession
 @_exported import Calls
+@_exported import DTLS
 @_exported import ICE
 @_exported import Media
 @_exported import RTP

@@ -3,7 +3,8 @@ import Media
 import Locking
 
 /// Carries a call's media over an ``IceAgent``: RTP and RTCP go out on the selected pair and
-/// what arrives is handed to the media actor.
+/// what arrives is handed to the media actor; DTLS records (first byte 20–63, RFC 7983) go
+/// to the DTLS handler instead. libnice keeps STUN (first byte 0–3) to itself.
 ///
 /// Owns one task that reads the agent's datagrams (an agent's datagram sequence can be
 /// iterated once, so give each agent one transport). The task ends when the agent closes or
@@ -48,13 +49,20 @@ public final class IceMediaTransport: MediaTransport {
         }
     }
 
+    private let dtls = Handler()
+
     public init(agent: IceAgent) {
         self.agent = agent
-        let handler = Handler()
+        let handler = Handler(), dtls = self.dtls
         self.handler = handler
         pump = Task {
             for await datagram in agent.datagrams {
-                handler.deliver(datagram.bytes)
+                let bytes = datagram.bytes
+                if let first = bytes.first, (20...63).contains(first) {
+                    dtls.deliver(bytes)
+                } else {
+                    handler.deliver(bytes)
+                }
             }
         }
     }
@@ -69,5 +77,11 @@ public final class IceMediaTransport: MediaTransport {
 
     public func setReceiveHandler(_ handler: (@Sendable ([UInt8]) -> Void)?) {
         self.handler.set(handler)
+    }
+
+    /// Sets where DTLS records go; those that arrived before are handed over first (the
+    /// peer's ClientHello may come before this side has seen ICE connect).
+    public func setDTLSHandler(_ handler: (@Sendable ([UInt8]) -> Void)?) {
+        dtls.set(handler)
     }
 }

@@ -1,6 +1,7 @@
 import AudioSession
 import Calls
 import Foundation
+import DTLS
 import ICE
 import Logging
 import Media
@@ -24,6 +25,8 @@ import Locking
 /// stops media, releases devices and closes sockets, in that order.
 public actor CallNode: Service {
     public nonisolated let identity: NodeIdentity
+    /// The identity as OpenSSL's DTLS presents it.
+    private nonisolated let dtlsCertificate: DTLSCertificate
     public nonisolated let configuration: CallNodeConfiguration
     public nonisolated let store: CallStore
     public nonisolated let manager: CallManager
@@ -84,6 +87,9 @@ public actor CallNode: Service {
         var ice: Task<PreparedICE, any Error>?
         var media: MediaActor?
         var mediaPreparation: Task<MediaActor, any Error>?
+        /// The DTLS-SRTP association keying the call's media (nil with SDES), from ICE
+        /// connected until the call ends.
+        var dtls: DTLSAssociation?
         var tasks: [Task<Void, Never>] = []
         var offer: SessionDescription?
         var negotiated: NegotiatedAudio?
@@ -134,6 +140,8 @@ public actor CallNode: Service {
         self.configuration = configuration
         self.logger = logger
         identity = try NodeIdentity.loadOrCreate(home: configuration.home, commonName: configuration.displayName ?? "callnode").identity
+        // DTLS presents the node's own certificate: its DTLS fingerprint is its identity.
+        dtlsCertificate = try DTLSCertificate(certificateDER: identity.certificateDER, privateKeyPEM: identity.privateKeyPEM)
         store = try CallStore(path: configuration.home + "/callnode.sqlite")
         let clock = MediaClock(frameDuration: configuration.media.opus.frameDuration)
         self.clock = clock
@@ -806,6 +814,7 @@ public actor CallNode: Service {
         var prepared = try await task.value
         guard legs[uuid] != nil else { throw NegotiationError("the call ended while ICE was being prepared") }
         prepared.local.candidates = ((try? await prepared.agent.localCandidates()) ?? []).map(\.description)
+        prepared.local.fingerprint = dtlsCertificate.fingerprint.sdpValue
         return prepared
     }
 
@@ -962,6 +971,7 @@ public actor CallNode: Service {
         guard let connection = legs[uuid]?.connection, let agent = legs[uuid]?.agent, let previous = legs[uuid]?.offer,
               var local = try await legs[uuid]?.ice?.value.local
         else { throw NegotiationError("the call has no offer to restart") }
+        local.fingerprint = dtlsCertificate.fingerprint.sdpValue
         guard legs[uuid]?.restartPending == false else { throw NegotiationError("an ICE restart is already waiting for the peer's answer") }
         legs[uuid]?.restartPending = true
         let gathering: IceGathering
@@ -974,6 +984,8 @@ public actor CallNode: Service {
         local.iceUfrag = gathering.credentials.ufrag
         local.icePwd = gathering.credentials.pwd
         local.candidates = ((try? await agent.localCandidates()) ?? []).map(\.description)
+        // DTLS roles stay as the first exchange settled them (RFC 5763 §5).
+        if let settled = legs[uuid]?.negotiated?.dtls?.setup { local.offerSetup = settled }
         var offer = OfferAnswer.offer(sessionID: previous.origin.sessionID, capabilities: capabilities, local: local)
         offer.origin.sessionVersion = previous.origin.sessionVersion + 1
         legs[uuid]?.offer = offer
@@ -997,6 +1009,7 @@ public actor CallNode: Service {
         guard let agent = legs[uuid]?.agent, var local = try await legs[uuid]?.ice?.value.local else {
             throw NegotiationError("a new offer came before the call had ICE")
         }
+        local.fingerprint = dtlsCertificate.fingerprint.sdpValue
         local.iceUfrag = await agent.localCredentials.ufrag
         local.icePwd = await agent.localCredentials.pwd
         let peek = try OfferAnswer.answer(to: offer, sessionID: Self.sessionID(), capabilities: capabilities, local: local).negotiated
@@ -1026,6 +1039,9 @@ public actor CallNode: Service {
     private static func checkSameMedia(_ next: NegotiatedAudio, as current: NegotiatedAudio) throws {
         guard next.cryptoSuite == current.cryptoSuite, next.localKey == current.localKey, next.remoteKey == current.remoteKey else {
             throw NegotiationError("a new offer or answer may not change the SRTP keys of a running call")
+        }
+        guard next.dtls == current.dtls else {
+            throw NegotiationError("a new offer or answer may not change the DTLS certificate or role of a running call")
         }
         guard next.payloadType == current.payloadType else {
             throw NegotiationError("a new offer or answer may not change the Opus payload type of a running call")
@@ -1130,6 +1146,7 @@ public actor CallNode: Service {
             + configuration.media.opus.frameDuration.components.attoseconds / 1_000_000_000_000_000)
         capabilities.useDTX = configuration.media.opus.discontinuousTransmission
         capabilities.telephoneEventPayloadType = Int(configuration.media.telephoneEventPayloadType)
+        capabilities.keyExchange = configuration.keyExchange
         return capabilities
     }
 
@@ -1173,25 +1190,61 @@ public actor CallNode: Service {
 
     /// Starts building the call's media actor as soon as the offer and answer are done, off this
     /// actor and while the connectivity checks run, so that ICE connecting only has to start it.
-    /// Nothing is opened until it starts.
+    /// Nothing is opened until it starts. With DTLS-SRTP it waits for ICE to connect: the
+    /// handshake runs over the selected pair, and a ClientHello sent before would only be lost
+    /// and retransmitted a second later.
     private func prepareMedia(_ uuid: UUID) {
         guard let leg = legs[uuid], leg.mediaPreparation == nil, let agent = leg.agent, let negotiated = leg.negotiated else { return }
+        if negotiated.dtls != nil && leg.connectedAt == nil { return }
         let base = configuration.media, clock = self.clock
         let systemSession = self.systemSession, appSession = self.appSession
-        legs[uuid]?.mediaPreparation = Task.detached {
-            try await Self.makeMedia(negotiated: negotiated, base: base, agent: agent, clock: clock,
+        let transport = IceMediaTransport(agent: agent)
+        var association: DTLSAssociation?
+        if let dtls = negotiated.dtls {
+            do {
+                association = try makeDTLS(dtls, over: transport)
+            } catch {
+                legs[uuid]?.mediaPreparation = Task { throw error }
+                return
+            }
+            legs[uuid]?.dtls = association
+        }
+        legs[uuid]?.mediaPreparation = Task.detached { [association] in
+            try await Self.makeMedia(negotiated: negotiated, base: base, transport: transport, dtls: association, clock: clock,
                                      systemSession: systemSession, appSession: appSession)
         }
     }
 
-    private nonisolated static func makeMedia(negotiated: NegotiatedAudio, base: MediaConfiguration, agent: IceAgent, clock: MediaClock,
+    /// A DTLS association over `transport` in the role the SDP settled, checking the
+    /// peer's certificate against the fingerprint its SDP carried.
+    private func makeDTLS(_ dtls: NegotiatedDTLS, over transport: IceMediaTransport) throws -> DTLSAssociation {
+        guard let fingerprint = DTLSFingerprint(sdp: dtls.remoteFingerprint) else {
+            throw NegotiationError("the peer's a=fingerprint '\(dtls.remoteFingerprint)' is not a hash and hex digits")
+        }
+        let endpoint = try DTLSEndpoint(certificate: dtlsCertificate, role: dtls.setup == .active ? .client : .server,
+                                        remoteFingerprint: fingerprint)
+        let association = DTLSAssociation(endpoint: endpoint, handshakeTimeout: configuration.dtlsHandshakeTimeout) { [weak transport] datagram in
+            await transport?.send(datagram)
+        }
+        transport.setDTLSHandler { datagram in association.receive(datagram) }
+        return association
+    }
+
+    private nonisolated static func makeMedia(negotiated: NegotiatedAudio, base: MediaConfiguration, transport: IceMediaTransport,
+                                              dtls: DTLSAssociation?, clock: MediaClock,
                                               systemSession: AudioSessionOwner<SystemOwned>?,
                                               appSession: AudioSessionOwner<AppOwned>?) async throws -> MediaActor {
-        guard let suite = SRTPSuite(rawValue: negotiated.cryptoSuite) else {
-            throw NegotiationError("unsupported SRTP suite \(negotiated.cryptoSuite)")
-        }
-        let keys = MediaKeys(outbound: try SRTPKey(suite: suite, inlineKeyParameter: negotiated.localKey),
+        let keys: MediaKeys
+        if let dtls {
+            let exported = try await dtls.keys()
+            keys = MediaKeys(outbound: exported.outbound, inbound: exported.inbound)
+        } else {
+            guard let suite = SRTPSuite(rawValue: negotiated.cryptoSuite) else {
+                throw NegotiationError("unsupported SRTP suite \(negotiated.cryptoSuite)")
+            }
+            keys = MediaKeys(outbound: try SRTPKey(suite: suite, inlineKeyParameter: negotiated.localKey),
                              inbound: try SRTPKey(suite: suite, inlineKeyParameter: negotiated.remoteKey))
+        }
         var media = base
         media.payloadType = UInt8(negotiated.payloadType)
         if let pt = negotiated.telephoneEventPayloadType { media.telephoneEventPayloadType = UInt8(pt) }
@@ -1210,7 +1263,7 @@ public actor CallNode: Service {
         } else {
             throw NegotiationError("no audio session")
         }
-        return try MediaActor(configuration: media, transport: IceMediaTransport(agent: agent), keys: keys,
+        return try MediaActor(configuration: media, transport: transport, keys: keys,
                               source: source, sink: sink, clock: clock)
     }
 
@@ -1228,6 +1281,13 @@ public actor CallNode: Service {
             let actor = try await preparation.value
             guard legs[uuid] != nil else { return }  // ended meanwhile; the actor never started
             legs[uuid]?.media = actor
+            if let negotiated = legs[uuid]?.negotiated {
+                let dtls = legs[uuid]?.dtls
+                let suite = dtls?.established?.suite.rawValue ?? negotiated.cryptoSuite
+                broadcaster.send(.secured(uuid, MediaSecurity(
+                    keyExchange: dtls == nil ? .sdes : .dtls, suite: suite, handshake: dtls?.handshakeTime,
+                    peerFingerprint: negotiated.dtls?.remoteFingerprint)))
+            }
             own(uuid, Task { [weak self] in
                 for await event in actor.events {
                     await self?.mediaEvent(uuid, event)
@@ -1359,6 +1419,8 @@ public actor CallNode: Service {
         for task in leg.tasks { task.cancel() }
         leg.ice?.cancel()
         leg.mediaPreparation?.cancel()
+        // close_notify goes out while the path is still there: a browser sees the end at once.
+        await leg.dtls?.close()
         await leg.media?.stop()
         await leg.agent?.close()
         leg.connection?.close()

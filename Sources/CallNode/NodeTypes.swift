@@ -66,6 +66,13 @@ public struct CallNodeConfiguration: Sendable {
     /// sooner is kept; a restart waits while the last one's answer has not come. `nil` (or
     /// zero): never restart by itself.
     public var iceRestartInterval: Duration? = .seconds(5)
+    /// How this node's offers key SRTP: DTLS-SRTP (the default: ephemeral keys that never
+    /// travel in signaling, so a recorded call stays secret even if a node's identity key
+    /// leaks later; and what browsers speak) or SDES (keys in the SDP, one round trip less
+    /// to first audio). Answers follow the offer.
+    public var keyExchange: KeyExchange = .dtls
+    /// How long a DTLS handshake may take once ICE has connected before the call fails.
+    public var dtlsHandshakeTimeout: Duration = .seconds(10)
     /// A rendezvous relay to stay registered at (reachable by fingerprint through it) and to
     /// call contacts that have no address through.
     public var relay: SignalAddress?
@@ -181,6 +188,9 @@ public enum NodeEvent: Sendable, Equatable {
     case selectedPair(UUID, SelectedPairInfo)
     /// ICE connected and media started; `setup` runs from dial (or invite) to here.
     case connected(UUID, setup: Duration)
+    /// The call's media is keyed: how, with which SRTP suite, and (DTLS) how long the
+    /// handshake took and whose certificate it checked.
+    case secured(UUID, MediaSecurity)
     /// The first frame of the peer's audio was decoded and played; `after` runs from dial (or
     /// invite) to here.
     case firstAudio(UUID, after: Duration)
@@ -208,4 +218,30 @@ public enum NodeEvent: Sendable, Equatable {
     case sessionFailed(String)
     /// A call's session status (joined, left, connection closed, timed out, …).
     case session(UUID, SessionStatus)
+}
+
+/// How a call's media is protected.
+public struct MediaSecurity: Sendable, Equatable, CustomStringConvertible {
+    public var keyExchange: KeyExchange
+    /// The SRTP suite (RFC 4568 name), as the handshake or the SDP picked it.
+    public var suite: String
+    /// How long the DTLS handshake took (ICE connected to keys), for DTLS.
+    public var handshake: Duration?
+    /// The fingerprint the peer's DTLS certificate matched, for DTLS.
+    public var peerFingerprint: String?
+
+    public init(keyExchange: KeyExchange, suite: String, handshake: Duration? = nil, peerFingerprint: String? = nil) {
+        self.keyExchange = keyExchange
+        self.suite = suite
+        self.handshake = handshake
+        self.peerFingerprint = peerFingerprint
+    }
+
+    public var description: String {
+        switch keyExchange {
+        case .sdes: "SRTP \(suite), keyed by SDES"
+        case .dtls:
+            "SRTP \(suite), keyed by DTLS" + (handshake.map { String(format: " (handshake %.1f ms)", Double($0.components.attoseconds) / 1e15 + Double($0.components.seconds) * 1000) } ?? "")
+        }
+    }
 }

@@ -67,6 +67,9 @@ public final class DTLSAssociation: Sendable {
         return try result.get()
     }
 
+    /// The keys, once the handshake has succeeded; `nil` before and after a failure.
+    public var established: DTLSKeys? { outcome.withLock { state in try? state.result?.get() } }
+
     /// How long the handshake took, once it has finished.
     public var handshakeTime: Duration? { outcome.withLock { $0.handshakeTime } }
 

@@ -210,6 +210,8 @@ final class CallRunner {
             line("ICE pair: \(pair.localType.rawValue) \(pair.local) ↔ \(pair.remoteType.rawValue) \(pair.remote) (\(pair.transport.rawValue))")
         case let .connected(_, setup):
             line("connected in \(Self.milliseconds(setup)) ms")
+        case let .secured(_, security):
+            line("media secured: \(security)")
         case let .firstAudio(_, after):
             line("hearing the peer (first audio \(Self.milliseconds(after)) ms after the dial)")
         case let .statistics(uuid, stats):
@@ -294,6 +296,12 @@ final class CallRunner {
         case let .ringing(uuid, callee): return ["event": "ringing", "call": uuid.uuidString, "fingerprint": callee.hex]
         case let .state(uuid, phase, held, muted):
             return ["event": "state", "call": uuid.uuidString, "state": phase, "held": held, "muted": muted]
+        case let .secured(uuid, security):
+            var object: [String: Any] = ["event": "secured", "call": uuid.uuidString, "key_exchange": security.keyExchange.rawValue,
+                                         "suite": security.suite]
+            if let handshake = security.handshake { object["handshake_ms"] = milliseconds(handshake) }
+            if let fingerprint = security.peerFingerprint { object["peer_fingerprint"] = fingerprint }
+            return object
         case let .selectedPair(uuid, pair):
             return ["event": "selected-pair", "call": uuid.uuidString, "local_type": pair.localType.rawValue,
                     "remote_type": pair.remoteType.rawValue, "transport": pair.transport.rawValue,

@@ -60,6 +60,9 @@ struct NodeOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("While a call's connection stays lost, restart ICE after this many seconds and again every as many (the callee does; 0: never).", valueName: "SECONDS"))
     var iceRestart: Double = 5
 
+    @Option(name: .long, help: ArgumentHelp("How this node's offers key SRTP: dtls (a DTLS-SRTP handshake on the media path; ephemeral keys, forward secrecy, what browsers speak) or sdes (keys inside the signaled SDP). Answers follow the offer.", valueName: "KIND"))
+    var keyExchange: String = KeyExchange.dtls.rawValue
+
     @Flag(name: .long, help: "Print one JSON object per line on stdout for every event.")
     var json = false
 
@@ -84,6 +87,9 @@ struct NodeOptions: ParsableArguments {
             throw ValidationError("--redundancy must be adaptive, always or off (got '\(redundancy)')")
         }
         if let duration, !(duration > 0) { throw ValidationError("--duration must be a positive number of seconds") }
+        guard KeyExchange(rawValue: keyExchange) != nil else {
+            throw ValidationError("--key-exchange must be dtls or sdes (got '\(keyExchange)')")
+        }
         guard iceRestart >= 0, iceRestart <= 3600 else { throw ValidationError("--ice-restart must be 0–3600 seconds (0: never)") }
         if let signal, SignalAddress(signal) == nil { throw ValidationError("--signal '\(signal)' is not HOST:PORT") }
         if let relay, SignalAddress(relay) == nil { throw ValidationError("--relay '\(relay)' is not HOST:PORT") }
@@ -108,6 +114,7 @@ struct NodeOptions: ParsableArguments {
         configuration.appOwnedAudio = appOwnedAudio
         configuration.voiceProcessing = voiceProcessing == "auto" ? nil : voiceProcessing == "on"
         configuration.recordingAlwaysPrepared = prepareRecording
+        configuration.keyExchange = KeyExchange(rawValue: keyExchange) ?? .dtls  // checked in validate()
         configuration.iceRestartInterval = iceRestart > 0 ? .milliseconds(Int(iceRestart * 1000)) : nil
         var media = MediaConfiguration()
         media.opus.bitrate = bitrate

@@ -23,7 +23,8 @@ extension RealTimeTests {
         func node(_ name: String, input: NodeAudioInput = .silence, output: NodeAudioOutput = .null,
                   speaker: NodeAudioOutput? = nil, autoAnswer: Bool = true, acceptUnknown: Bool = false,
                   appOwned: Bool = false, provider: ProviderConfiguration? = nil, iceAgentPool: Int = 1,
-                  voiceProcessing: Bool? = nil, prepared: Bool = false, signalingLimits: SignalingLimits? = nil) async throws -> CallNode {
+                  voiceProcessing: Bool? = nil, prepared: Bool = false, signalingLimits: SignalingLimits? = nil,
+                  keyExchange: KeyExchange = .dtls) async throws -> CallNode {
             var configuration = CallNodeConfiguration(home: path(name))
             configuration.displayName = name
             configuration.listenAddress = SignalAddress(host: "127.0.0.1", port: 0)
@@ -35,6 +36,7 @@ extension RealTimeTests {
             configuration.iceAgentPool = iceAgentPool
             configuration.voiceProcessing = voiceProcessing
             configuration.recordingAlwaysPrepared = prepared
+            configuration.keyExchange = keyExchange
             if let provider { configuration.provider = provider }
             if let signalingLimits { configuration.signalingLimits = signalingLimits }
             let node = try await CallNode(configuration: configuration)
