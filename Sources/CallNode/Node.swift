@@ -55,6 +55,9 @@ public actor CallNode: Service {
     /// Connections that came from this node's own session joins: their invitations are
     /// answered without ringing or contact checks.
     private var sessionConnections: [ObjectIdentifier: (session: String, startMuted: Bool)] = [:]
+    /// The web port's servers (see ``serveWeb(host:port:secret:)``) and the pages connected to them.
+    private var webServers: [WebSignalingServer] = []
+    private var webPages: [SignalingConnection] = []
 
     /// One call's signaling, ICE and media.
     private enum LossSignal: Hashable { case ice, media }
@@ -280,6 +283,8 @@ public actor CallNode: Service {
             await appSession.shutdown()
         }
         await listener?.close()
+        for server in webServers { await server.close() }
+        for page in webPages { page.close() }
         for task in tasks { task.cancel() }
         for task in tasks { await task.value }
         tasks.removeAll()
@@ -304,6 +309,9 @@ public actor CallNode: Service {
         case let .address(address): handleValue = address.description
         case let .pinned(_, fingerprint), let .relayed(fingerprint, _): handleValue = fingerprint.hex
         case .session: throw .sessionNeedsJoin
+        case .webPage:
+            guard freeWebPage() != nil else { throw .noWebPage }
+            handleValue = WebSignalingServer.pagePeer.hex
         }
         let uuid = UUID()
         var leg = Leg(uuid: uuid, outgoing: true)
@@ -557,6 +565,19 @@ public actor CallNode: Service {
         case let .pinned(a, f): route = .direct(a, f)
         case let .relayed(f, relay): route = .relayed(relay, f)
         case .session: return
+        case .webPage:
+            // The page is already connected and read by its own task: invite it there.
+            prepareICEEarly(uuid, role: .controlled)
+            guard let page = freeWebPage() else {
+                legs[uuid]?.failure = CallNodeError.noWebPage.description
+                legs[uuid]?.connectionTask = Task { [weak self] in await self?.connectionClosed(uuid, error: nil) }
+                return
+            }
+            legs[uuid]?.connectionTask = Task { [weak self] in
+                guard let self else { return }
+                if await !self.dialed(uuid, page) { await self.connectionClosed(uuid, error: nil) }
+            }
+            return
         }
         prepareICEEarly(uuid, role: .controlled)
         let identity = self.identity, limits = configuration.signalingLimits
@@ -588,15 +609,18 @@ public actor CallNode: Service {
         legs[uuid]?.connection = connection
         legs[uuid]?.peer = connection.peer
         keepAlive(uuid, connection)
+        // The call counts as connecting before the invitation leaves: a peer that answers at
+        // once (a web page on the same machine) can have its offer here while the send is
+        // still being awaited.
+        if let action = legs[uuid]?.startAction {
+            try? await manager.fulfill(action)
+            try? await manager.reportOutgoingCallStartedConnecting(uuid)
+        }
         do {
             try await connection.send(.invite(Invitation(displayName: configuration.displayName, title: legs[uuid]?.title,
                                                          session: legs[uuid]?.session)), call: uuid)
         } catch {
             return false
-        }
-        if let action = legs[uuid]?.startAction {
-            try? await manager.fulfill(action)
-            try? await manager.reportOutgoingCallStartedConnecting(uuid)
         }
         return true
     }
@@ -633,6 +657,53 @@ public actor CallNode: Service {
             connection.close()
             return
         }
+    }
+
+    // MARK: - Web pages
+
+    /// Serves the call page and its WebSocket signaling on `host:port`: a browser that opens
+    /// the page (with `secret`) can call this node, and ``call(_:title:)`` with
+    /// ``CallTarget/webPage`` rings it. Calls with pages use DTLS-SRTP, as browsers require.
+    ///
+    /// - Returns: the bound address (useful with port 0).
+    /// - Throws: ``SignalingError/cannotListen(_:reason:)``.
+    public func serveWeb(host: String, port: Int, secret: String) async throws(SignalingError) -> SignalAddress {
+        let server = try await WebSignalingServer(host: host, port: port, secret: secret, page: WebPage.html,
+                                                  limits: configuration.signalingLimits)
+        webServers.append(server)
+        let weak = WeakNode(self)
+        keep(Task {
+            await server.run { connection, messages in
+                await weak.node?.servePage(connection, messages)
+            }
+        })
+        let address = SignalAddress(host: host, port: server.port)
+        logger.info("serving the call page on http://\(address)/")
+        return address
+    }
+
+    /// Web pages connected now, oldest first.
+    public var connectedWebPages: Int { webPages.count }
+
+    private nonisolated func servePage(_ connection: SignalingConnection, _ messages: SignalMessages) async {
+        await pageConnected(connection)
+        await serve(connection, messages)
+        await pageDisconnected(connection)
+    }
+
+    private func pageConnected(_ connection: SignalingConnection) {
+        webPages.append(connection)
+        broadcaster.send(.webPage(connected: true, from: connection.remoteAddress))
+    }
+
+    private func pageDisconnected(_ connection: SignalingConnection) {
+        webPages.removeAll { $0.id == connection.id }
+        broadcaster.send(.webPage(connected: false, from: connection.remoteAddress))
+    }
+
+    /// The newest page not carrying a call.
+    private func freeWebPage() -> SignalingConnection? {
+        webPages.last { !carriesCall($0) }
     }
 
     private func carriesCall(_ connection: SignalingConnection) -> Bool {
@@ -743,10 +814,12 @@ public actor CallNode: Service {
             }
         } else if store.directory.isBlocked(handle) {
             refusal = .blocked
-        } else if contact == nil && !configuration.acceptUnknownCallers {
+        } else if contact == nil && !configuration.acceptUnknownCallers && connection.origin != .webPage {
+            // A web page has no certificate to be a contact with; the web secret admitted it.
             refusal = .unknownCaller
         } else {
             let name = contact?.name ?? invitation.displayName.map { "\($0) (unverified)" }
+                ?? (connection.origin == .webPage ? "web page at \(connection.remoteAddress)" : nil)
             do {
                 try await manager.reportNewIncomingCall(uuid, update: CallUpdate(remoteHandle: handle, localizedCallerName: name))
             } catch {
@@ -901,8 +974,8 @@ public actor CallNode: Service {
     private func sendOffer(_ uuid: UUID) async throws {
         guard let connection = legs[uuid]?.connection else { throw NegotiationError("the call has no signaling connection") }
         let prepared = try await preparedICE(uuid, role: .controlling)
-        let local = prepared.local
-        let offer = OfferAnswer.offer(sessionID: Self.sessionID(), capabilities: capabilities, local: local)
+        var local = prepared.local
+        let offer = OfferAnswer.offer(sessionID: Self.sessionID(), capabilities: capabilities(for: connection, local: &local), local: local)
         legs[uuid]?.offer = offer
         try await connection.send(.offer(sdp: offer.serialized), call: uuid)
         try await manager.reportProgress(uuid, .offerSent)
@@ -919,8 +992,9 @@ public actor CallNode: Service {
             return
         }
         let prepared = try await preparedICE(uuid, role: .controlled)
-        let local = prepared.local
-        let (answer, negotiated) = try OfferAnswer.answer(to: offer, sessionID: Self.sessionID(), capabilities: capabilities, local: local)
+        var local = prepared.local
+        let (answer, negotiated) = try OfferAnswer.answer(to: offer, sessionID: Self.sessionID(),
+                                                          capabilities: capabilities(for: connection, local: &local), local: local)
         legs[uuid]?.negotiated = negotiated
         try await connection.send(.answer(sdp: answer.serialized), call: uuid)
         try await setRemote(uuid, negotiated)
@@ -1136,6 +1210,17 @@ public actor CallNode: Service {
         legs[uuid]?.trickle?.cancel()
         legs[uuid]?.trickle = task
         own(uuid, task)
+    }
+
+    /// The capabilities for a call on `connection`: a web page gets DTLS whatever this node's
+    /// own preference (browsers speak nothing else), and WebRTC's stream ids in `local`.
+    private func capabilities(for connection: SignalingConnection, local: inout LocalAudioParameters) -> AudioCapabilities {
+        var capabilities = self.capabilities
+        if connection.origin == .webPage {
+            capabilities.keyExchange = .dtls
+            local.stream = LocalStream(streamID: "callnode", trackID: "callnode-audio", cname: "callnode")
+        }
+        return capabilities
     }
 
     private var capabilities: AudioCapabilities {

@@ -127,6 +127,9 @@ public enum CallTarget: Sendable, Hashable, CustomStringConvertible {
     case relayed(Fingerprint, relay: SignalAddress)
     /// The other participant of a session (see ``CallNode/join(session:relay:title:startMuted:)``).
     case session(String)
+    /// The browser page connected to this node's web port most recently and not in a call
+    /// (see ``CallNode/serveWeb(host:port:secret:)``): the node rings it.
+    case webPage
 
     public var description: String {
         switch self {
@@ -135,6 +138,7 @@ public enum CallTarget: Sendable, Hashable, CustomStringConvertible {
         case let .pinned(address, fingerprint): "\(address) (\(fingerprint.short))"
         case let .relayed(fingerprint, relay): "\(fingerprint.short) via relay \(relay)"
         case let .session(id): "session \(id)"
+        case .webPage: "the web page"
         }
     }
 }
@@ -149,6 +153,8 @@ public enum CallNodeError: Error, Sendable, Equatable, CustomStringConvertible {
     case noSuchCall(UUID)
     case restartFromCaller
     case restartFailed(String)
+    /// ``CallTarget/webPage`` with no page connected (or every page in a call).
+    case noWebPage
 
     public var description: String {
         switch self {
@@ -160,6 +166,7 @@ public enum CallNodeError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .noSuchCall(uuid): "no connected call \(uuid)"
         case .restartFromCaller: "ICE restarts are started by the callee (it offered first); the caller answers them"
         case let .restartFailed(reason): "the ICE restart failed: \(reason)"
+        case .noWebPage: "no web page is connected and free (open the node's web page first)"
         }
     }
 }
@@ -216,6 +223,8 @@ public enum NodeEvent: Sendable, Equatable {
     case sessionWaiting(String)
     /// A session join was refused or failed (unknown, expired or full session; relay down).
     case sessionFailed(String)
+    /// A browser page connected to (or left) the web port.
+    case webPage(connected: Bool, from: String)
     /// A call's session status (joined, left, connection closed, timed out, …).
     case session(UUID, SessionStatus)
 }

@@ -34,6 +34,8 @@ public struct SignalingConnection: Sendable {
     public let remoteAddress: String
     let writer: NIOAsyncChannelOutboundWriter<ByteBuffer>
     let channel: any Channel
+    /// A node over TLS, or a browser page over the web port's WebSocket.
+    public internal(set) var origin: SignalingOrigin = .node
 
     /// Sends one message.
     /// - Throws: ``SignalingError/closed`` once the connection is gone.

@@ -60,6 +60,70 @@ struct Listen: AsyncParsableCommand {
     }
 }
 
+struct Web: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Serve a call page: a browser calls this node, and the node rings the browser.",
+        discussion: """
+            Serves one page and a WebSocket on --listen. Open the printed address in a browser: \
+            the page calls the node (it answers per its policy: --auto-answer, or press a) and \
+            the node rings the page (press r, or give --ring-page). Media is WebRTC: ICE, \
+            DTLS-SRTP and Opus with the node's configured --input and --output. \
+            The WebSocket needs the secret (printed at start, or --secret); the page reads it \
+            from the address's #secret=… part, which browsers never send to a server. \
+            Browsers allow the microphone only on localhost or https: open the page on this \
+            machine, or through a tunnel (ssh -L 8080:localhost:8080 HOST).
+            Keys on a terminal: r ring the page, a answer, m mute, h hold, q hang up; Ctrl-C exits.
+            """)
+
+    @Option(name: .long, help: ArgumentHelp("Serve the page and its WebSocket here.", valueName: "HOST:PORT"))
+    var listen: String = "127.0.0.1:8080"
+
+    @Option(name: .long, help: ArgumentHelp("The secret a page must present (default: a new random one, printed at start).", valueName: "TEXT"))
+    var secret: String?
+
+    @Flag(name: .long, help: "Ring the first page that connects.")
+    var ringPage = false
+
+    @OptionGroup var options: NodeOptions
+
+    func validate() throws {
+        guard SignalAddress(listen) != nil else { throw ValidationError("--listen '\(listen)' is not HOST:PORT") }
+        if let secret, secret.count < 8 || secret.contains(where: { $0.isWhitespace }) {
+            throw ValidationError("--secret must be at least 8 characters without spaces")
+        }
+    }
+
+    func run() async throws {
+        let node = try await openNode(try options.configuration(defaultSignal: nil))
+        let runner = CallRunner(node: node, json: options.json, duration: options.duration,
+                                exitAfterFirstCall: options.duration != nil, ringsWebPage: ringPage)
+        runner.attach()
+        await node.start()
+        let address = SignalAddress(listen)!  // checked in validate()
+        let secret = self.secret ?? WebSignalingServer.makeSecret()
+        do {
+            let bound = try await node.serveWeb(host: address.host, port: address.port, secret: secret)
+            let host = ["0.0.0.0", "::"].contains(bound.host) ? "localhost" : bound.host
+            let shown = SignalAddress(host: host, port: bound.port)
+            if options.json {
+                runner.emit(["event": "web", "url": "http://\(shown)/#secret=\(secret)", "address": bound.description])
+            } else {
+                print("call page: http://\(shown)/#secret=\(secret)")
+            }
+        } catch {
+            printError("callnode: \(error)")
+            await node.shutdown()
+            throw ExitCode(1)
+        }
+        let outcome = await runner.run(calling: nil)
+        await node.shutdown()
+        if case let .failed(message) = outcome {
+            printError(message)
+            throw ExitCode(outcome.exitCode)
+        }
+    }
+}
+
 struct Call: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Call another node.",

@@ -11,7 +11,7 @@ struct CallNodeCommand: AsyncParsableCommand {
         commandName: "callnode",
         abstract: "A peer-to-peer audio call node: ICE (libnice), SRTP, Opus and ALSA.",
         version: CallNodeVersion.string,
-        subcommands: [Demo.self, Listen.self, Call.self, Relay.self, Session.self, Join.self, Identity.self, Contacts.self, Block.self, Unblock.self, Recents.self, Devices.self, Gather.self])
+        subcommands: [Demo.self, Listen.self, Call.self, Web.self, Relay.self, Session.self, Join.self, Identity.self, Contacts.self, Block.self, Unblock.self, Recents.self, Devices.self, Gather.self])
 }
 
 /// Options that describe how ICE reaches the network, shared by every command that uses it.

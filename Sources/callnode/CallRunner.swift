@@ -46,8 +46,11 @@ final class CallRunner {
     private let isTerminal = isatty(1) == 1
     private var statusShown = false
     private var keyboard: RawKeyboard?
+    /// Ring the first web page that connects (`callnode web --ring-page`).
+    private var ringsWebPage: Bool
 
-    init(node: CallNode, json: Bool, duration: Double?, exitAfterFirstCall: Bool) {
+    init(node: CallNode, json: Bool, duration: Double?, exitAfterFirstCall: Bool, ringsWebPage: Bool = false) {
+        self.ringsWebPage = ringsWebPage
         self.node = node
         self.json = json
         self.duration = duration.map { .milliseconds(Int64($0 * 1000)) }
@@ -103,6 +106,9 @@ final class CallRunner {
                     }
                 case let .incoming(uuid, _, _, _):
                     if current == nil { current = uuid }
+                case .webPage(connected: true, _) where ringsWebPage && current == nil:
+                    ringsWebPage = false
+                    await ringWebPage()
                 case let .rejected(uuid, reason) where uuid == dialed:
                     outcome = .failed("callnode: the call was rejected: \(reason)")
                 case let .dialing(uuid, _) where dialed == nil && target == nil:
@@ -151,7 +157,19 @@ final class CallRunner {
         return outcome
     }
 
+    private func ringWebPage() async {
+        do {
+            current = try await node.call(.webPage)
+        } catch {
+            line("cannot ring the page: \(error)")
+        }
+    }
+
     private func handleKey(_ key: UInt8) async {
+        if key == UInt8(ascii: "r"), current == nil {
+            await ringWebPage()
+            return
+        }
         guard let call = current else { return }
         switch Character(UnicodeScalar(key)) {
         case "a":
@@ -212,6 +230,8 @@ final class CallRunner {
             line("connected in \(Self.milliseconds(setup)) ms")
         case let .secured(_, security):
             line("media secured: \(security)")
+        case let .webPage(connected, from):
+            line(connected ? "a web page connected from \(from)" : "the web page at \(from) left")
         case let .firstAudio(_, after):
             line("hearing the peer (first audio \(Self.milliseconds(after)) ms after the dial)")
         case let .statistics(uuid, stats):
@@ -280,6 +300,9 @@ final class CallRunner {
         fflush(nil)
     }
 
+    /// One JSON line on stdout (for `--json` output that is not a node event).
+    func emit(_ object: [String: Any]) { emitJSON(object) }
+
     private func emitJSON(_ object: [String: Any]) {
         var object = object
         object["time"] = Date().timeIntervalSince1970
@@ -296,6 +319,8 @@ final class CallRunner {
         case let .ringing(uuid, callee): return ["event": "ringing", "call": uuid.uuidString, "fingerprint": callee.hex]
         case let .state(uuid, phase, held, muted):
             return ["event": "state", "call": uuid.uuidString, "state": phase, "held": held, "muted": muted]
+        case let .webPage(connected, from):
+            return ["event": "web-page", "connected": connected, "from": from]
         case let .secured(uuid, security):
             var object: [String: Any] = ["event": "secured", "call": uuid.uuidString, "key_exchange": security.keyExchange.rawValue,
                                          "suite": security.suite]

@@ -1,0 +1,276 @@
+/// The page `callnode web` serves: plain HTML and JavaScript, no build step, no outside
+/// resources. It speaks the node's own signaling envelopes over the WebSocket and WebRTC
+/// (DTLS-SRTP, Opus, trickle ICE) on the media path.
+///
+/// The fragment carries settings, so they never reach a server log: `#secret=…` (required),
+/// `name=…`, and for unattended use `call=1` (call as soon as connected), `answer=1` (answer
+/// the node's calls at once), `hangup=SECONDS` (hang up that long after connecting),
+/// `stats=1` (log `callnode-stats {json}` every second on the console) and `raw=1` (the
+/// microphone without the browser's echo cancellation, noise suppression and gain control).
+enum WebPage {
+    static let html = #"""
+<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>CallNode</title>
+<style>
+  body { font: 16px/1.4 system-ui, sans-serif; max-width: 32em; margin: 2em auto; padding: 0 1em; color: #222; }
+  h1 { font-size: 1.4em; margin-bottom: .2em; }
+  #state { font-weight: 600; margin: .8em 0; }
+  #detail { color: #666; min-height: 1.4em; font-size: .9em; }
+  button { font-size: 1em; padding: .5em 1.1em; margin: .2em .3em .2em 0; border-radius: .4em; border: 1px solid #888; background: #f4f4f4; }
+  button:disabled { opacity: .4; }
+  #call, #answer { background: #1a7f37; color: #fff; border-color: #1a7f37; }
+  #hangup, #decline { background: #c62828; color: #fff; border-color: #c62828; }
+  .meter { height: .8em; background: #eee; border-radius: .4em; overflow: hidden; margin: .3em 0 .8em; }
+  .meter div { height: 100%; width: 0; background: #1a7f37; transition: width .1s; }
+  label { font-size: .9em; color: #444; }
+</style>
+</head>
+<body>
+<h1>CallNode</h1>
+<div id="state">Connecting to the node…</div>
+<div id="detail"></div>
+<div>
+  <button id="call" disabled>Call the node</button>
+  <button id="answer" hidden>Answer</button>
+  <button id="decline" hidden>Decline</button>
+  <button id="mute" disabled>Mute</button>
+  <button id="hangup" disabled>Hang up</button>
+</div>
+<p><label>The node's voice</label><div class="meter"><div id="remoteLevel"></div></div>
+<label>Your microphone</label><div class="meter"><div id="localLevel"></div></div></p>
+<audio id="remote" autoplay></audio>
+<script>
+"use strict";
+const settings = new URLSearchParams(location.hash.slice(1));
+const $ = (id) => document.getElementById(id);
+const log = (...parts) => console.log("callnode:", ...parts);
+window.addEventListener("error", (e) => console.error("callnode-error", e.message, e.filename + ":" + e.lineno));
+window.addEventListener("unhandledrejection", (e) => console.error("callnode-error", String(e.reason && (e.reason.stack || e.reason))));
+
+let socket = null, pc = null, call = null, mic = null, role = null, pendingCandidates = [], remoteSet = false;
+let connectedAt = null, statsTimer = null, hangupTimer = null, audioContext = null;
+
+function state(text, detail) { $("state").textContent = text; $("detail").textContent = detail || ""; log("state", text, detail || ""); }
+function send(type, fields) {
+  if (!socket || socket.readyState !== WebSocket.OPEN) return;
+  socket.send(JSON.stringify(Object.assign({ v: 1, type: type, call: call }, fields || {})));
+}
+function buttons(inCall, ringing) {
+  $("call").disabled = inCall || ringing || !socket || socket.readyState !== WebSocket.OPEN;
+  $("answer").hidden = $("decline").hidden = !ringing;
+  $("mute").disabled = $("hangup").disabled = !inCall;
+}
+
+function connect() {
+  const secret = settings.get("secret");
+  if (!secret) { state("No secret", "Open this page with #secret=… as the node printed it."); return; }
+  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+  socket = new WebSocket(scheme + "//" + location.host + "/ws?secret=" + encodeURIComponent(secret));
+  socket.onopen = () => {
+    state("Ready", "Connected to the node.");
+    buttons(false, false);
+    if (settings.get("call") === "1" && !call) startCall();
+  };
+  socket.onmessage = (event) => {
+    let message;
+    try { message = JSON.parse(event.data); } catch (e) { console.error("callnode-error", "not JSON from the node:", event.data); return; }
+    handle(message).catch((e) => { console.error("callnode-error", String(e && (e.stack || e))); finish("failed", String(e)); });
+  };
+  socket.onclose = (event) => {
+    if (call) finish("connection closed");
+    socket = null;
+    buttons(false, false);
+    if (event.code === 1006 && !event.wasClean && $("state").textContent === "Connecting to the node…") {
+      state("Refused", "The node refused the connection: check the secret.");
+    }
+    setTimeout(connect, 1000);
+  };
+}
+setInterval(() => { if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ v: 1, type: "keep-alive" })); }, 10000);
+
+async function microphone() {
+  const processing = settings.get("raw") !== "1";
+  if (!mic) mic = await navigator.mediaDevices.getUserMedia({ audio: { echoCancellation: processing, noiseSuppression: processing, autoGainControl: processing }, video: false });
+  meter(mic, $("localLevel"));
+  return mic;
+}
+
+async function makePeer() {
+  const peer = new RTCPeerConnection({ bundlePolicy: "max-bundle", rtcpMuxPolicy: "require" });
+  pc = peer;
+  pendingCandidates = []; remoteSet = false;
+  for (const track of (await microphone()).getAudioTracks()) peer.addTrack(track, mic);
+  peer.onicecandidate = (event) => {
+    if (event.candidate && event.candidate.candidate) send("candidates", { candidates: [event.candidate.candidate], end: false });
+    else if (!event.candidate) send("candidates", { candidates: [], end: true });
+  };
+  peer.ontrack = (event) => {
+    const stream = event.streams[0] || new MediaStream([event.track]);
+    $("remote").srcObject = stream;
+    $("remote").play().catch(() => {});
+    meter(stream, $("remoteLevel"));
+  };
+  peer.onconnectionstatechange = () => {
+    log("connection", peer.connectionState);
+    if (peer !== pc) return;  // a call that has ended
+    if (peer.connectionState === "connected" && !connectedAt) {
+      connectedAt = Date.now();
+      state("In call", "Media is flowing (DTLS-SRTP, Opus).");
+      buttons(true, false);
+      const after = Number(settings.get("hangup") || 0);
+      if (after > 0) hangupTimer = setTimeout(() => hangUp(), after * 1000);
+    }
+    if (peer.connectionState === "failed") finish("failed", "no network path to the node (ICE failed)");
+  };
+  if (settings.get("stats") === "1") statsTimer = setInterval(() => reportStats(), 1000);
+}
+
+async function handle(message) {
+  switch (message.type) {
+  case "invite":
+    if (call) { socket.send(JSON.stringify({ v: 1, type: "reject", call: message.call, reason: "busy" })); return; }
+    call = message.call; role = "callee";
+    send("ringing");
+    const who = (message.invitation && message.invitation.displayName) || "the node";
+    state("Incoming call", who + " is calling.");
+    buttons(false, true);
+    if (settings.get("answer") === "1") await answer();
+    return;
+  case "ringing": state("Ringing…"); return;
+  case "offer":
+    if (!pc) await makePeer();
+    const answering = pc;
+    await answering.setRemoteDescription({ type: "offer", sdp: message.sdp });
+    remoteSet = true; await flushCandidates();
+    await answering.setLocalDescription(await answering.createAnswer());
+    if (answering === pc) send("answer", { sdp: answering.localDescription.sdp });
+    return;
+  case "answer":
+    if (!pc) return;  // the call ended meanwhile
+    await pc.setRemoteDescription({ type: "answer", sdp: message.sdp });
+    remoteSet = true; await flushCandidates();
+    return;
+  case "candidates":
+    for (const candidate of message.candidates || []) pendingCandidates.push({ candidate: candidate, sdpMid: "0", sdpMLineIndex: 0 });
+    if (message.end) pendingCandidates.push(null);
+    if (remoteSet) await flushCandidates();
+    return;
+  case "hold": state(message.hold ? "On hold" : "In call"); return;
+  case "end": finish("ended by the node", message.reason === "hangup" ? "" : "reason: " + message.reason); return;
+  case "reject": finish("refused", "The node refused the call: " + message.reason); return;
+  case "error": log("node reports:", message.message); $("detail").textContent = "The node reports: " + message.message; return;
+  case "keep-alive": return;
+  default: log("ignored message", message.type);
+  }
+}
+
+async function flushCandidates() {
+  const peer = pc, queued = pendingCandidates;
+  pendingCandidates = [];
+  if (!peer) return;
+  for (const candidate of queued) {
+    // An mDNS name the node cannot resolve is left out: its checks arrive as peer-reflexive.
+    if (candidate === null) await peer.addIceCandidate();
+    else if (!/\.local /.test(candidate.candidate)) await peer.addIceCandidate(candidate);
+  }
+}
+
+async function startCall() {
+  call = (crypto.randomUUID ? crypto.randomUUID() : fallbackUUID()).toUpperCase(); role = "caller";
+  state("Calling…");
+  buttons(true, false);
+  $("mute").disabled = true;
+  await microphone();
+  send("invite", { invitation: { displayName: settings.get("name") || "web page", title: "web" } });
+}
+
+async function answer() {
+  buttons(true, false);
+  state("Connecting…");
+  await makePeer();
+  const offering = pc;
+  // In this protocol the callee makes the offer.
+  await offering.setLocalDescription(await offering.createOffer());
+  if (offering === pc) send("offer", { sdp: offering.localDescription.sdp });
+}
+
+function decline() { send("reject", { reason: "declined" }); finish("declined"); }
+function hangUp() { send("end", { reason: "hangup" }); finish("hung up"); }
+
+function finish(text, detail) {
+  const peer = pc;
+  pc = null;
+  if (hangupTimer) { clearTimeout(hangupTimer); hangupTimer = null; }
+  if (statsTimer) {
+    clearInterval(statsTimer); statsTimer = null;
+    // The last figures, taken before the connection closes.
+    if (peer) reportStats(peer).finally(() => peer.close());
+  } else if (peer) {
+    peer.close();
+  }
+  call = null; role = null; connectedAt = null;
+  $("remote").srcObject = null;
+  state("Call " + text, detail);
+  buttons(false, false);
+}
+
+async function reportStats(peer = pc) {
+  if (!peer) return;
+  const out = { role: role, connection: peer.connectionState };
+  const report = await peer.getStats();
+  report.forEach((s) => {
+    if (s.type === "inbound-rtp" && s.kind === "audio") Object.assign(out, { packetsReceived: s.packetsReceived, packetsLost: s.packetsLost,
+      totalAudioEnergy: s.totalAudioEnergy, audioLevel: s.audioLevel, totalSamplesReceived: s.totalSamplesReceived, jitter: s.jitter,
+      codec: s.codecId && report.get(s.codecId) ? report.get(s.codecId).mimeType : undefined });
+    if (s.type === "outbound-rtp" && s.kind === "audio") Object.assign(out, { packetsSent: s.packetsSent });
+    if (s.type === "transport") Object.assign(out, { dtlsState: s.dtlsState, srtpCipher: s.srtpCipher, dtlsRole: s.dtlsRole, tlsVersion: s.tlsVersion });
+  });
+  console.log("callnode-stats " + JSON.stringify(out));
+}
+
+function meter(stream, bar) {
+  try {
+    audioContext = audioContext || new AudioContext();
+    const analyser = audioContext.createAnalyser();
+    analyser.fftSize = 1024;
+    audioContext.createMediaStreamSource(stream).connect(analyser);
+    const samples = new Float32Array(analyser.fftSize);
+    const tick = () => {
+      analyser.getFloatTimeDomainData(samples);
+      let sum = 0; for (const x of samples) sum += x * x;
+      const db = 10 * Math.log10(sum / samples.length + 1e-12);
+      bar.style.width = Math.max(0, Math.min(100, (db + 60) * 100 / 60)) + "%";
+      if (stream.active) requestAnimationFrame(tick); else bar.style.width = "0";
+    };
+    tick();
+  } catch (e) { log("no level meter:", String(e)); }
+}
+
+function fallbackUUID() {
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6] & 0x0f) | 0x40; b[8] = (b[8] & 0x3f) | 0x80;
+  const h = Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+  return h.slice(0, 8) + "-" + h.slice(8, 12) + "-" + h.slice(12, 16) + "-" + h.slice(16, 20) + "-" + h.slice(20);
+}
+
+$("call").onclick = () => startCall().catch((e) => { console.error("callnode-error", String(e)); finish("failed", String(e)); });
+$("answer").onclick = () => answer().catch((e) => { console.error("callnode-error", String(e)); finish("failed", String(e)); });
+$("decline").onclick = decline;
+$("hangup").onclick = hangUp;
+$("mute").onclick = () => {
+  if (!mic) return;
+  const track = mic.getAudioTracks()[0];
+  track.enabled = !track.enabled;
+  $("mute").textContent = track.enabled ? "Mute" : "Unmute";
+  state(track.enabled ? "In call" : "In call (muted)");
+};
+connect();
+</script>
+</body>
+</html>
+"""#
+}
