@@ -1156,20 +1156,45 @@ public actor CallNode: Service {
     /// step; candidate lines that do not parse are reported and skipped.
     private func setRemote(_ uuid: UUID, _ negotiated: NegotiatedAudio) async throws {
         guard let agent = legs[uuid]?.agent else { throw NegotiationError("the call has no ICE agent") }
+        let candidates = resolvingNames(uuid, parseCandidates(uuid, negotiated.remoteCandidates), agent: agent)
         let skipped = try await agent.setRemote(IceCredentials(ufrag: negotiated.remoteIceUfrag, pwd: negotiated.remoteIcePwd),
-                                                candidates: parseCandidates(uuid, negotiated.remoteCandidates),
-                                                endOfCandidates: negotiated.remoteEndOfCandidates)
+                                                candidates: candidates, endOfCandidates: negotiated.remoteEndOfCandidates)
         for problem in skipped { logger.debug("\(problem)") }
     }
 
     /// Trickled candidates.
     private func addRemoteCandidates(_ uuid: UUID, _ lines: [String], end: Bool) async {
         guard let agent = legs[uuid]?.agent else { return }
-        let candidates = parseCandidates(uuid, lines)
+        let candidates = resolvingNames(uuid, parseCandidates(uuid, lines), agent: agent)
         if !candidates.isEmpty, let skipped = try? await agent.addRemoteCandidates(candidates) {
             for problem in skipped { logger.debug("\(problem)") }
         }
         if end { try? await agent.endOfRemoteCandidates() }
+    }
+
+    /// The candidates with IP addresses, now; those a browser named by mDNS (`….local`) are
+    /// resolved in the background and added when they resolve. Where they do not (no mDNS
+    /// here), the browser's checks still reach this node and ICE learns its address as a
+    /// peer-reflexive candidate.
+    private func resolvingNames(_ uuid: UUID, _ candidates: [IceCandidate], agent: IceAgent) -> [IceCandidate] {
+        var usable: [IceCandidate] = []
+        for candidate in candidates {
+            guard !candidate.hasIPAddress, HostNameResolver.isMDNSName(candidate.address) else {
+                usable.append(candidate)
+                continue
+            }
+            let logger = self.logger
+            own(uuid, Task {
+                guard let address = await HostNameResolver.resolve(candidate.address) else {
+                    logger.info("call \(uuid): the peer's candidate \(candidate.address) does not resolve here; its checks will reveal the address")
+                    return
+                }
+                var resolved = candidate
+                resolved.address = address
+                _ = try? await agent.addRemoteCandidates([resolved])
+            })
+        }
+        return usable
     }
 
     private func parseCandidates(_ uuid: UUID, _ lines: [String]) -> [IceCandidate] {

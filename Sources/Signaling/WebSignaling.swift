@@ -147,9 +147,11 @@ private final class PageHandler: ChannelInboundHandler, RemovableChannelHandler 
         case let .head(head): self.head = head
         case .body: break
         case .end:
-            guard let head else { return }
-            let path = WebSignalingServer.path(of: head.uri)
-            let (status, type, body): (HTTPResponseStatus, String, ByteBuffer) = switch (head.method, path) {
+            // A WebSocket upgrade the secret did not admit reaches here without its head (the
+            // upgrade handler keeps it), so no head means: refused.
+            let path = head.map { WebSignalingServer.path(of: $0.uri) } ?? "/ws"
+            let version = head?.version ?? .http1_1
+            let (status, type, body): (HTTPResponseStatus, String, ByteBuffer) = switch (head?.method ?? .GET, path) {
             case (.GET, "/"), (.GET, "/index.html"): (.ok, "text/html; charset=utf-8", page)
             case (_, "/ws"): (.forbidden, "text/plain; charset=utf-8",
                               ByteBuffer(string: "403: this WebSocket needs the secret the node printed at start (open the page with #secret=…)\n"))
@@ -160,7 +162,7 @@ private final class PageHandler: ChannelInboundHandler, RemovableChannelHandler 
             headers.add(name: "Content-Length", value: String(body.readableBytes))
             headers.add(name: "Cache-Control", value: "no-store")
             headers.add(name: "Connection", value: "close")
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: version, status: status, headers: headers))), promise: nil)
             context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
             let channel = context.channel
             context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }

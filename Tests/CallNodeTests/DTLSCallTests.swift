@@ -61,36 +61,32 @@ extension RealTimeTests {
         await bob.shutdown()
     }
 
-    /// A caller whose DTLS certificate is not the one its answer announced: the node refuses
-    /// the handshake and ends the call saying why. The caller here is the test itself, with a
-    /// real signaling connection, a real ICE agent and a real DTLS client, lying only in SDP.
-    @Test func aCertificateThatDoesNotMatchTheSDPFingerprintEndsTheCallWithTheReason() async throws {
-        let f = try Fixture()
-        let alice = try await f.node("alice", input: .tone(440), acceptUnknown: true)
-        let aliceEvents = alice.events()
-        let address = try #require(alice.listenAddress)
-        let mallory = try NodeIdentity.generate(commonName: "mallory"), decoy = try NodeIdentity.generate(commonName: "decoy")
-        let malloryCertificate = try DTLSCertificate(certificateDER: mallory.certificateDER, privateKeyPEM: mallory.privateKeyPEM)
+    /// A caller played by the test itself: a real signaling connection, a real ICE agent (on
+    /// loopback, controlled) and a real DTLS client with `certificate`. Its answer announces
+    /// `announced` as its fingerprint, and its candidates pass through `rewrite` first.
+    /// Returns the handshake's outcome.
+    static func rawCaller(to node: CallNode, identity: NodeIdentity, certificate: DTLSCertificate, announced: DTLSFingerprint,
+                          rewrite: @escaping @Sendable (String) -> String = { $0 }) async throws -> Result<DTLSKeys, DTLSError>? {
+        let address = try #require(node.listenAddress)
         var ice = IceConfiguration()
         ice.localAddresses = ["127.0.0.1"]
         ice.role = .controlled
         let agent = try await IceAgent(configuration: ice)
         let gathering = try await agent.gather()
         for await _ in gathering.candidates {}
-        let candidates = try await agent.localCandidates().map(\.description)
+        let candidates = try await agent.localCandidates().map { rewrite($0.description) }
         let call = UUID()
-
-        let handshake = try await SignalingClient.connect(host: address.host, port: address.port, identity: mallory, pin: nil) {
+        defer { Task { await agent.close() } }
+        return try await SignalingClient.connect(host: address.host, port: address.port, identity: identity, pin: nil) {
             connection, messages -> Result<DTLSKeys, DTLSError>? in
-            try await connection.send(.invite(Invitation(displayName: "mallory")), call: call)
+            try await connection.send(.invite(Invitation(displayName: identity.commonName)), call: call)
             for await message in messages {
                 guard case let .success(envelope) = message else { continue }
                 switch envelope.message {
                 case let .offer(sdp):
                     var local = LocalAudioParameters(iceUfrag: gathering.credentials.ufrag, icePwd: gathering.credentials.pwd,
                                                      candidates: candidates, endOfCandidates: true, keys: [:])
-                    // The lie: the decoy's fingerprint, while DTLS will present Mallory's certificate.
-                    local.fingerprint = DTLSFingerprint(algorithm: "sha-256", bytes: decoy.fingerprint.bytes).sdpValue
+                    local.fingerprint = announced.sdpValue
                     let (answer, negotiated) = try OfferAnswer.answer(to: try SessionDescription(parsing: sdp), sessionID: "1",
                                                                       capabilities: AudioCapabilities(), local: local)
                     try await connection.send(.answer(sdp: answer.serialized), call: call)
@@ -98,10 +94,10 @@ extension RealTimeTests {
                     _ = try await agent.setRemote(IceCredentials(ufrag: negotiated.remoteIceUfrag, pwd: negotiated.remoteIcePwd),
                                                   candidates: remote, endOfCandidates: negotiated.remoteEndOfCandidates)
                     #expect(negotiated.dtls?.setup == .active)
-                    let aliceFingerprint = try #require(DTLSFingerprint(sdp: negotiated.dtls?.remoteFingerprint ?? ""))
+                    let nodeFingerprint = try #require(DTLSFingerprint(sdp: negotiated.dtls?.remoteFingerprint ?? ""))
                     for await event in agent.events { if case .stateChanged(.connected) = event { break } }
                     let association = DTLSAssociation(
-                        endpoint: try DTLSEndpoint(certificate: malloryCertificate, role: .client, remoteFingerprint: aliceFingerprint),
+                        endpoint: try DTLSEndpoint(certificate: certificate, role: .client, remoteFingerprint: nodeFingerprint),
                         handshakeTimeout: .seconds(10)) { datagram in try? await agent.send(datagram) }
                     let pump = Task {
                         for await datagram in agent.datagrams where (20...63).contains(datagram.bytes.first ?? 0) {
@@ -110,7 +106,9 @@ extension RealTimeTests {
                     }
                     defer { pump.cancel() }
                     do throws(DTLSError) {
-                        return .success(try await association.keys())
+                        let keys = try await association.keys()
+                        await association.close()
+                        return .success(keys)
                     } catch {
                         return .failure(error)
                     }
@@ -123,6 +121,19 @@ extension RealTimeTests {
             }
             return nil
         }
+    }
+
+    /// A caller whose DTLS certificate is not the one its answer announced: the node refuses
+    /// the handshake and ends the call saying why.
+    @Test func aCertificateThatDoesNotMatchTheSDPFingerprintEndsTheCallWithTheReason() async throws {
+        let f = try Fixture()
+        let alice = try await f.node("alice", input: .tone(440), acceptUnknown: true)
+        let aliceEvents = alice.events()
+        let mallory = try NodeIdentity.generate(commonName: "mallory"), decoy = try NodeIdentity.generate(commonName: "decoy")
+        let malloryCertificate = try DTLSCertificate(certificateDER: mallory.certificateDER, privateKeyPEM: mallory.privateKeyPEM)
+        // The lie: the decoy's fingerprint, while DTLS presents Mallory's certificate.
+        let handshake = try await Self.rawCaller(to: alice, identity: mallory, certificate: malloryCertificate,
+                                                 announced: DTLSFingerprint(algorithm: "sha-256", bytes: decoy.fingerprint.bytes))
         // Alice refused the certificate during the handshake, so Mallory never got keys.
         let outcome = try #require(handshake)
         guard case let .failure(error) = outcome else {
@@ -133,11 +144,33 @@ extension RealTimeTests {
         guard case let .ended(_, reason, detail, _) = try await TwoNodeTests.next(aliceEvents, where: { if case .ended = $0 { true } else { false } })
         else { return }
         #expect(reason == .failed)
-        print("mismatch: \(error) / alice: \(detail ?? "none")")
+        print("DTLS mismatch: the liar saw '\(error)'; alice ended the call: \(detail ?? "none")")
         #expect(detail?.contains("does not match the fingerprint in its session description") == true, "detail: \(detail ?? "none")")
         #expect(detail?.contains(DTLSFingerprint(algorithm: "sha-256", bytes: mallory.fingerprint.bytes).sdpValue) == true,
                 "the reason names the certificate presented: \(detail ?? "none")")
-        await agent.close()
+        await alice.shutdown()
+    }
+
+    /// A peer that names its host candidates by mDNS, as browsers do (`<uuid>.local`), where
+    /// this machine cannot resolve them: the node connects anyway, through the peer-reflexive
+    /// address the peer's own checks reveal, and the handshake gives keys.
+    @Test func mDNSCandidatesThatDoNotResolveStillConnectThroughPeerReflexiveAddresses() async throws {
+        let f = try Fixture()
+        let alice = try await f.node("alice", input: .tone(440), acceptUnknown: true)
+        let aliceEvents = alice.events()
+        let browser = try NodeIdentity.generate(commonName: "browser")
+        let certificate = try DTLSCertificate(certificateDER: browser.certificateDER, privateKeyPEM: browser.privateKeyPEM)
+        let name = UUID().uuidString.lowercased() + ".local"
+        let handshake = try await Self.rawCaller(to: alice, identity: browser, certificate: certificate, announced: certificate.fingerprint) {
+            $0.replacingOccurrences(of: " 127.0.0.1 ", with: " \(name) ")
+        }
+        guard case .success = try #require(handshake) else {
+            Issue.record("no keys: \(String(describing: handshake))")
+            return
+        }
+        guard case let .selectedPair(_, pair) = try await TwoNodeTests.next(aliceEvents, where: { if case .selectedPair = $0 { true } else { false } })
+        else { return }
+        #expect(pair.remoteType == .peerReflexive && pair.remote.hasPrefix("127.0.0.1:"), "pair: \(pair)")
         await alice.shutdown()
     }
 }
