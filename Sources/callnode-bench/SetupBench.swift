@@ -32,10 +32,14 @@ struct SetupBench: AsyncParsableCommand {
     @Option(help: ArgumentHelp("ICE agents each node makes ahead of its calls (the node's default is 1; 0 makes every agent during setup).", valueName: "N"))
     var iceAgentPool = CallNodeConfiguration(home: "").iceAgentPool
 
+    @Option(help: ArgumentHelp("How the callee's offer keys SRTP: dtls (the default: a handshake after ICE connects) or sdes.", valueName: "KIND"))
+    var keyExchange: String = KeyExchange.dtls.rawValue
+
     @Flag(help: "One JSON object per stage on stdout.")
     var json = false
 
     func validate() throws {
+        guard KeyExchange(rawValue: keyExchange) != nil else { throw ValidationError("--key-exchange must be dtls or sdes") }
         guard runs > 0 else { throw ValidationError("--runs must be at least 1") }
         guard (1...1000).contains(pacing) else { throw ValidationError("--pacing must be 1...1000 ms") }
         guard (0...8).contains(iceAgentPool) else { throw ValidationError("--ice-agent-pool must be 0...8") }
@@ -51,7 +55,7 @@ struct SetupBench: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let pair = try await NodePair(pacing: pacing, iceAgentPool: iceAgentPool)
+        let pair = try await NodePair(pacing: pacing, iceAgentPool: iceAgentPool, keyExchange: KeyExchange(rawValue: keyExchange) ?? .dtls)
         defer { pair.removeHome() }
         let (caller, callee) = (pair.caller, pair.callee)
 
@@ -147,7 +151,8 @@ struct NodePair {
     let callee: CallNode
     let directory: String
 
-    init(pacing: Int = Int(IceConfiguration().checkPacing.milliseconds), iceAgentPool: Int = CallNodeConfiguration(home: "").iceAgentPool) async throws {
+    init(pacing: Int = Int(IceConfiguration().checkPacing.milliseconds), iceAgentPool: Int = CallNodeConfiguration(home: "").iceAgentPool,
+         keyExchange: KeyExchange = .dtls) async throws {
         let home = FileManager.default.temporaryDirectory.appendingPathComponent("callnode-bench-\(getpid())").path
         directory = home
         try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
@@ -159,6 +164,7 @@ struct NodePair {
             c.ice.checkPacing = .milliseconds(pacing)
             c.iceAgentPool = iceAgentPool
             c.audio = NodeAudioBackend(input: input, output: .null)
+            c.keyExchange = keyExchange
             return c
         }
         var calleeConfiguration = configuration("bob", input: .silence)

@@ -13,7 +13,7 @@ import Glibc
     static let secret = "s3cret-for-tests"
 
     /// Connects to 127.0.0.1:`port`, sends `request`, then reads until `done` says the bytes so
-    /// far are enough, the peer closes, or 5 s pass. Runs on a thread of its own (blocking
+    /// far are enough, the peer closes, or 30 s pass with nothing read (a loaded machine can be slow to serve). Runs on a thread of its own (blocking
     /// socket calls stay off the cooperative pool). `then` may send more once the first
     /// answer is complete.
     static func exchange(port: Int, _ request: [UInt8], then more: [UInt8] = [],
@@ -22,7 +22,7 @@ import Glibc
             Thread {
                 let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
                 defer { close(fd) }
-                var timeout = timeval(tv_sec: 5, tv_usec: 0)
+                var timeout = timeval(tv_sec: 30, tv_usec: 0)
                 setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
                 var address = sockaddr_in()
                 address.sin_family = sa_family_t(AF_INET)
