@@ -197,14 +197,27 @@ public enum OfferAnswer {
                               local: LocalAudioParameters) throws(NegotiationError) -> (answer: SessionDescription, negotiated: NegotiatedAudio) {
         let media = try audio(in: offer)
         let payloadType = try opusPayloadType(in: media)
-        if let dtls = dtlsOffer(in: offer, media: media) {
-            return try answerDTLS(offer: offer, media: media, dtls: dtls, payloadType: payloadType, sessionID: sessionID,
-                                  capabilities: capabilities, local: local)
+        // How to key SRTP: DTLS when the offer carries a fingerprint (an offer's `actpass` or
+        // `passive` makes this node the client, `active` the server), else the first offered
+        // SDES suite this node supports.
+        let keying: Keying
+        var dtls: NegotiatedDTLS?
+        var suite = "", localKey = "", remoteKey = ""
+        if let offeredDTLS = dtlsOffer(in: offer, media: media) {
+            guard let fingerprint = local.fingerprint else {
+                throw NegotiationError("the offer keys SRTP with DTLS (a=fingerprint), and this node has no DTLS certificate")
+            }
+            // RFC 4145: an offer without a=setup is active, so this side waits for it.
+            let setup: DTLSSetup = (offeredDTLS.setup ?? .active) == .active ? .passive : .active
+            keying = .dtls(fingerprint: fingerprint, setup: setup)
+            dtls = NegotiatedDTLS(setup: setup, remoteFingerprint: offeredDTLS.fingerprint)
+        } else {
+            guard let chosen = media.cryptos.first(where: { capabilities.cryptoSuites.contains($0.suite) && local.keys[$0.suite] != nil }) else {
+                throw NegotiationError("no SRTP suite in common (offered: \(media.cryptos.map(\.suite).joined(separator: ", ")); supported: \(capabilities.cryptoSuites.joined(separator: ", ")))")
+            }
+            (suite, localKey, remoteKey) = (chosen.suite, local.keys[chosen.suite] ?? "", chosen.keyParameters)
+            keying = .sdes([SDPCrypto(tag: chosen.tag, suite: chosen.suite, keyParameters: localKey)])
         }
-        guard let chosen = media.cryptos.first(where: { capabilities.cryptoSuites.contains($0.suite) && local.keys[$0.suite] != nil }) else {
-            throw NegotiationError("no SRTP suite in common (offered: \(media.cryptos.map(\.suite).joined(separator: ", ")); supported: \(capabilities.cryptoSuites.joined(separator: ", ")))")
-        }
-        let localKey = local.keys[chosen.suite] ?? ""
         let telephoneEvent = capabilities.telephoneEventPayloadType == nil ? nil : telephoneEventPayloadType(in: media)
         let redundancy = capabilities.redundancyPayloadType == nil ? nil : redundancyPayloadType(in: media, opus: payloadType)
         var answerLocal = local
@@ -212,42 +225,12 @@ public enum OfferAnswer {
         let mirrored = media.direction.answer
         answerLocal.direction = local.direction == .sendrecv || local.direction == mirrored ? mirrored : .inactive
         let answer = describe(sessionID: sessionID, payloadType: payloadType, telephoneEvent: telephoneEvent,
-                              redundancy: redundancy, capabilities: capabilities, local: answerLocal,
-                              keying: .sdes([SDPCrypto(tag: chosen.tag, suite: chosen.suite, keyParameters: localKey)]),
+                              redundancy: redundancy, capabilities: capabilities, local: answerLocal, keying: keying,
                               mid: media.mid, proto: media.proto, bundle: bundles(offer, media))
         var negotiated = try negotiate(remote: media, payloadType: payloadType, capabilities: capabilities,
-                                       telephoneEvent: telephoneEvent, suite: chosen.suite, localKey: localKey,
-                                       remoteKey: chosen.keyParameters, direction: answerLocal.direction)
-        negotiated.redundancyPayloadType = redundancy
-        return (answer, negotiated)
-    }
-
-    /// Answers an offer keyed by DTLS: the offer's `actpass` or `passive` makes this node the
-    /// client (`active`), an `active` offer makes it the server.
-    static func answerDTLS(offer: SessionDescription, media: MediaDescription, dtls: (fingerprint: String, setup: DTLSSetup?),
-                           payloadType: Int, sessionID: String, capabilities: AudioCapabilities,
-                           local: LocalAudioParameters) throws(NegotiationError) -> (answer: SessionDescription, negotiated: NegotiatedAudio) {
-        guard let fingerprint = local.fingerprint else {
-            throw NegotiationError("the offer keys SRTP with DTLS (a=fingerprint), and this node has no DTLS certificate")
-        }
-        let setup: DTLSSetup
-        switch dtls.setup ?? .active {  // RFC 4145: a missing a=setup means active
-        case .actpass, .passive: setup = .active
-        case .active: setup = .passive
-        }
-        let telephoneEvent = capabilities.telephoneEventPayloadType == nil ? nil : telephoneEventPayloadType(in: media)
-        let redundancy = capabilities.redundancyPayloadType == nil ? nil : redundancyPayloadType(in: media, opus: payloadType)
-        var answerLocal = local
-        let mirrored = media.direction.answer
-        answerLocal.direction = local.direction == .sendrecv || local.direction == mirrored ? mirrored : .inactive
-        let answer = describe(sessionID: sessionID, payloadType: payloadType, telephoneEvent: telephoneEvent,
-                              redundancy: redundancy, capabilities: capabilities, local: answerLocal,
-                              keying: .dtls(fingerprint: fingerprint, setup: setup),
-                              mid: media.mid, proto: media.proto, bundle: bundles(offer, media))
-        var negotiated = try negotiate(remote: media, payloadType: payloadType, capabilities: capabilities,
-                                       telephoneEvent: telephoneEvent, suite: "", localKey: "", remoteKey: "",
-                                       direction: answerLocal.direction)
-        negotiated.dtls = NegotiatedDTLS(setup: setup, remoteFingerprint: dtls.fingerprint)
+                                       telephoneEvent: telephoneEvent, suite: suite, localKey: localKey,
+                                       remoteKey: remoteKey, direction: answerLocal.direction)
+        negotiated.dtls = dtls
         negotiated.redundancyPayloadType = redundancy
         return (answer, negotiated)
     }
@@ -275,12 +258,24 @@ public enum OfferAnswer {
         guard payloadType == (try opusPayloadType(in: offered)) else {
             throw NegotiationError("the answer uses Opus payload type \(payloadType), not the offered one")
         }
+        // How the answer keys SRTP: the DTLS role it picked, or the offered suite it chose.
+        var dtls: NegotiatedDTLS?
+        var suite = "", localKey = "", remoteKey = ""
         if dtlsOffer(in: offer, media: offered) != nil {
-            return try acceptDTLS(answer: answer, media: media, offered: offered, payloadType: payloadType, capabilities: capabilities)
-        }
-        guard let chosen = media.cryptos.first else { throw NegotiationError("the answer has no a=crypto line") }
-        guard let mine = offered.cryptos.first(where: { $0.tag == chosen.tag && $0.suite == chosen.suite }) else {
-            throw NegotiationError("the answer picked \(chosen.suite) with tag \(chosen.tag), which was not offered")
+            guard let answered = dtlsOffer(in: answer, media: media) else {
+                throw NegotiationError("the offer asked for DTLS-SRTP, and the answer has no a=fingerprint")
+            }
+            switch answered.setup ?? .active {
+            case .active: dtls = NegotiatedDTLS(setup: .passive, remoteFingerprint: answered.fingerprint)
+            case .passive: dtls = NegotiatedDTLS(setup: .active, remoteFingerprint: answered.fingerprint)
+            case .actpass: throw NegotiationError("the answer says a=setup:actpass; an answer must pick active or passive")
+            }
+        } else {
+            guard let chosen = media.cryptos.first else { throw NegotiationError("the answer has no a=crypto line") }
+            guard let mine = offered.cryptos.first(where: { $0.tag == chosen.tag && $0.suite == chosen.suite }) else {
+                throw NegotiationError("the answer picked \(chosen.suite) with tag \(chosen.tag), which was not offered")
+            }
+            (suite, localKey, remoteKey) = (chosen.suite, mine.keyParameters, chosen.keyParameters)
         }
         let telephoneEvent = telephoneEventPayloadType(in: media).flatMap { pt in
             telephoneEventPayloadType(in: offered) == pt ? pt : nil
@@ -291,38 +286,10 @@ public enum OfferAnswer {
         default: media.direction
         }
         var negotiated = try negotiate(remote: media, payloadType: payloadType, capabilities: capabilities,
-                                       telephoneEvent: telephoneEvent, suite: chosen.suite, localKey: mine.keyParameters,
-                                       remoteKey: chosen.keyParameters, direction: direction)
+                                       telephoneEvent: telephoneEvent, suite: suite, localKey: localKey,
+                                       remoteKey: remoteKey, direction: direction)
+        negotiated.dtls = dtls
         // Redundancy only if this side offered it and the answer kept the offered payload type.
-        negotiated.redundancyPayloadType = redundancyPayloadType(in: media, opus: payloadType).flatMap { pt in
-            redundancyPayloadType(in: offered, opus: payloadType) == pt ? pt : nil
-        }
-        return negotiated
-    }
-
-    /// The offerer's view of a DTLS answer: its `a=setup` must pick a role.
-    static func acceptDTLS(answer: SessionDescription, media: MediaDescription, offered: MediaDescription, payloadType: Int,
-                           capabilities: AudioCapabilities) throws(NegotiationError) -> NegotiatedAudio {
-        guard let dtls = dtlsOffer(in: answer, media: media) else {
-            throw NegotiationError("the offer asked for DTLS-SRTP, and the answer has no a=fingerprint")
-        }
-        let setup: DTLSSetup
-        switch dtls.setup ?? .active {
-        case .active: setup = .passive
-        case .passive: setup = .active
-        case .actpass: throw NegotiationError("the answer says a=setup:actpass; an answer must pick active or passive")
-        }
-        let telephoneEvent = telephoneEventPayloadType(in: media).flatMap { pt in
-            telephoneEventPayloadType(in: offered) == pt ? pt : nil
-        }
-        let direction: MediaDirection = switch media.direction {
-        case .sendonly: .recvonly
-        case .recvonly: .sendonly
-        default: media.direction
-        }
-        var negotiated = try negotiate(remote: media, payloadType: payloadType, capabilities: capabilities,
-                                       telephoneEvent: telephoneEvent, suite: "", localKey: "", remoteKey: "", direction: direction)
-        negotiated.dtls = NegotiatedDTLS(setup: setup, remoteFingerprint: dtls.fingerprint)
         negotiated.redundancyPayloadType = redundancyPayloadType(in: media, opus: payloadType).flatMap { pt in
             redundancyPayloadType(in: offered, opus: payloadType) == pt ? pt : nil
         }

@@ -127,6 +127,12 @@ import Testing
         let (_, passive) = try OfferAnswer.answer(to: active, sessionID: "2", capabilities: AudioCapabilities(),
                                                   local: Self.dtlsLocal("answ", fingerprint: Self.fingerprintB))
         #expect(passive.dtls?.setup == .passive)
+        // An offer without a=setup is active (RFC 4145): the answerer waits.
+        let bare = try SessionDescription(parsing: active.serialized.replacingOccurrences(of: "a=setup:active\r\n", with: ""))
+        #expect(bare.media.first?.has("setup") == false)
+        let (_, waiting) = try OfferAnswer.answer(to: bare, sessionID: "2", capabilities: AudioCapabilities(),
+                                                  local: Self.dtlsLocal("answ", fingerprint: Self.fingerprintB))
+        #expect(waiting.dtls?.setup == .passive)
     }
 
     @Test func aDTLSAnswerMustPickARoleAndCarryAFingerprint() throws {
