@@ -119,6 +119,12 @@ public final class SessionSource: AudioSource {
         }
         return true  // a device never ends; the session may swap it for another route
     }
+
+    public func skip(samples: Int) {
+        let (capture, custom) = devices.state.withLock { ($0.capture, $0.custom) }
+        capture?.skip(samples: samples)
+        custom?.source.skip(samples: samples)
+    }
 }
 
 /// The session's output, as media sees it. Writes are dropped while no playback device is open.
@@ -143,6 +149,10 @@ public final class SessionSink: AudioSink {
         guard let playback else { return }
         playback.write(frame)
         processor?.playback(frame)  // the echo reference: what the speaker is about to play
+    }
+
+    public func fillSkipped(samples: Int) {
+        devices.state.withLock { $0.playback }?.fillSkipped(samples: samples)
     }
 }
 

@@ -1461,6 +1461,7 @@ public actor CallNode: Service {
         case .inboundStalled: await connection(uuid, lost: true, signal: .media)
         // Audio arriving again is the ground truth, whatever ICE last said.
         case .inboundResumed: await connection(uuid, lost: false, signal: nil)
+        case let .playoutReset(reset): broadcaster.send(.playoutReset(uuid, reset))
         case .sourceEnded, .remoteEnded: break
         }
     }

@@ -3,6 +3,7 @@ import Calls
 import Foundation
 import ICE
 import Media
+import RTP
 import SDP
 import Signaling
 
@@ -206,6 +207,9 @@ public enum NodeEvent: Sendable, Equatable {
     case dtmf(UUID, Character)
     case connectionLost(UUID)
     case connectionRestored(UUID)
+    /// Playout moved to a new place on the peer's stream (this node stalled, the peer's
+    /// timestamps jumped, or it started a new stream): audio goes on from the newest packets.
+    case playoutReset(UUID, PlayoutReset)
     /// ICE restarted: new credentials and checks, the call and its media go on. `byPeer` when
     /// the other side started it.
     case iceRestarted(UUID, byPeer: Bool)

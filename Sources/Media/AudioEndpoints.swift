@@ -54,11 +54,16 @@ public protocol AudioSource: AnyObject, Sendable {
     func discardBuffered(keepingLatest samples: Int)
     /// Samples captured and not read yet (0 for sources without a buffer).
     var bufferedSamples: Int { get }
+    /// The call's clock skipped `samples` samples' worth of frame periods (the process was
+    /// paused). Sources that run on media time (files, tones) move on by as much, so what is
+    /// sent stays on real time; devices captured nothing meanwhile and do nothing.
+    func skip(samples: Int)
 }
 
 extension AudioSource {
     public func discardBuffered(keepingLatest samples: Int) {}
     public var bufferedSamples: Int { 0 }
+    public func skip(samples: Int) {}
 }
 
 /// Where a call's incoming audio goes. Mono 16-bit frames at ``format``'s rate.
@@ -68,6 +73,14 @@ public protocol AudioSink: AnyObject, Sendable {
     func write(_ frame: [Int16])
     /// Flushes and releases the device or file. Idempotent.
     func stop()
+    /// The call's clock skipped `samples` samples' worth of frame periods (the process was
+    /// paused). Recordings write that much silence, so they stay on real time; devices played
+    /// nothing meanwhile (an underrun) and do nothing.
+    func fillSkipped(samples: Int)
+}
+
+extension AudioSink {
+    public func fillSkipped(samples: Int) {}
 }
 
 /// A sine tone.
@@ -86,6 +99,11 @@ public final class ToneSource: AudioSource {
 
     public func start() throws(AudioDeviceError) {}
     public func stop() {}
+
+    public func skip(samples: Int) {
+        let step = 2 * Double.pi * frequency / Double(format.sampleRate)
+        phase.withLock { $0 = ($0 + step * Double(samples)).truncatingRemainder(dividingBy: 2 * Double.pi) }
+    }
 
     public func read(into frame: inout [Int16]) -> Bool {
         let step = 2 * Double.pi * frequency / Double(format.sampleRate)

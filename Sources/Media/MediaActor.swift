@@ -198,6 +198,9 @@ public enum MediaEvent: Sendable, Equatable {
     case inboundResumed
     /// The first frame of the peer's audio was decoded and handed to the sink (once per call).
     case firstAudio
+    /// Playout moved to a new place on the peer's stream: this node stalled, the peer's
+    /// timestamps jumped, its stream fell behind, or it started a new one.
+    case playoutReset(PlayoutReset)
 }
 
 /// One call's media: capture → mixer → Opus → RTP → SRTP → transport, and transport → SRTP →
@@ -433,8 +436,11 @@ public actor MediaActor: MediaClockClient {
 
     // MARK: - The frame cycle
 
-    public func tick(now: Duration) async {
+    public func tick(now: Duration) async { await tick(now: now, skipped: 0) }
+
+    public func tick(now: Duration, skipped: Int) async {
         guard state == .running else { return }
+        if skipped > 0 { skip(frames: skipped, now: now) }
         receive(now: now)
         watchInbound(now: now)
         await sendFrame()
@@ -455,6 +461,23 @@ public actor MediaActor: MediaClockClient {
             lastStatisticsAt = now
             eventsContinuation.yield(.statistics(statistics))
         }
+    }
+
+    /// This process did not run for `frames` frame periods (paused, starved): no audio was
+    /// captured, sent or played in them. The stream's timestamps move on by as much (RFC 3550
+    /// §5.1: they follow the sampling clock), so the peer hears a gap, not a stream shifted late;
+    /// playout moves on with the clock; file sources and sinks keep to real time; and the peer
+    /// is not blamed for the silence we slept through.
+    private func skip(frames: Int, now: Duration) {
+        timestamp &+= UInt32(truncatingIfNeeded: frames) &* timestampStep
+        source.skip(samples: frames * captureFrame.count)
+        sink.fillSkipped(samples: frames * playFrame.count)
+        jitter.skip(frames: frames)
+        lastInboundAt = now
+    }
+
+    private func reportPlayoutResets() {
+        for reset in jitter.takeResets() { eventsContinuation.yield(.playoutReset(reset)) }
     }
 
     /// Before the first frame has played: take what arrived and play it now if the jitter
@@ -544,6 +567,10 @@ public actor MediaActor: MediaClockClient {
             return
         }
         guard let payload = open(primary, of: packet, framesBack: 0) else { return }
+        if let previous = remoteSSRC, previous != packet.ssrc {
+            // An authentic packet of a new stream: its numbering has nothing to do with the old one's.
+            jitter.restart()
+        }
         remoteSSRC = packet.ssrc
         stats.packetsReceived += 1
         stats.bytesReceived += packet.payload.count
@@ -765,6 +792,7 @@ public actor MediaActor: MediaClockClient {
             stats.malformedDropped += 1
             if (try? decoder.conceal(into: &playFrame)) == nil { for i in playFrame.indices { playFrame[i] = 0 } }
         }
+        reportPlayoutResets()
         stats.receiveLevel = receiveMeter.add(playFrame)
         sink.write(playFrame)
         if !playedAudio, ok, case .play = action {

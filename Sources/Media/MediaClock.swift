@@ -5,6 +5,15 @@ public protocol MediaClockClient: AnyObject, Sendable {
     /// One frame period has passed; `now` is the clock's time at which this tick was due
     /// (on a busy machine the call itself may come a little later).
     func tick(now: Duration) async
+    /// As ``tick(now:)``, after the clock skipped `skipped` ticks of this client: the process
+    /// was paused or starved for longer than the clock catches up by bursting, so those frame
+    /// periods passed without a tick. Media uses it to move its timeline on by as much.
+    func tick(now: Duration, skipped: Int) async
+}
+
+extension MediaClockClient {
+    /// Clients without a timeline ignore skipped ticks.
+    public func tick(now: Duration, skipped: Int) async { await tick(now: now) }
 }
 
 /// Paces media for sources that have no hardware clock (files, tones, unpaced ALSA devices)
@@ -20,6 +29,8 @@ public final class MediaClock: Sendable {
     private let manualNow = Locked(Duration.zero)
     private let clients = Locked<[(client: any MediaClockClient, phase: Int)]>([])
     private let nextPhase = Locked(0)
+    /// When each phase last ticked (its due time), to tell clients how many ticks were skipped.
+    private let lastDue = Locked<[Int: Duration]>([:])
     /// How many instants per frame period a real-time clock spreads its clients over.
     public let phases: Int
 
@@ -83,14 +94,27 @@ public final class MediaClock: Sendable {
     /// real-time one (calls are independent, and every core should share the work).
     private func tickAll(phase: Int? = nil, due: Duration? = nil) async {
         let now = due ?? self.now
+        let skipped = lastDue.withLock { last in
+            defer { last[phase ?? 0] = now }
+            guard let previous = last[phase ?? 0] else { return 0 }
+            return max(0, Int(((now - previous) / frameDuration).rounded()) - 1)
+        }
         let current = clients.withLock { all in all.filter { phase == nil || $0.phase == phase }.map(\.client) }
         if manual || current.count < 2 {
-            for client in current { await client.tick(now: now) }
+            for client in current { await client.tick(now: now, skipped: skipped) }
             return
         }
         await withTaskGroup(of: Void.self) { group in
-            for client in current { group.addTask { await client.tick(now: now) } }
+            for client in current { group.addTask { await client.tick(now: now, skipped: skipped) } }
         }
+    }
+
+    /// Manual clocks: time passes by `duration` without a tick, as when the process is paused
+    /// (SIGSTOP, a debugger, a starved VM); the next ``advance(frames:)`` tells every client how
+    /// many ticks it skipped.
+    public func stall(for duration: Duration) {
+        precondition(manual, "stall(for:) is for manual clocks")
+        manualNow.withLock { $0 += duration }
     }
 
     /// Manual clocks: moves time forward `frames` periods, ticking every client each time.
@@ -104,7 +128,8 @@ public final class MediaClock: Sendable {
 
     /// Real-time clocks: ticks every frame period until the task is cancelled. Deadlines are
     /// absolute, so a late tick does not shift the ones after it; if ticks fall more than a
-    /// few frames behind (the machine is overloaded), the schedule resets instead of bursting.
+    /// few frames behind (the process was paused, or the machine is overloaded), the schedule
+    /// resets instead of bursting, and each client's next tick says how many it skipped.
     ///
     /// - Returns: How punctual the ticks were.
     @discardableResult

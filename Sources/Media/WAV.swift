@@ -165,6 +165,13 @@ public final class WAVFileSource: AudioSource {
     public func start() throws(AudioDeviceError) {}
     public func stop() {}
 
+    public func skip(samples count: Int) {
+        position.withLock { pos in
+            pos += count
+            if loops && !samples.isEmpty { pos %= samples.count }
+        }
+    }
+
     public func read(into frame: inout [Int16]) -> Bool {
         position.withLock { pos in
             if !loops && pos >= samples.count {
@@ -223,6 +230,16 @@ public final class WAVFileSink: AudioSink {
             }
             fwrite(s.buffer, 1, s.buffer.count, file)
             s.samples += frame.count
+        }
+    }
+
+    /// Silence for the time the process was paused, so the recording stays on real time.
+    public func fillSkipped(samples: Int) {
+        var left = samples
+        while left > 0 {
+            let chunk = min(left, 4_800)
+            write([Int16](repeating: 0, count: chunk))
+            left -= chunk
         }
     }
 

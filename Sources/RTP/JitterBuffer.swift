@@ -72,8 +72,42 @@ public struct JitterBufferStatistics: Sendable, Equatable {
     /// Frames inserted to grow the delay, and frames dropped to shrink it.
     public var stretched = 0
     public var shrunk = 0
+    /// Frames not played because this node stalled (its clock skipped their ticks): the host
+    /// was paused or starved, so they were neither lost by the network nor concealed.
+    public var skipped = 0
+    /// Times playout moved to a new place on the stream (``PlayoutReset``).
+    public var playoutResets = 0
 
     public init() {}
+}
+
+/// Playout moved to a new place on the peer's stream instead of playing on from where it was.
+public struct PlayoutReset: Sendable, Equatable {
+    /// Why playout moved.
+    public enum Reason: String, Sendable, Equatable {
+        /// The peer's timestamps jumped (forward or backward) while its sequence numbers and its
+        /// packets' pace went on: the stream is read on a continuous timeline from here on.
+        case timestampJump = "timestamp-jump"
+        /// This node's clock skipped ticks (the process was paused or starved).
+        case stall
+        /// More audio was buffered than the delay needs (packets held up somewhere, then
+        /// delivered together): playout skipped ahead to the newest it holds.
+        case catchUp = "catch-up"
+        /// The peer's packets kept their timestamps but arrived later than their frames were
+        /// due (the peer was paused and did not account for it): playout moved back to them.
+        case lateStream = "late-stream"
+        /// The peer started a new RTP stream (a new SSRC): playout starts over on it.
+        case newSource = "new-source"
+    }
+
+    public var reason: Reason
+    /// How far playout moved on the peer's timeline (positive: forward, skipping audio).
+    public var jump: Duration
+
+    public init(reason: Reason, jump: Duration) {
+        self.reason = reason
+        self.jump = jump
+    }
 }
 
 /// An adaptive jitter buffer for fixed-duration audio frames.
@@ -85,6 +119,12 @@ public struct JitterBufferStatistics: Sendable, Equatable {
 /// playout stretches (one concealed frame) when the delay is below target and drops a frame when
 /// it is well above, at most one frame every few, so it adapts without audible jumps.
 ///
+/// Playout always catches up with the packets it holds: after this node stalls
+/// (``skip(frames:)``), when far more audio is buffered than the delay needs, when the peer's
+/// timestamps jump while its sequence numbers run on, when the peer's stream falls behind the
+/// playout position, or on a new stream (``restart()``), playout moves to the packets it holds
+/// and reports a ``PlayoutReset`` (``takeResets()``). It never discards the frames due next.
+///
 /// A plain value driven by the caller's clock: ``insert(sequence:timestamp:payload:arrival:)``
 /// on arrival and ``nextFrame(now:)`` once per frame period. Deterministic for tests.
 public struct JitterBuffer: Sendable {
@@ -93,6 +133,7 @@ public struct JitterBuffer: Sendable {
 
     private struct Entry {
         var sequence: Int64
+        /// On the buffer's continuous timeline (the peer's timestamp plus the timeline offset).
         var timestamp: Int64
         var payload: [UInt8]
         /// Arrival − media time, as recorded in the transit history.
@@ -106,6 +147,22 @@ public struct JitterBuffer: Sendable {
     /// The last 256 sequence numbers received, by slot, to recognise duplicates.
     private var recentSequences = [Int64](repeating: -1, count: 256)
     private var highestTimestamp: Int64?
+
+    /// The packet with the highest sequence number so far: its peer timestamp (extended, for
+    /// extending the next ones), its timestamp on our timeline, and its arrival in seconds.
+    private var newest: (sequence: Int64, peerTimestamp: Int64, timestamp: Int64, arrival: Double)?
+    /// Added to the peer's (extended) timestamps to place them on our continuous timeline; it
+    /// changes when the peer's timestamps jump or its stream falls behind.
+    private var timelineOffset: Int64 = 0
+    /// The offset before the last change, for packets sent before it (reordered across it).
+    private var previousOffset: (before: Int64, offset: Int64)?
+    /// Newest packets that arrived after their frame was due, in a row: if nothing else is left
+    /// to play, the peer's stream runs behind our playout position and playout moves to them.
+    private var lateRun: [Entry] = []
+    private var resets: [PlayoutReset] = []
+    /// After this node stalled: packets before this timestamp were held up by the stall, and
+    /// their transits say nothing about the network.
+    private var stallHorizon: Int64?
 
     /// Transit (arrival − media time) of recent packets, a ring of `historyLength` values.
     private var transits: [Double]
@@ -137,13 +194,34 @@ public struct JitterBuffer: Sendable {
     /// No frame has been taken yet: the next ``nextFrame(now:)`` with a packet buffered starts playout.
     public var isWaitingToStart: Bool { nextTimestamp == nil }
 
+    /// The most packets held at once: three times the maximum delay's worth (a stalled node
+    /// reads a whole backlog at once), at least 16.
+    public var capacity: Int { max(16, 3 * Int(configuration.maximumDelay / configuration.frameDuration) + 4) }
+
+    /// A timestamp step this much larger or smaller than the sequence numbers and the packets'
+    /// pace explain is a jump of the peer's timeline, not jitter or a pause in sending.
+    private var jumpThreshold: Int64 {
+        max(5 * configuration.samplesPerFrame, Int64(configuration.clockRate / 10))
+    }
+
+    /// The resets since the last call, oldest first.
+    public mutating func takeResets() -> [PlayoutReset] {
+        defer { resets.removeAll() }
+        return resets
+    }
+
+    private mutating func reset(_ reason: PlayoutReset.Reason, samples: Int64) {
+        statistics.playoutResets += 1
+        let micros = samples * 1_000_000 / Int64(configuration.clockRate)
+        resets.append(PlayoutReset(reason: reason, jump: .microseconds(micros)))
+    }
+
     /// Adds a received packet.
     ///
     /// - Returns: `false` if it was dropped (duplicate, or too late to play).
     @discardableResult
     public mutating func insert(sequence: UInt16, timestamp: UInt32, payload: [UInt8], arrival: Duration) -> Bool {
         let seq = highestSequence.map { SequenceNumber.extend(sequence, near: $0) } ?? Int64(sequence)
-        let ts = highestTimestamp.map { Self.extendTimestamp(timestamp, near: $0) } ?? Int64(timestamp)
         let slot = Int(seq & 255)
         if recentSequences[slot] == seq {
             statistics.duplicates += 1
@@ -151,15 +229,33 @@ public struct JitterBuffer: Sendable {
         }
         recentSequences[slot] = seq
         statistics.packetsReceived += 1
+        let peerTimestamp = newest.map { Self.extendTimestamp(timestamp, near: $0.peerTimestamp) } ?? Int64(timestamp)
+        var ts = peerTimestamp + offset(forSequence: seq)
+        let isNewest = newest.map { seq > $0.sequence } ?? true
+        if isNewest {
+            if let jump = timelineJump(sequence: seq, timestamp: ts, arrival: arrival.seconds) {
+                previousOffset = (seq, timelineOffset)
+                timelineOffset -= jump
+                ts -= jump
+                reset(.timestampJump, samples: jump)
+            }
+            newest = (seq, peerTimestamp, ts, arrival.seconds)
+        }
         highestSequence = max(highestSequence ?? seq, seq)
         highestTimestamp = max(highestTimestamp ?? ts, ts)
         let transit = arrival.seconds - Double(ts) / Double(configuration.clockRate)
-        recordTransit(transit)
+        // Packets sent while this node stalled were held up by the stall, not the network.
+        if stallHorizon.map({ ts >= $0 }) ?? true { recordTransit(transit) }
 
         if let next = nextTimestamp, ts < next {
             statistics.late += 1
+            if isNewest {
+                lateRun.append(Entry(sequence: seq, timestamp: ts, payload: payload, transit: transit))
+                if lateRun.count > 8 { lateRun.removeFirst() }
+            }
             return false
         }
+        if isNewest { lateRun.removeAll() }
         // Keep timestamp order; arrivals are nearly always in order, so search from the end.
         var index = entries.count
         while index > 0 && entries[index - 1].timestamp > ts { index -= 1 }
@@ -169,13 +265,46 @@ public struct JitterBuffer: Sendable {
             return true
         }
         entries.insert(Entry(sequence: seq, timestamp: ts, payload: payload, transit: transit), at: index)
-        // Bound the buffer: never hold more than the maximum delay's worth (plus slack).
-        let limit = Int(configuration.maximumDelay / configuration.frameDuration) + 4
-        if entries.count > limit {
-            entries.removeFirst(entries.count - limit)
-            statistics.shrunk += 1
+        // Bound the buffer. Too much is buffered only when playout is behind (a backlog read at
+        // once): move playout forward with the oldest frames dropped, so the frames it plays
+        // next are the ones still held.
+        if entries.count > capacity {
+            let excess = entries.count - capacity
+            entries.removeFirst(excess)
+            statistics.shrunk += excess
+            if let next = nextTimestamp, let first = entries.first, first.timestamp > next {
+                reset(.catchUp, samples: first.timestamp - next)
+                nextTimestamp = first.timestamp
+            }
         }
         return true
+    }
+
+    /// The offset that maps a packet's timestamp onto our timeline: the current one, or the one
+    /// before the last jump for a packet sent before it.
+    private func offset(forSequence sequence: Int64) -> Int64 {
+        if let previous = previousOffset, sequence < previous.before { return previous.offset }
+        return timelineOffset
+    }
+
+    /// For the newest packet so far: how far (in timestamp units) its timestamp jumped from what
+    /// its sequence number and arrival explain, or `nil` if it continues the stream.
+    ///
+    /// A step backward beyond the threshold is always a jump. A step forward is also what a
+    /// sender in discontinuous transmission (or one that paused and accounts for the pause)
+    /// sends: then its packet arrives that much later too. So a forward step is a jump only if
+    /// it is not matched by the time that passed since the previous packet arrived.
+    private func timelineJump(sequence: Int64, timestamp: Int64, arrival: Double) -> Int64? {
+        guard let newest, sequence - newest.sequence <= 3_000 else { return nil }
+        let frame = configuration.samplesPerFrame
+        let expected = newest.timestamp + (sequence - newest.sequence) * frame
+        let step = timestamp - expected
+        if step < -jumpThreshold { return step }
+        guard step > jumpThreshold else { return nil }
+        let rate = Double(configuration.clockRate)
+        let paced = Double(sequence - newest.sequence) * Double(frame) / rate
+        let unexplained = Double(step) / rate - max(0, arrival - newest.arrival - paced)
+        return unexplained * rate > Double(jumpThreshold) ? step : nil
     }
 
     /// Adds a frame carried again in a later packet (RFC 2198 redundancy), as `sequence` and
@@ -187,9 +316,9 @@ public struct JitterBuffer: Sendable {
     @discardableResult
     public mutating func insertRedundant(sequence: UInt16, timestamp: UInt32, payload: [UInt8], arrival: Duration) -> Bool {
         // Before playout starts there is no gap to fill (it starts with the newest packet).
-        guard nextTimestamp != nil, let highSeq = highestSequence, let highTs = highestTimestamp else { return false }
+        guard nextTimestamp != nil, let highSeq = highestSequence, let newest else { return false }
         let seq = SequenceNumber.extend(sequence, near: highSeq)
-        let ts = Self.extendTimestamp(timestamp, near: highTs)
+        let ts = Self.extendTimestamp(timestamp, near: newest.peerTimestamp) + offset(forSequence: seq)
         if recentSequences[Int(seq & 255)] == seq { return false }
         if let next = nextTimestamp, ts < next { return false }
         guard seq > highSeq - 256 else { return false }
@@ -199,6 +328,31 @@ public struct JitterBuffer: Sendable {
         let transit = arrival.seconds - Double(ts) / Double(configuration.clockRate)
         entries.insert(Entry(sequence: seq, timestamp: ts, payload: payload, transit: transit, redundant: true), at: index)
         return true
+    }
+
+    /// This node did not play `frames` frame periods (its process was paused or starved, and its
+    /// clock skipped their ticks): playout moves on by as much, so it stays as far behind the
+    /// peer as before, and what was due in between is dropped as late.
+    public mutating func skip(frames: Int) {
+        guard frames > 0, let next = nextTimestamp else { return }
+        let moved = Int64(frames) * configuration.samplesPerFrame
+        nextTimestamp = next + moved
+        statistics.skipped += frames
+        stallHorizon = next + moved
+        while let first = entries.first, first.timestamp < next + moved { entries.removeFirst() }
+        concealedSinceLastPacket = 0
+        lateRun.removeAll()
+        reset(.stall, samples: moved)
+    }
+
+    /// The peer started a new stream (a new SSRC): its sequence numbers and timestamps have
+    /// nothing to do with the old ones. Playout starts over with its first packet; the
+    /// statistics go on.
+    public mutating func restart() {
+        let kept = statistics
+        self = JitterBuffer(configuration: configuration)
+        statistics = kept
+        reset(.newSource, samples: 0)
     }
 
     /// What to play for the frame due now. Call once per frame period.
@@ -217,12 +371,49 @@ public struct JitterBuffer: Sendable {
                 // frame mid-speech. So start with the newest and forget the backlog's transits.
                 statistics.shrunk += entries.count - 1
                 entries.removeFirst(entries.count - 1)
-                transitCount = 0
-                transitNext = 0
-                recordTransit(newest.transit)
+                restartTransits(with: newest.transit)
             }
             nextTimestamp = newest.timestamp
             return nextFrame(now: now)
+        }
+        if entries.isEmpty, lateRun.count >= 2 {
+            // Nothing left to play, and the newest packets all came after their frames were
+            // due: the peer's stream runs behind us (it was paused and kept its timestamps).
+            // Move the stream's timeline forward to our playout position and play on from it.
+            let shift = next - lateRun[0].timestamp
+            previousOffset = (lateRun[0].sequence, timelineOffset)
+            timelineOffset += shift
+            newest?.timestamp += shift
+            highestTimestamp = (highestTimestamp ?? 0) + shift
+            statistics.late -= lateRun.count
+            entries = lateRun.map { e in
+                Entry(sequence: e.sequence, timestamp: e.timestamp + shift, payload: e.payload,
+                      transit: e.transit - Double(shift) / Double(configuration.clockRate))
+            }
+            restartTransits(with: entries[entries.count - 1].transit)
+            lateRun.removeAll()
+            reset(.lateStream, samples: -shift)
+        }
+        if let last = entries.last {
+            // Far more buffered than the delay needs: packets were held up and came together.
+            // Jump to the newest minus the target delay rather than drop a frame in five.
+            let targetFrames = Int64((statistics.targetDelay / configuration.frameDuration).rounded(.up))
+            let aheadFrames = (last.timestamp - next) / frame + 1
+            if aheadFrames > targetFrames + 5 {
+                let target = last.timestamp - targetFrames * frame
+                var dropped = 0
+                while let first = entries.first, first.timestamp < target {
+                    entries.removeFirst()
+                    dropped += 1
+                }
+                statistics.shrunk += Int((target - next) / frame)
+                reset(.catchUp, samples: target - next)
+                restartTransits(with: last.transit)
+                updateTarget()
+                next = target
+                lateRun.removeAll()
+                concealedSinceLastPacket = 0
+            }
         }
         statistics.currentDelay = delay(playing: next, at: now)
 
@@ -246,7 +437,6 @@ public struct JitterBuffer: Sendable {
         // Drop anything older than the frame due.
         while let first = entries.first, first.timestamp < next { entries.removeFirst() }
         nextTimestamp = next + frame
-
         if let first = entries.first, first.timestamp == next {
             entries.removeFirst()
             if let last = lastPlayedSequence, first.sequence == last + 1 + Int64(concealedSinceLastPacket) {
@@ -305,6 +495,14 @@ public struct JitterBuffer: Sendable {
         transits[transitNext] = transit
         transitNext = (transitNext + 1) % transits.count
         transitCount = min(transitCount + 1, transits.count)
+    }
+
+    /// Forgets the delay history (playout moved to a new place on the stream) and starts it
+    /// again with one packet's transit.
+    private mutating func restartTransits(with transit: Double) {
+        transitCount = 0
+        transitNext = 0
+        recordTransit(transit)
     }
 
     private func minimumTransit() -> Double? {

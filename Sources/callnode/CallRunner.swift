@@ -245,6 +245,8 @@ final class CallRunner {
             line("connection lost — trying to recover")
         case .connectionRestored:
             line("connection restored")
+        case let .playoutReset(_, reset):
+            line("playout moved \(Self.milliseconds(reset.jump)) ms on the peer's stream (\(reset.reason.rawValue))")
         case let .iceRestarted(_, byPeer):
             line(byPeer ? "the peer restarted ICE; looking for a new path" : "restarting ICE to look for a new path")
         case let .rejected(_, reason):
@@ -342,11 +344,15 @@ final class CallRunner {
                     "fec_recovered": s.jitterBuffer.fecRecovered, "concealed": s.jitterBuffer.concealed,
                     "redundancy_recovered": s.jitterBuffer.redundancyRecovered, "sending_redundancy": s.sendingRedundancy,
                     "late": s.jitterBuffer.late, "stretched": s.jitterBuffer.stretched, "shrunk": s.jitterBuffer.shrunk,
+                    "skipped": s.jitterBuffer.skipped, "playout_resets": s.jitterBuffer.playoutResets,
                     "buffer_delay_ms": milliseconds(s.jitterBuffer.currentDelay)]
         case let .remoteHold(uuid, on): return ["event": "remote-hold", "call": uuid.uuidString, "hold": on]
         case let .dtmf(uuid, digit): return ["event": "dtmf", "call": uuid.uuidString, "digit": String(digit)]
         case let .connectionLost(uuid): return ["event": "connection-lost", "call": uuid.uuidString]
         case let .connectionRestored(uuid): return ["event": "connection-restored", "call": uuid.uuidString]
+        case let .playoutReset(uuid, reset):
+            return ["event": "playout-reset", "call": uuid.uuidString, "reason": reset.reason.rawValue,
+                    "jump_ms": milliseconds(reset.jump)]
         case let .iceRestarted(uuid, byPeer): return ["event": "ice-restart", "call": uuid.uuidString, "by_peer": byPeer]
         case let .firstAudio(uuid, after): return ["event": "first-audio", "call": uuid.uuidString, "after_ms": milliseconds(after)]
         case let .rejected(uuid, reason): return ["event": "rejected", "call": uuid.uuidString, "reason": reason.rawValue]

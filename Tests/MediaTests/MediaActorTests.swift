@@ -485,3 +485,49 @@ import Glibc
         #expect(ring.underflowed == 2)
     }
 }
+
+/// A call whose process is paused (SIGSTOP, a debugger, a starved VM) goes on when it resumes.
+@Suite struct MediaStallTests {
+    /// RMS of each 20 ms frame of `samples`, in dBFS.
+    static func frameLevels(_ samples: [Int16]) -> [Double] {
+        stride(from: 0, to: samples.count - 959, by: 960).map { start in
+            var sum = 0.0
+            for s in samples[start..<(start + 960)] { sum += Double(s) * Double(s) }
+            let rms = (sum / 960).squareRoot() / 32_768
+            return rms > 0 ? 20 * log10(rms) : -100
+        }
+    }
+
+    @Test(arguments: [300, 1_000, 5_000])
+    func audioIsBackWithinAHundredMillisecondsOfAStallAndTheRecordingKeepsRealTime(milliseconds: Int) async throws {
+        let path = MediaActorTests.temporaryPath("stall-\(milliseconds).wav")
+        defer { unlink(path) }
+        let call = try MediaActorTests.makeCall(source: ToneSource(frequency: 1_000), sink: WAVFileSink(path: path))
+        try await call.a.start()
+        try await call.b.start()
+        await call.clock.advance(frames: 100)
+        call.clock.stall(for: .milliseconds(milliseconds))
+        await call.clock.advance(frames: 100)
+        let statistics = await call.b.statistics
+        await call.a.stop()
+        await call.b.stop()
+        var events: [MediaEvent] = []
+        for await event in call.b.events { events.append(event) }
+
+        let (_, recorded) = try WAV.read(path: path)
+        let levels = Self.frameLevels(recorded)
+        let stalled = milliseconds / 20
+        // Every tick wrote a frame, and the stall wrote silence: the file is on real time.
+        #expect(levels.count == 200 + stalled)
+        // Audible within 100 ms (five frames) of resuming, and every frame after that.
+        let resumed = 100 + stalled
+        let firstAudible = levels[resumed...].firstIndex { $0 > -30 }
+        #expect(firstAudible.map { $0 - resumed } ?? .max <= 5, "first audible frame \(String(describing: firstAudible)) after \(resumed)")
+        #expect(levels[(resumed + 5)...].allSatisfy { $0 > -30 }, "silent frames after recovery")
+        #expect(events.contains(.playoutReset(PlayoutReset(reason: .stall, jump: .milliseconds(milliseconds)))))
+        // Our own pause is not the peer's silence.
+        #expect(!events.contains(.inboundStalled))
+        #expect(statistics.jitterBuffer.skipped == stalled)
+        #expect(statistics.jitterBuffer.late == 0)
+    }
+}

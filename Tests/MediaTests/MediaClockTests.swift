@@ -22,3 +22,23 @@ import Testing
         #expect(load == [25, 25, 25, 25])
     }
 }
+
+/// Records what a media clock tells it.
+private final class SkipRecorder: MediaClockClient, @unchecked Sendable {  // mutated only from the manual clock's ticks, read after
+    var ticks: [(now: Duration, skipped: Int)] = []
+    func tick(now: Duration) async { ticks.append((now, 0)) }
+    func tick(now: Duration, skipped: Int) async { ticks.append((now, skipped)) }
+}
+
+@Suite struct MediaClockStallTests {
+    @Test func aStalledClockTellsItsClientsHowManyTicksTheyMissed() async {
+        let clock = MediaClock.manual()
+        let recorder = SkipRecorder()
+        clock.add(recorder)
+        await clock.advance(frames: 3)
+        clock.stall(for: .milliseconds(1_000))
+        await clock.advance(frames: 2)
+        #expect(recorder.ticks.map(\.skipped) == [0, 0, 0, 50, 0])
+        #expect(recorder.ticks.map(\.now) == [20, 40, 60, 1_080, 1_100].map { Duration.milliseconds($0) })
+    }
+}
