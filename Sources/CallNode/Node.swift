@@ -43,6 +43,7 @@ public actor CallNode: Service {
     private let setupTimer: Metrics.Timer
 
     private var legs: [UUID: Leg] = [:]
+    private var timerGeneration: UInt64 = 0
     private var endDetails: [UUID: (detail: String?, duration: Duration?)] = [:]
     private var audioActive = false
     /// Why the audio session last failed to activate (system-owned mode), until it next works.
@@ -59,9 +60,6 @@ public actor CallNode: Service {
     private var webServers: [WebSignalingServer] = []
     private var webPages: [SignalingConnection] = []
 
-    /// One call's signaling, ICE and media.
-    private enum LossSignal: Hashable { case ice, media }
-
     /// A call's ICE agent, gathering, and the local parameters for its SDP.
     private struct PreparedICE: Sendable {
         let agent: IceAgent
@@ -75,10 +73,13 @@ public actor CallNode: Service {
         let made: ContinuousClock.Instant
     }
 
+    /// One call's resources and its state machine (``LegState``), which decides its phase,
+    /// its timers, its microphone and its one ending.
     private struct Leg {
         let uuid: UUID
         let outgoing: Bool
         let began: ContinuousClock.Instant
+        var state: LegState
         var target: CallTarget?
         var peer: Fingerprint?
         var connection: SignalingConnection?
@@ -94,44 +95,32 @@ public actor CallNode: Service {
         /// connected until the call ends.
         var dtls: DTLSAssociation?
         var tasks: [Task<Void, Never>] = []
+        /// The state machine's timers that are armed, each with the generation that armed it
+        /// (a timer cancelled after it was already due must not fire its successor).
+        var timers: [LegTimer: (generation: UInt64, task: Task<Void, Never>)] = [:]
         var offer: SessionDescription?
         var negotiated: NegotiatedAudio?
-        var connectedAt: ContinuousClock.Instant?
-        var mediaStarted = false
+        /// The first failure recorded, which the end reports whatever else followed it.
         var failure: String?
         var title: String?
-
-        /// Where a call that failed without a recorded reason had got to (nil once it had
-        /// connected): the step that did not finish in time.
-        var unfinished: String? {
-            if connectedAt != nil { return nil }
-            if connection == nil { return "the other node could not be reached in time: the signaling connection never came up" }
-            if negotiated == nil { return "the other node did not finish the offer and answer in time" }
-            return "no network path was found in time: ICE did not connect (try --stun or --turn)"
-        }
         /// The session this call belongs to (joined, not rung).
         var session: String?
         var startMuted = false
-        /// Why the call counts as disconnected now: ICE said so, or media stopped arriving.
-        /// Empty while connected.
-        var lostBecause: Set<LossSignal> = []
-        /// Ends the call when the connection stays lost for the configured timeout.
-        var lostTimer: Task<Void, Never>?
-        /// Restarts ICE while the connection stays lost (the controlling side only).
-        var restartTimer: Task<Void, Never>?
         /// Sends this round's local candidates as they are found; replaced by an ICE restart.
         var trickle: Task<Void, Never>?
-        /// ICE restarts this call went through.
-        var iceRestarts = 0
-        /// A restart's offer is out and its answer not yet in: answers carry nothing that
-        /// says which offer they answer, so only one restart runs at a time.
-        var restartPending = false
 
-        init(uuid: UUID, outgoing: Bool) {
+        init(uuid: UUID, outgoing: Bool, muted: Bool = false, timings: LegTimings) {
             self.uuid = uuid
             self.outgoing = outgoing
             began = .now
+            state = LegState(outgoing: outgoing, muted: muted, timings: timings)
         }
+    }
+
+    /// The leg timers' settings.
+    private var legTimings: LegTimings {
+        LegTimings(keepAliveInterval: configuration.keepAliveInterval, connectionLostTimeout: configuration.connectionLostTimeout,
+                   iceRestartInterval: configuration.iceRestartInterval)
     }
 
     /// Loads (or creates) the identity and database in the home directory, prepares the audio
@@ -268,13 +257,7 @@ public actor CallNode: Service {
     public func shutdown() async {
         guard !isShutDown else { return }
         isShutDown = true
-        for uuid in Array(legs.keys) {
-            if let connection = legs[uuid]?.connection {
-                try? await connection.send(.end(.shutdown), call: uuid)
-            }
-            await teardown(uuid, detail: nil)
-            try? await manager.reportCallEnded(uuid, reason: .localEnded)
-        }
+        for uuid in Array(legs.keys) { await legEvent(uuid, .end(.shutdown)) }
         await drainICEPool()
         await manager.shutdown()
         await systemSession?.shutdown()
@@ -314,7 +297,7 @@ public actor CallNode: Service {
             handleValue = WebSignalingServer.pagePeer.hex
         }
         let uuid = UUID()
-        var leg = Leg(uuid: uuid, outgoing: true)
+        var leg = Leg(uuid: uuid, outgoing: true, timings: legTimings)
         leg.target = target
         leg.title = title
         legs[uuid] = leg
@@ -433,7 +416,7 @@ public actor CallNode: Service {
         sessionConnections[connection.id] = (session, startMuted)
         guard placesCall else { return }
         let uuid = UUID()
-        var leg = Leg(uuid: uuid, outgoing: true)
+        var leg = Leg(uuid: uuid, outgoing: true, muted: startMuted, timings: legTimings)
         leg.target = .session(session)
         leg.connection = connection
         leg.peer = connection.peer
@@ -470,14 +453,9 @@ public actor CallNode: Service {
         case let .perform(action):
             await perform(action)
         case let .timedOut(action):
-            let uuid = action.action.callUUID
-            if let connection = legs[uuid]?.connection { try? await connection.send(.end(.timeout), call: uuid) }
-            await teardown(uuid, detail: "\(action.action.kind) timed out")
+            await legEvent(action.action.callUUID, .end(.actionTimedOut("\(action.action.kind) timed out")))
         case let .callEnded(uuid, reason):
-            if let connection = legs[uuid]?.connection {
-                try? await connection.send(.end(reason == .unanswered ? .timeout : .failed), call: uuid)
-            }
-            await teardown(uuid, detail: legs[uuid]?.failure)
+            await legEvent(uuid, .end(.endedByManager(reason)))
         case .didActivate:
             audioActive = true
             for uuid in Array(legs.keys) { await startMediaIfReady(uuid) }
@@ -502,6 +480,7 @@ public actor CallNode: Service {
                 dial(uuid)
             }
         case .answer:
+            await legEvent(uuid, .answering)
             do {
                 try await sendOffer(uuid)
             } catch {
@@ -509,25 +488,22 @@ public actor CallNode: Service {
                 try? await manager.fail(provider.id, reason: "\(error)")
             }
         case .end:
-            if let connection = legs[uuid]?.connection {
-                // Ending a call that still rings here declines it.
-                let ringing = await manager.state(of: uuid)?.phase == .invitationReceived
-                try? await connection.send(ringing ? .reject(.declined) : .end(.hangup), call: uuid)
-            }
-            await teardown(uuid, detail: nil)
+            // Ending a call that still rings here declines it (the leg's state knows).
+            await legEvent(uuid, .end(.hangUp))
             try? await manager.fulfill(provider.id)
         case let .setHeld(_, onHold):
-            try? await legs[uuid]?.media?.setMuted(onHold)
+            await legEvent(uuid, .setHeld(onHold))
             // The call is held here before the peer hears of it, so whoever sees the remote hold
             // (and answers it, say, by resuming) finds this side's state already changed.
             try? await manager.fulfill(provider.id)
             if let connection = legs[uuid]?.connection { try? await connection.send(.hold(onHold), call: uuid) }
         case let .setMuted(_, muted):
-            do {
-                try await legs[uuid]?.media?.setMuted(muted)
-                try? await manager.fulfill(provider.id)
-            } catch {
+            let before = legs[uuid]?.state.muted ?? false
+            if let error = await legEvent(uuid, .setMuted(muted)) {
+                await legEvent(uuid, .setMuted(before))
                 try? await manager.fail(provider.id, reason: "\(error)")
+            } else {
+                try? await manager.fulfill(provider.id)
             }
         case let .playDTMF(_, digits):
             do {
@@ -608,7 +584,7 @@ public actor CallNode: Service {
         guard legs[uuid] != nil else { return false }
         legs[uuid]?.connection = connection
         legs[uuid]?.peer = connection.peer
-        keepAlive(uuid, connection)
+        await legEvent(uuid, .signalingReady)
         // The call counts as connecting before the invitation leaves: a peer that answers at
         // once (a web page on the same machine) can have its offer here while the send is
         // still being awaited.
@@ -757,6 +733,7 @@ public actor CallNode: Service {
             switch envelope.message {
             case .invite: break
             case .ringing:
+                await legEvent(uuid, .peerRinging)
                 broadcaster.send(.ringing(uuid, callee: connection.peer))
             case let .offer(sdp):
                 try await offered(uuid, sdp: sdp)
@@ -767,33 +744,19 @@ public actor CallNode: Service {
             case let .hold(on):
                 broadcaster.send(.remoteHold(uuid, on))
             case let .end(reason):
-                // The peer's own reason, when it is not a plain hang-up, is what the user here
-                // needs to hear: the call did not end by anything on this side.
-                let detail: String? = switch reason {
-                case .hangup: nil
-                case .failed: "the other node ended the call after a failure on its side (its log says which)"
-                case .timeout: "the other node gave up waiting"
-                case .shutdown: "the other node shut down"
-                }
-                await teardown(uuid, detail: detail)
-                try? await manager.reportCallEnded(uuid, reason: .remoteEnded)
+                await legEvent(uuid, .end(.peerEnded(reason)))
             case let .reject(reason):
-                legs[uuid]?.failure = "rejected: \(reason.rawValue)"
                 broadcaster.send(.rejected(uuid, reason))
-                await teardown(uuid, detail: "rejected: \(reason.rawValue)")
-                try? await manager.reportCallEnded(uuid, reason: reason == .declined || reason == .busy ? .remoteEnded : .failed)
+                await legEvent(uuid, .end(.peerRejected(reason)))
             case let .error(text):
                 broadcaster.send(.peerError("peer reports: \(text)"))
             case .keepAlive:
                 break
             }
         } catch {
-            legs[uuid]?.failure = "\(error)"
             broadcaster.send(.peerError("call \(uuid): \(error)"))
             try? await connection.send(.error("\(error)"), call: uuid)
-            try? await connection.send(.end(.failed), call: uuid)
-            await teardown(uuid, detail: "\(error)")
-            try? await manager.reportCallEnded(uuid, reason: .failed)
+            await legEvent(uuid, .end(.failed("\(error)")))
         }
     }
 
@@ -835,7 +798,7 @@ public actor CallNode: Service {
             try? await connection.send(.reject(refusal), call: uuid)
             return
         }
-        var leg = Leg(uuid: uuid, outgoing: false)
+        var leg = Leg(uuid: uuid, outgoing: false, muted: joined?.startMuted ?? false, timings: legTimings)
         leg.connection = connection
         leg.peer = fingerprint
         leg.title = invitation.title
@@ -844,7 +807,7 @@ public actor CallNode: Service {
         legs[uuid] = leg
         callsCounter.increment()
         broadcaster.send(.incoming(uuid, from: fingerprint, name: contact?.name ?? invitation.displayName, known: contact != nil))
-        keepAlive(uuid, connection)
+        await legEvent(uuid, .signalingReady)
         prepareICEEarly(uuid, role: .controlling)
         if joined == nil { try? await connection.send(.ringing, call: uuid) }
         if configuration.autoAnswer || joined != nil {
@@ -996,6 +959,7 @@ public actor CallNode: Service {
         let (answer, negotiated) = try OfferAnswer.answer(to: offer, sessionID: Self.sessionID(),
                                                           capabilities: capabilities(for: connection, local: &local), local: local)
         legs[uuid]?.negotiated = negotiated
+        await legEvent(uuid, .negotiated)
         try await connection.send(.answer(sdp: answer.serialized), call: uuid)
         try await setRemote(uuid, negotiated)
         trickle(uuid, prepared.gathering, skipping: Set(local.candidates), on: connection)
@@ -1011,13 +975,14 @@ public actor CallNode: Service {
         let negotiated = try OfferAnswer.accept(answer: answer, to: offer, capabilities: capabilities)
         if let current = legs[uuid]?.negotiated {
             // The answer to an ICE restart: new credentials and candidates, the same media.
-            legs[uuid]?.restartPending = false
+            await legEvent(uuid, .restartSettled)
             try Self.checkSameMedia(negotiated, as: current)
             legs[uuid]?.negotiated = negotiated
             try await setRemote(uuid, negotiated)
             return
         }
         legs[uuid]?.negotiated = negotiated
+        await legEvent(uuid, .negotiated)
         try await setRemote(uuid, negotiated)
         prepareMedia(uuid)
         try await manager.reportProgress(uuid, .answerReceived)
@@ -1046,13 +1011,13 @@ public actor CallNode: Service {
               var local = try await legs[uuid]?.ice?.value.local
         else { throw NegotiationError("the call has no offer to restart") }
         local.fingerprint = dtlsCertificate.fingerprint.sdpValue
-        guard legs[uuid]?.restartPending == false else { throw NegotiationError("an ICE restart is already waiting for the peer's answer") }
-        legs[uuid]?.restartPending = true
+        guard legs[uuid]?.state.restartPending == false else { throw NegotiationError("an ICE restart is already waiting for the peer's answer") }
+        await legEvent(uuid, .restartOffered)
         let gathering: IceGathering
         do {
             gathering = try await agent.restart()
         } catch {
-            legs[uuid]?.restartPending = false
+            await legEvent(uuid, .restartSettled)
             throw error
         }
         local.iceUfrag = gathering.credentials.ufrag
@@ -1063,13 +1028,12 @@ public actor CallNode: Service {
         var offer = OfferAnswer.offer(sessionID: previous.origin.sessionID, capabilities: capabilities, local: local)
         offer.origin.sessionVersion = previous.origin.sessionVersion + 1
         legs[uuid]?.offer = offer
-        legs[uuid]?.iceRestarts += 1
-        logger.info("call \(uuid): ICE restart \(legs[uuid]?.iceRestarts ?? 0)")
+        logger.info("call \(uuid): ICE restart \(legs[uuid]?.state.restarts ?? 0)")
         broadcaster.send(.iceRestarted(uuid, byPeer: false))
         do {
             try await connection.send(.offer(sdp: offer.serialized), call: uuid)
         } catch {
-            legs[uuid]?.restartPending = false
+            await legEvent(uuid, .restartSettled)
             throw error
         }
         // After the offer: candidates that overtook it would join the peer's old round.
@@ -1101,8 +1065,7 @@ public actor CallNode: Service {
         legs[uuid]?.negotiated = negotiated
         try await connection.send(.answer(sdp: answer.serialized), call: uuid)
         guard let gathering else { return }
-        legs[uuid]?.iceRestarts += 1
-        logger.info("call \(uuid): ICE restart \(legs[uuid]?.iceRestarts ?? 0), asked by the peer")
+        logger.info("call \(uuid): ICE restart asked by the peer")
         broadcaster.send(.iceRestarted(uuid, byPeer: true))
         try await setRemote(uuid, negotiated)
         trickle(uuid, gathering, skipping: Set(local.candidates), on: connection)
@@ -1121,32 +1084,6 @@ public actor CallNode: Service {
             throw NegotiationError("a new offer or answer may not change the Opus payload type of a running call")
         }
     }
-
-    /// While the connection stays lost, the controlling side restarts ICE every interval
-    /// (the first after one interval: a path that comes back by itself is kept).
-    private func scheduleRestarts(_ uuid: UUID) {
-        guard let leg = legs[uuid], !leg.outgoing, let interval = configuration.iceRestartInterval, interval > .zero else { return }
-        let task = Task { [weak self] in
-            while !Task.isCancelled {
-                do { try await Task.sleep(for: interval) } catch { return }
-                guard let self, await self.isLost(uuid) else { return }
-                // Still waiting for the last restart's answer: the signaling is as cut off as
-                // the media; the offer goes through when it is back.
-                guard await !self.isRestartPending(uuid) else { continue }
-                do {
-                    try await self.restart(uuid)
-                } catch {
-                    await self.restartFailed(uuid, error)
-                }
-            }
-        }
-        legs[uuid]?.restartTimer?.cancel()
-        legs[uuid]?.restartTimer = task
-        own(uuid, task)
-    }
-
-    private func isLost(_ uuid: UUID) -> Bool { !(legs[uuid]?.lostBecause.isEmpty ?? true) }
-    private func isRestartPending(_ uuid: UUID) -> Bool { legs[uuid]?.restartPending ?? false }
 
     private func restartFailed(_ uuid: UUID, _ error: any Error) {
         logger.warning("call \(uuid): ICE restart failed: \(error)")
@@ -1206,18 +1143,6 @@ public actor CallNode: Service {
                 return nil
             }
         }
-    }
-
-    /// Sends a keep-alive on the call's connection every interval until the call ends.
-    private func keepAlive(_ uuid: UUID, _ connection: SignalingConnection) {
-        let interval = configuration.keepAliveInterval
-        own(uuid, Task {
-            while !Task.isCancelled {
-                try? await Task.sleep(for: interval)
-                if Task.isCancelled { return }
-                try? await connection.send(.keepAlive, call: nil)
-            }
-        })
     }
 
     /// Sends local candidates as they are found (except those the SDP already carried), then
@@ -1281,18 +1206,15 @@ public actor CallNode: Service {
                                                                    local: "\(pair.local.address):\(pair.local.port)",
                                                                    remote: "\(pair.remote.address):\(pair.remote.port)")))
         case .stateChanged(.connected):
-            if legs[uuid]?.connectedAt == nil {
+            if legs[uuid]?.state.phase.iceHasConnected == false {
                 await mediaConnected(uuid)
             } else {
-                await connection(uuid, lost: false, signal: .ice)
+                await legEvent(uuid, .iceConnected)
             }
         case .stateChanged(.disconnected):
-            await connection(uuid, lost: true, signal: .ice)
+            await legEvent(uuid, .iceDisconnected)
         case .stateChanged(.failed):
-            legs[uuid]?.failure = "ICE failed: no candidate pair worked (try --stun or --turn)"
-            if let connection = legs[uuid]?.connection { try? await connection.send(.end(.failed), call: uuid) }
-            await teardown(uuid, detail: legs[uuid]?.failure)
-            try? await manager.reportCallEnded(uuid, reason: .failed)
+            await legEvent(uuid, .end(.failed("ICE failed: no candidate pair worked (try --stun or --turn)")))
         default:
             break
         }
@@ -1305,7 +1227,7 @@ public actor CallNode: Service {
     /// and retransmitted a second later.
     private func prepareMedia(_ uuid: UUID) {
         guard let leg = legs[uuid], leg.mediaPreparation == nil, let agent = leg.agent, let negotiated = leg.negotiated else { return }
-        if negotiated.dtls != nil && leg.connectedAt == nil { return }
+        if negotiated.dtls != nil && !leg.state.phase.iceHasConnected { return }
         let base = configuration.media, clock = self.clock
         let systemSession = self.systemSession, appSession = self.appSession
         let transport = IceMediaTransport(agent: agent)
@@ -1384,7 +1306,7 @@ public actor CallNode: Service {
             legs[uuid]?.failure = "ICE connected before the offer and answer completed"
             return
         }
-        legs[uuid]?.connectedAt = .now
+        await legEvent(uuid, .iceConnected)
         prepareMedia(uuid)
         do {
             guard let preparation = legs[uuid]?.mediaPreparation else { throw NegotiationError("media was not prepared") }
@@ -1404,12 +1326,10 @@ public actor CallNode: Service {
                 }
             })
         } catch {
-            legs[uuid]?.failure = "media could not start: \(error)"
-            if let connection = leg.connection { try? await connection.send(.end(.failed), call: uuid) }
-            await teardown(uuid, detail: legs[uuid]?.failure)
-            try? await manager.reportCallEnded(uuid, reason: .failed)
+            await legEvent(uuid, .end(.failed("media could not start: \(error)")))
             return
         }
+        await legEvent(uuid, .mediaReady)
         do {
             try await manager.reportMediaConnected(uuid)
         } catch {
@@ -1421,9 +1341,7 @@ public actor CallNode: Service {
                 _ = try await appSession.activate()
                 audioActive = true
             } catch {
-                legs[uuid]?.failure = "audio could not start: \(error)"
-                await teardown(uuid, detail: legs[uuid]?.failure)
-                try? await manager.reportCallEnded(uuid, reason: .failed)
+                await legEvent(uuid, .end(.failed("audio could not start: \(error)")))
                 return
             }
         } else if appSession != nil {
@@ -1432,20 +1350,25 @@ public actor CallNode: Service {
         await startMediaIfReady(uuid)
     }
 
+    /// Media starts once it is ready and the audio session is active, whichever comes last.
     private func startMediaIfReady(_ uuid: UUID) async {
-        guard audioActive, let leg = legs[uuid], let media = leg.media, !leg.mediaStarted else { return }
+        guard audioActive else { return }
+        await legEvent(uuid, .audioActivated)
+    }
+
+    /// Starts the call's media with the microphone as the leg's state says: a mute or hold set
+    /// before media existed (while the call rang) holds from the first frame.
+    private func startMedia(_ uuid: UUID, microphoneMuted: Bool) async {
+        guard let leg = legs[uuid], let media = leg.media else { return }
         do {
+            try await media.setMuted(microphoneMuted)
             try await media.start()
-            legs[uuid]?.mediaStarted = true
             let setup = ContinuousClock.now - leg.began
             setupTimer.recordNanoseconds(Int64(setup.components.seconds) * 1_000_000_000 + setup.components.attoseconds / 1_000_000_000)
             broadcaster.send(.connected(uuid, setup: setup))
             if leg.startMuted { _ = try? await manager.controller.request(.setMuted(call: uuid, muted: true)) }
         } catch {
-            legs[uuid]?.failure = "audio could not start: \(error)"
-            if let connection = leg.connection { try? await connection.send(.end(.failed), call: uuid) }
-            await teardown(uuid, detail: legs[uuid]?.failure)
-            try? await manager.reportCallEnded(uuid, reason: .failed)
+            await legEvent(uuid, .end(.failed("audio could not start: \(error)")))
         }
     }
 
@@ -1458,53 +1381,11 @@ public actor CallNode: Service {
             // being set up.
             fillICEPool()
             if let began = legs[uuid]?.began { broadcaster.send(.firstAudio(uuid, after: ContinuousClock.now - began)) }
-        case .inboundStalled: await connection(uuid, lost: true, signal: .media)
-        // Audio arriving again is the ground truth, whatever ICE last said.
-        case .inboundResumed: await connection(uuid, lost: false, signal: nil)
+        case .inboundStalled: await legEvent(uuid, .mediaStalled)
+        case .inboundResumed: await legEvent(uuid, .mediaResumed)
         case let .playoutReset(reset): broadcaster.send(.playoutReset(uuid, reset))
         case .sourceEnded, .remoteEnded: break
         }
-    }
-
-    /// Reports connection lost when the first signal says so and restored when none does any
-    /// more (`signal` nil clears every signal).
-    private func connection(_ uuid: UUID, lost: Bool, signal: LossSignal?) async {
-        guard let leg = legs[uuid], leg.connectedAt != nil else { return }
-        var signals = leg.lostBecause
-        if lost, let signal { signals.insert(signal) } else if let signal { signals.remove(signal) } else { signals = [] }
-        legs[uuid]?.lostBecause = signals
-        if leg.lostBecause.isEmpty && !signals.isEmpty {
-            logger.info("call \(uuid): connection lost (\(signals))")
-            let timeout = configuration.connectionLostTimeout
-            let timer = Task { [weak self] in
-                do { try await Task.sleep(for: timeout) } catch { return }
-                await self?.connectionTimedOut(uuid, after: timeout)
-            }
-            legs[uuid]?.lostTimer = timer
-            own(uuid, timer)
-            scheduleRestarts(uuid)
-            try? await manager.reportConnectionLost(uuid)
-            broadcaster.send(.connectionLost(uuid))
-        } else if !leg.lostBecause.isEmpty && signals.isEmpty {
-            logger.info("call \(uuid): connection restored")
-            legs[uuid]?.lostTimer?.cancel()
-            legs[uuid]?.lostTimer = nil
-            legs[uuid]?.restartTimer?.cancel()
-            legs[uuid]?.restartTimer = nil
-            try? await manager.reportConnectionRestored(uuid)
-            broadcaster.send(.connectionRestored(uuid))
-        }
-    }
-
-    /// The connection stayed lost for the whole timeout: end the call, telling the peer if the
-    /// signaling still reaches it.
-    private func connectionTimedOut(_ uuid: UUID, after timeout: Duration) async {
-        guard let leg = legs[uuid], !leg.lostBecause.isEmpty else { return }
-        let failure = "the connection was lost: nothing heard from the peer for \(timeout.components.seconds) s"
-        legs[uuid]?.failure = failure
-        if let connection = leg.connection { try? await connection.send(.end(.failed), call: uuid) }
-        await teardown(uuid, detail: failure)
-        try? await manager.reportCallEnded(uuid, reason: .failed)
     }
 
     // MARK: - Ending
@@ -1512,21 +1393,86 @@ public actor CallNode: Service {
     private func connectionClosed(_ uuid: UUID, error: (any Error)?) async {
         guard legs[uuid] != nil else { return }
         let detail = error.map { "\($0)" } ?? "the signaling connection closed"
-        // Read first: in `legs[uuid]?.failure = …` the right side runs inside the write access.
+        // Recorded first: failing the start action makes the manager end the call, and that
+        // end may be handled before this one.
         let failure = legs[uuid]?.failure ?? detail
         legs[uuid]?.failure = failure
         if let action = legs[uuid]?.startAction, legs[uuid]?.connection == nil {
             try? await manager.fail(action, reason: detail)
         }
-        await teardown(uuid, detail: detail)
-        try? await manager.reportCallEnded(uuid, reason: .failed)
+        await legEvent(uuid, .end(.signalingClosed(detail)))
     }
 
-    /// Stops the call's media and ICE and closes its signaling. Idempotent.
-    private func teardown(_ uuid: UUID, detail: String?) async {
+    // MARK: - The leg's state machine
+
+    /// Feeds the call's state machine and performs what it returns, in order. Returns the
+    /// error of a microphone change that failed (a device that would not reopen).
+    @discardableResult
+    private func legEvent(_ uuid: UUID, _ event: LegEvent) async -> (any Error)? {
+        guard var state = legs[uuid]?.state else { return nil }
+        let actions = state.handle(event, now: configuration.clock.now)
+        legs[uuid]?.state = state
+        var failure: (any Error)?
+        for action in actions {
+            switch action {
+            case let .send(message):
+                guard let connection = legs[uuid]?.connection else { continue }
+                try? await connection.send(message, call: message == .keepAlive ? nil : uuid)
+            case let .arm(timer, delay):
+                arm(uuid, timer, after: delay)
+            case let .cancel(timer):
+                legs[uuid]?.timers.removeValue(forKey: timer)?.task.cancel()
+            case let .setMicrophone(muted):
+                do { try await legs[uuid]?.media?.setMuted(muted) } catch { failure = failure ?? error }
+            case let .startMedia(muted):
+                await startMedia(uuid, microphoneMuted: muted)
+            case .restartICE:
+                do { try await restart(uuid) } catch { restartFailed(uuid, error) }
+            case .reportConnectionLost:
+                logger.info("call \(uuid): connection lost")
+                try? await manager.reportConnectionLost(uuid)
+                broadcaster.send(.connectionLost(uuid))
+            case .reportConnectionRestored:
+                logger.info("call \(uuid): connection restored")
+                try? await manager.reportConnectionRestored(uuid)
+                broadcaster.send(.connectionRestored(uuid))
+            case .tearDown:
+                await teardown(uuid)
+            case let .reportEnded(reason):
+                try? await manager.reportCallEnded(uuid, reason: reason)
+            }
+        }
+        return failure
+    }
+
+    /// Arms a leg timer on the node's clock; its firing comes back as an event.
+    private func arm(_ uuid: UUID, _ timer: LegTimer, after delay: Duration) {
+        let clock = configuration.clock
+        let deadline = clock.now + delay
+        timerGeneration += 1
+        let generation = timerGeneration
+        let task = Task { [weak self] in
+            do { try await clock.sleep(until: deadline) } catch { return }
+            await self?.timerFired(uuid, timer, generation: generation)
+        }
+        legs[uuid]?.timers[timer]?.task.cancel()
+        legs[uuid]?.timers[timer] = (generation, task)
+    }
+
+    private func timerFired(_ uuid: UUID, _ timer: LegTimer, generation: UInt64) async {
+        guard legs[uuid]?.timers[timer]?.generation == generation else { return }
+        legs[uuid]?.timers[timer] = nil
+        await legEvent(uuid, .timerFired(timer))
+    }
+
+    /// Stops the call's media and ICE and closes its signaling (the leg's state has ended).
+    private func teardown(_ uuid: UUID) async {
         guard let leg = legs.removeValue(forKey: uuid) else { return }
-        let duration = leg.connectedAt.map { ContinuousClock.now - $0 }
+        let duration = leg.state.connectedSince.map { configuration.clock.now - $0 }
+        var detail: String?
+        if case let .ended(end) = leg.state.phase { detail = end.detail }
         endDetails[uuid] = (leg.failure ?? detail, duration)
+        for (_, timer) in leg.timers { timer.task.cancel() }
         for task in leg.tasks { task.cancel() }
         leg.ice?.cancel()
         leg.mediaPreparation?.cancel()
@@ -1546,11 +1492,9 @@ public actor CallNode: Service {
     private func managerEvent(_ event: CallEvent) async {
         switch event {
         case let .callEnded(uuid, reason):
-            // Ends the manager performed itself (ring timeout, failed answer) reach us here too.
-            if legs[uuid] != nil {
-                if let connection = legs[uuid]?.connection { try? await connection.send(.end(.failed), call: uuid) }
-                await teardown(uuid, detail: reason == .failed ? legs[uuid]?.unfinished : nil)
-            }
+            // Ends the manager performed itself (ring timeout, failed answer) reach us here too;
+            // the leg's state ends the call once, whichever of the two comes first.
+            await legEvent(uuid, .end(.endedByManager(reason)))
             let details = endDetails.removeValue(forKey: uuid)
             var detail = details?.detail
             if reason == .failed, let audioFailure {

@@ -77,6 +77,10 @@ public struct CallNodeConfiguration: Sendable {
     /// A rendezvous relay to stay registered at (reachable by fingerprint through it) and to
     /// call contacts that have no address through.
     public var relay: SignalAddress?
+    /// The clock every timer of the node runs on: its calls' keep-alives, connection-lost
+    /// timeouts and ICE restarts, the manager's ring and action timeouts, idle connections,
+    /// the ICE pool's refresh. Continuous time by default; a manual one in tests.
+    public var clock: TimerClock = .continuous
 
     public init(home: String) { self.home = home }
 

@@ -326,10 +326,12 @@ public actor MediaActor: MediaClockClient {
         case .stopped: throw .stopped
         case .idle: break
         }
+        // Muted before start in the restart-device mode: the microphone stays closed.
+        let capture = !(muted && configuration.muteMode == .restartDevice)
         do throws(AudioDeviceError) {
-            try source.start()
+            if capture { try source.start() }
             do throws(AudioDeviceError) { try sink.start() } catch {
-                source.stop()
+                if capture { source.stop() }
                 throw error
             }
         } catch {

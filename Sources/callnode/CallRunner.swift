@@ -119,7 +119,11 @@ final class CallRunner {
                     outcome = .failed("callnode: cannot join the session: \(reason)")
                     break loop
                 case let .ended(uuid, reason, detail, _):
-                    if current == uuid { current = nil }
+                    if current == uuid {
+                        current = nil
+                        muted = false
+                        held = false
+                    }
                     if uuid == dialed || (exitAfterFirstCall && target == nil) {
                         if case .failed = outcome {} else if !connected.contains(uuid) && !interrupted {
                             outcome = .failed("callnode: the call did not connect: \(detail ?? reason.rawValue)")
@@ -174,14 +178,16 @@ final class CallRunner {
         switch Character(UnicodeScalar(key)) {
         case "a":
             try? await node.answer(call)
+        // Mute and hold show what the node reports (its `state` events), not what was asked:
+        // a refused request says why and changes nothing on screen.
         case "m":
-            muted.toggle()
-            try? await node.setMuted(call, muted)
-            line(muted ? "muted" : "unmuted")
+            do { try await node.setMuted(call, !muted) } catch {
+                line("cannot \(muted ? "unmute" : "mute"): \(error)")
+            }
         case "h":
-            held.toggle()
-            try? await node.setHeld(call, held)
-            line(held ? "on hold" : "resumed")
+            do { try await node.setHeld(call, !held) } catch {
+                line("cannot \(held ? "resume" : "hold"): \(error)")
+            }
         case "o":
             do {
                 try await node.setSpeaker(!onSpeaker)
@@ -221,8 +227,16 @@ final class CallRunner {
             line("incoming call from \(name ?? "unknown caller") \(known ? "" : "(not a contact) ")— \(from)")
         case .ringing:
             line("ringing…")
-        case .state:
-            break
+        case let .state(uuid, _, isHeld, isMuted):
+            guard uuid == current else { break }
+            if isMuted != muted {
+                muted = isMuted
+                line(muted ? "muted" : "unmuted")
+            }
+            if isHeld != held {
+                held = isHeld
+                line(held ? "on hold" : "resumed")
+            }
         case let .selectedPair(uuid, pair):
             lastPair[uuid] = pair
             line("ICE pair: \(pair.localType.rawValue) \(pair.local) ↔ \(pair.remoteType.rawValue) \(pair.remote) (\(pair.transport.rawValue))")

@@ -93,6 +93,61 @@ extension RealTimeTests {
         }
     }
 
+    /// The loudest 20 ms frame of a recording, in dBFS.
+    static func loudestFrame(_ path: String) throws -> Double {
+        let samples = try WAV.read(path: path).samples
+        var loudest = -100.0
+        for start in stride(from: 0, to: samples.count - 959, by: 960) {
+            var sum = 0.0
+            for s in samples[start..<(start + 960)] { sum += Double(s) * Double(s) }
+            let rms = (sum / 960).squareRoot() / 32_768
+            if rms > 0 { loudest = max(loudest, 20 * log10(rms)) }
+        }
+        return loudest
+    }
+
+    @Test func aMuteSetWhileRingingHoldsFromTheFirstFrameAndThroughHoldAndResume() async throws {
+        let f = try Fixture()
+        let alice = try await f.node("alice", input: .tone(440), output: .wav(f.path("alice-out.wav")), autoAnswer: false)
+        let bob = try await f.node("bob", input: .tone(660), output: .wav(f.path("bob-out.wav")), autoAnswer: false)
+        try await f.trust(alice, as: "alice", bob, as: "bob")
+        let aliceEvents = alice.events(), bobEvents = bob.events()
+
+        // Both mute while the call rings, before any media exists.
+        let call = try await alice.call(.contact("bob"))
+        guard case let .incoming(bobCall, _, _, _) = try await Self.next(bobEvents, where: { if case .incoming = $0 { true } else { false } }) else { return }
+        _ = try await Self.next(aliceEvents) { if case .ringing = $0 { true } else { false } }
+        try await alice.setMuted(call, true)
+        try await bob.setMuted(bobCall, true)
+        _ = try await Self.next(aliceEvents) { if case .state(call, _, _, true) = $0 { true } else { false } }
+        _ = try await Self.next(bobEvents) { if case .state(bobCall, _, _, true) = $0 { true } else { false } }
+        try await bob.answer(bobCall)
+        _ = try await Self.next(bobEvents) { if case let .statistics(_, s) = $0 { s.packetsReceived >= 50 } else { false } }
+
+        // Alice holds and resumes: her microphone stays muted, and she is still shown muted.
+        try await alice.setHeld(call, true)
+        _ = try await Self.next(bobEvents) { $0 == .remoteHold(bobCall, true) }
+        try await alice.setHeld(call, false)
+        _ = try await Self.next(bobEvents) { $0 == .remoteHold(bobCall, false) }
+        let resumedAt = try await Self.next(bobEvents) { if case .statistics = $0 { true } else { false } }
+        guard case let .statistics(_, atResume) = resumedAt else { return }
+        _ = try await Self.next(bobEvents) { if case let .statistics(_, s) = $0 { s.packetsReceived >= atResume.packetsReceived + 75 } else { false } }
+        #expect(await alice.manager.state(of: call)?.isMuted == true)
+
+        // The path works: Bob unmutes and Alice hears his tone.
+        try await bob.setMuted(bobCall, false)
+        _ = try await Self.next(aliceEvents) { if case let .statistics(_, s) = $0 { s.receiveLevel > -40 } else { false } }
+        try await alice.hangUp(call)
+        _ = try await Self.next(bobEvents) { if case .ended = $0 { true } else { false } }
+        await alice.shutdown()
+        await bob.shutdown()
+
+        // Not one frame of Alice's tone reached Bob: not at connect, not after the resume.
+        let loudest = try Self.loudestFrame(f.path("bob-out.wav"))
+        #expect(loudest < -60, "bob heard alice at \(loudest) dBFS")
+        #expect(try Self.loudestFrame(f.path("alice-out.wav")) > -30)
+    }
+
     @Test func twoNodesTalkBothWaysHoldMuteAndHangUp() async throws {
         let f = try Fixture()
         let alice = try await f.node("alice", input: .wav(try f.speech("alice-in.wav", seed: 11)), output: .wav(f.path("alice-out.wav")), autoAnswer: false)

@@ -195,6 +195,31 @@ import Glibc
         }
     }
 
+    @Test func aMuteSetBeforeStartHoldsFromTheFirstFrameInEveryMode() async throws {
+        for mode in MuteMode.allCases {
+            var configuration = MediaConfiguration()
+            configuration.muteMode = mode
+            let path = Self.temporaryPath("muted-before-start-\(mode).wav")
+            defer { unlink(path) }
+            let call = try Self.makeCall(source: ToneSource(amplitude: 0.5), sink: WAVFileSink(path: path), configuration: configuration)
+            try await call.a.setMuted(true)
+            try await call.a.start()
+            try await call.b.start()
+            await call.clock.advance(frames: 50)
+            let received = await call.b.statistics.packetsReceived
+            try await call.a.setMuted(false)
+            await call.clock.advance(frames: 20)
+            let after = await call.b.statistics.receiveLevel
+            await call.a.stop()
+            await call.b.stop()
+            let samples = try WAV.read(path: path).samples
+            let mutedPart = samples.prefix(50 * 960).map { abs(Int($0)) }.max() ?? 0
+            #expect(received >= 40, "\(mode): \(received) packets while muted")
+            #expect(mutedPart <= 33, "\(mode): the muted microphone was heard (peak \(mutedPart))")  // −60 dBFS
+            #expect(after > -12, "\(mode): level after unmute \(after)")
+        }
+    }
+
     @Test func appAudioIsMixedIntoWhatIsSentEvenWithTheInputMixerMuted() async throws {
         var configuration = MediaConfiguration()
         configuration.muteMode = .inputMixer

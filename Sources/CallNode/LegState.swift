@@ -1,0 +1,419 @@
+import Calls
+import Signaling
+
+/// Where one call (a leg) is in its life. Each phase carries what only it has, so a state
+/// such as "media before the offer and answer" or "an ICE restart before negotiation" cannot be
+/// written.
+public enum LegPhase: Sendable, Equatable {
+    /// Outgoing: the signaling connection to the callee is being opened.
+    case dialing
+    /// Outgoing: the invitation is out; the callee has not said it rings yet.
+    case inviting
+    /// Ringing: the callee's phone (outgoing) or this node (incoming).
+    case ringing
+    /// Incoming, answered: the offer is out, the caller's answer not yet in.
+    case offering
+    /// The offer and answer are done; ICE checks the candidate pairs.
+    case checking
+    /// ICE connected; the media's keys are being made (the DTLS handshake, with DTLS-SRTP).
+    case securing(iceConnectedAt: Duration)
+    /// The media is built and keyed; it starts when the audio session is activated.
+    case awaitingAudio(iceConnectedAt: Duration)
+    /// Media runs.
+    case connected(since: Duration)
+    /// Media runs but the path is lost: nothing heard, or ICE says disconnected.
+    case reconnecting(Reconnecting)
+    /// Over, for a reason; nothing of the call is left.
+    case ended(LegEnd)
+
+    /// What a lost connection carries while it is being recovered.
+    public struct Reconnecting: Sendable, Equatable {
+        /// When media first started (a restored call is connected since then again).
+        public var connectedSince: Duration
+        /// When the connection was lost.
+        public var lostAt: Duration
+        /// Which signals say it is lost; it is restored when none does.
+        public var signals: Set<LegLossSignal>
+    }
+
+    /// Whether the call has media (started, whether or not its path is lost right now).
+    public var hasMedia: Bool {
+        switch self {
+        case .connected, .reconnecting: true
+        default: false
+        }
+    }
+
+    /// Whether ICE has connected once (the media's keys and media may exist).
+    public var iceHasConnected: Bool {
+        switch self {
+        case .securing, .awaitingAudio, .connected, .reconnecting: true
+        default: false
+        }
+    }
+
+    /// Whether the offer and answer are done (an ICE restart is possible from here on).
+    public var isNegotiated: Bool {
+        switch self {
+        case .checking, .securing, .awaitingAudio, .connected, .reconnecting: true
+        default: false
+        }
+    }
+
+    public var hasEnded: Bool {
+        if case .ended = self { true } else { false }
+    }
+}
+
+/// Why a connection counts as lost.
+public enum LegLossSignal: Hashable, Sendable {
+    /// ICE reports the selected pair disconnected.
+    case ice
+    /// No authentic media arrived for the stall timeout.
+    case media
+}
+
+/// How a leg ended, and whose doing it was.
+public struct LegEnd: Sendable, Equatable {
+    /// The reason the call manager records (Recents, the `ended` event).
+    public var reason: CallEndReason
+    /// What failed, for failures and the peer's reasons; nil for a plain hang-up.
+    public var detail: String?
+}
+
+/// A timer of a leg. Armed and cancelled by ``LegAction``s, run on the node's injected clock.
+public enum LegTimer: Hashable, Sendable, CaseIterable {
+    /// Sends a keep-alive on the signaling connection (so NATs and the relay keep it open).
+    case keepAlive
+    /// Ends the call when its connection stays lost this long.
+    case connectionLost
+    /// Restarts ICE while the connection stays lost (the side that offered first only).
+    case iceRestart
+}
+
+/// How a call ends, as the leg learns of it.
+public enum LegEnding: Sendable, Equatable {
+    /// The user here hung up (or declined, if the call rings here).
+    case hangUp
+    /// The peer sent `end` with its reason.
+    case peerEnded(HangupReason)
+    /// The peer refused the call.
+    case peerRejected(RejectReason)
+    /// Something failed here (`detail` says what); the peer is told the call failed.
+    case failed(String)
+    /// One of the manager's actions timed out (`detail` names it); the peer is told.
+    case actionTimedOut(String)
+    /// The manager ended the call itself: nobody answered before the ring timeout, the answer
+    /// failed, or audio could not be activated.
+    case endedByManager(CallEndReason)
+    /// The signaling connection closed (with the error, if any) before the call ended.
+    case signalingClosed(String)
+    /// The node shuts down.
+    case shutdown
+}
+
+/// The settings a leg's timers follow (from ``CallNodeConfiguration``).
+public struct LegTimings: Sendable, Equatable {
+    public var keepAliveInterval: Duration
+    public var connectionLostTimeout: Duration
+    /// `nil` or zero: never restart ICE by itself.
+    public var iceRestartInterval: Duration?
+
+    public init(keepAliveInterval: Duration = .seconds(15), connectionLostTimeout: Duration = .seconds(30),
+                iceRestartInterval: Duration? = .seconds(5)) {
+        self.keepAliveInterval = keepAliveInterval
+        self.connectionLostTimeout = connectionLostTimeout
+        self.iceRestartInterval = iceRestartInterval
+    }
+}
+
+/// What the leg's owner does after a transition, in order.
+public enum LegAction: Sendable, Equatable {
+    /// Send this on the call's signaling connection (if it has one).
+    case send(SignalMessage)
+    case arm(LegTimer, after: Duration)
+    case cancel(LegTimer)
+    /// Silence the microphone or let it be heard (the user's mute and this side's hold together).
+    case setMicrophone(muted: Bool)
+    /// Start the media with the microphone muted or not: a mute set before media existed
+    /// holds from the first frame.
+    case startMedia(microphoneMuted: Bool)
+    /// Restart ICE: new credentials, a new gathering, a new offer.
+    case restartICE
+    /// Tell the manager and the event stream that the connection is lost, or back.
+    case reportConnectionLost
+    case reportConnectionRestored
+    /// Stop the call's media, DTLS and ICE, close its signaling, cancel its tasks.
+    case tearDown
+    /// Tell the manager the call ended (not when the manager ended it itself).
+    case reportEnded(CallEndReason)
+}
+
+/// One call's state, as a plain value: every event returns what to do, nothing else happens.
+///
+/// The leg's owner feeds it events (progress of the call's setup, its media and ICE, the user's
+/// mute and hold, timer firings, endings) with the time from the node's clock, and performs
+/// the actions it returns, in order. It decides, so that nothing else has to guess from loose
+/// fields: whether ending sends `reject(declined)` or `end(hangup)`, that a call ends exactly
+/// once (one `end` to the peer, one report to the manager, one teardown), when timers run, and
+/// what the microphone does, whether or not media exists yet.
+public struct LegState: Sendable, Equatable {
+    public let outgoing: Bool
+    public let timings: LegTimings
+    public private(set) var phase: LegPhase
+    /// The user's mute.
+    public private(set) var muted: Bool
+    /// This side's hold.
+    public private(set) var held = false
+    /// The timers armed now.
+    public private(set) var armed: Set<LegTimer> = []
+    /// When media started (on the node's clock), once it has.
+    public private(set) var connectedSince: Duration?
+    /// ICE restarts this side started.
+    public private(set) var restarts = 0
+    /// An ICE restart's offer is out and its answer not in yet (answers do not say which
+    /// offer they answer, so only one restart runs at a time).
+    public private(set) var restartPending = false
+
+    /// A new leg: an outgoing one dialing, an incoming one ringing here.
+    public init(outgoing: Bool, muted: Bool = false, timings: LegTimings = LegTimings()) {
+        self.outgoing = outgoing
+        self.timings = timings
+        self.muted = muted
+        phase = outgoing ? .dialing : .ringing
+    }
+
+    /// Whether the microphone is silenced (muted or held).
+    public var microphoneMuted: Bool { muted || held }
+
+    /// Handles one event at `now` (the node clock's time) and returns what to do.
+    public mutating func handle(_ event: LegEvent, now: Duration) -> [LegAction] {
+        if case .ended = phase { return [] }  // over: a second ending, a late timer, a stray event
+        switch event {
+        case .signalingReady:
+            if phase == .dialing { phase = .inviting }
+            guard !armed.contains(.keepAlive) else { return [] }
+            armed.insert(.keepAlive)
+            return [.arm(.keepAlive, after: timings.keepAliveInterval)]
+        case .peerRinging:
+            if phase == .inviting || phase == .dialing { phase = .ringing }
+            return []
+        case .answering:
+            if !outgoing, phase == .ringing { phase = .offering }
+            return []
+        case .negotiated:
+            switch phase {
+            case .dialing, .inviting, .ringing, .offering: phase = .checking
+            default: break  // a re-offer or a restart's answer: the media goes on
+            }
+            return []
+        case .iceConnected:
+            switch phase {
+            case .checking:
+                phase = .securing(iceConnectedAt: now)
+                return []
+            case var .reconnecting(lost):
+                return restore(&lost, clearing: .ice)
+            default:
+                return []
+            }
+        case .iceDisconnected:
+            return lose(.ice, now: now)
+        case .mediaStalled:
+            return lose(.media, now: now)
+        case .mediaResumed:
+            // Audio arriving again is the ground truth, whatever ICE last said.
+            guard case var .reconnecting(lost) = phase else { return [] }
+            return restore(&lost, clearing: nil)
+        case .mediaReady:
+            guard case let .securing(at) = phase else { return [] }
+            phase = .awaitingAudio(iceConnectedAt: at)
+            return []
+        case .audioActivated:
+            guard case .awaitingAudio = phase else { return [] }
+            phase = .connected(since: now)
+            connectedSince = now
+            return [.startMedia(microphoneMuted: microphoneMuted)]
+        case let .setMuted(on):
+            muted = on
+            return phase.hasMedia ? [.setMicrophone(muted: microphoneMuted)] : []
+        case let .setHeld(on):
+            held = on
+            return phase.hasMedia ? [.setMicrophone(muted: microphoneMuted)] : []
+        case .restartOffered:
+            guard phase.isNegotiated else { return [] }
+            restartPending = true
+            restarts += 1
+            return []
+        case .restartSettled:
+            restartPending = false
+            return []
+        case let .timerFired(timer):
+            guard armed.contains(timer) else { return [] }  // cancelled after it was already due
+            armed.remove(timer)
+            return fired(timer, now: now)
+        case let .end(ending):
+            return end(ending)
+        }
+    }
+
+    // MARK: - Loss and recovery
+
+    private mutating func lose(_ signal: LegLossSignal, now: Duration) -> [LegAction] {
+        switch phase {
+        case let .connected(since):
+            phase = .reconnecting(.init(connectedSince: since, lostAt: now, signals: [signal]))
+            var actions: [LegAction] = [.arm(.connectionLost, after: timings.connectionLostTimeout)]
+            armed.insert(.connectionLost)
+            if let interval = timings.iceRestartInterval, interval > .zero, !outgoing {
+                // The first restart after one interval: a path that comes back by itself is kept.
+                actions.append(.arm(.iceRestart, after: interval))
+                armed.insert(.iceRestart)
+            }
+            actions.append(.reportConnectionLost)
+            return actions
+        case var .reconnecting(lost):
+            lost.signals.insert(signal)
+            phase = .reconnecting(lost)
+            return []
+        default:
+            return []  // before media, a lost path is ICE's and the setup timeouts' business
+        }
+    }
+
+    /// Clears `signal` (every signal when nil); restored when none is left.
+    private mutating func restore(_ lost: inout LegPhase.Reconnecting, clearing signal: LegLossSignal?) -> [LegAction] {
+        if let signal { lost.signals.remove(signal) } else { lost.signals.removeAll() }
+        guard lost.signals.isEmpty else {
+            phase = .reconnecting(lost)
+            return []
+        }
+        phase = .connected(since: lost.connectedSince)
+        var actions: [LegAction] = []
+        for timer in [LegTimer.connectionLost, .iceRestart] where armed.contains(timer) {
+            armed.remove(timer)
+            actions.append(.cancel(timer))
+        }
+        actions.append(.reportConnectionRestored)
+        return actions
+    }
+
+    private mutating func fired(_ timer: LegTimer, now: Duration) -> [LegAction] {
+        switch timer {
+        case .keepAlive:
+            armed.insert(.keepAlive)
+            return [.send(.keepAlive), .arm(.keepAlive, after: timings.keepAliveInterval)]
+        case .connectionLost:
+            guard case .reconnecting = phase else { return [] }
+            let seconds = timings.connectionLostTimeout.components.seconds
+            return end(.failed("the connection was lost: nothing heard from the peer for \(seconds) s"))
+        case .iceRestart:
+            guard case .reconnecting = phase, let interval = timings.iceRestartInterval else { return [] }
+            armed.insert(.iceRestart)
+            // Still waiting for the last restart's answer: the signaling is as cut off as the
+            // media; the offer goes through when it is back.
+            return restartPending ? [.arm(.iceRestart, after: interval)] : [.restartICE, .arm(.iceRestart, after: interval)]
+        }
+    }
+
+    // MARK: - Ending
+
+    /// Where a call that failed without a recorded reason had got to: the step that did not
+    /// finish in time (nil once media ran).
+    public var unfinished: String? {
+        switch phase {
+        case .dialing: "the other node could not be reached in time: the signaling connection never came up"
+        case .inviting, .ringing, .offering: "the other node did not finish the offer and answer in time"
+        case .checking: "no network path was found in time: ICE did not connect (try --stun or --turn)"
+        case .securing: "the media's keys were not agreed in time: the DTLS handshake did not finish"
+        case .awaitingAudio: "the audio session was not activated in time"
+        case .connected, .reconnecting, .ended: nil
+        }
+    }
+
+    private mutating func end(_ ending: LegEnding) -> [LegAction] {
+        let ringingHere = !outgoing && phase == .ringing
+        var actions: [LegAction] = armed.sorted { "\($0)" < "\($1)" }.map { .cancel($0) }
+        armed.removeAll()
+        let end: LegEnd
+        var report: CallEndReason?
+        switch ending {
+        case .hangUp:
+            // Ending a call that still rings here declines it.
+            actions.append(.send(ringingHere ? .reject(.declined) : .end(.hangup)))
+            end = LegEnd(reason: ringingHere ? .declined : .localEnded, detail: nil)
+        case let .peerEnded(reason):
+            // The peer's own reason, when it is not a plain hang-up, is what the user here
+            // needs to hear: the call did not end by anything on this side.
+            let detail: String? = switch reason {
+            case .hangup: nil
+            case .failed: "the other node ended the call after a failure on its side (its log says which)"
+            case .timeout: "the other node gave up waiting"
+            case .shutdown: "the other node shut down"
+            }
+            end = LegEnd(reason: .remoteEnded, detail: detail)
+            report = .remoteEnded
+        case let .peerRejected(reason):
+            end = LegEnd(reason: reason == .declined || reason == .busy ? .remoteEnded : .failed,
+                         detail: "rejected: \(reason.rawValue)")
+            report = end.reason
+        case let .failed(detail):
+            actions.append(.send(.end(.failed)))
+            end = LegEnd(reason: .failed, detail: detail)
+            report = .failed
+        case let .actionTimedOut(detail):
+            actions.append(.send(.end(.timeout)))
+            end = LegEnd(reason: .failed, detail: detail)
+        case let .endedByManager(reason):
+            let message: SignalMessage = switch reason {
+            case .unanswered: .end(.timeout)
+            case .failed: .end(.failed)
+            case .declined: .reject(.declined)
+            case .localEnded, .remoteEnded, .answeredElsewhere, .declinedElsewhere: .end(.hangup)
+            }
+            actions.append(.send(message))
+            end = LegEnd(reason: reason, detail: reason == .failed ? unfinished : nil)
+        case let .signalingClosed(detail):
+            end = LegEnd(reason: .failed, detail: detail)
+            report = .failed
+        case .shutdown:
+            actions.append(.send(.end(.shutdown)))
+            end = LegEnd(reason: .localEnded, detail: nil)
+            report = .localEnded
+        }
+        phase = .ended(end)
+        actions.append(.tearDown)
+        if let report { actions.append(.reportEnded(report)) }
+        return actions
+    }
+}
+
+/// What happens to a leg: progress of its setup, its media and ICE, the user's intent, its
+/// timers, and its end. See ``LegState/handle(_:now:)``.
+public enum LegEvent: Sendable, Equatable {
+    /// The signaling connection is up (outgoing: and the invitation went out).
+    case signalingReady
+    /// Outgoing: the callee rings.
+    case peerRinging
+    /// Incoming: the call was answered; the offer is being made.
+    case answering
+    /// The offer and answer are done (the first time; later ones change ICE only).
+    case negotiated
+    case iceConnected
+    case iceDisconnected
+    /// The media is built and keyed (after ICE connected; with DTLS, after the handshake).
+    case mediaReady
+    /// The audio session is active (activated by its one owner): media may start.
+    case audioActivated
+    /// No authentic media arrived for the stall timeout, and media arrives again.
+    case mediaStalled
+    case mediaResumed
+    case setMuted(Bool)
+    case setHeld(Bool)
+    /// This side sent an ICE restart's offer.
+    case restartOffered
+    /// A restart's answer came (or the restart failed): another may start.
+    case restartSettled
+    case timerFired(LegTimer)
+    case end(LegEnding)
+}
