@@ -52,25 +52,27 @@ let package = Package(
                 "CNice", "Locking",
                 .product(name: "Logging", package: "swift-log"),
             ]),
+        // SRTP key and suite values, shared by key exchange (SDES, DTLS) and the media path.
+        .target(name: "SRTPKeys"),
         .target(name: "RTP"),
         .target(name: "SDP"),
         .target(
             name: "Media",
             dependencies: [
-                "RTP", "COpus", "CSRTP", "CALSA", "CSpeexDSP", "Locking",
+                "RTP", "SRTPKeys", "COpus", "CSRTP", "CALSA", "CSpeexDSP", "Locking",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]),
         // DTLS-SRTP (RFC 5763/5764): OpenSSL's DTLS over memory BIOs, keys into the SRTP path.
         .target(
             name: "DTLS",
-            dependencies: ["CSSL", "Media", "Locking"]),
+            dependencies: ["CSSL", "SRTPKeys", "Locking"]),
         .target(
             name: "AudioSession",
             dependencies: ["Media", "CALSA", "Locking"]),
         .target(
             name: "Calls",
             dependencies: [
-                "AudioSession", "Media", "RTP", "Locking",
+                "AudioSession", "RTP", "Locking",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]),
         // Test doubles that embedders may use too: a manual clock for every injected timer, two
@@ -107,6 +109,9 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
+        // The bare C anchors (libnice, Opus + SRTP, SpeexDSP with no node around them) are the
+        // one place outside the ICE and media modules that calls the C libraries: they measure
+        // the C work the node's figures are read against.
         .executableTarget(
             name: "callnode-bench",
             dependencies: [
@@ -114,6 +119,7 @@ let package = Package(
                 "CallNodeTestKit",
                 "ICE",
                 "AudioSession",
+                "CNice", "COpus", "CSRTP", "CSpeexDSP",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),

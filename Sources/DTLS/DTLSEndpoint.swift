@@ -1,6 +1,6 @@
 import CSSL
 import Locking
-import Media
+import SRTPKeys
 
 /// Which side of the DTLS handshake this node plays, from SDP's `a=setup` (RFC 5763 §5):
 /// `active` opens the handshake (client), `passive` waits for it (server).

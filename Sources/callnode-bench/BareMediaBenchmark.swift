@@ -1,5 +1,6 @@
 internal import COpus
 internal import CSRTP
+import Media
 
 #if canImport(Glibc)
 import Glibc
