@@ -76,8 +76,8 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]),
         // Test doubles that embedders may use too: a manual clock for every injected timer, two
-        // call managers joined in memory.
-        .target(name: "CallNodeTestKit", dependencies: ["Calls", "Locking"]),
+        // call managers joined in memory, an in-memory ICE network for whole nodes on manual time.
+        .target(name: "CallNodeTestKit", dependencies: ["CallNode", "Calls", "ICE", "Media", "Locking"]),
         // Node identity (self-signed certificate, fingerprint) and the mutual-TLS signaling channel.
         .target(
             name: "Signaling",
@@ -180,7 +180,7 @@ let package = Package(
             dependencies: ["Media", "RTP", "CallNodeTestSupport"]),
         .testTarget(
             name: "CallNodeTests",
-            dependencies: ["CallNode", "CallNodeTestSupport"]),
+            dependencies: ["CallNode", "CallNodeTestKit", "CallNodeTestSupport"]),
         .testTarget(
             name: "SignalingTests",
             dependencies: [

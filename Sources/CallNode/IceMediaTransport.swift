@@ -2,7 +2,7 @@ import ICE
 import Media
 import Locking
 
-/// Carries a call's media over an ``IceAgent``: RTP and RTCP go out on the selected pair and
+/// Carries a call's media over an ICE path (an ``IceAgent``, or an in-memory path in tests): RTP and RTCP go out on the selected pair and
 /// what arrives is handed to the media actor; DTLS records (first byte 20–63, RFC 7983) go
 /// to the DTLS handler instead. libnice keeps STUN (first byte 0–3) to itself.
 ///
@@ -10,7 +10,7 @@ import Locking
 /// iterated once, so give each agent one transport). The task ends when the agent closes or
 /// the transport is released.
 public final class IceMediaTransport: MediaTransport {
-    public let agent: IceAgent
+    public let agent: any IcePath
     private let handler: Handler
     private let pump: Task<Void, Never>
 
@@ -51,7 +51,7 @@ public final class IceMediaTransport: MediaTransport {
 
     private let dtls = Handler()
 
-    public init(agent: IceAgent) {
+    public init(agent: any IcePath) {
         self.agent = agent
         let handler = Handler(), dtls = self.dtls
         self.handler = handler

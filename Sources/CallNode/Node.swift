@@ -62,7 +62,7 @@ public actor CallNode: Service {
 
     /// A call's ICE agent, gathering, and the local parameters for its SDP.
     struct PreparedICE: Sendable {
-        let agent: IceAgent
+        let agent: any IcePath
         let gathering: IceGathering
         var local: LocalAudioParameters
     }
@@ -86,7 +86,7 @@ public actor CallNode: Service {
         var connection: SignalingConnection?
         var connectionTask: Task<Void, Never>?
         var startAction: ActionID?
-        var agent: IceAgent?
+        var agent: (any IcePath)?
         /// The agent being made and gathering, started before it is needed (the caller's at
         /// dial, the callee's when it rings) so that answering does not wait for it.
         var ice: Task<PreparedICE, any Error>?
@@ -136,7 +136,7 @@ public actor CallNode: Service {
         // DTLS presents the node's own certificate: its DTLS fingerprint is its identity.
         dtlsCertificate = try DTLSCertificate(certificateDER: identity.certificateDER, privateKeyPEM: identity.privateKeyPEM)
         store = try CallStore(path: configuration.home + "/callnode.sqlite")
-        let clock = MediaClock(frameDuration: configuration.media.opus.frameDuration)
+        let clock = configuration.mediaClock ?? MediaClock(frameDuration: configuration.media.opus.frameDuration)
         self.clock = clock
         // The ringtone plays on the speaker route of the node's own backend while a call rings.
         let backend = configuration.audio
@@ -164,7 +164,10 @@ public actor CallNode: Service {
             manager = try await CallManager(configuration: configuration.provider, audio: .systemOwned(session), store: store, ringer: ringer,
                                             clock: configuration.clock)
         }
-        if let address = configuration.listenAddress {
+        if let address = configuration.listenAddress, configuration.signalNetwork != nil {
+            listener = nil
+            listenAddress = address
+        } else if let address = configuration.listenAddress {
             let listener = try await SignalingListener(host: address.host, port: address.port, identity: identity,
                                                        limits: configuration.signalingLimits)
             self.listener = listener
@@ -207,7 +210,7 @@ public actor CallNode: Service {
             }
         })
         let clock = self.clock
-        keep(Task { _ = await clock.run() })
+        if !clock.isManual { keep(Task { _ = await clock.run() }) }
         fillICEPool()
         if configuration.iceAgentPool > 0, configuration.ice.stunServer != nil || !configuration.ice.turnServers.isEmpty {
             let refresh = configuration.iceAgentPoolRefresh, timerClock = configuration.clock
@@ -218,13 +221,22 @@ public actor CallNode: Service {
                 }
             })
         }
-        if let listener, let address = listenAddress {
+        if let address = listenAddress, listener != nil || configuration.signalNetwork != nil {
             let weak = WeakNode(self)
-            keep(Task {
-                await listener.run { connection, messages in
-                    await weak.node?.serve(connection, messages)
-                }
-            })
+            if let listener {
+                keep(Task {
+                    await listener.run { connection, messages in
+                        await weak.node?.serve(connection, messages)
+                    }
+                })
+            } else if let network = configuration.signalNetwork {
+                let identity = self.identity
+                keep(Task {
+                    await network.serve(address, as: identity) { connection, messages in
+                        await weak.node?.serve(connection, messages)
+                    }
+                })
+            }
             broadcaster.send(.listening(address))
             logger.info("listening for calls on \(address) as \(identity.fingerprint)")
         }

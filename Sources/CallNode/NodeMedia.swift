@@ -15,7 +15,7 @@ import Locking
 extension CallNode {
     // MARK: - ICE and media
 
-    func watch(_ uuid: UUID, _ agent: IceAgent) {
+    func watch(_ uuid: UUID, _ agent: any IcePath) {
         own(uuid, Task { [weak self] in
             for await event in agent.events {
                 await self?.iceEvent(uuid, event)

@@ -16,7 +16,7 @@ extension CallNode {
     func prepareICEEarly(_ uuid: UUID, role: IceRole) {
         guard legs[uuid] != nil, legs[uuid]?.ice == nil else { return }
         let (pooled, stale) = takePooledICE()
-        let ice = configuration.ice
+        let ice = configuration.ice, make = configuration.makeIcePath
         let task = Task { () async throws -> PreparedICE in
             for entry in stale { await (try? await entry.task.value)?.agent.close() }
             let prepared: PreparedICE
@@ -29,7 +29,7 @@ extension CallNode {
                     throw error
                 }
             } else {
-                prepared = try await Self.makeICE(ice, role: role)
+                prepared = try await Self.makeICE(ice, role: role, make: make)
             }
             return try await self.adopt(prepared, for: uuid)
         }
@@ -50,10 +50,11 @@ extension CallNode {
 
     /// Creates an ICE agent in `role` and starts gathering; the local parameters carry the
     /// credentials and a fresh SRTP key for every suite this node supports.
-    nonisolated static func makeICE(_ configuration: IceConfiguration, role: IceRole) async throws -> PreparedICE {
+    nonisolated static func makeICE(_ configuration: IceConfiguration, role: IceRole,
+                                    make: @Sendable (IceConfiguration) async throws -> any IcePath) async throws -> PreparedICE {
         var ice = configuration
         ice.role = role
-        let agent = try await IceAgent(configuration: ice)
+        let agent = try await make(ice)
         let gathering: IceGathering
         do {
             gathering = try await agent.gather()
@@ -85,9 +86,9 @@ extension CallNode {
     /// does not compete with a call being set up.
     func fillICEPool() {
         guard isStarted, !isShutDown else { return }
-        let ice = configuration.ice
+        let ice = configuration.ice, make = configuration.makeIcePath
         while icePool.count < configuration.iceAgentPool {
-            icePool.append(PooledICE(task: Task { try await Self.makeICE(ice, role: .controlling) }, made: configuration.clock.now))
+            icePool.append(PooledICE(task: Task { try await Self.makeICE(ice, role: .controlling, make: make) }, made: configuration.clock.now))
         }
     }
 
@@ -307,7 +308,7 @@ extension CallNode {
     /// resolved in the background and added when they resolve. Where they do not (no mDNS
     /// here), the browser's checks still reach this node and ICE learns its address as a
     /// peer-reflexive candidate.
-    func resolvingNames(_ uuid: UUID, _ candidates: [IceCandidate], agent: IceAgent) -> [IceCandidate] {
+    func resolvingNames(_ uuid: UUID, _ candidates: [IceCandidate], agent: any IcePath) -> [IceCandidate] {
         var usable: [IceCandidate] = []
         for candidate in candidates {
             guard !candidate.hasIPAddress, HostNameResolver.isMDNSName(candidate.address) else {

@@ -52,17 +52,22 @@ extension CallNode {
             return
         }
         prepareICEEarly(uuid, role: .controlled)
-        let identity = self.identity, limits = configuration.signalingLimits
+        let identity = self.identity, limits = configuration.signalingLimits, network = configuration.signalNetwork
+        let weak = WeakNode(self)
         let task = Task { [weak self] in
             do {
-                let body: (SignalingConnection, SignalMessages) async -> Void = { connection, messages in
-                    guard let self, await self.dialed(uuid, connection) else { return }
-                    await self.read(messages, on: connection)
+                let body: @Sendable (SignalingConnection, SignalMessages) async -> Void = { connection, messages in
+                    guard let node = weak.node, await node.dialed(uuid, connection) else { return }
+                    await node.read(messages, on: connection)
                 }
                 switch route {
                 case let .direct(address, pin):
-                    try await SignalingClient.connect(host: address.host, port: address.port, identity: identity, pin: pin,
-                                                      limits: limits, body)
+                    if let network {
+                        try await network.connect(to: address, as: identity, pin: pin, body)
+                    } else {
+                        try await SignalingClient.connect(host: address.host, port: address.port, identity: identity, pin: pin,
+                                                          limits: limits, body)
+                    }
                 case let .relayed(relay, fingerprint):
                     try await RelayClient.dial(relay: relay.host, port: relay.port, fingerprint: fingerprint, identity: identity,
                                                limits: limits, body)

@@ -81,6 +81,17 @@ public struct CallNodeConfiguration: Sendable {
     /// timeouts and ICE restarts, the manager's ring and action timeouts, idle connections,
     /// the ICE pool's refresh. Continuous time by default; a manual one in tests.
     public var clock: TimerClock = .continuous
+    /// The clock that paces every call's media (one tick per frame for all calls): real time
+    /// when nil (the default), made by the node; a manual one in tests, which the node then
+    /// never runs by itself.
+    public var mediaClock: MediaClock?
+    /// Makes the ICE path of each call (and of the pool): libnice's ``IceAgent`` by default;
+    /// an in-memory path in tests (`CallNodeTestKit`'s `InMemoryIceNetwork`).
+    public var makeIcePath: @Sendable (IceConfiguration) async throws -> any IcePath = { try await IceAgent(configuration: $0) }
+    /// How the node reaches other nodes' signaling and is reached: mutual TLS over TCP when nil
+    /// (the default); an in-memory network in tests (`CallNodeTestKit`'s `InMemorySignalNetwork`),
+    /// where ``listenAddress`` is the node's name on it. Relays and the web port stay on TCP.
+    public var signalNetwork: (any SignalNetwork)?
 
     public init(home: String) { self.home = home }
 
@@ -88,6 +99,21 @@ public struct CallNodeConfiguration: Sendable {
     public static var defaultHome: String {
         (ProcessInfo.processInfo.environment["HOME"].map { $0 + "/.callnode" }) ?? ".callnode"
     }
+}
+
+/// How nodes reach each other's signaling, other than mutual TLS over TCP (which needs no
+/// value of this type: it is what a node uses when ``CallNodeConfiguration/signalNetwork`` is nil).
+public protocol SignalNetwork: Sendable {
+    /// Opens a connection to the node at `address` as `identity`, refusing a peer whose identity
+    /// is not `pin` (when given), and runs `body` with it; the connection closes when `body`
+    /// returns.
+    /// - Throws: ``SignalingError`` when the address cannot be reached or the identity is wrong.
+    func connect(to address: SignalAddress, as identity: NodeIdentity, pin: Fingerprint?,
+                 _ body: @escaping @Sendable (SignalingConnection, SignalMessages) async -> Void) async throws
+    /// Accepts connections for `address` as `identity`, running `handler` for each, until the
+    /// calling task is cancelled.
+    func serve(_ address: SignalAddress, as identity: NodeIdentity,
+               _ handler: @escaping @Sendable (SignalingConnection, SignalMessages) async -> Void) async
 }
 
 /// `HOST:PORT`.

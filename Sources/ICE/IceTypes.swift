@@ -86,6 +86,13 @@ public struct IceGathering: Sendable {
     /// Local candidates as they are found (trickle). The sequence finishes at end-of-candidates,
     /// which is when to signal `a=end-of-candidates`. Iterate it once.
     public let candidates: AsyncStream<IceCandidate>
+
+    /// A round with these credentials whose candidates come from `candidates` (for other
+    /// ``IcePath`` implementations).
+    public init(credentials: IceCredentials, candidates: AsyncStream<IceCandidate>) {
+        self.credentials = credentials
+        self.candidates = candidates
+    }
 }
 
 /// Errors from an ``IceAgent``. Each says what failed and, where it helps, what to change.

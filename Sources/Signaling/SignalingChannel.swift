@@ -27,24 +27,58 @@ public struct SignalingLimits: Sendable, Equatable {
 /// One authenticated signaling connection: TLS 1.3 with both certificates presented, the
 /// peer's fingerprint known. Sendable: any task may ``send(_:)``; the task that received it
 /// reads ``SignalMessages``. Closes when that task's scope ends or on ``close()``.
+///
+/// A connection can also run over an in-memory pipe (``inMemoryPair(_:_:)``): the same frames and
+/// envelopes, no socket, for whole nodes in tests and simulations.
 public struct SignalingConnection: Sendable {
-    /// The peer's identity, proven by the TLS handshake.
+    /// The peer's identity, proven by the TLS handshake (or given, in memory).
     public let peer: Fingerprint
     /// `HOST:PORT` of the peer as seen by this node.
     public let remoteAddress: String
-    let writer: NIOAsyncChannelOutboundWriter<ByteBuffer>
-    let channel: any Channel
+    let transport: Transport
     /// A node over TLS, or a browser page over the web port's WebSocket.
     public internal(set) var origin: SignalingOrigin = .node
+
+    enum Transport: Sendable {
+        case channel(writer: NIOAsyncChannelOutboundWriter<ByteBuffer>, channel: any Channel)
+        case memory(InMemorySignalPipe.End)
+    }
+
+    init(peer: Fingerprint, remoteAddress: String, writer: NIOAsyncChannelOutboundWriter<ByteBuffer>, channel: any Channel) {
+        self.peer = peer
+        self.remoteAddress = remoteAddress
+        transport = .channel(writer: writer, channel: channel)
+    }
+
+    init(peer: Fingerprint, remoteAddress: String, end: InMemorySignalPipe.End) {
+        self.peer = peer
+        self.remoteAddress = remoteAddress
+        transport = .memory(end)
+    }
+
+    /// Two connected ends in memory: `a` sees the peer `b.identity` at `b.address`, and back.
+    /// Closing either end ends both sides' messages. Each end is read by one task
+    /// (``InMemorySignalEnd/messages``).
+    public static func inMemoryPair(_ a: (identity: Fingerprint, address: String), _ b: (identity: Fingerprint, address: String))
+        -> (a: InMemorySignalEnd, b: InMemorySignalEnd) {
+        let pipe = InMemorySignalPipe()
+        return (InMemorySignalEnd(connection: SignalingConnection(peer: b.identity, remoteAddress: b.address, end: pipe.a), frames: pipe.a.inbound),
+                InMemorySignalEnd(connection: SignalingConnection(peer: a.identity, remoteAddress: a.address, end: pipe.b), frames: pipe.b.inbound))
+    }
 
     /// Sends one message.
     /// - Throws: ``SignalingError/closed`` once the connection is gone.
     public func send(_ envelope: SignalEnvelope) async throws(SignalingError) {
         let body = envelope.encoded()
-        var buffer = channel.allocator.buffer(capacity: body.count + 4)
-        buffer.writeInteger(UInt32(body.count))
-        buffer.writeBytes(body)
-        do { try await writer.write(buffer) } catch { throw .closed }
+        switch transport {
+        case let .channel(writer, channel):
+            var buffer = channel.allocator.buffer(capacity: body.count + 4)
+            buffer.writeInteger(UInt32(body.count))
+            buffer.writeBytes(body)
+            do { try await writer.write(buffer) } catch { throw .closed }
+        case let .memory(end):
+            try end.send(Array(body))
+        }
     }
 
     /// Sends `message` for `call`.
@@ -52,15 +86,85 @@ public struct SignalingConnection: Sendable {
         try await send(SignalEnvelope(call: call, message))
     }
 
-    /// Identifies the underlying TCP connection (two connections from one peer differ).
-    public var id: ObjectIdentifier { ObjectIdentifier(channel) }
+    /// Identifies the underlying connection (two connections from one peer differ).
+    public var id: ObjectIdentifier {
+        switch transport {
+        case let .channel(_, channel): ObjectIdentifier(channel)
+        case let .memory(end): ObjectIdentifier(end)
+        }
+    }
 
     /// Closes the connection; the reader's sequence ends.
-    public func close() { channel.close(promise: nil) }
+    public func close() {
+        switch transport {
+        case let .channel(_, channel): channel.close(promise: nil)
+        case let .memory(end): end.close()
+        }
+    }
 
     /// Writes bytes as they are, outside any frame: for tests that play a misbehaving peer.
     @_spi(Testing) public func sendRaw(_ bytes: [UInt8]) async throws(SignalingError) {
-        do { try await writer.write(ByteBuffer(bytes: bytes)) } catch { throw .closed }
+        switch transport {
+        case let .channel(writer, _):
+            do { try await writer.write(ByteBuffer(bytes: bytes)) } catch { throw .closed }
+        case let .memory(end):
+            try end.send(bytes)
+        }
+    }
+}
+
+/// One end of an in-memory signaling connection (``SignalingConnection/inMemoryPair(_:_:)``).
+public struct InMemorySignalEnd: Sendable {
+    /// Sends to the other end.
+    public let connection: SignalingConnection
+    let frames: AsyncStream<[UInt8]>
+    /// What the other end sends, in order; iterate it once, from one task.
+    public var messages: SignalMessages { SignalMessages(frames: frames) }
+}
+
+/// Two ends of an in-memory signaling connection: each end's frames arrive, whole and in order,
+/// at the other. Closing either end finishes both.
+public final class InMemorySignalPipe: Sendable {
+    /// One end: sends to the other, reads what the other sent.
+    public final class End: Sendable {
+        let inbound: AsyncStream<[UInt8]>
+        fileprivate let continuation: AsyncStream<[UInt8]>.Continuation
+        fileprivate let pipe: Locked<InMemorySignalPipe?>
+
+        fileprivate init() {
+            (inbound, continuation) = AsyncStream.makeStream(of: [UInt8].self)
+            pipe = Locked(nil)
+        }
+
+        func send(_ frame: [UInt8]) throws(SignalingError) {
+            guard let pipe = pipe.withLock({ $0 }) else { throw .closed }
+            try pipe.deliver(frame, from: self)
+        }
+
+        func close() { pipe.withLock { $0 }?.close() }
+    }
+
+    let a = End()
+    let b = End()
+    private let closed = Locked(false)
+
+    init() {
+        a.pipe.withLock { $0 = self }
+        b.pipe.withLock { $0 = self }
+    }
+
+    fileprivate func deliver(_ frame: [UInt8], from end: End) throws(SignalingError) {
+        guard !closed.withLock({ $0 }) else { throw .closed }
+        (end === a ? b : a).continuation.yield(frame)
+    }
+
+    fileprivate func close() {
+        guard !closed.withLock({ state in defer { state = true }; return state }) else { return }
+        a.continuation.finish()
+        b.continuation.finish()
+        // Break the ends' references back to the pipe.
+        a.pipe.withLock { $0 = nil }
+        b.pipe.withLock { $0 = nil }
     }
 }
 
@@ -69,28 +173,53 @@ public struct SignalingConnection: Sendable {
 /// it, as does the connection closing.
 public struct SignalMessages: AsyncSequence {
     public typealias Element = Result<SignalEnvelope, SignalingError>
-    let inbound: NIOAsyncChannelInboundStream<ByteBuffer>
+    let source: Source
+
+    enum Source {
+        case channel(NIOAsyncChannelInboundStream<ByteBuffer>)
+        case memory(AsyncStream<[UInt8]>)
+    }
+
+    init(inbound: NIOAsyncChannelInboundStream<ByteBuffer>) { source = .channel(inbound) }
+    init(frames: AsyncStream<[UInt8]>) { source = .memory(frames) }
 
     public struct AsyncIterator: AsyncIteratorProtocol {
-        var base: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator
+        enum Base {
+            case channel(NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator)
+            case memory(AsyncStream<[UInt8]>.AsyncIterator)
+        }
+        var base: Base
         var finished = false
 
         public mutating func next() async -> Result<SignalEnvelope, SignalingError>? {
             guard !finished else { return nil }
-            do {
-                guard let frame = try await base.next() else { return nil }
-                return Result { () throws(SignalingError) in try SignalEnvelope.decode(frame.readableBytesView) }
-            } catch let error as SignalingError {
-                finished = true
-                return .failure(error)
-            } catch {
-                finished = true
-                return nil
+            switch base {
+            case var .channel(iterator):
+                defer { base = .channel(iterator) }
+                do {
+                    guard let frame = try await iterator.next() else { return nil }
+                    return Result { () throws(SignalingError) in try SignalEnvelope.decode(frame.readableBytesView) }
+                } catch let error as SignalingError {
+                    finished = true
+                    return .failure(error)
+                } catch {
+                    finished = true
+                    return nil
+                }
+            case var .memory(iterator):
+                defer { base = .memory(iterator) }
+                guard let frame = await iterator.next() else { return nil }
+                return Result { () throws(SignalingError) in try SignalEnvelope.decode(frame) }
             }
         }
     }
 
-    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: inbound.makeAsyncIterator()) }
+    public func makeAsyncIterator() -> AsyncIterator {
+        switch source {
+        case let .channel(inbound): AsyncIterator(base: .channel(inbound.makeAsyncIterator()))
+        case let .memory(frames): AsyncIterator(base: .memory(frames.makeAsyncIterator()))
+        }
+    }
 }
 
 /// Length-prefixed frames: a 4-byte big-endian length, then that many bytes.

@@ -174,10 +174,11 @@ import Testing
     /// Sends raw bytes inside a TLS connection and returns the messages that came back.
     static func exchange(_ raw: [UInt8], port: Int, identity: NodeIdentity, closeAfter: Bool) async throws -> [Result<SignalEnvelope, SignalingError>] {
         try await SignalingClient.connect(host: "127.0.0.1", port: port, identity: identity, pin: nil) { connection, messages in
-            var buffer = connection.channel.allocator.buffer(capacity: raw.count)
+            guard case let .channel(writer, channel) = connection.transport else { throw TestFailure("a TLS connection runs over a channel") }
+            var buffer = channel.allocator.buffer(capacity: raw.count)
             buffer.writeBytes(raw)
-            try await connection.writer.write(buffer)
-            if closeAfter { try? await connection.channel.close(mode: .output) }
+            try await writer.write(buffer)
+            if closeAfter { try? await channel.close(mode: .output) }
             var replies: [Result<SignalEnvelope, SignalingError>] = []
             for await reply in messages {
                 replies.append(reply)

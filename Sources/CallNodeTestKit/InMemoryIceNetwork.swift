@@ -1,0 +1,307 @@
+import ICE
+import Locking
+import Media
+
+/// A network of in-memory ICE paths on a media clock: pion's vnet idea for CallNode.
+///
+/// Each path gets one host candidate on the network (`10.77.0.N`). Once both ends of a call have
+/// each other's current credentials and candidates, the next tick connects them (the pair is
+/// selected on both, as libnice reports it). Datagrams travel with the network's loss, delay and
+/// reordering, deciding everything from a seeded generator on the clock's ticks, so a run is
+/// the same every time. A partition drops everything; while it lasts a restart's checks fail
+/// too, and the paths reconnect on the first tick after it heals once both ends restarted.
+///
+/// Add the network to the same ``MediaClock`` as the calls, before them, so each tick delivers
+/// what is due first and the calls then read it.
+public final class InMemoryIceNetwork: MediaClockClient, Sendable {
+    /// What the network does to datagrams.
+    public struct Conditions: Sendable, Equatable {
+        /// Share of datagrams lost, 0–1.
+        public var loss: Double
+        /// Ticks (frame periods) each datagram takes.
+        public var delayTicks: Int
+        /// Share of datagrams held one tick more than the others, 0–1 (so they arrive out of order).
+        public var reordering: Double
+        /// Nothing gets through, either way.
+        public var partitioned: Bool
+
+        public init(loss: Double = 0, delayTicks: Int = 1, reordering: Double = 0, partitioned: Bool = false) {
+            self.loss = loss
+            self.delayTicks = max(0, delayTicks)
+            self.reordering = reordering
+            self.partitioned = partitioned
+        }
+    }
+
+    struct Datagram {
+        var due: Int
+        var order: Int
+        var to: String
+        var bytes: [UInt8]
+    }
+
+    struct State {
+        var conditions: Conditions
+        var rng: UInt64
+        var tick = 0
+        var order = 0
+        var nextHost = 1
+        var nextCredential = 1
+        var paths: [String: InMemoryIcePath] = [:]
+        var inFlight: [Datagram] = []
+        var delivered = 0
+        var dropped = 0
+    }
+
+    let state: Locked<State>
+
+    /// - Parameter seed: Seeds the generator that decides loss and reordering.
+    public init(conditions: Conditions = Conditions(), seed: UInt64 = 1) {
+        state = Locked(State(conditions: conditions, rng: seed | 1))
+    }
+
+    /// A new path on this network (for ``IcePath`` factories: one per call or pooled agent).
+    public func makePath(role: IceRole) -> InMemoryIcePath {
+        let (host, credentials) = state.withLock { s -> (String, IceCredentials) in
+            defer { s.nextHost += 1 }
+            return ("10.77.0.\(s.nextHost)", Self.credentials(&s))
+        }
+        let path = InMemoryIcePath(network: self, host: host, role: role, credentials: credentials)
+        state.withLock { $0.paths[path.address] = path }
+        return path
+    }
+
+    /// Changes what the network does from the next datagram on.
+    public func setConditions(_ conditions: Conditions) {
+        state.withLock { $0.conditions = conditions }
+    }
+
+    public var conditions: Conditions { state.withLock { $0.conditions } }
+
+    /// Datagrams delivered and dropped so far.
+    public var counts: (delivered: Int, dropped: Int) { state.withLock { ($0.delivered, $0.dropped) } }
+
+    static func credentials(_ s: inout State) -> IceCredentials {
+        defer { s.nextCredential += 1 }
+        let n = s.nextCredential
+        return IceCredentials(ufrag: "mem\(n)", pwd: "inmemorypassword\(String(repeating: "x", count: 6))\(n)")
+    }
+
+    func newCredentials() -> IceCredentials { state.withLock { Self.credentials(&$0) } }
+
+    func remove(_ address: String) {
+        state.withLock { s in
+            s.paths[address] = nil
+            s.inFlight.removeAll { $0.to == address }
+        }
+    }
+
+    /// Queues a datagram from a connected path to its peer's address.
+    func carry(_ bytes: [UInt8], to address: String) {
+        state.withLock { s in
+            if s.conditions.partitioned || Self.random(&s) < s.conditions.loss {
+                s.dropped += 1
+                return
+            }
+            var due = s.tick + s.conditions.delayTicks
+            if s.conditions.reordering > 0, Self.random(&s) < s.conditions.reordering { due += 1 }
+            s.order += 1
+            s.inFlight.append(Datagram(due: due, order: s.order, to: address, bytes: bytes))
+        }
+    }
+
+    public func tick(now: Duration) async {
+        let (due, paths, partitioned) = state.withLock { s -> ([Datagram], [InMemoryIcePath], Bool) in
+            s.tick += 1
+            let due = s.inFlight.filter { $0.due <= s.tick }.sorted { ($0.due, $0.order) < ($1.due, $1.order) }
+            s.inFlight.removeAll { $0.due <= s.tick }
+            s.delivered += due.count
+            return (due, s.paths.keys.sorted().compactMap { s.paths[$0] }, s.conditions.partitioned)
+        }
+        let byAddress = Dictionary(uniqueKeysWithValues: paths.map { ($0.address, $0) })
+        for datagram in due { byAddress[datagram.to]?.deliver(datagram.bytes) }
+        guard !partitioned else { return }
+        for path in paths { check(path) }
+    }
+
+    /// Connectivity checks: a path that knows its peer's current credentials and candidate,
+    /// whose peer knows its own, connects, both ends at once. Run when a path learns its peer's
+    /// parameters and on every tick (a partition that healed).
+    func check(_ path: InMemoryIcePath) {
+        let (peer, partitioned) = state.withLock { s in (path.checkTarget().flatMap { s.paths[$0] }, s.conditions.partitioned) }
+        guard !partitioned, let peer, peer.checkTarget() == path.address,
+              path.remoteUfrag == peer.credentials.ufrag, peer.remoteUfrag == path.credentials.ufrag
+        else { return }
+        path.connect(to: peer)
+        peer.connect(to: path)
+    }
+
+    /// A uniform number in 0..<1 from the network's generator (xorshift64*).
+    static func random(_ s: inout State) -> Double {
+        s.rng ^= s.rng >> 12
+        s.rng ^= s.rng << 25
+        s.rng ^= s.rng >> 27
+        return Double((s.rng &* 2_685_821_657_736_338_717) >> 11) / Double(1 << 53)
+    }
+}
+
+/// One call's ICE path on an ``InMemoryIceNetwork``.
+public final class InMemoryIcePath: IcePath {
+    public let events: AsyncStream<IceEvent>
+    public let datagrams: AsyncStream<IceDatagram>
+    private let eventsContinuation: AsyncStream<IceEvent>.Continuation
+    private let datagramsContinuation: AsyncStream<IceDatagram>.Continuation
+    private weak let network: InMemoryIceNetwork?
+    /// `10.77.0.N:9`.
+    public let address: String
+    let candidate: IceCandidate
+
+    struct State {
+        var role: IceRole
+        var credentials: IceCredentials
+        var remote: IceCredentials?
+        var remoteCandidates: [IceCandidate] = []
+        var connection: IceConnectionState = .new
+        var peer: String?
+        var gathered = false
+        var closed = false
+    }
+
+    private let state: Locked<State>
+
+    init(network: InMemoryIceNetwork, host: String, role: IceRole, credentials: IceCredentials) {
+        self.network = network
+        candidate = IceCandidate(foundation: "1", priority: 2_130_706_431, address: host, port: 9, type: .host)
+        address = "\(host):9"
+        state = Locked(State(role: role, credentials: credentials))
+        (events, eventsContinuation) = AsyncStream.makeStream(of: IceEvent.self)
+        (datagrams, datagramsContinuation) = AsyncStream.makeStream(of: IceDatagram.self, bufferingPolicy: .bufferingNewest(512))
+    }
+
+    var credentials: IceCredentials { state.withLock { $0.credentials } }
+    var remoteUfrag: String? { state.withLock { $0.remote?.ufrag } }
+
+    /// The peer address to check, while not connected and both sides' parameters are in.
+    func checkTarget() -> String? {
+        state.withLock { s in
+            guard !s.closed, s.remote != nil, s.connection != .connected,
+                  let remote = s.remoteCandidates.first(where: { $0.transport == .udp }) else { return nil }
+            return "\(remote.address):\(remote.port)"
+        }
+    }
+
+    func connect(to peer: InMemoryIcePath) {
+        let changed = state.withLock { s -> Bool in
+            guard !s.closed, s.connection != .connected else { return false }
+            s.connection = .connected
+            s.peer = peer.address
+            return true
+        }
+        guard changed else { return }
+        eventsContinuation.yield(.selectedPair(IceCandidatePair(local: candidate, remote: peer.candidate)))
+        eventsContinuation.yield(.stateChanged(.connected))
+    }
+
+    func deliver(_ bytes: [UInt8]) {
+        guard state.withLock({ !$0.closed && $0.connection == .connected }) else { return }
+        datagramsContinuation.yield(IceDatagram(bytes: bytes))
+    }
+
+    private func set(_ connection: IceConnectionState) {
+        let changed = state.withLock { s -> Bool in
+            guard s.connection != connection else { return false }
+            s.connection = connection
+            return true
+        }
+        if changed { eventsContinuation.yield(.stateChanged(connection)) }
+    }
+
+    public var localCredentials: IceCredentials { get async { credentials } }
+
+    public func gather() async throws(IceError) -> IceGathering {
+        let credentials = try state.withLock { s throws(IceError) -> IceCredentials in
+            guard !s.closed else { throw .closed }
+            guard !s.gathered else { throw .invalidConfiguration("gather() was already called; use restart() for a new round") }
+            s.gathered = true
+            return s.credentials
+        }
+        set(.gathering)
+        return IceGathering(credentials: credentials, candidates: Self.oneCandidate(candidate))
+    }
+
+    private static func oneCandidate(_ candidate: IceCandidate) -> AsyncStream<IceCandidate> {
+        let (stream, continuation) = AsyncStream.makeStream(of: IceCandidate.self)
+        continuation.yield(candidate)
+        continuation.finish()
+        return stream
+    }
+
+    public func localCandidates() async throws(IceError) -> [IceCandidate] {
+        guard !state.withLock({ $0.closed }) else { throw .closed }
+        return [candidate]
+    }
+
+    public func setRole(_ role: IceRole) async throws(IceError) {
+        try state.withLock { s throws(IceError) in
+            guard s.remote == nil else { throw .invalidConfiguration("the role cannot change once the peer's credentials are set") }
+            s.role = role
+        }
+    }
+
+    public func setRemote(_ remote: IceCredentials, candidates: [IceCandidate], endOfCandidates: Bool) async throws(IceError) -> [IceError] {
+        try state.withLock { s throws(IceError) in
+            guard !s.closed else { throw .closed }
+            s.remote = remote
+            s.remoteCandidates += candidates
+        }
+        set(.checking)
+        network?.check(self)
+        return []
+    }
+
+    public func addRemoteCandidates(_ candidates: [IceCandidate]) async throws(IceError) -> [IceError] {
+        try state.withLock { s throws(IceError) in
+            guard !s.closed else { throw .closed }
+            s.remoteCandidates += candidates
+        }
+        network?.check(self)
+        return []
+    }
+
+    public func endOfRemoteCandidates() async throws(IceError) {}
+
+    public func send(_ bytes: [UInt8]) async throws(IceError) {
+        let peer = try state.withLock { s throws(IceError) -> String? in
+            guard !s.closed else { throw .closed }
+            guard s.connection == .connected else { throw .notConnected(s.connection) }
+            return s.peer
+        }
+        if let peer { network?.carry(bytes, to: peer) }
+    }
+
+    public func restart() async throws(IceError) -> IceGathering {
+        guard let fresh = network?.newCredentials() else { throw .closed }
+        try state.withLock { s throws(IceError) in
+            guard !s.closed else { throw .closed }
+            s.credentials = fresh
+            s.remote = nil
+            s.remoteCandidates = []
+            s.peer = nil
+            s.connection = .gathering
+        }
+        eventsContinuation.yield(.stateChanged(.gathering))
+        return IceGathering(credentials: fresh, candidates: Self.oneCandidate(candidate))
+    }
+
+    public func close() async {
+        let wasOpen = state.withLock { s -> Bool in
+            defer { s.closed = true }
+            return !s.closed
+        }
+        guard wasOpen else { return }
+        network?.remove(address)
+        eventsContinuation.yield(.stateChanged(.closed))
+        eventsContinuation.finish()
+        datagramsContinuation.finish()
+    }
+}

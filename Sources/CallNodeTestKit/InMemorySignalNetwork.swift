@@ -1,0 +1,52 @@
+import CallNode
+import Locking
+
+/// Signaling between nodes in memory: the same envelopes and frames as over mutual TLS, with no
+/// socket, so whole nodes run on manual time in tests and simulations.
+///
+/// A node whose ``CallNodeConfiguration/signalNetwork`` is this network serves its
+/// ``CallNodeConfiguration/listenAddress`` here; dialing that address reaches it. Identities are
+/// those of the nodes (a pinned identity is checked as TLS would), and messages arrive in order.
+public final class InMemorySignalNetwork: SignalNetwork {
+    typealias Handler = @Sendable (SignalingConnection, SignalMessages) async -> Void
+    private let listeners = Locked<[SignalAddress: (identity: NodeIdentity, handler: Handler)]>([:])
+    private let dials = Locked(0)
+
+    public init() {}
+
+    public func serve(_ address: SignalAddress, as identity: NodeIdentity,
+                      _ handler: @escaping @Sendable (SignalingConnection, SignalMessages) async -> Void) async {
+        listeners.withLock { $0[address] = (identity, handler) }
+        // Served until the serving task is cancelled (the node shuts down).
+        let (stream, continuation) = AsyncStream.makeStream(of: Void.self)
+        await withTaskCancellationHandler {
+            for await _ in stream {}
+        } onCancel: {
+            continuation.finish()
+        }
+        listeners.withLock { $0[address] = nil }
+    }
+
+    public func connect(to address: SignalAddress, as identity: NodeIdentity, pin: Fingerprint?,
+                        _ body: @escaping @Sendable (SignalingConnection, SignalMessages) async -> Void) async throws {
+        guard let listener = listeners.withLock({ $0[address] }) else {
+            throw SignalingError.unreachable(address.description, reason: "nothing serves that address on this in-memory network")
+        }
+        if let pin, listener.identity.fingerprint != pin {
+            throw SignalingError.wrongIdentity(expected: pin, presented: listener.identity.fingerprint)
+        }
+        let caller = dials.withLock { count -> String in
+            count += 1
+            return "memory-caller-\(count):1"
+        }
+        let (near, far) = SignalingConnection.inMemoryPair((identity.fingerprint, caller), (listener.identity.fingerprint, address.description))
+        // The served side runs as a server's connection would, until its messages end.
+        async let served: Void = {
+            await listener.handler(far.connection, far.messages)
+            far.connection.close()
+        }()
+        await body(near.connection, near.messages)
+        near.connection.close()
+        await served
+    }
+}

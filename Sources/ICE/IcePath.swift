@@ -1,0 +1,35 @@
+/// What a call needs of ICE: gather, exchange credentials and candidates, learn when a pair
+/// connects or is lost, carry datagrams, restart, close.
+///
+/// ``IceAgent`` (libnice) is the production path. Test kits provide in-memory paths with loss,
+/// delay and partition on manual time, so whole calls run deterministically without sockets.
+/// Implementations are safe to call from any task; ``events`` and ``datagrams`` are each
+/// iterated once, by the path's owner.
+public protocol IcePath: AnyObject, Sendable {
+    /// State changes and the selected pair.
+    var events: AsyncStream<IceEvent> { get }
+    /// What arrives on the selected pair (connectivity checks are the path's own business).
+    var datagrams: AsyncStream<IceDatagram> { get }
+    /// This round's local credentials.
+    var localCredentials: IceCredentials { get async }
+    /// Starts the first round of gathering.
+    func gather() async throws(IceError) -> IceGathering
+    /// Every local candidate gathered so far.
+    func localCandidates() async throws(IceError) -> [IceCandidate]
+    /// Switches the role before the peer's credentials are set (a path made ahead of a call).
+    func setRole(_ role: IceRole) async throws(IceError)
+    /// The peer's credentials and candidates in one step; returns the candidates it skipped, and why.
+    func setRemote(_ remote: IceCredentials, candidates: [IceCandidate], endOfCandidates: Bool) async throws(IceError) -> [IceError]
+    /// Trickled candidates; returns those it skipped, and why.
+    func addRemoteCandidates(_ candidates: [IceCandidate]) async throws(IceError) -> [IceError]
+    func endOfRemoteCandidates() async throws(IceError)
+    /// Sends one datagram on the selected pair.
+    /// - Throws: ``IceError/notConnected(_:)`` unless connected.
+    func send(_ bytes: [UInt8]) async throws(IceError)
+    /// A full ICE restart: new credentials, a new gathering, new checks.
+    func restart() async throws(IceError) -> IceGathering
+    /// Releases everything; idempotent.
+    func close() async
+}
+
+extension IceAgent: IcePath {}
