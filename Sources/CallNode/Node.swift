@@ -90,8 +90,8 @@ public actor CallNode: Service {
         /// The agent being made and gathering, started before it is needed (the caller's at
         /// dial, the callee's when it rings) so that answering does not wait for it.
         var ice: Task<PreparedICE, any Error>?
-        var media: MediaActor?
-        var mediaPreparation: Task<MediaActor, any Error>?
+        var media: (any MediaPath)?
+        var mediaPreparation: Task<any MediaPath, any Error>?
         /// The DTLS-SRTP association keying the call's media (nil with SDES), from ICE
         /// connected until the call ends.
         var dtls: DTLSAssociation?

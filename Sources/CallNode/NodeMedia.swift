@@ -91,7 +91,7 @@ extension CallNode {
     nonisolated static func makeMedia(negotiated: NegotiatedAudio, base: MediaConfiguration, transport: IceMediaTransport,
                                               dtls: DTLSAssociation?, clock: MediaClock,
                                               systemSession: AudioSessionOwner<SystemOwned>?,
-                                              appSession: AudioSessionOwner<AppOwned>?) async throws -> MediaActor {
+                                              appSession: AudioSessionOwner<AppOwned>?) async throws -> any MediaPath {
         let keys: MediaKeys
         if let dtls {
             let exported = try await dtls.keys()

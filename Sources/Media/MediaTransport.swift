@@ -139,3 +139,23 @@ public final class InMemoryMediaLink: MediaClockClient {
 
     public func tick(now: Duration) async { core.deliverDue(at: now) }
 }
+
+/// What a call needs of its media: start and stop it, silence the microphone, send DTMF, read
+/// its figures and follow its events. ``MediaActor`` is the media path of every call (Opus,
+/// SRTP, the jitter buffer) over whichever ``MediaTransport`` the call has.
+public protocol MediaPath: AnyObject, Sendable {
+    /// Statistics, stalls, DTMF, playout resets; iterated once, by the path's owner.
+    var events: AsyncStream<MediaEvent> { get }
+    /// Opens the endpoints and joins the media clock.
+    func start() async throws(MediaError)
+    /// Sends RTCP BYE, leaves the clock and closes the endpoints. Idempotent.
+    func stop() async
+    /// Silences the microphone, or lets it be heard.
+    func setMuted(_ muted: Bool) async throws(MediaError)
+    /// Queues DTMF digits (RFC 4733).
+    func sendDTMF(_ digits: String) async throws(MediaError)
+    /// The current statistics.
+    var statistics: MediaStatistics { get async }
+}
+
+extension MediaActor: MediaPath {}
