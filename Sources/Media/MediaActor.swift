@@ -307,6 +307,8 @@ public actor MediaActor: MediaClockClient {
         timestamp = UInt32.random(in: 0...UInt32.max, using: &rng)
         timestampStep = UInt32(48_000 * opus.frameDuration.milliseconds / 1000)
         jitter = JitterBuffer(configuration: configuration.jitterBuffer)
+        // Opus FEC is there only when the encoder put LBRR data in the packet.
+        jitter.carriesFEC = { OpusPacket.carriesFEC($0) }
         captureFrame = [Int16](repeating: 0, count: opus.samplesPerFrame)
         appFrame = captureFrame
         playFrame = [Int16](repeating: 0, count: Int(Int64(sink.format.sampleRate) * opus.frameDuration.milliseconds / 1000))
@@ -547,6 +549,7 @@ public actor MediaActor: MediaClockClient {
         if let packet = try? RTPPacket(parsing: plain), packet.payloadType == configuration.telephoneEventPayloadType {
             reception.record(sequence: packet.sequenceNumber, timestamp: packet.timestamp, ssrc: packet.ssrc,
                              arrival: arrival, measuresJitter: false)
+            jitter.noteNonAudio(sequence: packet.sequenceNumber)
             receiveTelephoneEvent(packet)
             return
         }

@@ -188,3 +188,31 @@ public final class OpusDecoder {
         return Int(try opus(n, fec ? "opus_decode(FEC)" : "opus_decode"))
     }
 }
+
+/// What can be read from an Opus packet without decoding it.
+public enum OpusPacket {
+    /// Whether the packet carries in-band FEC (SILK's LBRR data) for the frame before it, as
+    /// libopus 1.5's `opus_packet_has_lbrr` reads it (this libopus is older): CELT-only packets
+    /// never do; otherwise the LBRR flag follows the VAD flags of each 20 ms SILK frame at the
+    /// start of the first frame. Malformed packets carry nothing.
+    public static func carriesFEC(_ packet: [UInt8]) -> Bool {
+        guard let toc = packet.first, toc >> 3 < 16 else { return false }  // configurations 16–31: CELT only
+        return packet.withUnsafeBufferPointer { bytes -> Bool in
+            guard let base = bytes.baseAddress else { return false }
+            let samples = opus_packet_get_samples_per_frame(base, 48_000)
+            let silkFrames = samples > 960 ? Int(samples / 960) : 1
+            let stereo = opus_packet_get_nb_channels(base) == 2
+            var frames = [UnsafePointer<UInt8>?](repeating: nil, count: 48)
+            var sizes = [Int16](repeating: 0, count: 48)
+            let count = frames.withUnsafeMutableBufferPointer { f in
+                sizes.withUnsafeMutableBufferPointer { s in
+                    opus_packet_parse(base, Int32(bytes.count), nil, f.baseAddress, s.baseAddress!, nil)  // 48 entries, never empty
+                }
+            }
+            guard count > 0, sizes[0] > 0, let first = frames[0]?.pointee else { return false }
+            var lbrr = (first >> (7 - silkFrames)) & 1 == 1
+            if stereo { lbrr = lbrr || (first >> (6 - 2 * silkFrames)) & 1 == 1 }
+            return lbrr
+        }
+    }
+}

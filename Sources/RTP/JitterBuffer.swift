@@ -58,16 +58,18 @@ public struct JitterBufferStatistics: Sendable, Equatable {
     /// Packets that arrived after their frame was played (or concealed).
     public var late = 0
     public var duplicates = 0
-    /// Frames whose packet was missing at playout (concealed or recovered by FEC).
+    /// Frames whose own packet was missing at playout. Each is counted once more as exactly
+    /// one of: rebuilt from a later packet's redundant copy, rebuilt from the next packet's
+    /// in-band FEC, or concealed — `lost == redundancyRecovered + fecRecovered + concealed`.
+    /// Frames the sender never sent (DTX, audio paused for DTMF) are silence, not loss.
     public var lost = 0
-    /// Frames concealed by PLC.
+    /// Lost frames concealed by PLC.
     public var concealed = 0
-    /// Frames recovered from the next packet's FEC.
+    /// Lost frames rebuilt from the next packet's in-band FEC (only when that packet carries FEC).
     public var fecRecovered = 0
-    /// Frames whose own packet never came, played from a later packet's redundant copy (RFC
-    /// 2198). They are not counted as lost: the frame was there at playout, at full quality.
+    /// Lost frames played whole from a later packet's redundant copy (RFC 2198).
     public var redundancyRecovered = 0
-    /// Frames of discontinuous-transmission silence.
+    /// Frames the sender did not send: discontinuous transmission, audio paused for DTMF.
     public var silence = 0
     /// Frames inserted to grow the delay, and frames dropped to shrink it.
     public var stretched = 0
@@ -130,6 +132,9 @@ public struct PlayoutReset: Sendable, Equatable {
 public struct JitterBuffer: Sendable {
     public let configuration: JitterBufferConfiguration
     public private(set) var statistics = JitterBufferStatistics()
+    /// Whether a packet carries in-band FEC for the frame before it (for Opus, the LBRR flag).
+    /// `nil`: assume it does. A lost frame whose next packet carries none is concealed.
+    public var carriesFEC: (@Sendable ([UInt8]) -> Bool)?
 
     private struct Entry {
         var sequence: Int64
@@ -160,6 +165,9 @@ public struct JitterBuffer: Sendable {
     /// to play, the peer's stream runs behind our playout position and playout moves to them.
     private var lateRun: [Entry] = []
     private var resets: [PlayoutReset] = []
+    /// Recent sequence numbers of the peer's packets that carry no audio frame (DTMF events):
+    /// a gap they explain is not loss.
+    private var nonAudio: [Int64] = []
     /// After this node stalled: packets before this timestamp were held up by the stall, and
     /// their transits say nothing about the network.
     private var stallHorizon: Int64?
@@ -349,9 +357,10 @@ public struct JitterBuffer: Sendable {
     /// nothing to do with the old ones. Playout starts over with its first packet; the
     /// statistics go on.
     public mutating func restart() {
-        let kept = statistics
+        let kept = statistics, fec = carriesFEC
         self = JitterBuffer(configuration: configuration)
         statistics = kept
+        carriesFEC = fec
         reset(.newSource, samples: 0)
     }
 
@@ -439,10 +448,9 @@ public struct JitterBuffer: Sendable {
         nextTimestamp = next + frame
         if let first = entries.first, first.timestamp == next {
             entries.removeFirst()
-            if let last = lastPlayedSequence, first.sequence == last + 1 + Int64(concealedSinceLastPacket) {
-                // Every frame in between was a real loss; nothing to re-count.
-            } else if let last = lastPlayedSequence, first.sequence == last + 1, concealedSinceLastPacket > 0 {
-                // Consecutive sequence numbers across a gap in time: the sender paused (DTX).
+            if let last = lastPlayedSequence, concealedSinceLastPacket > 0, audioPacketsMissing(after: last, before: first.sequence) == 0 {
+                // No audio packet is missing across this gap in time: the sender paused (DTX,
+                // or a DTMF digit); what was concealed meanwhile was silence, not loss.
                 statistics.concealed -= concealedSinceLastPacket
                 statistics.lost -= concealedSinceLastPacket
                 statistics.silence += concealedSinceLastPacket
@@ -450,13 +458,14 @@ public struct JitterBuffer: Sendable {
             concealedSinceLastPacket = 0
             lastPlayedSequence = first.sequence
             if first.redundant {
+                statistics.lost += 1
                 statistics.redundancyRecovered += 1
             } else {
                 statistics.packetsPlayed += 1
             }
             return .play(first.payload)
         }
-        if let first = entries.first, let last = lastPlayedSequence, first.sequence == last + 1 {
+        if let first = entries.first, let last = lastPlayedSequence, audioPacketsMissing(after: last, before: first.sequence) == 0 {
             // The next packet is the very next one sent, yet later in time: DTX.
             statistics.silence += 1
             return .silence
@@ -474,14 +483,36 @@ public struct JitterBuffer: Sendable {
         statistics.lost += 1
         fecHoldFrames = Int((configuration.fecHold / configuration.frameDuration).rounded(.up))
         if let first = entries.first, first.timestamp == next + frame {
-            statistics.fecRecovered += 1
+            // This frame's loss is settled by the next packet: rebuilt from its FEC if it
+            // carries any, otherwise concealed.
             lastPlayedSequence = first.sequence - 1
             concealedSinceLastPacket = 0
-            return .recover(fromNext: first.payload)
+            if carriesFEC?(first.payload) ?? true {
+                statistics.fecRecovered += 1
+                return .recover(fromNext: first.payload)
+            }
+            statistics.concealed += 1
+            return .conceal
         }
         statistics.concealed += 1
         concealedSinceLastPacket += 1
         return .conceal
+    }
+
+    /// A packet of the peer's stream that carries no audio frame (an RFC 4733 telephone event):
+    /// the gap in audio sequence numbers it leaves is not loss.
+    public mutating func noteNonAudio(sequence: UInt16) {
+        let seq = highestSequence.map { SequenceNumber.extend(sequence, near: $0) } ?? Int64(sequence)
+        nonAudio.append(seq)
+        if nonAudio.count > 128 { nonAudio.removeFirst(nonAudio.count - 128) }
+    }
+
+    /// Audio packets sent between sequence numbers `last` and `next` (exclusive) that did not
+    /// come: the numbers in between, less those of non-audio packets.
+    private func audioPacketsMissing(after last: Int64, before next: Int64) -> Int64 {
+        let between = next - last - 1
+        guard between > 0 else { return max(0, between) }
+        return between - Int64(nonAudio.count { $0 > last && $0 < next })
     }
 
     /// How far behind the earliest possible arrival of frame `timestamp` playout runs at `now`.

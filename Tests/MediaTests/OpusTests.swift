@@ -83,3 +83,41 @@ import Testing
         #expect(sizes.suffix(20).allSatisfy { $0 <= 2 } || sizes.suffix(20).filter { $0 <= 2 }.count >= 15, "\(sizes)")
     }
 }
+
+/// Reading whether a packet carries in-band FEC (SILK's LBRR) without decoding it.
+@Suite struct OpusPacketTests {
+    static func packets(fec: Bool, loss: Int, bitrate: Int = 24_000) throws -> [[UInt8]] {
+        var configuration = OpusConfiguration()
+        configuration.bitrate = bitrate
+        configuration.inbandFEC = fec
+        configuration.expectedLossPercent = loss
+        let encoder = try OpusEncoder(configuration: configuration)
+        let speech = OpusTests.speechLike(seconds: 3)
+        return stride(from: 0, to: speech.count - 959, by: 960).compactMap { start in
+            (try? encoder.encode(Array(speech[start..<(start + 960)]))).map(Array.init)
+        }
+    }
+
+    @Test func anEncoderPlanningForLossPutsFECInItsPacketsAndOneThatDoesNotPutsNone() throws {
+        let withFEC = try Self.packets(fec: true, loss: 20)
+        let without = try Self.packets(fec: false, loss: 0)
+        let carrying = withFEC.filter(OpusPacket.carriesFEC).count
+        // Speech frames after the first carry LBRR for the one before (silent ones may not).
+        #expect(carrying > withFEC.count / 2, "\(carrying) of \(withFEC.count) packets carry FEC")
+        #expect(!without.contains(where: OpusPacket.carriesFEC))
+        // The flag is what libopus decodes: a packet read as carrying FEC rebuilds its
+        // predecessor with FEC, and the decoder accepts it.
+        let decoder = try OpusDecoder()
+        var pcm = [Int16](repeating: 0, count: 960)
+        for packet in withFEC.prefix(20) where OpusPacket.carriesFEC(packet) {
+            #expect(try decoder.recover(fromNext: packet, into: &pcm) == 960)
+        }
+    }
+
+    @Test func celtOnlyAndMalformedPacketsCarryNoFEC() {
+        #expect(!OpusPacket.carriesFEC([]))
+        #expect(!OpusPacket.carriesFEC([0xFC, 0xFF, 0xFF]))  // configuration 31: CELT only
+        #expect(!OpusPacket.carriesFEC([0x0B]))  // SILK, but no frame data
+        #expect(!OpusPacket.carriesFEC([0x03, 0x85]))  // code 3 with a frame count it cannot hold
+    }
+}
