@@ -42,8 +42,9 @@ public actor CallNode: Service {
     let callsCounter: Counter
     let setupTimer: Metrics.Timer
 
-    var legs: [UUID: Leg] = [:]
-    var timerGeneration: UInt64 = 0
+    /// The router's one piece of per-call state: each call's leg, and its connection.
+    var legs: [UUID: CallLeg] = [:]
+    var legConnections: [UUID: ObjectIdentifier] = [:]
     var endDetails: [UUID: (detail: String?, duration: Duration?)] = [:]
     var audioActive = false
     /// Why the audio session last failed to activate (system-owned mode), until it next works.
@@ -74,55 +75,60 @@ public actor CallNode: Service {
         let made: Duration
     }
 
-    /// One call's resources and its state machine (``LegState``), which decides its phase,
-    /// its timers, its microphone and its one ending.
-    struct Leg {
-        let uuid: UUID
-        let outgoing: Bool
-        let began: ContinuousClock.Instant
-        var state: LegState
-        var target: CallTarget?
-        var peer: Fingerprint?
-        var connection: SignalingConnection?
-        var connectionTask: Task<Void, Never>?
-        var startAction: ActionID?
-        var agent: (any IcePath)?
-        /// The agent being made and gathering, started before it is needed (the caller's at
-        /// dial, the callee's when it rings) so that answering does not wait for it.
-        var ice: Task<PreparedICE, any Error>?
-        var media: (any MediaPath)?
-        var mediaPreparation: Task<any MediaPath, any Error>?
-        /// The DTLS-SRTP association keying the call's media (nil with SDES), from ICE
-        /// connected until the call ends.
-        var dtls: DTLSAssociation?
-        var tasks: [Task<Void, Never>] = []
-        /// The state machine's timers that are armed, each with the generation that armed it
-        /// (a timer cancelled after it was already due must not fire its successor).
-        var timers: [LegTimer: (generation: UInt64, task: Task<Void, Never>)] = [:]
-        var offer: SessionDescription?
-        var negotiated: NegotiatedAudio?
-        /// The first failure recorded, which the end reports whatever else followed it.
-        var failure: String?
-        var title: String?
-        /// The session this call belongs to (joined, not rung).
-        var session: String?
-        var startMuted = false
-        /// Sends this round's local candidates as they are found; replaced by an ICE restart.
-        var trickle: Task<Void, Never>?
+    /// What every call's leg shares with the node.
+    struct Services: Sendable {
+        let configuration: CallNodeConfiguration
+        let identity: NodeIdentity
+        let dtlsCertificate: DTLSCertificate
+        let store: CallStore
+        let manager: CallManager
+        let broadcaster: EventBroadcaster<NodeEvent>
+        let logger: Logger
+        let clock: MediaClock
+        let systemSession: AudioSessionOwner<SystemOwned>?
+        let appSession: AudioSessionOwner<AppOwned>?
+        let setupTimer: Metrics.Timer
+    }
 
-        init(uuid: UUID, outgoing: Bool, muted: Bool = false, timings: LegTimings) {
-            self.uuid = uuid
-            self.outgoing = outgoing
-            began = .now
-            state = LegState(outgoing: outgoing, muted: muted, timings: timings)
+    var services: Services {
+        Services(configuration: configuration, identity: identity, dtlsCertificate: dtlsCertificate, store: store, manager: manager,
+                 broadcaster: broadcaster, logger: logger, clock: clock, systemSession: systemSession, appSession: appSession,
+                 setupTimer: setupTimer)
+    }
+
+    /// A new leg for a call, known to the router from now on.
+    func makeLeg(_ uuid: UUID, outgoing: Bool, muted: Bool = false, connection: SignalingConnection? = nil) -> CallLeg {
+        let leg = CallLeg(uuid: uuid, outgoing: outgoing, muted: muted, node: self, services: services)
+        legs[uuid] = leg
+        if let connection { legConnections[uuid] = connection.id }
+        return leg
+    }
+
+    /// The leg's signaling connection is up (an outgoing call's, once dialed).
+    func legConnected(_ uuid: UUID, _ connection: SignalingConnection) {
+        guard legs[uuid] != nil else { return }
+        legConnections[uuid] = connection.id
+    }
+
+    /// The leg has ended: forget it and keep what its end reports (before it releases what it
+    /// holds, so the manager's end event finds the detail).
+    func legEnded(_ uuid: UUID, detail: String?, duration: Duration?) {
+        guard legs.removeValue(forKey: uuid) != nil else { return }
+        legConnections[uuid] = nil
+        endDetails[uuid] = (detail, duration)
+    }
+
+    /// An ended leg released everything it held: refill the ICE pool, and release the
+    /// app-owned session after the last call.
+    func legReleased() async {
+        fillICEPool()
+        if legs.isEmpty, let appSession, await appSession.isActive {
+            try? await appSession.deactivate()
+            audioActive = false
         }
     }
 
-    /// The leg timers' settings.
-    var legTimings: LegTimings {
-        LegTimings(keepAliveInterval: configuration.keepAliveInterval, connectionLostTimeout: configuration.connectionLostTimeout,
-                   iceRestartInterval: configuration.iceRestartInterval)
-    }
+    func setAudioActive(_ active: Bool) { audioActive = active }
 
     /// Loads (or creates) the identity and database in the home directory, prepares the audio
     /// session and binds the signaling listener.
@@ -273,7 +279,7 @@ public actor CallNode: Service {
     public func shutdown() async {
         guard !isShutDown else { return }
         isShutDown = true
-        for uuid in Array(legs.keys) { await legEvent(uuid, .end(.shutdown)) }
+        for leg in Array(legs.values) { await leg.event(.end(.shutdown)) }
         await drainICEPool()
         await manager.shutdown()
         await systemSession?.shutdown()
@@ -313,10 +319,8 @@ public actor CallNode: Service {
             handleValue = WebSignalingServer.pagePeer.hex
         }
         let uuid = UUID()
-        var leg = Leg(uuid: uuid, outgoing: true, timings: legTimings)
-        leg.target = target
-        leg.title = title
-        legs[uuid] = leg
+        let leg = makeLeg(uuid, outgoing: true)
+        await leg.setUp(target: target, title: title, session: nil, startMuted: false)
         do {
             _ = try await manager.controller.request(.start(call: uuid, handle: CallHandle(.generic, handleValue)))
         } catch {
@@ -393,7 +397,7 @@ public actor CallNode: Service {
 
     /// The call's media statistics, once media is running.
     public func statistics(_ call: UUID) async -> MediaStatistics? {
-        await legs[call]?.media?.statistics
+        await legs[call]?.statistics
     }
 
     /// Agents in the ICE pool (made, or being made, for the next calls).
@@ -432,19 +436,14 @@ public actor CallNode: Service {
         sessionConnections[connection.id] = (session, startMuted)
         guard placesCall else { return }
         let uuid = UUID()
-        var leg = Leg(uuid: uuid, outgoing: true, muted: startMuted, timings: legTimings)
-        leg.target = .session(session)
-        leg.connection = connection
-        leg.peer = connection.peer
-        leg.title = title
-        leg.session = session
-        leg.startMuted = startMuted
-        legs[uuid] = leg
+        let leg = makeLeg(uuid, outgoing: true, muted: startMuted, connection: connection)
+        await leg.setUp(target: .session(session), connection: connection, title: title, session: session, startMuted: startMuted)
         do {
             _ = try await manager.controller.request(.start(call: uuid, handle: CallHandle(.generic, connection.peer.hex)))
             broadcaster.send(.dialing(uuid, .session(session)))
         } catch {
             legs[uuid] = nil
+            legConnections[uuid] = nil
             broadcaster.send(.sessionFailed("\(error)"))
             connection.close()
         }
@@ -452,19 +451,18 @@ public actor CallNode: Service {
 
     func sessionConnectionClosed(_ connection: SignalingConnection) async {
         sessionConnections[connection.id] = nil
-        for (uuid, leg) in legs where leg.connection?.id == connection.id {
-            await connectionClosed(uuid, error: nil)
+        for (uuid, id) in legConnections where id == connection.id {
+            await legs[uuid]?.connectionClosed(error: nil)
         }
     }
 
     // Tasks are created before they are stored: a task created inside a modify access of
     // actor state would start inside that access.
     func keep(_ task: Task<Void, Never>) { tasks.append(task) }
-    func own(_ uuid: UUID, _ task: Task<Void, Never>) { legs[uuid]?.tasks.append(task) }
 }
 
 /// A weak reference to a node for the tasks it owns, so they do not keep it alive.
 final class WeakNode: Sendable {
     weak let node: CallNode?
-    init(_ node: CallNode) { self.node = node }
+    init(_ node: CallNode?) { self.node = node }
 }

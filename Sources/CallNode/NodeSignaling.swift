@@ -15,93 +15,6 @@ import Locking
 extension CallNode {
     // MARK: - Signaling
 
-    /// Opens the signaling connection of an outgoing call in its own task; the invitation goes
-    /// out once TLS is up.
-    func dial(_ uuid: UUID) {
-        guard let target = legs[uuid]?.target else { return }
-        enum Route { case direct(SignalAddress, Fingerprint?), relayed(SignalAddress, Fingerprint) }
-        let route: Route
-        switch target {
-        case let .contact(name):
-            // Checked in call(_:): the contact exists and has an address or a relay is set.
-            let contact = store.contacts.named(name)
-            let fingerprint = contact.flatMap { Fingerprint($0.fingerprint) }
-            if let address = contact?.address.flatMap(SignalAddress.init) {
-                route = .direct(address, fingerprint)
-            } else if let relay = configuration.relay, let fingerprint {
-                route = .relayed(relay, fingerprint)
-            } else {
-                route = .direct(SignalAddress(host: "", port: 0), fingerprint)
-            }
-        case let .address(a): route = .direct(a, nil)
-        case let .pinned(a, f): route = .direct(a, f)
-        case let .relayed(f, relay): route = .relayed(relay, f)
-        case .session: return
-        case .webPage:
-            // The page is already connected and read by its own task: invite it there.
-            prepareICEEarly(uuid, role: .controlled)
-            guard let page = freeWebPage() else {
-                legs[uuid]?.failure = CallNodeError.noWebPage.description
-                legs[uuid]?.connectionTask = Task { [weak self] in await self?.connectionClosed(uuid, error: nil) }
-                return
-            }
-            legs[uuid]?.connectionTask = Task { [weak self] in
-                guard let self else { return }
-                if await !self.dialed(uuid, page) { await self.connectionClosed(uuid, error: nil) }
-            }
-            return
-        }
-        prepareICEEarly(uuid, role: .controlled)
-        let identity = self.identity, limits = configuration.signalingLimits, network = configuration.signalNetwork
-        let weak = WeakNode(self)
-        let task = Task { [weak self] in
-            do {
-                let body: @Sendable (SignalingConnection, SignalMessages) async -> Void = { connection, messages in
-                    guard let node = weak.node, await node.dialed(uuid, connection) else { return }
-                    await node.read(messages, on: connection)
-                }
-                switch route {
-                case let .direct(address, pin):
-                    if let network {
-                        try await network.connect(to: address, as: identity, pin: pin, body)
-                    } else {
-                        try await SignalingClient.connect(host: address.host, port: address.port, identity: identity, pin: pin,
-                                                          limits: limits, body)
-                    }
-                case let .relayed(relay, fingerprint):
-                    try await RelayClient.dial(relay: relay.host, port: relay.port, fingerprint: fingerprint, identity: identity,
-                                               limits: limits, body)
-                }
-                await self?.connectionClosed(uuid, error: nil)
-            } catch {
-                await self?.connectionClosed(uuid, error: error)
-            }
-        }
-        legs[uuid]?.connectionTask = task
-    }
-
-    /// TLS is up for an outgoing call: send the invitation and fulfil the start action.
-    func dialed(_ uuid: UUID, _ connection: SignalingConnection) async -> Bool {
-        guard legs[uuid] != nil else { return false }
-        legs[uuid]?.connection = connection
-        legs[uuid]?.peer = connection.peer
-        await legEvent(uuid, .signalingReady)
-        // The call counts as connecting before the invitation leaves: a peer that answers at
-        // once (a web page on the same machine) can have its offer here while the send is
-        // still being awaited.
-        if let action = legs[uuid]?.startAction {
-            try? await manager.report(.fulfilled(action))
-            try? await manager.report(.progress(uuid, .invitationSent))
-        }
-        do {
-            try await connection.send(.invite(Invitation(displayName: configuration.displayName, title: legs[uuid]?.title,
-                                                         session: legs[uuid]?.session)), call: uuid)
-        } catch {
-            return false
-        }
-        return true
-    }
-
     /// An incoming connection: read it until it closes, then end what it carried. A connection
     /// that carries no call and stays silent for ``SignalingLimits/idleTimeout`` is closed.
     nonisolated func serve(_ connection: SignalingConnection, _ messages: SignalMessages) async {
@@ -190,12 +103,12 @@ extension CallNode {
     }
 
     func carriesCall(_ connection: SignalingConnection) -> Bool {
-        legs.values.contains { $0.connection?.id == connection.id } || sessionConnections[connection.id] != nil
+        legConnections.values.contains(connection.id) || sessionConnections[connection.id] != nil
     }
 
     func connectionEnded(_ connection: SignalingConnection) async {
-        for (uuid, leg) in legs where leg.connection?.id == connection.id {
-            await connectionClosed(uuid, error: nil)
+        for (uuid, id) in legConnections where id == connection.id {
+            await legs[uuid]?.connectionClosed(error: nil)
         }
     }
 
@@ -230,41 +143,13 @@ extension CallNode {
             await invited(uuid, invitation, on: connection)
             return
         }
-        guard legs[uuid]?.connection?.id == connection.id else {
+        guard let leg = legs[uuid], legConnections[uuid] == connection.id else {
             // A message for a call this connection does not carry.
             if case .end = envelope.message { return }
             try? await connection.send(.error("no call \(uuid) on this connection"), call: uuid)
             return
         }
-        do {
-            switch envelope.message {
-            case .invite: break
-            case .ringing:
-                await legEvent(uuid, .peerRinging)
-                broadcaster.send(.ringing(uuid, callee: connection.peer))
-            case let .offer(sdp):
-                try await offered(uuid, sdp: sdp)
-            case let .answer(sdp):
-                try await answered(uuid, sdp: sdp)
-            case let .candidates(candidates, end):
-                await addRemoteCandidates(uuid, candidates, end: end)
-            case let .hold(on):
-                broadcaster.send(.remoteHold(uuid, on))
-            case let .end(reason):
-                await legEvent(uuid, .end(.peerEnded(reason)))
-            case let .reject(reason):
-                broadcaster.send(.rejected(uuid, reason))
-                await legEvent(uuid, .end(.peerRejected(reason)))
-            case let .error(text):
-                broadcaster.send(.peerError("peer reports: \(text)"))
-            case .keepAlive:
-                break
-            }
-        } catch {
-            broadcaster.send(.peerError("call \(uuid): \(error)"))
-            try? await connection.send(.error("\(error)"), call: uuid)
-            await legEvent(uuid, .end(.failed("\(error)")))
-        }
+        await leg.receive(envelope.message, on: connection)
     }
 
     /// An invitation: check who calls, then ring (or refuse with a reason).
@@ -305,25 +190,15 @@ extension CallNode {
             try? await connection.send(.reject(refusal), call: uuid)
             return
         }
-        var leg = Leg(uuid: uuid, outgoing: false, muted: joined?.startMuted ?? false, timings: legTimings)
-        leg.connection = connection
-        leg.peer = fingerprint
-        leg.title = invitation.title
-        leg.session = joined?.session
-        leg.startMuted = joined?.startMuted ?? false
-        legs[uuid] = leg
+        let leg = makeLeg(uuid, outgoing: false, muted: joined?.startMuted ?? false, connection: connection)
+        await leg.setUp(connection: connection, title: invitation.title, session: joined?.session, startMuted: joined?.startMuted ?? false)
         callsCounter.increment()
         broadcaster.send(.incoming(uuid, from: fingerprint, name: contact?.name ?? invitation.displayName, known: contact != nil))
-        await legEvent(uuid, .signalingReady)
-        prepareICEEarly(uuid, role: .controlling)
+        await leg.event(.signalingReady)
+        await leg.prepareICEEarly(role: .controlling)
         if joined == nil { try? await connection.send(.ringing, call: uuid) }
         if configuration.autoAnswer || joined != nil {
             _ = try? await manager.controller.request(.answer(call: uuid))
         }
     }
-
-    /// Starts making the call's ICE agent in `role` now, in the background; the offer or answer
-    /// picks it up with ``preparedICE(_:role:)``. Host candidates are then ready to go in the
-    /// SDP itself, and server-reflexive and relayed ones often are too. A pooled agent is used
-    /// when there is one (a pooled agent that failed is replaced by a new one).
 }

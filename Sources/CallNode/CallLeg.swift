@@ -1,0 +1,404 @@
+import AudioSession
+import Calls
+import Foundation
+import DTLS
+import ICE
+import Logging
+import Media
+import Metrics
+import SDP
+import Signaling
+
+/// One call: its signaling connection, ICE path, DTLS association, media and timers, and the
+/// ``LegState`` that decides what happens next.
+///
+/// The node is a router: it admits calls, makes one leg each, and hands the leg what concerns
+/// it (the manager's actions, the call's signaling messages, audio activation). The leg feeds
+/// every event to its state machine and performs the actions that come back; when the state
+/// has ended, the leg tears down everything it owns and tells the node, once.
+actor CallLeg {
+    nonisolated let uuid: UUID
+    nonisolated let outgoing: Bool
+    let began: ContinuousClock.Instant
+    private(set) var state: LegState
+    /// The router, for what is the node's: the ICE pool, audio activation, web pages.
+    weak var node: CallNode?
+
+    // The node's parts a call uses (all of them safe to share).
+    let configuration: CallNodeConfiguration
+    let identity: NodeIdentity
+    let dtlsCertificate: DTLSCertificate
+    let store: CallStore
+    let manager: CallManager
+    let broadcaster: EventBroadcaster<NodeEvent>
+    let logger: Logger
+    let clock: MediaClock
+    let systemSession: AudioSessionOwner<SystemOwned>?
+    let appSession: AudioSessionOwner<AppOwned>?
+    let setupTimer: Metrics.Timer
+
+    var target: CallTarget?
+    var peer: Fingerprint?
+    var connection: SignalingConnection?
+    var connectionTask: Task<Void, Never>?
+    var startAction: ActionID?
+    var agent: (any IcePath)?
+    /// The agent being made and gathering, started before it is needed (the caller's at
+    /// dial, the callee's when it rings) so that answering does not wait for it.
+    var ice: Task<CallNode.PreparedICE, any Error>?
+    var media: (any MediaPath)?
+    var mediaPreparation: Task<any MediaPath, any Error>?
+    /// The DTLS-SRTP association keying the call's media (nil with SDES), from ICE
+    /// connected until the call ends.
+    var dtls: DTLSAssociation?
+    var tasks: [Task<Void, Never>] = []
+    /// The state machine's timers that are armed, each with the generation that armed it
+    /// (a timer cancelled after it was already due must not fire its successor).
+    var timers: [LegTimer: (generation: UInt64, task: Task<Void, Never>)] = [:]
+    var timerGeneration: UInt64 = 0
+    var offer: SessionDescription?
+    var negotiated: NegotiatedAudio?
+    /// The first failure recorded, which the end reports whatever else followed it.
+    var failure: String?
+    var title: String?
+    /// The session this call belongs to (joined, not rung).
+    var session: String?
+    var startMuted = false
+    /// Sends this round's local candidates as they are found; replaced by an ICE restart.
+    var trickle: Task<Void, Never>?
+    /// Everything of the call is gone (after the state ended).
+    var isTornDown = false
+
+    init(uuid: UUID, outgoing: Bool, muted: Bool = false, node: CallNode, services: CallNode.Services) {
+        self.uuid = uuid
+        self.outgoing = outgoing
+        began = .now
+        self.node = node
+        configuration = services.configuration
+        identity = services.identity
+        dtlsCertificate = services.dtlsCertificate
+        store = services.store
+        manager = services.manager
+        broadcaster = services.broadcaster
+        logger = services.logger
+        clock = services.clock
+        systemSession = services.systemSession
+        appSession = services.appSession
+        setupTimer = services.setupTimer
+        state = LegState(outgoing: outgoing, muted: muted, timings: LegTimings(
+            keepAliveInterval: services.configuration.keepAliveInterval,
+            connectionLostTimeout: services.configuration.connectionLostTimeout,
+            iceRestartInterval: services.configuration.iceRestartInterval))
+    }
+
+    /// Sets what an outgoing call dials, or what a call already has, before it starts.
+    func setUp(target: CallTarget? = nil, connection: SignalingConnection? = nil, title: String?, session: String?, startMuted: Bool) {
+        self.target = target
+        self.connection = connection
+        peer = connection?.peer
+        self.title = title
+        self.session = session
+        self.startMuted = startMuted
+    }
+
+    func own(_ task: Task<Void, Never>) { tasks.append(task) }
+
+    /// The identity of the call's signaling connection, once it has one.
+    var connectionID: ObjectIdentifier? { connection?.id }
+
+    /// The current statistics of the call's media.
+    var statistics: MediaStatistics? {
+        get async { await media?.statistics }
+    }
+
+    /// Feeds an event from outside (the router, the manager) to the state machine.
+    func event(_ event: LegEvent) async {
+        await legEvent(event)
+    }
+
+    // MARK: - Actions from the call manager
+
+    func perform(_ provider: ProviderAction) async {
+        switch provider.action {
+        case .start:
+            startAction = provider.id
+            if let connection {
+                // A session call: the join already made the connection.
+                _ = await dialed(connection)
+            } else {
+                await dial()
+            }
+        case .answer:
+            await legEvent(.answering)
+            do {
+                try await sendOffer()
+            } catch {
+                failure = "answering failed: \(error)"
+                try? await manager.report(.failed(provider.id, reason: "\(error)"))
+            }
+        case .end:
+            // Ending a call that still rings here declines it (the leg's state knows).
+            await legEvent(.end(.hangUp))
+            try? await manager.report(.fulfilled(provider.id))
+        case let .setHeld(_, onHold):
+            await legEvent(.setHeld(onHold))
+            // The call is held here before the peer hears of it, so whoever sees the remote hold
+            // (and answers it, say, by resuming) finds this side's state already changed.
+            try? await manager.report(.fulfilled(provider.id))
+            if let connection { try? await connection.send(.hold(onHold), call: uuid) }
+        case let .setMuted(_, muted):
+            let before = state.muted
+            if let error = await legEvent(.setMuted(muted)) {
+                await legEvent(.setMuted(before))
+                try? await manager.report(.failed(provider.id, reason: "\(error)"))
+            } else {
+                try? await manager.report(.fulfilled(provider.id))
+            }
+        case let .playDTMF(_, digits):
+            do {
+                try await media?.sendDTMF(digits)
+                try? await manager.report(.fulfilled(provider.id))
+            } catch {
+                try? await manager.report(.failed(provider.id, reason: "\(error)"))
+            }
+        case .setGroup:
+            try? await manager.report(.fulfilled(provider.id))
+        }
+    }
+
+    // MARK: - The call's signaling messages
+
+    /// A message for this call on its own connection (the router checked both).
+    func receive(_ message: SignalMessage, on connection: SignalingConnection) async {
+        do {
+            switch message {
+            case .invite: break
+            case .ringing:
+                await legEvent(.peerRinging)
+                broadcaster.send(.ringing(uuid, callee: connection.peer))
+            case let .offer(sdp):
+                try await offered(sdp: sdp)
+            case let .answer(sdp):
+                try await answered(sdp: sdp)
+            case let .candidates(candidates, end):
+                await addRemoteCandidates(candidates, end: end)
+            case let .hold(on):
+                broadcaster.send(.remoteHold(uuid, on))
+            case let .end(reason):
+                await legEvent(.end(.peerEnded(reason)))
+            case let .reject(reason):
+                broadcaster.send(.rejected(uuid, reason))
+                await legEvent(.end(.peerRejected(reason)))
+            case let .error(text):
+                broadcaster.send(.peerError("peer reports: \(text)"))
+            case .keepAlive:
+                break
+            }
+        } catch {
+            broadcaster.send(.peerError("call \(uuid): \(error)"))
+            try? await connection.send(.error("\(error)"), call: uuid)
+            await legEvent(.end(.failed("\(error)")))
+        }
+    }
+
+    // MARK: - ICE restart
+
+    /// Restarts ICE at once (``CallNode/restartICE(_:)``).
+    func restartICE() async throws(CallNodeError) {
+        guard negotiated != nil else { throw .noSuchCall(uuid) }
+        guard !outgoing else { throw .restartFromCaller }
+        do {
+            try await restart()
+        } catch {
+            throw .restartFailed("\(error)")
+        }
+    }
+
+    /// Opens the signaling connection of an outgoing call in its own task; the invitation goes
+    /// out once TLS is up.
+    func dial() async {
+        guard let target = target else { return }
+        enum Route { case direct(SignalAddress, Fingerprint?), relayed(SignalAddress, Fingerprint) }
+        let route: Route
+        switch target {
+        case let .contact(name):
+            // Checked in call(_:): the contact exists and has an address or a relay is set.
+            let contact = store.contacts.named(name)
+            let fingerprint = contact.flatMap { Fingerprint($0.fingerprint) }
+            if let address = contact?.address.flatMap(SignalAddress.init) {
+                route = .direct(address, fingerprint)
+            } else if let relay = configuration.relay, let fingerprint {
+                route = .relayed(relay, fingerprint)
+            } else {
+                route = .direct(SignalAddress(host: "", port: 0), fingerprint)
+            }
+        case let .address(a): route = .direct(a, nil)
+        case let .pinned(a, f): route = .direct(a, f)
+        case let .relayed(f, relay): route = .relayed(relay, f)
+        case .session: return
+        case .webPage:
+            // The page is already connected and read by its own task: invite it there.
+            prepareICEEarly(role: .controlled)
+            guard let page = await node?.freeWebPage() else {
+                failure = CallNodeError.noWebPage.description
+                connectionTask = Task { [weak self] in await self?.connectionClosed(error: nil) }
+                return
+            }
+            connectionTask = Task { [weak self] in
+                guard let self else { return }
+                if await !self.dialed(page) { await self.connectionClosed(error: nil) }
+            }
+            return
+        }
+        prepareICEEarly(role: .controlled)
+        let identity = self.identity, limits = configuration.signalingLimits, network = configuration.signalNetwork
+        let weak = WeakLeg(self), router = WeakNode(node)
+        let task = Task { [weak self] in
+            do {
+                let body: @Sendable (SignalingConnection, SignalMessages) async -> Void = { connection, messages in
+                    guard let leg = weak.leg, await leg.dialed(connection), let node = router.node else { return }
+                    await node.read(messages, on: connection)
+                }
+                switch route {
+                case let .direct(address, pin):
+                    if let network {
+                        try await network.connect(to: address, as: identity, pin: pin, body)
+                    } else {
+                        try await SignalingClient.connect(host: address.host, port: address.port, identity: identity, pin: pin,
+                                                          limits: limits, body)
+                    }
+                case let .relayed(relay, fingerprint):
+                    try await RelayClient.dial(relay: relay.host, port: relay.port, fingerprint: fingerprint, identity: identity,
+                                               limits: limits, body)
+                }
+                await self?.connectionClosed(error: nil)
+            } catch {
+                await self?.connectionClosed(error: error)
+            }
+        }
+        connectionTask = task
+    }
+
+    /// TLS is up for an outgoing call: send the invitation and fulfil the start action.
+    func dialed(_ connection: SignalingConnection) async -> Bool {
+        guard !isTornDown else { return false }
+        self.connection = connection
+        peer = connection.peer
+        await node?.legConnected(uuid, connection)
+        await legEvent(.signalingReady)
+        // The call counts as connecting before the invitation leaves: a peer that answers at
+        // once (a web page on the same machine) can have its offer here while the send is
+        // still being awaited.
+        if let action = startAction {
+            try? await manager.report(.fulfilled(action))
+            try? await manager.report(.progress(uuid, .invitationSent))
+        }
+        do {
+            try await connection.send(.invite(Invitation(displayName: configuration.displayName, title: title,
+                                                         session: session)), call: uuid)
+        } catch {
+            return false
+        }
+        return true
+    }
+
+    func connectionClosed(error: (any Error)?) async {
+        guard !isTornDown else { return }
+        let detail = error.map { "\($0)" } ?? "the signaling connection closed"
+        // Recorded first: failing the start action makes the manager end the call, and that
+        // end may be handled before this one.
+        let failure = failure ?? detail
+        self.failure = failure
+        if let action = startAction, connection == nil {
+            try? await manager.report(.failed(action, reason: detail))
+        }
+        await legEvent(.end(.signalingClosed(detail)))
+    }
+
+    /// Feeds the call's state machine and performs what it returns, in order. Returns the
+    /// error of a microphone change that failed (a device that would not reopen).
+    @discardableResult
+    func legEvent(_ event: LegEvent) async -> (any Error)? {
+        let actions = state.handle(event, now: configuration.clock.now)
+        var failure: (any Error)?
+        for action in actions {
+            switch action {
+            case let .send(message):
+                guard let connection = connection else { continue }
+                try? await connection.send(message, call: message == .keepAlive ? nil : uuid)
+            case let .arm(timer, delay):
+                arm(timer, after: delay)
+            case let .cancel(timer):
+                timers.removeValue(forKey: timer)?.task.cancel()
+            case let .setMicrophone(muted):
+                do { try await media?.setMuted(muted) } catch { failure = failure ?? error }
+            case let .startMedia(muted):
+                await startMedia(microphoneMuted: muted)
+            case .restartICE:
+                do { try await restart() } catch { restartFailed(error) }
+            case .reportConnectionLost:
+                logger.info("call \(uuid): connection lost")
+                try? await manager.report(.connectionLost(uuid))
+                broadcaster.send(.connectionLost(uuid))
+            case .reportConnectionRestored:
+                logger.info("call \(uuid): connection restored")
+                try? await manager.report(.connectionRestored(uuid))
+                broadcaster.send(.connectionRestored(uuid))
+            case .tearDown:
+                await teardown()
+            case let .reportEnded(reason):
+                try? await manager.report(.callEnded(uuid, reason))
+            }
+        }
+        return failure
+    }
+
+    /// Arms a leg timer on the node's clock; its firing comes back as an event.
+    func arm(_ timer: LegTimer, after delay: Duration) {
+        let clock = configuration.clock
+        let deadline = clock.now + delay
+        timerGeneration += 1
+        let generation = timerGeneration
+        let task = Task { [weak self] in
+            do { try await clock.sleep(until: deadline) } catch { return }
+            await self?.timerFired(timer, generation: generation)
+        }
+        timers[timer]?.task.cancel()
+        timers[timer] = (generation, task)
+    }
+
+    func timerFired(_ timer: LegTimer, generation: UInt64) async {
+        guard timers[timer]?.generation == generation else { return }
+        timers[timer] = nil
+        await legEvent(.timerFired(timer))
+    }
+
+    /// Stops the call's media and ICE and closes its signaling (the leg's state has ended).
+    func teardown() async {
+        guard !isTornDown else { return }
+        isTornDown = true
+        let duration = state.connectedSince.map { configuration.clock.now - $0 }
+        var detail: String?
+        if case let .ended(end) = state.phase { detail = end.detail }
+        await node?.legEnded(uuid, detail: failure ?? detail, duration: duration)
+        for (_, timer) in timers { timer.task.cancel() }
+        timers.removeAll()
+        for task in tasks { task.cancel() }
+        ice?.cancel()
+        mediaPreparation?.cancel()
+        // close_notify goes out while the path is still there: a browser sees the end at once.
+        await dtls?.close()
+        await media?.stop()
+        await agent?.close()
+        connection?.close()
+        connectionTask?.cancel()
+        await node?.legReleased()
+    }
+
+}
+
+/// A weak reference to a leg for the tasks it starts, so they do not keep it alive.
+final class WeakLeg: Sendable {
+    weak let leg: CallLeg?
+    init(_ leg: CallLeg) { self.leg = leg }
+}

@@ -1,0 +1,214 @@
+import AudioSession
+import Calls
+import Foundation
+import DTLS
+import ICE
+import Logging
+import Media
+import Metrics
+import SDP
+import Signaling
+
+/// A leg's ICE events, its media's keys (DTLS or SDES), building and starting its media, media events.
+extension CallLeg {
+    func watch(_ agent: any IcePath) {
+        own(Task { [weak self] in
+            for await event in agent.events {
+                await self?.iceEvent(event)
+            }
+        })
+    }
+
+    func iceEvent(_ event: IceEvent) async {
+        guard !isTornDown else { return }
+        switch event {
+        case let .selectedPair(pair):
+            broadcaster.send(.selectedPair(uuid, SelectedPairInfo(localType: pair.local.type, remoteType: pair.remote.type,
+                                                                   transport: pair.local.transport,
+                                                                   local: "\(pair.local.address):\(pair.local.port)",
+                                                                   remote: "\(pair.remote.address):\(pair.remote.port)")))
+        case .stateChanged(.connected):
+            if state.phase.iceHasConnected == false {
+                await mediaConnected()
+            } else {
+                await legEvent(.iceConnected)
+            }
+        case .stateChanged(.disconnected):
+            await legEvent(.iceDisconnected)
+        case .stateChanged(.failed):
+            await legEvent(.end(.failed("ICE failed: no candidate pair worked (try --stun or --turn)")))
+        default:
+            break
+        }
+    }
+
+    /// Starts building the call's media actor as soon as the offer and answer are done, off this
+    /// actor and while the connectivity checks run, so that ICE connecting only has to start it.
+    /// Nothing is opened until it starts. With DTLS-SRTP it waits for ICE to connect: the
+    /// handshake runs over the selected pair, and a ClientHello sent before would only be lost
+    /// and retransmitted a second later.
+    func prepareMedia() {
+        guard mediaPreparation == nil, let agent, let negotiated else { return }
+        if negotiated.dtls != nil && !state.phase.iceHasConnected { return }
+        let base = configuration.media, clock = self.clock
+        let systemSession = self.systemSession, appSession = self.appSession
+        let transport = IceMediaTransport(agent: agent)
+        var association: DTLSAssociation?
+        if let dtls = negotiated.dtls {
+            do {
+                association = try makeDTLS(dtls, over: transport)
+            } catch {
+                mediaPreparation = Task { throw error }
+                return
+            }
+            self.dtls = association
+        }
+        mediaPreparation = Task.detached { [association] in
+            try await CallLeg.makeMedia(negotiated: negotiated, base: base, transport: transport, dtls: association, clock: clock,
+                                     systemSession: systemSession, appSession: appSession)
+        }
+    }
+
+    /// A DTLS association over `transport` in the role the SDP settled, checking the
+    /// peer's certificate against the fingerprint its SDP carried.
+    func makeDTLS(_ dtls: NegotiatedDTLS, over transport: IceMediaTransport) throws -> DTLSAssociation {
+        guard let fingerprint = DTLSFingerprint(sdp: dtls.remoteFingerprint) else {
+            throw NegotiationError("the peer's a=fingerprint '\(dtls.remoteFingerprint)' is not a hash and hex digits")
+        }
+        let endpoint = try DTLSEndpoint(certificate: dtlsCertificate, role: dtls.setup == .active ? .client : .server,
+                                        remoteFingerprint: fingerprint)
+        let association = DTLSAssociation(endpoint: endpoint, handshakeTimeout: configuration.dtlsHandshakeTimeout) { [weak transport] datagram in
+            await transport?.send(datagram)
+        }
+        transport.setDTLSHandler { datagram in association.receive(datagram) }
+        return association
+    }
+
+    /// ICE is ready: build the media actor on the session's devices, report media connected
+    /// (which fulfils the answer and, in system-owned mode, activates audio).
+    func mediaConnected() async {
+        guard !isTornDown, agent != nil, negotiated != nil else {
+            failure = "ICE connected before the offer and answer completed"
+            return
+        }
+        await legEvent(.iceConnected)
+        prepareMedia()
+        do {
+            guard let preparation = mediaPreparation else { throw NegotiationError("media was not prepared") }
+            let actor = try await preparation.value
+            guard !isTornDown else { return }  // ended meanwhile; the actor never started
+            media = actor
+            if let negotiated = negotiated {
+                let dtls = dtls
+                let suite = dtls?.established?.suite.rawValue ?? negotiated.cryptoSuite
+                broadcaster.send(.secured(uuid, MediaSecurity(
+                    keyExchange: dtls == nil ? .sdes : .dtls, suite: suite, handshake: dtls?.handshakeTime,
+                    peerFingerprint: negotiated.dtls?.remoteFingerprint)))
+            }
+            own(Task { [weak self] in
+                for await event in actor.events {
+                    await self?.mediaEvent(event)
+                }
+            })
+        } catch {
+            await legEvent(.end(.failed("media could not start: \(error)")))
+            return
+        }
+        await legEvent(.mediaReady)
+        do {
+            try await manager.report(.mediaConnected(uuid))
+        } catch {
+            logger.warning("media connected for call \(uuid), but: \(error)")
+        }
+        if let appSession, await !appSession.isActive {
+            // CallKit-free mode: this node is the one owner of activation.
+            do {
+                _ = try await appSession.activate()
+                await node?.setAudioActive(true)
+            } catch {
+                await legEvent(.end(.failed("audio could not start: \(error)")))
+                return
+            }
+        } else if appSession != nil {
+            await node?.setAudioActive(true)
+        }
+        await startMediaIfReady()
+    }
+
+    /// Media starts once it is ready and the audio session is active, whichever comes last.
+    func startMediaIfReady() async {
+        guard await node?.audioActive == true else { return }
+        await legEvent(.audioActivated)
+    }
+
+    /// Starts the call's media with the microphone as the leg's state says: a mute or hold set
+    /// before media existed (while the call rang) holds from the first frame.
+    func startMedia(microphoneMuted: Bool) async {
+        guard !isTornDown, let media else { return }
+        do {
+            try await media.setMuted(microphoneMuted)
+            try await media.start()
+            let setup = ContinuousClock.now - began
+            setupTimer.recordNanoseconds(Int64(setup.components.seconds) * 1_000_000_000 + setup.components.attoseconds / 1_000_000_000)
+            broadcaster.send(.connected(uuid, setup: setup))
+            if startMuted { _ = try? await manager.controller.request(.setMuted(call: uuid, muted: true)) }
+        } catch {
+            await legEvent(.end(.failed("audio could not start: \(error)")))
+        }
+    }
+
+    func mediaEvent(_ event: MediaEvent) async {
+        switch event {
+        case let .statistics(statistics): broadcaster.send(.statistics(uuid, statistics))
+        case let .dtmf(digit): broadcaster.send(.dtmf(uuid, digit))
+        case .firstAudio:
+            // The pooled agent this call may have taken is replaced now, not while it was
+            // being set up.
+            await node?.fillICEPool()
+            broadcaster.send(.firstAudio(uuid, after: ContinuousClock.now - began))
+        case .inboundStalled: await legEvent(.mediaStalled)
+        case .inboundResumed: await legEvent(.mediaResumed)
+        case let .playoutReset(reset): broadcaster.send(.playoutReset(uuid, reset))
+        case .sourceEnded, .remoteEnded: break
+        }
+    }
+
+    // MARK: - ICE and media
+
+    nonisolated static func makeMedia(negotiated: NegotiatedAudio, base: MediaConfiguration, transport: IceMediaTransport,
+                                              dtls: DTLSAssociation?, clock: MediaClock,
+                                              systemSession: AudioSessionOwner<SystemOwned>?,
+                                              appSession: AudioSessionOwner<AppOwned>?) async throws -> any MediaPath {
+        let keys: MediaKeys
+        if let dtls {
+            let exported = try await dtls.keys()
+            keys = MediaKeys(outbound: exported.outbound, inbound: exported.inbound)
+        } else {
+            guard let suite = SRTPSuite(rawValue: negotiated.cryptoSuite) else {
+                throw NegotiationError("unsupported SRTP suite \(negotiated.cryptoSuite)")
+            }
+            keys = MediaKeys(outbound: try SRTPKey(suite: suite, inlineKeyParameter: negotiated.localKey),
+                             inbound: try SRTPKey(suite: suite, inlineKeyParameter: negotiated.remoteKey))
+        }
+        var media = base
+        media.payloadType = UInt8(negotiated.payloadType)
+        if let pt = negotiated.telephoneEventPayloadType { media.telephoneEventPayloadType = UInt8(pt) }
+        // A peer's odd choice (a static type, one already in use) means no redundancy, not a failed call.
+        media.redundancyPayloadType = negotiated.redundancyPayloadType.flatMap { media.isUsableRedundancyPayloadType($0) ? UInt8($0) : nil }
+        if let limit = negotiated.maxSendBitrate { media.opus.bitrate = max(6_000, min(media.opus.bitrate, limit)) }
+        media.opus.inbandFEC = negotiated.sendInbandFEC
+        media.opus.discontinuousTransmission = negotiated.sendDTX
+        let source: any AudioSource, sink: any AudioSink
+        if let systemSession {
+            source = try await systemSession.microphone()
+            sink = try await systemSession.output()
+        } else if let appSession {
+            source = try await appSession.microphone()
+            sink = try await appSession.output()
+        } else {
+            throw NegotiationError("no audio session")
+        }
+        return try MediaActor(configuration: media, transport: transport, keys: keys,
+                              source: source, sink: sink, clock: clock)
+    }
+}

@@ -1,0 +1,321 @@
+import AudioSession
+import Calls
+import Foundation
+import DTLS
+import ICE
+import Logging
+import Media
+import Metrics
+import SDP
+import Signaling
+
+/// A leg's ICE path (made early or taken from the pool), the offer and answer, ICE restarts,
+/// candidates.
+extension CallLeg {
+    /// Starts making the call's ICE agent in `role` now, in the background; the offer or answer
+    /// picks it up with ``preparedICE(_:role:)``. Host candidates are then ready to go in the
+    /// SDP itself, and server-reflexive and relayed ones often are too. A pooled agent is used
+    /// when there is one (a pooled agent that failed is replaced by a new one).
+    func prepareICEEarly(role: IceRole) {
+        guard !isTornDown, ice == nil else { return }
+        let settings = configuration.ice, make = configuration.makeIcePath, router = WeakNode(node)
+        let task = Task { () async throws -> CallNode.PreparedICE in
+            let (pooled, stale) = await router.node?.takePooledICE() ?? (nil, [])
+            for entry in stale { await (try? await entry.task.value)?.agent.close() }
+            let prepared: CallNode.PreparedICE
+            if let pooled, let made = try? await pooled.value {
+                prepared = made
+                do {
+                    try await prepared.agent.setRole(role)
+                } catch {
+                    await prepared.agent.close()
+                    throw error
+                }
+            } else {
+                prepared = try await CallLeg.makeICE(settings, role: role, make: make)
+            }
+            return try await self.adopt(prepared)
+        }
+        ice = task
+    }
+
+    /// The call's prepared ICE agent (waiting for the early preparation, or making it now), with
+    /// every candidate gathered so far in its local parameters.
+    func preparedICE(role: IceRole) async throws -> CallNode.PreparedICE {
+        prepareICEEarly(role: role)
+        guard let task = ice else { throw NegotiationError("the call ended while ICE was being prepared") }
+        var prepared = try await task.value
+        guard !isTornDown else { throw NegotiationError("the call ended while ICE was being prepared") }
+        prepared.local.candidates = ((try? await prepared.agent.localCandidates()) ?? []).map(\.description)
+        prepared.local.fingerprint = dtlsCertificate.fingerprint.sdpValue
+        return prepared
+    }
+
+    /// Makes `prepared` the call's agent and follows its events; closes it if the call ended
+    /// meanwhile (nobody else would).
+    func adopt(_ prepared: CallNode.PreparedICE) async throws -> CallNode.PreparedICE {
+        guard !isTornDown, agent == nil else {
+            await prepared.agent.close()
+            throw NegotiationError("the call ended while ICE was being prepared")
+        }
+        agent = prepared.agent
+        watch(prepared.agent)
+        return prepared
+    }
+
+    /// The callee answered: gather, send the SDP offer, trickle the rest.
+    func sendOffer() async throws {
+        guard let connection = connection else { throw NegotiationError("the call has no signaling connection") }
+        let prepared = try await preparedICE(role: .controlling)
+        var local = prepared.local
+        let offer = OfferAnswer.offer(sessionID: CallLeg.sessionID(), capabilities: capabilities(for: connection, local: &local), local: local)
+        self.offer = offer
+        try await connection.send(.offer(sdp: offer.serialized), call: uuid)
+        try await manager.report(.progress(uuid, .offerSent))
+        trickle(prepared.gathering, skipping: Set(local.candidates), on: connection)
+    }
+
+    /// The caller receives the offer: answer it and start ICE. The answer goes out first (the
+    /// callee's checks wait for it), the call manager hears of both last.
+    func offered(sdp: String) async throws {
+        guard outgoing == true, let connection = connection else { return }
+        let offer = try SessionDescription(parsing: sdp)
+        if let current = self.negotiated {
+            try await reoffered(offer, current: current, on: connection)
+            return
+        }
+        let prepared = try await preparedICE(role: .controlled)
+        var local = prepared.local
+        let (answer, negotiated) = try OfferAnswer.answer(to: offer, sessionID: CallLeg.sessionID(),
+                                                          capabilities: capabilities(for: connection, local: &local), local: local)
+        self.negotiated = negotiated
+        await legEvent(.negotiated)
+        try await connection.send(.answer(sdp: answer.serialized), call: uuid)
+        try await setRemote(negotiated)
+        trickle(prepared.gathering, skipping: Set(local.candidates), on: connection)
+        prepareMedia()
+        try await manager.report(.progress(uuid, .offerReceived))
+        try await manager.report(.progress(uuid, .answerSent))
+    }
+
+    /// The callee receives the answer and starts ICE.
+    func answered(sdp: String) async throws {
+        guard outgoing == false, let offer = offer, agent != nil else { return }
+        let answer = try SessionDescription(parsing: sdp)
+        let negotiated = try OfferAnswer.accept(answer: answer, to: offer, capabilities: capabilities)
+        if let current = self.negotiated {
+            // The answer to an ICE restart: new credentials and candidates, the same media.
+            await legEvent(.restartSettled)
+            try CallLeg.checkSameMedia(negotiated, as: current)
+            self.negotiated = negotiated
+            try await setRemote(negotiated)
+            return
+        }
+        self.negotiated = negotiated
+        await legEvent(.negotiated)
+        try await setRemote(negotiated)
+        prepareMedia()
+        try await manager.report(.progress(uuid, .answerReceived))
+    }
+
+    func restart() async throws {
+        guard let connection = connection, let agent = agent, let previous = offer,
+              var local = try await ice?.value.local
+        else { throw NegotiationError("the call has no offer to restart") }
+        local.fingerprint = dtlsCertificate.fingerprint.sdpValue
+        guard state.restartPending == false else { throw NegotiationError("an ICE restart is already waiting for the peer's answer") }
+        await legEvent(.restartOffered)
+        let gathering: IceGathering
+        do {
+            gathering = try await agent.restart()
+        } catch {
+            await legEvent(.restartSettled)
+            throw error
+        }
+        local.iceUfrag = gathering.credentials.ufrag
+        local.icePwd = gathering.credentials.pwd
+        local.candidates = ((try? await agent.localCandidates()) ?? []).map(\.description)
+        // DTLS roles stay as the first exchange settled them (RFC 5763 §5).
+        if let settled = negotiated?.dtls?.setup { local.offerSetup = settled }
+        var offer = OfferAnswer.offer(sessionID: previous.origin.sessionID, capabilities: capabilities, local: local)
+        offer.origin.sessionVersion = previous.origin.sessionVersion + 1
+        self.offer = offer
+        logger.info("call \(uuid): ICE restart \(state.restarts)")
+        broadcaster.send(.iceRestarted(uuid, byPeer: false))
+        do {
+            try await connection.send(.offer(sdp: offer.serialized), call: uuid)
+        } catch {
+            await legEvent(.restartSettled)
+            throw error
+        }
+        // After the offer: candidates that overtook it would join the peer's old round.
+        trickle(gathering, skipping: Set(local.candidates), on: connection)
+    }
+
+    /// The caller receives an offer for a call that already has media: an ICE restart when the
+    /// credentials changed (restart here too, answer with the new ones), otherwise the same
+    /// answer again. The media and its keys must stay as they are.
+    func reoffered(_ offer: SessionDescription, current: NegotiatedAudio, on connection: SignalingConnection) async throws {
+        guard let agent = agent, var local = try await ice?.value.local else {
+            throw NegotiationError("a new offer came before the call had ICE")
+        }
+        local.fingerprint = dtlsCertificate.fingerprint.sdpValue
+        local.iceUfrag = await agent.localCredentials.ufrag
+        local.icePwd = await agent.localCredentials.pwd
+        let peek = try OfferAnswer.answer(to: offer, sessionID: CallLeg.sessionID(), capabilities: capabilities, local: local).negotiated
+        try CallLeg.checkSameMedia(peek, as: current)
+        let restarting = peek.remoteIceUfrag != current.remoteIceUfrag || peek.remoteIcePwd != current.remoteIcePwd
+        var gathering: IceGathering?
+        if restarting {
+            let round = try await agent.restart()
+            local.iceUfrag = round.credentials.ufrag
+            local.icePwd = round.credentials.pwd
+            gathering = round
+        }
+        local.candidates = ((try? await agent.localCandidates()) ?? []).map(\.description)
+        let (answer, negotiated) = try OfferAnswer.answer(to: offer, sessionID: CallLeg.sessionID(), capabilities: capabilities, local: local)
+        self.negotiated = negotiated
+        try await connection.send(.answer(sdp: answer.serialized), call: uuid)
+        guard let gathering else { return }
+        logger.info("call \(uuid): ICE restart asked by the peer")
+        broadcaster.send(.iceRestarted(uuid, byPeer: true))
+        try await setRemote(negotiated)
+        trickle(gathering, skipping: Set(local.candidates), on: connection)
+    }
+
+    func restartFailed(_ error: any Error) {
+        logger.warning("call \(uuid): ICE restart failed: \(error)")
+    }
+
+    /// Gives the call's agent the peer's credentials and the candidates its SDP carried, in one
+    /// step; candidate lines that do not parse are reported and skipped.
+    func setRemote(_ negotiated: NegotiatedAudio) async throws {
+        guard let agent = agent else { throw NegotiationError("the call has no ICE agent") }
+        let candidates = resolvingNames(parseCandidates(negotiated.remoteCandidates), agent: agent)
+        let skipped = try await agent.setRemote(IceCredentials(ufrag: negotiated.remoteIceUfrag, pwd: negotiated.remoteIcePwd),
+                                                candidates: candidates, endOfCandidates: negotiated.remoteEndOfCandidates)
+        for problem in skipped { logger.debug("\(problem)") }
+    }
+
+    /// Trickled candidates.
+    func addRemoteCandidates(_ lines: [String], end: Bool) async {
+        guard let agent = agent else { return }
+        let candidates = resolvingNames(parseCandidates(lines), agent: agent)
+        if !candidates.isEmpty, let skipped = try? await agent.addRemoteCandidates(candidates) {
+            for problem in skipped { logger.debug("\(problem)") }
+        }
+        if end { try? await agent.endOfRemoteCandidates() }
+    }
+
+    /// The candidates with IP addresses, now; those a browser named by mDNS (`….local`) are
+    /// resolved in the background and added when they resolve. Where they do not (no mDNS
+    /// here), the browser's checks still reach this node and ICE learns its address as a
+    /// peer-reflexive candidate.
+    func resolvingNames(_ candidates: [IceCandidate], agent: any IcePath) -> [IceCandidate] {
+        var usable: [IceCandidate] = []
+        for candidate in candidates {
+            guard !candidate.hasIPAddress, HostNameResolver.isMDNSName(candidate.address) else {
+                usable.append(candidate)
+                continue
+            }
+            let logger = self.logger
+            own(Task {
+                guard let address = await HostNameResolver.resolve(candidate.address) else {
+                    logger.info("call \(uuid): the peer's candidate \(candidate.address) does not resolve here; its checks will reveal the address")
+                    return
+                }
+                var resolved = candidate
+                resolved.address = address
+                _ = try? await agent.addRemoteCandidates([resolved])
+            })
+        }
+        return usable
+    }
+
+    func parseCandidates(_ lines: [String]) -> [IceCandidate] {
+        lines.compactMap { line in
+            do {
+                return try IceCandidate(parsing: line)
+            } catch {
+                broadcaster.send(.peerError("call \(uuid): \(error)"))
+                return nil
+            }
+        }
+    }
+
+    /// Sends local candidates as they are found (except those the SDP already carried), then
+    /// end-of-candidates.
+    func trickle(_ gathering: IceGathering, skipping sent: Set<String>, on connection: SignalingConnection) {
+        let task = Task {
+            for await candidate in gathering.candidates where !sent.contains(candidate.description) {
+                if Task.isCancelled { return }
+                try? await connection.send(.candidates([candidate.description], end: false), call: uuid)
+            }
+            // A restart replaced this round: its end-of-candidates would end the new one.
+            if Task.isCancelled { return }
+            try? await connection.send(.candidates([], end: true), call: uuid)
+        }
+        trickle?.cancel()
+        trickle = task
+        own(task)
+    }
+
+    /// The capabilities for a call on `connection`: a web page gets DTLS whatever this node's
+    /// own preference (browsers speak nothing else), and WebRTC's stream ids in `local`.
+    func capabilities(for connection: SignalingConnection, local: inout LocalAudioParameters) -> AudioCapabilities {
+        var capabilities = self.capabilities
+        if connection.origin == .webPage {
+            capabilities.keyExchange = .dtls
+            local.stream = LocalStream(streamID: "callnode", trackID: "callnode-audio", cname: "callnode")
+        }
+        return capabilities
+    }
+
+    var capabilities: AudioCapabilities {
+        var capabilities = AudioCapabilities()
+        capabilities.opusPayloadType = Int(configuration.media.payloadType)
+        capabilities.maxAverageBitrate = configuration.media.opus.bitrate
+        capabilities.packetTime = Int(configuration.media.opus.frameDuration.components.seconds * 1000
+            + configuration.media.opus.frameDuration.components.attoseconds / 1_000_000_000_000_000)
+        capabilities.useDTX = configuration.media.opus.discontinuousTransmission
+        capabilities.telephoneEventPayloadType = Int(configuration.media.telephoneEventPayloadType)
+        capabilities.keyExchange = configuration.keyExchange
+        return capabilities
+    }
+
+
+    /// Creates an ICE agent in `role` and starts gathering; the local parameters carry the
+    /// credentials and a fresh SRTP key for every suite this node supports.
+    nonisolated static func makeICE(_ configuration: IceConfiguration, role: IceRole,
+                                    make: @Sendable (IceConfiguration) async throws -> any IcePath) async throws -> CallNode.PreparedICE {
+        var ice = configuration
+        ice.role = role
+        let agent = try await make(ice)
+        let gathering: IceGathering
+        do {
+            gathering = try await agent.gather()
+        } catch {
+            await agent.close()
+            throw error
+        }
+        let keys = SRTPSuite.allCases.reduce(into: [String: String]()) { $0[$1.rawValue] = SRTPKey.random(suite: $1).inlineKeyParameter }
+        return CallNode.PreparedICE(agent: agent, gathering: gathering,
+                           local: LocalAudioParameters(iceUfrag: gathering.credentials.ufrag, icePwd: gathering.credentials.pwd, keys: keys))
+    }
+
+    /// A later offer or answer may change ICE, not the media: the same suite and keys, the
+    /// same payload types.
+    static func checkSameMedia(_ next: NegotiatedAudio, as current: NegotiatedAudio) throws {
+        guard next.cryptoSuite == current.cryptoSuite, next.localKey == current.localKey, next.remoteKey == current.remoteKey else {
+            throw NegotiationError("a new offer or answer may not change the SRTP keys of a running call")
+        }
+        guard next.dtls == current.dtls else {
+            throw NegotiationError("a new offer or answer may not change the DTLS certificate or role of a running call")
+        }
+        guard next.payloadType == current.payloadType else {
+            throw NegotiationError("a new offer or answer may not change the Opus payload type of a running call")
+        }
+    }
+
+    static func sessionID() -> String { String(UInt64.random(in: 1...UInt64(Int64.max))) }
+}
