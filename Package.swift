@@ -151,7 +151,7 @@ let package = Package(
             path: "Examples/AnsweringService"),
         .executableTarget(
             name: "ownership-study",
-            dependencies: ["CallNode"],
+            dependencies: ["CallNode", "CallNodeTestKit"],
             path: "Examples/OwnershipStudy"),
         .executableTarget(
             name: "two-phones",

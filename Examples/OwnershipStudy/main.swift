@@ -2,6 +2,7 @@
 // through the classic bug and the two correct flows, printing what each step may do.
 // Run: swift run ownership-study
 import CallNode
+import CallNodeTestKit
 import Foundation
 
 print("""
@@ -20,6 +21,48 @@ print("""
 
     """)
 
+// 1b. The bug, replayed with the test kit's deliberately unsafe session (both the app and the
+// provider may activate it): media on manual time over an in-memory link, a 1 kHz tone pushed
+// into the microphone, the far end's speaker measured.
+func farEndHears(activations: Int) async throws -> (rms: Double, packets: Int) {
+    let clock = MediaClock.manual()
+    let link = InMemoryMediaLink(clock: clock)
+    clock.add(link)
+    let keys = (SRTPKey.random(), SRTPKey.random())
+    let microphone = ManualAudioEndpoint(), speaker = ManualAudioEndpoint(), farSpeaker = ManualAudioEndpoint()
+    let session = UnsafeDoubleActivationSession(microphone: microphone, speaker: speaker)
+    session.appActivate()  // the app, in its answer action
+    let media = try MediaActor(transport: link.a, keys: MediaKeys(outbound: keys.0, inbound: keys.1),
+                               source: session.microphone(), sink: session.output(), clock: clock)
+    let far = try MediaActor(transport: link.b, keys: MediaKeys(outbound: keys.1, inbound: keys.0),
+                             source: SilenceSource(), sink: farSpeaker, clock: clock)
+    try await media.start()
+    try await far.start()
+    if activations == 2 { session.providerActivate() }  // the system, when the answer is fulfilled
+    var phase = 0.0
+    for _ in 0..<60 {
+        microphone.pushCapture((0..<960).map { _ in
+            phase += 2 * Double.pi * 1000 / 48_000
+            return Int16(8000 * sin(phase))
+        })
+        await clock.advance()
+    }
+    let heard = farSpeaker.pullPlayback(maximum: farSpeaker.playbackAvailable).suffix(24_000)
+    let rms = (heard.reduce(0.0) { $0 + Double($1) * Double($1) } / Double(max(1, heard.count))).squareRoot()
+    let packets = await far.statistics.packetsReceived
+    await media.stop()
+    await far.stop()
+    return (rms, packets)
+}
+let once = try await farEndHears(activations: 1), twice = try await farEndHears(activations: 2)
+print("""
+    1b. The bug, replayed (an unsafe session from CallNodeTestKit; nothing in CallNode can be
+        driven into it): the far end received \(twice.packets) packets and heard RMS \(Int(twice.rms))
+        after the app and the provider both activated; with one activation, \(once.packets) packets
+        and RMS \(Int(once.rms)). The call "works"; the microphone is dead.
+
+    """)
+
 // 2. System-owned (CallKit mode): only the call manager activates, after the action is fulfilled.
 let backend = ManualRenderingBackend()
 let systemSession = AudioSessionOwner<SystemOwned>(backend: backend)
@@ -29,12 +72,7 @@ let requests = Task {
         switch request {
         case let .perform(action):
             print("   performer: \(action.action.kind) — may do signaling, may not activate audio")
-            if case .start = action.action {
-                try? await manager.fulfill(action.id)
-                try? await manager.reportOutgoingCallStartedConnecting(action.action.callUUID)
-            } else {
-                try? await manager.fulfill(action.id)
-            }
+            try? await manager.fulfill(action.id)
         case let .didActivate(route):
             print("   performer: didActivate (\(route.input ?? "-") → \(route.output ?? "-")) — the only moment media may start")
         case .didDeactivate:
@@ -48,6 +86,7 @@ print("2. System-owned: the call manager is the provider and the one owner of ac
 let call = UUID()
 let start = try await manager.controller.request(.start(call: call, handle: CallHandle(.generic, "bob")))
 _ = try await manager.outcome(of: start)
+try await manager.report(.progress(call, .invitationSent))  // the invitation went out
 try await manager.reportProgress(call, .offerReceived)
 try await manager.reportProgress(call, .answerSent)
 try await manager.reportMediaConnected(call)

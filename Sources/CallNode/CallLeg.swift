@@ -238,7 +238,7 @@ actor CallLeg {
         case .session: return
         case .webPage:
             // The page is already connected and read by its own task: invite it there.
-            prepareICEEarly(role: .controlled)
+            await prepareICEEarly(role: .controlled)
             guard let page = await node?.freeWebPage() else {
                 failure = CallNodeError.noWebPage.description
                 connectionTask = Task { [weak self] in await self?.connectionClosed(error: nil) }
@@ -250,7 +250,7 @@ actor CallLeg {
             }
             return
         }
-        prepareICEEarly(role: .controlled)
+        await prepareICEEarly(role: .controlled)
         let identity = self.identity, limits = configuration.signalingLimits, network = configuration.signalNetwork
         let weak = WeakLeg(self), router = WeakNode(node)
         let task = Task { [weak self] in

@@ -16,11 +16,21 @@ extension CallLeg {
     /// picks it up with ``preparedICE(_:role:)``. Host candidates are then ready to go in the
     /// SDP itself, and server-reflexive and relayed ones often are too. A pooled agent is used
     /// when there is one (a pooled agent that failed is replaced by a new one).
-    func prepareICEEarly(role: IceRole) {
+    func prepareICEEarly(role: IceRole) async {
         guard !isTornDown, ice == nil else { return }
-        let settings = configuration.ice, make = configuration.makeIcePath, router = WeakNode(node)
+        // Taken from the pool now, not when the task runs: the pool is the node's, and it
+        // refills only once this call hears audio.
+        let (pooled, stale) = await node?.takePooledICE() ?? (nil, [])
+        guard !isTornDown, ice == nil else {
+            // Prepared meanwhile (or ended): the agents taken go unused.
+            own(Task {
+                for entry in stale { await (try? await entry.task.value)?.agent.close() }
+                await (try? await pooled?.value)?.agent.close()
+            })
+            return
+        }
+        let settings = configuration.ice, make = configuration.makeIcePath
         let task = Task { () async throws -> CallNode.PreparedICE in
-            let (pooled, stale) = await router.node?.takePooledICE() ?? (nil, [])
             for entry in stale { await (try? await entry.task.value)?.agent.close() }
             let prepared: CallNode.PreparedICE
             if let pooled, let made = try? await pooled.value {
@@ -42,7 +52,7 @@ extension CallLeg {
     /// The call's prepared ICE agent (waiting for the early preparation, or making it now), with
     /// every candidate gathered so far in its local parameters.
     func preparedICE(role: IceRole) async throws -> CallNode.PreparedICE {
-        prepareICEEarly(role: role)
+        await prepareICEEarly(role: role)
         guard let task = ice else { throw NegotiationError("the call ended while ICE was being prepared") }
         var prepared = try await task.value
         guard !isTornDown else { throw NegotiationError("the call ended while ICE was being prepared") }

@@ -192,10 +192,11 @@ extension CallNode {
         }
         let leg = makeLeg(uuid, outgoing: false, muted: joined?.startMuted ?? false, connection: connection)
         await leg.setUp(connection: connection, title: invitation.title, session: joined?.session, startMuted: joined?.startMuted ?? false)
+        // The callee's ICE agent is under way (from the pool if it has one) before it rings.
+        await leg.prepareICEEarly(role: .controlling)
         callsCounter.increment()
         broadcaster.send(.incoming(uuid, from: fingerprint, name: contact?.name ?? invitation.displayName, known: contact != nil))
         await leg.event(.signalingReady)
-        await leg.prepareICEEarly(role: .controlling)
         if joined == nil { try? await connection.send(.ringing, call: uuid) }
         if configuration.autoAnswer || joined != nil {
             _ = try? await manager.controller.request(.answer(call: uuid))

@@ -97,6 +97,35 @@ import Glibc
         #expect(activations == 1 && deactivations == 1)
     }
 
+    /// The seed bug, replayed: with a session that both the app and the provider may activate
+    /// (a test-kit double; nothing in CallNode can be driven into it), the app activates in its
+    /// answer action, media starts, the provider activates again, and the call goes on with
+    /// packets flowing and a microphone that delivers nothing. The same endpoints with one
+    /// activation carry the microphone: the difference is the second activation alone.
+    @Test func theSeedBugReplayedASecondActivationLeavesTheMicrophoneDead() async throws {
+        for activations in [1, 2] {
+            let microphone = ManualAudioEndpoint(), speaker = ManualAudioEndpoint()
+            let unsafe = UnsafeDoubleActivationSession(microphone: microphone, speaker: speaker)
+            let far = try FarEnd()
+            unsafe.appActivate()  // in the answer action
+            let media = try far.localMedia(source: unsafe.microphone(), sink: unsafe.output())
+            try await media.start()
+            try await far.remote.start()
+            if activations == 2 { unsafe.providerActivate() }  // when the answer is fulfilled
+            let rms = await far.run(frames: 60, microphone: microphone)
+            let sent = await media.statistics.packetsSent
+            await media.stop()
+            await far.remote.stop()
+            #expect(unsafe.activations == activations)
+            #expect(sent >= 55, "packets flow either way (\(sent))")
+            if activations == 2 {
+                #expect(rms < 50, "after a second activation the far end hears nothing (RMS \(rms))")
+            } else {
+                #expect(rms > 1000, "with one activation the far end hears the microphone (RMS \(rms))")
+            }
+        }
+    }
+
     /// The DESIGN.md sequence: the app activates in its answer action, again when its call
     /// session starts, while the system activates too. In system-owned mode the first two calls
     /// do not compile; this test compiles them against the built modules and reads the errors.
