@@ -40,7 +40,6 @@ actor CallLeg {
     var target: CallTarget?
     var peer: Fingerprint?
     var connection: SignalingConnection?
-    var connectionTask: Task<Void, Never>?
     var startAction: ActionID?
     var agent: (any IcePath)?
     /// The agent being made and gathering, started before it is needed (the caller's at
@@ -51,11 +50,17 @@ actor CallLeg {
     /// The DTLS-SRTP association keying the call's media (nil with SDES), from ICE
     /// connected until the call ends.
     var dtls: DTLSAssociation?
-    var tasks: [Task<Void, Never>] = []
-    /// The state machine's timers that are armed, each with the generation that armed it
-    /// (a timer cancelled after it was already due must not fire its successor).
-    var timers: [LegTimer: (generation: UInt64, task: Task<Void, Never>)] = [:]
+    /// Every task the call starts (its signaling connection, ICE and media event readers, timers,
+    /// trickle, name lookups) runs in one task group, owned by ``run()``.
+    private let children: AsyncStream<@Sendable () async -> Void>
+    private let childrenContinuation: AsyncStream<@Sendable () async -> Void>.Continuation
+    /// The state machine's timers that are armed, each with the generation that armed it: a
+    /// timer cancelled (or re-armed) lets its sleeping child find a stale generation and do
+    /// nothing; the group cancels the sleepers when the call ends.
+    var timers: [LegTimer: UInt64] = [:]
     var timerGeneration: UInt64 = 0
+    /// Which round of local candidates is being trickled (an ICE restart starts a new one).
+    var trickleRound = 0
     var offer: SessionDescription?
     var negotiated: NegotiatedAudio?
     /// The first failure recorded, which the end reports whatever else followed it.
@@ -64,8 +69,6 @@ actor CallLeg {
     /// The session this call belongs to (joined, not rung).
     var session: String?
     var startMuted = false
-    /// Sends this round's local candidates as they are found; replaced by an ICE restart.
-    var trickle: Task<Void, Never>?
     /// Everything of the call is gone (after the state ended).
     var isTornDown = false
 
@@ -89,6 +92,29 @@ actor CallLeg {
             keepAliveInterval: services.configuration.keepAliveInterval,
             connectionLostTimeout: services.configuration.connectionLostTimeout,
             iceRestartInterval: services.configuration.iceRestartInterval))
+        (children, childrenContinuation) = AsyncStream.makeStream(of: (@Sendable () async -> Void).self)
+    }
+
+    /// Runs the call's children until the call has ended and every one of them has finished:
+    /// when this returns, nothing of the call is left running. The router runs it once per leg.
+    func run() async {
+        let children = self.children
+        await withDiscardingTaskGroup { group in
+            for await child in children { group.addTask(operation: child) }
+            group.cancelAll()
+        }
+    }
+
+    /// Ends a leg that never started (the manager refused the call): its group finishes.
+    func discard() {
+        isTornDown = true
+        childrenContinuation.finish()
+    }
+
+    /// Starts `work` as a child of the call (in ``run()``'s group); nothing once it has ended.
+    func spawn(_ work: @escaping @Sendable () async -> Void) {
+        guard !isTornDown else { return }
+        childrenContinuation.yield(work)
     }
 
     /// Sets what an outgoing call dials, or what a call already has, before it starts.
@@ -101,7 +127,6 @@ actor CallLeg {
         self.startMuted = startMuted
     }
 
-    func own(_ task: Task<Void, Never>) { tasks.append(task) }
 
     /// The identity of the call's signaling connection, once it has one.
     var connectionID: ObjectIdentifier? { connection?.id }
@@ -241,10 +266,10 @@ actor CallLeg {
             await prepareICEEarly(role: .controlled)
             guard let page = await node?.freeWebPage() else {
                 failure = CallNodeError.noWebPage.description
-                connectionTask = Task { [weak self] in await self?.connectionClosed(error: nil) }
+                spawn { [weak self] in await self?.connectionClosed(error: nil) }
                 return
             }
-            connectionTask = Task { [weak self] in
+            spawn { [weak self] in
                 guard let self else { return }
                 if await !self.dialed(page) { await self.connectionClosed(error: nil) }
             }
@@ -253,7 +278,7 @@ actor CallLeg {
         await prepareICEEarly(role: .controlled)
         let identity = self.identity, limits = configuration.signalingLimits, network = configuration.signalNetwork
         let weak = WeakLeg(self), router = WeakNode(node)
-        let task = Task { [weak self] in
+        spawn { [weak self] in
             do {
                 let body: @Sendable (SignalingConnection, SignalMessages) async -> Void = { connection, messages in
                     guard let leg = weak.leg, await leg.dialed(connection), let node = router.node else { return }
@@ -276,7 +301,6 @@ actor CallLeg {
                 await self?.connectionClosed(error: error)
             }
         }
-        connectionTask = task
     }
 
     /// TLS is up for an outgoing call: send the invitation and fulfil the start action.
@@ -329,7 +353,7 @@ actor CallLeg {
             case let .arm(timer, delay):
                 arm(timer, after: delay)
             case let .cancel(timer):
-                timers.removeValue(forKey: timer)?.task.cancel()
+                timers[timer] = nil
             case let .setMicrophone(muted):
                 do { try await media?.setMuted(muted) } catch { failure = failure ?? error }
             case let .startMedia(muted):
@@ -359,16 +383,15 @@ actor CallLeg {
         let deadline = clock.now + delay
         timerGeneration += 1
         let generation = timerGeneration
-        let task = Task { [weak self] in
+        timers[timer] = generation
+        spawn { [weak self] in
             do { try await clock.sleep(until: deadline) } catch { return }
             await self?.timerFired(timer, generation: generation)
         }
-        timers[timer]?.task.cancel()
-        timers[timer] = (generation, task)
     }
 
     func timerFired(_ timer: LegTimer, generation: UInt64) async {
-        guard timers[timer]?.generation == generation else { return }
+        guard timers[timer] == generation else { return }
         timers[timer] = nil
         await legEvent(.timerFired(timer))
     }
@@ -381,9 +404,7 @@ actor CallLeg {
         var detail: String?
         if case let .ended(end) = state.phase { detail = end.detail }
         await node?.legEnded(uuid, detail: failure ?? detail, duration: duration)
-        for (_, timer) in timers { timer.task.cancel() }
         timers.removeAll()
-        for task in tasks { task.cancel() }
         ice?.cancel()
         mediaPreparation?.cancel()
         // close_notify goes out while the path is still there: a browser sees the end at once.
@@ -391,7 +412,8 @@ actor CallLeg {
         await media?.stop()
         await agent?.close()
         connection?.close()
-        connectionTask?.cancel()
+        // No more children; run() cancels those still running and returns once all are done.
+        childrenContinuation.finish()
         await node?.legReleased()
     }
 

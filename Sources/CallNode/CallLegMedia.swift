@@ -12,11 +12,11 @@ import Signaling
 /// A leg's ICE events, its media's keys (DTLS or SDES), building and starting its media, media events.
 extension CallLeg {
     func watch(_ agent: any IcePath) {
-        own(Task { [weak self] in
+        spawn { [weak self] in
             for await event in agent.events {
                 await self?.iceEvent(event)
             }
-        })
+        }
     }
 
     func iceEvent(_ event: IceEvent) async {
@@ -105,11 +105,11 @@ extension CallLeg {
                     keyExchange: dtls == nil ? .sdes : .dtls, suite: suite, handshake: dtls?.handshakeTime,
                     peerFingerprint: negotiated.dtls?.remoteFingerprint)))
             }
-            own(Task { [weak self] in
+            spawn { [weak self] in
                 for await event in actor.events {
                     await self?.mediaEvent(event)
                 }
-            })
+            }
         } catch {
             await legEvent(.end(.failed("media could not start: \(error)")))
             return

@@ -23,10 +23,10 @@ extension CallLeg {
         let (pooled, stale) = await node?.takePooledICE() ?? (nil, [])
         guard !isTornDown, ice == nil else {
             // Prepared meanwhile (or ended): the agents taken go unused.
-            own(Task {
+            spawn {
                 for entry in stale { await (try? await entry.task.value)?.agent.close() }
                 await (try? await pooled?.value)?.agent.close()
-            })
+            }
             return
         }
         let settings = configuration.ice, make = configuration.makeIcePath
@@ -228,8 +228,8 @@ extension CallLeg {
                 usable.append(candidate)
                 continue
             }
-            let logger = self.logger
-            own(Task {
+            let logger = self.logger, uuid = self.uuid
+            spawn {
                 guard let address = await HostNameResolver.resolve(candidate.address) else {
                     logger.info("call \(uuid): the peer's candidate \(candidate.address) does not resolve here; its checks will reveal the address")
                     return
@@ -237,7 +237,7 @@ extension CallLeg {
                 var resolved = candidate
                 resolved.address = address
                 _ = try? await agent.addRemoteCandidates([resolved])
-            })
+            }
         }
         return usable
     }
@@ -256,18 +256,17 @@ extension CallLeg {
     /// Sends local candidates as they are found (except those the SDP already carried), then
     /// end-of-candidates.
     func trickle(_ gathering: IceGathering, skipping sent: Set<String>, on connection: SignalingConnection) {
-        let task = Task {
+        trickleRound += 1
+        let round = trickleRound, uuid = self.uuid
+        spawn { [weak self] in
             for await candidate in gathering.candidates where !sent.contains(candidate.description) {
-                if Task.isCancelled { return }
+                guard await self?.trickleRound == round else { return }
                 try? await connection.send(.candidates([candidate.description], end: false), call: uuid)
             }
             // A restart replaced this round: its end-of-candidates would end the new one.
-            if Task.isCancelled { return }
+            guard await self?.trickleRound == round else { return }
             try? await connection.send(.candidates([], end: true), call: uuid)
         }
-        trickle?.cancel()
-        trickle = task
-        own(task)
     }
 
     /// The capabilities for a call on `connection`: a web page gets DTLS whatever this node's

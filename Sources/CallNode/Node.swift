@@ -45,6 +45,8 @@ public actor CallNode: Service {
     /// The router's one piece of per-call state: each call's leg, and its connection.
     var legs: [UUID: CallLeg] = [:]
     var legConnections: [UUID: ObjectIdentifier] = [:]
+    /// The task running each leg's children (``CallLeg/run()``), until they are all done.
+    var legRuns: [UUID: Task<Void, Never>] = [:]
     var endDetails: [UUID: (detail: String?, duration: Duration?)] = [:]
     var audioActive = false
     /// Why the audio session last failed to activate (system-owned mode), until it next works.
@@ -101,7 +103,24 @@ public actor CallNode: Service {
         let leg = CallLeg(uuid: uuid, outgoing: outgoing, muted: muted, node: self, services: services)
         legs[uuid] = leg
         if let connection { legConnections[uuid] = connection.id }
+        // The leg's children run in its own group; the router keeps the task that runs it
+        // until it is done, and waits for every one at shutdown.
+        let weak = WeakNode(self)
+        let run = Task {
+            await leg.run()
+            await weak.node?.legFinished(uuid)
+        }
+        legRuns[uuid] = run
         return leg
+    }
+
+    /// A leg's group has finished: nothing of that call runs any more.
+    func legFinished(_ uuid: UUID) { legRuns[uuid] = nil }
+
+    /// A leg the manager refused to start: it never ran anything, and goes.
+    func discardLeg(_ uuid: UUID) async {
+        legConnections[uuid] = nil
+        await legs.removeValue(forKey: uuid)?.discard()
     }
 
     /// The leg's signaling connection is up (an outgoing call's, once dialed).
@@ -280,6 +299,7 @@ public actor CallNode: Service {
         guard !isShutDown else { return }
         isShutDown = true
         for leg in Array(legs.values) { await leg.event(.end(.shutdown)) }
+        for run in Array(legRuns.values) { await run.value }
         await drainICEPool()
         await manager.shutdown()
         await systemSession?.shutdown()
@@ -324,7 +344,7 @@ public actor CallNode: Service {
         do {
             _ = try await manager.controller.request(.start(call: uuid, handle: CallHandle(.generic, handleValue)))
         } catch {
-            legs[uuid] = nil
+            await discardLeg(uuid)
             throw .request(error)
         }
         callsCounter.increment()
@@ -442,8 +462,7 @@ public actor CallNode: Service {
             _ = try await manager.controller.request(.start(call: uuid, handle: CallHandle(.generic, connection.peer.hex)))
             broadcaster.send(.dialing(uuid, .session(session)))
         } catch {
-            legs[uuid] = nil
-            legConnections[uuid] = nil
+            await discardLeg(uuid)
             broadcaster.send(.sessionFailed("\(error)"))
             connection.close()
         }

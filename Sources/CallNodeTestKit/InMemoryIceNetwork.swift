@@ -78,6 +78,9 @@ public final class InMemoryIceNetwork: MediaClockClient, Sendable {
 
     public var conditions: Conditions { state.withLock { $0.conditions } }
 
+    /// Paths made and not closed yet.
+    public var openPaths: Int { state.withLock { $0.paths.count } }
+
     /// Datagrams delivered and dropped so far.
     public var counts: (delivered: Int, dropped: Int) { state.withLock { ($0.delivered, $0.dropped) } }
 

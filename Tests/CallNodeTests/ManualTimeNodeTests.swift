@@ -1,4 +1,4 @@
-import CallNode
+@testable import CallNode
 import CallNodeTestKit
 import CallNodeTestSupport
 import Foundation
@@ -242,6 +242,13 @@ final class ManualTimeNodes: @unchecked Sendable {  // the event log is behind i
         }
         let left = (await alice.liveCalls, await bob.liveCalls)
         #expect(left.0.isEmpty && left.1.isEmpty)
+        // Once a call has ended nothing of it runs: each leg's task group finishes, and the
+        // only ICE paths left open are the ones pooled for the next call.
+        func running() async -> Int { await alice.legRuns.count + bob.legRuns.count }
+        for _ in 0..<500 { if await running() == 0 { break }; await f.settle() }
+        #expect(await running() == 0, "legs still running their children")
+        let pooled = await alice.pooledICEAgents + bob.pooledICEAgents
+        #expect(f.network.openPaths == pooled, "\(f.network.openPaths) paths open, \(pooled) pooled")
         await f.shutdown()
     }
 
