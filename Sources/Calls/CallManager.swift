@@ -2,105 +2,6 @@ import AudioSession
 import Foundation
 import RTP  // DTMF digits are checked against RFC 4733's events
 
-/// What a call's performer (CallKit's provider side) reports to the ``CallManager``: one
-/// typed message per thing that happened, taken by ``CallManager/report(_:)``.
-public enum CallReport: Sendable, Equatable {
-    /// An action was done (CallKit's `action.fulfill()`).
-    case fulfilled(ActionID)
-    /// An action could not be done (`action.fail()`), with why.
-    case failed(ActionID, reason: String)
-    /// A call from a peer (`reportNewIncomingCall`).
-    case newIncomingCall(UUID, CallUpdate)
-    case callUpdated(UUID, CallUpdate)
-    /// Signaling progress: invitation sent, offer and answer exchanged.
-    case progress(UUID, CallProgress)
-    /// Media connected (ICE ready, keys in place): fulfils the answer.
-    case mediaConnected(UUID)
-    case connectionLost(UUID)
-    case connectionRestored(UUID)
-    /// The call ended for a reason outside the app's actions.
-    case callEnded(UUID, CallEndReason)
-
-    /// The call the report is about (nil for action outcomes, which name an action).
-    public var call: UUID? {
-        switch self {
-        case .fulfilled, .failed: nil
-        case let .newIncomingCall(uuid, _), let .callUpdated(uuid, _), let .progress(uuid, _), let .mediaConnected(uuid),
-             let .connectionLost(uuid), let .connectionRestored(uuid), let .callEnded(uuid, _):
-            uuid
-        }
-    }
-}
-
-/// Why ``CallManager/report(_:)`` refused a report: the error of the matching method.
-public enum CallReportFailure: Error, Sendable, Equatable, CustomStringConvertible {
-    case action(ActionError)
-    case incoming(IncomingCallError)
-    case call(CallReportError)
-
-    public var description: String {
-        switch self {
-        case let .action(error): error.description
-        case let .incoming(error): error.description
-        case let .call(error): error.description
-        }
-    }
-}
-
-/// Who activates the audio session for a ``CallManager``.
-public enum CallAudioOwnership: Sendable {
-    /// CallKit mode: the manager activates this session after a start or answer action is
-    /// fulfilled and deactivates it after the last call ends.
-    case systemOwned(AudioSessionOwner<SystemOwned>)
-    /// CallKit-free mode: the app activates its own ``AudioSessionOwner<AppOwned>``.
-    case appOwned
-}
-
-/// What the manager asks of its performer: the part of the node that does the work of each
-/// action (signaling, ICE, media) — CallKit's provider delegate, as one stream.
-public enum ProviderRequest: Sendable, Equatable {
-    /// Do the work of this action, then call ``CallManager/fulfill(_:)`` or
-    /// ``CallManager/fail(_:reason:)`` (answers are fulfilled by ``CallManager/reportMediaConnected(_:)``).
-    case perform(ProviderAction)
-    /// The action's time ran out; undo what it started.
-    case timedOut(ProviderAction)
-    /// The manager ended this call itself (ring timeout, failed action): tear down its media
-    /// and signaling.
-    case callEnded(UUID, CallEndReason)
-    /// System-owned mode: the session's devices are open; start media now (CallKit's
-    /// `didActivate`). The only moment to start media; never activate anything yourself.
-    case didActivate(ActiveAudioRoute)
-    /// System-owned mode: the devices are closed (`didDeactivate`).
-    case didDeactivate
-}
-
-/// What embedders and UIs follow.
-public enum CallEvent: Sendable, Equatable {
-    case incomingCall(UUID, CallUpdate)
-    case actionCompleted(ProviderAction, ActionOutcome)
-    case session(UUID, SessionStatus)
-    case callEnded(UUID, CallEndReason)
-    case audioActivated(ActiveAudioRoute)
-    case audioDeactivated
-    /// The audio session could not be activated; the calls that needed it ended as failed.
-    case audioActivationFailed(String)
-    case doNotDisturbChanged(Bool)
-    /// The ringtone could not play (its output would not open); the call still rings.
-    case ringtoneFailed(String)
-}
-
-/// A report from the performer that does not fit the call's state.
-public enum CallReportError: Error, Sendable, Equatable, CustomStringConvertible {
-    case unknownCall(UUID)
-    case illegalTransition(IllegalCallTransition)
-    public var description: String {
-        switch self {
-        case let .unknownCall(uuid): "no live call with UUID \(uuid)"
-        case let .illegalTransition(transition): transition.description
-        }
-    }
-}
-
 /// CallKit's provider and call controller as one actor: the call registry, actions in
 /// transactions with per-kind timeouts, the call directory, Recents, the observer, and the
 /// audio session's activation in system-owned mode.
@@ -326,34 +227,6 @@ public actor CallManager {
     }
 
     // MARK: Performer side
-
-    /// Takes one report from the performer (CallKit's provider side): the one typed inbound
-    /// message for everything the call's owner tells the manager. The `report…`, ``fulfill(_:)``
-    /// and ``fail(_:reason:)`` methods are thin wrappers over the same work.
-    ///
-    /// - Throws: ``CallReportFailure`` wrapping the error the matching method throws.
-    public func report(_ report: CallReport) async throws(CallReportFailure) {
-        switch report {
-        case let .fulfilled(id):
-            do throws(ActionError) { try await fulfill(id) } catch { throw .action(error) }
-        case let .failed(id, reason):
-            do throws(ActionError) { try await fail(id, reason: reason) } catch { throw .action(error) }
-        case let .newIncomingCall(uuid, update):
-            do throws(IncomingCallError) { try reportNewIncomingCall(uuid, update: update) } catch { throw .incoming(error) }
-        case let .callUpdated(uuid, update):
-            do throws(CallReportError) { try reportCallUpdated(uuid, update: update) } catch { throw .call(error) }
-        case let .progress(uuid, progress):
-            do throws(CallReportError) { try reportProgress(uuid, progress) } catch { throw .call(error) }
-        case let .mediaConnected(uuid):
-            do throws(CallReportError) { try await reportMediaConnected(uuid) } catch { throw .call(error) }
-        case let .connectionLost(uuid):
-            do throws(CallReportError) { try reportConnectionLost(uuid) } catch { throw .call(error) }
-        case let .connectionRestored(uuid):
-            do throws(CallReportError) { try reportConnectionRestored(uuid) } catch { throw .call(error) }
-        case let .callEnded(uuid, reason):
-            do throws(CallReportError) { try reportCallEnded(uuid, reason: reason) } catch { throw .call(error) }
-        }
-    }
 
     /// Marks an action done. Its effect on the call applies now (an end ends the call, a
     /// fulfilled start or answer lets the system activate the audio session).
@@ -719,22 +592,4 @@ public actor CallManager {
             break
         }
     }
-}
-
-/// Requests actions on calls (CallKit's `CXCallController`).
-public struct CallController: Sendable {
-    public let manager: CallManager
-
-    /// See ``CallManager/request(_:)``.
-    public func request(_ transaction: CallTransaction) async throws(CallRequestError) -> [ActionID] {
-        try await manager.request(transaction)
-    }
-
-    /// Requests one action.
-    public func request(_ action: CallAction) async throws(CallRequestError) -> ActionID {
-        try await manager.request(CallTransaction(action))[0]  // one action in, one ID out
-    }
-
-    /// Calls that have not ended.
-    public var calls: [ObservedCall] { manager.observer.calls }
 }

@@ -6,203 +6,6 @@ import Synchronization
 import Glibc
 #endif
 
-/// How muting silences the microphone.
-public enum MuteMode: String, Sendable, CaseIterable {
-    /// Keep capturing and sending, but send silence (fast; the device stays open).
-    case sendSilence
-    /// Close the capture device while muted and reopen it on unmute.
-    case restartDevice
-    /// Zero the microphone input only: app audio mixed into the call is still sent.
-    case inputMixer
-}
-
-/// When to send each frame again in the next packet (RFC 2198 redundant audio).
-public enum RedundancyPolicy: String, Sendable, CaseIterable {
-    /// Never (the peer may still send redundancy; it is always used when it arrives).
-    case off
-    /// From the first frame (a call's loss is not known before the peer's first reports, and
-    /// its first words matter), then for as long as the peer reports loss in RTCP: it stops
-    /// once reports have shown none for ``MediaConfiguration/redundancyHold``, and starts
-    /// again with the first report of loss. A clean call goes back to the plain bitrate.
-    case adaptive
-    /// From the first frame.
-    case always
-}
-
-/// Settings of one call's media.
-public struct MediaConfiguration: Sendable, Equatable {
-    /// The encoder profile. Its sample rate is replaced by the source's rate.
-    public var opus: OpusConfiguration
-    /// The RTP payload type for Opus (dynamic; 111 by default, RFC 7587).
-    public var payloadType: UInt8
-    public var jitterBuffer: JitterBufferConfiguration
-    /// How often RTCP reports are sent.
-    public var rtcpInterval: Duration
-    /// How often a ``MediaEvent/statistics(_:)`` event is emitted.
-    public var statisticsInterval: Duration
-    public var muteMode: MuteMode
-    /// The RTCP CNAME (an opaque per-node name).
-    public var cname: String
-    /// Whether FEC follows the loss the peer reports in RTCP (on by default; FEC costs quality
-    /// on a clean network, so it is planned only for the loss actually seen).
-    public var adaptiveFEC: Bool
-    /// The RTP payload type of RFC 4733 telephone events (DTMF), 101 by default.
-    public var telephoneEventPayloadType: UInt8
-    /// How long each sent DTMF digit lasts.
-    public var dtmfDuration: Duration
-    /// Audio between two sent digits.
-    public var dtmfGap: Duration
-    /// How long nothing may arrive from the peer before ``MediaEvent/inboundStalled`` (the
-    /// path is probably cut: a peer always sends at least a DTX frame every 400 ms and RTCP
-    /// every second).
-    public var stallTimeout: Duration = .seconds(1)
-    /// The RTP payload type of RFC 2198 redundant audio (`red/48000/2`) both sides agreed on, or
-    /// `nil` when the peer does not support it. Only then is redundancy sent or understood.
-    public var redundancyPayloadType: UInt8?
-    /// When to send redundancy, if the peer supports it. Each redundant packet carries the
-    /// previous frame again, so a single lost packet is rebuilt at full quality from the next
-    /// one, at the price of twice the payload bitrate while it is on. While it is on, Opus's
-    /// in-band FEC plans for no loss: it would take bits from the primary encoding to protect
-    /// the same single losses less well.
-    public var redundancy: RedundancyPolicy = .adaptive
-    /// With ``RedundancyPolicy/adaptive``: how long after the start, or the last report of
-    /// loss, redundancy stays on.
-    public static let redundancyHold: Duration = .seconds(10)
-
-    public init(opus: OpusConfiguration = OpusConfiguration(), payloadType: UInt8 = 111,
-                jitterBuffer: JitterBufferConfiguration = JitterBufferConfiguration(),
-                rtcpInterval: Duration = .seconds(1), statisticsInterval: Duration = .seconds(1),
-                muteMode: MuteMode = .sendSilence, cname: String = "callnode", adaptiveFEC: Bool = true,
-                telephoneEventPayloadType: UInt8 = 101, dtmfDuration: Duration = .milliseconds(100),
-                dtmfGap: Duration = .milliseconds(60)) {
-        self.telephoneEventPayloadType = telephoneEventPayloadType
-        self.dtmfDuration = dtmfDuration
-        self.dtmfGap = dtmfGap
-        self.opus = opus
-        self.payloadType = payloadType
-        self.jitterBuffer = jitterBuffer
-        self.rtcpInterval = rtcpInterval
-        self.statisticsInterval = statisticsInterval
-        self.muteMode = muteMode
-        self.cname = cname
-        self.adaptiveFEC = adaptiveFEC
-    }
-}
-
-extension MediaConfiguration {
-    /// Whether `red` can carry redundant audio here: a dynamic payload type (35–63 or 96–127)
-    /// that neither Opus nor telephone events use.
-    public func isUsableRedundancyPayloadType(_ red: Int) -> Bool {
-        ((35...63).contains(red) || (96...127).contains(red)) && red != Int(payloadType) && red != Int(telephoneEventPayloadType)
-    }
-
-    /// Why ``redundancyPayloadType`` cannot be used, or `nil` if it can (or is not set).
-    var redundancyProblem: String? {
-        guard let red = redundancyPayloadType, !isUsableRedundancyPayloadType(Int(red)) else { return nil }
-        return "redundant audio needs its own dynamic payload type (35–63 or 96–127), got \(red)"
-    }
-}
-
-/// The keys of a call: our SRTP key protects what we send, the peer's checks what we receive;
-/// an optional frame key, shared by both peers, adds end-to-end encryption of every payload.
-public struct MediaKeys: Sendable, Equatable {
-    public var outbound: SRTPKey
-    public var inbound: SRTPKey
-    /// When set (on both sides, the same key), payloads are sealed end to end under SRTP.
-    public var frameEncryption: FrameEncryptionKey?
-    public init(outbound: SRTPKey, inbound: SRTPKey, frameEncryption: FrameEncryptionKey? = nil) {
-        self.outbound = outbound
-        self.inbound = inbound
-        self.frameEncryption = frameEncryption
-    }
-}
-
-/// Why media could not start or run.
-public enum MediaError: Error, Sendable, Equatable, CustomStringConvertible {
-    case invalidConfiguration(String)
-    case device(AudioDeviceError)
-    case codec(String)
-    case crypto(String)
-    /// ``MediaActor/start()`` after ``MediaActor/stop()``.
-    case stopped
-    /// DTMF digits other than 0–9, *, #, A–D.
-    case invalidDTMF(String)
-
-    public var description: String {
-        switch self {
-        case let .invalidConfiguration(detail): "invalid media configuration: \(detail)"
-        case let .device(error): error.description
-        case let .codec(detail): "codec error: \(detail)"
-        case let .crypto(detail): "SRTP error: \(detail)"
-        case .stopped: "media already stopped"
-        case let .invalidDTMF(digits): "DTMF digits must be 0–9, *, # or A–D, got '\(digits)'"
-        }
-    }
-}
-
-/// A snapshot of one call's media.
-public struct MediaStatistics: Sendable, Equatable {
-    public var packetsSent = 0
-    public var bytesSent = 0
-    public var packetsReceived = 0
-    public var bytesReceived = 0
-    /// Payload bitrate over the last statistics interval, bit/s.
-    public var sendBitrate = 0
-    public var receiveBitrate = 0
-    /// Packets lost from the peer (RFC 3550 cumulative count) and the peer's view of ours.
-    public var packetsLost = 0
-    public var remoteFractionLost = 0.0
-    /// Interarrival jitter of what we receive.
-    public var jitter = Duration.zero
-    /// From RTCP SR/RR; `nil` until the first report with LSR comes back.
-    public var roundTripTime: Duration?
-    /// RMS level of what was sent and played over the last 200 ms, in dBFS (−100 for digital
-    /// silence). A single 20 ms frame of speech is below −40 dBFS about half the time.
-    public var sendLevel = -100.0
-    public var receiveLevel = -100.0
-    public var jitterBuffer = JitterBufferStatistics()
-    /// Inbound packets dropped by SRTP: failed authentication (tampered), replayed, malformed.
-    public var authenticationFailures = 0
-    public var replaysDropped = 0
-    public var malformedDropped = 0
-    /// Payloads that passed SRTP but failed frame decryption (wrong or missing frame key).
-    public var frameDecryptionFailures = 0
-    /// DTX frames the encoder asked not to send.
-    public var framesNotSent = 0
-    /// The loss in-band FEC currently plans for, in percent.
-    public var fecExpectedLossPercent = 0
-    /// Whether each packet currently carries the previous frame again (RFC 2198).
-    public var sendingRedundancy = false
-    /// DTMF digits sent and received (RFC 4733 events).
-    public var dtmfSent = 0
-    public var dtmfReceived = 0
-    /// Times nothing arrived from the peer for the stall timeout, and whether that is so now.
-    public var inboundStalls = 0
-    public var inboundStalled = false
-
-    public init() {}
-}
-
-/// What a call's media reports.
-public enum MediaEvent: Sendable, Equatable {
-    case statistics(MediaStatistics)
-    /// The source ended (a WAV file without looping); silence is sent from here on.
-    case sourceEnded
-    /// The peer sent RTCP BYE.
-    case remoteEnded
-    /// The peer sent a DTMF digit (RFC 4733), reported once per event.
-    case dtmf(Character)
-    /// Nothing authentic arrived from the peer for ``MediaConfiguration/stallTimeout``.
-    case inboundStalled
-    /// Authentic packets arrive again after ``inboundStalled``.
-    case inboundResumed
-    /// The first frame of the peer's audio was decoded and handed to the sink (once per call).
-    case firstAudio
-    /// Playout moved to a new place on the peer's stream: this node stalled, the peer's
-    /// timestamps jumped, its stream fell behind, or it started a new one.
-    case playoutReset(PlayoutReset)
-}
-
 /// One call's media: capture → mixer → Opus → RTP → SRTP → transport, and transport → SRTP →
 /// RTP → jitter buffer → Opus (FEC, PLC) → playback, with RTCP reports both ways.
 ///
@@ -211,57 +14,57 @@ public enum MediaEvent: Sendable, Equatable {
 /// their own threads where they have hardware behind them.
 public actor MediaActor: MediaClockClient {
     public nonisolated let events: AsyncStream<MediaEvent>
-    private let eventsContinuation: AsyncStream<MediaEvent>.Continuation
+    let eventsContinuation: AsyncStream<MediaEvent>.Continuation
     public nonisolated let configuration: MediaConfiguration
     public nonisolated let source: any AudioSource
     public nonisolated let sink: any AudioSink
     /// Our RTP synchronization source.
     public nonisolated let ssrc: UInt32
 
-    private let transport: any MediaTransport
-    private let clock: MediaClock
-    private let encoder: OpusEncoder
-    private let decoder: OpusDecoder
-    private let outbound: SRTPSession
-    private let inbound: SRTPSession
-    private let frameCipher: FrameCipher?
-    private let inbox = Inbox()
+    let transport: any MediaTransport
+    let clock: MediaClock
+    let encoder: OpusEncoder
+    let decoder: OpusDecoder
+    let outbound: SRTPSession
+    let inbound: SRTPSession
+    let frameCipher: FrameCipher?
+    let inbox = Inbox()
 
-    private var jitter: JitterBuffer
-    private var reception = ReceptionStatistics(clockRate: 48_000)
-    private var stats = MediaStatistics()
-    private var sequence: UInt16
-    private var timestamp: UInt32
-    private let timestampStep: UInt32
-    private var captureFrame: [Int16]
-    private var appFrame: [Int16]
-    private var playFrame: [Int16]
-    private var state: State = .idle
-    private var muted = false
-    private var microphoneVolume = 1.0
-    private var appAudio: (source: any AudioSource, volume: Double)?
-    private var sourceEnded = false
-    private var nextRTCP = Duration.zero
-    private var nextStatistics = Duration.zero
-    private var lastStatisticsAt = Duration.zero
-    private var bytesAtLastStatistics = (sent: 0, received: 0)
-    private var remoteSSRC: UInt32?
-    private var dtmfQueue: [UInt8] = []
-    private var dtmfEvent: (code: UInt8, timestamp: UInt32, frames: Int, ends: Int)?
-    private var dtmfGapFrames = 0
-    private var lastDTMFTimestamp: UInt32?
+    var jitter: JitterBuffer
+    var reception = ReceptionStatistics(clockRate: 48_000)
+    var stats = MediaStatistics()
+    var sequence: UInt16
+    var timestamp: UInt32
+    let timestampStep: UInt32
+    var captureFrame: [Int16]
+    var appFrame: [Int16]
+    var playFrame: [Int16]
+    var state: State = .idle
+    var muted = false
+    var microphoneVolume = 1.0
+    var appAudio: (source: any AudioSource, volume: Double)?
+    var sourceEnded = false
+    var nextRTCP = Duration.zero
+    var nextStatistics = Duration.zero
+    var lastStatisticsAt = Duration.zero
+    var bytesAtLastStatistics = (sent: 0, received: 0)
+    var remoteSSRC: UInt32?
+    var dtmfQueue: [UInt8] = []
+    var dtmfEvent: (code: UInt8, timestamp: UInt32, frames: Int, ends: Int)?
+    var dtmfGapFrames = 0
+    var lastDTMFTimestamp: UInt32?
     /// Media time of the last authentic packet (or of the first tick); whether we reported a stall.
-    private var lastInboundAt: Duration?
-    private var playedAudio = false
-    private var sendMeter: LevelMeter
-    private var receiveMeter: LevelMeter
+    var lastInboundAt: Duration?
+    var playedAudio = false
+    var sendMeter: LevelMeter
+    var receiveMeter: LevelMeter
     /// The last audio packet sent (its body as sent, sealed if frames are encrypted), repeated
     /// in the next one while redundancy is on.
-    private var lastAudio: SentAudio?
-    private var redundancyActive = false
-    private var lastReportedLossAt: Duration?
+    var lastAudio: SentAudio?
+    var redundancyActive = false
+    var lastReportedLossAt: Duration?
 
-    private enum State { case idle, running, stopped }
+    enum State { case idle, running, stopped }
 
     /// Prepares a call's media; nothing is opened until ``start()``.
     ///
@@ -472,7 +275,7 @@ public actor MediaActor: MediaClockClient {
     /// §5.1: they follow the sampling clock), so the peer hears a gap, not a stream shifted late;
     /// playout moves on with the clock; file sources and sinks keep to real time; and the peer
     /// is not blamed for the silence we slept through.
-    private func skip(frames: Int, now: Duration) {
+    func skip(frames: Int, now: Duration) {
         timestamp &+= UInt32(truncatingIfNeeded: frames) &* timestampStep
         source.skip(samples: frames * captureFrame.count)
         sink.fillSkipped(samples: frames * playFrame.count)
@@ -480,14 +283,14 @@ public actor MediaActor: MediaClockClient {
         lastInboundAt = now
     }
 
-    private func reportPlayoutResets() {
+    func reportPlayoutResets() {
         for reset in jitter.takeResets() { eventsContinuation.yield(.playoutReset(reset)) }
     }
 
     /// Before the first frame has played: take what arrived and play it now if the jitter
     /// buffer can start. The ticks go on from there (the buffer stretches once if it needs more
     /// delay than the tick phase gives).
-    private func playOnArrival() {
+    func playOnArrival() {
         guard state == .running, !playedAudio else { return }
         defer { inbox.firstAudio.store(playedAudio ? 2 : 0, ordering: .relaxed) }
         let now = clock.now
@@ -495,7 +298,7 @@ public actor MediaActor: MediaClockClient {
         if jitter.isWaitingToStart && jitter.bufferedPackets > 0 { playFrame(now: now) }
     }
 
-    private func receive(now: Duration) {
+    func receive(now: Duration) {
         let datagrams = inbox.items.withLock { box in
             defer { box.removeAll(keepingCapacity: true) }
             return box
@@ -510,7 +313,7 @@ public actor MediaActor: MediaClockClient {
     }
 
     /// Reports a stall when nothing authentic arrived for the stall timeout, and its end.
-    private func watchInbound(now: Duration) {
+    func watchInbound(now: Duration) {
         guard let last = lastInboundAt else {
             lastInboundAt = now
             return
@@ -523,7 +326,7 @@ public actor MediaActor: MediaClockClient {
     }
 
     /// An authentic packet (RTP or RTCP) arrived at `arrival`.
-    private func heardPeer(at arrival: Duration) {
+    func heardPeer(at arrival: Duration) {
         lastInboundAt = max(lastInboundAt ?? arrival, arrival)
         if stats.inboundStalled {
             stats.inboundStalled = false
@@ -531,7 +334,7 @@ public actor MediaActor: MediaClockClient {
         }
     }
 
-    private func count(_ drop: SRTPDrop) {
+    func count(_ drop: SRTPDrop) {
         switch drop {
         case .authenticationFailed: stats.authenticationFailures += 1
         case .replayed: stats.replaysDropped += 1
@@ -539,7 +342,7 @@ public actor MediaActor: MediaClockClient {
         }
     }
 
-    private func receiveRTP(_ bytes: [UInt8], arrival: Duration) {
+    func receiveRTP(_ bytes: [UInt8], arrival: Duration) {
         let plain: [UInt8]
         switch inbound.unprotect(bytes) {
         case let .success(p): plain = p
@@ -597,7 +400,7 @@ public actor MediaActor: MediaClockClient {
     /// A frame's payload as the codec needs it: opened if frames are encrypted end to end
     /// (sealed under its own packet's sequence number and timestamp, `framesBack` before this
     /// packet's for a redundant copy); `nil`, counted, if it does not open.
-    private func open(_ body: [UInt8], of packet: RTPPacket, framesBack: UInt16) -> [UInt8]? {
+    func open(_ body: [UInt8], of packet: RTPPacket, framesBack: UInt16) -> [UInt8]? {
         guard let frameCipher else { return body }
         guard let opened = frameCipher.open(body, ssrc: packet.ssrc,
                                             timestamp: packet.timestamp &- UInt32(framesBack) &* timestampStep,
@@ -608,111 +411,7 @@ public actor MediaActor: MediaClockClient {
         return opened
     }
 
-    /// One digit per event: every packet of an event shares its timestamp, so a lost first
-    /// packet is made up by the next and the three end packets do not repeat the digit.
-    private func receiveTelephoneEvent(_ packet: RTPPacket) {
-        guard let event = try? TelephoneEvent(parsing: packet.payload), let digit = TelephoneEvent.digit(for: event.event) else {
-            stats.malformedDropped += 1
-            return
-        }
-        guard packet.timestamp != lastDTMFTimestamp else { return }
-        lastDTMFTimestamp = packet.timestamp
-        stats.dtmfReceived += 1
-        eventsContinuation.yield(.dtmf(digit))
-    }
-
-    /// The telephone-event packet to send this frame instead of audio, if a digit is playing.
-    private func nextTelephoneEvent() -> RTPPacket? {
-        if dtmfEvent == nil {
-            if dtmfGapFrames > 0 {
-                dtmfGapFrames -= 1
-                return nil
-            }
-            guard !dtmfQueue.isEmpty else { return nil }
-            dtmfEvent = (dtmfQueue.removeFirst(), timestamp, 0, 0)
-        }
-        guard var event = dtmfEvent else { return nil }
-        let toneFrames = max(1, Int(configuration.dtmfDuration / clock.frameDuration))
-        let isEnd: Bool
-        if event.frames < toneFrames {
-            event.frames += 1
-            isEnd = false
-        } else {
-            event.ends += 1  // the final packet goes out three times (RFC 4733 §2.5.1.4)
-            isEnd = true
-        }
-        let duration = UInt16(clamping: event.frames * Int(timestampStep))
-        let payload = TelephoneEvent(event: event.code, isEnd: isEnd, duration: duration).serialized()
-        if event.ends >= 3 {
-            dtmfEvent = nil
-            dtmfGapFrames = max(1, Int(configuration.dtmfGap / clock.frameDuration))
-            stats.dtmfSent += 1
-        } else {
-            dtmfEvent = event
-        }
-        defer { sequence &+= 1 }
-        return RTPPacket(payloadType: configuration.telephoneEventPayloadType, sequenceNumber: sequence,
-                         timestamp: event.timestamp, ssrc: ssrc, marker: event.frames == 1 && !isEnd, payload: payload)
-    }
-
-    private func receiveRTCP(_ bytes: [UInt8], arrival: Duration) {
-        let plain: [UInt8]
-        switch inbound.unprotectRTCP(bytes) {
-        case let .success(p): plain = p
-        case let .failure(drop): count(drop); return
-        }
-        heardPeer(at: arrival)
-        guard let packets = try? RTCPPacket.parseCompound(plain) else {
-            stats.malformedDropped += 1
-            return
-        }
-        for packet in packets {
-            switch packet {
-            case let .senderReport(sr):
-                reception.recordSenderReport(ntpTimestamp: sr.ntpTimestamp, arrival: arrival)
-                sr.reports.forEach { useReport($0, arrival: arrival) }
-            case let .receiverReport(rr):
-                rr.reports.forEach { useReport($0, arrival: arrival) }
-            case .bye:
-                eventsContinuation.yield(.remoteEnded)
-            case .sourceDescription, .other:
-                break
-            }
-        }
-    }
-
-    private func useReport(_ block: ReportBlock, arrival: Duration) {
-        guard block.ssrc == ssrc else { return }
-        stats.remoteFractionLost = Double(block.fractionLost) / 256
-        if configuration.redundancyPayloadType != nil && configuration.redundancy == .adaptive {
-            if block.fractionLost > 0 {
-                redundancyActive = true
-                lastReportedLossAt = arrival
-            } else if let last = lastReportedLossAt, arrival - last >= MediaConfiguration.redundancyHold {
-                redundancyActive = false
-            }
-        }
-        if configuration.adaptiveFEC && configuration.opus.inbandFEC && redundancyActive {
-            // Redundancy rebuilds single losses whole; in-band FEC would only cost the primary bits.
-            if encoder.expectedLossPercent != 0 { try? encoder.setExpectedLoss(percent: 0) }
-        } else if configuration.adaptiveFEC && configuration.opus.inbandFEC {
-            // Plan for the loss the peer sees, smoothed: the first report sets the plan, each
-            // later one moves it halfway (capped at 30 %). One report covers 12–50 packets, so
-            // on a 10 % path it swings between 0 and 25 %; planning for more loss than there is
-            // takes bits from the primary encoding (PESQ-WB at 10 % loss: plan 10 → 2.86,
-            // plan 15 → 2.62).
-            let seen = stats.remoteFractionLost * 100
-            let current = encoder.expectedLossPercent
-            let next = min(30, Int((current == 0 ? seen : (Double(current) + seen) / 2).rounded()))
-            if next != current { try? encoder.setExpectedLoss(percent: next) }
-        }
-        if let rtt = block.roundTripTime(arrivalNTP: NTPTime.middle(ntp(arrival))) { stats.roundTripTime = rtt }
-    }
-
-    /// NTP time on this call's clock (consistent with itself, which is all RTT needs).
-    private func ntp(_ time: Duration) -> UInt64 { NTPTime.timestamp(sinceUnixEpoch: time) }
-
-    private func sendFrame() async {
+    func sendFrame() async {
         let sourceRunning = !(muted && configuration.muteMode == .restartDevice)
         var real = true
         if sourceRunning {
@@ -779,7 +478,7 @@ public actor MediaActor: MediaClockClient {
         await transport.send(protected)
     }
 
-    private func playFrame(now: Duration) {
+    func playFrame(now: Duration) {
         let action = jitter.nextFrame(now: now)
         var ok = true
         switch action {
@@ -805,56 +504,4 @@ public actor MediaActor: MediaClockClient {
             eventsContinuation.yield(.firstAudio)
         }
     }
-
-    private func sendReport(now: Duration) async {
-        var packets: [RTCPPacket] = []
-        let blocks = reception.makeReportBlock(now: now).map { [$0] } ?? []
-        if stats.packetsSent > 0 {
-            packets.append(.senderReport(SenderReport(
-                ssrc: ssrc, ntpTimestamp: ntp(now), rtpTimestamp: timestamp,
-                packetCount: UInt32(truncatingIfNeeded: stats.packetsSent),
-                octetCount: UInt32(truncatingIfNeeded: stats.bytesSent), reports: blocks)))
-        } else {
-            packets.append(.receiverReport(ReceiverReport(ssrc: ssrc, reports: blocks)))
-        }
-        packets.append(.sourceDescription([SDESChunk(ssrc: ssrc, cname: configuration.cname)]))
-        guard let protected = try? outbound.protectRTCP(RTCPPacket.serializeCompound(packets)) else { return }
-        await transport.send(protected)
-    }
-}
-
-/// An audio packet as sent (its body sealed if frames are encrypted).
-private struct SentAudio {
-    var sequence: UInt16
-    var timestamp: UInt32
-    var body: [UInt8]
-}
-
-/// The RMS level of the last few frames, in dBFS.
-struct LevelMeter {
-    private var energies: [Double]
-    private var next = 0
-
-    /// - Parameter frames: How many frames the level spans.
-    init(frames: Int) { energies = [Double](repeating: 0, count: max(1, frames)) }
-
-    /// Adds a frame; returns the level over the span ending with it.
-    mutating func add(_ frame: [Int16]) -> Double {
-        var sum = 0.0
-        for s in frame { sum += Double(s) * Double(s) }
-        energies[next] = sum / Double(max(1, frame.count))
-        next = (next + 1) % energies.count
-        var total = 0.0
-        for e in energies { total += e }
-        let rms = (total / Double(energies.count)).squareRoot() / 32768
-        return rms > 0 ? max(-100, 20 * log10(rms)) : -100
-    }
-}
-
-/// Datagrams received between two ticks, with their arrival times. Filled by the transport's
-/// thread, emptied by the media actor.
-private final class Inbox: Sendable {
-    let items = Locked<[(bytes: [UInt8], arrival: Duration)]>([])
-    /// Until the first frame plays: 0 idle, 1 a wake-up is on its way to the actor, 2 played.
-    let firstAudio = Atomic<Int>(0)
 }

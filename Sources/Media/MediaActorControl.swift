@@ -1,0 +1,167 @@
+import RTP
+import Locking
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A call's control traffic: RTCP reports both ways (loss, RTT, the redundancy and FEC they
+/// steer) and RFC 4733 telephone events.
+extension MediaActor {
+    /// One digit per event: every packet of an event shares its timestamp, so a lost first
+    /// packet is made up by the next and the three end packets do not repeat the digit.
+    func receiveTelephoneEvent(_ packet: RTPPacket) {
+        guard let event = try? TelephoneEvent(parsing: packet.payload), let digit = TelephoneEvent.digit(for: event.event) else {
+            stats.malformedDropped += 1
+            return
+        }
+        guard packet.timestamp != lastDTMFTimestamp else { return }
+        lastDTMFTimestamp = packet.timestamp
+        stats.dtmfReceived += 1
+        eventsContinuation.yield(.dtmf(digit))
+    }
+
+    /// The telephone-event packet to send this frame instead of audio, if a digit is playing.
+    func nextTelephoneEvent() -> RTPPacket? {
+        if dtmfEvent == nil {
+            if dtmfGapFrames > 0 {
+                dtmfGapFrames -= 1
+                return nil
+            }
+            guard !dtmfQueue.isEmpty else { return nil }
+            dtmfEvent = (dtmfQueue.removeFirst(), timestamp, 0, 0)
+        }
+        guard var event = dtmfEvent else { return nil }
+        let toneFrames = max(1, Int(configuration.dtmfDuration / clock.frameDuration))
+        let isEnd: Bool
+        if event.frames < toneFrames {
+            event.frames += 1
+            isEnd = false
+        } else {
+            event.ends += 1  // the final packet goes out three times (RFC 4733 §2.5.1.4)
+            isEnd = true
+        }
+        let duration = UInt16(clamping: event.frames * Int(timestampStep))
+        let payload = TelephoneEvent(event: event.code, isEnd: isEnd, duration: duration).serialized()
+        if event.ends >= 3 {
+            dtmfEvent = nil
+            dtmfGapFrames = max(1, Int(configuration.dtmfGap / clock.frameDuration))
+            stats.dtmfSent += 1
+        } else {
+            dtmfEvent = event
+        }
+        defer { sequence &+= 1 }
+        return RTPPacket(payloadType: configuration.telephoneEventPayloadType, sequenceNumber: sequence,
+                         timestamp: event.timestamp, ssrc: ssrc, marker: event.frames == 1 && !isEnd, payload: payload)
+    }
+
+    func receiveRTCP(_ bytes: [UInt8], arrival: Duration) {
+        let plain: [UInt8]
+        switch inbound.unprotectRTCP(bytes) {
+        case let .success(p): plain = p
+        case let .failure(drop): count(drop); return
+        }
+        heardPeer(at: arrival)
+        guard let packets = try? RTCPPacket.parseCompound(plain) else {
+            stats.malformedDropped += 1
+            return
+        }
+        for packet in packets {
+            switch packet {
+            case let .senderReport(sr):
+                reception.recordSenderReport(ntpTimestamp: sr.ntpTimestamp, arrival: arrival)
+                sr.reports.forEach { useReport($0, arrival: arrival) }
+            case let .receiverReport(rr):
+                rr.reports.forEach { useReport($0, arrival: arrival) }
+            case .bye:
+                eventsContinuation.yield(.remoteEnded)
+            case .sourceDescription, .other:
+                break
+            }
+        }
+    }
+
+    func useReport(_ block: ReportBlock, arrival: Duration) {
+        guard block.ssrc == ssrc else { return }
+        stats.remoteFractionLost = Double(block.fractionLost) / 256
+        if configuration.redundancyPayloadType != nil && configuration.redundancy == .adaptive {
+            if block.fractionLost > 0 {
+                redundancyActive = true
+                lastReportedLossAt = arrival
+            } else if let last = lastReportedLossAt, arrival - last >= MediaConfiguration.redundancyHold {
+                redundancyActive = false
+            }
+        }
+        if configuration.adaptiveFEC && configuration.opus.inbandFEC && redundancyActive {
+            // Redundancy rebuilds single losses whole; in-band FEC would only cost the primary bits.
+            if encoder.expectedLossPercent != 0 { try? encoder.setExpectedLoss(percent: 0) }
+        } else if configuration.adaptiveFEC && configuration.opus.inbandFEC {
+            // Plan for the loss the peer sees, smoothed: the first report sets the plan, each
+            // later one moves it halfway (capped at 30 %). One report covers 12–50 packets, so
+            // on a 10 % path it swings between 0 and 25 %; planning for more loss than there is
+            // takes bits from the primary encoding (PESQ-WB at 10 % loss: plan 10 → 2.86,
+            // plan 15 → 2.62).
+            let seen = stats.remoteFractionLost * 100
+            let current = encoder.expectedLossPercent
+            let next = min(30, Int((current == 0 ? seen : (Double(current) + seen) / 2).rounded()))
+            if next != current { try? encoder.setExpectedLoss(percent: next) }
+        }
+        if let rtt = block.roundTripTime(arrivalNTP: NTPTime.middle(ntp(arrival))) { stats.roundTripTime = rtt }
+    }
+
+    /// NTP time on this call's clock (consistent with itself, which is all RTT needs).
+    func ntp(_ time: Duration) -> UInt64 { NTPTime.timestamp(sinceUnixEpoch: time) }
+
+    func sendReport(now: Duration) async {
+        var packets: [RTCPPacket] = []
+        let blocks = reception.makeReportBlock(now: now).map { [$0] } ?? []
+        if stats.packetsSent > 0 {
+            packets.append(.senderReport(SenderReport(
+                ssrc: ssrc, ntpTimestamp: ntp(now), rtpTimestamp: timestamp,
+                packetCount: UInt32(truncatingIfNeeded: stats.packetsSent),
+                octetCount: UInt32(truncatingIfNeeded: stats.bytesSent), reports: blocks)))
+        } else {
+            packets.append(.receiverReport(ReceiverReport(ssrc: ssrc, reports: blocks)))
+        }
+        packets.append(.sourceDescription([SDESChunk(ssrc: ssrc, cname: configuration.cname)]))
+        guard let protected = try? outbound.protectRTCP(RTCPPacket.serializeCompound(packets)) else { return }
+        await transport.send(protected)
+    }
+}
+
+/// An audio packet as sent (its body sealed if frames are encrypted).
+struct SentAudio {
+    var sequence: UInt16
+    var timestamp: UInt32
+    var body: [UInt8]
+}
+
+/// The RMS level of the last few frames, in dBFS.
+struct LevelMeter {
+    private var energies: [Double]
+    private var next = 0
+
+    /// - Parameter frames: How many frames the level spans.
+    init(frames: Int) { energies = [Double](repeating: 0, count: max(1, frames)) }
+
+    /// Adds a frame; returns the level over the span ending with it.
+    mutating func add(_ frame: [Int16]) -> Double {
+        var sum = 0.0
+        for s in frame { sum += Double(s) * Double(s) }
+        energies[next] = sum / Double(max(1, frame.count))
+        next = (next + 1) % energies.count
+        var total = 0.0
+        for e in energies { total += e }
+        let rms = (total / Double(energies.count)).squareRoot() / 32768
+        return rms > 0 ? max(-100, 20 * log10(rms)) : -100
+    }
+}
+
+/// Datagrams received between two ticks, with their arrival times. Filled by the transport's
+/// thread, emptied by the media actor.
+final class Inbox: Sendable {
+    let items = Locked<[(bytes: [UInt8], arrival: Duration)]>([])
+    /// Until the first frame plays: 0 idle, 1 a wake-up is on its way to the actor, 2 played.
+    let firstAudio = Atomic<Int>(0)
+}

@@ -1,0 +1,204 @@
+import RTP
+import Locking
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// How muting silences the microphone.
+public enum MuteMode: String, Sendable, CaseIterable {
+    /// Keep capturing and sending, but send silence (fast; the device stays open).
+    case sendSilence
+    /// Close the capture device while muted and reopen it on unmute.
+    case restartDevice
+    /// Zero the microphone input only: app audio mixed into the call is still sent.
+    case inputMixer
+}
+
+/// When to send each frame again in the next packet (RFC 2198 redundant audio).
+public enum RedundancyPolicy: String, Sendable, CaseIterable {
+    /// Never (the peer may still send redundancy; it is always used when it arrives).
+    case off
+    /// From the first frame (a call's loss is not known before the peer's first reports, and
+    /// its first words matter), then for as long as the peer reports loss in RTCP: it stops
+    /// once reports have shown none for ``MediaConfiguration/redundancyHold``, and starts
+    /// again with the first report of loss. A clean call goes back to the plain bitrate.
+    case adaptive
+    /// From the first frame.
+    case always
+}
+
+/// Settings of one call's media.
+public struct MediaConfiguration: Sendable, Equatable {
+    /// The encoder profile. Its sample rate is replaced by the source's rate.
+    public var opus: OpusConfiguration
+    /// The RTP payload type for Opus (dynamic; 111 by default, RFC 7587).
+    public var payloadType: UInt8
+    public var jitterBuffer: JitterBufferConfiguration
+    /// How often RTCP reports are sent.
+    public var rtcpInterval: Duration
+    /// How often a ``MediaEvent/statistics(_:)`` event is emitted.
+    public var statisticsInterval: Duration
+    public var muteMode: MuteMode
+    /// The RTCP CNAME (an opaque per-node name).
+    public var cname: String
+    /// Whether FEC follows the loss the peer reports in RTCP (on by default; FEC costs quality
+    /// on a clean network, so it is planned only for the loss actually seen).
+    public var adaptiveFEC: Bool
+    /// The RTP payload type of RFC 4733 telephone events (DTMF), 101 by default.
+    public var telephoneEventPayloadType: UInt8
+    /// How long each sent DTMF digit lasts.
+    public var dtmfDuration: Duration
+    /// Audio between two sent digits.
+    public var dtmfGap: Duration
+    /// How long nothing may arrive from the peer before ``MediaEvent/inboundStalled`` (the
+    /// path is probably cut: a peer always sends at least a DTX frame every 400 ms and RTCP
+    /// every second).
+    public var stallTimeout: Duration = .seconds(1)
+    /// The RTP payload type of RFC 2198 redundant audio (`red/48000/2`) both sides agreed on, or
+    /// `nil` when the peer does not support it. Only then is redundancy sent or understood.
+    public var redundancyPayloadType: UInt8?
+    /// When to send redundancy, if the peer supports it. Each redundant packet carries the
+    /// previous frame again, so a single lost packet is rebuilt at full quality from the next
+    /// one, at the price of twice the payload bitrate while it is on. While it is on, Opus's
+    /// in-band FEC plans for no loss: it would take bits from the primary encoding to protect
+    /// the same single losses less well.
+    public var redundancy: RedundancyPolicy = .adaptive
+    /// With ``RedundancyPolicy/adaptive``: how long after the start, or the last report of
+    /// loss, redundancy stays on.
+    public static let redundancyHold: Duration = .seconds(10)
+
+    public init(opus: OpusConfiguration = OpusConfiguration(), payloadType: UInt8 = 111,
+                jitterBuffer: JitterBufferConfiguration = JitterBufferConfiguration(),
+                rtcpInterval: Duration = .seconds(1), statisticsInterval: Duration = .seconds(1),
+                muteMode: MuteMode = .sendSilence, cname: String = "callnode", adaptiveFEC: Bool = true,
+                telephoneEventPayloadType: UInt8 = 101, dtmfDuration: Duration = .milliseconds(100),
+                dtmfGap: Duration = .milliseconds(60)) {
+        self.telephoneEventPayloadType = telephoneEventPayloadType
+        self.dtmfDuration = dtmfDuration
+        self.dtmfGap = dtmfGap
+        self.opus = opus
+        self.payloadType = payloadType
+        self.jitterBuffer = jitterBuffer
+        self.rtcpInterval = rtcpInterval
+        self.statisticsInterval = statisticsInterval
+        self.muteMode = muteMode
+        self.cname = cname
+        self.adaptiveFEC = adaptiveFEC
+    }
+}
+
+extension MediaConfiguration {
+    /// Whether `red` can carry redundant audio here: a dynamic payload type (35–63 or 96–127)
+    /// that neither Opus nor telephone events use.
+    public func isUsableRedundancyPayloadType(_ red: Int) -> Bool {
+        ((35...63).contains(red) || (96...127).contains(red)) && red != Int(payloadType) && red != Int(telephoneEventPayloadType)
+    }
+
+    /// Why ``redundancyPayloadType`` cannot be used, or `nil` if it can (or is not set).
+    var redundancyProblem: String? {
+        guard let red = redundancyPayloadType, !isUsableRedundancyPayloadType(Int(red)) else { return nil }
+        return "redundant audio needs its own dynamic payload type (35–63 or 96–127), got \(red)"
+    }
+}
+
+/// The keys of a call: our SRTP key protects what we send, the peer's checks what we receive;
+/// an optional frame key, shared by both peers, adds end-to-end encryption of every payload.
+public struct MediaKeys: Sendable, Equatable {
+    public var outbound: SRTPKey
+    public var inbound: SRTPKey
+    /// When set (on both sides, the same key), payloads are sealed end to end under SRTP.
+    public var frameEncryption: FrameEncryptionKey?
+    public init(outbound: SRTPKey, inbound: SRTPKey, frameEncryption: FrameEncryptionKey? = nil) {
+        self.outbound = outbound
+        self.inbound = inbound
+        self.frameEncryption = frameEncryption
+    }
+}
+
+/// Why media could not start or run.
+public enum MediaError: Error, Sendable, Equatable, CustomStringConvertible {
+    case invalidConfiguration(String)
+    case device(AudioDeviceError)
+    case codec(String)
+    case crypto(String)
+    /// ``MediaActor/start()`` after ``MediaActor/stop()``.
+    case stopped
+    /// DTMF digits other than 0–9, *, #, A–D.
+    case invalidDTMF(String)
+
+    public var description: String {
+        switch self {
+        case let .invalidConfiguration(detail): "invalid media configuration: \(detail)"
+        case let .device(error): error.description
+        case let .codec(detail): "codec error: \(detail)"
+        case let .crypto(detail): "SRTP error: \(detail)"
+        case .stopped: "media already stopped"
+        case let .invalidDTMF(digits): "DTMF digits must be 0–9, *, # or A–D, got '\(digits)'"
+        }
+    }
+}
+
+/// A snapshot of one call's media.
+public struct MediaStatistics: Sendable, Equatable {
+    public var packetsSent = 0
+    public var bytesSent = 0
+    public var packetsReceived = 0
+    public var bytesReceived = 0
+    /// Payload bitrate over the last statistics interval, bit/s.
+    public var sendBitrate = 0
+    public var receiveBitrate = 0
+    /// Packets lost from the peer (RFC 3550 cumulative count) and the peer's view of ours.
+    public var packetsLost = 0
+    public var remoteFractionLost = 0.0
+    /// Interarrival jitter of what we receive.
+    public var jitter = Duration.zero
+    /// From RTCP SR/RR; `nil` until the first report with LSR comes back.
+    public var roundTripTime: Duration?
+    /// RMS level of what was sent and played over the last 200 ms, in dBFS (−100 for digital
+    /// silence). A single 20 ms frame of speech is below −40 dBFS about half the time.
+    public var sendLevel = -100.0
+    public var receiveLevel = -100.0
+    public var jitterBuffer = JitterBufferStatistics()
+    /// Inbound packets dropped by SRTP: failed authentication (tampered), replayed, malformed.
+    public var authenticationFailures = 0
+    public var replaysDropped = 0
+    public var malformedDropped = 0
+    /// Payloads that passed SRTP but failed frame decryption (wrong or missing frame key).
+    public var frameDecryptionFailures = 0
+    /// DTX frames the encoder asked not to send.
+    public var framesNotSent = 0
+    /// The loss in-band FEC currently plans for, in percent.
+    public var fecExpectedLossPercent = 0
+    /// Whether each packet currently carries the previous frame again (RFC 2198).
+    public var sendingRedundancy = false
+    /// DTMF digits sent and received (RFC 4733 events).
+    public var dtmfSent = 0
+    public var dtmfReceived = 0
+    /// Times nothing arrived from the peer for the stall timeout, and whether that is so now.
+    public var inboundStalls = 0
+    public var inboundStalled = false
+
+    public init() {}
+}
+
+/// What a call's media reports.
+public enum MediaEvent: Sendable, Equatable {
+    case statistics(MediaStatistics)
+    /// The source ended (a WAV file without looping); silence is sent from here on.
+    case sourceEnded
+    /// The peer sent RTCP BYE.
+    case remoteEnded
+    /// The peer sent a DTMF digit (RFC 4733), reported once per event.
+    case dtmf(Character)
+    /// Nothing authentic arrived from the peer for ``MediaConfiguration/stallTimeout``.
+    case inboundStalled
+    /// Authentic packets arrive again after ``inboundStalled``.
+    case inboundResumed
+    /// The first frame of the peer's audio was decoded and handed to the sink (once per call).
+    case firstAudio
+    /// Playout moved to a new place on the peer's stream: this node stalled, the peer's
+    /// timestamps jumped, its stream fell behind, or it started a new one.
+    case playoutReset(PlayoutReset)
+}
