@@ -77,7 +77,10 @@ extension CallLeg {
         }
         let endpoint = try DTLSEndpoint(certificate: dtlsCertificate, role: dtls.setup == .active ? .client : .server,
                                         remoteFingerprint: fingerprint)
-        let association = DTLSAssociation(endpoint: endpoint, handshakeTimeout: configuration.dtlsHandshakeTimeout) { [weak transport] datagram in
+        let timers = configuration.clock
+        let clock = DTLSClock(now: { timers.now }, sleep: { try await timers.sleep(until: timers.now + $0) })
+        let association = DTLSAssociation(endpoint: endpoint, handshakeTimeout: configuration.dtlsHandshakeTimeout,
+                                          clock: clock) { [weak transport] datagram in
             await transport?.send(datagram)
         }
         transport.setDTLSHandler { datagram in association.receive(datagram) }

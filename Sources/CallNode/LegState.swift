@@ -308,7 +308,10 @@ public struct LegState: Sendable, Equatable {
             let seconds = timings.connectionLostTimeout.components.seconds
             return end(.failed("the connection was lost: nothing heard from the peer for \(seconds) s"))
         case .iceRestart:
-            guard case .reconnecting = phase, let interval = timings.iceRestartInterval else { return [] }
+            guard case let .reconnecting(lost) = phase, let interval = timings.iceRestartInterval else { return [] }
+            // A restart due when the call gives up (the timeout a multiple of the interval)
+            // would only cross the end on the wire.
+            guard now - lost.lostAt < timings.connectionLostTimeout else { return [] }
             armed.insert(.iceRestart)
             // Still waiting for the last restart's answer: the signaling is as cut off as the
             // media; the offer goes through when it is back.

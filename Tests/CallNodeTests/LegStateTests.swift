@@ -250,6 +250,28 @@ import Testing
         #expect(state.restarts == 1)
     }
 
+    @Test func noRestartStartsAtTheMomentTheCallGivesUp() {
+        // 30 s is six restart intervals: at 40 s both timers are due, in either order.
+        for restartFirst in [true, false] {
+            var state = Self.connected(outgoing: false)
+            Self.feed(&state, [.iceDisconnected], at: .seconds(10))
+            for k in 1...5 {
+                #expect(state.handle(.timerFired(.iceRestart), now: .seconds(10 + 5 * k)).first == .restartICE)
+                Self.feed(&state, [.restartOffered, .restartSettled])
+            }
+            var actions: [LegAction] = []
+            if restartFirst {
+                actions += state.handle(.timerFired(.iceRestart), now: .seconds(40))
+                actions += state.handle(.timerFired(.connectionLost), now: .seconds(40))
+            } else {
+                actions += state.handle(.timerFired(.connectionLost), now: .seconds(40))
+                actions += state.handle(.timerFired(.iceRestart), now: .seconds(40))
+            }
+            #expect(!actions.contains(.restartICE), "\(actions)")
+            #expect(actions.contains(.send(.end(.failed))))
+        }
+    }
+
     @Test func aTimerCancelledAfterItWasDueDoesNothing() {
         var state = Self.connected(outgoing: false)
         Self.feed(&state, [.iceDisconnected], at: .seconds(10))
