@@ -50,7 +50,10 @@ extension CallLeg {
     func prepareMedia() {
         guard mediaPreparation == nil, let agent, let negotiated else { return }
         if negotiated.dtls != nil && !state.phase.iceHasConnected { return }
-        let base = configuration.media, clock = self.clock
+        var base = configuration.media
+        let clock = self.clock
+        // Browsers take one redundant copy per packet (libwebrtc's RED), nodes up to three.
+        if connection?.origin == .webPage { base.maximumRedundancyDepth = 1 }
         let systemSession = self.systemSession, appSession = self.appSession
         let transport = IceMediaTransport(agent: agent)
         var association: DTLSAssociation?

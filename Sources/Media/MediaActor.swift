@@ -60,8 +60,15 @@ public actor MediaActor: MediaClockClient {
     var receiveMeter: LevelMeter
     /// The last audio packet sent (its body as sent, sealed if frames are encrypted), repeated
     /// in the next one while redundancy is on.
-    var lastAudio: SentAudio?
+    /// The last audio packets sent, newest last (their bodies as sent), for redundant copies.
+    var recentAudio: [SentAudio] = []
     var redundancyActive = false
+    /// How many earlier frames each packet carries again while redundancy is active.
+    var redundancyDepth = 1
+    /// The loss the peer reports, smoothed (0–1).
+    var reportedLoss = 0.0
+    /// The deepest redundant copy seen in the peer's recent packets, and how many packets ago.
+    var peerDepth = (depth: 0, age: 0)
     var lastReportedLossAt: Duration?
 
     enum State { case idle, running, stopped }
@@ -238,6 +245,7 @@ public actor MediaActor: MediaClockClient {
         s.packetsLost = Int(reception.cumulativeLost)
         s.fecExpectedLossPercent = encoder.expectedLossPercent
         s.sendingRedundancy = redundancyActive
+        s.redundancyDepth = redundancyActive ? redundancyDepth : 0
         return s
     }
 
@@ -387,9 +395,14 @@ public actor MediaActor: MediaClockClient {
         // Redundant copies of the one or two frames before (a sender repeats the frames of the
         // packets just before this one, so k frames back is k sequence numbers back). Other
         // blocks (another codec, another spacing) are skipped.
+        // How deep the peer's copies go, so playout holds enough delay for them to arrive in time.
+        let depth = redundant.map { Int($0.timestampOffset) / Int(timestampStep) }.max() ?? 0
+        peerDepth = depth >= peerDepth.depth ? (depth, 0) : (peerDepth.depth, peerDepth.age + 1)
+        if peerDepth.age > 250 { peerDepth = (depth, 0) }  // five seconds without deeper copies
+        jitter.redundancyDepth = peerDepth.depth
         for block in redundant where block.payloadType == configuration.payloadType && !block.payload.isEmpty {
             let offset = UInt32(block.timestampOffset)
-            guard offset % timestampStep == 0, (1...2).contains(offset / timestampStep) else { continue }
+            guard offset % timestampStep == 0, (1...3).contains(offset / timestampStep) else { continue }
             let back = UInt16(offset / timestampStep)
             guard let copy = open(block.payload, of: packet, framesBack: back) else { continue }
             jitter.insertRedundant(sequence: packet.sequenceNumber &- back, timestamp: packet.timestamp &- offset,
@@ -458,17 +471,28 @@ public actor MediaActor: MediaClockClient {
         }
         var payloadType = configuration.payloadType
         var wire = body
-        if redundancyActive, let red = configuration.redundancyPayloadType, let previous = lastAudio,
-           previous.sequence &+ 1 == sequence, timestamp &- previous.timestamp == timestampStep,
-           previous.body.count <= RedundantAudio.maximumBlockLength {
-            // The previous frame again, just before this one (its packet was the one before).
-            wire = RedundantAudio(primaryPayloadType: configuration.payloadType, primary: body, redundant: [
-                RedundantAudio.Block(payloadType: configuration.payloadType, timestampOffset: UInt16(timestampStep),
-                                     payload: previous.body),
-            ]).serialized()
-            payloadType = red
+        if redundancyActive, let red = configuration.redundancyPayloadType {
+            // The frames just before this one again, k frames back being k packets back (a gap
+            // in either ends the run); the oldest are left out first to keep within the budget.
+            var blocks: [RedundantAudio.Block] = []
+            var size = body.count
+            for back in 1...max(1, redundancyDepth) {
+                guard recentAudio.count >= back else { break }
+                let earlier = recentAudio[recentAudio.count - back]
+                guard earlier.sequence &+ UInt16(back) == sequence, timestamp &- earlier.timestamp == timestampStep &* UInt32(back),
+                      earlier.body.count <= RedundantAudio.maximumBlockLength,
+                      size + earlier.body.count + 4 <= configuration.redundancyBudget else { break }
+                size += earlier.body.count + 4
+                blocks.insert(RedundantAudio.Block(payloadType: configuration.payloadType,
+                                                   timestampOffset: UInt16(timestampStep &* UInt32(back)), payload: earlier.body), at: 0)
+            }
+            if !blocks.isEmpty {
+                wire = RedundantAudio(primaryPayloadType: configuration.payloadType, primary: body, redundant: blocks).serialized()
+                payloadType = red
+            }
         }
-        lastAudio = SentAudio(sequence: sequence, timestamp: timestamp, body: body)
+        recentAudio.append(SentAudio(sequence: sequence, timestamp: timestamp, body: body))
+        if recentAudio.count > 3 { recentAudio.removeFirst() }
         let packet = RTPPacket(payloadType: payloadType, sequenceNumber: sequence, timestamp: timestamp,
                                ssrc: ssrc, payload: wire)
         sequence &+= 1

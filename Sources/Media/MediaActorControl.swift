@@ -86,11 +86,19 @@ extension MediaActor {
         guard block.ssrc == ssrc else { return }
         stats.remoteFractionLost = Double(block.fractionLost) / 256
         if configuration.redundancyPayloadType != nil && configuration.redundancy == .adaptive {
+            // Depth follows the loss the peer reports, smoothed: one copy for light loss, two
+            // from 5 %, three from 15 %; back to none after a clean hold.
+            let seen = Double(block.fractionLost) / 256
+            reportedLoss = reportedLoss == 0 ? seen : (reportedLoss + seen) / 2
             if block.fractionLost > 0 {
                 redundancyActive = true
                 lastReportedLossAt = arrival
+                let wanted = reportedLoss < 0.05 ? 1 : reportedLoss < 0.15 ? 2 : 3
+                redundancyDepth = max(1, min(configuration.maximumRedundancyDepth, wanted))
             } else if let last = lastReportedLossAt, arrival - last >= MediaConfiguration.redundancyHold {
                 redundancyActive = false
+                redundancyDepth = 1
+                reportedLoss = 0
             }
         }
         if configuration.adaptiveFEC && configuration.opus.inbandFEC && redundancyActive {

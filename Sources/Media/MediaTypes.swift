@@ -68,6 +68,14 @@ public struct MediaConfiguration: Sendable, Equatable {
     /// With ``RedundancyPolicy/adaptive``: how long after the start, or the last report of
     /// loss, redundancy stays on.
     public static let redundancyHold: Duration = .seconds(10)
+    /// With ``RedundancyPolicy/adaptive``: the most earlier frames a packet carries again (1–3).
+    /// Each copy more leaves only longer runs of losses to concealment (at 30 % random loss,
+    /// 9 % of frames with one copy, 2.7 % with two, 0.8 % with three) and costs one more frame
+    /// of payload. Browsers take one; nodes take up to three.
+    public var maximumRedundancyDepth = 3
+    /// The most bytes a packet's payload may take with its redundant copies (older ones are
+    /// left out first).
+    public var redundancyBudget = 1_000
 
     public init(opus: OpusConfiguration = OpusConfiguration(), payloadType: UInt8 = 111,
                 jitterBuffer: JitterBufferConfiguration = JitterBufferConfiguration(),
@@ -171,8 +179,10 @@ public struct MediaStatistics: Sendable, Equatable {
     public var framesNotSent = 0
     /// The loss in-band FEC currently plans for, in percent.
     public var fecExpectedLossPercent = 0
-    /// Whether each packet currently carries the previous frame again (RFC 2198).
+    /// Whether each packet currently carries earlier frames again (RFC 2198).
     public var sendingRedundancy = false
+    /// How many earlier frames each packet carries again now (0–3).
+    public var redundancyDepth = 0
     /// DTMF digits sent and received (RFC 4733 events).
     public var dtmfSent = 0
     public var dtmfReceived = 0

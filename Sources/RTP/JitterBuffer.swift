@@ -135,6 +135,10 @@ public struct JitterBuffer: Sendable {
     /// Whether a packet carries in-band FEC for the frame before it (for Opus, the LBRR flag).
     /// `nil`: assume it does. A lost frame whose next packet carries none is concealed.
     public var carriesFEC: (@Sendable ([UInt8]) -> Bool)?
+    /// How many earlier frames the peer's packets carry again (RFC 2198). While losses happen
+    /// (the FEC hold), the delay grows by a frame for each copy beyond the first, so a copy
+    /// arrives before its frame is due; on a clean path it adds nothing.
+    public var redundancyDepth = 0
 
     private struct Entry {
         var sequence: Int64
@@ -357,10 +361,11 @@ public struct JitterBuffer: Sendable {
     /// nothing to do with the old ones. Playout starts over with its first packet; the
     /// statistics go on.
     public mutating func restart() {
-        let kept = statistics, fec = carriesFEC
+        let kept = statistics, fec = carriesFEC, depth = redundancyDepth
         self = JitterBuffer(configuration: configuration)
         statistics = kept
         carriesFEC = fec
+        redundancyDepth = depth
         reset(.newSource, samples: 0)
     }
 
@@ -551,7 +556,7 @@ public struct JitterBuffer: Sendable {
         var target = Duration.microseconds(Int64(p95 * 1_000_000)) + configuration.frameDuration / 2
         if fecHoldFrames > 0 {
             fecHoldFrames -= 1
-            target += configuration.frameDuration
+            target += configuration.frameDuration * max(1, redundancyDepth)
         }
         statistics.targetDelay = min(configuration.maximumDelay, max(configuration.minimumDelay, target))
     }

@@ -356,7 +356,7 @@ final class CallRunner {
                     "send_bitrate": s.sendBitrate, "receive_bitrate": s.receiveBitrate,
                     "send_level_db": s.sendLevel, "receive_level_db": s.receiveLevel,
                     "fec_recovered": s.jitterBuffer.fecRecovered, "concealed": s.jitterBuffer.concealed,
-                    "redundancy_recovered": s.jitterBuffer.redundancyRecovered, "sending_redundancy": s.sendingRedundancy,
+                    "redundancy_recovered": s.jitterBuffer.redundancyRecovered, "sending_redundancy": s.sendingRedundancy, "redundancy_depth": s.redundancyDepth,
                     "late": s.jitterBuffer.late, "stretched": s.jitterBuffer.stretched, "shrunk": s.jitterBuffer.shrunk,
                     "skipped": s.jitterBuffer.skipped, "playout_resets": s.jitterBuffer.playoutResets,
                     "buffer_delay_ms": milliseconds(s.jitterBuffer.currentDelay)]

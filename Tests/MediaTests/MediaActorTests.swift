@@ -342,6 +342,34 @@ import Glibc
         return configuration
     }
 
+    @Test func redundancyDepthFollowsReportedLossUpAndBackDown() async throws {
+        let sink = ManualAudioEndpoint()
+        let call = try Self.makeCall(source: WAVFileSource(samples: OpusTests.speechLike(seconds: 4), format: AudioFormat(), loops: true),
+                                     sink: sink, conditions: LinkConditions(loss: 0.02), seed: 9, configuration: Self.redundant(.adaptive))
+        try await call.a.start()
+        try await call.b.start()
+        // Light loss: one copy per packet.
+        await call.clock.advance(frames: 300)
+        let light = await call.a.statistics
+        // Heavy loss: three.
+        call.link.setConditions(LinkConditions(loss: 0.3), fromA: true)
+        await call.clock.advance(frames: 300)
+        let heavy = await call.a.statistics
+        let rebuiltHeavy = await call.b.statistics.jitterBuffer
+        // Clean again: back to none once the reports have been clean for the hold.
+        call.link.setConditions(LinkConditions(), fromA: true)
+        await call.clock.advance(frames: 700)
+        let clean = await call.a.statistics
+        await call.a.stop()
+        await call.b.stop()
+        #expect(light.sendingRedundancy && light.redundancyDepth == 1, "light loss: \(light.redundancyDepth)")
+        #expect(heavy.redundancyDepth == 3, "heavy loss: \(heavy.redundancyDepth)")
+        #expect(!clean.sendingRedundancy && clean.redundancyDepth == 0, "clean: \(clean.redundancyDepth)")
+        // At depth three most of the lost frames come back whole, and the counters add up.
+        #expect(rebuiltHeavy.redundancyRecovered > 2 * rebuiltHeavy.concealed, "\(rebuiltHeavy)")
+        #expect(rebuiltHeavy.lost == rebuiltHeavy.redundancyRecovered + rebuiltHeavy.fecRecovered + rebuiltHeavy.concealed)
+    }
+
     @Test func onALossyPathRedundancyStartsAndRebuildsMostLostFramesWhole() async throws {
         let sink = ManualAudioEndpoint()
         let call = try Self.makeCall(source: WAVFileSource(samples: OpusTests.speechLike(seconds: 4), format: AudioFormat(), loops: true),
