@@ -179,8 +179,8 @@ extension CallLeg {
         }
     }
 
-    // MARK: - ICE and media
-
+    /// A call's media actor on the session's devices, keyed by DTLS or by the SDES keys the
+    /// offer and answer carried, with the negotiated payload types and limits.
     nonisolated static func makeMedia(negotiated: NegotiatedAudio, base: MediaConfiguration, transport: IceMediaTransport,
                                               dtls: DTLSAssociation?, clock: MediaClock,
                                               systemSession: AudioSessionOwner<SystemOwned>?,

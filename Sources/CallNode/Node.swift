@@ -12,10 +12,11 @@ import Signaling
 import Locking
 
 /// A call node: identity, contacts, the signaling listener, the call manager, the audio
-/// session, and one ICE agent and media actor per call, wired together.
+/// session, and one ``CallLeg`` per call (its signaling, ICE, DTLS, media and timers).
 ///
-/// The node is the call manager's performer (CallKit's provider delegate): it does the work of
-/// each action over signaling, ICE and media, and reports progress back. In the default
+/// The node is a router and the call manager's performer (CallKit's provider delegate): it
+/// admits calls, hands each its leg, and routes the manager's actions, the call's messages and
+/// audio activation to that leg, which does the work and reports progress back. In the default
 /// system-owned mode the manager activates the audio session and media starts on its
 /// `didActivate`; with ``CallNodeConfiguration/appOwnedAudio`` the node activates its own
 /// app-owned session when a call connects. Either way exactly one party activates audio.

@@ -185,13 +185,15 @@ final class ManualTimeNodes: @unchecked Sendable {  // the event log is behind i
         f.network.setConditions(.init(partitioned: true))
         let lostAlice = try await f.waitFor("alice", advancing: true) { if case .connectionLost = $0 { true } else { false } }
         let lostBob = try await f.waitFor("bob", advancing: true) { if case .connectionLost = $0 { true } else { false } }
-        // The media's stall timeout (1 s) says it, not before.
+        // The media's stall timeout (1 s) says it, not before (seen within a few frames: each
+        // node notices in its own task, and the test moves on only once they had a chance to).
         for lost in [lostAlice.at, lostBob.at] {
-            #expect(lost - cutAt >= .seconds(1) && lost - cutAt <= .milliseconds(1_200), "lost after \(lost - cutAt)")
+            #expect(lost - cutAt >= .seconds(1) && lost - cutAt <= .milliseconds(1_500), "lost after \(lost - cutAt)")
         }
         // The callee restarts ICE after the restart interval (5 s); the caller follows.
         let restart = try await f.waitFor("bob", advancing: true) { if case .iceRestarted(_, byPeer: false) = $0 { true } else { false } }
-        #expect(restart.at - lostBob.at >= .seconds(5) && restart.at - lostBob.at <= .milliseconds(5_200), "restart after \(restart.at - lostBob.at)")
+        #expect(restart.at - lostBob.at >= .milliseconds(4_500) && restart.at - lostBob.at <= .milliseconds(5_500),
+                "restart after \(restart.at - lostBob.at)")
         try await f.waitFor("alice", advancing: true) { if case .iceRestarted(_, byPeer: true) = $0 { true } else { false } }
         // The path heals: the restarted checks connect and audio flows again.
         f.network.setConditions(.init())
@@ -213,14 +215,19 @@ final class ManualTimeNodes: @unchecked Sendable {  // the event log is behind i
         _ = try await Self.connectedCall(f)
         f.network.setConditions(.init(partitioned: true))
         let lost = try await f.waitFor("alice", advancing: true) { if case .connectionLost = $0 { true } else { false } }
+        var timedOut: [String] = []
         for name in ["alice", "bob"] {
             let ended = try await f.waitFor(name, advancing: true, frames: 2_000) { if case .ended = $0 { true } else { false } }
             guard case let .ended(_, reason, detail, _) = ended.event else { continue }
-            #expect(reason == .failed)
-            #expect(detail?.contains("the connection was lost") == true, "DETAIL \(name): \(String(describing: detail))")
+            // Both sides lost the path at the same manual instant, give or take the frame in
+            // which each node noticed; whichever times out first ends the call, and the other
+            // may learn of it from the first one's end before its own timer fires.
+            #expect(reason == .failed || reason == .remoteEnded, "\(name): \(reason)")
+            if detail?.contains("the connection was lost") == true { timedOut.append(name) }
             // 30 s after the loss was reported (the stall timeout came first).
-            #expect(ended.at - lost.at >= .seconds(29) && ended.at - lost.at <= .seconds(31), "\(name) ended after \(ended.at - lost.at)")
+            #expect(ended.at - lost.at >= .seconds(29) && ended.at - lost.at <= .milliseconds(31_500), "\(name) ended after \(ended.at - lost.at)")
         }
+        #expect(!timedOut.isEmpty, "neither side ended for the lost connection")
         await f.shutdown()
     }
 
