@@ -32,6 +32,10 @@ final class BrowserNetwork {
     let nodeAddress = "10.99.0.2"
     private let hostSide: String
     private var browser: ChildProcess?
+    /// Chromium renders received audio only with a sound server; this one is the browser's own
+    /// (a test that points the process's ALSA at its server, and stops it, must not take the
+    /// browser's output with it).
+    private var sound: PulseAudioServer?
 
     init(_ name: String) throws {
         let id = getpid() % 100_000
@@ -65,8 +69,11 @@ final class BrowserNetwork {
     /// names instead of addresses.
     func open(_ url: String, microphone: String, hideAddresses: Bool = false) throws {
         let origin = url.split(separator: "/").prefix(3).joined(separator: "/")
+        let sound = try self.sound ?? PulseAudioServer(name: "-browser")
+        self.sound = sound
         browser = try ChildProcess("/usr/sbin/ip", [
-            "netns", "exec", namespace, BrowserBed.chromium,
+            "netns", "exec", namespace, "/usr/bin/env", "PULSE_SERVER=unix:\(sound.socket)", "PULSE_SINK=\(sound.sink)",
+            BrowserBed.chromium,
             "--headless=new", "--no-sandbox", "--user-data-dir=\(directory)/profile", "--no-first-run", "--disable-gpu",
             "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
             "--use-file-for-fake-audio-capture=\(microphone)", "--autoplay-policy=no-user-gesture-required",
@@ -116,6 +123,8 @@ final class BrowserNetwork {
     /// Kills whatever runs in the namespace and removes it (the veth pair goes with it).
     func teardown() {
         closeBrowser()
+        sound?.stop()
+        sound = nil
         _ = try? ChildProcess.run("/bin/sh", ["-c", "for p in $(ip netns pids \(namespace) 2>/dev/null); do kill -9 $p; done; ip netns del \(namespace) 2>/dev/null; ip link del \(hostSide) 2>/dev/null; true"])
     }
 

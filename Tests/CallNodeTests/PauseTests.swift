@@ -92,7 +92,8 @@ extension RealTimeTests {
             // before it: nothing but the pause is missing.
             #expect(gap.length <= pauseFrames + 5, "\(name) heard nothing for \(gap.length * 20) ms (pause \(pause) ms)")
             #expect(gap.length >= pauseFrames / 2, "\(name)'s recording shows no pause at all: \(gap.length) frames")
-            #expect(after.count >= 50 && after.filter { !$0 }.count <= 2,
+            // (A loaded machine may glitch a frame or two anywhere in a real-time call.)
+            #expect(after.count >= 50 && after.filter { !$0 }.count <= 5,
                     "\(name): \(after.filter { !$0 }.count) frames without the tone in the \(after.count) after the pause")
             #expect(frames.filter { !$0 }.count <= pauseFrames + 25, "\(name): \(frames.filter { !$0 }.count) frames without the tone")
             print("pause \(pause) ms: \(name) heard nothing for \(gap.length * 20) ms; \(after.count) frames after it")

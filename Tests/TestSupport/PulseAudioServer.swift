@@ -10,8 +10,9 @@ public final class PulseAudioServer {
     public let sink = "callnode_test"
     private let process: ChildProcess
 
-    public init() throws {
-        directory = "/tmp/callnode-pulse-\(getpid())"
+    /// - Parameter name: tells this server's directory from other servers' in the same process.
+    public init(name: String = "") throws {
+        directory = "/tmp/callnode-pulse-\(getpid())\(name)"
         mkdir(directory, 0o700)
         socket = "\(directory)/native"
         unlink(socket)
