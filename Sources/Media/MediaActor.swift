@@ -396,7 +396,7 @@ public actor MediaActor: MediaClockClient {
         // packets just before this one, so k frames back is k sequence numbers back). Other
         // blocks (another codec, another spacing) are skipped.
         // How deep the peer's copies go, so playout holds enough delay for them to arrive in time.
-        let depth = redundant.map { Int($0.timestampOffset) / Int(timestampStep) }.max() ?? 0
+        let depth = redundant.reduce(0) { max($0, Int($1.timestampOffset) / Int(timestampStep)) }  // per packet: no array
         peerDepth = depth >= peerDepth.depth ? (depth, 0) : (peerDepth.depth, peerDepth.age + 1)
         if peerDepth.age > 250 { peerDepth = (depth, 0) }  // five seconds without deeper copies
         jitter.redundancyDepth = peerDepth.depth
