@@ -63,6 +63,37 @@ print("""
 
     """)
 
+// 1c. The same bug on two whole nodes (call managers, legs, media with real Opus and SRTP) on
+// manual time over in-memory signaling and ICE: Bob's node takes its call's endpoints from the
+// unsafe session, and his answer action activates it before the provider does.
+func wholeNodes(_ flow: UnsafeDoubleActivationSession.Flow) async throws -> (packets: Int, level: Double, activations: Int) {
+    let nodes = try InMemoryNodes()
+    let unsafe = UnsafeDoubleActivationSession(microphone: ToneSource(frequency: 660), speaker: NullSink(), flow: flow)
+    let alice = try await nodes.node("alice", input: .tone(440))
+    let bob = try await nodes.node("bob", input: .tone(660), autoAnswer: false) { $0.audioStandIn = unsafe }
+    try await nodes.trust(alice, as: "alice", bob, as: "bob")
+    let call = try await alice.call(.contact("bob"))
+    let incoming = try await nodes.waitFor("bob") { if case .incoming = $0 { true } else { false } }
+    guard case let .incoming(bobCall, _, _, _) = incoming.event else { throw InMemoryNodes.Timeout(description: "no call") }
+    try await bob.answer(bobCall)
+    try await nodes.waitFor("alice") { if case .connected = $0 { true } else { false } }
+    for _ in 0..<100 { await nodes.step() }  // two seconds of the call
+    let heard = await alice.statistics(call)
+    try await alice.hangUp(call)
+    await nodes.shutdown()
+    return (heard?.packetsReceived ?? 0, heard?.receiveLevel ?? -99, unsafe.activations)
+}
+let buggy = try await wholeNodes(.appAndProvider), correct = try await wholeNodes(.providerOnly)
+func dB(_ level: Double) -> String { level.formatted(.number.precision(.fractionLength(1))) }
+print("""
+    1c. The same on two whole in-memory nodes (ManualTimeNodeTests.theSeedBugReplayedOnWholeNodes):
+        app and provider both activate Bob's session (\(buggy.activations) activations): the call
+        connects, Alice receives \(buggy.packets) packets in 2 s and hears Bob at \(dB(buggy.level)) dB — nothing.
+        Only the provider activates (\(correct.activations) activation): \(correct.packets) packets, Bob at \(dB(correct.level)) dB.
+        A node built on AudioSessionOwner<SystemOwned> has only the second flow.
+
+    """)
+
 // 2. System-owned (CallKit mode): only the call manager activates, after the action is fulfilled.
 let backend = ManualRenderingBackend()
 let systemSession = AudioSessionOwner<SystemOwned>(backend: backend)

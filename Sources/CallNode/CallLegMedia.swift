@@ -54,7 +54,7 @@ extension CallLeg {
         let clock = self.clock
         // Browsers take one redundant copy per packet (libwebrtc's RED), nodes up to three.
         if connection?.origin == .webPage { base.maximumRedundancyDepth = 1 }
-        let systemSession = self.systemSession, appSession = self.appSession
+        let systemSession = self.systemSession, appSession = self.appSession, standIn = configuration.audioStandIn
         let transport = IceMediaTransport(agent: agent)
         var association: DTLSAssociation?
         if let dtls = negotiated.dtls {
@@ -68,7 +68,7 @@ extension CallLeg {
         }
         mediaPreparation = Task.detached { [association] in
             try await CallLeg.makeMedia(negotiated: negotiated, base: base, transport: transport, dtls: association, clock: clock,
-                                     systemSession: systemSession, appSession: appSession)
+                                     systemSession: systemSession, appSession: appSession, standIn: standIn)
         }
     }
 
@@ -184,7 +184,8 @@ extension CallLeg {
     nonisolated static func makeMedia(negotiated: NegotiatedAudio, base: MediaConfiguration, transport: IceMediaTransport,
                                               dtls: DTLSAssociation?, clock: MediaClock,
                                               systemSession: AudioSessionOwner<SystemOwned>?,
-                                              appSession: AudioSessionOwner<AppOwned>?) async throws -> any MediaPath {
+                                              appSession: AudioSessionOwner<AppOwned>?,
+                                              standIn: (any AudioOwnerStandIn)? = nil) async throws -> any MediaPath {
         let keys: MediaKeys
         if let dtls {
             let exported = try await dtls.keys()
@@ -205,7 +206,11 @@ extension CallLeg {
         media.opus.inbandFEC = negotiated.sendInbandFEC
         media.opus.discontinuousTransmission = negotiated.sendDTX
         let source: any AudioSource, sink: any AudioSink
-        if let systemSession {
+        if let standIn {
+            let endpoints = try await standIn.callEndpoints()
+            source = endpoints.microphone
+            sink = endpoints.output
+        } else if let systemSession {
             source = try await systemSession.microphone()
             sink = try await systemSession.output()
         } else if let appSession {

@@ -144,3 +144,20 @@ final class UnavailableSource: AudioSource {
     func stop() {}
     func read(into frame: inout [Int16]) -> Bool { false }
 }
+
+/// A stand-in for a node's audio session, for the ownership study only.
+///
+/// Package access: no embedder can plug one in, so a node built outside this package always
+/// takes its calls' endpoints from its own ``AudioSessionOwner``, activated by its one owner.
+/// The node tells the stand-in the two moments the classic CallKit bug is made of — the app's
+/// answer action (where a careless app activates audio itself) and the provider's activation —
+/// and builds each call's media on the endpoints it hands out. The test kit's deliberately
+/// unsafe session implements it, to replay the bug on whole nodes.
+package protocol AudioOwnerStandIn: Sendable {
+    /// The node performs an answer action (before any signaling for it).
+    func answerActionPerformed() async
+    /// The session's owner activated it (the manager's `didActivate`), before media starts.
+    func providerDidActivate() async
+    /// The endpoints a call's media reads and plays.
+    func callEndpoints() async throws -> (microphone: any AudioSource, output: any AudioSink)
+}

@@ -21,12 +21,14 @@ extension CallNode {
                 try? await manager.report(.failed(action.id, reason: "no such call"))
                 return
             }
+            if case .answer = action.action { await configuration.audioStandIn?.answerActionPerformed() }
             await leg.perform(action)
         case let .timedOut(action):
             await legs[action.action.callUUID]?.event(.end(.actionTimedOut("\(action.action.kind) timed out")))
         case let .callEnded(uuid, reason):
             await legs[uuid]?.event(.end(.endedByManager(reason)))
         case .didActivate:
+            await configuration.audioStandIn?.providerDidActivate()
             audioActive = true
             for leg in Array(legs.values) { await leg.startMediaIfReady() }
         case .didDeactivate:

@@ -92,6 +92,9 @@ public struct CallNodeConfiguration: Sendable {
     /// (the default); an in-memory network in tests (`CallNodeTestKit`'s `InMemorySignalNetwork`),
     /// where ``listenAddress`` is the node's name on it. Relays and the web port stay on TCP.
     public var signalNetwork: (any SignalNetwork)?
+    /// A stand-in for the node's audio session, for the ownership study only (package access:
+    /// an embedder cannot set it). See ``AudioOwnerStandIn``.
+    package var audioStandIn: (any AudioOwnerStandIn)?
 
     public init(home: String) { self.home = home }
 

@@ -9,141 +9,8 @@ import Testing
 import Glibc
 #endif
 
-/// Two whole nodes — call managers, legs, audio sessions, media with real Opus and SRTP — on
-/// manual time, over in-memory signaling and an in-memory ICE network: no socket, no libnice,
-/// no waiting. Every timer (keep-alives, connection-lost timeouts, ICE restarts, ring and action
-/// timeouts) runs on the test's `ManualClock`; media ticks on a manual `MediaClock`.
-final class ManualTimeNodes: @unchecked Sendable {  // the event log is behind its own lock; the rest is set once in init
-    let timers = ManualClock()
-    let media = MediaClock.manual()
-    let network: InMemoryIceNetwork
-    let signaling = InMemorySignalNetwork()
-    let directory: String
-    private let logs = Locked<[String: [NodeEvent]]>([:])
-    private var readers: [Task<Void, Never>] = []
-    private(set) var nodes: [String: CallNode] = [:]
-
-    init(conditions: InMemoryIceNetwork.Conditions = .init(), seed: UInt64 = 1) throws {
-        network = InMemoryIceNetwork(conditions: conditions, seed: seed)
-        media.add(network)  // first: each tick delivers what is due before the calls read
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("callnode-manual-\(UUID())").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    }
-
-    deinit {
-        for reader in readers { reader.cancel() }
-        try? FileManager.default.removeItem(atPath: directory)
-    }
-
-    func path(_ name: String) -> String { directory + "/" + name }
-
-    /// A node named `name` on the in-memory networks, its events logged.
-    /// Each node records to its own file by default: sessions on the same files and tones share
-    /// devices (and would interrupt each other when tests run side by side).
-    func node(_ name: String, input: NodeAudioInput = .silence, output: NodeAudioOutput? = nil, autoAnswer: Bool = true,
-              keyExchange: KeyExchange = .sdes) async throws -> CallNode {
-        var configuration = CallNodeConfiguration(home: path(name))
-        configuration.displayName = name
-        configuration.listenAddress = SignalAddress(host: name, port: 7600)
-        configuration.signalNetwork = signaling
-        let network = self.network
-        configuration.makeIcePath = { ice in network.makePath(role: ice.role) }
-        configuration.clock = TimerClock(timers)
-        configuration.mediaClock = media
-        configuration.audio = NodeAudioBackend(input: input, output: output ?? .wav(path("\(name)-heard.wav")))
-        configuration.autoAnswer = autoAnswer
-        configuration.keyExchange = keyExchange
-        let node = try await CallNode(configuration: configuration)
-        let events = node.events()
-        let logs = self.logs
-        logs.withLock { $0[name] = [] }
-        readers.append(Task { for await event in events { logs.withLock { $0[name, default: []].append(event) } } })
-        await node.start()
-        nodes[name] = node
-        return node
-    }
-
-    /// `a` knows `b` by name at its in-memory address, and back.
-    func trust(_ a: CallNode, as aName: String, _ b: CallNode, as bName: String) async throws {
-        try await a.store.contacts.add(Contact(name: bName, fingerprint: b.identity.fingerprint.hex, address: b.listenAddress?.description))
-        try await b.store.contacts.add(Contact(name: aName, fingerprint: a.identity.fingerprint.hex, address: a.listenAddress?.description))
-    }
-
-    func events(_ name: String) -> [NodeEvent] { logs.withLock { $0[name] ?? [] } }
-
-    /// One frame period of manual time: timers first, then the media clock (the network
-    /// delivers, then every call sends and plays), then every task gets to run.
-    func step() async {
-        timers.advance(by: media.frameDuration)
-        await media.advance(frames: 1)
-        await settle()
-    }
-
-    /// Lets the nodes' tasks run (message handling, media events, a call's teardown) before
-    /// time moves again: manual time stands still meanwhile, so how long this takes changes
-    /// nothing a test asserts, as long as the nodes get to finish what one instant started.
-    func settle() async {
-        for _ in 0..<8 { await Task.yield() }
-        try? await Task.sleep(for: .microseconds(100))
-        for _ in 0..<8 { await Task.yield() }
-    }
-
-    /// Waits until `name` has logged an event matching `predicate`, stepping manual time a frame
-    /// at a time when `advancing` (up to `frames`), otherwise letting tasks run for at most
-    /// `frames` rounds of a millisecond. Returns the event and the manual time it was seen at.
-    @discardableResult
-    func waitFor(_ name: String, advancing: Bool = false, frames: Int = 2_000, line: Int = #line,
-                 _ predicate: (NodeEvent) -> Bool) async throws -> (event: NodeEvent, at: Duration) {
-        for _ in 0..<frames {
-            if let event = events(name).first(where: predicate) { return (event, timers.now.offset) }
-            if advancing {
-                await step()
-            } else {
-                await settle()
-                try await Task.sleep(for: .milliseconds(1))
-            }
-        }
-        if let event = events(name).first(where: predicate) { return (event, timers.now.offset) }
-        let ended = events(name).compactMap { event -> String? in if case let .ended(_, _, detail, _) = event { detail } else { nil } }
-        throw TestFailure("\(name): no matching event (waited at line \(line)); events: \(events(name).map(Self.kind)); ended: \(ended)")
-    }
-
-    /// Shuts every node down.
-    func shutdown() async {
-        for node in nodes.values { await node.shutdown() }
-    }
-
-    /// An event's kind without its identifiers and figures: what the determinism check compares.
-    static func kind(_ event: NodeEvent) -> String {
-        switch event {
-        case .listening: "listening"
-        case .dialing: "dialing"
-        case .incoming: "incoming"
-        case .ringing: "ringing"
-        case .state: "state"
-        case .selectedPair: "selected-pair"
-        case .connected: "connected"
-        case .secured: "secured"
-        case .firstAudio: "first-audio"
-        case .statistics: "statistics"
-        case let .remoteHold(_, on): "remote-hold(\(on))"
-        case .dtmf: "dtmf"
-        case .connectionLost: "connection-lost"
-        case .connectionRestored: "connection-restored"
-        case let .playoutReset(_, reset): "playout-reset(\(reset.reason.rawValue))"
-        case let .iceRestarted(_, byPeer): "ice-restart(by-peer: \(byPeer))"
-        case let .rejected(_, reason): "rejected(\(reason.rawValue))"
-        case let .ended(_, reason, _, _): "ended(\(reason.rawValue))"
-        default: "\(event)".split(separator: "(").first.map(String.init) ?? "other"
-        }
-    }
-
-    /// The events whose order is the call's own (not the manager's state snapshots and session
-    /// statuses or the periodic statistics, which other tasks publish).
-    func story(_ name: String) -> [String] {
-        events(name).map(Self.kind).filter { !["state", "session", "statistics"].contains($0) }
-    }
-}
+/// The test kit's two-node harness, under the name these tests grew up with.
+typealias ManualTimeNodes = InMemoryNodes
 
 @Suite struct ManualTimeNodeTests {
     /// Alice (a 440 Hz tone) calls Bob (a 660 Hz tone, answering at once) and both hear each other.
@@ -286,6 +153,55 @@ final class ManualTimeNodes: @unchecked Sendable {  // the event log is behind i
         let peak = samples.map { abs(Int($0)) }.max() ?? 0
         #expect(samples.count >= 100 * 960, "the recording has \(samples.count) samples")
         #expect(peak <= 33, "bob heard alice's muted microphone (peak \(peak))")  // −60 dBFS
+    }
+
+    /// The seed bug, replayed on whole nodes: Bob's node takes its call's endpoints from the test
+    /// kit's deliberately unsafe session. When his answer action activates it and the provider
+    /// activates it again (the careless CallKit app), the call connects, packets flow both ways,
+    /// and Alice hears nothing of Bob's microphone — nor Bob anything of Alice. With the provider
+    /// the only one to activate (the same session and sequence, one activation fewer), and with
+    /// the node's own `AudioSessionOwner<SystemOwned>` (where the app's activation does not
+    /// compile), both hear each other.
+    @Test(arguments: [UnsafeDoubleActivationSession.Flow.appAndProvider, .providerOnly, nil])
+    func theSeedBugReplayedOnWholeNodes(flow: UnsafeDoubleActivationSession.Flow?) async throws {
+        let f = try ManualTimeNodes()
+        let speaker = ManualAudioEndpoint(bufferDuration: .seconds(4))
+        let unsafe = flow.map { UnsafeDoubleActivationSession(microphone: ToneSource(frequency: 660, amplitude: 0.3, format: AudioFormat()),
+                                                              speaker: speaker, flow: $0) }
+        let alice = try await f.node("alice", input: .tone(440))
+        let bob = try await f.node("bob", input: .tone(660), autoAnswer: false) { $0.audioStandIn = unsafe }
+        try await f.trust(alice, as: "alice", bob, as: "bob")
+        let call = try await alice.call(.contact("bob"))
+        let incoming = try await f.waitFor("bob") { if case .incoming = $0 { true } else { false } }
+        guard case let .incoming(bobCall, _, _, _) = incoming.event else { return }
+        try await bob.answer(bobCall)
+        for name in ["alice", "bob"] {
+            try await f.waitFor(name) { if case .connected = $0 { true } else { false } }
+        }
+        for _ in 0..<100 { await f.step() }
+        let aliceHeard = try #require(await alice.statistics(call))
+        let bobHeard = try #require(await bob.statistics(bobCall))
+        try await alice.hangUp(call)
+        try await f.waitFor("bob") { if case .ended = $0 { true } else { false } }
+        await f.shutdown()
+        // Either way the call "works": connected, and packets flow both ways.
+        #expect(aliceHeard.packetsReceived >= 90 && bobHeard.packetsReceived >= 90,
+                "packets: alice \(aliceHeard.packetsReceived), bob \(bobHeard.packetsReceived)")
+        let played = speaker.pullPlayback(maximum: speaker.playbackAvailable)
+        let rms = (played.suffix(48_000).reduce(0.0) { $0 + Double($1) * Double($1) } / Double(max(1, min(48_000, played.count)))).squareRoot()
+        switch flow {
+        case .appAndProvider:
+            #expect(unsafe?.activations == 2)
+            #expect(aliceHeard.receiveLevel < -60, "alice heard bob's dead microphone at \(aliceHeard.receiveLevel) dB")
+            #expect(rms < 50, "bob's speaker played after the second activation (RMS \(rms))")
+        case .providerOnly:
+            #expect(unsafe?.activations == 1)
+            #expect(aliceHeard.receiveLevel > -30, "alice heard bob at \(aliceHeard.receiveLevel) dB")
+            #expect(rms > 1000, "bob's speaker played alice (RMS \(rms))")
+        case nil:
+            #expect(aliceHeard.receiveLevel > -30 && bobHeard.receiveLevel > -30,
+                    "levels: alice \(aliceHeard.receiveLevel), bob \(bobHeard.receiveLevel)")
+        }
     }
 
     @Test func theSameCallTellsTheSameStoryEveryTime() async throws {
