@@ -12,17 +12,61 @@ public protocol MediaTransport: AnyObject, Sendable {
 
 /// Settings of an ``InMemoryMediaLink``.
 public struct LinkConditions: Sendable, Equatable {
-    /// Probability (0–1) that a datagram is lost.
+    /// Probability (0–1) that a datagram is lost, on average.
     public var loss: Double
+    /// How many datagrams a loss takes in a row, on average: 1 for independent (random) loss;
+    /// more for bursty loss (a Gilbert model, as Wi-Fi and mobile links lose).
+    public var meanBurst: Double
     /// One-way delay.
     public var delay: Duration
     /// Extra random delay up to this much per datagram (reorders when above the frame period).
     public var jitter: Duration
 
-    public init(loss: Double = 0, delay: Duration = .zero, jitter: Duration = .zero) {
+    public init(loss: Double = 0, meanBurst: Double = 1, delay: Duration = .zero, jitter: Duration = .zero) {
         self.loss = loss
+        self.meanBurst = meanBurst
         self.delay = delay
         self.jitter = jitter
+    }
+}
+
+/// Which packets a lossy path drops: a two-state Gilbert model (every packet lost in the bad
+/// state, none in the good one) with a given average loss and mean burst length, from a
+/// seeded generator — the same seed gives the same pattern on every machine. A mean burst of
+/// one packet or less is independent (random) loss.
+///
+/// From the good state the path turns bad with probability `loss / (meanBurst · (1 − loss))`;
+/// from the bad state it turns good with probability `1 / meanBurst`, so bursts are
+/// geometrically distributed with that mean and the long-run share lost is `loss`.
+public struct LossPattern: Sendable {
+    public let loss: Double
+    public let meanBurst: Double
+    private var rng: UInt64
+    private var bad = false
+
+    public init(loss: Double, meanBurst: Double = 1, seed: UInt64) {
+        self.loss = min(max(loss, 0), 1)
+        self.meanBurst = max(meanBurst, 1)
+        rng = seed &+ 0x9E37_79B9_7F4A_7C15
+    }
+
+    /// Whether the next packet is lost.
+    public mutating func dropsNext() -> Bool {
+        guard loss > 0 else { return false }
+        if meanBurst <= 1 { return uniform() < loss }
+        let leave = 1 / meanBurst
+        let enter = min(1, leave * loss / max(1 - loss, .ulpOfOne))
+        bad = bad ? uniform() >= leave : uniform() < enter
+        return bad
+    }
+
+    /// SplitMix64, as a number in [0, 1).
+    private mutating func uniform() -> Double {
+        rng &+= 0x9E37_79B9_7F4A_7C15
+        var z = rng
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return Double((z ^ (z >> 31)) >> 11) / Double(1 << 53)
     }
 }
 
@@ -49,11 +93,25 @@ public final class InMemoryMediaLink: MediaClockClient {
 
     fileprivate struct State {
         var rng: UInt64
-        var conditions: [LinkConditions]
+        var conditions: [LinkConditions] {
+            didSet { for i in conditions.indices where conditions[i] != oldValue[i] { patterns[i] = Self.pattern(conditions[i], seed: rng &+ UInt64(i)) } }
+        }
+        /// Each direction's losses.
+        var patterns: [LossPattern]
         var queue: [(due: Duration, order: Int, to: Int, bytes: [UInt8])] = []
         var order = 0
         var sent = [0, 0]
         var dropped = [0, 0]
+
+        init(rng: UInt64, conditions: [LinkConditions]) {
+            self.rng = rng
+            self.conditions = conditions
+            patterns = conditions.indices.map { Self.pattern(conditions[$0], seed: rng &+ UInt64($0)) }
+        }
+
+        static func pattern(_ conditions: LinkConditions, seed: UInt64) -> LossPattern {
+            LossPattern(loss: conditions.loss, meanBurst: conditions.meanBurst, seed: seed)
+        }
     }
 
     /// What both ends share: the conditions, the queue of delayed datagrams, the handlers.
@@ -86,7 +144,11 @@ public final class InMemoryMediaLink: MediaClockClient {
             let deliverNow = state.withLock { s -> Bool in
                 s.sent[index] += 1
                 let c = s.conditions[index]
-                if Double(Self.next(&s.rng) % 1_000_000) / 1_000_000 < c.loss {
+                // Random loss draws from the link's own generator (as it always has, so seeded
+                // runs keep their patterns); bursty loss from the direction's Gilbert model.
+                let dropped = c.meanBurst > 1 ? s.patterns[index].dropsNext()
+                    : Double(Self.next(&s.rng) % 1_000_000) / 1_000_000 < c.loss
+                if dropped {
                     s.dropped[index] += 1
                     return false
                 }

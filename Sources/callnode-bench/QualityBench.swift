@@ -2,17 +2,48 @@ import ArgumentParser
 import Foundation
 import Media
 
-/// Speech through a whole call (two media pipelines over the in-memory link with random loss,
-/// on a manual clock) at several loss rates, beside an offline libopus encode/decode at the same
-/// settings. Writes the aligned recordings for PESQ (`scripts/measure-call-quality`) and prints
-/// the SNR of each against the input.
+/// A loss case of the quality run: an average loss and how long its bursts are on average
+/// (`10` is 10 % random loss; `10b3` 10 % in bursts of 3 packets on average, a Gilbert model).
+struct LossCase: ExpressibleByArgument, CustomStringConvertible, Hashable {
+    var percent: Int
+    var meanBurst: Int
+
+    init(percent: Int, meanBurst: Int = 1) {
+        self.percent = percent
+        self.meanBurst = meanBurst
+    }
+
+    init?(argument: String) {
+        let parts = argument.split(separator: "b", maxSplits: 1)
+        guard let percent = parts.first.flatMap({ Int($0) }), (0...90).contains(percent) else { return nil }
+        let burst = parts.count == 2 ? Int(parts[1]) : 1
+        guard let burst, (1...50).contains(burst) else { return nil }
+        self.init(percent: percent, meanBurst: burst)
+    }
+
+    var isBursty: Bool { meanBurst > 1 }
+    /// `10` or `10b3`: the argument, and the recordings' file name part.
+    var description: String { isBursty ? "\(percent)b\(meanBurst)" : "\(percent)" }
+    /// As a person reads it.
+    var label: String { isBursty ? "\(percent) % bursty loss (bursts of \(meanBurst))" : "\(percent) % loss" }
+    var conditions: LinkConditions { LinkConditions(loss: Double(percent) / 100, meanBurst: Double(meanBurst)) }
+}
+
+/// Speech through a whole call (two media pipelines over the in-memory link with random or
+/// bursty loss, on a manual clock) at several loss rates, beside an offline libopus
+/// encode/decode at the same settings. Writes the aligned recordings for PESQ
+/// (`scripts/measure-call-quality`) and prints the SNR of each against the input, what was
+/// rebuilt and concealed, and the bitrate each case sent.
 struct QualityBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "quality",
-        abstract: "Speech through a call at 0/10/30 % loss (in-memory, FEC and PLC) vs offline Opus; SNR, WAVs for PESQ.",
+        abstract: "Speech through a call at random and bursty loss (in-memory, redundancy, FEC, PLC) vs offline Opus; SNR, WAVs for PESQ.",
         discussion: """
-            Writes DIR/offline.wav (libopus encode/decode, no network) and DIR/call-LOSS.wav \
-            (what the callee played), both aligned with the input, and prints the SNR of each. \
+            Writes DIR/offline.wav (libopus encode/decode, no network), DIR/offline-LOSS.wav \
+            (the ideal-receiver anchor at that loss) and DIR/call-LOSS.wav (what the callee \
+            played), all aligned with the input, and prints the SNR of each. A loss case is a \
+            percentage (random loss) or PERCENTbBURST (a Gilbert model: that average loss in \
+            bursts of BURST packets on average), e.g. --loss 10 --loss 10b3. \
             scripts/measure-call-quality adds PESQ-WB scores when the pesq package is present.
             """)
 
@@ -22,8 +53,8 @@ struct QualityBench: AsyncParsableCommand {
     @Option(help: "Directory for the aligned WAVs.")
     var outputDirectory = "/tmp/callnode-quality"
 
-    @Option(help: "Loss rates to run, in percent.")
-    var loss: [Int] = [0, 10, 30]
+    @Option(help: ArgumentHelp("Loss cases to run: PERCENT (random) or PERCENTbBURST (bursty).", valueName: "CASE"))
+    var loss: [LossCase] = [0, 10, 20, 30, 50].map { LossCase(percent: $0) } + [LossCase(percent: 10, meanBurst: 3), LossCase(percent: 20, meanBurst: 5)]
 
     @Option(help: "Seed of the link's loss pattern.")
     var seed: UInt64 = 7
@@ -40,7 +71,6 @@ struct QualityBench: AsyncParsableCommand {
     func validate() throws {
         if let planLoss, !(0...100).contains(planLoss) { throw ValidationError("--plan-loss is 0–100") }
         guard RedundancyPolicy(rawValue: redundancy) != nil else { throw ValidationError("--redundancy is adaptive, always or off") }
-        guard loss.allSatisfy({ (0...90).contains($0) }) else { throw ValidationError("--loss values are 0–90") }
     }
 
     func run() async throws {
@@ -67,40 +97,68 @@ struct QualityBench: AsyncParsableCommand {
         var clean = configuration.opus
         clean.expectedLossPercent = MediaConfiguration().opus.expectedLossPercent
         let offline = try Self.offline(speech, opus: clean)
-        try WAV.write(offline, format: AudioFormat(), path: outputDirectory + "/offline.wav")
-        report("offline libopus", loss: nil, snr: Self.snr(reference: speech, signal: offline), extra: [:])
+        try WAV.write(offline.samples, format: AudioFormat(), path: outputDirectory + "/offline.wav")
+        report("offline libopus", loss: nil, snr: Self.snr(reference: speech, signal: offline.samples), extra: [
+            "send_kbps": String(format: "%.1f", Double(offline.bytesPerSecond.reduce(0, +) * 8) / Double(speech.count) * 48),
+        ])
 
-        for percent in loss where percent > 0 {
-            let ideal = try Self.offline(speech, opus: configuration.opus, loss: percent, seed: seed)
-            try WAV.write(ideal, format: AudioFormat(), path: outputDirectory + "/offline-\(percent).wav")
-            report("offline libopus, ideal receiver", loss: percent, snr: Self.snr(reference: speech, signal: ideal), extra: [:])
+        for lossCase in loss where lossCase.percent > 0 {
+            let ideal = try Self.offline(speech, opus: configuration.opus, loss: lossCase, seed: seed)
+            try WAV.write(ideal.samples, format: AudioFormat(), path: outputDirectory + "/offline-\(lossCase).wav")
+            report("offline libopus, ideal receiver", loss: lossCase, snr: Self.snr(reference: speech, signal: ideal.samples), extra: [:])
         }
-        for percent in loss {
-            let (played, stats, sent) = try await Self.call(speech, loss: Double(percent) / 100, seed: seed, configuration: configuration)
+        for lossCase in loss {
+            let run = try await Self.call(speech, conditions: lossCase.conditions, seed: seed, configuration: configuration)
+            let (played, stats, sent) = (run.played, run.received, run.sent)
             let lag = Self.lag(of: speech, in: played, maximum: 9_600)
             let aligned = Array(played.dropFirst(lag).prefix(speech.count))
                 + [Int16](repeating: 0, count: max(0, speech.count - (played.count - lag)))
-            try WAV.write(aligned, format: AudioFormat(), path: outputDirectory + "/call-\(percent).wav")
-            report("call", loss: percent, snr: Self.blockSNR(reference: speech, signal: played), extra: [
+            try WAV.write(aligned, format: AudioFormat(), path: outputDirectory + "/call-\(lossCase).wav")
+            var extra = [
                 "delay_ms": String(format: "%.1f", Double(lag) / 48), "lost": "\(stats.jitterBuffer.lost)",
                 "fec_recovered": "\(stats.jitterBuffer.fecRecovered)", "concealed": "\(stats.jitterBuffer.concealed)",
                 "redundancy_recovered": "\(stats.jitterBuffer.redundancyRecovered)",
                 "send_kbps": String(format: "%.1f", Double(sent.bytesSent * 8) / Double(speech.count + 48_000) * 48),
                 "stretched": "\(stats.jitterBuffer.stretched)", "shrunk": "\(stats.jitterBuffer.shrunk)",
                 "dtx_silence": "\(stats.jitterBuffer.silence)",
-            ])
+                "redundancy_depth_frames": "[" + run.framesAtDepth.map(String.init).joined(separator: ",") + "]",
+            ]
+            if lossCase.percent == 0 {
+                // When the payload sent is back to what libopus alone makes of the same speech
+                // (each second within 10 % of the offline encode's, from then to the end).
+                let back = Self.backToBase(call: run.bytesPerSecond, offline: offline.bytesPerSecond)
+                extra["base_bitrate_after_s"] = back.map { "\($0)" } ?? "null"
+            }
+            report("call", loss: lossCase, snr: Self.blockSNR(reference: speech, signal: played), extra: extra)
         }
     }
 
-    func report(_ subject: String, loss: Int?, snr: Double, extra: [String: String]) {
+    /// The first whole second from which every second of the call's payload is within 10 % of
+    /// the offline encode's (the plain bitrate), or nil if the call never got there.
+    static func backToBase(call: [Int], offline: [Int]) -> Int? {
+        let seconds = min(call.count, offline.count)
+        guard seconds > 0 else { return nil }
+        var from: Int? = nil
+        for second in (0..<seconds).reversed() {
+            guard Double(call[second]) <= 1.1 * Double(offline[second]) + 200 else { break }
+            from = second
+        }
+        return from
+    }
+
+    func report(_ subject: String, loss: LossCase?, snr: Double, extra: [String: String]) {
         if json {
             var fields = ["\"group\":\"quality\"", "\"subject\":\"\(subject)\"", "\"snr_db\":\(String(format: "%.2f", snr))"]
-            if let loss { fields.append("\"loss_percent\":\(loss)") }
+            if let loss {
+                fields.append("\"loss_percent\":\(loss.percent)")
+                fields.append("\"mean_burst\":\(loss.meanBurst)")
+                fields.append("\"case\":\"\(loss)\"")
+            }
             fields += extra.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }
             print("{" + fields.joined(separator: ",") + "}")
         } else {
             let details = extra.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
-            print(String(format: "quality, %@%@: SNR %.2f dB%@", subject, loss.map { ", \($0) % loss" } ?? "", snr,
+            print(String(format: "quality, %@%@: SNR %.2f dB%@", subject, loss.map { ", \($0.label)" } ?? "", snr,
                          details.isEmpty ? "" : " (\(details))"))
         }
     }
@@ -109,26 +167,23 @@ struct QualityBench: AsyncParsableCommand {
     /// `loss`, the anchor for a lossy call: FEC planned for that loss from the first frame,
     /// packets dropped at random, and an ideal receiver that always has the next packet (FEC
     /// for a lost frame when the next arrived, PLC otherwise) and never changes its delay.
-    static func offline(_ speech: [Int16], opus: OpusConfiguration, loss: Int = 0, seed: UInt64 = 7) throws -> [Int16] {
+    static func offline(_ speech: [Int16], opus: OpusConfiguration, loss: LossCase = LossCase(percent: 0),
+                        seed: UInt64 = 7) throws -> (samples: [Int16], bytesPerSecond: [Int]) {
         var opus = opus
-        if loss > 0 { opus.expectedLossPercent = loss }
+        if loss.percent > 0 { opus.expectedLossPercent = loss.percent }
         let encoder = try OpusEncoder(configuration: opus)
         let decoder = try OpusDecoder()
         let frame = opus.samplesPerFrame
         var packets: [[UInt8]?] = []
-        var rng = seed &+ 0x9E37_79B9_7F4A_7C15
-        func random() -> Double {  // SplitMix64
-            rng &+= 0x9E37_79B9_7F4A_7C15
-            var z = rng
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return Double((z ^ (z >> 31)) >> 11) / Double(1 << 53)
-        }
+        var pattern = LossPattern(loss: Double(loss.percent) / 100, meanBurst: Double(loss.meanBurst), seed: seed)
+        var bytesPerSecond: [Int] = []
         for offset in stride(from: 0, to: speech.count, by: frame) {
             var chunk = Array(speech[offset..<min(speech.count, offset + frame)])
             if chunk.count < frame { chunk += [Int16](repeating: 0, count: frame - chunk.count) }
             let packet = Array(try encoder.encode(chunk))
-            packets.append(random() < Double(loss) / 100 ? nil : packet)
+            if offset % 48_000 == 0 { bytesPerSecond.append(0) }
+            bytesPerSecond[bytesPerSecond.count - 1] += packet.count
+            packets.append(pattern.dropsNext() ? nil : packet)
         }
         var decoded: [Int16] = [], out = [Int16](repeating: 0, count: frame)
         for (index, packet) in packets.enumerated() {
@@ -143,13 +198,24 @@ struct QualityBench: AsyncParsableCommand {
         }
         decoded += [Int16](repeating: 0, count: frame)
         let lag = lag(of: speech, in: decoded, maximum: 2_400)
-        return Array(decoded.dropFirst(lag).prefix(speech.count))
+        return (Array(decoded.dropFirst(lag).prefix(speech.count)), bytesPerSecond)
+    }
+
+    /// What a quality call measured.
+    struct CallRun {
+        var played: [Int16]
+        var received: MediaStatistics
+        var sent: MediaStatistics
+        /// Payload bytes the caller sent in each second of the speech.
+        var bytesPerSecond: [Int]
+        /// How many frames the caller sent with 0, 1, 2 and 3 redundant copies.
+        var framesAtDepth: [Int]
     }
 
     /// The speech through a caller's and a callee's MediaActor over the lossy in-memory link.
-    static func call(_ speech: [Int16], loss: Double, seed: UInt64, configuration: MediaConfiguration) async throws -> ([Int16], MediaStatistics, MediaStatistics) {
+    static func call(_ speech: [Int16], conditions: LinkConditions, seed: UInt64, configuration: MediaConfiguration) async throws -> CallRun {
         let clock = MediaClock.manual(frameDuration: configuration.opus.frameDuration)
-        let link = InMemoryMediaLink(clock: clock, aToB: LinkConditions(loss: loss), seed: seed)
+        let link = InMemoryMediaLink(clock: clock, aToB: conditions, seed: seed)
         clock.add(link)
         let capture = ManualAudioEndpoint(), playback = ManualAudioEndpoint()
         let keyA = SRTPKey.random(), keyB = SRTPKey.random()
@@ -161,6 +227,8 @@ struct QualityBench: AsyncParsableCommand {
         try await callee.start()
         let frame = configuration.opus.samplesPerFrame
         var played: [Int16] = []
+        var bytesPerSecond: [Int] = [], framesAtDepth = [0, 0, 0, 0]
+        var sentBefore = 0
         // One more second after the speech so the tail plays out.
         for offset in stride(from: 0, to: speech.count + 48_000, by: frame) {
             var chunk = offset < speech.count ? Array(speech[offset..<min(speech.count, offset + frame)]) : []
@@ -168,12 +236,18 @@ struct QualityBench: AsyncParsableCommand {
             capture.pushCapture(chunk)
             await clock.advance()
             played += playback.pullPlayback(maximum: frame)
+            let sent = await caller.statistics
+            framesAtDepth[min(3, sent.sendingRedundancy ? sent.redundancyDepth : 0)] += 1
+            if (offset + frame) % 48_000 == 0 || offset + frame >= speech.count, offset < speech.count {
+                bytesPerSecond.append(Int(sent.bytesSent) - sentBefore)
+                sentBefore = Int(sent.bytesSent)
+            }
         }
         let stats = await callee.statistics
         let sent = await caller.statistics
         await caller.stop()
         await callee.stop()
-        return (played, stats, sent)
+        return CallRun(played: played, received: stats, sent: sent, bytesPerSecond: bytesPerSecond, framesAtDepth: framesAtDepth)
     }
 
     /// The delay (0...maximum samples) at which `signal` best matches `reference`, over the

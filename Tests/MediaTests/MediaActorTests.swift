@@ -408,8 +408,8 @@ import Glibc
         }
         let start = await sent(frames: 50)  // 1 s: on from the first frame
         #expect(start.redundancy)
-        #expect(MediaConfiguration.redundancyHold == .seconds(10))
-        await call.clock.advance(frames: 475)  // the report at 10.25 s has seen no loss for 10 s
+        #expect(MediaConfiguration.redundancyHold == .seconds(8))
+        await call.clock.advance(frames: 375)  // the report at 8.25 s has seen no loss for 8 s
         let clean = await sent(frames: 50)
         #expect(!clean.redundancy)
         // About twice the frame (plus 5 header bytes; the encoder's first second runs a little larger).
