@@ -67,6 +67,9 @@ public actor MediaActor: MediaClockClient {
     var redundancyDepth = 1
     /// The loss the peer reports, smoothed (0–1).
     var reportedLoss = 0.0
+    /// Since when the reports have asked for less depth than is sent (depth comes down a copy
+    /// at a time, after ``MediaConfiguration/redundancyStepDown`` of such reports).
+    var lowerDepthWantedSince: Duration?
     /// The deepest redundant copy seen in the peer's recent packets, and how many packets ago.
     var peerDepth = (depth: 0, age: 0)
     var lastReportedLossAt: Duration?

@@ -87,18 +87,36 @@ extension MediaActor {
         stats.remoteFractionLost = Double(block.fractionLost) / 256
         if configuration.redundancyPayloadType != nil && configuration.redundancy == .adaptive {
             // Depth follows the loss the peer reports, smoothed: one copy for light loss, two
-            // from 5 %, three from 15 %; back to none after a clean hold.
+            // from 5 %, three from 8 %; back to none after a clean hold.
             let seen = Double(block.fractionLost) / 256
             reportedLoss = reportedLoss == 0 ? seen : (reportedLoss + seen) / 2
             if block.fractionLost > 0 {
                 redundancyActive = true
                 lastReportedLossAt = arrival
-                let wanted = reportedLoss < 0.05 ? 1 : reportedLoss < 0.15 ? 2 : 3
-                redundancyDepth = max(1, min(configuration.maximumRedundancyDepth, wanted))
-            } else if let last = lastReportedLossAt, arrival - last >= MediaConfiguration.redundancyHold {
+            }
+            if block.fractionLost > 0 || redundancyActive {
+                // Up at once; down a copy at a time once the reports have wanted less for a
+                // while: a path whose loss swings around a threshold keeps one depth (and the
+                // peer's playout one delay) instead of moving with every report.
+                let wanted = max(1, min(configuration.maximumRedundancyDepth,
+                                        reportedLoss < 0.05 ? 1 : reportedLoss < 0.08 ? 2 : 3))
+                if wanted >= redundancyDepth {
+                    redundancyDepth = wanted
+                    lowerDepthWantedSince = nil
+                } else if let since = lowerDepthWantedSince {
+                    if arrival - since >= MediaConfiguration.redundancyStepDown {
+                        redundancyDepth -= 1
+                        lowerDepthWantedSince = redundancyDepth > wanted ? arrival : nil
+                    }
+                } else {
+                    lowerDepthWantedSince = arrival
+                }
+            }
+            if block.fractionLost == 0, let last = lastReportedLossAt, arrival - last >= MediaConfiguration.redundancyHold {
                 redundancyActive = false
                 redundancyDepth = 1
                 reportedLoss = 0
+                lowerDepthWantedSince = nil
             }
         }
         if configuration.adaptiveFEC && configuration.opus.inbandFEC && redundancyActive {

@@ -69,6 +69,9 @@ public struct MediaConfiguration: Sendable, Equatable {
     /// loss, redundancy stays on: 8 s, so a clean call is back at its plain bitrate within
     /// 10 s of its start (the first report after the hold turns it off).
     public static let redundancyHold: Duration = .seconds(8)
+    /// With ``RedundancyPolicy/adaptive``: how long the peer's reports must ask for fewer
+    /// copies before one is left out (more are added at once).
+    public static let redundancyStepDown: Duration = .seconds(5)
     /// With ``RedundancyPolicy/adaptive``: the most earlier frames a packet carries again (1–3).
     /// Each copy more leaves only longer runs of losses to concealment (at 30 % random loss,
     /// 9 % of frames with one copy, 2.7 % with two, 0.8 % with three) and costs one more frame

@@ -191,6 +191,10 @@ public struct JitterBuffer: Sendable {
     private var framesSinceShrink = 0
     /// Frames left during which a recent loss keeps one extra frame of delay for FEC.
     private var fecHoldFrames = 0
+    /// The deepest redundancy seen during the current FEC hold: the delay it added stays until
+    /// the hold ends, so a peer moving between depths does not move playout back and forth
+    /// (each move a frame dropped or inserted in the speech).
+    private var heldDepth = 0
 
     public init(configuration: JitterBufferConfiguration = JitterBufferConfiguration()) {
         self.configuration = configuration
@@ -465,6 +469,9 @@ public struct JitterBuffer: Sendable {
             if first.redundant {
                 statistics.lost += 1
                 statistics.redundancyRecovered += 1
+                // A loss like any other: the delay that let its copy arrive in time stays
+                // while copies keep filling gaps (a hold already running goes on).
+                if fecHoldFrames > 0 { fecHoldFrames = Int((configuration.fecHold / configuration.frameDuration).rounded(.up)) }
             } else {
                 statistics.packetsPlayed += 1
             }
@@ -524,7 +531,7 @@ public struct JitterBuffer: Sendable {
     private func delay(playing timestamp: Int64, at now: Duration) -> Duration {
         guard let minTransit = minimumTransit() else { return .zero }
         let seconds = now.seconds - Double(timestamp) / Double(configuration.clockRate) - minTransit
-        return .microseconds(Int64(seconds * 1_000_000))
+        return .microseconds(Int64((seconds * 1_000_000).rounded()))
     }
 
     private mutating func recordTransit(_ transit: Double) {
@@ -553,10 +560,16 @@ public struct JitterBuffer: Sendable {
         for i in 0..<transitCount { scratch[i] = transits[i] - minTransit }
         scratch[0..<transitCount].sort()
         let p95 = scratch[min(transitCount - 1, Int(Double(transitCount) * 0.95))]
-        var target = Duration.microseconds(Int64(p95 * 1_000_000)) + configuration.frameDuration / 2
+        var target = Duration.microseconds(Int64((p95 * 1_000_000).rounded())) + configuration.frameDuration / 2
         if fecHoldFrames > 0 {
             fecHoldFrames -= 1
-            target += configuration.frameDuration * max(1, redundancyDepth)
+            heldDepth = max(heldDepth, redundancyDepth)
+            // A frame per copy (one for FEC without copies), and with copies half a frame more:
+            // the packet with the deepest copy must be there before its frame is due, not race
+            // it at the same instant.
+            target += configuration.frameDuration * max(1, heldDepth) + (heldDepth > 0 ? configuration.frameDuration / 2 : .zero)
+        } else {
+            heldDepth = 0
         }
         statistics.targetDelay = min(configuration.maximumDelay, max(configuration.minimumDelay, target))
     }

@@ -345,7 +345,7 @@ import Glibc
     @Test func redundancyDepthFollowsReportedLossUpAndBackDown() async throws {
         let sink = ManualAudioEndpoint()
         let call = try Self.makeCall(source: WAVFileSource(samples: OpusTests.speechLike(seconds: 4), format: AudioFormat(), loops: true),
-                                     sink: sink, conditions: LinkConditions(loss: 0.02), seed: 9, configuration: Self.redundant(.adaptive))
+                                     sink: sink, conditions: LinkConditions(loss: 0.01), seed: 9, configuration: Self.redundant(.adaptive))
         try await call.a.start()
         try await call.b.start()
         // Light loss: one copy per packet.
