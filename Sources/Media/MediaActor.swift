@@ -31,6 +31,8 @@ public actor MediaActor: MediaClockClient {
     let inbox = Inbox()
 
     var jitter: JitterBuffer
+    /// Lengthens or shortens decoded speech when the jitter buffer moves its delay.
+    var stretcher: TimeStretcher
     var reception = ReceptionStatistics(clockRate: 48_000)
     var stats = MediaStatistics()
     var sequence: UInt16
@@ -122,9 +124,11 @@ public actor MediaActor: MediaClockClient {
         jitter = JitterBuffer(configuration: configuration.jitterBuffer)
         // Opus FEC is there only when the encoder put LBRR data in the packet.
         jitter.carriesFEC = { OpusPacket.carriesFEC($0) }
+        jitter.timeStretching = configuration.timeStretching
         captureFrame = [Int16](repeating: 0, count: opus.samplesPerFrame)
         appFrame = captureFrame
         playFrame = [Int16](repeating: 0, count: Int(Int64(sink.format.sampleRate) * opus.frameDuration.milliseconds / 1000))
+        stretcher = TimeStretcher(frameSamples: playFrame.count, sampleRate: sink.format.sampleRate)
         let meterFrames = Int(200 / max(1, opus.frameDuration.milliseconds))
         sendMeter = LevelMeter(frames: meterFrames)
         receiveMeter = LevelMeter(frames: meterFrames)
@@ -506,29 +510,74 @@ public actor MediaActor: MediaClockClient {
     }
 
     func playFrame(now: Duration) {
+        if stretcher.hasWholeFrame {
+            // Stretching made a whole frame more: it plays now, and the buffer's frame stays
+            // due (its delay grows by the frame the backlog gives up).
+            stretcher.take(into: &playFrame)
+            deliver(playFrame)
+            return
+        }
+        jitter.outputBacklog = .microseconds(Int64(stretcher.backlogSamples) * 1_000_000 / Int64(max(1, sink.format.sampleRate)))
         let action = jitter.nextFrame(now: now)
-        var ok = true
-        switch action {
-        case .waiting, .silence:
-            for i in playFrame.indices { playFrame[i] = 0 }
-        case let .play(payload):
-            ok = (try? decoder.decode(payload, into: &playFrame)) != nil
-        case let .recover(next):
-            ok = (try? decoder.recover(fromNext: next, into: &playFrame)) != nil
-        case .conceal:
-            ok = (try? decoder.conceal(into: &playFrame)) != nil
-        }
-        if !ok {
-            // A payload libopus rejects: conceal instead of playing garbage.
-            stats.malformedDropped += 1
-            if (try? decoder.conceal(into: &playFrame)) == nil { for i in playFrame.indices { playFrame[i] = 0 } }
-        }
+        let ok = decode(action, into: &playFrame)
         reportPlayoutResets()
-        stats.receiveLevel = receiveMeter.add(playFrame)
-        sink.write(playFrame)
         if !playedAudio, ok, case .play = action {
             playedAudio = true
             eventsContinuation.yield(.firstAudio)
         }
+        var adjustment = DelayAdjustment.none
+        if jitter.timeStretching {
+            switch action {
+            case .play, .recover: adjustment = jitter.delayAdjustment
+            case .waiting, .silence, .conceal: break
+            }
+        }
+        switch adjustment {
+        case .none where stretcher.backlogSamples == 0:
+            deliver(playFrame)
+            return
+        case .none:
+            stretcher.push(playFrame)
+        case .grow:
+            stretcher.push(stretcher.lengthened(playFrame))
+            jitter.noteTimeStretch(.grow)
+        case .shrink:
+            // Two frames played as one period less: the next one is taken now as well.
+            var second = playFrame
+            let next = jitter.nextFrame(now: now)
+            _ = decode(next, into: &second)
+            reportPlayoutResets()
+            stretcher.push(stretcher.shortened(playFrame + second))
+            jitter.noteTimeStretch(.shrink)
+        }
+        stretcher.take(into: &playFrame)
+        deliver(playFrame)
+    }
+
+    /// Decodes what the jitter buffer said to play into `frame`; `false` if libopus refused
+    /// the payload (the frame is then concealed, or silence).
+    private func decode(_ action: PlayoutAction, into frame: inout [Int16]) -> Bool {
+        var ok = true
+        switch action {
+        case .waiting, .silence:
+            for i in frame.indices { frame[i] = 0 }
+        case let .play(payload):
+            ok = (try? decoder.decode(payload, into: &frame)) != nil
+        case let .recover(next):
+            ok = (try? decoder.recover(fromNext: next, into: &frame)) != nil
+        case .conceal:
+            ok = (try? decoder.conceal(into: &frame)) != nil
+        }
+        if !ok {
+            // A payload libopus rejects: conceal instead of playing garbage.
+            stats.malformedDropped += 1
+            if (try? decoder.conceal(into: &frame)) == nil { for i in frame.indices { frame[i] = 0 } }
+        }
+        return ok
+    }
+
+    private func deliver(_ frame: [Int16]) {
+        stats.receiveLevel = receiveMeter.add(frame)
+        sink.write(frame)
     }
 }

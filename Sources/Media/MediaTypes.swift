@@ -65,6 +65,9 @@ public struct MediaConfiguration: Sendable, Equatable {
     /// in-band FEC plans for no loss: it would take bits from the primary encoding to protect
     /// the same single losses less well.
     public var redundancy: RedundancyPolicy = .adaptive
+    /// Move the playout delay by time-stretching the decoded speech (a pitch period at a time,
+    /// ``TimeStretcher``) rather than by dropping or inserting whole frames (default on).
+    public var timeStretching = true
     /// With ``RedundancyPolicy/adaptive``: how long after the start, or the last report of
     /// loss, redundancy stays on: 8 s, so a clean call is back at its plain bitrate within
     /// 10 s of its start (the first report after the hold turns it off).

@@ -47,6 +47,15 @@ public enum PlayoutAction: Sendable, Equatable {
     case silence
 }
 
+/// Which way a time-stretching caller should move the playout delay now.
+public enum DelayAdjustment: Sendable, Equatable {
+    case none
+    /// Below the target: lengthen what plays.
+    case grow
+    /// Above the target by more than a frame: shorten what plays.
+    case shrink
+}
+
 /// Counters and delays of a ``JitterBuffer``.
 public struct JitterBufferStatistics: Sendable, Equatable {
     /// How far behind the earliest possible arrival playout currently runs.
@@ -74,6 +83,10 @@ public struct JitterBufferStatistics: Sendable, Equatable {
     /// Frames inserted to grow the delay, and frames dropped to shrink it.
     public var stretched = 0
     public var shrunk = 0
+    /// Time-stretching (when the caller does it): frames lengthened, and pairs of frames
+    /// shortened, by a pitch period to move the delay.
+    public var expanded = 0
+    public var compressed = 0
     /// Frames not played because this node stalled (its clock skipped their ticks): the host
     /// was paused or starved, so they were neither lost by the network nor concealed.
     public var skipped = 0
@@ -139,6 +152,15 @@ public struct JitterBuffer: Sendable {
     /// (the FEC hold), the delay grows by a frame for each copy beyond the first, so a copy
     /// arrives before its frame is due; on a clean path it adds nothing.
     public var redundancyDepth = 0
+    /// Whether the caller time-stretches (``TimeStretcher``): the buffer then moves its delay
+    /// by neither dropping nor inserting whole frames, and says which way it wants it to move
+    /// (``delayAdjustment``) for the caller to lengthen or shorten the audio it decodes.
+    public var timeStretching = false
+    /// Decoded audio waiting to play outside the buffer (the stretcher's backlog), counted in
+    /// the delay the buffer steers by. Set before each ``nextFrame(now:)``.
+    public var outputBacklog: Duration = .zero
+    /// With ``timeStretching``: which way the delay should move, as of the last frame taken.
+    public private(set) var delayAdjustment: DelayAdjustment = .none
 
     private struct Entry {
         var sequence: Int64
@@ -365,11 +387,12 @@ public struct JitterBuffer: Sendable {
     /// nothing to do with the old ones. Playout starts over with its first packet; the
     /// statistics go on.
     public mutating func restart() {
-        let kept = statistics, fec = carriesFEC, depth = redundancyDepth
+        let kept = statistics, fec = carriesFEC, depth = redundancyDepth, stretching = timeStretching
         self = JitterBuffer(configuration: configuration)
         statistics = kept
         carriesFEC = fec
         redundancyDepth = depth
+        timeStretching = stretching
         reset(.newSource, samples: 0)
     }
 
@@ -433,11 +456,21 @@ public struct JitterBuffer: Sendable {
                 concealedSinceLastPacket = 0
             }
         }
-        statistics.currentDelay = delay(playing: next, at: now)
+        statistics.currentDelay = delay(playing: next, at: now) + outputBacklog
 
+        if timeStretching {
+            // The caller moves the delay smoothly, a pitch period at a time.
+            if statistics.currentDelay > statistics.targetDelay + configuration.frameDuration, entries.count >= 2 {
+                delayAdjustment = .shrink
+            } else if lastPlayedSequence != nil, statistics.currentDelay + configuration.frameDuration / 2 < statistics.targetDelay {
+                delayAdjustment = .grow
+            } else {
+                delayAdjustment = .none
+            }
+        }
         // Too far ahead of the target: drop one frame (at most every fifth frame).
         framesSinceShrink += 1
-        if statistics.currentDelay > statistics.targetDelay + configuration.frameDuration,
+        if !timeStretching, statistics.currentDelay > statistics.targetDelay + configuration.frameDuration,
            framesSinceShrink >= 5, entries.count >= 2, entries[0].timestamp == next {
             entries.removeFirst()
             next += frame
@@ -446,7 +479,7 @@ public struct JitterBuffer: Sendable {
         }
         // Below the target by more than half a frame: stretch by one concealed frame (never
         // before the first frame: that one plays at once).
-        if lastPlayedSequence != nil, statistics.currentDelay + configuration.frameDuration / 2 < statistics.targetDelay {
+        if !timeStretching, lastPlayedSequence != nil, statistics.currentDelay + configuration.frameDuration / 2 < statistics.targetDelay {
             statistics.stretched += 1
             nextTimestamp = next  // hold: the same frame plays next time, one frame later
             return .conceal
@@ -509,6 +542,16 @@ public struct JitterBuffer: Sendable {
         statistics.concealed += 1
         concealedSinceLastPacket += 1
         return .conceal
+    }
+
+    /// The caller lengthened (`.grow`) or shortened (`.shrink`) what it played to move the
+    /// delay: counted in ``JitterBufferStatistics/expanded`` and ``JitterBufferStatistics/compressed``.
+    public mutating func noteTimeStretch(_ adjustment: DelayAdjustment) {
+        switch adjustment {
+        case .grow: statistics.expanded += 1
+        case .shrink: statistics.compressed += 1
+        case .none: break
+        }
     }
 
     /// A packet of the peer's stream that carries no audio frame (an RFC 4733 telephone event):

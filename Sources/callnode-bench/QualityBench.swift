@@ -120,6 +120,7 @@ struct QualityBench: AsyncParsableCommand {
                 "redundancy_recovered": "\(stats.jitterBuffer.redundancyRecovered)",
                 "send_kbps": String(format: "%.1f", Double(sent.bytesSent * 8) / Double(speech.count + 48_000) * 48),
                 "stretched": "\(stats.jitterBuffer.stretched)", "shrunk": "\(stats.jitterBuffer.shrunk)",
+                "expanded": "\(stats.jitterBuffer.expanded)", "compressed": "\(stats.jitterBuffer.compressed)",
                 "dtx_silence": "\(stats.jitterBuffer.silence)",
                 "redundancy_depth_frames": "[" + run.framesAtDepth.map(String.init).joined(separator: ",") + "]",
             ]

@@ -358,6 +358,7 @@ final class CallRunner {
                     "fec_recovered": s.jitterBuffer.fecRecovered, "concealed": s.jitterBuffer.concealed,
                     "redundancy_recovered": s.jitterBuffer.redundancyRecovered, "sending_redundancy": s.sendingRedundancy, "redundancy_depth": s.redundancyDepth,
                     "late": s.jitterBuffer.late, "stretched": s.jitterBuffer.stretched, "shrunk": s.jitterBuffer.shrunk,
+                    "expanded": s.jitterBuffer.expanded, "compressed": s.jitterBuffer.compressed,
                     "skipped": s.jitterBuffer.skipped, "playout_resets": s.jitterBuffer.playoutResets,
                     "buffer_delay_ms": milliseconds(s.jitterBuffer.currentDelay)]
         case let .remoteHold(uuid, on): return ["event": "remote-hold", "call": uuid.uuidString, "hold": on]

@@ -1,0 +1,97 @@
+import CallNodeTestSupport
+import Foundation
+@testable import Media
+@testable import RTP
+import Testing
+
+/// Time-stretching: decoded speech lengthened or shortened by one pitch period, seamlessly, and
+/// the playout delay moved that way instead of by frames dropped or inserted.
+@Suite struct TimeStretcherTests {
+    static func tone(_ frequencies: [Double], count: Int, from start: Int = 0) -> [Int16] {
+        (start..<(start + count)).map { i in
+            let t = Double(i) / 48_000
+            return Int16(frequencies.enumerated().reduce(0.0) { sum, item in
+                sum + 8_000 / Double(item.offset + 1) * sin(2 * .pi * item.element * t)
+            })
+        }
+    }
+
+    @Test(arguments: [200.0, 150.0])
+    func lengtheningAVoicedFrameRepeatsOnePeriodSeamlessly(pitch: Double) {
+        let stretcher = TimeStretcher(frameSamples: 960, sampleRate: 48_000)
+        let voice = [pitch, 2 * pitch, 3 * pitch]
+        let frame = Self.tone(voice, count: 960)
+        let longer = stretcher.lengthened(frame)
+        let period = Int((48_000 / pitch).rounded())
+        #expect(longer.count == 960 + period, "\(longer.count)")
+        // One period inserted into a periodic signal: the same signal, continuing in phase.
+        let ideal = Self.tone(voice, count: longer.count)
+        let worst = zip(longer, ideal).map { abs(Int($0) - Int($1)) }.max() ?? 0
+        #expect(worst <= 16, "off the ideal by \(worst)")
+    }
+
+    @Test func shorteningTwoVoicedFramesRemovesOnePeriodSeamlessly() {
+        let stretcher = TimeStretcher(frameSamples: 960, sampleRate: 48_000)
+        let frames = Self.tone([200, 400, 600], count: 1_920)
+        let shorter = stretcher.shortened(frames)
+        #expect(shorter.count == 1_920 - 240)
+        let ideal = Self.tone([200, 400, 600], count: shorter.count)
+        let worst = zip(shorter, ideal).map { abs(Int($0) - Int($1)) }.max() ?? 0
+        #expect(worst <= 16, "off the ideal by \(worst)")
+    }
+
+    @Test func noiseChangesLengthByAPeriodWithoutClicks() {
+        var rng = SplitMix64(seed: 5)
+        let noise = (0..<1_920).map { _ in Int16(Int(rng.next() % 4_001) - 2_000) }
+        let stretcher = TimeStretcher(frameSamples: 960, sampleRate: 48_000)
+        let longer = stretcher.lengthened(Array(noise[0..<960])), shorter = stretcher.shortened(noise)
+        #expect((960 + 120...960 + 480).contains(longer.count))
+        #expect((1_920 - 480...1_920 - 120).contains(shorter.count))
+        // A cross-fade of two stretches of noise stays within the noise's own range.
+        #expect(longer.allSatisfy { abs(Int($0)) <= 2_000 } && shorter.allSatisfy { abs(Int($0)) <= 2_000 })
+    }
+
+    @Test func theBacklogPlaysAWholeFrameOnItsOwn() {
+        var stretcher = TimeStretcher(frameSamples: 960, sampleRate: 48_000)
+        stretcher.push([Int16](repeating: 7, count: 1_200))
+        #expect(stretcher.hasWholeFrame)
+        var frame = [Int16](repeating: 0, count: 960)
+        stretcher.take(into: &frame)
+        #expect(frame.allSatisfy { $0 == 7 } && stretcher.backlogSamples == 240 && !stretcher.hasWholeFrame)
+        stretcher.take(into: &frame)
+        #expect(frame[0..<240].allSatisfy { $0 == 7 } && frame[240...].allSatisfy { $0 == 0 })
+    }
+
+    /// A call under 10 % loss with redundancy: when the first losses make the buffer hold more
+    /// delay, a time-stretching receiver lengthens frames (and plays the built-up frame on its
+    /// own) instead of inserting concealed frames into the tone; a receiver without it inserts
+    /// them. Every frame the stretching receiver plays carries the tone, save those lost for good.
+    @Test func theDelayGrowsByStretchingTheToneNotByFramesInserted() async throws {
+        var results: [Bool: (jb: JitterBufferStatistics, quiet: Int)] = [:]
+        for stretching in [true, false] {
+            var configuration = MediaConfiguration()
+            configuration.redundancyPayloadType = 63
+            configuration.timeStretching = stretching
+            let sink = ManualAudioEndpoint(bufferDuration: .seconds(8))
+            let call = try MediaActorTests.makeCall(source: ToneSource(frequency: 440, amplitude: 0.3), sink: sink,
+                                                    conditions: LinkConditions(loss: 0.1), seed: 21, configuration: configuration)
+            try await call.a.start()
+            try await call.b.start()
+            await call.clock.advance(frames: 300)
+            let jb = await call.b.statistics.jitterBuffer
+            await call.a.stop()
+            await call.b.stop()
+            let played = sink.pullPlayback(maximum: sink.playbackAvailable)
+            // Frames (after the first half second) in which the tone is missing or faint.
+            let frames = stride(from: 24_000, to: played.count - 960, by: 960).map { Goertzel.power(of: 440, in: played[$0..<($0 + 960)]) }
+            let typical = frames.sorted()[frames.count / 2]
+            results[stretching] = (jb, frames.filter { $0 < typical / 4 }.count)
+        }
+        let stretched = try #require(results[true]), framed = try #require(results[false])
+        #expect(stretched.jb.expanded > 0, "\(stretched.jb)")
+        #expect(stretched.jb.shrunk == 0 && stretched.jb.stretched <= 1, "one frame held at the first gap at most: \(stretched.jb)")
+        #expect(framed.jb.stretched > stretched.jb.stretched, "without stretching, frames are inserted: \(framed.jb)")
+        #expect(stretched.jb.lost == stretched.jb.redundancyRecovered + stretched.jb.fecRecovered + stretched.jb.concealed)
+        #expect(stretched.quiet <= stretched.jb.concealed + stretched.jb.stretched, "\(stretched.quiet) frames without the tone: \(stretched.jb)")
+    }
+}
