@@ -69,6 +69,10 @@ public actor MediaActor: MediaClockClient {
     var redundancyDepth = 1
     /// The loss the peer reports, smoothed (0–1).
     var reportedLoss = 0.0
+    /// How many packets a run of losses takes, as the peer's loss-run reports say (smoothed;
+    /// 0 before any), and whether that makes the copies spread out.
+    var reportedRunLength = 0.0
+    var spreadCopies = false
     /// Since when the reports have asked for less depth than is sent (depth comes down a copy
     /// at a time, after ``MediaConfiguration/redundancyStepDown`` of such reports).
     var lowerDepthWantedSince: Duration?
@@ -253,6 +257,7 @@ public actor MediaActor: MediaClockClient {
         s.fecExpectedLossPercent = encoder.expectedLossPercent
         s.sendingRedundancy = redundancyActive
         s.redundancyDepth = redundancyActive ? redundancyDepth : 0
+        s.redundancySpread = redundancyActive && redundancyDepth > 1 && spreadCopies
         return s
     }
 
@@ -399,17 +404,18 @@ public actor MediaActor: MediaClockClient {
         stats.bytesReceived += packet.payload.count
         reception.record(sequence: packet.sequenceNumber, timestamp: packet.timestamp, ssrc: packet.ssrc, arrival: arrival)
         jitter.insert(sequence: packet.sequenceNumber, timestamp: packet.timestamp, payload: payload, arrival: arrival)
-        // Redundant copies of the one or two frames before (a sender repeats the frames of the
-        // packets just before this one, so k frames back is k sequence numbers back). Other
-        // blocks (another codec, another spacing) are skipped.
-        // How deep the peer's copies go, so playout holds enough delay for them to arrive in time.
-        let depth = redundant.reduce(0) { max($0, Int($1.timestampOffset) / Int(timestampStep)) }  // per packet: no array
+        // Redundant copies of earlier frames (a sender repeats the frames of earlier packets, so
+        // k frames back is k sequence numbers back). Other blocks (another codec, another
+        // spacing) are skipped.
+        // How far back the peer's copies go, so playout holds enough delay for them to arrive in time.
+        let depth = min(MediaConfiguration.deepestRedundantFrame,
+                        redundant.reduce(0) { max($0, Int($1.timestampOffset) / Int(timestampStep)) })  // per packet: no array
         peerDepth = depth >= peerDepth.depth ? (depth, 0) : (peerDepth.depth, peerDepth.age + 1)
         if peerDepth.age > 250 { peerDepth = (depth, 0) }  // five seconds without deeper copies
         jitter.redundancyDepth = peerDepth.depth
         for block in redundant where block.payloadType == configuration.payloadType && !block.payload.isEmpty {
             let offset = UInt32(block.timestampOffset)
-            guard offset % timestampStep == 0, (1...3).contains(offset / timestampStep) else { continue }
+            guard offset % timestampStep == 0, (1...UInt32(MediaConfiguration.deepestRedundantFrame)).contains(offset / timestampStep) else { continue }
             let back = UInt16(offset / timestampStep)
             guard let copy = open(block.payload, of: packet, framesBack: back) else { continue }
             jitter.insertRedundant(sequence: packet.sequenceNumber &- back, timestamp: packet.timestamp &- offset,
@@ -479,11 +485,13 @@ public actor MediaActor: MediaClockClient {
         var payloadType = configuration.payloadType
         var wire = body
         if redundancyActive, let red = configuration.redundancyPayloadType {
-            // The frames just before this one again, k frames back being k packets back (a gap
-            // in either ends the run); the oldest are left out first to keep within the budget.
+            // Earlier frames again, k frames back being k packets back (a gap in either ends
+            // the run), spread so that a burst of losses rarely takes a frame and all its
+            // copies (``MediaConfiguration/redundancyOffsets(depth:)``); the oldest are left
+            // out first to keep within the budget.
             var blocks: [RedundantAudio.Block] = []
             var size = body.count
-            for back in 1...max(1, redundancyDepth) {
+            for back in MediaConfiguration.redundancyOffsets(depth: max(1, redundancyDepth), spread: spreadCopies) {
                 guard recentAudio.count >= back else { break }
                 let earlier = recentAudio[recentAudio.count - back]
                 guard earlier.sequence &+ UInt16(back) == sequence, timestamp &- earlier.timestamp == timestampStep &* UInt32(back),
@@ -499,7 +507,7 @@ public actor MediaActor: MediaClockClient {
             }
         }
         recentAudio.append(SentAudio(sequence: sequence, timestamp: timestamp, body: body))
-        if recentAudio.count > 3 { recentAudio.removeFirst() }
+        if recentAudio.count > MediaConfiguration.deepestRedundantFrame { recentAudio.removeFirst() }
         let packet = RTPPacket(payloadType: payloadType, sequenceNumber: sequence, timestamp: timestamp,
                                ssrc: ssrc, payload: wire)
         sequence &+= 1

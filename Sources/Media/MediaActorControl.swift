@@ -76,10 +76,21 @@ extension MediaActor {
                 rr.reports.forEach { useReport($0, arrival: arrival) }
             case .bye:
                 eventsContinuation.yield(.remoteEnded)
-            case .sourceDescription, .other:
+            case .other:
+                if let runs = LossRunReport(packet), runs.source == ssrc { useLossRuns(runs) }
+            case .sourceDescription:
                 break
             }
         }
+    }
+
+    /// The peer's loss-run report: bursty loss spreads the redundant copies.
+    func useLossRuns(_ report: LossRunReport) {
+        guard let run = report.meanRun else { return }
+        reportedRunLength = reportedRunLength == 0 ? run : (reportedRunLength + run) / 2
+        // Random loss at rate p makes runs of 1 / (1 − p) on average.
+        let burstiness = reportedRunLength * (1 - min(reportedLoss, 0.9))
+        spreadCopies = burstiness >= MediaConfiguration.burstinessToSpread
     }
 
     func useReport(_ block: ReportBlock, arrival: Duration) {
@@ -117,6 +128,8 @@ extension MediaActor {
                 redundancyDepth = 1
                 reportedLoss = 0
                 lowerDepthWantedSince = nil
+                reportedRunLength = 0
+                spreadCopies = false
             }
         }
         if configuration.adaptiveFEC && configuration.opus.inbandFEC && redundancyActive {
@@ -151,6 +164,11 @@ extension MediaActor {
             packets.append(.receiverReport(ReceiverReport(ssrc: ssrc, reports: blocks)))
         }
         packets.append(.sourceDescription([SDESChunk(ssrc: ssrc, cname: configuration.cname)]))
+        if let source = reception.ssrc {
+            let runs = reception.takeLossRuns()
+            packets.append(LossRunReport(ssrc: ssrc, source: source, lost: UInt16(min(runs.lost, 65_535)),
+                                         runs: UInt16(min(runs.runs, 65_535))).packet)
+        }
         guard let protected = try? outbound.protectRTCP(RTCPPacket.serializeCompound(packets)) else { return }
         await transport.send(protected)
     }

@@ -148,9 +148,10 @@ public struct JitterBuffer: Sendable {
     /// Whether a packet carries in-band FEC for the frame before it (for Opus, the LBRR flag).
     /// `nil`: assume it does. A lost frame whose next packet carries none is concealed.
     public var carriesFEC: (@Sendable ([UInt8]) -> Bool)?
-    /// How many earlier frames the peer's packets carry again (RFC 2198). While losses happen
-    /// (the FEC hold), the delay grows by a frame for each copy beyond the first, so a copy
-    /// arrives before its frame is due; on a clean path it adds nothing.
+    /// How far back the peer's redundant copies go, in frames (RFC 2198; the deepest copy's
+    /// offset, 3 for copies 1, 2 and 3 back or for copies 1 and 3 back). While losses happen
+    /// (the FEC hold), the delay holds that many frames and half a frame more, so the deepest
+    /// copy arrives before its frame is due; on a clean path it adds nothing.
     public var redundancyDepth = 0
     /// Whether the caller time-stretches (``TimeStretcher``): the buffer then moves its delay
     /// by neither dropping nor inserting whole frames, and says which way it wants it to move

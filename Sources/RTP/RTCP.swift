@@ -290,3 +290,50 @@ public enum NTPTime {
         .microseconds(Int64(value) * 1_000_000 / 65536)
     }
 }
+
+/// How the packets of a stream were lost in the last report interval: how many, in how many
+/// runs. CallNode nodes send it beside their receiver reports as an RTCP APP packet (RFC 3550
+/// §6.7, name `CNLR`), so a sender can tell bursts from random loss — the receiver report's
+/// fraction lost cannot — and spread its redundant copies when losses come in runs. Peers that
+/// do not know it ignore it, as RFC 3550 asks of APP packets.
+public struct LossRunReport: Sendable, Equatable {
+    public static let packetType: UInt8 = 204
+    public static let name: [UInt8] = Array("CNLR".utf8)
+    /// The reporter.
+    public var ssrc: UInt32
+    /// The stream reported on.
+    public var source: UInt32
+    /// Packets lost in the interval, and the runs they came in.
+    public var lost: UInt16
+    public var runs: UInt16
+
+    public init(ssrc: UInt32, source: UInt32, lost: UInt16, runs: UInt16) {
+        self.ssrc = ssrc
+        self.source = source
+        self.lost = lost
+        self.runs = runs
+    }
+
+    /// How many packets a run of losses took on average; `nil` when nothing was lost.
+    public var meanRun: Double? { runs > 0 ? Double(lost) / Double(runs) : nil }
+
+    /// As an RTCP packet to put in a compound datagram.
+    public var packet: RTCPPacket {
+        var out: [UInt8] = [0x80, Self.packetType]
+        out.appendUInt16(4)  // 5 words
+        out.appendUInt32(ssrc)
+        out.append(contentsOf: Self.name)
+        out.appendUInt32(source)
+        out.appendUInt16(lost)
+        out.appendUInt16(runs)
+        return .other(packetType: Self.packetType, bytes: out)
+    }
+
+    /// Reads one from an APP packet (`nil` for any other APP packet, or one too short).
+    public init?(_ packet: RTCPPacket) {
+        guard case let .other(type, bytes) = packet, type == Self.packetType, bytes.count >= 20,
+              Array(bytes[8..<12]) == Self.name else { return nil }
+        self.init(ssrc: bytes.readUInt32(at: 4), source: bytes.readUInt32(at: 12),
+                  lost: bytes.readUInt16(at: 16), runs: bytes.readUInt16(at: 18))
+    }
+}

@@ -20,6 +20,9 @@ public struct ReceptionStatistics: Sendable {
     private var lastTransit: Double?
     /// RFC 3550 A.8 estimator, in RTP timestamp units (not rounded).
     public private(set) var jitter: Double = 0
+    /// Packets missing in runs since the last ``takeLossRuns()``, and the runs.
+    private var runLost = 0
+    private var runs = 0
     private var lastSenderReportNTP: UInt64?
     private var lastSenderReportArrival: Duration?
 
@@ -50,6 +53,11 @@ public struct ReceptionStatistics: Sendable {
         }
         seen[slot] = extended
         packetsReceived += 1
+        if extended > highestSequence + 1 && packetsReceived > 1 {
+            // The packets between were lost (or come later, reordered): one run.
+            runLost += Int(min(extended - highestSequence - 1, 1_000))
+            runs += 1
+        }
         if extended > highestSequence { highestSequence = extended }
         if extended < baseSequence { baseSequence = extended }
 
@@ -68,6 +76,13 @@ public struct ReceptionStatistics: Sendable {
         }
         lastTransit = transit
         return true
+    }
+
+    /// The packets found missing since the last call, and in how many runs (gaps in the
+    /// sequence numbers as packets arrive); starts counting afresh.
+    public mutating func takeLossRuns() -> (lost: Int, runs: Int) {
+        defer { runLost = 0; runs = 0 }
+        return (runLost, runs)
     }
 
     /// The extended highest sequence number received.

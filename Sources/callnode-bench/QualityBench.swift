@@ -39,9 +39,9 @@ struct QualityBench: AsyncParsableCommand {
         commandName: "quality",
         abstract: "Speech through a call at random and bursty loss (in-memory, redundancy, FEC, PLC) vs offline Opus; SNR, WAVs for PESQ.",
         discussion: """
-            Writes DIR/offline.wav (libopus encode/decode, no network), DIR/offline-LOSS.wav \
-            (the ideal-receiver anchor at that loss) and DIR/call-LOSS.wav (what the callee \
-            played), all aligned with the input, and prints the SNR of each. A loss case is a \
+            Writes DIR/offline.wav (libopus encode/decode, no network), DIR/offline-LOSS-sSEED.wav \
+            (the ideal-receiver anchor at that loss and loss pattern) and DIR/call-LOSS-sSEED.wav \
+            (what the callee played), all aligned with the input, and prints the SNR of each. A loss case is a \
             percentage (random loss) or PERCENTbBURST (a Gilbert model: that average loss in \
             bursts of BURST packets on average), e.g. --loss 10 --loss 10b3. \
             scripts/measure-call-quality adds PESQ-WB scores when the pesq package is present.
@@ -56,8 +56,11 @@ struct QualityBench: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Loss cases to run: PERCENT (random) or PERCENTbBURST (bursty).", valueName: "CASE"))
     var loss: [LossCase] = [0, 10, 20, 30, 50].map { LossCase(percent: $0) } + [LossCase(percent: 10, meanBurst: 3), LossCase(percent: 20, meanBurst: 5)]
 
-    @Option(help: "Seed of the link's loss pattern.")
+    @Option(help: "Seed of the link's loss pattern (the first of --seeds).")
     var seed: UInt64 = 7
+
+    @Option(help: "How many loss patterns each lossy case runs (seeds SEED, SEED+1, …): one pattern of a 17 s call is a small sample of bursty loss.")
+    var seeds = 5
 
     @Option(help: ArgumentHelp("Plan FEC for this loss from the first frame, not from the peer's reports.", valueName: "PERCENT"))
     var planLoss: Int?
@@ -102,37 +105,46 @@ struct QualityBench: AsyncParsableCommand {
             "send_kbps": String(format: "%.1f", Double(offline.bytesPerSecond.reduce(0, +) * 8) / Double(speech.count) * 48),
         ])
 
+        let patterns = seedsToRun, first = seed
         for lossCase in loss where lossCase.percent > 0 {
-            let ideal = try Self.offline(speech, opus: configuration.opus, loss: lossCase, seed: seed)
-            try WAV.write(ideal.samples, format: AudioFormat(), path: outputDirectory + "/offline-\(lossCase).wav")
-            report("offline libopus, ideal receiver", loss: lossCase, snr: Self.snr(reference: speech, signal: ideal.samples), extra: [:])
+            for seed in patterns {
+                let ideal = try Self.offline(speech, opus: configuration.opus, loss: lossCase, seed: seed)
+                try WAV.write(ideal.samples, format: AudioFormat(), path: outputDirectory + "/offline-\(lossCase)-s\(seed).wav")
+                report("offline libopus, ideal receiver", loss: lossCase, snr: Self.snr(reference: speech, signal: ideal.samples),
+                       extra: ["seed": "\(seed)"])
+            }
         }
         for lossCase in loss {
-            let run = try await Self.call(speech, conditions: lossCase.conditions, seed: seed, configuration: configuration)
-            let (played, stats, sent) = (run.played, run.received, run.sent)
-            let lag = Self.lag(of: speech, in: played, maximum: 9_600)
-            let aligned = Array(played.dropFirst(lag).prefix(speech.count))
-                + [Int16](repeating: 0, count: max(0, speech.count - (played.count - lag)))
-            try WAV.write(aligned, format: AudioFormat(), path: outputDirectory + "/call-\(lossCase).wav")
-            var extra = [
-                "delay_ms": String(format: "%.1f", Double(lag) / 48), "lost": "\(stats.jitterBuffer.lost)",
-                "fec_recovered": "\(stats.jitterBuffer.fecRecovered)", "concealed": "\(stats.jitterBuffer.concealed)",
-                "redundancy_recovered": "\(stats.jitterBuffer.redundancyRecovered)",
-                "send_kbps": String(format: "%.1f", Double(sent.bytesSent * 8) / Double(speech.count + 48_000) * 48),
-                "stretched": "\(stats.jitterBuffer.stretched)", "shrunk": "\(stats.jitterBuffer.shrunk)",
-                "expanded": "\(stats.jitterBuffer.expanded)", "compressed": "\(stats.jitterBuffer.compressed)",
-                "dtx_silence": "\(stats.jitterBuffer.silence)",
-                "redundancy_depth_frames": "[" + run.framesAtDepth.map(String.init).joined(separator: ",") + "]",
-            ]
-            if lossCase.percent == 0 {
-                // When the payload sent is back to what libopus alone makes of the same speech
-                // (each second within 10 % of the offline encode's, from then to the end).
-                let back = Self.backToBase(call: run.bytesPerSecond, offline: offline.bytesPerSecond)
-                extra["base_bitrate_after_s"] = back.map { "\($0)" } ?? "null"
+            for seed in lossCase.percent == 0 ? [first] : patterns {
+                let run = try await Self.call(speech, conditions: lossCase.conditions, seed: seed, configuration: configuration)
+                let (played, stats, sent) = (run.played, run.received, run.sent)
+                let lag = Self.lag(of: speech, in: played, maximum: 9_600)
+                let aligned = Array(played.dropFirst(lag).prefix(speech.count))
+                    + [Int16](repeating: 0, count: max(0, speech.count - (played.count - lag)))
+                try WAV.write(aligned, format: AudioFormat(), path: outputDirectory + "/call-\(lossCase)-s\(seed).wav")
+                var extra = [
+                    "seed": "\(seed)",
+                    "delay_ms": String(format: "%.1f", Double(lag) / 48), "lost": "\(stats.jitterBuffer.lost)",
+                    "fec_recovered": "\(stats.jitterBuffer.fecRecovered)", "concealed": "\(stats.jitterBuffer.concealed)",
+                    "redundancy_recovered": "\(stats.jitterBuffer.redundancyRecovered)",
+                    "send_kbps": String(format: "%.1f", Double(sent.bytesSent * 8) / Double(speech.count + 48_000) * 48),
+                    "stretched": "\(stats.jitterBuffer.stretched)", "shrunk": "\(stats.jitterBuffer.shrunk)",
+                    "expanded": "\(stats.jitterBuffer.expanded)", "compressed": "\(stats.jitterBuffer.compressed)",
+                    "dtx_silence": "\(stats.jitterBuffer.silence)",
+                    "redundancy_depth_frames": "[" + run.framesAtDepth.map(String.init).joined(separator: ",") + "]",
+                ]
+                if lossCase.percent == 0 {
+                    // When the payload sent is back to what libopus alone makes of the same speech
+                    // (each second within 10 % of the offline encode's, from then to the end).
+                    let back = Self.backToBase(call: run.bytesPerSecond, offline: offline.bytesPerSecond)
+                    extra["base_bitrate_after_s"] = back.map { "\($0)" } ?? "null"
+                }
+                report("call", loss: lossCase, snr: Self.blockSNR(reference: speech, signal: played), extra: extra)
             }
-            report("call", loss: lossCase, snr: Self.blockSNR(reference: speech, signal: played), extra: extra)
         }
     }
+
+    var seedsToRun: [UInt64] { (0..<UInt64(max(1, seeds))).map { seed &+ $0 } }
 
     /// The first whole second from which every second of the call's payload is within 10 % of
     /// the offline encode's (the plain bitrate), or nil if the call never got there.

@@ -370,6 +370,34 @@ import Glibc
         #expect(rebuiltHeavy.lost == rebuiltHeavy.redundancyRecovered + rebuiltHeavy.fecRecovered + rebuiltHeavy.concealed)
     }
 
+    /// Losses in bursts (10 %, bursts of 3 on average) spread the copies (1, 3 and 6 frames
+    /// back), and the receiver holds the delay they need; random loss at a higher rate keeps
+    /// them close (1, 2, 3 back), where the runs are as short as randomness makes them.
+    @Test(arguments: [(0.1, 3.0), (0.3, 1.0)])
+    func burstyLossSpreadsTheCopiesRandomLossKeepsThemClose(loss: Double, burst: Double) async throws {
+        let call = try Self.makeCall(source: WAVFileSource(samples: OpusTests.speechLike(seconds: 4), format: AudioFormat(), loops: true),
+                                     sink: NullSink(), conditions: LinkConditions(loss: loss, meanBurst: burst), seed: 4,
+                                     configuration: Self.redundant(.adaptive))
+        try await call.a.start()
+        try await call.b.start()
+        await call.clock.advance(frames: 500)
+        let sender = await call.a.statistics
+        let receiver = await call.b.statistics
+        await call.a.stop()
+        await call.b.stop()
+        #expect(sender.redundancyDepth == 3)
+        let jb = receiver.jitterBuffer
+        #expect(jb.lost == jb.redundancyRecovered + jb.fecRecovered + jb.concealed)
+        if burst > 1 {
+            #expect(sender.redundancySpread, "bursts: copies spread")
+            // The deepest copy is six frames back: the buffer holds that delay while losses happen.
+            #expect(jb.targetDelay >= .milliseconds(130), "target \(jb.targetDelay)")
+        } else {
+            #expect(!sender.redundancySpread, "random loss: copies close")
+            #expect(jb.targetDelay < .milliseconds(100), "target \(jb.targetDelay)")
+        }
+    }
+
     @Test func onALossyPathRedundancyStartsAndRebuildsMostLostFramesWhole() async throws {
         let sink = ManualAudioEndpoint()
         let call = try Self.makeCall(source: WAVFileSource(samples: OpusTests.speechLike(seconds: 4), format: AudioFormat(), loops: true),
