@@ -45,6 +45,7 @@ final class BrowserNetwork {
         try? FileManager.default.removeItem(atPath: directory)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         teardown()
+        Self.removeLeftovers(log: directory + "/ip-netns.log")
         let steps: [[String]] = [
             ["netns", "add", namespace],
             ["link", "add", hostSide, "type", "veth", "peer", "name", "cnw\(id)b"],
@@ -61,6 +62,19 @@ final class BrowserNetwork {
                 teardown()
                 throw TestFailure("ip \(step.joined(separator: " ")) failed: \(log)")
             }
+        }
+    }
+
+    /// Removes the namespaces of test processes that died without tearing theirs down (a
+    /// crash): their host side holds the same subnet, and the browser would never reach the node.
+    static func removeLeftovers(log: String) {
+        guard (try? ChildProcess.run("/usr/sbin/ip", ["netns", "list"], output: log)) == 0,
+              let list = try? String(contentsOfFile: log, encoding: .utf8) else { return }
+        for line in list.split(separator: "\n") {
+            guard let name = line.split(separator: " ").first, name.hasPrefix("cnweb"), let pid = Int32(name.dropFirst(5)),
+                  pid != getpid() % 100_000, kill(pid, 0) != 0, errno == ESRCH else { continue }
+            _ = try? ChildProcess.run("/usr/sbin/ip", ["netns", "del", String(name)], output: log)
+            _ = try? ChildProcess.run("/usr/sbin/ip", ["link", "del", "cnw\(pid)h"], output: log)
         }
     }
 
