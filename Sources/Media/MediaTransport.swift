@@ -60,14 +60,19 @@ public struct LossPattern: Sendable {
         return bad
     }
 
-    /// SplitMix64, as a number in [0, 1).
+    /// A number in [0, 1).
     private mutating func uniform() -> Double {
-        rng &+= 0x9E37_79B9_7F4A_7C15
-        var z = rng
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return Double((z ^ (z >> 31)) >> 11) / Double(1 << 53)
+        Double(splitMix64(&rng) >> 11) / Double(1 << 53)
     }
+}
+
+/// SplitMix64's next value: the seeded generator of the link's losses and delays.
+func splitMix64(_ s: inout UInt64) -> UInt64 {
+    s &+= 0x9E37_79B9_7F4A_7C15
+    var z = s
+    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+    return z ^ (z >> 31)
 }
 
 /// Two connected in-memory transport ends with loss, delay and jitter on a ``MediaClock``'s
@@ -131,13 +136,6 @@ public final class InMemoryMediaLink: MediaClockClient {
             handlers = [Handler(), Handler()]
         }
 
-        private static func next(_ s: inout UInt64) -> UInt64 {
-            s &+= 0x9E37_79B9_7F4A_7C15
-            var z = s
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
 
         func carry(_ datagram: [UInt8], from index: Int) {
             let now = clock.now
@@ -147,7 +145,7 @@ public final class InMemoryMediaLink: MediaClockClient {
                 // Random loss draws from the link's own generator (as it always has, so seeded
                 // runs keep their patterns); bursty loss from the direction's Gilbert model.
                 let dropped = c.meanBurst > 1 ? s.patterns[index].dropsNext()
-                    : Double(Self.next(&s.rng) % 1_000_000) / 1_000_000 < c.loss
+                    : Double(splitMix64(&s.rng) % 1_000_000) / 1_000_000 < c.loss
                 if dropped {
                     s.dropped[index] += 1
                     return false
@@ -155,7 +153,7 @@ public final class InMemoryMediaLink: MediaClockClient {
                 var delay = c.delay
                 if c.jitter > .zero {
                     let micros = c.jitter.components.seconds * 1_000_000 + c.jitter.components.attoseconds / 1_000_000_000_000
-                    delay += .microseconds(Int64(Self.next(&s.rng) % UInt64(max(1, micros))))
+                    delay += .microseconds(Int64(splitMix64(&s.rng) % UInt64(max(1, micros))))
                 }
                 if delay == .zero { return true }
                 s.order += 1
