@@ -129,15 +129,57 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
             changed.category = .playAndRecord
             try await configure(changed)
         }
-        return SessionSource(devices: devices, format: configuration.format)
+        return SessionSource(port: devices.makePort(), format: configuration.format)
     }
 
     /// The session's output for media. Its `start()` attaches to the open playback device.
     /// - Throws: ``AudioSessionError/noOutput(_:)`` in the `record` category.
     public func output() throws(AudioSessionError) -> SessionSink {
         guard configuration.category.hasOutput else { throw .noOutput(configuration.category) }
-        return SessionSink(devices: devices, format: configuration.format)
+        return SessionSink(port: devices.makePort(), format: configuration.format)
     }
+
+    /// A call's port on the session's audio bridge: a microphone and an output that share it.
+    /// Every port hears the whole microphone (it is copied, never split between calls), and
+    /// what the ports play is summed on the output. The port goes when its source and sink do.
+    ///
+    /// - Throws: As ``microphone()`` and ``output()``.
+    public func port() async throws(AudioSessionError) -> SessionPort {
+        _ = try await microphone()  // the category checks (and automatic configuration)
+        guard configuration.category.hasOutput else { throw .noOutput(configuration.category) }
+        let handle = devices.makePort()
+        return SessionPort(source: SessionSource(port: handle, format: configuration.format),
+                           sink: SessionSink(port: handle, format: configuration.format))
+    }
+
+    /// Holds or resumes a call's port: a held port reads silence and its audio is not played.
+    public func setMode(_ mode: BridgePortMode, of port: BridgePortID) {
+        devices.state.withLock { open in SessionDevices.play(open.bridge.setMode(mode, of: port), in: open) }
+    }
+
+    /// The mode of a port (nil once it is gone).
+    public func mode(of port: BridgePortID) -> BridgePortMode? {
+        devices.state.withLock { $0.bridge.mode(of: port) }
+    }
+
+    /// Joins ports into a conference: each call hears the microphone and every other member;
+    /// the output plays them all.
+    public func join(_ ports: [BridgePortID]) {
+        devices.state.withLock { $0.bridge.join(ports) }
+    }
+
+    /// Takes a port out of its conference (a conference left with one member ends).
+    public func leaveConference(_ port: BridgePortID) {
+        devices.state.withLock { $0.bridge.leaveConference(port) }
+    }
+
+    /// The members of the port's conference, none when it is in none.
+    public func conference(of port: BridgePortID) -> [BridgePortID] {
+        devices.state.withLock { $0.bridge.conference(of: port) }
+    }
+
+    /// The ports on the bridge.
+    public var ports: [BridgePortID] { devices.state.withLock { $0.bridge.portIDs } }
 
     /// Polls the backend's routes every `interval` on the session's clock and reports devices
     /// that appear or disappear. Stopped by ``shutdown()``.

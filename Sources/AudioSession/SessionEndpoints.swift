@@ -18,8 +18,30 @@ final class SessionDevices: Sendable {
         var custom: (source: any AudioSource, mixing: CustomCaptureMixing)?
         var runningSources = 0
         var runningSinks = 0
+        /// Every call's port: the capture copied to each, their playback summed.
+        var bridge = AudioBridge()
     }
     let state = Locked(Open())
+
+    /// A new port on the bridge, removed when the returned handle goes away.
+    func makePort() -> BridgePortHandle {
+        BridgePortHandle(devices: self, id: state.withLock { $0.bridge.addPort() })
+    }
+
+    /// Writes what the bridge released to the open output (and the echo reference). Called
+    /// under the lock, so the device sees the bridge's timeline in order.
+    static func play(_ outputs: [AudioBridge.Output], in open: Open) {
+        guard let playback = open.playback else { return }
+        for output in outputs {
+            switch output {
+            case let .play(samples):
+                playback.write(samples)
+                open.processor?.playback(samples)
+            case let .skipped(count):
+                playback.fillSkipped(samples: count)
+            }
+        }
+    }
 
     var running: Int { state.withLock { $0.runningSources + $0.runningSinks } }
 
@@ -46,6 +68,32 @@ final class SessionDevices: Sendable {
             if capture { open.runningSources -= 1 } else { open.runningSinks -= 1 }
         }
     }
+}
+
+/// A port on the session's bridge, shared by one call's source and sink; the port goes when
+/// both do.
+public final class BridgePortHandle: Sendable {
+    /// The port, for ``AudioSessionOwner/setMode(_:of:)`` and conferences.
+    public let id: BridgePortID
+    let devices: SessionDevices
+
+    init(devices: SessionDevices, id: BridgePortID) {
+        self.devices = devices
+        self.id = id
+    }
+
+    deinit {
+        devices.state.withLock { open in
+            SessionDevices.play(open.bridge.removePort(id), in: open)
+        }
+    }
+}
+
+/// One call's microphone and output on the session's bridge.
+public struct SessionPort: Sendable {
+    public let source: SessionSource
+    public let sink: SessionSink
+    public var id: BridgePortID { source.port.id }
 }
 
 /// Whether one media endpoint is attached to the session's devices (attached at most once).
@@ -82,22 +130,40 @@ final class SessionAttachment: Sendable {
 /// capture device open (interrupted or deactivated by the system), never stale audio.
 public final class SessionSource: AudioSource {
     public let format: AudioFormat
-    private let devices: SessionDevices
+    /// The bridge port this source reads from.
+    public let port: BridgePortHandle
+    private var devices: SessionDevices { port.devices }
     private let attachment: SessionAttachment
 
-    init(devices: SessionDevices, format: AudioFormat) {
-        self.devices = devices
+    init(port: BridgePortHandle, format: AudioFormat) {
+        self.port = port
         self.format = format
-        attachment = SessionAttachment(devices: devices, capture: true)
+        attachment = SessionAttachment(devices: port.devices, capture: true)
     }
 
     /// Attaches to the session's open capture device.
     /// - Throws: ``AudioDeviceError/failed(_:)`` when the session has no microphone open.
     public func start() throws(AudioDeviceError) { try attachment.start() }
-    public func stop() { attachment.stop() }
+    public func stop() {
+        attachment.stop()
+        let id = port.id
+        _ = devices.state.withLock { $0.bridge.pause(id, capture: true) }
+    }
 
     public func read(into frame: inout [Int16]) -> Bool {
-        let (capture, processor, custom) = devices.state.withLock { ($0.capture, $0.processor, $0.custom) }
+        let id = port.id, count = frame.count
+        frame = devices.state.withLock { open in
+            let (capture, processor, custom) = (open.capture, open.processor, open.custom)
+            return open.bridge.read(id, count: count) { fresh in
+                Self.capture(into: &fresh, capture: capture, processor: processor, custom: custom)
+            }
+        }
+        return true  // a device never ends; the session may swap it for another route
+    }
+
+    /// Fresh samples for the bridge: the microphone (processed), the app's audio, or both.
+    private static func capture(into frame: inout [Int16], capture: (any AudioSource)?, processor: VoiceProcessor?,
+                                custom: (source: any AudioSource, mixing: CustomCaptureMixing)?) {
         if let capture {
             _ = capture.read(into: &frame)  // read even when replaced, so the device never backs up
             processor?.process(&frame)
@@ -117,42 +183,59 @@ public final class SessionSource: AudioSource {
                 }
             }
         }
-        return true  // a device never ends; the session may swap it for another route
     }
 
     public func skip(samples: Int) {
-        let (capture, custom) = devices.state.withLock { ($0.capture, $0.custom) }
-        capture?.skip(samples: samples)
-        custom?.source.skip(samples: samples)
+        let id = port.id
+        devices.state.withLock { open in
+            let (capture, custom) = (open.capture, open.custom)
+            open.bridge.skipCapture(id, count: samples) { count in
+                capture?.skip(samples: count)
+                custom?.source.skip(samples: count)
+            }
+        }
     }
 }
 
 /// The session's output, as media sees it. Writes are dropped while no playback device is open.
 public final class SessionSink: AudioSink {
     public let format: AudioFormat
-    private let devices: SessionDevices
+    /// The bridge port this sink plays into.
+    public let port: BridgePortHandle
+    private var devices: SessionDevices { port.devices }
     private let attachment: SessionAttachment
 
-    init(devices: SessionDevices, format: AudioFormat) {
-        self.devices = devices
+    init(port: BridgePortHandle, format: AudioFormat) {
+        self.port = port
         self.format = format
-        attachment = SessionAttachment(devices: devices, capture: false)
+        attachment = SessionAttachment(devices: port.devices, capture: false)
     }
 
     /// Attaches to the session's open playback device.
     /// - Throws: ``AudioDeviceError/failed(_:)`` when the session has no output open.
     public func start() throws(AudioDeviceError) { try attachment.start() }
-    public func stop() { attachment.stop() }
+    public func stop() {
+        attachment.stop()
+        let id = port.id
+        devices.state.withLock { open in SessionDevices.play(open.bridge.pause(id, capture: false), in: open) }
+    }
 
+    /// Adds the frame to the bridge's mix; what every port has played goes to the output
+    /// (and to the echo canceller as its reference: what the speaker is about to play).
     public func write(_ frame: [Int16]) {
-        let (playback, processor) = devices.state.withLock { ($0.playback, $0.processor) }
-        guard let playback else { return }
-        playback.write(frame)
-        processor?.playback(frame)  // the echo reference: what the speaker is about to play
+        let id = port.id
+        devices.state.withLock { open in
+            guard open.playback != nil else { return }
+            SessionDevices.play(open.bridge.write(id, frame), in: open)
+        }
     }
 
     public func fillSkipped(samples: Int) {
-        devices.state.withLock { $0.playback }?.fillSkipped(samples: samples)
+        let id = port.id
+        devices.state.withLock { open in
+            guard open.playback != nil else { return }
+            SessionDevices.play(open.bridge.skipPlayback(id, count: samples), in: open)
+        }
     }
 }
 

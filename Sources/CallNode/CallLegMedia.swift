@@ -211,11 +211,13 @@ extension CallLeg {
             source = endpoints.microphone
             sink = endpoints.output
         } else if let systemSession {
-            source = try await systemSession.microphone()
-            sink = try await systemSession.output()
+            // The call's own port on the session's bridge: it hears the whole microphone and is
+            // summed with other calls on the output.
+            let port = try await systemSession.port()
+            (source, sink) = (port.source, port.sink)
         } else if let appSession {
-            source = try await appSession.microphone()
-            sink = try await appSession.output()
+            let port = try await appSession.port()
+            (source, sink) = (port.source, port.sink)
         } else {
             throw NegotiationError("no audio session")
         }

@@ -1,0 +1,297 @@
+/// One call's place on the session's audio bridge.
+public struct BridgePortID: Hashable, Sendable, Comparable, CustomStringConvertible {
+    public let rawValue: Int
+    public init(rawValue: Int) { self.rawValue = rawValue }
+    public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
+    public var description: String { "port \(rawValue)" }
+}
+
+/// What a bridge port carries.
+public enum BridgePortMode: Sendable, Equatable {
+    /// The port takes the microphone (and, in a conference, the other members' audio) and its
+    /// audio is played on the speaker.
+    case active
+    /// Nothing either way: the port reads silence and what it plays is discarded (a held call).
+    case held
+}
+
+/// The session's audio bridge, as a value: each call has a port; the microphone is read once
+/// per sample and copied to every port (never split between them); what the ports play is
+/// summed with saturation and written once; ports in a conference also hear each other.
+///
+/// Ports tick on their own (a real-time media clock ticks calls concurrently, in phases), so
+/// the bridge keeps one timeline per direction and a cursor per port on it instead of assuming
+/// an order:
+/// - **Capture**: the port furthest ahead reads the device; the others read the same samples
+///   from a short window behind it. A port that falls more than ``maximumLag`` behind (held,
+///   stopped, paused) starts again at the newest audio.
+/// - **Playback**: each port adds what it plays at its own cursor; samples are written to the
+///   device once every live port has added its part, so one port alone plays with no added
+///   delay and several are summed sample for sample. A port more than ``maximumLag`` behind
+///   the others is not waited for; what it plays later joins the timeline where it stands.
+///
+/// The anchors are PJSIP's conference bridge and baresip's `aumix`. Plain value, no locking:
+/// ``SessionDevices`` holds it under its lock and tests drive it directly.
+public struct AudioBridge: Sendable {
+    struct Port: Sendable {
+        var mode = BridgePortMode.active
+        /// The conference the port is joined to, if any.
+        var conference: Int?
+        /// Where the port reads next on the capture timeline (nil until its first read).
+        var captureCursor: Int?
+        /// Where the port adds next on the playback timeline (nil until its first write).
+        var playbackCursor: Int?
+        /// Other conference members' audio not yet read by this port, by member.
+        var feeds: [BridgePortID: [Int16]] = [:]
+    }
+
+    /// What a write produced for the device: samples to play, or a stretch to fill as skipped
+    /// (the process was paused and no port played anything there).
+    public enum Output: Sendable, Equatable {
+        case play([Int16])
+        case skipped(Int)
+    }
+
+    /// How far (in samples) a port may fall behind the others before the bridge stops keeping
+    /// audio for it or waiting for it.
+    public let maximumLag: Int
+
+    private(set) var ports: [BridgePortID: Port] = [:]
+    private var nextPort = 1
+    private var nextConference = 1
+
+    /// Captured samples [capturedStart, captureHead).
+    private var captured: [Int16] = []
+    private var capturedStart = 0
+    private(set) var captureHead = 0
+
+    /// Sums not yet written, for samples [flushed, flushed + pending.count); `touched` says
+    /// which of them some port played (the rest were skipped by every port).
+    private var pending: [Int32] = []
+    private var touched: [Bool] = []
+    private(set) var flushed = 0
+
+    /// - Parameter maximumLag: In samples; three 20 ms frames at 48 kHz by default.
+    public init(maximumLag: Int = 2_880) {
+        self.maximumLag = max(1, maximumLag)
+    }
+
+    // MARK: Ports
+
+    /// A new port, active, on no conference.
+    public mutating func addPort() -> BridgePortID {
+        defer { nextPort += 1 }
+        let id = BridgePortID(rawValue: nextPort)
+        ports[id] = Port()
+        return id
+    }
+
+    /// Removes a port: it leaves its conference, and the bridge stops waiting for it.
+    public mutating func removePort(_ id: BridgePortID) -> [Output] {
+        leaveConference(id)
+        ports[id] = nil
+        trimCapture()
+        return flush()
+    }
+
+    public var portIDs: [BridgePortID] { ports.keys.sorted() }
+
+    public func mode(of id: BridgePortID) -> BridgePortMode? { ports[id]?.mode }
+
+    /// Holds or resumes a port. A resumed port starts again from the newest audio both ways.
+    public mutating func setMode(_ mode: BridgePortMode, of id: BridgePortID) -> [Output] {
+        guard var port = ports[id], port.mode != mode else { return [] }
+        port.mode = mode
+        port.captureCursor = nil
+        port.playbackCursor = nil
+        port.feeds = [:]
+        ports[id] = port
+        trimCapture()
+        return flush()
+    }
+
+    /// The port stopped reading (`capture`) or playing: the bridge stops keeping audio for it
+    /// or waiting for it; it starts again from the newest audio.
+    @discardableResult
+    public mutating func pause(_ id: BridgePortID, capture: Bool) -> [Output] {
+        guard ports[id] != nil else { return [] }
+        if capture {
+            ports[id]?.captureCursor = nil
+            return []
+        }
+        ports[id]?.playbackCursor = nil
+        return flush()
+    }
+
+    /// Joins ports into one conference: each hears the microphone and every other member;
+    /// the speaker plays them all (as it plays every active port). Members of other
+    /// conferences leave them.
+    public mutating func join(_ ids: [BridgePortID]) {
+        let members = ids.filter { ports[$0] != nil }
+        guard members.count >= 2 else { return }
+        let conference = members.compactMap { ports[$0]?.conference }.min() ?? { defer { nextConference += 1 }; return nextConference }()
+        for id in members where ports[id]?.conference != conference {
+            leaveConference(id)
+            ports[id]?.conference = conference
+        }
+    }
+
+    /// Takes a port out of its conference; a conference left with one member ends.
+    public mutating func leaveConference(_ id: BridgePortID) {
+        guard let conference = ports[id]?.conference else { return }
+        ports[id]?.conference = nil
+        ports[id]?.feeds = [:]
+        let rest = ports.filter { $0.value.conference == conference }.map(\.key)
+        for other in rest { ports[other]?.feeds[id] = nil }
+        if rest.count == 1 {
+            ports[rest[0]]?.conference = nil
+            ports[rest[0]]?.feeds = [:]
+        }
+    }
+
+    public func conference(of id: BridgePortID) -> [BridgePortID] {
+        guard let conference = ports[id]?.conference else { return [] }
+        return ports.filter { $0.value.conference == conference }.map(\.key).sorted()
+    }
+
+    // MARK: Capture
+
+    /// The port's next `count` samples of capture: the microphone's (read from the device
+    /// through `device` only when no other port read them already) plus, in a conference, the
+    /// other members' audio. A held or unknown port reads silence.
+    public mutating func read(_ id: BridgePortID, count: Int, device: (inout [Int16]) -> Void) -> [Int16] {
+        guard count > 0 else { return [] }
+        guard var port = ports[id], port.mode == .active else { return [Int16](repeating: 0, count: count) }
+        // A port's first read takes the newest audio another port already read (the ports then
+        // share one device read per period) or, alone, what the device has now.
+        let shared = ports.contains { $0.key != id && $0.value.mode == .active && $0.value.captureCursor != nil }
+        var cursor = port.captureCursor ?? (shared ? max(capturedStart, captureHead - count) : captureHead)
+        if cursor < captureHead - maximumLag { cursor = captureHead }
+        let needed = cursor + count - captureHead
+        if needed > 0 {
+            var fresh = [Int16](repeating: 0, count: needed)
+            device(&fresh)
+            captured += fresh
+            captureHead += needed
+        }
+        let from = cursor - capturedStart
+        var frame = Array(captured[from..<(from + count)])
+        port.captureCursor = cursor + count
+        if port.conference != nil {
+            for member in port.feeds.keys.sorted() {
+                var feed = port.feeds[member] ?? []
+                let taken = min(count, feed.count)
+                for index in 0..<taken { frame[index] = Self.saturated(Int32(frame[index]) + Int32(feed[index])) }
+                feed.removeFirst(taken)
+                port.feeds[member] = feed
+            }
+        }
+        ports[id] = port
+        trimCapture()
+        return frame
+    }
+
+    /// The port's clock skipped `count` samples (the process was paused): its capture cursor
+    /// moves on; samples no port read are skipped on the device through `device`.
+    public mutating func skipCapture(_ id: BridgePortID, count: Int, device: (Int) -> Void) {
+        guard count > 0, var port = ports[id], port.mode == .active else { return }
+        let cursor = (port.captureCursor ?? captureHead) + count
+        if cursor > captureHead {
+            device(cursor - captureHead)
+            captured += [Int16](repeating: 0, count: cursor - captureHead)
+            captureHead = cursor
+        }
+        port.captureCursor = cursor
+        ports[id] = port
+        trimCapture()
+    }
+
+    /// Keeps the captured samples a port may still read: the newest ``maximumLag`` of them.
+    private mutating func trimCapture() {
+        let oldest = captureHead - maximumLag
+        let drop = min(captured.count, oldest - capturedStart)
+        if drop > 0 {
+            captured.removeFirst(drop)
+            capturedStart += drop
+        }
+    }
+
+    // MARK: Playback
+
+    /// Adds the port's played audio to the mix; returns what is now ready for the device, in
+    /// order. A held or unknown port's audio is discarded.
+    public mutating func write(_ id: BridgePortID, _ frame: [Int16]) -> [Output] {
+        add(id, count: frame.count, samples: frame)
+    }
+
+    /// The port's clock skipped `count` samples: its playback cursor moves on without adding
+    /// anything. Where no port played, the device is told to fill a skipped stretch instead of
+    /// being given silence to queue.
+    public mutating func skipPlayback(_ id: BridgePortID, count: Int) -> [Output] {
+        add(id, count: count, samples: nil)
+    }
+
+    private mutating func add(_ id: BridgePortID, count: Int, samples: [Int16]?) -> [Output] {
+        guard count > 0, var port = ports[id], port.mode == .active else { return [] }
+        // Audio that comes after its place was written joins the timeline where it stands; a
+        // skip is not moved (what the others already covered is not skipped twice).
+        let start = port.playbackCursor ?? flushed
+        let cursor = samples == nil ? start : max(start, flushed)
+        let end = cursor + count - flushed
+        if end > pending.count {
+            pending += [Int32](repeating: 0, count: end - pending.count)
+            touched += [Bool](repeating: false, count: end - touched.count)
+        }
+        if let samples {
+            let base = cursor - flushed
+            for index in 0..<count {
+                pending[base + index] += Int32(samples[index])
+                touched[base + index] = true
+            }
+            if let conference = port.conference {
+                for (other, member) in ports where other != id && member.conference == conference && member.mode == .active {
+                    var feed = member.feeds[id] ?? []
+                    feed += samples
+                    if feed.count > maximumLag { feed.removeFirst(feed.count - maximumLag) }
+                    ports[other]?.feeds[id] = feed
+                }
+            }
+        }
+        port.playbackCursor = cursor + count
+        ports[id] = port
+        return flush()
+    }
+
+    /// Writes out what every live port has added.
+    private mutating func flush() -> [Output] {
+        // A port behind what was written was already passed over: it is waited for again once
+        // it plays (its audio then joins where the timeline stands).
+        let cursors = ports.values.compactMap { $0.mode == .active ? $0.playbackCursor : nil }.filter { $0 >= flushed }
+        guard let ahead = cursors.max(), ahead > flushed else { return [] }
+        // Ports further behind than the lag are not waited for.
+        let target = cursors.filter { $0 >= ahead - maximumLag }.min() ?? ahead
+        let count = min(target - flushed, pending.count)
+        guard count > 0 else { return [] }
+        var outputs: [Output] = []
+        var start = 0
+        while start < count {
+            let playing = touched[start]
+            var end = start + 1
+            while end < count && touched[end] == playing { end += 1 }
+            if playing {
+                outputs.append(.play(pending[start..<end].map(Self.saturated)))
+            } else {
+                outputs.append(.skipped(end - start))
+            }
+            start = end
+        }
+        pending.removeFirst(count)
+        touched.removeFirst(count)
+        flushed += count
+        return outputs
+    }
+
+    static func saturated(_ value: Int32) -> Int16 {
+        Int16(clamping: value)
+    }
+}

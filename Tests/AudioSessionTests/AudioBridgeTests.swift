@@ -1,0 +1,260 @@
+import AudioSession
+import CallNodeTestKit
+import CallNodeTestSupport
+import Media
+import Testing
+
+/// The session's audio bridge: the microphone copied to every call, their playback summed.
+@Suite struct AudioBridgeTests {
+    /// A microphone that counts up: sample n of the capture is n (mod 30 000), so a frame
+    /// says exactly which stretch of the capture it is.
+    final class CountingMicrophone {
+        var next = 0
+        var reads = 0
+        func read(_ frame: inout [Int16]) {
+            reads += 1
+            for index in frame.indices {
+                frame[index] = Int16(next % 30_000)
+                next += 1
+            }
+        }
+    }
+
+    static func frame(_ value: Int16, count: Int = 960) -> [Int16] { [Int16](repeating: value, count: count) }
+
+    static func played(_ outputs: [AudioBridge.Output]) -> [Int16] {
+        outputs.flatMap { output -> [Int16] in
+            if case let .play(samples) = output { return samples }
+            return []
+        }
+    }
+
+    @Test func everyCallHearsTheWholeMicrophoneNotAlternateFrames() {
+        var bridge = AudioBridge()
+        let mic = CountingMicrophone()
+        let a = bridge.addPort(), b = bridge.addPort()
+        var heardByA: [Int16] = [], heardByB: [Int16] = []
+        for period in 0..<50 {
+            // Ticks come in either order within a period (a real-time clock ticks calls concurrently).
+            let order = period % 3 == 0 ? [b, a] : [a, b]
+            for port in order {
+                let frame = bridge.read(port, count: 960) { mic.read(&$0) }
+                if port == a { heardByA += frame } else { heardByB += frame }
+            }
+        }
+        // One device read per period, each call got every sample in order (B joined one frame
+        // behind A in the first period, or A behind B: either is a continuous stretch).
+        #expect(mic.reads <= 51)
+        for heard in [heardByA, heardByB] {
+            let start = Int(heard[0])
+            #expect(heard.enumerated().allSatisfy { Int($0.element) == ($0.offset + start) % 30_000 })
+            #expect(start == 0 || start == 960)
+        }
+    }
+
+    @Test func aLoneCallReadsAndPlaysWithNoAddedDelay() {
+        var bridge = AudioBridge()
+        let mic = CountingMicrophone()
+        let a = bridge.addPort()
+        let first = bridge.read(a, count: 960) { mic.read(&$0) }
+        #expect(first.first == 0 && first.last == 959)
+        let out = bridge.write(a, Self.frame(700))
+        #expect(out == [.play(Self.frame(700))])
+    }
+
+    @Test func twoCallsArePlayedSummedWithSaturationAsLongAsTheWallTime() {
+        var bridge = AudioBridge()
+        let a = bridge.addPort(), b = bridge.addPort()
+        var device: [Int16] = []
+        for period in 0..<100 {
+            let order = period % 2 == 0 ? [a, b] : [b, a]
+            for port in order {
+                device += Self.played(bridge.write(port, Self.frame(port == a ? 1_000 : 20_000)))
+            }
+        }
+        // 100 periods of two calls: 100 frames of output, not 200 interleaved.
+        // (A's first frame went out alone: B had not played yet.)
+        #expect(device.count == 100 * 960)
+        #expect(device.prefix(960).allSatisfy { $0 == 1_000 })
+        #expect(device.dropFirst(960).allSatisfy { $0 == 21_000 })
+        // Saturation, not wrap-around.
+        var loud = AudioBridge()
+        let x = loud.addPort(), y = loud.addPort()
+        _ = loud.write(x, Self.frame(30_000))
+        _ = loud.write(y, Self.frame(30_000))
+        #expect(Self.played(loud.write(x, Self.frame(30_000))).allSatisfy { $0 == 32_767 })
+        _ = loud.write(y, Self.frame(-30_000))
+        let negative = Self.played(loud.write(x, Self.frame(-30_000)))
+        #expect(negative.count == 960 && negative.allSatisfy { $0 == -32_768 })
+    }
+
+    @Test func aCallThatStopsPlayingIsNotWaitedForBeyondTheLag() {
+        var bridge = AudioBridge(maximumLag: 2_880)
+        let a = bridge.addPort(), b = bridge.addPort()
+        var device = Self.played(bridge.write(a, Self.frame(1)))  // alone so far: played at once
+        device += Self.played(bridge.write(b, Self.frame(2)))     // waits for A's next frame
+        #expect(device == Self.frame(1))
+        // B goes quiet (its media stalled without telling the bridge): A is held back three
+        // frames at most, then plays on alone.
+        var afterEachWrite: [Int] = []
+        for _ in 0..<10 {
+            device += Self.played(bridge.write(a, Self.frame(1)))
+            afterEachWrite.append(device.count)
+        }
+        #expect(afterEachWrite == [2, 2, 2, 2, 6, 7, 8, 9, 10, 11].map { $0 * 960 })
+        #expect(device[960..<1_920].allSatisfy { $0 == 3 })
+        #expect(device[1_920...].allSatisfy { $0 == 1 })
+        // B comes back: mixed in where the timeline stands.
+        #expect(Self.played(bridge.write(b, Self.frame(2))).count == 0)
+        #expect(Self.played(bridge.write(a, Self.frame(1))) == Self.frame(3))
+        // A stopped sink is not waited for at all.
+        bridge.pause(b, capture: false)
+        #expect(Self.played(bridge.write(a, Self.frame(1))) == Self.frame(1))
+    }
+
+    @Test func aHeldCallHearsNothingAndIsNotHeard() {
+        var bridge = AudioBridge()
+        let mic = CountingMicrophone()
+        let a = bridge.addPort(), b = bridge.addPort()
+        _ = bridge.setMode(.held, of: b)
+        #expect(bridge.mode(of: b) == .held)
+        var device: [Int16] = []
+        for _ in 0..<5 {
+            let heardByA = bridge.read(a, count: 960) { mic.read(&$0) }
+            let heardByB = bridge.read(b, count: 960) { mic.read(&$0) }
+            #expect(heardByA.contains { $0 != 0 })
+            #expect(heardByB.allSatisfy { $0 == 0 })
+            device += Self.played(bridge.write(a, Self.frame(100)))
+            device += Self.played(bridge.write(b, Self.frame(5_000)))
+        }
+        // The held call is not waited for, and not heard.
+        #expect(device == Self.frame(100, count: 5 * 960))
+        // Resumed: heard again, and it hears the newest microphone audio.
+        _ = bridge.setMode(.active, of: b)
+        let before = mic.next
+        let heard = bridge.read(b, count: 960) { mic.read(&$0) }
+        #expect(Int(heard[0]) >= before - 960)
+        #expect(Self.played(bridge.write(b, Self.frame(5_000))).isEmpty)
+        #expect(Self.played(bridge.write(a, Self.frame(100))) == Self.frame(5_100))
+    }
+
+    @Test func aConferenceMemberHearsTheMicrophoneAndEveryOtherMemberButNotItself() {
+        var bridge = AudioBridge()
+        let silentMic: (inout [Int16]) -> Void = { frame in for i in frame.indices { frame[i] = 10 } }
+        let a = bridge.addPort(), b = bridge.addPort(), c = bridge.addPort()
+        bridge.join([a, b])
+        bridge.join([b, c])
+        #expect(bridge.conference(of: c) == [a, b, c])
+        var heard: [BridgePortID: [Int16]] = [:]
+        var device: [Int16] = []
+        let voice: [BridgePortID: Int16] = [a: 1_000, b: 200, c: 30]
+        for _ in 0..<20 {
+            for port in [a, b, c] {
+                heard[port, default: []] += bridge.read(port, count: 960, device: silentMic)
+                device += Self.played(bridge.write(port, Self.frame(voice[port]!)))
+            }
+        }
+        // Once the conference runs (after the first period), each remote party hears the local
+        // microphone (10) plus the other two parties, never itself.
+        #expect(heard[a]!.suffix(960 * 10).allSatisfy { $0 == 10 + 200 + 30 })
+        #expect(heard[b]!.suffix(960 * 10).allSatisfy { $0 == 10 + 1_000 + 30 })
+        #expect(heard[c]!.suffix(960 * 10).allSatisfy { $0 == 10 + 1_000 + 200 })
+        // The local speaker plays all three, once (A's first frame went out before the others
+        // had played anything).
+        #expect(device.count == 20 * 960)
+        #expect(device.prefix(960).allSatisfy { $0 == 1_000 })
+        #expect(device.dropFirst(960).allSatisfy { $0 == 1_230 })
+        // Leaving: C hears only the microphone again; A and B still hear each other.
+        bridge.leaveConference(c)
+        for port in [a, b, c] { _ = bridge.write(port, Self.frame(voice[port]!)) }
+        #expect(bridge.read(c, count: 960, device: silentMic).allSatisfy { $0 == 10 })
+        #expect(bridge.read(a, count: 960, device: silentMic).allSatisfy { $0 == 10 + 200 })
+        // A conference left with one member ends.
+        bridge.leaveConference(a)
+        #expect(bridge.conference(of: b).isEmpty)
+    }
+
+    @Test func aPauseOfTheProcessIsSkippedNotQueuedAsSilence() {
+        var bridge = AudioBridge()
+        let a = bridge.addPort(), b = bridge.addPort()
+        _ = bridge.write(a, Self.frame(1))
+        _ = bridge.write(b, Self.frame(2))
+        #expect(Self.played(bridge.write(a, Self.frame(1))) == Self.frame(3))
+        // Both calls' clocks skipped a second: the device is told once to fill a skipped
+        // second, not given two seconds of silence to queue.
+        var outputs = bridge.skipPlayback(a, count: 48_000)
+        outputs += bridge.skipPlayback(b, count: 48_000)
+        #expect(outputs == [.skipped(48_000)] || outputs == [.play(Self.frame(2)), .skipped(47_040)])
+        // A microphone skip moves on by as much, once on the device.
+        let mic = CountingMicrophone()
+        _ = bridge.read(a, count: 960) { mic.read(&$0) }
+        _ = bridge.read(b, count: 960) { mic.read(&$0) }
+        var skippedOnDevice = 0
+        bridge.skipCapture(a, count: 4_800) { skippedOnDevice += $0 }
+        bridge.skipCapture(b, count: 4_800) { skippedOnDevice += $0 }
+        #expect(skippedOnDevice == 4_800)
+        #expect(mic.reads == 1)
+    }
+
+    @Test func removingAPortReleasesWhatWaitedForIt() {
+        var bridge = AudioBridge()
+        let a = bridge.addPort(), b = bridge.addPort()
+        _ = bridge.write(b, Self.frame(2))
+        _ = bridge.write(a, Self.frame(1))
+        #expect(Self.played(bridge.write(a, Self.frame(1))).count == 0)  // waits for B
+        #expect(Self.played(bridge.removePort(b)) == Self.frame(1, count: 1_920))
+        #expect(bridge.portIDs == [a])
+    }
+
+    /// Through a real session: two calls' sources and sinks on one output.
+    @Test func twoCallsOnOneSessionShareTheMicrophoneAndTheOutput() async throws {
+        let backend = ManualRenderingBackend()
+        let session = AudioSessionOwner<AppOwned>(name: "bridge", configuration: AudioSessionConfiguration(),
+                                                  backend: backend, clock: TimerClock(ManualClock()))
+        try await session.activate()
+        let first = try await session.port(), second = try await session.port()
+        #expect(first.id != second.id)
+        #expect(await session.ports == [first.id, second.id])
+        for endpoint in [first, second] {
+            try endpoint.source.start()
+            try endpoint.sink.start()
+        }
+        let device = backend.endpoint("manual")
+        var heard: [[Int16]] = [[], []]
+        for period in 0..<10 {
+            device.pushCapture(Self.frame(Int16(100 + period)))
+            for (index, endpoint) in [first, second].enumerated() {
+                var frame = [Int16](repeating: 0, count: 960)
+                _ = endpoint.source.read(into: &frame)
+                heard[index] += frame
+                endpoint.sink.write(Self.frame(index == 0 ? 1_000 : 2_000))
+            }
+        }
+        // Both calls heard every captured frame (one joined a frame behind at most).
+        for calls in heard { #expect(Set(calls.suffix(960 * 8)) == Set((102...109).map { Int16($0) }) || Set(calls.suffix(960 * 8)) == Set((101...108).map { Int16($0) })) }
+        // One output frame per period, both calls summed (the first call's first frame went
+        // out before the second had played).
+        let played = device.pullPlayback(maximum: 100_000)
+        #expect(played.count == 10 * 960)
+        #expect(played.prefix(960).allSatisfy { $0 == 1_000 })
+        #expect(played.dropFirst(960).allSatisfy { $0 == 3_000 })
+
+        // Held: the second call is neither heard nor hears (after the frame it already played).
+        await session.setMode(.held, of: second.id)
+        #expect(await session.mode(of: second.id) == .held)
+        first.sink.write(Self.frame(1_000))
+        _ = device.pullPlayback(maximum: 100_000)
+        second.sink.write(Self.frame(2_000))
+        first.sink.write(Self.frame(1_000))
+        #expect(device.pullPlayback(maximum: 100_000) == Self.frame(1_000))
+        var frame = [Int16](repeating: 1, count: 960)
+        device.pushCapture(Self.frame(500))
+        _ = second.source.read(into: &frame)
+        #expect(frame.allSatisfy { $0 == 0 })
+        for endpoint in [first, second] {
+            endpoint.source.stop()
+            endpoint.sink.stop()
+        }
+        try await session.deactivate()
+    }
+}
