@@ -11,7 +11,8 @@ public enum BridgePortMode: Sendable, Equatable {
     /// The port takes the microphone (and, in a conference, the other members' audio) and its
     /// audio is played on the speaker.
     case active
-    /// Nothing either way: the port reads silence and what it plays is discarded (a held call).
+    /// Nothing either way: the port reads silence and what it plays is replaced by silence
+    /// (a held call). It keeps its place on the output's timeline.
     case held
 }
 
@@ -98,12 +99,11 @@ public struct AudioBridge: Sendable {
 
     public func mode(of id: BridgePortID) -> BridgePortMode? { ports[id]?.mode }
 
-    /// Holds or resumes a port. A resumed port starts again from the newest audio both ways.
+    /// Holds or resumes a port. A resumed port starts again from the newest audio.
     public mutating func setMode(_ mode: BridgePortMode, of id: BridgePortID) -> [Output] {
         guard var port = ports[id], port.mode != mode else { return [] }
         port.mode = mode
         port.captureCursor = nil
-        port.playbackCursor = nil
         port.feeds = [:]
         ports[id] = port
         trimCapture()
@@ -219,7 +219,7 @@ public struct AudioBridge: Sendable {
     // MARK: Playback
 
     /// Adds the port's played audio to the mix; returns what is now ready for the device, in
-    /// order. A held or unknown port's audio is discarded.
+    /// order. A held port's audio is replaced by silence; an unknown port's is discarded.
     public mutating func write(_ id: BridgePortID, _ frame: [Int16]) -> [Output] {
         add(id, count: frame.count, samples: frame)
     }
@@ -231,8 +231,11 @@ public struct AudioBridge: Sendable {
         add(id, count: count, samples: nil)
     }
 
-    private mutating func add(_ id: BridgePortID, count: Int, samples: [Int16]?) -> [Output] {
-        guard count > 0, var port = ports[id], port.mode == .active else { return [] }
+    private mutating func add(_ id: BridgePortID, count: Int, samples played: [Int16]?) -> [Output] {
+        guard count > 0, var port = ports[id] else { return [] }
+        // A held port plays silence: nobody hears it, and the output keeps its pace (a
+        // recording stays as long as the call, a device does not run dry).
+        let samples = port.mode == .held && played != nil ? [Int16](repeating: 0, count: count) : played
         // Audio that comes after its place was written joins the timeline where it stands; a
         // skip is not moved (what the others already covered is not skipped twice).
         let start = port.playbackCursor ?? flushed
@@ -248,7 +251,7 @@ public struct AudioBridge: Sendable {
                 pending[base + index] += Int32(samples[index])
                 touched[base + index] = true
             }
-            if let conference = port.conference {
+            if let conference = port.conference, port.mode == .active {
                 for (other, member) in ports where other != id && member.conference == conference && member.mode == .active {
                     var feed = member.feeds[id] ?? []
                     feed += samples
@@ -266,7 +269,7 @@ public struct AudioBridge: Sendable {
     private mutating func flush() -> [Output] {
         // A port behind what was written was already passed over: it is waited for again once
         // it plays (its audio then joins where the timeline stands).
-        let cursors = ports.values.compactMap { $0.mode == .active ? $0.playbackCursor : nil }.filter { $0 >= flushed }
+        let cursors = ports.values.compactMap(\.playbackCursor).filter { $0 >= flushed }
         guard let ahead = cursors.max(), ahead > flushed else { return [] }
         // Ports further behind than the lag are not waited for.
         let target = cursors.filter { $0 >= ahead - maximumLag }.min() ?? ahead

@@ -46,7 +46,7 @@ actor CallLeg {
     /// dial, the callee's when it rings) so that answering does not wait for it.
     var ice: Task<CallNode.PreparedICE, any Error>?
     var media: (any MediaPath)?
-    var mediaPreparation: Task<any MediaPath, any Error>?
+    var mediaPreparation: Task<PreparedMedia, any Error>?
     /// The DTLS-SRTP association keying the call's media (nil with SDES), from ICE
     /// connected until the call ends.
     var dtls: DTLSAssociation?
@@ -62,7 +62,11 @@ actor CallLeg {
     /// Which round of local candidates is being trickled (an ICE restart starts a new one).
     var trickleRound = 0
     var offer: SessionDescription?
+    /// What this side's later offer (a hold's or a resume's) was written with, for its answer.
+    var reofferCapabilities: AudioCapabilities?
     var negotiated: NegotiatedAudio?
+    /// The call's port on the audio session's bridge (nil with a stand-in session).
+    var bridgePort: BridgePortID?
     /// The first failure recorded, which the end reports whatever else followed it.
     var failure: String?
     var title: String?
@@ -91,7 +95,8 @@ actor CallLeg {
         state = LegState(outgoing: outgoing, muted: muted, timings: LegTimings(
             keepAliveInterval: services.configuration.keepAliveInterval,
             connectionLostTimeout: services.configuration.connectionLostTimeout,
-            iceRestartInterval: services.configuration.iceRestartInterval))
+            iceRestartInterval: services.configuration.iceRestartInterval),
+            sendsHoldAudio: services.configuration.holdAudio != .silence)
         (children, childrenContinuation) = AsyncStream.makeStream(of: (@Sendable () async -> Void).self)
     }
 
@@ -166,11 +171,13 @@ actor CallLeg {
             await legEvent(.end(.hangUp))
             try? await manager.report(.fulfilled(provider.id))
         case let .setHeld(_, onHold):
-            await legEvent(.setHeld(onHold))
-            // The call is held here before the peer hears of it, so whoever sees the remote hold
-            // (and answers it, say, by resuming) finds this side's state already changed.
-            try? await manager.report(.fulfilled(provider.id))
-            if let connection { try? await connection.send(.hold(onHold), call: uuid) }
+            // Held here at once (the bridge port and the media), then the re-offer (RFC 3264:
+            // `sendonly` or `inactive`; `sendrecv` to resume) tells the peer.
+            if let error = await legEvent(.setHeld(onHold)) {
+                try? await manager.report(.failed(provider.id, reason: "\(error)"))
+            } else {
+                try? await manager.report(.fulfilled(provider.id))
+            }
         case let .setMuted(_, muted):
             let before = state.muted
             if let error = await legEvent(.setMuted(muted)) {
@@ -207,8 +214,9 @@ actor CallLeg {
                 try await answered(sdp: sdp)
             case let .candidates(candidates, end):
                 await addRemoteCandidates(candidates, end: end)
-            case let .hold(on):
-                broadcaster.send(.remoteHold(uuid, on))
+            case .hold:
+                // Older nodes said hold in a message of their own; the offer and answer say it now.
+                logger.debug("call \(uuid): a hold message (the offer and answer say hold)")
             case let .end(reason):
                 await legEvent(.end(.peerEnded(reason)))
             case let .reject(reason):
@@ -360,6 +368,18 @@ actor CallLeg {
                 await startMedia(microphoneMuted: muted)
             case .restartICE:
                 do { try await restart() } catch { restartFailed(error) }
+            case .renegotiate:
+                do {
+                    try await renegotiate()
+                } catch {
+                    logger.warning("call \(uuid): the hold or resume offer could not be sent: \(error)")
+                    await legEvent(.renegotiationSettled)
+                }
+            case let .setFlow(flow):
+                if let error = await apply(flow) { failure = failure ?? error }
+            case let .reportHeldByPeer(on):
+                logger.info("call \(uuid): \(on ? "held" : "resumed") by the peer")
+                broadcaster.send(.remoteHold(uuid, on))
             case .reportConnectionLost:
                 logger.info("call \(uuid): connection lost")
                 try? await manager.report(.connectionLost(uuid))

@@ -101,9 +101,11 @@ extension CallLeg {
         prepareMedia()
         do {
             guard let preparation = mediaPreparation else { throw NegotiationError("media was not prepared") }
-            let actor = try await preparation.value
+            let prepared = try await preparation.value
+            let actor = prepared.path
             guard !isTornDown else { return }  // ended meanwhile; the actor never started
             media = actor
+            bridgePort = prepared.port
             if let negotiated = negotiated {
                 let dtls = dtls
                 let suite = dtls?.established?.suite.rawValue ?? negotiated.cryptoSuite
@@ -185,7 +187,7 @@ extension CallLeg {
                                               dtls: DTLSAssociation?, clock: MediaClock,
                                               systemSession: AudioSessionOwner<SystemOwned>?,
                                               appSession: AudioSessionOwner<AppOwned>?,
-                                              standIn: (any AudioOwnerStandIn)? = nil) async throws -> any MediaPath {
+                                              standIn: (any AudioOwnerStandIn)? = nil) async throws -> PreparedMedia {
         let keys: MediaKeys
         if let dtls {
             let exported = try await dtls.keys()
@@ -206,6 +208,7 @@ extension CallLeg {
         media.opus.inbandFEC = negotiated.sendInbandFEC
         media.opus.discontinuousTransmission = negotiated.sendDTX
         let source: any AudioSource, sink: any AudioSink
+        var port: BridgePortID?
         if let standIn {
             let endpoints = try await standIn.callEndpoints()
             source = endpoints.microphone
@@ -213,15 +216,39 @@ extension CallLeg {
         } else if let systemSession {
             // The call's own port on the session's bridge: it hears the whole microphone and is
             // summed with other calls on the output.
-            let port = try await systemSession.port()
-            (source, sink) = (port.source, port.sink)
+            let endpoints = try await systemSession.port()
+            (source, sink, port) = (endpoints.source, endpoints.sink, endpoints.id)
         } else if let appSession {
-            let port = try await appSession.port()
-            (source, sink) = (port.source, port.sink)
+            let endpoints = try await appSession.port()
+            (source, sink, port) = (endpoints.source, endpoints.sink, endpoints.id)
         } else {
             throw NegotiationError("no audio session")
         }
-        return try MediaActor(configuration: media, transport: transport, keys: keys,
-                              source: source, sink: sink, clock: clock)
+        return PreparedMedia(path: try MediaActor(configuration: media, transport: transport, keys: keys,
+                                                  source: source, sink: sink, clock: clock), port: port)
     }
+
+    /// Makes the media and the call's bridge port do what the flow says (RFC 3264 hold): a
+    /// call held here takes no microphone and plays nothing at the port, whatever arrives.
+    func apply(_ flow: MediaFlow) async -> (any Error)? {
+        if let port = bridgePort {
+            let mode: BridgePortMode = flow.heldHere ? .held : .active
+            if let systemSession { await systemSession.setMode(mode, of: port) }
+            if let appSession { await appSession.setMode(mode, of: port) }
+        }
+        guard let media else { return nil }
+        do {
+            let hold = flow.heldHere && flow.sending ? try configuration.holdAudio.makeSource(format: AudioFormat(sampleRate: 48_000, channels: 1)) : nil
+            try await media.setDirection(sending: flow.sending, receiving: flow.receiving, holdAudio: hold)
+            return nil
+        } catch {
+            return error
+        }
+    }
+}
+
+/// A call's media, built, with its port on the session's bridge.
+struct PreparedMedia: Sendable {
+    let path: any MediaPath
+    let port: BridgePortID?
 }

@@ -88,12 +88,13 @@ extension CallLeg {
     /// The caller receives the offer: answer it and start ICE. The answer goes out first (the
     /// callee's checks wait for it), the call manager hears of both last.
     func offered(sdp: String) async throws {
-        guard outgoing == true, let connection = connection else { return }
+        guard let connection = connection else { return }
         let offer = try SessionDescription(parsing: sdp)
         if let current = self.negotiated {
             try await reoffered(offer, current: current, on: connection)
             return
         }
+        guard outgoing else { return }  // in this protocol the callee makes the first offer
         let prepared = try await preparedICE(role: .controlled)
         var local = prepared.local
         let (answer, negotiated) = try OfferAnswer.answer(to: offer, sessionID: CallLeg.sessionID(),
@@ -101,6 +102,7 @@ extension CallLeg {
         self.negotiated = negotiated
         await legEvent(.negotiated)
         try await connection.send(.answer(sdp: answer.serialized), call: uuid)
+        await peerOffered(offer)
         try await setRemote(negotiated)
         trickle(prepared.gathering, skipping: Set(local.candidates), on: connection)
         prepareMedia()
@@ -108,21 +110,27 @@ extension CallLeg {
         try await manager.report(.progress(uuid, .answerSent))
     }
 
-    /// The callee receives the answer and starts ICE.
+    /// The answer to this side's offer: the callee's first (start ICE), or either side's later
+    /// one (an ICE restart's, a hold's or a resume's).
     func answered(sdp: String) async throws {
-        guard outgoing == false, let offer = offer, agent != nil else { return }
+        guard let offer = offer, agent != nil else { return }
+        guard negotiated == nil ? !outgoing : state.offerPending else { return }  // nothing of ours to answer
         let answer = try SessionDescription(parsing: sdp)
-        let negotiated = try OfferAnswer.accept(answer: answer, to: offer, capabilities: capabilities)
+        let negotiated = try OfferAnswer.accept(answer: answer, to: offer, capabilities: reofferCapabilities ?? capabilities)
         if let current = self.negotiated {
-            // The answer to an ICE restart: new credentials and candidates, the same media.
-            await legEvent(.restartSettled)
+            // A later answer: the same media; new ICE credentials and candidates after a restart.
+            await legEvent(.offerAnswered)
             try CallLeg.checkSameMedia(negotiated, as: current)
             self.negotiated = negotiated
-            try await setRemote(negotiated)
+            await peerAnswered(answer, to: offer)
+            if negotiated.remoteIceUfrag != current.remoteIceUfrag || negotiated.remoteIcePwd != current.remoteIcePwd {
+                try await setRemote(negotiated)
+            }
             return
         }
         self.negotiated = negotiated
         await legEvent(.negotiated)
+        await peerAnswered(answer, to: offer)
         try await setRemote(negotiated)
         prepareMedia()
         try await manager.report(.progress(uuid, .answerReceived))
@@ -133,7 +141,8 @@ extension CallLeg {
               var local = try await ice?.value.local
         else { throw NegotiationError("the call has no offer to restart") }
         local.fingerprint = dtlsCertificate.fingerprint.sdpValue
-        guard state.restartPending == false else { throw NegotiationError("an ICE restart is already waiting for the peer's answer") }
+        local.direction = state.wantedDirection
+        guard state.offerPending == false else { throw NegotiationError("an offer is already waiting for the peer's answer") }
         await legEvent(.restartOffered)
         let gathering: IceGathering
         do {
@@ -150,6 +159,7 @@ extension CallLeg {
         var offer = OfferAnswer.offer(sessionID: previous.origin.sessionID, capabilities: capabilities, local: local)
         offer.origin.sessionVersion = previous.origin.sessionVersion + 1
         self.offer = offer
+        reofferCapabilities = nil
         logger.info("call \(uuid): ICE restart \(state.restarts)")
         broadcaster.send(.iceRestarted(uuid, byPeer: false))
         do {
@@ -162,16 +172,27 @@ extension CallLeg {
         trickle(gathering, skipping: Set(local.candidates), on: connection)
     }
 
-    /// The caller receives an offer for a call that already has media: an ICE restart when the
-    /// credentials changed (restart here too, answer with the new ones), otherwise the same
-    /// answer again. The media and its keys must stay as they are.
+    /// An offer for a call that is already negotiated: an ICE restart when the credentials
+    /// changed (restart here too, answer with the new ones), a hold or resume when its
+    /// direction did (RFC 3264 §8.4), otherwise the same answer again. The media and its keys
+    /// must stay as they are. Offers that cross (both sides offered at once): the callee's
+    /// wins; the caller answers it (its answer says its own hold) and drops its own offer.
     func reoffered(_ offer: SessionDescription, current: NegotiatedAudio, on connection: SignalingConnection) async throws {
+        if state.offerPending {
+            guard outgoing else {
+                logger.info("call \(uuid): the peer's offer crossed ours; ours stands")
+                return
+            }
+            await legEvent(.renegotiationSettled)
+        }
         guard let agent = agent, var local = try await ice?.value.local else {
             throw NegotiationError("a new offer came before the call had ICE")
         }
         local.fingerprint = dtlsCertificate.fingerprint.sdpValue
         local.iceUfrag = await agent.localCredentials.ufrag
         local.icePwd = await agent.localCredentials.pwd
+        local.direction = state.wantedDirection
+        let capabilities = self.capabilities(for: connection, local: &local)
         let peek = try OfferAnswer.answer(to: offer, sessionID: CallLeg.sessionID(), capabilities: capabilities, local: local).negotiated
         try CallLeg.checkSameMedia(peek, as: current)
         let restarting = peek.remoteIceUfrag != current.remoteIceUfrag || peek.remoteIcePwd != current.remoteIcePwd
@@ -186,11 +207,58 @@ extension CallLeg {
         let (answer, negotiated) = try OfferAnswer.answer(to: offer, sessionID: CallLeg.sessionID(), capabilities: capabilities, local: local)
         self.negotiated = negotiated
         try await connection.send(.answer(sdp: answer.serialized), call: uuid)
+        await peerOffered(offer)
         guard let gathering else { return }
         logger.info("call \(uuid): ICE restart asked by the peer")
         broadcaster.send(.iceRestarted(uuid, byPeer: true))
         try await setRemote(negotiated)
         trickle(gathering, skipping: Set(local.candidates), on: connection)
+    }
+
+    /// Sends an offer for the running call with the direction this side wants now (hold:
+    /// `sendonly` with hold audio, `inactive` without; resume: `sendrecv`): the same ICE
+    /// credentials, keys, DTLS role and payload types, so only the direction changes.
+    func renegotiate() async throws {
+        guard let connection = connection, let agent = agent, let current = negotiated,
+              var local = try await ice?.value.local
+        else { throw NegotiationError("the call has no offer and answer to renegotiate") }
+        local.fingerprint = dtlsCertificate.fingerprint.sdpValue
+        local.iceUfrag = await agent.localCredentials.ufrag
+        local.icePwd = await agent.localCredentials.pwd
+        local.candidates = ((try? await agent.localCandidates()) ?? []).map(\.description)
+        local.direction = state.wantedDirection
+        if let settled = current.dtls?.setup { local.offerSetup = settled }
+        var capabilities = self.capabilities(for: connection, local: &local)
+        capabilities.opusPayloadType = current.payloadType
+        capabilities.telephoneEventPayloadType = current.telephoneEventPayloadType
+        capabilities.redundancyPayloadType = current.redundancyPayloadType
+        capabilities.keyExchange = current.dtls == nil ? .sdes : .dtls
+        if current.dtls == nil {
+            capabilities.cryptoSuites = [current.cryptoSuite]
+            local.keys = [current.cryptoSuite: current.localKey]
+        }
+        let previousVersion = offer?.origin.sessionVersion ?? 0
+        var offer = OfferAnswer.offer(sessionID: self.offer?.origin.sessionID ?? CallLeg.sessionID(), capabilities: capabilities, local: local)
+        offer.origin.sessionVersion = previousVersion + 1
+        self.offer = offer
+        reofferCapabilities = capabilities
+        logger.info("call \(uuid): offering \(local.direction.rawValue)")
+        try await connection.send(.offer(sdp: offer.serialized), call: uuid)
+    }
+
+    /// What the peer's offer says of its side: whether it takes this side's audio and sends.
+    func peerOffered(_ offer: SessionDescription) async {
+        guard let direction = offer.media.first(where: { $0.media == "audio" })?.direction else { return }
+        await legEvent(.peerDirection(receives: direction.receives, sends: direction.sends))
+    }
+
+    /// What the peer's answer says of its side, where this side's offer let it say: it can
+    /// refuse audio only if the offer sent some, and send only if the offer received.
+    func peerAnswered(_ answer: SessionDescription, to offer: SessionDescription) async {
+        guard let offered = offer.media.first(where: { $0.media == "audio" })?.direction,
+              let answered = answer.media.first(where: { $0.media == "audio" })?.direction else { return }
+        await legEvent(.peerDirection(receives: offered.sends ? answered.receives : nil,
+                                      sends: offered.receives ? answered.sends : nil))
     }
 
     func restartFailed(_ error: any Error) {

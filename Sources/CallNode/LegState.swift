@@ -1,4 +1,5 @@
 import Calls
+import SDP
 import Signaling
 
 /// Where one call (a leg) is in its life. Each phase carries what only it has, so a state
@@ -135,6 +136,14 @@ public enum LegAction: Sendable, Equatable {
     case cancel(LegTimer)
     /// Silence the microphone or let it be heard (the user's mute and this side's hold together).
     case setMicrophone(muted: Bool)
+    /// Send a new offer for the running call with ``LegState/wantedDirection`` (RFC 3264 hold
+    /// and resume), and follow its answer.
+    case renegotiate
+    /// Make the media and the call's bridge port do what the offer and answer (and this side's
+    /// hold) say.
+    case setFlow(MediaFlow)
+    /// Tell the event stream the peer put the call on hold, or took it off.
+    case reportHeldByPeer(Bool)
     /// Start the media with the microphone muted or not: a mute set before media existed
     /// holds from the first frame.
     case startMedia(microphoneMuted: Bool)
@@ -147,6 +156,25 @@ public enum LegAction: Sendable, Equatable {
     case tearDown
     /// Tell the manager the call ended (not when the manager ended it itself).
     case reportEnded(CallEndReason)
+}
+
+/// Which way a call's audio flows now: what the last offer and answer agreed and this side's
+/// hold. A held call carries no audio either way (the holder may send hold audio).
+public struct MediaFlow: Sendable, Equatable {
+    /// Audio goes to the peer (the microphone, or hold audio while held here).
+    public var sending: Bool
+    /// The peer's audio is played.
+    public var receiving: Bool
+    /// This side holds the call: its bridge port neither takes the microphone nor plays.
+    public var heldHere: Bool
+
+    public init(sending: Bool, receiving: Bool, heldHere: Bool) {
+        self.sending = sending
+        self.receiving = receiving
+        self.heldHere = heldHere
+    }
+
+    public static let both = MediaFlow(sending: true, receiving: true, heldHere: false)
 }
 
 /// One call's state, as a plain value: every event returns what to do, nothing else happens.
@@ -174,17 +202,47 @@ public struct LegState: Sendable, Equatable {
     /// An ICE restart's offer is out and its answer not in yet (answers do not say which
     /// offer they answer, so only one restart runs at a time).
     public private(set) var restartPending = false
+    /// A hold or resume offer is out and its answer not in yet; another waits for it.
+    public private(set) var renegotiationPending = false
+    /// This side's hold changed while an offer was out: offer again once it is answered.
+    public private(set) var renegotiateAgain = false
+    /// What the peer's side of the last offer and answer said: it takes this side's audio
+    /// (false: it holds the call) and sends its own.
+    public private(set) var peerReceives = true
+    public private(set) var peerSends = true
+    /// Whether this side sends hold audio while it holds (`sendonly` rather than `inactive`).
+    public let sendsHoldAudio: Bool
 
     /// A new leg: an outgoing one dialing, an incoming one ringing here.
-    public init(outgoing: Bool, muted: Bool = false, timings: LegTimings = LegTimings()) {
+    public init(outgoing: Bool, muted: Bool = false, timings: LegTimings = LegTimings(), sendsHoldAudio: Bool = false) {
         self.outgoing = outgoing
         self.timings = timings
         self.muted = muted
+        self.sendsHoldAudio = sendsHoldAudio
         phase = outgoing ? .dialing : .ringing
     }
 
     /// Whether the microphone is silenced (muted or held).
     public var microphoneMuted: Bool { muted || held }
+
+    /// The direction this side asks for in its offers and answers (RFC 3264 §8.4): held,
+    /// `sendonly` with hold audio or `inactive` without; otherwise `sendrecv`.
+    public var wantedDirection: MediaDirection {
+        MediaDirection(sends: !held || sendsHoldAudio, receives: !held)
+    }
+
+    /// The peer holds the call (its last offer or answer does not take this side's audio).
+    public var heldByPeer: Bool { !peerReceives }
+
+    /// Which way audio flows now.
+    public var flow: MediaFlow {
+        let wanted = wantedDirection
+        return MediaFlow(sending: wanted.sends && peerReceives, receiving: wanted.receives && peerSends, heldHere: held)
+    }
+
+    /// An offer of this side is out (a restart's or a hold's): answers do not say which offer
+    /// they answer, so one at a time.
+    public var offerPending: Bool { restartPending || renegotiationPending }
 
     /// Handles one event at `now` (the node clock's time) and returns what to do.
     public mutating func handle(_ event: LegEvent, now: Duration) -> [LegAction] {
@@ -233,13 +291,40 @@ public struct LegState: Sendable, Equatable {
             guard case .awaitingAudio = phase else { return [] }
             phase = .connected(since: now)
             connectedSince = now
-            return [.startMedia(microphoneMuted: microphoneMuted)]
+            return [.startMedia(microphoneMuted: microphoneMuted)] + (flow == .both ? [] : [.setFlow(flow)])
         case let .setMuted(on):
             muted = on
             return phase.hasMedia ? [.setMicrophone(muted: microphoneMuted)] : []
         case let .setHeld(on):
+            guard on != held else { return [] }
             held = on
-            return phase.hasMedia ? [.setMicrophone(muted: microphoneMuted)] : []
+            var actions: [LegAction] = phase.hasMedia ? [.setMicrophone(muted: microphoneMuted), .setFlow(flow)] : []
+            guard phase.isNegotiated else { return actions }  // the first offer or answer carries it
+            if offerPending {
+                renegotiateAgain = true
+            } else {
+                renegotiationPending = true
+                actions.append(.renegotiate)
+            }
+            return actions
+        case let .peerDirection(receives, sends):
+            let before = (flow, heldByPeer)
+            if let receives { peerReceives = receives }
+            if let sends { peerSends = sends }
+            var actions: [LegAction] = []
+            if phase.hasMedia && flow != before.0 { actions.append(.setFlow(flow)) }
+            if heldByPeer != before.1 { actions.append(.reportHeldByPeer(heldByPeer)) }
+            return actions
+        case .offerAnswered:
+            restartPending = false
+            renegotiationPending = false
+            guard renegotiateAgain, phase.isNegotiated else { return [] }
+            renegotiateAgain = false
+            renegotiationPending = true
+            return [.renegotiate]
+        case .renegotiationSettled:
+            renegotiationPending = false
+            return []
         case .restartOffered:
             guard phase.isNegotiated else { return [] }
             restartPending = true
@@ -313,9 +398,9 @@ public struct LegState: Sendable, Equatable {
             // would only cross the end on the wire.
             guard now - lost.lostAt < timings.connectionLostTimeout else { return [] }
             armed.insert(.iceRestart)
-            // Still waiting for the last restart's answer: the signaling is as cut off as the
+            // Still waiting for the last offer's answer: the signaling is as cut off as the
             // media; the offer goes through when it is back.
-            return restartPending ? [.arm(.iceRestart, after: interval)] : [.restartICE, .arm(.iceRestart, after: interval)]
+            return offerPending ? [.arm(.iceRestart, after: interval)] : [.restartICE, .arm(.iceRestart, after: interval)]
         }
     }
 
@@ -412,7 +497,17 @@ public enum LegEvent: Sendable, Equatable {
     case mediaStalled
     case mediaResumed
     case setMuted(Bool)
+    /// The user here holds the call or resumes it.
     case setHeld(Bool)
+    /// The peer's side of an offer or answer: whether it takes this side's audio and sends
+    /// its own (nil where that exchange could not say: an answer to an offer that did not
+    /// send, or did not receive).
+    case peerDirection(receives: Bool?, sends: Bool?)
+    /// The answer to this side's last offer (a restart's or a hold's) came.
+    case offerAnswered
+    /// A hold or resume offer could not be sent, or was overtaken by the peer's offer
+    /// (whose answer said this side's direction instead).
+    case renegotiationSettled
     /// This side sent an ICE restart's offer.
     case restartOffered
     /// A restart's answer came (or the restart failed): another may start.

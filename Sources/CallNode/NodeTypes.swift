@@ -67,6 +67,10 @@ public struct CallNodeConfiguration: Sendable {
     /// sooner is kept; a restart waits while the last one's answer has not come. `nil` (or
     /// zero): never restart by itself.
     public var iceRestartInterval: Duration? = .seconds(5)
+    /// What a call held here sends to the held party: nothing (the default: the call goes
+    /// `inactive`), or a tone or a WAV file (`sendonly`, RFC 3264 §8.4). The held party hears
+    /// it; nobody hears the microphone.
+    public var holdAudio: HoldAudio = .silence
     /// How this node's offers key SRTP: DTLS-SRTP (the default: ephemeral keys that never
     /// travel in signaling, so a recorded call stays secret even if a node's identity key
     /// leaks later; and what browsers speak) or SDES (keys in the SDP, one round trip less
@@ -288,6 +292,50 @@ public struct MediaSecurity: Sendable, Equatable, CustomStringConvertible {
         case .sdes: "SRTP \(suite), keyed by SDES"
         case .dtls:
             "SRTP \(suite), keyed by DTLS" + (handshake.map { String(format: " (handshake %.1f ms)", Double($0.components.attoseconds) / 1e15 + Double($0.components.seconds) * 1000) } ?? "")
+        }
+    }
+}
+
+/// What a call held here sends to the held party (``CallNodeConfiguration/holdAudio``).
+public enum HoldAudio: Sendable, Equatable, CustomStringConvertible {
+    /// Nothing: the held call carries no audio either way (`inactive`).
+    case silence
+    /// A soft tone (425 Hz, as many networks' waiting tone), for the held party to know the
+    /// call is still there.
+    case tone
+    /// A WAV file, looped (mono; the call's sample rate).
+    case file(String)
+
+    /// Parses `silence`, `tone` or `wav:PATH`.
+    public init?(_ text: String) {
+        switch text {
+        case "silence", "none": self = .silence
+        case "tone": self = .tone
+        default:
+            guard text.hasPrefix("wav:"), text.count > 4 else { return nil }
+            self = .file(String(text.dropFirst(4)))
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .silence: "silence"
+        case .tone: "tone"
+        case let .file(path): "wav:\(path)"
+        }
+    }
+
+    /// A new source of it, or nil for silence.
+    func makeSource(format: AudioFormat) throws(AudioDeviceError) -> (any AudioSource)? {
+        switch self {
+        case .silence: return nil
+        case .tone: return ToneSource(frequency: 425, amplitude: 0.1, format: format)
+        case let .file(path):
+            let source = try WAVFileSource(path: path, loops: true)
+            guard source.format == format else {
+                throw .unsupportedFormat("hold audio \(path) is \(source.format); calls here run at \(format)")
+            }
+            return source
         }
     }
 }

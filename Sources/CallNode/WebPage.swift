@@ -142,6 +142,11 @@ async function handle(message) {
     return;
   case "ringing": state("Ringing…"); return;
   case "offer":
+    if (pc && connectedAt) {
+      // A new offer for a running call: the node holds it (sendonly, inactive) or resumes (RFC 3264).
+      const holding = /a=(sendonly|inactive)/.test(message.sdp);
+      state(holding ? "On hold" : "In call", holding ? "The node put the call on hold." : "The node resumed the call.");
+    }
     if (!pc) await makePeer();
     const answering = pc;
     await answering.setRemoteDescription({ type: "offer", sdp: message.sdp });

@@ -43,6 +43,12 @@ public actor MediaActor: MediaClockClient {
     var playFrame: [Int16]
     var state: State = .idle
     var muted = false
+    /// Which way audio flows, as the offer and answer say (RFC 3264): a held call sends
+    /// nothing (or its hold audio) and plays nothing. RTCP goes on either way.
+    var sendingAudio = true
+    var receivingAudio = true
+    /// What a held call sends instead of the microphone, if anything.
+    var holdAudio: (any AudioSource)?
     var microphoneVolume = 1.0
     var appAudio: (source: any AudioSource, volume: Double)?
     var sourceEnded = false
@@ -338,7 +344,9 @@ public actor MediaActor: MediaClockClient {
             lastInboundAt = now
             return
         }
-        if !stats.inboundStalled && now - last >= configuration.stallTimeout {
+        // A held call hears only RTCP (a report a second): a stall is three missed reports.
+        let timeout = receivingAudio ? configuration.stallTimeout : max(configuration.stallTimeout, configuration.rtcpInterval * 3)
+        if !stats.inboundStalled && now - last >= timeout {
             stats.inboundStalled = true
             stats.inboundStalls += 1
             eventsContinuation.yield(.inboundStalled)
@@ -394,6 +402,7 @@ public actor MediaActor: MediaClockClient {
             stats.malformedDropped += 1
             return
         }
+        guard receivingAudio else { return }  // held: authentic, counted as heard, not played
         guard let payload = open(primary, of: packet, framesBack: 0) else { return }
         if let previous = remoteSSRC, previous != packet.ssrc {
             // An authentic packet of a new stream: its numbering has nothing to do with the old one's.
@@ -445,12 +454,25 @@ public actor MediaActor: MediaClockClient {
         } else {
             for i in captureFrame.indices { captureFrame[i] = 0 }
         }
+        if !sendingAudio || holdAudio != nil {
+            // Held: the microphone was read (a device never backs up, a file keeps to real
+            // time) and is not sent. The timestamp moves on with the clock, so the peer sees
+            // the pause as time passing when audio comes back.
+            guard sendingAudio, let hold = holdAudio else {
+                stats.sendLevel = sendMeter.add([])
+                timestamp &+= timestampStep
+                return
+            }
+            if !hold.read(into: &captureFrame) { for i in captureFrame.indices { captureFrame[i] = 0 } }
+        }
         if !real && !sourceEnded {
             sourceEnded = true
             eventsContinuation.yield(.sourceEnded)
         }
         let micGain = muted ? 0 : microphoneVolume
-        if let app = appAudio {
+        if holdAudio != nil {
+            // The hold audio alone, as it is.
+        } else if let app = appAudio {
             _ = app.source.read(into: &appFrame)
             let appGain = (muted && configuration.muteMode == .sendSilence) ? 0 : app.volume
             for i in captureFrame.indices {
@@ -518,6 +540,12 @@ public actor MediaActor: MediaClockClient {
     }
 
     func playFrame(now: Duration) {
+        guard receivingAudio else {
+            // Held: silence keeps the output's timeline (the bridge port, a recording) going.
+            for i in playFrame.indices { playFrame[i] = 0 }
+            deliver(playFrame)
+            return
+        }
         if stretcher.hasWholeFrame {
             // Stretching made a whole frame more: it plays now, and the buffer's frame stays
             // due (its delay grows by the frame the backlog gives up).

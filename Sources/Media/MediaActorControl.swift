@@ -84,6 +84,31 @@ extension MediaActor {
         }
     }
 
+    /// Which way audio flows (RFC 3264 directions; hold is one of them): not sending, the
+    /// microphone is read and dropped; not receiving, arriving audio is dropped and silence
+    /// played. `holdAudio` (a prompt, music) is sent instead of the microphone while set. RTCP
+    /// reports go on both ways, so the call stays measured and alive.
+    public func setDirection(sending: Bool, receiving: Bool, holdAudio: (any AudioSource)? = nil) throws(MediaError) {
+        if let holdAudio, holdAudio !== self.holdAudio {
+            guard holdAudio.format.sampleRate == source.format.sampleRate, holdAudio.format.channels == 1 else {
+                throw .invalidConfiguration("hold audio must be mono at \(source.format.sampleRate) Hz")
+            }
+            do throws(AudioDeviceError) { try holdAudio.start() } catch { throw .device(error) }
+        }
+        if let old = self.holdAudio, old !== holdAudio { old.stop() }
+        self.holdAudio = sending ? holdAudio : nil
+        if receiving && !receivingAudio {
+            // Audio comes back after a pause of any length: a fresh start, not a late stream.
+            jitter.restart()
+            stretcher = TimeStretcher(frameSamples: playFrame.count, sampleRate: sink.format.sampleRate)
+        }
+        sendingAudio = sending
+        receivingAudio = receiving
+    }
+
+    /// Whether audio is sent and played now (see ``setDirection(sending:receiving:holdAudio:)``).
+    public var direction: (sending: Bool, receiving: Bool) { (sendingAudio, receivingAudio) }
+
     /// The peer's loss-run report: bursty loss spreads the redundant copies.
     func useLossRuns(_ report: LossRunReport) {
         guard let run = report.meanRun else { return }

@@ -214,6 +214,9 @@ public protocol MediaPath: AnyObject, Sendable {
     func setMuted(_ muted: Bool) async throws(MediaError)
     /// Queues DTMF digits (RFC 4733).
     func sendDTMF(_ digits: String) async throws(MediaError)
+    /// Which way audio flows (RFC 3264: hold), and what a held call sends instead of the
+    /// microphone.
+    func setDirection(sending: Bool, receiving: Bool, holdAudio: (any AudioSource)?) async throws(MediaError)
     /// The current statistics.
     var statistics: MediaStatistics { get async }
 }

@@ -222,8 +222,7 @@ public enum OfferAnswer {
         let redundancy = capabilities.redundancyPayloadType == nil ? nil : redundancyPayloadType(in: media, opus: payloadType)
         var answerLocal = local
         // The answer's direction is the offer's, mirrored, narrowed by what this node wants.
-        let mirrored = media.direction.answer
-        answerLocal.direction = local.direction == .sendrecv || local.direction == mirrored ? mirrored : .inactive
+        answerLocal.direction = media.direction.answer(wanting: local.direction)
         let answer = describe(sessionID: sessionID, payloadType: payloadType, telephoneEvent: telephoneEvent,
                               redundancy: redundancy, capabilities: capabilities, local: answerLocal, keying: keying,
                               mid: media.mid, proto: media.proto, bundle: bundles(offer, media))

@@ -212,4 +212,27 @@ public enum MediaDirection: String, Sendable, CaseIterable {
         case .inactive: .inactive
         }
     }
+
+    /// The direction that sends and receives as said.
+    public init(sends: Bool, receives: Bool) {
+        self = switch (sends, receives) {
+        case (true, true): .sendrecv
+        case (true, false): .sendonly
+        case (false, true): .recvonly
+        case (false, false): .inactive
+        }
+    }
+
+    /// Whether the side this direction describes sends media.
+    public var sends: Bool { self == .sendrecv || self == .sendonly }
+    /// Whether the side this direction describes receives media.
+    public var receives: Bool { self == .sendrecv || self == .recvonly }
+
+    /// The answer to this offered direction from a side that wants `wanted` (RFC 3264 §6.1):
+    /// it sends only if the offerer receives and it wants to send, and receives only if the
+    /// offerer sends and it wants to receive. (Holding with music against a resume: a
+    /// `sendrecv` offer answered by a side that wants `sendonly` is `sendonly`.)
+    public func answer(wanting wanted: MediaDirection) -> MediaDirection {
+        MediaDirection(sends: receives && wanted.sends, receives: sends && wanted.receives)
+    }
 }

@@ -43,6 +43,9 @@ final class CallRunner {
     private var lastStats: [UUID: MediaStatistics] = [:]
     private var current: UUID?
     private var muted = false, held = false, onSpeaker = false, bypassed = false
+    /// Who is on each call, as the screen names them; the calls the peer holds.
+    private var peers: [UUID: String] = [:]
+    private var heldByPeer: Set<UUID> = []
     private let isTerminal = isatty(1) == 1
     private var statusShown = false
     private var keyboard: RawKeyboard?
@@ -221,9 +224,11 @@ final class CallRunner {
         switch event {
         case let .listening(address):
             line("listening on \(address) — identity \(node.identity.fingerprint)")
-        case let .dialing(_, target):
+        case let .dialing(uuid, target):
+            peers[uuid] = target.description
             line("calling \(target)…")
-        case let .incoming(_, from, name, known):
+        case let .incoming(uuid, from, name, known):
+            peers[uuid] = name ?? from.short
             line("incoming call from \(name ?? "unknown caller") \(known ? "" : "(not a contact) ")— \(from)")
         case .ringing:
             line("ringing…")
@@ -251,8 +256,10 @@ final class CallRunner {
         case let .statistics(uuid, stats):
             lastStats[uuid] = stats
             if isTerminal { status(uuid, stats) }
-        case let .remoteHold(_, on):
-            line(on ? "the peer put the call on hold" : "the peer resumed the call")
+        case let .remoteHold(uuid, on):
+            if on { heldByPeer.insert(uuid) } else { heldByPeer.remove(uuid) }
+            let who = peers[uuid] ?? "the peer"
+            line(on ? "on hold by \(who)" : "\(who) resumed the call")
         case let .dtmf(_, digit):
             line("DTMF \(digit)")
         case .connectionLost:
@@ -298,7 +305,8 @@ final class CallRunner {
     private func status(_ uuid: UUID, _ s: MediaStatistics) {
         let pair = lastPair[uuid].map { "\($0.localType.rawValue)/\($0.remoteType.rawValue)" } ?? "-"
         let rtt = s.roundTripTime.map { "\(Self.milliseconds($0)) ms" } ?? "-"
-        let text = "\r\u{1B}[2K● \(held ? "held" : muted ? "muted" : "in call") | pair \(pair) | RTT \(rtt) | loss \(s.packetsLost) | jitter \(Self.milliseconds(s.jitter)) ms | \(s.sendBitrate / 1000)/\(s.receiveBitrate / 1000) kbit/s | level \(Int(s.sendLevel))/\(Int(s.receiveLevel)) dB | a m h o q"
+        let what = held ? "held" : heldByPeer.contains(uuid) ? "on hold by \(peers[uuid] ?? "the peer")" : muted ? "muted" : "in call"
+        let text = "\r\u{1B}[2K● \(what) | pair \(pair) | RTT \(rtt) | loss \(s.packetsLost) | jitter \(Self.milliseconds(s.jitter)) ms | \(s.sendBitrate / 1000)/\(s.receiveBitrate / 1000) kbit/s | level \(Int(s.sendLevel))/\(Int(s.receiveLevel)) dB | a m h o q"
         FileHandle.standardOutput.write(Data(text.utf8))
         statusShown = true
     }

@@ -63,6 +63,9 @@ struct NodeOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("How this node's offers key SRTP: dtls (a DTLS-SRTP handshake on the media path; ephemeral keys, forward secrecy, what browsers speak) or sdes (keys inside the signaled SDP). Answers follow the offer.", valueName: "KIND"))
     var keyExchange: String = KeyExchange.dtls.rawValue
 
+    @Option(name: .long, help: ArgumentHelp("What a call you hold (h) sends the other side: silence (the call goes quiet both ways), tone (a soft 425 Hz waiting tone) or wav:PATH (looped, 48000 Hz mono).", valueName: "SPEC"))
+    var holdAudio = "silence"
+
     @Flag(name: .long, help: "Print one JSON object per line on stdout for every event.")
     var json = false
 
@@ -93,6 +96,16 @@ struct NodeOptions: ParsableArguments {
         guard iceRestart >= 0, iceRestart <= 3600 else { throw ValidationError("--ice-restart must be 0–3600 seconds (0: never)") }
         if let signal, SignalAddress(signal) == nil { throw ValidationError("--signal '\(signal)' is not HOST:PORT") }
         if let relay, SignalAddress(relay) == nil { throw ValidationError("--relay '\(relay)' is not HOST:PORT") }
+        guard let hold = HoldAudio(holdAudio) else {
+            throw ValidationError("--hold-audio '\(holdAudio)' is not silence, tone or wav:PATH")
+        }
+        if case let .file(path) = hold {
+            let format: AudioFormat
+            do { format = try WAV.read(path: path).format } catch { throw ValidationError("--hold-audio: \(error)") }
+            guard format == AudioFormat(sampleRate: 48_000, channels: 1) else {
+                throw ValidationError("--hold-audio: \(path) is \(format); hold audio must be 48000 Hz mono (sox IN -r 48000 -c 1 -b 16 OUT)")
+            }
+        }
         if case let .wav(path) = NodeAudioInput(spec: input) {
             guard FileManager.default.fileExists(atPath: path) else { throw ValidationError("--input: no such file: \(path)") }
             // Read it now: a file the node cannot play is refused before any call is placed.
@@ -112,6 +125,7 @@ struct NodeOptions: ParsableArguments {
         configuration.audio = NodeAudioBackend(input: NodeAudioInput(spec: input)!, output: NodeAudioOutput(spec: output)!,
                                                speaker: speaker.flatMap(NodeAudioOutput.init(spec:)))
         configuration.appOwnedAudio = appOwnedAudio
+        configuration.holdAudio = HoldAudio(holdAudio) ?? .silence  // checked in validate()
         configuration.voiceProcessing = voiceProcessing == "auto" ? nil : voiceProcessing == "on"
         configuration.recordingAlwaysPrepared = prepareRecording
         configuration.keyExchange = KeyExchange(rawValue: keyExchange) ?? .dtls  // checked in validate()

@@ -171,10 +171,12 @@ struct BrowserCallTests {
     }
 
     /// What the browser heard from the node, by its own `getStats()`.
-    static func checkBrowserHeard(_ network: BrowserNetwork, nodeSuite: String) throws {
+    /// `received`: packets the page's last inbound statistics must count (Chromium counts
+    /// anew after a hold: the inbound stream's statistics end when the call goes inactive).
+    static func checkBrowserHeard(_ network: BrowserNetwork, nodeSuite: String, received: Int = 100) throws {
         let last = try #require(network.stats.last, "the page reported no statistics")
         print("browser stats: \(last)")
-        #expect((last["packetsReceived"] as? Int ?? 0) >= 100, "the browser received too few packets: \(last)")
+        #expect((last["packetsReceived"] as? Int ?? 0) >= received, "the browser received too few packets: \(last)")
         #expect((last["totalAudioEnergy"] as? Double ?? 0) > 0.001, "the browser heard no energy: \(last)")
         #expect((last["packetsSent"] as? Int ?? 0) >= 100)
         // The transport while the call ran (a node's hang-up closes DTLS before the last figures).
@@ -249,10 +251,25 @@ struct BrowserCallTests {
         _ = try await TwoNodeTests.next(events) {
             if case let .statistics(call2, s) = $0 { call2 == call && s.packetsReceived >= 150 && s.receiveLevel > -40 } else { false }
         }
+        // Hold as RFC 3264 says, offered by the node (the answerer of this call) to the page:
+        // the page shows it, and its browser stops sending; resume brings its audio back.
+        try await node.setHeld(call, true)
+        try await network.waitForConsole("The node put the call on hold")
+        try await Task.sleep(for: .milliseconds(500))  // what was on the wire before the answer
+        let beforeHold = try #require(await node.statistics(call)).packetsReceived
+        try await Task.sleep(for: .seconds(2))
+        let duringHold = try #require(await node.statistics(call)).packetsReceived - beforeHold
+        #expect(duringHold <= 5, "the browser sent \(duringHold) packets in 2 s of hold")
+        try await node.setHeld(call, false)
+        try await network.waitForConsole("The node resumed the call")
+        _ = try await TwoNodeTests.next(events) {
+            if case let .statistics(call2, s) = $0 { call2 == call && s.packetsReceived >= beforeHold + duringHold + 50 && s.receiveLevel > -40 } else { false }
+        }
         try await node.hangUp(call)
         try await network.waitForConsole("state Call ended by the node")
         network.closeBrowser()
-        try Self.checkBrowserHeard(network, nodeSuite: security.suite)
+        // What the page heard after the resume (about a second).
+        try Self.checkBrowserHeard(network, nodeSuite: security.suite, received: 40)
         #expect(network.pageErrors.isEmpty, "the page had JavaScript errors: \(network.pageErrors)")
         await node.shutdown()
     }

@@ -94,10 +94,14 @@ import Testing
         let (name, outgoing, events) = Self.phasesBeforeMedia[index]
         var state = LegState(outgoing: outgoing, timings: Self.timings)
         Self.feed(&state, events)
-        #expect(state.handle(.setHeld(true), now: .zero) == [], "\(name)")
+        // Before the offer and answer, the first exchange carries the hold; after, a new offer does.
+        #expect(state.handle(.setHeld(true), now: .zero) == (state.phase.isNegotiated ? [.renegotiate] : []), "\(name)")
         let actions = Self.feed(&state, Self.setup(outgoing: outgoing).filter { !events.contains($0) })
         #expect(actions.contains(.startMedia(microphoneMuted: true)), "\(name): \(actions)")
+        #expect(actions.contains(.setFlow(Self.held)), "\(name): \(actions)")
     }
+
+    static let held = MediaFlow(sending: false, receiving: false, heldHere: true)
 
     @Test func aLegStartedMutedStartsItsMediaMuted() {
         var state = LegState(outgoing: true, muted: true, timings: Self.timings)
@@ -108,12 +112,46 @@ import Testing
     func resumingFromHoldLeavesAUserMuteInPlace(outgoing: Bool) {
         var state = Self.connected(outgoing: outgoing)
         #expect(state.handle(.setMuted(true), now: .zero) == [.setMicrophone(muted: true)])
-        #expect(state.handle(.setHeld(true), now: .zero) == [.setMicrophone(muted: true)])
-        #expect(state.handle(.setHeld(false), now: .zero) == [.setMicrophone(muted: true)])
+        #expect(state.handle(.setHeld(true), now: .zero) == [.setMicrophone(muted: true), .setFlow(Self.held), .renegotiate])
+        #expect(state.wantedDirection == .inactive)
+        #expect(state.handle(.offerAnswered, now: .zero) == [])
+        #expect(state.handle(.setHeld(false), now: .zero) == [.setMicrophone(muted: true), .setFlow(.both), .renegotiate])
+        #expect(state.handle(.offerAnswered, now: .zero) == [])
         // Unmuting while held keeps the microphone silent until the resume.
-        #expect(state.handle(.setHeld(true), now: .zero) == [.setMicrophone(muted: true)])
+        #expect(state.handle(.setHeld(true), now: .zero) == [.setMicrophone(muted: true), .setFlow(Self.held), .renegotiate])
         #expect(state.handle(.setMuted(false), now: .zero) == [.setMicrophone(muted: true)])
-        #expect(state.handle(.setHeld(false), now: .zero) == [.setMicrophone(muted: false)])
+        // The resume comes while the hold's offer is out: it is offered once that is answered.
+        #expect(state.handle(.setHeld(false), now: .zero) == [.setMicrophone(muted: false), .setFlow(.both)])
+        #expect(state.handle(.offerAnswered, now: .zero) == [.renegotiate])
+        #expect(state.wantedDirection == .sendrecv)
+    }
+
+    @Test func thePeersHoldStopsSendingHereAndIsReportedOnce() {
+        var state = Self.connected(outgoing: true)
+        // The peer offers `sendonly` (holding with music): nothing is sent, its music is played.
+        #expect(state.handle(.peerDirection(receives: false, sends: true), now: .zero)
+                == [.setFlow(MediaFlow(sending: false, receiving: true, heldHere: false)), .reportHeldByPeer(true)])
+        #expect(state.heldByPeer)
+        #expect(state.handle(.peerDirection(receives: false, sends: false), now: .zero)
+                == [.setFlow(MediaFlow(sending: false, receiving: false, heldHere: false))])
+        // An answer that cannot say (nil) changes nothing.
+        #expect(state.handle(.peerDirection(receives: nil, sends: nil), now: .zero) == [])
+        #expect(state.handle(.peerDirection(receives: true, sends: true), now: .zero) == [.setFlow(.both), .reportHeldByPeer(false)])
+    }
+
+    @Test func holdingWithHoldAudioSendsItAndAHoldWaitsForARestartsAnswer() {
+        var state = LegState(outgoing: false, timings: Self.timings, sendsHoldAudio: true)
+        Self.feed(&state, Self.setup(outgoing: false))
+        Self.feed(&state, [.restartOffered])
+        // One offer at a time: the hold is applied here at once and offered after the restart's answer.
+        #expect(state.handle(.setHeld(true), now: .zero)
+                == [.setMicrophone(muted: true), .setFlow(MediaFlow(sending: true, receiving: false, heldHere: true))])
+        #expect(state.wantedDirection == .sendonly)
+        #expect(state.handle(.offerAnswered, now: .zero) == [.renegotiate])
+        #expect(state.renegotiationPending && !state.restartPending)
+        // A restart due meanwhile waits for the hold's answer.
+        #expect(state.handle(.iceDisconnected, now: .zero).contains(.reportConnectionLost))
+        #expect(state.handle(.timerFired(.iceRestart), now: Self.timings.iceRestartInterval!) == [.arm(.iceRestart, after: Self.timings.iceRestartInterval!)])
     }
 
     @Test func muteAndHoldApplyWhileTheConnectionIsLostToo() {

@@ -145,7 +145,7 @@ typealias ManualTimeNodes = InMemoryNodes
         for _ in 0..<50 { await f.step() }
         #expect(await alice.manager.state(of: call)?.isMuted == true)
         let received = try #require(await bob.statistics(bobCall)).packetsReceived
-        #expect(received >= 100, "the path carried \(received) packets")
+        #expect(received >= 90, "the path carried \(received) packets")  // none while held
         try await alice.hangUp(call)
         try await f.waitFor("bob") { if case .ended = $0 { true } else { false } }
         await f.shutdown()

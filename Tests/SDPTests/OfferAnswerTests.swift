@@ -61,6 +61,26 @@ import Testing
         #expect(try OfferAnswer.accept(answer: answer, to: offer, capabilities: AudioCapabilities()).direction == .sendonly)
     }
 
+    @Test func anAnswerIsTheOffersDirectionNarrowedByWhatTheAnswererWants() throws {
+        // Every pair: the answerer sends only when the offerer receives and it wants to send.
+        for offered in MediaDirection.allCases {
+            for wanted in MediaDirection.allCases {
+                let answered = offered.answer(wanting: wanted)
+                #expect(answered.sends == (offered.receives && wanted.sends))
+                #expect(answered.receives == (offered.sends && wanted.receives))
+            }
+        }
+        // A resume (sendrecv) answered by a side still holding with music: sendonly, not inactive.
+        var local = Self.local("offr", keys: Self.offererKeys)
+        local.direction = .sendrecv
+        let offer = OfferAnswer.offer(sessionID: "1", capabilities: AudioCapabilities(), local: local)
+        var holding = Self.local("answ", keys: Self.answererKeys)
+        holding.direction = .sendonly
+        let (answer, negotiated) = try OfferAnswer.answer(to: offer, sessionID: "2", capabilities: AudioCapabilities(), local: holding)
+        #expect(answer.media.first?.direction == .sendonly && negotiated.direction == .sendonly)
+        #expect(try OfferAnswer.accept(answer: answer, to: offer, capabilities: AudioCapabilities()).direction == .recvonly)
+    }
+
     static let fingerprintA = "sha-256 " + (0..<32).map { String(format: "%02X", $0) }.joined(separator: ":")
     static let fingerprintB = "sha-256 " + (0..<32).map { String(format: "%02X", 255 - $0) }.joined(separator: ":")
 
