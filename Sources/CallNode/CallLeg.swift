@@ -67,6 +67,9 @@ actor CallLeg {
     var negotiated: NegotiatedAudio?
     /// The call's port on the audio session's bridge (nil with a stand-in session).
     var bridgePort: BridgePortID?
+    /// The call this one was last grouped with (`.some(nil)`: taken out of its group), for a
+    /// group set before the call had media.
+    var group: UUID??
     /// The first failure recorded, which the end reports whatever else followed it.
     var failure: String?
     var title: String?
@@ -193,7 +196,10 @@ actor CallLeg {
             } catch {
                 try? await manager.report(.failed(provider.id, reason: "\(error)"))
             }
-        case .setGroup:
+        case let .setGroup(_, other):
+            // The bridge joins the ports now if media runs, else when it starts.
+            group = .some(other)
+            await node?.regroup(uuid, with: other)
             try? await manager.report(.fulfilled(provider.id))
         }
     }

@@ -106,6 +106,7 @@ extension CallLeg {
             guard !isTornDown else { return }  // ended meanwhile; the actor never started
             media = actor
             bridgePort = prepared.port
+            if let group, let other = group { await node?.regroup(uuid, with: other) }
             if let negotiated = negotiated {
                 let dtls = dtls
                 let suite = dtls?.established?.suite.rawValue ?? negotiated.cryptoSuite

@@ -348,6 +348,9 @@ public actor CallNode: Service {
             await discardLeg(uuid)
             throw .request(error)
         }
+        // Node calls can be grouped into conferences on the bridge.
+        try? await manager.report(.callUpdated(uuid, CallUpdate(remoteHandle: CallHandle(.generic, handleValue),
+                                                                supportsGrouping: true, supportsUngrouping: true)))
         callsCounter.increment()
         broadcaster.send(.dialing(uuid, target))
         return uuid

@@ -163,7 +163,8 @@ extension CallNode {
             // Both sides entered this session ID: no ringing, no contact check (identities are
             // shown, not pinned).
             do {
-                try await manager.report(.newIncomingCall(uuid, CallUpdate(remoteHandle: handle, localizedCallerName: invitation.displayName)))
+                try await manager.report(.newIncomingCall(uuid, CallUpdate(remoteHandle: handle, localizedCallerName: invitation.displayName,
+                                                                          supportsGrouping: true, supportsUngrouping: true)))
             } catch {
                 refusal = .busy
             }
@@ -176,7 +177,8 @@ extension CallNode {
             let name = contact?.name ?? invitation.displayName.map { "\($0) (unverified)" }
                 ?? (connection.origin == .webPage ? "web page at \(connection.remoteAddress)" : nil)
             do {
-                try await manager.report(.newIncomingCall(uuid, CallUpdate(remoteHandle: handle, localizedCallerName: name)))
+                try await manager.report(.newIncomingCall(uuid, CallUpdate(remoteHandle: handle, localizedCallerName: name,
+                                                                          supportsGrouping: true, supportsUngrouping: true)))
             } catch {
                 refusal = switch error {
                 case .incoming(.filteredByBlockList): .blocked

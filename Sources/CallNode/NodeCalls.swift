@@ -1,0 +1,112 @@
+import AudioSession
+import Calls
+import Foundation
+
+/// What happens to the calls already in progress when another is answered (CallKit's
+/// hold-and-accept, end-and-accept, and merging the new call in).
+public enum OtherCallsOnAnswer: String, Sendable, CaseIterable {
+    /// They stay as they are: every active call hears the microphone, the speaker plays them
+    /// all, but they do not hear each other.
+    case keep
+    /// They are held (RFC 3264) while the new call is on.
+    case hold
+    /// They are ended.
+    case end
+    /// The new call joins them in a conference.
+    case merge
+}
+
+/// Several calls at once: answering with the others held, ended or merged; swapping between
+/// held and active calls; conferences (CallKit's groups) on the audio session's bridge.
+extension CallNode {
+    /// Connected calls (not ringing, not ended), as the call manager sees them.
+    var connectedCalls: [ObservedCall] {
+        manager.controller.calls.filter { $0.hasConnected && !$0.hasEnded }
+    }
+
+    /// Answers a ringing call and does `others` to the calls already connected, in one
+    /// transaction: it is refused whole if any part is (a call that cannot be held, the
+    /// maximum of calls in a conference).
+    public func answer(_ call: UUID, others: OtherCallsOnAnswer) async throws(CallRequestError) {
+        let connected = connectedCalls.filter { $0.id != call }
+        var actions: [CallAction] = []
+        switch others {
+        case .keep:
+            break
+        case .hold:
+            actions += connected.filter { !$0.isOnHold }.map { .setHeld(call: $0.id, onHold: true) }
+        case .end:
+            actions += connected.map { .end(call: $0.id) }
+        case .merge:
+            // The new call joins the active call's conference (or the active call).
+            if let active = connected.first(where: { !$0.isOnHold }) ?? connected.first {
+                if active.isOnHold { actions.append(.setHeld(call: active.id, onHold: false)) }
+                actions.append(.answer(call: call))
+                actions.append(.setGroup(call: call, groupWith: active.id))
+                _ = try await manager.controller.request(CallTransaction(actions))
+                return
+            }
+        }
+        actions.append(.answer(call: call))
+        _ = try await manager.controller.request(CallTransaction(actions))
+    }
+
+    /// Makes `call` (and its conference) the active one: every other connected call is held,
+    /// and `call`'s group resumed.
+    public func swap(to call: UUID) async throws(CallRequestError) {
+        let connected = connectedCalls
+        guard let target = connected.first(where: { $0.id == call }) else { throw .unknownCall(call) }
+        let members = Set(connected.filter { $0.id == call || (target.group != nil && $0.group == target.group) }.map(\.id))
+        var actions: [CallAction] = connected.filter { !members.contains($0.id) && !$0.isOnHold }.map { .setHeld(call: $0.id, onHold: true) }
+        actions += connected.filter { members.contains($0.id) && $0.isOnHold }.map { .setHeld(call: $0.id, onHold: false) }
+        guard !actions.isEmpty else { return }
+        _ = try await manager.controller.request(CallTransaction(actions))
+    }
+
+    /// Merges `call` into `other`'s conference (or makes one of the two): every member hears
+    /// the microphone and every other member; the speaker plays them all. Held members are
+    /// resumed first.
+    public func merge(_ call: UUID, with other: UUID) async throws(CallRequestError) {
+        let connected = connectedCalls
+        guard let first = connected.first(where: { $0.id == call }) else { throw .unknownCall(call) }
+        guard let second = connected.first(where: { $0.id == other }) else { throw .unknownCall(other) }
+        let group = connected.filter { $0.id == other || (second.group != nil && $0.group == second.group) }
+        var actions: [CallAction] = (group + [first]).filter(\.isOnHold).map { .setHeld(call: $0.id, onHold: false) }
+        actions.append(.setGroup(call: call, groupWith: other))
+        _ = try await manager.controller.request(CallTransaction(actions))
+    }
+
+    /// Takes `call` out of its conference and keeps talking to it alone: the rest of the
+    /// conference is held (a private talk, as a phone's "split").
+    public func unmerge(_ call: UUID) async throws(CallRequestError) {
+        let connected = connectedCalls
+        guard let target = connected.first(where: { $0.id == call }) else { throw .unknownCall(call) }
+        guard let group = target.group else { throw .invalidAction("the call is not in a conference") }
+        var actions: [CallAction] = [.setGroup(call: call, groupWith: nil)]
+        actions += connected.filter { $0.id != call && $0.group == group && !$0.isOnHold }.map { .setHeld(call: $0.id, onHold: true) }
+        _ = try await manager.controller.request(CallTransaction(actions))
+    }
+
+    /// The calls in `call`'s conference (itself included), none when it is in none (a group
+    /// left with one call is no conference).
+    public func conference(of call: UUID) -> [UUID] {
+        let connected = manager.controller.calls
+        guard let group = connected.first(where: { $0.id == call })?.group else { return [] }
+        let members = connected.filter { $0.group == group }.map(\.id)
+        return members.count >= 2 ? members : []
+    }
+
+    /// A call joined `other`'s group (or left its group, `other` nil): the bridge joins their
+    /// ports, or takes the call's out of its conference.
+    func regroup(_ call: UUID, with other: UUID?) async {
+        guard let port = await legs[call]?.bridgePort else { return }
+        if let other {
+            guard let otherPort = await legs[other]?.bridgePort else { return }
+            if let systemSession { await systemSession.join([port, otherPort]) }
+            if let appSession { await appSession.join([port, otherPort]) }
+        } else {
+            if let systemSession { await systemSession.leaveConference(port) }
+            if let appSession { await appSession.leaveConference(port) }
+        }
+    }
+}
