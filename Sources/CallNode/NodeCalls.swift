@@ -20,7 +20,7 @@ public enum OtherCallsOnAnswer: String, Sendable, CaseIterable {
 /// held and active calls; conferences (CallKit's groups) on the audio session's bridge.
 extension CallNode {
     /// Connected calls (not ringing, not ended), as the call manager sees them.
-    var connectedCalls: [ObservedCall] {
+    nonisolated var connectedCalls: [ObservedCall] {
         manager.controller.calls.filter { $0.hasConnected && !$0.hasEnded }
     }
 
@@ -89,7 +89,7 @@ extension CallNode {
 
     /// The calls in `call`'s conference (itself included), none when it is in none (a group
     /// left with one call is no conference).
-    public func conference(of call: UUID) -> [UUID] {
+    public nonisolated func conference(of call: UUID) -> [UUID] {
         let connected = manager.controller.calls
         guard let group = connected.first(where: { $0.id == call })?.group else { return [] }
         let members = connected.filter { $0.group == group }.map(\.id)

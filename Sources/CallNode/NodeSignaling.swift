@@ -168,6 +168,8 @@ extension CallNode {
             } catch {
                 refusal = .busy
             }
+        } else if let limit = configuration.maximumCalls, legs.count >= limit {
+            refusal = .busy
         } else if store.directory.isBlocked(handle) {
             refusal = .blocked
         } else if contact == nil && !configuration.acceptUnknownCallers && connection.origin != .webPage {
@@ -201,7 +203,14 @@ extension CallNode {
         await leg.event(.signalingReady)
         if joined == nil { try? await connection.send(.ringing, call: uuid) }
         if configuration.autoAnswer || joined != nil {
-            _ = try? await manager.controller.request(.answer(call: uuid))
+            do {
+                try await answer(uuid, others: configuration.autoAnswerOthers)
+            } catch {
+                // Holding or merging the others was refused (a call that cannot be held, a
+                // full conference): answer it anyway, as calls that do not hear each other.
+                logger.notice("answering call \(uuid) with the others \(configuration.autoAnswerOthers.rawValue): \(error); answering it alone")
+                _ = try? await manager.controller.request(.answer(call: uuid))
+            }
         }
     }
 }

@@ -67,6 +67,13 @@ public struct CallNodeConfiguration: Sendable {
     /// sooner is kept; a restart waits while the last one's answer has not come. `nil` (or
     /// zero): never restart by itself.
     public var iceRestartInterval: Duration? = .seconds(5)
+    /// What answering a call with ``autoAnswer`` does to the calls already on: hold them (the
+    /// default, CallKit's hold-and-accept), merge the new call into a conference with them, end
+    /// them, or keep them as they are.
+    public var autoAnswerOthers: OtherCallsOnAnswer = .hold
+    /// Refuse callers as busy while this many calls are in progress (nil: the call manager's
+    /// own limit, ``ProviderConfiguration/maximumCalls``).
+    public var maximumCalls: Int?
     /// What a call held here sends to the held party: nothing (the default: the call goes
     /// `inactive`), or a tone or a WAV file (`sendonly`, RFC 3264 §8.4). The held party hears
     /// it; nobody hears the microphone.

@@ -38,17 +38,28 @@ struct Listen: AsyncParsableCommand {
             Listens for signaling on --signal (default 0.0.0.0:7600). Callers must be contacts \
             (callnode contacts add) unless --accept-unknown is given. Incoming calls ring until \
             answered: with --auto-answer at once, otherwise press a (or run with --auto-answer). \
-            With --duration the node hangs up that long after the first call connects and exits.
-            Keys on a terminal: a answer, m mute, h hold, o switch to --speaker and back, v bypass voice processing, q hang up; \
-            Ctrl-C hangs up and exits.
+            Several calls at once: a call that comes while another is on rings; answering it \
+            holds the other (--auto-answer does the same; with --conference it is merged in \
+            instead); --max-calls refuses callers past the limit as busy. \
+            With --duration each call is hung up that long after it connects; the node keeps \
+            listening until Ctrl-C (or until --calls calls have ended). \
+            --output wav:DIR/ records each call to its own file in DIR (callnode recents shows \
+            which); --input wav:PATH plays each call the file from its start.
+            Keys on a terminal: \(callKeysHelp)
             """)
+
+    @Option(name: .long, help: ArgumentHelp("Exit once this many calls have ended (default: keep listening until Ctrl-C).", valueName: "N"))
+    var calls: Int?
 
     @OptionGroup var options: NodeOptions
 
+    func validate() throws {
+        if let calls, calls < 1 { throw ValidationError("--calls must be at least 1") }
+    }
+
     func run() async throws {
         let node = try await openNode(try options.configuration(defaultSignal: "0.0.0.0:7600"))
-        let runner = CallRunner(node: node, json: options.json, duration: options.duration,
-                                exitAfterFirstCall: options.duration != nil)
+        let runner = CallRunner(node: node, json: options.json, duration: options.duration, exitAfterCalls: calls)
         runner.attach()
         await node.start()
         let outcome = await runner.run(calling: nil)
@@ -72,7 +83,7 @@ struct Web: AsyncParsableCommand {
             from the address's #secret=… part, which browsers never send to a server. \
             Browsers allow the microphone only on localhost or https: open the page on this \
             machine, or through a tunnel (ssh -L 8080:localhost:8080 HOST).
-            Keys on a terminal: r ring the page, a answer, m mute, h hold, q hang up; Ctrl-C exits.
+            Keys on a terminal: r ring the page, \(callKeysHelp)
             """)
 
     @Option(name: .long, help: ArgumentHelp("Serve the page and its WebSocket here.", valueName: "HOST:PORT"))
@@ -83,6 +94,9 @@ struct Web: AsyncParsableCommand {
 
     @Flag(name: .long, help: "Ring the first page that connects.")
     var ringPage = false
+
+    @Option(name: .long, help: ArgumentHelp("Exit once this many calls have ended (default: keep serving until Ctrl-C).", valueName: "N"))
+    var calls: Int?
 
     @OptionGroup var options: NodeOptions
 
@@ -96,7 +110,7 @@ struct Web: AsyncParsableCommand {
     func run() async throws {
         let node = try await openNode(try options.configuration(defaultSignal: nil))
         let runner = CallRunner(node: node, json: options.json, duration: options.duration,
-                                exitAfterFirstCall: options.duration != nil, ringsWebPage: ringPage)
+                                exitAfterCalls: calls, ringsWebPage: ringPage)
         runner.attach()
         await node.start()
         let address = SignalAddress(listen)!  // checked in validate()
@@ -133,6 +147,7 @@ struct Call: AsyncParsableCommand {
             alone shows the callee's identity without checking it.
             Exit status 0 when the call connected and ended normally; 1 with one line saying why \
             otherwise (unreachable, rejected with its reason, ICE failure, device error).
+            Keys on a terminal: \(callKeysHelp)
             """)
 
     @Argument(help: ArgumentHelp("Contact name, HOST:PORT, or FINGERPRINT@HOST:PORT.", valueName: "TARGET"))
@@ -157,7 +172,7 @@ struct Call: AsyncParsableCommand {
             callTarget = .contact(target)
         }
         let node = try await openNode(try options.configuration(defaultSignal: nil))
-        let runner = CallRunner(node: node, json: options.json, duration: options.duration, exitAfterFirstCall: true)
+        let runner = CallRunner(node: node, json: options.json, duration: options.duration, exitAfterCalls: 1)
         runner.attach()
         await node.start()
         let outcome = await runner.run(calling: callTarget)
@@ -224,7 +239,7 @@ struct Demo: AsyncParsableCommand {
         if !json {
             print("alice \(caller.identity.fingerprint.short) calls bob \(callee.identity.fingerprint.short) at \(callee.listenAddress?.description ?? "?")")
         }
-        let runner = CallRunner(node: caller, json: json, duration: seconds, exitAfterFirstCall: true)
+        let runner = CallRunner(node: caller, json: json, duration: seconds, exitAfterCalls: 1)
         runner.attach()
         await caller.start()
         await callee.start()
@@ -371,7 +386,7 @@ struct Join: AsyncParsableCommand {
         var configuration = try options.configuration(defaultSignal: nil)
         configuration.relay = nil  // a session needs no registration
         let node = try await openNode(configuration)
-        let runner = CallRunner(node: node, json: options.json, duration: options.duration, exitAfterFirstCall: true)
+        let runner = CallRunner(node: node, json: options.json, duration: options.duration, exitAfterCalls: 1)
         runner.attach()
         await node.start()
         do {

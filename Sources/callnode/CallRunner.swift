@@ -33,7 +33,10 @@ final class CallRunner {
     let node: CallNode
     let json: Bool
     let duration: Duration?
-    let exitAfterFirstCall: Bool
+    /// Exit once this many calls have ended (nil: serve until stopped; a dialed call's end
+    /// always ends the run).
+    let exitAfterCalls: Int?
+    private var endedCalls = 0
     let inputs: AsyncStream<RunnerInput>
     private let continuation: AsyncStream<RunnerInput>.Continuation
     private var tasks: [Task<Void, Never>] = []
@@ -42,22 +45,31 @@ final class CallRunner {
     private var lastPair: [UUID: SelectedPairInfo] = [:]
     private var lastStats: [UUID: MediaStatistics] = [:]
     private var current: UUID?
-    private var muted = false, held = false, onSpeaker = false, bypassed = false
+    private var onSpeaker = false, bypassed = false
+    /// Each call's hold and mute, as the node last reported them.
+    private var heldCalls: Set<UUID> = [], mutedCalls: Set<UUID> = []
+    /// The hold and mute of the call the keys act on.
+    private var muted: Bool { current.map(mutedCalls.contains) ?? false }
+    private var held: Bool { current.map(heldCalls.contains) ?? false }
     /// Who is on each call, as the screen names them; the calls the peer holds.
     private var peers: [UUID: String] = [:]
     private var heldByPeer: Set<UUID> = []
+    /// Calls ringing here, oldest first; calls connected and not ended, in the order they connected.
+    private var ringing: [UUID] = []
+    private var connectedCalls: [UUID] = []
     private let isTerminal = isatty(1) == 1
     private var statusShown = false
     private var keyboard: RawKeyboard?
     /// Ring the first web page that connects (`callnode web --ring-page`).
     private var ringsWebPage: Bool
 
-    init(node: CallNode, json: Bool, duration: Double?, exitAfterFirstCall: Bool, ringsWebPage: Bool = false) {
+    /// - Parameter duration: Each call is hung up this long after it connects.
+    init(node: CallNode, json: Bool, duration: Double?, exitAfterCalls: Int?, ringsWebPage: Bool = false) {
         self.ringsWebPage = ringsWebPage
         self.node = node
         self.json = json
         self.duration = duration.map { .milliseconds(Int64($0 * 1000)) }
-        self.exitAfterFirstCall = exitAfterFirstCall
+        self.exitAfterCalls = exitAfterCalls
         (inputs, continuation) = AsyncStream.makeStream(of: RunnerInput.self)
     }
 
@@ -99,6 +111,8 @@ final class CallRunner {
                 switch event {
                 case let .connected(uuid, _):
                     connected.insert(uuid)
+                    ringing.removeAll { $0 == uuid }
+                    connectedCalls.append(uuid)
                     current = uuid
                     if let duration {
                         let continuation = self.continuation
@@ -108,6 +122,7 @@ final class CallRunner {
                         })
                     }
                 case let .incoming(uuid, _, _, _):
+                    ringing.append(uuid)
                     if current == nil { current = uuid }
                 case .webPage(connected: true, _) where ringsWebPage && current == nil:
                     ringsWebPage = false
@@ -122,12 +137,17 @@ final class CallRunner {
                     outcome = .failed("callnode: cannot join the session: \(reason)")
                     break loop
                 case let .ended(uuid, reason, detail, _):
+                    ringing.removeAll { $0 == uuid }
+                    connectedCalls.removeAll { $0 == uuid }
+                    heldByPeer.remove(uuid)
+                    heldCalls.remove(uuid)
+                    mutedCalls.remove(uuid)
                     if current == uuid {
-                        current = nil
-                        muted = false
-                        held = false
+                        // The next call left (if any) becomes the one the keys act on.
+                        current = connectedCalls.last ?? ringing.last
                     }
-                    if uuid == dialed || (exitAfterFirstCall && target == nil) {
+                    endedCalls += 1
+                    if uuid == dialed || (target == nil && exitAfterCalls.map { endedCalls >= $0 } == true) {
                         if case .failed = outcome {} else if !connected.contains(uuid) && !interrupted {
                             outcome = .failed("callnode: the call did not connect: \(detail ?? reason.rawValue)")
                         } else if reason == .failed, !interrupted {
@@ -147,7 +167,7 @@ final class CallRunner {
                 printError("callnode: hanging up (Ctrl-C again to force)")
                 if let call = current ?? dialed {
                     try? await node.hangUp(call)
-                    if target == nil && !exitAfterFirstCall { break loop }
+                    if target == nil && exitAfterCalls == nil { break loop }
                 } else {
                     break loop
                 }
@@ -177,10 +197,53 @@ final class CallRunner {
             await ringWebPage()
             return
         }
+        let character = Character(UnicodeScalar(key))
+        if character == "a" || character == "e", let ringing = ringing.last {
+            // Answer the newest ringing call: the others are held (a) or ended (e).
+            do {
+                try await node.answer(ringing, others: character == "a" ? .hold : .end)
+                current = ringing
+            } catch {
+                line("cannot answer: \(error)")
+            }
+            return
+        }
         guard let call = current else { return }
-        switch Character(UnicodeScalar(key)) {
-        case "a":
-            try? await node.answer(call)
+        switch character {
+        case "s":
+            // The next connected call becomes the active one; the others are held.
+            let calls = connectedCalls
+            guard let index = calls.firstIndex(of: call), calls.count > 1 else {
+                line("no other call to swap to")
+                break
+            }
+            let next = calls[(index + 1) % calls.count]
+            do {
+                try await node.swap(to: next)
+                current = next
+                line("now with \(peers[next] ?? "the other call")")
+            } catch {
+                line("cannot swap: \(error)")
+            }
+        case "c":
+            let others = connectedCalls.filter { $0 != call && !node.conference(of: call).contains($0) }
+            guard !others.isEmpty else {
+                line("no other call to merge")
+                break
+            }
+            for other in others {
+                do { try await node.merge(other, with: call) } catch { line("cannot merge \(peers[other] ?? "the call"): \(error)") }
+            }
+            line("conference: \(node.conference(of: call).compactMap { peers[$0] }.sorted().joined(separator: ", "))")
+        case "u":
+            do {
+                try await node.unmerge(call)
+                line("now with \(peers[call] ?? "the call") alone; the others are held")
+            } catch {
+                line("cannot unmerge: \(error)")
+            }
+        case "0"..."9", "*", "#":
+            do { try await node.playDTMF(call, String(character)) } catch { line("cannot send DTMF: \(error)") }
         // Mute and hold show what the node reports (its `state` events), not what was asked:
         // a refused request says why and changes nothing on screen.
         case "m":
@@ -233,14 +296,15 @@ final class CallRunner {
         case .ringing:
             line("ringing…")
         case let .state(uuid, _, isHeld, isMuted):
-            guard uuid == current else { break }
-            if isMuted != muted {
-                muted = isMuted
-                line(muted ? "muted" : "unmuted")
+            // The call the keys act on is "the call"; another is named.
+            let which = uuid == current || peers.count < 2 ? "" : " (\(peers[uuid] ?? "another call"))"
+            if isMuted != mutedCalls.contains(uuid) {
+                if isMuted { mutedCalls.insert(uuid) } else { mutedCalls.remove(uuid) }
+                line((isMuted ? "muted" : "unmuted") + which)
             }
-            if isHeld != held {
-                held = isHeld
-                line(held ? "on hold" : "resumed")
+            if isHeld != heldCalls.contains(uuid) {
+                if isHeld { heldCalls.insert(uuid) } else { heldCalls.remove(uuid) }
+                line((isHeld ? "on hold" : "resumed") + which)
             }
         case let .selectedPair(uuid, pair):
             lastPair[uuid] = pair
@@ -305,8 +369,12 @@ final class CallRunner {
     private func status(_ uuid: UUID, _ s: MediaStatistics) {
         let pair = lastPair[uuid].map { "\($0.localType.rawValue)/\($0.remoteType.rawValue)" } ?? "-"
         let rtt = s.roundTripTime.map { "\(Self.milliseconds($0)) ms" } ?? "-"
+        guard uuid == current else { return }  // the line shows the call the keys act on
         let what = held ? "held" : heldByPeer.contains(uuid) ? "on hold by \(peers[uuid] ?? "the peer")" : muted ? "muted" : "in call"
-        let text = "\r\u{1B}[2K● \(what) | pair \(pair) | RTT \(rtt) | loss \(s.packetsLost) | jitter \(Self.milliseconds(s.jitter)) ms | \(s.sendBitrate / 1000)/\(s.receiveBitrate / 1000) kbit/s | level \(Int(s.sendLevel))/\(Int(s.receiveLevel)) dB | a m h o q"
+        let others = connectedCalls.count > 1 ? " (+\(connectedCalls.count - 1) call\(connectedCalls.count > 2 ? "s" : ""))" : ""
+        let with = peers[uuid].map { " with \($0)" } ?? ""
+        let keys = connectedCalls.count > 1 || !ringing.isEmpty ? "a e m h s c u 0-9 q" : "m h 0-9 o q"
+        let text = "\r\u{1B}[2K● \(what)\(with)\(others) | pair \(pair) | RTT \(rtt) | loss \(s.packetsLost) | jitter \(Self.milliseconds(s.jitter)) ms | \(s.sendBitrate / 1000)/\(s.receiveBitrate / 1000) kbit/s | level \(Int(s.sendLevel))/\(Int(s.receiveLevel)) dB | \(keys)"
         FileHandle.standardOutput.write(Data(text.utf8))
         statusShown = true
     }
@@ -424,3 +492,11 @@ final class RawKeyboard {
         tcsetattr(0, TCSANOW, &saved)
     }
 }
+
+/// The keys of a running `listen`, `call` or `web`, for their help.
+let callKeysHelp = """
+    a answer (holding the other calls), e answer (ending the other calls), m mute, h hold or \
+    resume, s swap to the next call, c merge the calls into a conference, u take this call out \
+    of the conference, 0-9 * # send DTMF, o switch to --speaker and back, v bypass voice \
+    processing, q hang up; Ctrl-C hangs up and exits.
+    """

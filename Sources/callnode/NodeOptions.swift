@@ -24,6 +24,12 @@ struct NodeOptions: ParsableArguments {
     @Flag(name: .long, help: "Answer incoming calls at once.")
     var autoAnswer = false
 
+    @Flag(name: .long, help: "With --auto-answer, merge each new call into a conference with the calls already on (default: hold them).")
+    var conference = false
+
+    @Option(name: .long, help: ArgumentHelp("Refuse callers as busy while this many calls are in progress.", valueName: "N"))
+    var maxCalls: Int?
+
     @Flag(name: .long, help: "Let callers who are not contacts ring (their fingerprint is shown).")
     var acceptUnknown = false
 
@@ -45,7 +51,7 @@ struct NodeOptions: ParsableArguments {
     @Flag(name: .long, help: "CallKit-free mode: the node activates its own audio session (default: the call manager does, as the system provider).")
     var appOwnedAudio = false
 
-    @Option(name: .long, help: ArgumentHelp("Hang up this many seconds after the call connects (listen: after the first call, then exit).", valueName: "SECONDS"))
+    @Option(name: .long, help: ArgumentHelp("Hang up each call this many seconds after it connects.", valueName: "SECONDS"))
     var duration: Double?
 
     @Option(name: .long, help: ArgumentHelp("Opus bitrate in bit/s.", valueName: "BPS"))
@@ -93,6 +99,8 @@ struct NodeOptions: ParsableArguments {
         guard KeyExchange(rawValue: keyExchange) != nil else {
             throw ValidationError("--key-exchange must be dtls or sdes (got '\(keyExchange)')")
         }
+        if let maxCalls, maxCalls < 1 { throw ValidationError("--max-calls must be at least 1") }
+        if conference && !autoAnswer { throw ValidationError("--conference merges auto-answered calls: give --auto-answer too") }
         guard iceRestart >= 0, iceRestart <= 3600 else { throw ValidationError("--ice-restart must be 0–3600 seconds (0: never)") }
         if let signal, SignalAddress(signal) == nil { throw ValidationError("--signal '\(signal)' is not HOST:PORT") }
         if let relay, SignalAddress(relay) == nil { throw ValidationError("--relay '\(relay)' is not HOST:PORT") }
@@ -119,6 +127,8 @@ struct NodeOptions: ParsableArguments {
         configuration.listenAddress = (signal ?? defaultSignal).flatMap(SignalAddress.init)
         configuration.relay = relay.flatMap(SignalAddress.init)
         configuration.autoAnswer = autoAnswer
+        configuration.autoAnswerOthers = conference ? .merge : .hold
+        configuration.maximumCalls = maxCalls
         configuration.acceptUnknownCallers = acceptUnknown
         configuration.ice = try network.iceConfiguration(role: .controlling)
         // Both checked in validate().

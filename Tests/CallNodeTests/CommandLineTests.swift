@@ -54,7 +54,7 @@ extension RealTimeTests {
         let listenLog = directory + "/listen.log"
         let listener = try ChildProcess(try BuildProducts.executable("callnode"), [
             "listen", "--home", bobHome, "--signal", "127.0.0.1:0", "--bind", "127.0.0.1", "--auto-answer",
-            "--output", "wav:" + recorded, "--input", "silence", "--duration", "30", "--json",
+            "--output", "wav:" + recorded, "--input", "silence", "--duration", "30", "--calls", "1", "--json",
         ], output: listenLog)
         defer { listener.stop() }
         let listening = try await Self.waitForLine(in: listenLog, process: listener) { $0.contains("\"listening\"") }

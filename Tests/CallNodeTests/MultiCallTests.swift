@@ -88,12 +88,12 @@ import Testing
         // Merge: everyone hears everyone else.
         try await bob.merge(bobCarol, with: bobAlice)
         let merged = await phase()
-        #expect(Set(await bob.conference(of: bobAlice)) == [bobAlice, bobCarol])
+        #expect(Set(bob.conference(of: bobAlice)) == [bobAlice, bobCarol])
 
         // Unmerge Carol: Bob talks to her alone; Alice is held.
         try await bob.unmerge(bobCarol)
         let split = await phase()
-        #expect(await bob.conference(of: bobAlice).isEmpty)
+        #expect(bob.conference(of: bobAlice).isEmpty)
 
         try await alice.hangUp(aliceCall)
         try await carol.hangUp(carolCall)
@@ -132,5 +132,60 @@ import Testing
         let bobSeconds = Double(recordings["bob"]!.samples.count) / 48_000
         let wall = Double((split.1 - bobStart) / .milliseconds(1)) / 1_000
         #expect(abs(bobSeconds - wall) < 0.5, "Bob's recording is \(bobSeconds) s for \(wall) s of calls")
+    }
+}
+
+/// What a node answering by itself does with a second caller.
+@Suite struct AutoAnswerPolicyTests {
+    /// Alice calls auto-answering Bob, then Carol does; returns Bob's calls (Alice's, Carol's).
+    static func twoCallers(_ f: InMemoryNodes, configure: @escaping (inout CallNodeConfiguration) -> Void) async throws
+        -> (bob: CallNode, alice: CallNode, carol: CallNode, aliceCall: UUID, carolCall: UUID) {
+        let alice = try await f.node("alice", input: .tone(440), output: .wav(f.path("alice.wav")))
+        let bob = try await f.node("bob", input: .tone(660), output: .wav(f.path("bob.wav")), configure: configure)
+        let carol = try await f.node("carol", input: .tone(880), output: .wav(f.path("carol.wav")))
+        try await f.trust(alice, as: "alice", bob, as: "bob")
+        try await f.trust(carol, as: "carol", bob, as: "bob")
+        let aliceCall = try await alice.call(.contact("bob"))
+        try await f.waitFor("alice", advancing: true) { if case .connected = $0 { true } else { false } }
+        let carolCall = try await carol.call(.contact("bob"))
+        return (bob, alice, carol, aliceCall, carolCall)
+    }
+
+    @Test func aSecondCallerIsAnsweredWithTheFirstHeld() async throws {
+        let f = try InMemoryNodes()
+        let (bob, alice, _, aliceCall, _) = try await Self.twoCallers(f) { _ in }
+        try await f.waitFor("carol", advancing: true) { if case .connected = $0 { true } else { false } }
+        try await f.waitFor("alice", advancing: true, frames: 20) { if case .remoteHold(_, true) = $0 { true } else { false } }
+        #expect(bob.manager.controller.calls.filter(\.isOnHold).count == 1)
+        #expect(await alice.manager.state(of: aliceCall)?.phase == .connected)
+        await f.shutdown()
+    }
+
+    @Test func withConferenceASecondCallerIsMergedIn() async throws {
+        let f = try InMemoryNodes()
+        let (bob, _, _, _, _) = try await Self.twoCallers(f) { $0.autoAnswerOthers = .merge }
+        try await f.waitFor("carol", advancing: true) { if case .connected = $0 { true } else { false } }
+        for _ in 0..<100 { await f.step() }
+        let calls = bob.manager.controller.calls
+        #expect(calls.count == 2 && calls.allSatisfy { !$0.isOnHold })
+        #expect(bob.conference(of: calls[0].id).count == 2)
+        await f.shutdown()
+        // Carol hears Bob and Alice; Alice hears Bob and Carol (the last second of the call).
+        for (name, expected) in [("carol", Set(["alice", "bob"])), ("alice", Set(["bob", "carol"]))] {
+            let samples = try WAV.read(path: f.path("\(name).wav")).samples
+            let last = samples.suffix(48_000).dropLast(9_600)
+            let blocks = stride(from: last.startIndex, to: last.endIndex - 4_799, by: 4_800).map { MultiCallTests.voices(in: samples[$0..<($0 + 4_800)]) }
+            #expect(blocks.count >= 6 && blocks.allSatisfy { $0 == expected }, "\(name) heard \(blocks.map { $0.sorted() })")
+        }
+    }
+
+    @Test func pastMaxCallsACallerIsRefusedAsBusy() async throws {
+        let f = try InMemoryNodes()
+        let (bob, _, _, _, _) = try await Self.twoCallers(f) { $0.maximumCalls = 1 }
+        let refused = try await f.waitFor("carol", advancing: true) { if case .ended = $0 { true } else { false } }
+        guard case let .ended(_, reason, detail, _) = refused.event else { return }
+        #expect(reason == .remoteEnded && detail == "rejected: busy", "\(reason) \(detail ?? "")")
+        #expect(bob.manager.controller.calls.count == 1)
+        await f.shutdown()
     }
 }

@@ -183,7 +183,7 @@ struct NetworkBedTests {
     static func startBob(_ bed: Bed, _ callers: Callers, network: [String], recording: String, log: String) async throws -> BedProcess {
         let bob = try bed.start("b", [
             "listen", "--home", callers.bob.home, "--relay", NetworkBed.relay, "--auto-answer",
-            "--input", "silence", "--output", "wav:" + recording, "--duration", "120", "--json",
+            "--input", "silence", "--output", "wav:" + recording, "--duration", "120", "--calls", "1", "--json",
         ] + network, log: log)
         try await bob.waitFor("registered", timeout: .seconds(30))
         return bob
