@@ -55,6 +55,13 @@ extension CallLeg {
         // Browsers take one redundant copy per packet (libwebrtc's RED), nodes up to three.
         if connection?.origin == .webPage { base.maximumRedundancyDepth = 1 }
         let systemSession = self.systemSession, appSession = self.appSession, standIn = configuration.audioStandIn
+        let own: CallAudio?
+        do {
+            own = try configuration.callAudio?(callAudioRequest())
+        } catch {
+            mediaPreparation = Task { throw error }
+            return
+        }
         let transport = IceMediaTransport(agent: agent)
         var association: DTLSAssociation?
         if let dtls = negotiated.dtls {
@@ -68,8 +75,21 @@ extension CallLeg {
         }
         mediaPreparation = Task.detached { [association] in
             try await CallLeg.makeMedia(negotiated: negotiated, base: base, transport: transport, dtls: association, clock: clock,
-                                     systemSession: systemSession, appSession: appSession, standIn: standIn)
+                                     systemSession: systemSession, appSession: appSession, standIn: standIn, own: own)
         }
+    }
+
+    /// Who this call's own audio is for.
+    func callAudioRequest() -> CallAudioRequest {
+        let name: String = if connection?.origin == .webPage {
+            "web-page"
+        } else if let peer {
+            store.contacts.withFingerprint(peer.hex)?.name ?? peer.short
+        } else {
+            target?.description ?? "unknown"
+        }
+        return CallAudioRequest(call: uuid, outgoing: outgoing, peerName: name, peer: peer, started: Date(),
+                                format: AudioFormat(sampleRate: 48_000, channels: 1))
     }
 
     /// A DTLS association over `transport` in the role the SDP settled, checking the
@@ -106,6 +126,7 @@ extension CallLeg {
             guard !isTornDown else { return }  // ended meanwhile; the actor never started
             media = actor
             bridgePort = prepared.port
+            if let recording = prepared.recording { await manager.setRecording(recording, of: uuid) }
             if let group, let other = group { await node?.regroup(uuid, with: other) }
             if let negotiated = negotiated {
                 let dtls = dtls
@@ -188,7 +209,7 @@ extension CallLeg {
                                               dtls: DTLSAssociation?, clock: MediaClock,
                                               systemSession: AudioSessionOwner<SystemOwned>?,
                                               appSession: AudioSessionOwner<AppOwned>?,
-                                              standIn: (any AudioOwnerStandIn)? = nil) async throws -> PreparedMedia {
+                                              standIn: (any AudioOwnerStandIn)? = nil, own: CallAudio? = nil) async throws -> PreparedMedia {
         let keys: MediaKeys
         if let dtls {
             let exported = try await dtls.keys()
@@ -226,7 +247,8 @@ extension CallLeg {
             throw NegotiationError("no audio session")
         }
         return PreparedMedia(path: try MediaActor(configuration: media, transport: transport, keys: keys,
-                                                  source: source, sink: sink, clock: clock), port: port)
+                                                  source: own?.source ?? source, sink: own?.sink ?? sink, clock: clock),
+                             port: port, recording: own?.recording)
     }
 
     /// Makes the media and the call's bridge port do what the flow says (RFC 3264 hold): a
@@ -252,4 +274,6 @@ extension CallLeg {
 struct PreparedMedia: Sendable {
     let path: any MediaPath
     let port: BridgePortID?
+    /// Where the call's own sink records, if it has one.
+    let recording: String?
 }

@@ -36,14 +36,26 @@ public enum NodeAudioInput: Sendable, Equatable, CustomStringConvertible {
 public enum NodeAudioOutput: Sendable, Equatable, CustomStringConvertible {
     /// Records to a WAV file (48 kHz mono, 16-bit), written as it goes.
     case wav(String)
+    /// Records each call to its own WAV file in this directory (the session's output plays
+    /// nothing): see ``CallAudio/perCall(input:recordingsIn:)``.
+    case recordings(String)
     /// Discards the audio.
     case null
     /// An ALSA playback device.
     case alsa(String)
 
-    /// Parses `wav:PATH`, `null` or `alsa:DEVICE`.
+    /// Parses `wav:PATH` (a path ending in `/`, or an existing directory: one recording per
+    /// call there), `null` or `alsa:DEVICE`.
     public init?(spec: String) {
-        if spec.hasPrefix("wav:"), spec.count > 4 { self = .wav(String(spec.dropFirst(4))) }
+        if spec.hasPrefix("wav:"), spec.count > 4 {
+            let path = String(spec.dropFirst(4))
+            var isDirectory: ObjCBool = false
+            if path.hasSuffix("/") || (FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && isDirectory.boolValue) {
+                self = .recordings(path)
+            } else {
+                self = .wav(path)
+            }
+        }
         else if spec == "null" { self = .null }
         else if spec.hasPrefix("alsa:"), spec.count > 5 { self = .alsa(String(spec.dropFirst(5))) }
         else { return nil }
@@ -52,6 +64,7 @@ public enum NodeAudioOutput: Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case let .wav(path): "wav:\(path)"
+        case let .recordings(directory): "wav:\(directory.hasSuffix("/") ? directory : directory + "/")"
         case .null: "null"
         case let .alsa(device): "alsa:\(device)"
         }
@@ -125,7 +138,7 @@ public struct NodeAudioBackend: AudioDeviceBackend {
     public func makePlayback(device: String, format: AudioFormat, mode: AudioSessionMode) -> any AudioSink {
         switch NodeAudioOutput(spec: device) ?? output {
         case let .wav(path): return WAVFileSink(path: path, format: format)
-        case .null: return NullSink(format: format)
+        case .null, .recordings: return NullSink(format: format)  // each call records on its own
         case let .alsa(name): return ALSAPlaybackSink(device: name, format: format, period: mode == .voiceChat ? period : period * 2)
         }
     }

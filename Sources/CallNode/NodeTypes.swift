@@ -67,6 +67,10 @@ public struct CallNodeConfiguration: Sendable {
     /// sooner is kept; a restart waits while the last one's answer has not come. `nil` (or
     /// zero): never restart by itself.
     public var iceRestartInterval: Duration? = .seconds(5)
+    /// Audio each call has of its own instead of the session's microphone or speaker (a
+    /// greeting from its start, a recording per call), made when the call's media is built.
+    /// Nil (the default): every call is on the session's bridge.
+    public var callAudio: CallAudioProvider?
     /// What answering a call with ``autoAnswer`` does to the calls already on: hold them (the
     /// default, CallKit's hold-and-accept), merge the new call into a conference with them, end
     /// them, or keep them as they are.

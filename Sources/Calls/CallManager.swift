@@ -521,6 +521,13 @@ public actor CallManager {
         }
     }
 
+    /// Notes where a call is recorded (its Recents row shows it).
+    public func setRecording(_ path: String?, of call: UUID) {
+        guard calls[call] != nil else { return }
+        calls[call]?.recent.recording = path
+        persist(call)
+    }
+
     private func persist(_ uuid: UUID) {
         guard configuration.includesCallsInRecents, let store, let call = calls[uuid] else { return }
         store.save(call.recent)

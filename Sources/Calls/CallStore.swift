@@ -21,9 +21,13 @@ public struct RecentCall: Sendable, Equatable, Codable, FetchableRecord, Persist
     /// Seconds from connection to end; zero for calls that never connected.
     public var duration: Double?
     public var reason: CallEndReason?
+    /// Where the call's own recording went (per-call audio), if it had one.
+    public var recording: String?
 
     public init(id: UUID, handle: String, handleKind: String, direction: CallDirection, state: String, started: Date,
-                connected: Date? = nil, ended: Date? = nil, duration: Double? = nil, reason: CallEndReason? = nil) {
+                connected: Date? = nil, ended: Date? = nil, duration: Double? = nil, reason: CallEndReason? = nil,
+                recording: String? = nil) {
+        self.recording = recording
         self.id = id
         self.handle = handle
         self.handleKind = handleKind
@@ -100,6 +104,9 @@ public final class CallStore: Sendable {
                     t.column("fingerprint", .text).notNull().indexed()
                     t.column("address", .text)
                 }
+            }
+            migrator.registerMigration("v3-recordings") { db in
+                try db.alter(table: "recents") { t in t.add(column: "recording", .text) }
             }
             try migrator.migrate(pool)
             let blocked = try pool.read { db in try String.fetchSet(db, sql: "SELECT handle FROM blocked") }

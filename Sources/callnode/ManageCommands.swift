@@ -141,7 +141,8 @@ struct Recents: AsyncParsableCommand {
         for row in rows {
             let who = store.contacts.withFingerprint(row.handle)?.name ?? row.handle
             let duration = row.duration.map { String(format: "%.1f s", $0) } ?? "-"
-            print("\(formatter.string(from: row.started))  \(row.direction.rawValue)\t\(who)\t\(row.reason?.rawValue ?? row.state)\t\(duration)")
+            let recording = row.recording.map { "\t\($0)" } ?? ""
+            print("\(formatter.string(from: row.started))  \(row.direction.rawValue)\t\(who)\t\(row.reason?.rawValue ?? row.state)\t\(duration)\(recording)")
         }
     }
 }

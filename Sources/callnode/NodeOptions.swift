@@ -121,20 +121,47 @@ struct NodeOptions: ParsableArguments {
         }
     }
 
+    /// Each call plays a WAV input from its start, and records to its own file when the output
+    /// is a directory.
+    func perCallAudio() throws -> CallAudioProvider? {
+        var samples: [Int16]?
+        if case let .wav(path) = NodeAudioInput(spec: input) {
+            let (format, raw) = try WAV.read(path: path)
+            samples = WAV.monoResampled(raw, from: format, to: 48_000)
+        }
+        var directory: String?
+        if case let .recordings(path) = NodeAudioOutput(spec: output) {
+            do {
+                try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            } catch {
+                throw ValidationError("--output: cannot make the recordings directory \(path): \(error.localizedDescription)")
+            }
+            directory = path
+        }
+        guard samples != nil || directory != nil else { return nil }
+        return CallAudio.perCall(input: samples, recordingsIn: directory)
+    }
+
     func configuration(defaultSignal: String?) throws -> CallNodeConfiguration {
         var configuration = CallNodeConfiguration(home: home.home)
         configuration.displayName = name
         configuration.listenAddress = (signal ?? defaultSignal).flatMap(SignalAddress.init)
         configuration.relay = relay.flatMap(SignalAddress.init)
         configuration.autoAnswer = autoAnswer
-        configuration.autoAnswerOthers = conference ? .merge : .hold
+        // Calls recorded one file each are a service's independent callers: none is held for another.
+        let recordsPerCall = if case .recordings = NodeAudioOutput(spec: output) { true } else { false }
+        configuration.autoAnswerOthers = conference ? .merge : recordsPerCall ? .keep : .hold
         configuration.maximumCalls = maxCalls
         configuration.acceptUnknownCallers = acceptUnknown
         configuration.ice = try network.iceConfiguration(role: .controlling)
         // Both checked in validate().
-        configuration.audio = NodeAudioBackend(input: NodeAudioInput(spec: input)!, output: NodeAudioOutput(spec: output)!,
+        // A WAV input is each call's own (from its start): the session's microphone is then silence.
+        var sessionInput = NodeAudioInput(spec: input)!  // checked in validate()
+        if case .wav = sessionInput { sessionInput = .silence }
+        configuration.audio = NodeAudioBackend(input: sessionInput, output: NodeAudioOutput(spec: output)!,
                                                speaker: speaker.flatMap(NodeAudioOutput.init(spec:)))
         configuration.appOwnedAudio = appOwnedAudio
+        configuration.callAudio = try perCallAudio()
         configuration.holdAudio = HoldAudio(holdAudio) ?? .silence  // checked in validate()
         configuration.voiceProcessing = voiceProcessing == "auto" ? nil : voiceProcessing == "on"
         configuration.recordingAlwaysPrepared = prepareRecording

@@ -1,0 +1,71 @@
+import AudioSession
+import Foundation
+import Media
+import Signaling
+
+/// Whom a call's own audio is for (see ``CallNodeConfiguration/callAudio``).
+public struct CallAudioRequest: Sendable {
+    public let call: UUID
+    public let outgoing: Bool
+    /// The peer as a person names it: its contact name, else the name it gave, else the short
+    /// form of its fingerprint.
+    public let peerName: String
+    /// The peer's proven identity (nil for a web page).
+    public let peer: Fingerprint?
+    /// When the call's media was built.
+    public let started: Date
+    /// The call's audio format.
+    public let format: AudioFormat
+}
+
+/// Audio a call has of its own, instead of the session's microphone (its source) or speaker
+/// (its sink): an answering service greets each caller from the start of its prompt and
+/// records each message to its own file. Either may be nil (that side stays on the session's
+/// bridge). Media still starts only when the audio session's owner activates the session.
+public struct CallAudio: Sendable {
+    public var source: (any AudioSource)?
+    public var sink: (any AudioSink)?
+    /// Where the sink records, shown on the call's Recents row (`callnode recents`).
+    public var recording: String?
+
+    public init(source: (any AudioSource)? = nil, sink: (any AudioSink)? = nil, recording: String? = nil) {
+        self.source = source
+        self.sink = sink
+        self.recording = recording
+    }
+}
+
+/// Makes a call's own audio when its media is built; an error fails the call with its reason.
+public typealias CallAudioProvider = @Sendable (CallAudioRequest) throws(AudioDeviceError) -> CallAudio
+
+extension CallAudio {
+    /// A terminal node's per-call audio: each call plays `input` from its start (looped), and
+    /// records into its own WAV file in `directory` (``recordingName(for:)``). Either may be nil.
+    public static func perCall(input: [Int16]?, recordingsIn directory: String?) -> CallAudioProvider {
+        { request throws(AudioDeviceError) in
+            var audio = CallAudio()
+            if let input {
+                audio.source = WAVFileSource(samples: input, format: request.format, loops: true)
+            }
+            if let directory {
+                let path = (directory.hasSuffix("/") ? directory : directory + "/") + recordingName(for: request)
+                audio.sink = WAVFileSink(path: path, format: request.format)
+                audio.recording = path
+            }
+            return audio
+        }
+    }
+
+    /// `2026-11-24_14-03-07_alice_in_1F2E3D4C.wav`: when (local time), with whom, which way, and
+    /// the call ID's start, so a person can tell the recordings apart and two at once never clash.
+    public static func recordingName(for request: CallAudioRequest) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.dateFormat = "yyyy-MM-dd_HH-mm-ss"
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
+        var peer = String(request.peerName.map { allowed.contains($0) ? $0 : "-" }.prefix(40))
+        while peer.contains("--") { peer = peer.replacingOccurrences(of: "--", with: "-") }
+        peer = peer.trimmingCharacters(in: CharacterSet(charactersIn: "-"))
+        return "\(formatter.string(from: request.started))_\(peer.isEmpty ? "unknown" : peer)_\(request.outgoing ? "out" : "in")_\(request.call.uuidString.prefix(8)).wav"
+    }
+}
