@@ -144,7 +144,7 @@ let package = Package(
         .executableTarget(
             name: "answering-service",
             dependencies: [
-                "CallNode",
+                "CallNode", "Locking",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],

@@ -77,3 +77,52 @@ extension RealTimeTests {
     }
 }
 }
+
+extension RealTimeTests.ServiceTests {
+    /// The voicemail example, run as a process: two callers at once each hear the greeting and
+    /// the beep, and leave a message of their own, as long as allowed; the service hangs up.
+    @Test func voicemailTakesAMessageFromEachOfTwoCallersAtOnce() async throws {
+        let directory = "/tmp/callnode-voicemail-\(getpid())-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { if ProcessInfo.processInfo.environment["KEEP"] == nil { try? FileManager.default.removeItem(atPath: directory) } }
+        let messages = directory + "/messages/", log = directory + "/service.log"
+        let service = try ChildProcess(try BuildProducts.executable("answering-service"), [
+            "--listen", "127.0.0.1:0", "--bind", "127.0.0.1", "--messages", messages, "--max-seconds", "3", "--home", directory + "/service",
+        ], output: log)
+        defer { service.stop() }
+        let listening = try await RealTimeTests.CommandLineTests.waitForLine(in: log, process: service) { $0.hasPrefix("voicemail on ") }
+        let address = String(listening.dropFirst("voicemail on ".count).prefix { $0 != "," })
+
+        func dial(_ name: String, tone: Int) throws -> ChildProcess {
+            try ChildProcess(try BuildProducts.executable("callnode"), [
+                "call", address, "--home", "\(directory)/\(name)", "--bind", "127.0.0.1", "--input", "tone:\(tone)",
+                "--output", "wav:\(directory)/\(name)-heard.wav", "--duration", "20", "--json",
+            ], output: "\(directory)/\(name).log")
+        }
+        let alice = try dial("alice", tone: 440), carol = try dial("carol", tone: 880)
+        defer { alice.stop(); carol.stop() }
+        // The service hangs up after the prompt (~2.6 s) and the 3 s message.
+        #expect(alice.wait() == 0 && carol.wait() == 0, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+        service.stop()
+
+        let files = try FileManager.default.contentsOfDirectory(atPath: messages).filter { $0.hasSuffix(".wav") }
+        #expect(files.count == 2, "\(files)")
+        var callers: Set<Double> = []
+        for file in files {
+            let samples = try WAV.read(path: messages + file).samples
+            let seconds = Double(samples.count) / 48_000
+            #expect(seconds > 2.8 && seconds <= 3.0, "\(file) is \(seconds) s; messages are cut at 3 s")
+            let tones = [440.0, 880.0].filter { tone in RealTimeTests.PauseTests.toneFrames(samples, frequency: tone).filter { $0 }.count > 100 }
+            #expect(tones.count == 1, "\(file) holds \(tones) (one caller each)")
+            callers.formUnion(tones)
+        }
+        #expect(callers == [440, 880])
+        for name in ["alice", "carol"] {
+            let heard = try WAV.read(path: "\(directory)/\(name)-heard.wav").samples
+            let beep = RealTimeTests.PauseTests.toneFrames(heard, frequency: 1_000).filter { $0 }.count
+            #expect(beep >= 15, "\(name) heard the beep in \(beep) frames")
+        }
+        let recents = try RealTimeTests.CommandLineTests.run(["recents", "--home", directory + "/service"], log: directory + "/recents.log")
+        for file in files { #expect(recents.output.contains(messages + file), "\(recents.output)") }
+    }
+}
