@@ -55,6 +55,7 @@ extension CallLeg {
         // Browsers take one redundant copy per packet (libwebrtc's RED), nodes up to three.
         if connection?.origin == .webPage { base.maximumRedundancyDepth = 1 }
         let systemSession = self.systemSession, appSession = self.appSession, standIn = configuration.audioStandIn
+        let playbackOnly = configuration.playbackOnly
         let own: CallAudio?
         do {
             own = try configuration.callAudio?(callAudioRequest())
@@ -75,7 +76,8 @@ extension CallLeg {
         }
         mediaPreparation = Task.detached { [association] in
             try await CallLeg.makeMedia(negotiated: negotiated, base: base, transport: transport, dtls: association, clock: clock,
-                                     systemSession: systemSession, appSession: appSession, standIn: standIn, own: own)
+                                     systemSession: systemSession, appSession: appSession, standIn: standIn, own: own,
+                                     playbackOnly: playbackOnly)
         }
     }
 
@@ -209,7 +211,8 @@ extension CallLeg {
                                               dtls: DTLSAssociation?, clock: MediaClock,
                                               systemSession: AudioSessionOwner<SystemOwned>?,
                                               appSession: AudioSessionOwner<AppOwned>?,
-                                              standIn: (any AudioOwnerStandIn)? = nil, own: CallAudio? = nil) async throws -> PreparedMedia {
+                                              standIn: (any AudioOwnerStandIn)? = nil, own: CallAudio? = nil,
+                                              playbackOnly: Bool = false) async throws -> PreparedMedia {
         let keys: MediaKeys
         if let dtls {
             let exported = try await dtls.keys()
@@ -235,6 +238,13 @@ extension CallLeg {
             let endpoints = try await standIn.callEndpoints()
             source = endpoints.microphone
             sink = endpoints.output
+        } else if playbackOnly, let systemSession {
+            // No microphone in the playback category: the call sends silence.
+            let output = try await systemSession.output()
+            (source, sink, port) = (SilenceSource(), output, output.port.id)
+        } else if playbackOnly, let appSession {
+            let output = try await appSession.output()
+            (source, sink, port) = (SilenceSource(), output, output.port.id)
         } else if let systemSession {
             // The call's own port on the session's bridge: it hears the whole microphone and is
             // summed with other calls on the output.

@@ -171,13 +171,14 @@ public actor CallNode: Service {
                               clock: clock)
         }
         var sessionConfiguration = AudioSessionConfiguration()
-        sessionConfiguration.category = .playAndRecord
+        sessionConfiguration.category = configuration.playbackOnly ? .playback : .playAndRecord
         sessionConfiguration.mode = .voiceChat
         if configuration.appOwnedAudio {
             let session = AudioSessionOwner<AppOwned>(name: "callnode app audio", configuration: sessionConfiguration,
                                                       backend: configuration.audio, clock: configuration.clock)
             appSession = session
             systemSession = nil
+            if configuration.playbackOnly { await session.setAutomaticConfiguration(false) }
             try await Self.applyAudioModes(configuration, to: session)
             manager = try await CallManager(configuration: configuration.provider, audio: .appOwned, store: store, ringer: ringer,
                                             clock: configuration.clock)
@@ -186,6 +187,7 @@ public actor CallNode: Service {
                                                          backend: configuration.audio, clock: configuration.clock)
             systemSession = session
             appSession = nil
+            if configuration.playbackOnly { await session.setAutomaticConfiguration(false) }
             try await Self.applyAudioModes(configuration, to: session)
             manager = try await CallManager(configuration: configuration.provider, audio: .systemOwned(session), store: store, ringer: ringer,
                                             clock: configuration.clock)

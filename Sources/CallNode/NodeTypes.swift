@@ -67,6 +67,9 @@ public struct CallNodeConfiguration: Sendable {
     /// sooner is kept; a restart waits while the last one's answer has not come. `nil` (or
     /// zero): never restart by itself.
     public var iceRestartInterval: Duration? = .seconds(5)
+    /// Playback only: the audio session's `playback` category; no microphone is ever opened,
+    /// calls send silence and play the far end (a monitor, an announcement listener).
+    public var playbackOnly = false
     /// Audio each call has of its own instead of the session's microphone or speaker (a
     /// greeting from its start, a recording per call), made when the call's media is built.
     /// Nil (the default): every call is on the session's bridge.

@@ -287,6 +287,7 @@ final class CallRunner {
         switch event {
         case let .listening(address):
             line("listening on \(address) — identity \(node.identity.fingerprint)")
+            if node.configuration.playbackOnly { line("playback only: no microphone is opened; calls send silence") }
         case let .dialing(uuid, target):
             peers[uuid] = target.description
             line("calling \(target)…")
@@ -370,7 +371,8 @@ final class CallRunner {
         let pair = lastPair[uuid].map { "\($0.localType.rawValue)/\($0.remoteType.rawValue)" } ?? "-"
         let rtt = s.roundTripTime.map { "\(Self.milliseconds($0)) ms" } ?? "-"
         guard uuid == current else { return }  // the line shows the call the keys act on
-        let what = held ? "held" : heldByPeer.contains(uuid) ? "on hold by \(peers[uuid] ?? "the peer")" : muted ? "muted" : "in call"
+        let what = (held ? "held" : heldByPeer.contains(uuid) ? "on hold by \(peers[uuid] ?? "the peer")" : muted ? "muted" : "in call")
+            + (node.configuration.playbackOnly ? " (playback only: no microphone)" : "")
         let others = connectedCalls.count > 1 ? " (+\(connectedCalls.count - 1) call\(connectedCalls.count > 2 ? "s" : ""))" : ""
         let with = peers[uuid].map { " with \($0)" } ?? ""
         let keys = connectedCalls.count > 1 || !ringing.isEmpty ? "a e m h s c u 0-9 q" : "m h 0-9 o q"

@@ -69,6 +69,9 @@ struct NodeOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("How this node's offers key SRTP: dtls (a DTLS-SRTP handshake on the media path; ephemeral keys, forward secrecy, what browsers speak) or sdes (keys inside the signaled SDP). Answers follow the offer.", valueName: "KIND"))
     var keyExchange: String = KeyExchange.dtls.rawValue
 
+    @Flag(name: .long, help: "Playback only: never open a microphone; calls send silence and play the other side.")
+    var playbackOnly = false
+
     @Option(name: .long, help: ArgumentHelp("What a call you hold (h) sends the other side: silence (the call goes quiet both ways), tone (a soft 425 Hz waiting tone) or wav:PATH (looped, 48000 Hz mono).", valueName: "SPEC"))
     var holdAudio = "silence"
 
@@ -125,7 +128,7 @@ struct NodeOptions: ParsableArguments {
     /// is a directory.
     func perCallAudio() throws -> CallAudioProvider? {
         var samples: [Int16]?
-        if case let .wav(path) = NodeAudioInput(spec: input) {
+        if !playbackOnly, case let .wav(path) = NodeAudioInput(spec: input) {
             let (format, raw) = try WAV.read(path: path)
             samples = WAV.monoResampled(raw, from: format, to: 48_000)
         }
@@ -161,6 +164,7 @@ struct NodeOptions: ParsableArguments {
         configuration.audio = NodeAudioBackend(input: sessionInput, output: NodeAudioOutput(spec: output)!,
                                                speaker: speaker.flatMap(NodeAudioOutput.init(spec:)))
         configuration.appOwnedAudio = appOwnedAudio
+        configuration.playbackOnly = playbackOnly
         configuration.callAudio = try perCallAudio()
         configuration.holdAudio = HoldAudio(holdAudio) ?? .silence  // checked in validate()
         configuration.voiceProcessing = voiceProcessing == "auto" ? nil : voiceProcessing == "on"
