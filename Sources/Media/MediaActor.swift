@@ -402,7 +402,13 @@ public actor MediaActor: MediaClockClient {
             stats.malformedDropped += 1
             return
         }
-        guard receivingAudio else { return }  // held: authentic, counted as heard, not played
+        guard receivingAudio else {
+            // Held: authentic and counted (so the reports do not call it lost), not played.
+            stats.packetsReceived += 1
+            stats.bytesReceived += packet.payload.count
+            reception.record(sequence: packet.sequenceNumber, timestamp: packet.timestamp, ssrc: packet.ssrc, arrival: arrival)
+            return
+        }
         guard let payload = open(primary, of: packet, framesBack: 0) else { return }
         if let previous = remoteSSRC, previous != packet.ssrc {
             // An authentic packet of a new stream: its numbering has nothing to do with the old one's.

@@ -98,8 +98,10 @@ extension MediaActor {
         if let old = self.holdAudio, old !== holdAudio { old.stop() }
         self.holdAudio = sending ? holdAudio : nil
         if receiving && !receivingAudio {
-            // Audio comes back after a pause of any length: a fresh start, not a late stream.
+            // Audio comes back after a pause of any length: a fresh start, not a late stream
+            // (and not a playout reset to report: the pause was agreed).
             jitter.restart()
+            _ = jitter.takeResets()
             stretcher = TimeStretcher(frameSamples: playFrame.count, sampleRate: sink.format.sampleRate)
         }
         sendingAudio = sending

@@ -231,10 +231,16 @@ final class CallRunner {
                 line("no other call to merge")
                 break
             }
+            var merged = [call] + node.conference(of: call)
             for other in others {
-                do { try await node.merge(other, with: call) } catch { line("cannot merge \(peers[other] ?? "the call"): \(error)") }
+                do {
+                    try await node.merge(other, with: call)
+                    merged.append(other)
+                } catch {
+                    line("cannot merge \(peers[other] ?? "the call"): \(error)")
+                }
             }
-            line("conference: \(node.conference(of: call).compactMap { peers[$0] }.sorted().joined(separator: ", "))")
+            line("conference with \(Set(merged.compactMap { peers[$0] }).sorted().joined(separator: ", "))")
         case "u":
             do {
                 try await node.unmerge(call)
@@ -374,7 +380,10 @@ final class CallRunner {
         let what = (held ? "held" : heldByPeer.contains(uuid) ? "on hold by \(peers[uuid] ?? "the peer")" : muted ? "muted" : "in call")
             + (node.configuration.playbackOnly ? " (playback only: no microphone)" : "")
         let others = connectedCalls.count > 1 ? " (+\(connectedCalls.count - 1) call\(connectedCalls.count > 2 ? "s" : ""))" : ""
-        let with = peers[uuid].map { " with \($0)" } ?? ""
+        let conference = node.conference(of: uuid)
+        let with = heldByPeer.contains(uuid) ? ""
+            : conference.count > 1 ? " in conference with \(conference.compactMap { peers[$0] }.sorted().joined(separator: ", "))"
+            : peers[uuid].map { " with \($0)" } ?? ""
         let keys = connectedCalls.count > 1 || !ringing.isEmpty ? "a e m h s c u 0-9 q" : "m h 0-9 o q"
         let text = "\r\u{1B}[2K● \(what)\(with)\(others) | pair \(pair) | RTT \(rtt) | loss \(s.packetsLost) | jitter \(Self.milliseconds(s.jitter)) ms | \(s.sendBitrate / 1000)/\(s.receiveBitrate / 1000) kbit/s | level \(Int(s.sendLevel))/\(Int(s.receiveLevel)) dB | \(keys)"
         FileHandle.standardOutput.write(Data(text.utf8))
