@@ -54,10 +54,10 @@ struct BridgeBench: AsyncParsableCommand {
             let bridged = try await Self.realTime(legs: count, bridged: true, seconds: realTimeSeconds)
             for (what, figures) in [("plain sources", plain), ("ports in one conference", bridged)] {
                 if json {
-                    print("{\"group\":\"bridge\",\"subject\":\"real time, \(what)\",\"legs\":\(count),\"late_percent\":\(String(format: "%.2f", figures.latePercent)),\"cpu_percent\":\(String(format: "%.1f", figures.cpuPercent))}")
+                    print("{\"group\":\"bridge\",\"subject\":\"real time, \(what)\",\"calls\":\(count),\"legs\":\(2 * count),\"late_percent\":\(String(format: "%.2f", figures.latePercent)),\"cpu_percent\":\(String(format: "%.1f", figures.cpuPercent))}")
                 } else {
-                    print(String(format: "bridge real time, %d legs, %@: %.2f %% of ticks late, %.1f %% CPU of %d cores",
-                                 count, what, figures.latePercent, figures.cpuPercent, ProcessInfo.processInfo.activeProcessorCount))
+                    print(String(format: "bridge real time, %d calls (%d legs with their peers), %@: %.2f %% of ticks late, %.1f %% CPU of %d cores",
+                                 count, 2 * count, what, figures.latePercent, figures.cpuPercent, ProcessInfo.processInfo.activeProcessorCount))
                 }
             }
         }

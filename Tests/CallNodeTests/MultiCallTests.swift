@@ -189,3 +189,29 @@ import Testing
         await f.shutdown()
     }
 }
+
+extension AutoAnswerPolicyTests {
+    @Test func aConferenceTakesNoMoreCallsThanTheProviderAllows() async throws {
+        let f = try InMemoryNodes()
+        let bob = try await f.node("bob", input: .tone(660)) {
+            $0.autoAnswerOthers = .keep
+            $0.provider.maximumCallsPerCallGroup = 2
+            $0.provider.maximumCallGroups = 3
+        }
+        var calls: [UUID] = []
+        for (index, name) in ["alice", "carol", "dave"].enumerated() {
+            let caller = try await f.node(name, input: .tone(Double(300 + 100 * index)))
+            try await f.trust(caller, as: name, bob, as: "bob")
+            _ = try await caller.call(.contact("bob"))
+            try await f.waitFor(name, advancing: true) { if case .connected = $0 { true } else { false } }
+            calls.append(try #require(bob.manager.controller.calls.last?.id))
+        }
+        try await bob.merge(calls[1], with: calls[0])
+        for _ in 0..<5 { await f.step() }
+        #expect(Set(bob.conference(of: calls[0])) == Set(calls.prefix(2)))
+        await #expect(throws: CallRequestError.maximumCallsReached(limit: 2)) { try await bob.merge(calls[2], with: calls[0]) }
+        for _ in 0..<5 { await f.step() }
+        #expect(bob.conference(of: calls[2]).isEmpty)
+        await f.shutdown()
+    }
+}
