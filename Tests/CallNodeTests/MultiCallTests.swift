@@ -215,3 +215,29 @@ extension AutoAnswerPolicyTests {
         await f.shutdown()
     }
 }
+
+extension AutoAnswerPolicyTests {
+    @Test func endAndAnswerEndsTheCallOnAndAnswersTheNewOne() async throws {
+        let f = try InMemoryNodes()
+        let alice = try await f.node("alice", input: .tone(440))
+        let bob = try await f.node("bob", input: .tone(660), autoAnswer: false)
+        let carol = try await f.node("carol", input: .tone(880))
+        try await f.trust(alice, as: "alice", bob, as: "bob")
+        try await f.trust(carol, as: "carol", bob, as: "bob")
+        _ = try await alice.call(.contact("bob"))
+        let first = try await f.waitFor("bob", advancing: true) { if case .incoming = $0 { true } else { false } }
+        guard case let .incoming(aliceCall, _, _, _) = first.event else { return }
+        try await bob.answer(aliceCall)
+        try await f.waitFor("alice", advancing: true) { if case .connected = $0 { true } else { false } }
+        _ = try await carol.call(.contact("bob"))
+        let second = try await f.waitFor("bob", advancing: true) {
+            if case let .incoming(uuid, _, _, _) = $0 { uuid != aliceCall } else { false }
+        }
+        guard case let .incoming(carolCall, _, _, _) = second.event else { return }
+        try await bob.answer(carolCall, others: .end)
+        try await f.waitFor("carol", advancing: true) { if case .connected = $0 { true } else { false } }
+        try await f.waitFor("alice", advancing: true) { if case .ended(_, .remoteEnded, _, _) = $0 { true } else { false } }
+        #expect(bob.manager.controller.calls.map(\.id) == [carolCall])
+        await f.shutdown()
+    }
+}
