@@ -43,6 +43,8 @@ public actor MediaActor: MediaClockClient {
     var playFrame: [Int16]
     var state: State = .idle
     var muted = false
+    /// The loss the last report sent told the peer of, 0–1 (early feedback is for news).
+    var lastReportedLoss = 0.0
     /// Which way audio flows, as the offer and answer say (RFC 3264): a held call sends
     /// nothing (or its hold audio) and plays nothing. RTCP goes on either way.
     var sendingAudio = true
@@ -278,7 +280,7 @@ public actor MediaActor: MediaClockClient {
         watchInbound(now: now)
         await sendFrame()
         playFrame(now: now)
-        if now >= nextRTCP {
+        if now >= nextRTCP || reportsLossEarly() {
             nextRTCP = now + configuration.rtcpInterval
             // The report's times (NTP, DLSR) are when it is really sent, for the peer's RTT.
             await sendReport(now: clock.now)

@@ -179,9 +179,22 @@ extension MediaActor {
     /// NTP time on this call's clock (consistent with itself, which is all RTT needs).
     func ntp(_ time: Duration) -> UInt64 { NTPTime.timestamp(sinceUnixEpoch: time) }
 
+    /// Whether loss rose since the last report (to 5 % or more, and twice what that report
+    /// said): the peer should hear of it now, not at the next interval (its redundancy and FEC
+    /// follow reports). A report that caught only the first losses of a bad path does not hold
+    /// back the news for a whole interval.
+    func reportsLossEarly() -> Bool {
+        guard let after = configuration.earlyReportAfterPackets, receivingAudio else { return false }
+        let interval = reception.sinceLastReport
+        guard interval.expected >= after else { return false }
+        let fraction = Double(interval.lost) / Double(interval.expected)
+        return fraction >= 0.05 && fraction >= 2 * lastReportedLoss
+    }
+
     func sendReport(now: Duration) async {
         var packets: [RTCPPacket] = []
         let blocks = reception.makeReportBlock(now: now).map { [$0] } ?? []
+        lastReportedLoss = Double(blocks.first?.fractionLost ?? 0) / 256
         if stats.packetsSent > 0 {
             packets.append(.senderReport(SenderReport(
                 ssrc: ssrc, ntpTimestamp: ntp(now), rtpTimestamp: timestamp,

@@ -103,6 +103,13 @@ public struct ReceptionStatistics: Sendable {
         lastSenderReportArrival = arrival
     }
 
+    /// Packets expected and lost since the last report block (what the next one will say).
+    public var sinceLastReport: (expected: Int64, lost: Int64) {
+        guard packetsReceived > 0 else { return (0, 0) }
+        let expectedInterval = expected - expectedPrior
+        return (expectedInterval, max(0, expectedInterval - Int64(packetsReceived - receivedPrior)))
+    }
+
     /// A report block for now, and resets the per-interval counters behind the fraction lost.
     public mutating func makeReportBlock(now: Duration) -> ReportBlock? {
         guard let ssrc, packetsReceived > 0 else { return nil }
