@@ -68,6 +68,9 @@ struct QualityBench: AsyncParsableCommand {
     @Option(help: ArgumentHelp("RFC 2198 redundancy, as two nodes negotiate it: adaptive (the default), always or off (Opus in-band FEC alone).", valueName: "WHEN"))
     var redundancy = RedundancyPolicy.adaptive.rawValue
 
+    @Flag(help: "Reports on the RTCP interval only (no early feedback when loss starts), for comparison.")
+    var noEarlyFeedback = false
+
     @Flag(help: "One JSON object per case on stdout.")
     var json = false
 
@@ -92,6 +95,7 @@ struct QualityBench: AsyncParsableCommand {
         // What two nodes agree on: red/48000/2 at 63 (AudioCapabilities), used as the policy says.
         configuration.redundancyPayloadType = 63
         configuration.redundancy = RedundancyPolicy(rawValue: redundancy) ?? .adaptive
+        if noEarlyFeedback { configuration.earlyReportAfterPackets = nil }
         if let planLoss {
             configuration.opus.expectedLossPercent = planLoss
             configuration.adaptiveFEC = false
