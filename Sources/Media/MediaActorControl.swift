@@ -179,16 +179,16 @@ extension MediaActor {
     /// NTP time on this call's clock (consistent with itself, which is all RTT needs).
     func ntp(_ time: Duration) -> UInt64 { NTPTime.timestamp(sinceUnixEpoch: time) }
 
-    /// Whether loss rose since the last report (to 5 % or more, and twice what that report
-    /// said): the peer should hear of it now, not at the next interval (its redundancy and FEC
-    /// follow reports). A report that caught only the first losses of a bad path does not hold
-    /// back the news for a whole interval.
+    /// Whether heavy loss began since the last report, which told the peer of little or none
+    /// (under 5 %): at 10 % or more of the interval so far, the peer should hear of it now, not
+    /// at the next interval (its redundancy and FEC follow reports). A report that caught only
+    /// the first losses of a bad path does not hold the news back for a whole interval. Once
+    /// the peer knows of loss, reports keep their interval: early ones over a few packets would
+    /// swing its redundancy with every burst.
     func reportsLossEarly() -> Bool {
-        guard let after = configuration.earlyReportAfterPackets, receivingAudio else { return false }
+        guard let after = configuration.earlyReportAfterPackets, receivingAudio, lastReportedLoss < 0.05 else { return false }
         let interval = reception.sinceLastReport
-        guard interval.expected >= after else { return false }
-        let fraction = Double(interval.lost) / Double(interval.expected)
-        return fraction >= 0.05 && fraction >= 2 * lastReportedLoss
+        return interval.expected >= after && interval.lost * 10 >= interval.expected
     }
 
     func sendReport(now: Duration) async {

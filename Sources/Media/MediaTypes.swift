@@ -38,10 +38,11 @@ public struct MediaConfiguration: Sendable, Equatable {
     public var jitterBuffer: JitterBufferConfiguration
     /// How often RTCP reports are sent.
     public var rtcpInterval: Duration
-    /// Early feedback (RFC 4585 §3.5, as AVPF allows): when loss starts on a path the peer
-    /// last heard was clean, a report goes out at once (after at least this many packets of the
-    /// interval) instead of up to a whole interval later, so the sender's redundancy grows
-    /// within a fraction of a second of the loss. Nil: reports only on the interval.
+    /// Early feedback (RFC 4585 §3.5, as AVPF allows): when heavy loss starts on a path the
+    /// peer last heard was (nearly) clean, a report goes out at once (after at least this many
+    /// packets of the interval) instead of up to a whole interval later, so the sender's
+    /// redundancy grows within a fraction of a second of the loss. Nil: reports only on the
+    /// interval.
     public var earlyReportAfterPackets: Int? = 10
     /// How often a ``MediaEvent/statistics(_:)`` event is emitted.
     public var statisticsInterval: Duration
