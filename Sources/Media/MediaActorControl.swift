@@ -180,7 +180,8 @@ extension MediaActor {
     func ntp(_ time: Duration) -> UInt64 { NTPTime.timestamp(sinceUnixEpoch: time) }
 
     /// Whether heavy loss began since the last report, which told the peer of little or none
-    /// (under 5 %): at 10 % or more of the interval so far, the peer should hear of it now, not
+    /// (under 5 %): at 10 % or more of the interval so far (three packets at least), the peer
+    /// should hear of it now, not
     /// at the next interval (its redundancy and FEC follow reports). A report that caught only
     /// the first losses of a bad path does not hold the news back for a whole interval. Once
     /// the peer knows of loss, reports keep their interval: early ones over a few packets would
@@ -188,7 +189,8 @@ extension MediaActor {
     func reportsLossEarly() -> Bool {
         guard let after = configuration.earlyReportAfterPackets, receivingAudio, lastReportedLoss < 0.05 else { return false }
         let interval = reception.sinceLastReport
-        return interval.expected >= after && interval.lost * 10 >= interval.expected
+        // Three losses at least: one early in an interval is no news (1 % loss has them).
+        return interval.expected >= after && interval.lost >= 3 && interval.lost * 10 >= interval.expected
     }
 
     func sendReport(now: Duration) async {
