@@ -8,6 +8,7 @@ import Media
 import Metrics
 import SDP
 import Signaling
+import Locking
 
 /// One call: its signaling connection, ICE path, DTLS association, media and timers, and the
 /// ``LegState`` that decides what happens next.
@@ -39,7 +40,23 @@ actor CallLeg {
 
     var target: CallTarget?
     var peer: Fingerprint?
+    /// The call's signaling connection while it is up (nil while it is being resumed).
     var connection: SignalingConnection?
+    /// Outgoing, resuming: the new connection the resume request went out on, until the
+    /// callee accepts it.
+    var pendingConnection: SignalingConnection?
+    /// A node or a web page at the other end (pages cannot resume a call).
+    var origin: SignalingOrigin = .node
+    /// The call's numbered messages (between nodes), so that they outlive a connection.
+    var signals = SignalSequence()
+    /// What the caller presents to resume the call on a new connection: made by the caller,
+    /// told to the callee in the invitation.
+    var resumeToken: String?
+    /// Which round of reconnecting runs (a new loss starts a new one; the old one stops).
+    var reconnectRound = 0
+    /// The host address the selected ICE pair leaves from (a host candidate's address, the
+    /// base of a server-reflexive or relayed one).
+    var selectedLocalBase: String?
     var startAction: ActionID?
     var agent: (any IcePath)?
     /// The agent being made and gathering, started before it is needed (the caller's at
@@ -62,6 +79,9 @@ actor CallLeg {
     /// Which round of local candidates is being trickled (an ICE restart starts a new one).
     var trickleRound = 0
     var offer: SessionDescription?
+    /// The caller's answer to the first offer (its SDP origin is what its own later offers
+    /// continue).
+    var localAnswer: SessionDescription?
     /// What this side's later offer (a hold's or a resume's) was written with, for its answer.
     var reofferCapabilities: AudioCapabilities?
     var negotiated: NegotiatedAudio?
@@ -98,9 +118,17 @@ actor CallLeg {
         state = LegState(outgoing: outgoing, muted: muted, timings: LegTimings(
             keepAliveInterval: services.configuration.keepAliveInterval,
             connectionLostTimeout: services.configuration.connectionLostTimeout,
-            iceRestartInterval: services.configuration.iceRestartInterval),
+            iceRestartInterval: services.configuration.iceRestartInterval,
+            resumeWindow: services.configuration.resumeWindow),
             sendsHoldAudio: services.configuration.holdAudio != .silence)
         (children, childrenContinuation) = AsyncStream.makeStream(of: (@Sendable () async -> Void).self)
+        if outgoing { resumeToken = CallLeg.makeResumeToken() }
+    }
+
+    /// 32 random bytes, hex.
+    static func makeResumeToken() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
     }
 
     /// Runs the call's children until the call has ended and every one of them has finished:
@@ -130,6 +158,7 @@ actor CallLeg {
         self.target = target
         self.connection = connection
         peer = connection?.peer
+        if let connection { origin = connection.origin } else if case .webPage = target { origin = .webPage }
         self.title = title
         self.session = session
         self.startMuted = startMuted
@@ -206,7 +235,61 @@ actor CallLeg {
 
     // MARK: - The call's signaling messages
 
-    /// A message for this call on its own connection (the router checked both).
+    /// Whether the call can move to a new signaling connection: between nodes, not in a
+    /// session (whose connection the relay's rendezvous made).
+    var resumable: Bool { origin == .node && session == nil }
+
+    /// Sends a message for the call: numbered and kept until acknowledged between nodes, so
+    /// that it goes out again on a resumed connection; while the connection is being resumed,
+    /// it waits for the new one.
+    func send(_ message: SignalMessage) async {
+        guard resumable else {
+            try? await connection?.send(message, call: message == .keepAlive ? nil : uuid)
+            return
+        }
+        let envelope: SignalEnvelope
+        do {
+            envelope = try signals.stamp(message, call: uuid)
+        } catch {
+            failure = failure ?? "\(error)"
+            spawn { [weak self] in await self?.legEvent(.end(.failed("\(error)"))) }
+            return
+        }
+        guard let connection else { return }
+        // A send that fails leaves the message kept: the resumed connection carries it.
+        try? await connection.send(envelope)
+    }
+
+    /// The invitation that made this (incoming) leg: the first of the caller's messages.
+    func invited(_ envelope: SignalEnvelope) {
+        _ = signals.accept(envelope)
+        if case let .invite(invitation) = envelope.message { resumeToken = invitation.resumeToken }
+    }
+
+    /// An envelope for this call on one of its connections (the router checked that it
+    /// carries the call, or that it is the resumption handshake).
+    func receive(_ envelope: SignalEnvelope, on connection: SignalingConnection) async {
+        switch envelope.message {
+        case let .resume(request):
+            await resume(request, on: connection)
+            return
+        case let .resumed(received):
+            await resumed(received: received, on: connection)
+            return
+        case let .resumeRefused(reason):
+            guard pendingConnection?.id == connection.id else { return }
+            failure = failure ?? "the other node refused to resume the call: \(reason)"
+            await legEvent(.end(.failed("the other node refused to resume the call: \(reason)")))
+            return
+        default:
+            break
+        }
+        guard connection.id == self.connection?.id else { return }  // a connection the call left
+        if resumable, !signals.accept(envelope) { return }  // sent again after a resumption: had it
+        await receive(envelope.message, on: connection)
+    }
+
+    /// A message for this call on its own connection.
     func receive(_ message: SignalMessage, on connection: SignalingConnection) async {
         do {
             switch message {
@@ -230,22 +313,21 @@ actor CallLeg {
                 await legEvent(.end(.peerRejected(reason)))
             case let .error(text):
                 broadcaster.send(.peerError("peer reports: \(text)"))
-            case .keepAlive:
+            case .keepAlive, .resume, .resumed, .resumeRefused:
                 break
             }
         } catch {
             broadcaster.send(.peerError("call \(uuid): \(error)"))
-            try? await connection.send(.error("\(error)"), call: uuid)
+            await send(.error("\(error)"))
             await legEvent(.end(.failed("\(error)")))
         }
     }
 
     // MARK: - ICE restart
 
-    /// Restarts ICE at once (``CallNode/restartICE(_:)``).
+    /// Restarts ICE at once (``CallNode/restartICE(_:)``), from either side.
     func restartICE() async throws(CallNodeError) {
         guard negotiated != nil else { throw .noSuchCall(uuid) }
-        guard !outgoing else { throw .restartFromCaller }
         do {
             try await restart()
         } catch {
@@ -255,64 +337,84 @@ actor CallLeg {
 
     /// Opens the signaling connection of an outgoing call in its own task; the invitation goes
     /// out once TLS is up.
-    func dial() async {
-        guard let target = target else { return }
-        enum Route { case direct(SignalAddress, Fingerprint?), relayed(SignalAddress, Fingerprint) }
-        let route: Route
+    /// How an outgoing call reaches its callee's node.
+    enum Route: Sendable { case direct(SignalAddress, Fingerprint?), relayed(SignalAddress, Fingerprint) }
+
+    /// The route to the callee (nil for web pages and sessions, which are not dialed).
+    func route() -> Route? {
+        guard let target else { return nil }
         switch target {
         case let .contact(name):
             // Checked in call(_:): the contact exists and has an address or a relay is set.
             let contact = store.contacts.named(name)
             let fingerprint = contact.flatMap { Fingerprint($0.fingerprint) }
             if let address = contact?.address.flatMap(SignalAddress.init) {
-                route = .direct(address, fingerprint)
+                return .direct(address, fingerprint)
             } else if let relay = configuration.relay, let fingerprint {
-                route = .relayed(relay, fingerprint)
+                return .relayed(relay, fingerprint)
             } else {
-                route = .direct(SignalAddress(host: "", port: 0), fingerprint)
+                return .direct(SignalAddress(host: "", port: 0), fingerprint)
             }
-        case let .address(a): route = .direct(a, nil)
-        case let .pinned(a, f): route = .direct(a, f)
-        case let .relayed(f, relay): route = .relayed(relay, f)
+        case let .address(a): return .direct(a, nil)
+        case let .pinned(a, f): return .direct(a, f)
+        case let .relayed(f, relay): return .relayed(relay, f)
+        case .session, .webPage: return nil
+        }
+    }
+
+    /// Opens a signaling connection along `route` and runs `body` on it until it closes.
+    nonisolated func connect(_ route: Route, _ body: @escaping @Sendable (SignalingConnection, SignalMessages) async -> Void) async throws {
+        let identity = self.identity, limits = configuration.signalingLimits, network = configuration.signalNetwork
+        switch route {
+        case let .direct(address, pin):
+            if let network {
+                try await network.connect(to: address, as: identity, pin: pin, body)
+            } else {
+                try await SignalingClient.connect(host: address.host, port: address.port, identity: identity, pin: pin,
+                                                  limits: limits, body)
+            }
+        case let .relayed(relay, fingerprint):
+            try await RelayClient.dial(relay: relay.host, port: relay.port, fingerprint: fingerprint, identity: identity,
+                                       limits: limits, body)
+        }
+    }
+
+    func dial() async {
+        guard let target = target else { return }
+        let route: Route
+        switch target {
+        case .contact, .address, .pinned, .relayed:
+            guard let known = self.route() else { return }
+            route = known
         case .session: return
         case .webPage:
             // The page is already connected and read by its own task: invite it there.
             await prepareICEEarly(role: .controlled)
             guard let page = await node?.freeWebPage() else {
                 failure = CallNodeError.noWebPage.description
-                spawn { [weak self] in await self?.connectionClosed(error: nil) }
+                spawn { [weak self] in await self?.connectionClosed(nil, error: nil) }
                 return
             }
             spawn { [weak self] in
                 guard let self else { return }
-                if await !self.dialed(page) { await self.connectionClosed(error: nil) }
+                if await !self.dialed(page) { await self.connectionClosed(page.id, error: nil) }
             }
             return
         }
         await prepareICEEarly(role: .controlled)
-        let identity = self.identity, limits = configuration.signalingLimits, network = configuration.signalNetwork
         let weak = WeakLeg(self), router = WeakNode(node)
+        let dialedConnection = Locked<ObjectIdentifier?>(nil)
         spawn { [weak self] in
+            guard let self else { return }
             do {
-                let body: @Sendable (SignalingConnection, SignalMessages) async -> Void = { connection, messages in
+                try await self.connect(route) { connection, messages in
+                    dialedConnection.withLock { $0 = connection.id }
                     guard let leg = weak.leg, await leg.dialed(connection), let node = router.node else { return }
                     await node.read(messages, on: connection)
                 }
-                switch route {
-                case let .direct(address, pin):
-                    if let network {
-                        try await network.connect(to: address, as: identity, pin: pin, body)
-                    } else {
-                        try await SignalingClient.connect(host: address.host, port: address.port, identity: identity, pin: pin,
-                                                          limits: limits, body)
-                    }
-                case let .relayed(relay, fingerprint):
-                    try await RelayClient.dial(relay: relay.host, port: relay.port, fingerprint: fingerprint, identity: identity,
-                                               limits: limits, body)
-                }
-                await self?.connectionClosed(error: nil)
+                await self.connectionClosed(dialedConnection.withLock { $0 }, error: nil)
             } catch {
-                await self?.connectionClosed(error: error)
+                await self.connectionClosed(dialedConnection.withLock { $0 }, error: error)
             }
         }
     }
@@ -322,6 +424,7 @@ actor CallLeg {
         guard !isTornDown else { return false }
         self.connection = connection
         peer = connection.peer
+        origin = connection.origin
         await node?.legConnected(uuid, connection)
         await legEvent(.signalingReady)
         // The call counts as connecting before the invitation leaves: a peer that answers at
@@ -331,26 +434,158 @@ actor CallLeg {
             try? await manager.report(.fulfilled(action))
             try? await manager.report(.progress(uuid, .invitationSent))
         }
+        let invitation = Invitation(displayName: configuration.displayName, title: title, session: session,
+                                    resumeToken: resumable ? resumeToken : nil)
+        await send(.invite(invitation))
+        return self.connection?.id == connection.id
+    }
+
+    /// A signaling connection of the call closed (`id` nil: none was ever made). A call
+    /// between nodes is resumed on a new one; anything else ends.
+    func connectionClosed(_ id: ObjectIdentifier?, error: (any Error)?) async {
+        guard !isTornDown else { return }
+        if let id {
+            // A resumption that did not take: the reconnecting loop tries again.
+            if pendingConnection?.id == id {
+                pendingConnection = nil
+                return
+            }
+            // A connection the call already left (resumed elsewhere, or given up) changes nothing.
+            if let current = connection, current.id != id { return }
+            if connection == nil && !state.signaling.isUp { return }
+        }
+        let detail = error.map { "\($0)" } ?? "the signaling connection closed"
+        let canResume = resumable && connection != nil && state.phase != .dialing
+        if !canResume {
+            // Recorded first: failing the start action makes the manager end the call, and that
+            // end may be handled before this one.
+            let failure = failure ?? detail
+            self.failure = failure
+            if let action = startAction, connection == nil {
+                try? await manager.report(.failed(action, reason: detail))
+            }
+        }
+        connection = nil
+        pendingConnection = nil
+        logger.info("call \(uuid): signaling connection lost (\(detail))\(canResume ? "; resuming" : "")")
+        await legEvent(.signalingLost(detail, resumable: canResume))
+    }
+
+    // MARK: - Resuming on a new signaling connection
+
+    /// Outgoing: opens new connections to the callee until one resumes the call (backing off
+    /// from 0.25 s to 2 s between tries), while the state says the signaling is lost.
+    func reconnect() {
+        guard outgoing, let route = route() else { return }
+        reconnectRound += 1
+        let round = reconnectRound, clock = configuration.clock, logger = self.logger, uuid = self.uuid
+        let weak = WeakLeg(self), router = WeakNode(node)
+        spawn { [weak self] in
+            var delay: Duration = .zero
+            var attempt = 0
+            while let leg = self, await leg.stillReconnecting(round) {
+                if delay > .zero {
+                    do { try await clock.sleep(until: clock.now + delay) } catch { return }
+                    guard await leg.stillReconnecting(round) else { return }
+                }
+                delay = delay == .zero ? .milliseconds(250) : min(delay * 2, .seconds(2))
+                attempt += 1
+                let made = Locked<ObjectIdentifier?>(nil)
+                do {
+                    try await leg.connect(route) { connection, messages in
+                        made.withLock { $0 = connection.id }
+                        guard let leg = weak.leg, await leg.resuming(on: connection), let node = router.node else { return }
+                        await node.read(messages, on: connection)
+                    }
+                } catch {
+                    logger.info("call \(uuid): resuming, try \(attempt): \(error)")
+                }
+                // The connection closed: if it had resumed the call, the loss starts a new
+                // round; if not, try again.
+                guard let id = made.withLock({ $0 }) else { continue }
+                let resumedHere = await leg.connection?.id == id
+                await leg.connectionClosed(id, error: nil)
+                if resumedHere { return }
+            }
+        }
+    }
+
+    func stillReconnecting(_ round: Int) -> Bool {
+        !isTornDown && round == reconnectRound && !state.signaling.isUp
+    }
+
+    /// Outgoing: a new connection is up; asks the callee to carry on the call on it.
+    func resuming(on connection: SignalingConnection) async -> Bool {
+        guard !isTornDown, !state.signaling.isUp, self.connection == nil, let resumeToken else { return false }
+        pendingConnection = connection
+        await node?.legConnected(uuid, connection)
         do {
-            try await connection.send(.invite(Invitation(displayName: configuration.displayName, title: title,
-                                                         session: session)), call: uuid)
+            try await connection.send(SignalEnvelope(call: uuid, .resume(ResumeRequest(token: resumeToken, received: signals.received)),
+                                                     ack: signals.received))
         } catch {
+            pendingConnection = nil
             return false
         }
         return true
     }
 
-    func connectionClosed(error: (any Error)?) async {
-        guard !isTornDown else { return }
-        let detail = error.map { "\($0)" } ?? "the signaling connection closed"
-        // Recorded first: failing the start action makes the manager end the call, and that
-        // end may be handled before this one.
-        let failure = failure ?? detail
-        self.failure = failure
-        if let action = startAction, connection == nil {
-            try? await manager.report(.failed(action, reason: detail))
+    /// Outgoing: the callee took the call over to the new connection: send again what it
+    /// missed, in order, then carry on there.
+    func resumed(received: Int, on connection: SignalingConnection) async {
+        guard pendingConnection?.id == connection.id else { return }
+        pendingConnection = nil
+        self.connection = connection
+        for envelope in signals.resend(after: received) {
+            try? await connection.send(envelope)
         }
-        await legEvent(.end(.signalingClosed(detail)))
+        logger.info("call \(uuid): resumed on a new signaling connection")
+        await legEvent(.signalingResumed)
+    }
+
+    /// Incoming: the caller asks to carry on the call on `connection`. Only the caller's own
+    /// identity with the call's token may: anyone else is refused and the call goes on as it was.
+    func resume(_ request: ResumeRequest, on connection: SignalingConnection) async {
+        let refusal: String? = if outgoing || !resumable {
+            "this call cannot be resumed"
+        } else if connection.origin != .node || connection.peer != peer {
+            "this call is not yours to resume"
+        } else if let token = resumeToken, CallLeg.sameSecret(token, request.token) {
+            nil
+        } else {
+            "wrong resume token"
+        }
+        if let refusal {
+            logger.notice("call \(uuid): refused to resume it for \(connection.peer.short) at \(connection.remoteAddress): \(refusal)")
+            broadcaster.send(.peerError("refused to resume call \(uuid) for \(connection.peer.short): \(refusal)"))
+            try? await connection.send(.resumeRefused(refusal), call: uuid)
+            return
+        }
+        let old = self.connection
+        self.connection = connection
+        await node?.legConnected(uuid, connection)
+        if let old, old.id != connection.id { old.close() }
+        try? await connection.send(SignalEnvelope(call: uuid, .resumed(received: signals.received), ack: signals.received))
+        for envelope in signals.resend(after: request.received) {
+            try? await connection.send(envelope)
+        }
+        logger.info("call \(uuid): resumed by the caller on a new signaling connection from \(connection.remoteAddress)")
+        await legEvent(.signalingResumed)
+    }
+
+    /// Compares two secrets in time that does not depend on where they differ.
+    static func sameSecret(_ a: String, _ b: String) -> Bool {
+        let x = Array(a.utf8), y = Array(b.utf8)
+        guard x.count == y.count else { return false }
+        return zip(x, y).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+
+    /// This host's network changed: the leg's state decides (close and resume the signaling
+    /// if its address went, restart ICE if its path's did or the default route changed).
+    func hostNetworkChanged(_ now: HostNetworkSnapshot, from before: HostNetworkSnapshot) async {
+        let removed = before.addresses.subtracting(now.addresses)
+        let gone = connection?.localHost.map { !now.addresses.contains($0) } ?? false
+        let pathAffected = now.defaultRoutes != before.defaultRoutes || selectedLocalBase.map { removed.contains($0) } ?? false
+        await legEvent(.hostAddressesChanged(signalingAddressGone: gone, pathAffected: pathAffected))
     }
 
     /// Feeds the call's state machine and performs what it returns, in order. Returns the
@@ -362,8 +597,19 @@ actor CallLeg {
         for action in actions {
             switch action {
             case let .send(message):
-                guard let connection = connection else { continue }
-                try? await connection.send(message, call: message == .keepAlive ? nil : uuid)
+                if message == .keepAlive, resumable {
+                    // Carries the call (so the peer's leg learns what was received), not numbered.
+                    try? await connection?.send(SignalEnvelope(call: uuid, .keepAlive, ack: signals.received))
+                } else {
+                    await send(message)
+                }
+            case .closeSignaling:
+                connection?.close()
+                connection = nil
+            case .reconnectSignaling:
+                reconnect()
+            case let .reportSignaling(lost):
+                broadcaster.send(lost ? .signalingLost(uuid) : .signalingResumed(uuid))
             case let .arm(timer, delay):
                 arm(timer, after: delay)
             case let .cancel(timer):

@@ -23,6 +23,7 @@ extension CallLeg {
         guard !isTornDown else { return }
         switch event {
         case let .selectedPair(pair):
+            selectedLocalBase = pair.local.type == .host ? pair.local.address : pair.local.relatedAddress
             broadcaster.send(.selectedPair(uuid, SelectedPairInfo(localType: pair.local.type, remoteType: pair.remote.type,
                                                                    transport: pair.local.transport,
                                                                    local: "\(pair.local.address):\(pair.local.port)",
@@ -53,7 +54,7 @@ extension CallLeg {
         var base = configuration.media
         let clock = self.clock
         // Browsers take one redundant copy per packet (libwebrtc's RED), nodes up to three.
-        if connection?.origin == .webPage { base.maximumRedundancyDepth = 1 }
+        if origin == .webPage { base.maximumRedundancyDepth = 1 }
         let systemSession = self.systemSession, appSession = self.appSession, standIn = configuration.audioStandIn
         let playbackOnly = configuration.playbackOnly
         let own: CallAudio?
@@ -83,7 +84,7 @@ extension CallLeg {
 
     /// Who this call's own audio is for.
     func callAudioRequest() -> CallAudioRequest {
-        let name: String = if connection?.origin == .webPage {
+        let name: String = if origin == .webPage {
             "web-page"
         } else if let peer {
             store.contacts.withFingerprint(peer.hex)?.name ?? peer.short

@@ -75,36 +75,36 @@ extension CallLeg {
 
     /// The callee answered: gather, send the SDP offer, trickle the rest.
     func sendOffer() async throws {
-        guard let connection = connection else { throw NegotiationError("the call has no signaling connection") }
+        guard connection != nil || resumable else { throw NegotiationError("the call has no signaling connection") }
         let prepared = try await preparedICE(role: .controlling)
         var local = prepared.local
-        let offer = OfferAnswer.offer(sessionID: CallLeg.sessionID(), capabilities: capabilities(for: connection, local: &local), local: local)
+        let offer = OfferAnswer.offer(sessionID: CallLeg.sessionID(), capabilities: capabilities(local: &local), local: local)
         self.offer = offer
-        try await connection.send(.offer(sdp: offer.serialized), call: uuid)
+        await send(.offer(sdp: offer.serialized))
         try await manager.report(.progress(uuid, .offerSent))
-        trickle(prepared.gathering, skipping: Set(local.candidates), on: connection)
+        trickle(prepared.gathering, skipping: Set(local.candidates))
     }
 
     /// The caller receives the offer: answer it and start ICE. The answer goes out first (the
     /// callee's checks wait for it), the call manager hears of both last.
     func offered(sdp: String) async throws {
-        guard let connection = connection else { return }
         let offer = try SessionDescription(parsing: sdp)
         if let current = self.negotiated {
-            try await reoffered(offer, current: current, on: connection)
+            try await reoffered(offer, current: current)
             return
         }
         guard outgoing else { return }  // in this protocol the callee makes the first offer
         let prepared = try await preparedICE(role: .controlled)
         var local = prepared.local
         let (answer, negotiated) = try OfferAnswer.answer(to: offer, sessionID: CallLeg.sessionID(),
-                                                          capabilities: capabilities(for: connection, local: &local), local: local)
+                                                          capabilities: capabilities(local: &local), local: local)
         self.negotiated = negotiated
+        localAnswer = answer
         await legEvent(.negotiated)
-        try await connection.send(.answer(sdp: answer.serialized), call: uuid)
+        await send(.answer(sdp: answer.serialized))
         await peerOffered(offer)
         try await setRemote(negotiated)
-        trickle(prepared.gathering, skipping: Set(local.candidates), on: connection)
+        trickle(prepared.gathering, skipping: Set(local.candidates))
         prepareMedia()
         try await manager.report(.progress(uuid, .offerReceived))
         try await manager.report(.progress(uuid, .answerSent))
@@ -137,7 +137,7 @@ extension CallLeg {
     }
 
     func restart() async throws {
-        guard let connection = connection, let agent = agent, let previous = offer,
+        guard connection != nil || resumable, let agent = agent, let previous = offer ?? localAnswer,
               var local = try await ice?.value.local
         else { throw NegotiationError("the call has no offer to restart") }
         local.fingerprint = dtlsCertificate.fingerprint.sdpValue
@@ -156,20 +156,27 @@ extension CallLeg {
         local.candidates = ((try? await agent.localCandidates()) ?? []).map(\.description)
         // DTLS roles stay as the first exchange settled them (RFC 5763 §5).
         if let settled = negotiated?.dtls?.setup { local.offerSetup = settled }
+        var capabilities = self.capabilities(local: &local)
+        if let current = negotiated {
+            // The running call's media, as it was agreed, whichever side offered first.
+            capabilities.opusPayloadType = current.payloadType
+            capabilities.telephoneEventPayloadType = current.telephoneEventPayloadType
+            capabilities.redundancyPayloadType = current.redundancyPayloadType
+            capabilities.keyExchange = current.dtls == nil ? .sdes : .dtls
+            if current.dtls == nil {
+                capabilities.cryptoSuites = [current.cryptoSuite]
+                local.keys = [current.cryptoSuite: current.localKey]
+            }
+        }
         var offer = OfferAnswer.offer(sessionID: previous.origin.sessionID, capabilities: capabilities, local: local)
-        offer.origin.sessionVersion = previous.origin.sessionVersion + 1
+        offer.origin.sessionVersion = max(previous.origin.sessionVersion, self.offer?.origin.sessionVersion ?? 0) + 1
         self.offer = offer
-        reofferCapabilities = nil
+        reofferCapabilities = capabilities
         logger.info("call \(uuid): ICE restart \(state.restarts)")
         broadcaster.send(.iceRestarted(uuid, byPeer: false))
-        do {
-            try await connection.send(.offer(sdp: offer.serialized), call: uuid)
-        } catch {
-            await legEvent(.restartSettled)
-            throw error
-        }
+        await send(.offer(sdp: offer.serialized))
         // After the offer: candidates that overtook it would join the peer's old round.
-        trickle(gathering, skipping: Set(local.candidates), on: connection)
+        trickle(gathering, skipping: Set(local.candidates))
     }
 
     /// An offer for a call that is already negotiated: an ICE restart when the credentials
@@ -177,13 +184,13 @@ extension CallLeg {
     /// direction did (RFC 3264 §8.4), otherwise the same answer again. The media and its keys
     /// must stay as they are. Offers that cross (both sides offered at once): the callee's
     /// wins; the caller answers it (its answer says its own hold) and drops its own offer.
-    func reoffered(_ offer: SessionDescription, current: NegotiatedAudio, on connection: SignalingConnection) async throws {
+    func reoffered(_ offer: SessionDescription, current: NegotiatedAudio) async throws {
         if state.offerPending {
             guard outgoing else {
                 logger.info("call \(uuid): the peer's offer crossed ours; ours stands")
                 return
             }
-            await legEvent(.renegotiationSettled)
+            await legEvent(.offerOvertaken)
         }
         guard let agent = agent, var local = try await ice?.value.local else {
             throw NegotiationError("a new offer came before the call had ICE")
@@ -192,7 +199,7 @@ extension CallLeg {
         local.iceUfrag = await agent.localCredentials.ufrag
         local.icePwd = await agent.localCredentials.pwd
         local.direction = state.wantedDirection
-        let capabilities = self.capabilities(for: connection, local: &local)
+        let capabilities = self.capabilities(local: &local)
         let peek = try OfferAnswer.answer(to: offer, sessionID: CallLeg.sessionID(), capabilities: capabilities, local: local).negotiated
         try CallLeg.checkSameMedia(peek, as: current)
         let restarting = peek.remoteIceUfrag != current.remoteIceUfrag || peek.remoteIcePwd != current.remoteIcePwd
@@ -206,20 +213,21 @@ extension CallLeg {
         local.candidates = ((try? await agent.localCandidates()) ?? []).map(\.description)
         let (answer, negotiated) = try OfferAnswer.answer(to: offer, sessionID: CallLeg.sessionID(), capabilities: capabilities, local: local)
         self.negotiated = negotiated
-        try await connection.send(.answer(sdp: answer.serialized), call: uuid)
+        if outgoing { localAnswer = answer }
+        await send(.answer(sdp: answer.serialized))
         await peerOffered(offer)
         guard let gathering else { return }
         logger.info("call \(uuid): ICE restart asked by the peer")
         broadcaster.send(.iceRestarted(uuid, byPeer: true))
         try await setRemote(negotiated)
-        trickle(gathering, skipping: Set(local.candidates), on: connection)
+        trickle(gathering, skipping: Set(local.candidates))
     }
 
     /// Sends an offer for the running call with the direction this side wants now (hold:
     /// `sendonly` with hold audio, `inactive` without; resume: `sendrecv`): the same ICE
     /// credentials, keys, DTLS role and payload types, so only the direction changes.
     func renegotiate() async throws {
-        guard let connection = connection, let agent = agent, let current = negotiated,
+        guard connection != nil || resumable, let agent = agent, let current = negotiated,
               var local = try await ice?.value.local
         else { throw NegotiationError("the call has no offer and answer to renegotiate") }
         local.fingerprint = dtlsCertificate.fingerprint.sdpValue
@@ -228,7 +236,7 @@ extension CallLeg {
         local.candidates = ((try? await agent.localCandidates()) ?? []).map(\.description)
         local.direction = state.wantedDirection
         if let settled = current.dtls?.setup { local.offerSetup = settled }
-        var capabilities = self.capabilities(for: connection, local: &local)
+        var capabilities = self.capabilities(local: &local)
         capabilities.opusPayloadType = current.payloadType
         capabilities.telephoneEventPayloadType = current.telephoneEventPayloadType
         capabilities.redundancyPayloadType = current.redundancyPayloadType
@@ -243,7 +251,7 @@ extension CallLeg {
         self.offer = offer
         reofferCapabilities = capabilities
         logger.info("call \(uuid): offering \(local.direction.rawValue)")
-        try await connection.send(.offer(sdp: offer.serialized), call: uuid)
+        await send(.offer(sdp: offer.serialized))
     }
 
     /// What the peer's offer says of its side: whether it takes this side's audio and sends.
@@ -323,25 +331,25 @@ extension CallLeg {
 
     /// Sends local candidates as they are found (except those the SDP already carried), then
     /// end-of-candidates.
-    func trickle(_ gathering: IceGathering, skipping sent: Set<String>, on connection: SignalingConnection) {
+    func trickle(_ gathering: IceGathering, skipping sent: Set<String>) {
         trickleRound += 1
-        let round = trickleRound, uuid = self.uuid
+        let round = trickleRound
         spawn { [weak self] in
             for await candidate in gathering.candidates where !sent.contains(candidate.description) {
-                guard await self?.trickleRound == round else { return }
-                try? await connection.send(.candidates([candidate.description], end: false), call: uuid)
+                guard let self, await self.trickleRound == round else { return }
+                await self.send(.candidates([candidate.description], end: false))
             }
             // A restart replaced this round: its end-of-candidates would end the new one.
-            guard await self?.trickleRound == round else { return }
-            try? await connection.send(.candidates([], end: true), call: uuid)
+            guard let self, await self.trickleRound == round else { return }
+            await self.send(.candidates([], end: true))
         }
     }
 
     /// The capabilities for a call on `connection`: a web page gets DTLS whatever this node's
     /// own preference (browsers speak nothing else), and WebRTC's stream ids in `local`.
-    func capabilities(for connection: SignalingConnection, local: inout LocalAudioParameters) -> AudioCapabilities {
+    func capabilities(local: inout LocalAudioParameters) -> AudioCapabilities {
         var capabilities = self.capabilities
-        if connection.origin == .webPage {
+        if origin == .webPage {
             capabilities.keyExchange = .dtls
             local.stream = LocalStream(streamID: "callnode", trackID: "callnode-audio", cname: "callnode")
         }

@@ -88,8 +88,21 @@ public enum LegTimer: Hashable, Sendable, CaseIterable {
     case keepAlive
     /// Ends the call when its connection stays lost this long.
     case connectionLost
-    /// Restarts ICE while the connection stays lost (the side that offered first only).
+    /// Restarts ICE while the connection stays lost (the callee after one interval, the
+    /// caller after one and a half, so that their offers do not cross).
     case iceRestart
+    /// Ends the call when its signaling connection stays lost this long.
+    case resumeWindow
+}
+
+/// Whether a call's signaling connection is up, or lost and being resumed on a new one.
+public enum LegSignaling: Sendable, Equatable {
+    case up
+    /// Lost at `since`: the caller reconnects, the callee waits for it; messages wait for
+    /// the new connection.
+    case resuming(since: Duration)
+
+    public var isUp: Bool { self == .up }
 }
 
 /// How a call ends, as the leg learns of it.
@@ -119,12 +132,15 @@ public struct LegTimings: Sendable, Equatable {
     public var connectionLostTimeout: Duration
     /// `nil` or zero: never restart ICE by itself.
     public var iceRestartInterval: Duration?
+    /// How long a call whose signaling connection dropped waits to be resumed on a new one.
+    public var resumeWindow: Duration
 
     public init(keepAliveInterval: Duration = .seconds(15), connectionLostTimeout: Duration = .seconds(30),
-                iceRestartInterval: Duration? = .seconds(5)) {
+                iceRestartInterval: Duration? = .seconds(5), resumeWindow: Duration = .seconds(30)) {
         self.keepAliveInterval = keepAliveInterval
         self.connectionLostTimeout = connectionLostTimeout
         self.iceRestartInterval = iceRestartInterval
+        self.resumeWindow = resumeWindow
     }
 }
 
@@ -149,6 +165,13 @@ public enum LegAction: Sendable, Equatable {
     case startMedia(microphoneMuted: Bool)
     /// Restart ICE: new credentials, a new gathering, a new offer.
     case restartICE
+    /// Close the call's signaling connection (its local address left this host).
+    case closeSignaling
+    /// Outgoing: open a new signaling connection to the peer and resume the call on it,
+    /// retrying until it is resumed or the resume window ends.
+    case reconnectSignaling
+    /// Tell the event stream the signaling connection is lost (and being resumed), or back.
+    case reportSignaling(lost: Bool)
     /// Tell the manager and the event stream that the connection is lost, or back.
     case reportConnectionLost
     case reportConnectionRestored
@@ -204,6 +227,8 @@ public struct LegState: Sendable, Equatable {
     public private(set) var restartPending = false
     /// A hold or resume offer is out and its answer not in yet; another waits for it.
     public private(set) var renegotiationPending = false
+    /// The signaling connection: up, or being resumed.
+    public private(set) var signaling: LegSignaling = .up
     /// This side's hold changed while an offer was out: offer again once it is answered.
     public private(set) var renegotiateAgain = false
     /// What the peer's side of the last offer and answer said: it takes this side's audio
@@ -325,6 +350,11 @@ public struct LegState: Sendable, Equatable {
         case .renegotiationSettled:
             renegotiationPending = false
             return []
+        case .offerOvertaken:
+            // The callee's offer crossed ours and stands: ours will never be answered.
+            renegotiationPending = false
+            restartPending = false
+            return []
         case .restartOffered:
             guard phase.isNegotiated else { return [] }
             restartPending = true
@@ -337,9 +367,43 @@ public struct LegState: Sendable, Equatable {
             guard armed.contains(timer) else { return [] }  // cancelled after it was already due
             armed.remove(timer)
             return fired(timer, now: now)
+        case let .signalingLost(detail, resumable):
+            guard signaling.isUp else { return [] }
+            guard resumable, phase != .dialing else { return end(.signalingClosed(detail)) }
+            return loseSignaling(now: now)
+        case .signalingResumed:
+            guard !signaling.isUp else { return [] }
+            signaling = .up
+            var actions: [LegAction] = []
+            if armed.remove(.resumeWindow) != nil { actions.append(.cancel(.resumeWindow)) }
+            actions.append(.reportSignaling(lost: false))
+            return actions
+        case let .hostAddressesChanged(signalingAddressGone, pathAffected):
+            var actions: [LegAction] = []
+            if signalingAddressGone, signaling.isUp, phase != .dialing {
+                // The connection left from an address this host no longer has: it is dead
+                // even if TCP has not noticed. Give it up now and resume the call.
+                actions.append(.closeSignaling)
+                actions += loseSignaling(now: now)
+            }
+            // The selected pair left from an address that went (or the default route changed),
+            // or the path is lost and new addresses may find a new one: restart at once
+            // rather than after the loss timer. A change elsewhere leaves a working path alone.
+            var lost = false
+            if case .reconnecting = phase { lost = true }
+            if phase.isNegotiated && !offerPending && (pathAffected || lost) { actions.append(.restartICE) }
+            return actions
         case let .end(ending):
             return end(ending)
         }
+    }
+
+    private mutating func loseSignaling(now: Duration) -> [LegAction] {
+        signaling = .resuming(since: now)
+        armed.insert(.resumeWindow)
+        var actions: [LegAction] = [.arm(.resumeWindow, after: timings.resumeWindow), .reportSignaling(lost: true)]
+        if outgoing { actions.append(.reconnectSignaling) }
+        return actions
     }
 
     // MARK: - Loss and recovery
@@ -350,9 +414,12 @@ public struct LegState: Sendable, Equatable {
             phase = .reconnecting(.init(connectedSince: since, lostAt: now, signals: [signal]))
             var actions: [LegAction] = [.arm(.connectionLost, after: timings.connectionLostTimeout)]
             armed.insert(.connectionLost)
-            if let interval = timings.iceRestartInterval, interval > .zero, !outgoing {
-                // The first restart after one interval: a path that comes back by itself is kept.
-                actions.append(.arm(.iceRestart, after: interval))
+            if let interval = timings.iceRestartInterval, interval > .zero {
+                // The first restart after one interval: a path that comes back by itself is
+                // kept. Either side restarts (a break in one direction is lost only on one
+                // side); the caller waits half an interval longer, so that when both lost the
+                // path the callee's offer goes first and the caller answers it.
+                actions.append(.arm(.iceRestart, after: outgoing ? interval + interval / 2 : interval))
                 armed.insert(.iceRestart)
             }
             actions.append(.reportConnectionLost)
@@ -392,6 +459,10 @@ public struct LegState: Sendable, Equatable {
             guard case .reconnecting = phase else { return [] }
             let seconds = timings.connectionLostTimeout.components.seconds
             return end(.failed("the connection was lost: nothing heard from the peer for \(seconds) s"))
+        case .resumeWindow:
+            guard case let .resuming(since) = signaling else { return [] }
+            let seconds = (now - since).components.seconds
+            return end(.failed("the signaling connection was lost and the call could not be resumed within \(seconds) s"))
         case .iceRestart:
             guard case let .reconnecting(lost) = phase, let interval = timings.iceRestartInterval else { return [] }
             // A restart due when the call gives up (the timeout a multiple of the interval)
@@ -505,9 +576,20 @@ public enum LegEvent: Sendable, Equatable {
     case peerDirection(receives: Bool?, sends: Bool?)
     /// The answer to this side's last offer (a restart's or a hold's) came.
     case offerAnswered
-    /// A hold or resume offer could not be sent, or was overtaken by the peer's offer
-    /// (whose answer said this side's direction instead).
+    /// A hold or resume offer could not be sent.
     case renegotiationSettled
+    /// The peer's offer crossed this side's (a restart's or a hold's) and stands: this side
+    /// answered it instead, and its own offer will not be answered.
+    case offerOvertaken
+    /// The call's signaling connection closed (`detail` says how); a call between nodes is
+    /// `resumable` on a new connection.
+    case signalingLost(String, resumable: Bool)
+    /// The call moved to a new signaling connection.
+    case signalingResumed
+    /// This host's addresses or default route changed; the signaling connection's own local
+    /// address is gone when `signalingAddressGone`, and the selected ICE pair's (or the route
+    /// it took) when `pathAffected`.
+    case hostAddressesChanged(signalingAddressGone: Bool, pathAffected: Bool)
     /// This side sent an ICE restart's offer.
     case restartOffered
     /// A restart's answer came (or the restart failed): another may start.

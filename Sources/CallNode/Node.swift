@@ -239,6 +239,20 @@ public actor CallNode: Service {
         })
         let clock = self.clock
         if !clock.isManual { keep(Task { _ = await clock.run() }) }
+        if let read = configuration.hostNetwork {
+            let interval = configuration.hostNetworkCheckInterval, timerClock = configuration.clock
+            keep(Task { [weak self] in
+                var last = read()
+                while !Task.isCancelled {
+                    guard (try? await timerClock.sleep(until: timerClock.now + interval)) != nil else { return }
+                    let now = read()
+                    if now != last {
+                        await self?.hostNetworkChanged(now, from: last)
+                        last = now
+                    }
+                }
+            })
+        }
         fillICEPool()
         if configuration.iceAgentPool > 0, configuration.ice.stunServer != nil || !configuration.ice.turnServers.isEmpty {
             let refresh = configuration.iceAgentPoolRefresh, timerClock = configuration.clock
@@ -477,8 +491,23 @@ public actor CallNode: Service {
     func sessionConnectionClosed(_ connection: SignalingConnection) async {
         sessionConnections[connection.id] = nil
         for (uuid, id) in legConnections where id == connection.id {
-            await legs[uuid]?.connectionClosed(error: nil)
+            await legs[uuid]?.connectionClosed(connection.id, error: nil)
         }
+    }
+
+    /// This host's addresses or default routes changed: tell every call, drop pooled ICE
+    /// agents (their candidates name the old addresses).
+    func hostNetworkChanged(_ now: HostNetworkSnapshot, from before: HostNetworkSnapshot) async {
+        let change = now.changes(since: before)
+        logger.info("host network changed: added \(change.added), removed \(change.removed)\(change.routesChanged ? ", default route changed" : "")")
+        broadcaster.send(.hostNetworkChanged(added: change.added, removed: change.removed, routeChanged: change.routesChanged))
+        if !change.removed.isEmpty || change.routesChanged {
+            let pooled = icePool
+            icePool.removeAll()
+            fillICEPool()
+            for entry in pooled { await (try? await entry.task.value)?.agent.close() }
+        }
+        for leg in legs.values { await leg.hostNetworkChanged(now, from: before) }
     }
 
     // Tasks are created before they are stored: a task created inside a modify access of

@@ -67,10 +67,10 @@ extension CallNode {
 
     /// Restarts ICE on a connected call (RFC 8445 §9): new credentials and a new gathering
     /// here, offered again over signaling; the peer restarts too and answers. The media, its
-    /// keys and the call go on; audio resumes once the new checks select a pair. The side that
-    /// offered first (the callee) starts restarts, so two never cross; on the caller this
-    /// throws. The node does this by itself while a connection stays lost
-    /// (``CallNodeConfiguration/iceRestartInterval``).
+    /// keys and the call go on; audio resumes once the new checks select a pair. Either side
+    /// may restart; when both offer at once, the callee's offer stands and the caller answers
+    /// it. The node does this by itself while a connection stays lost
+    /// (``CallNodeConfiguration/iceRestartInterval``) and when this host's addresses change.
     public func restartICE(_ call: UUID) async throws(CallNodeError) {
         guard let leg = legs[call] else { throw .noSuchCall(call) }
         try await leg.restartICE()

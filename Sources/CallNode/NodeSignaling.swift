@@ -108,7 +108,7 @@ extension CallNode {
 
     func connectionEnded(_ connection: SignalingConnection) async {
         for (uuid, id) in legConnections where id == connection.id {
-            await legs[uuid]?.connectionClosed(error: nil)
+            await legs[uuid]?.connectionClosed(connection.id, error: nil)
         }
     }
 
@@ -140,7 +140,16 @@ extension CallNode {
             return
         }
         if case let .invite(invitation) = envelope.message {
-            await invited(uuid, invitation, on: connection)
+            await invited(uuid, invitation, envelope, on: connection)
+            return
+        }
+        if case .resume = envelope.message {
+            // A caller carrying on its call on a new connection: the leg checks who asks.
+            guard let leg = legs[uuid] else {
+                try? await connection.send(.resumeRefused("no call \(uuid) here: it has ended"), call: uuid)
+                return
+            }
+            await leg.receive(envelope, on: connection)
             return
         }
         guard let leg = legs[uuid], legConnections[uuid] == connection.id else {
@@ -149,11 +158,11 @@ extension CallNode {
             try? await connection.send(.error("no call \(uuid) on this connection"), call: uuid)
             return
         }
-        await leg.receive(envelope.message, on: connection)
+        await leg.receive(envelope, on: connection)
     }
 
     /// An invitation: check who calls, then ring (or refuse with a reason).
-    func invited(_ uuid: UUID, _ invitation: Invitation, on connection: SignalingConnection) async {
+    func invited(_ uuid: UUID, _ invitation: Invitation, _ envelope: SignalEnvelope, on connection: SignalingConnection) async {
         let fingerprint = connection.peer
         let handle = CallHandle(.generic, fingerprint.hex)
         let contact = store.contacts.withFingerprint(fingerprint.hex)
@@ -196,12 +205,13 @@ extension CallNode {
         }
         let leg = makeLeg(uuid, outgoing: false, muted: joined?.startMuted ?? false, connection: connection)
         await leg.setUp(connection: connection, title: invitation.title, session: joined?.session, startMuted: joined?.startMuted ?? false)
+        await leg.invited(envelope)
         // The callee's ICE agent is under way (from the pool if it has one) before it rings.
         await leg.prepareICEEarly(role: .controlling)
         callsCounter.increment()
         broadcaster.send(.incoming(uuid, from: fingerprint, name: contact?.name ?? invitation.displayName, known: contact != nil))
         await leg.event(.signalingReady)
-        if joined == nil { try? await connection.send(.ringing, call: uuid) }
+        if joined == nil { await leg.send(.ringing) }
         if configuration.autoAnswer || joined != nil {
             do {
                 try await answer(uuid, others: configuration.autoAnswerOthers)

@@ -61,12 +61,25 @@ public struct CallNodeConfiguration: Sendable {
     /// timeout (1 s) and as restored when packets return; this is the point of giving up, and
     /// the node's consent check (RFC 7675's 30 s): it stops sending to a peer that went away.
     public var connectionLostTimeout: Duration = .seconds(30)
-    /// While a call's connection stays lost, the callee (which controls ICE) restarts ICE
-    /// after this long and again every interval: new candidates find a new path when the old
-    /// one is gone for good (an address or NAT mapping changed). A path that comes back
-    /// sooner is kept; a restart waits while the last one's answer has not come. `nil` (or
-    /// zero): never restart by itself.
+    /// While a call's connection stays lost, ICE restarts after this long and again every
+    /// interval: new candidates find a new path when the old one is gone for good (an address
+    /// or NAT mapping changed). Either side restarts (a break in one direction is seen on one
+    /// side only); the caller waits half an interval longer, so that when both lost the path
+    /// the callee's offer goes first. A path that comes back sooner is kept; a restart waits
+    /// while the last one's answer has not come. `nil` (or zero): never restart by itself.
     public var iceRestartInterval: Duration? = .seconds(5)
+    /// How long a call whose signaling connection dropped (a reset, a relay restart, this
+    /// host's address changing) waits to carry on over a new one before it ends as failed. The
+    /// caller reconnects (directly or through the relay, with the same pinned identities) and
+    /// resumes the call by its ID and a secret only the two nodes know; messages sent meanwhile
+    /// arrive once, in order, after it. Media goes on all the while.
+    public var resumeWindow: Duration = .seconds(30)
+    /// Reads this host's addresses and default routes; nil: never watch them. A call restarts
+    /// ICE at once when an address its path uses goes or the default route changes, and resumes
+    /// its signaling when its connection's address went.
+    public var hostNetwork: (@Sendable () -> HostNetworkSnapshot)? = { HostNetworkSnapshot.current() }
+    /// How often ``hostNetwork`` is read, on ``clock``.
+    public var hostNetworkCheckInterval: Duration = .milliseconds(500)
     /// Playback only: the audio session's `playback` category; no microphone is ever opened,
     /// calls send silence and play the far end (a monitor, an announcement listener).
     public var playbackOnly = false
@@ -203,7 +216,6 @@ public enum CallNodeError: Error, Sendable, Equatable, CustomStringConvertible {
     case notRunning
     case sessionNeedsJoin
     case noSuchCall(UUID)
-    case restartFromCaller
     case restartFailed(String)
     /// ``CallTarget/webPage`` with no page connected (or every page in a call).
     case noWebPage
@@ -216,7 +228,6 @@ public enum CallNodeError: Error, Sendable, Equatable, CustomStringConvertible {
         case .notRunning: "the node is not running"
         case .sessionNeedsJoin: "a session is entered with join(session:relay:), not called"
         case let .noSuchCall(uuid): "no connected call \(uuid)"
-        case .restartFromCaller: "ICE restarts are started by the callee (it offered first); the caller answers them"
         case let .restartFailed(reason): "the ICE restart failed: \(reason)"
         case .noWebPage: "no web page is connected and free (open the node's web page first)"
         }
@@ -258,6 +269,13 @@ public enum NodeEvent: Sendable, Equatable {
     case dtmf(UUID, Character)
     case connectionLost(UUID)
     case connectionRestored(UUID)
+    /// The call's signaling connection dropped; the call goes on and is being resumed on a
+    /// new one (the caller reconnects, the callee waits).
+    case signalingLost(UUID)
+    /// The call carries on over a new signaling connection.
+    case signalingResumed(UUID)
+    /// This host's addresses or default route changed.
+    case hostNetworkChanged(added: [String], removed: [String], routeChanged: Bool)
     /// Playout moved to a new place on the peer's stream (this node stalled, the peer's
     /// timestamps jumped, or it started a new stream): audio goes on from the newest packets.
     case playoutReset(UUID, PlayoutReset)

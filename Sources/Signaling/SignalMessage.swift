@@ -44,11 +44,30 @@ public struct Invitation: Sendable, Equatable, Codable {
     public var title: String?
     /// Set when the call is a session both sides joined (no ringing).
     public var session: String?
+    /// The secret the caller presents to resume this call on a new signaling connection
+    /// (``SignalMessage/resume(_:)``); it travels only inside the authenticated channel.
+    public var resumeToken: String?
 
-    public init(displayName: String? = nil, title: String? = nil, session: String? = nil) {
+    public init(displayName: String? = nil, title: String? = nil, session: String? = nil, resumeToken: String? = nil) {
         self.displayName = displayName
         self.title = title
         self.session = session
+        self.resumeToken = resumeToken
+    }
+}
+
+/// A caller asking to carry on a call on a new signaling connection (its old one dropped, or
+/// its host's address changed).
+public struct ResumeRequest: Sendable, Equatable, Codable {
+    /// The invitation's ``Invitation/resumeToken``.
+    public var token: String
+    /// The highest sequence number of the peer's messages received in order: the peer sends
+    /// again what came after it.
+    public var received: Int
+
+    public init(token: String, received: Int) {
+        self.token = token
+        self.received = received
     }
 }
 
@@ -75,6 +94,13 @@ public enum SignalMessage: Sendable, Equatable {
     case error(String)
     /// Keeps idle connections (and NAT bindings) alive.
     case keepAlive
+    /// The caller carries on the call on this (new) connection.
+    case resume(ResumeRequest)
+    /// The callee took the call over to this connection; it received the caller's messages up
+    /// to `received` (the caller sends again what came after).
+    case resumed(received: Int)
+    /// The callee will not resume the call here, and says why.
+    case resumeRefused(String)
 
     /// The wire name of the message type.
     public var type: String {
@@ -89,12 +115,29 @@ public enum SignalMessage: Sendable, Equatable {
         case .reject: "reject"
         case .error: "error"
         case .keepAlive: "keep-alive"
+        case .resume: "resume"
+        case .resumed: "resumed"
+        case .resumeRefused: "resume-refused"
+        }
+    }
+
+    /// Whether the message belongs to one connection rather than to the call's sequence:
+    /// keep-alives and the resumption handshake are never numbered or sent again.
+    public var isConnectionLevel: Bool {
+        switch self {
+        case .keepAlive, .resume, .resumed, .resumeRefused: true
+        default: false
         }
     }
 }
 
 /// The versioned envelope every signaling frame carries: one JSON object,
-/// `{"v":1,"type":"offer","call":"<uuid>","sdp":"v=0…"}`.
+/// `{"v":1,"type":"offer","call":"<uuid>","seq":3,"ack":2,"sdp":"v=0…"}`.
+///
+/// Between nodes a call's messages are numbered (`seq`, from 1 per sender and call) and each
+/// envelope acknowledges the peer's messages received in order (`ack`), so that a call can move
+/// to a new connection and the messages the old one lost are sent again, once
+/// (``SignalSequence``). Web pages leave both out.
 public struct SignalEnvelope: Sendable, Equatable, Codable {
     /// The protocol version this node speaks.
     public static let currentVersion = 1
@@ -103,21 +146,31 @@ public struct SignalEnvelope: Sendable, Equatable, Codable {
     /// The call the message belongs to (absent for keep-alives and connection-level errors).
     public var call: UUID?
     public var message: SignalMessage
+    /// This message's number in the sender's sequence for the call.
+    public var seq: Int?
+    /// The highest number of the receiver's messages the sender has received in order.
+    public var ack: Int?
 
-    public init(call: UUID?, _ message: SignalMessage, version: Int = SignalEnvelope.currentVersion) {
+    public init(call: UUID?, _ message: SignalMessage, seq: Int? = nil, ack: Int? = nil, version: Int = SignalEnvelope.currentVersion) {
         self.version = version
         self.call = call
         self.message = message
+        self.seq = seq
+        self.ack = ack
     }
 
     private enum Key: String, CodingKey {
-        case v, type, call, invitation, sdp, candidates, end, hold, reason, message
+        case v, type, call, seq, ack, invitation, sdp, candidates, end, hold, reason, message, token, received
     }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: Key.self)
         version = try c.decode(Int.self, forKey: .v)
         call = try c.decodeIfPresent(UUID.self, forKey: .call)
+        seq = try c.decodeIfPresent(Int.self, forKey: .seq)
+        ack = try c.decodeIfPresent(Int.self, forKey: .ack)
+        if let seq, seq < 1 { throw DecodingError.dataCorruptedError(forKey: .seq, in: c, debugDescription: "sequence numbers start at 1") }
+        if let ack, ack < 0 { throw DecodingError.dataCorruptedError(forKey: .ack, in: c, debugDescription: "a negative acknowledgement") }
         let type = try c.decode(String.self, forKey: .type)
         switch type {
         case "invite": message = .invite(try c.decodeIfPresent(Invitation.self, forKey: .invitation) ?? Invitation())
@@ -132,6 +185,15 @@ public struct SignalEnvelope: Sendable, Equatable, Codable {
         case "reject": message = .reject(try c.decode(RejectReason.self, forKey: .reason))
         case "error": message = .error(try c.decode(String.self, forKey: .message))
         case "keep-alive": message = .keepAlive
+        case "resume":
+            let received = try c.decode(Int.self, forKey: .received)
+            guard received >= 0 else { throw DecodingError.dataCorruptedError(forKey: .received, in: c, debugDescription: "a negative sequence number") }
+            message = .resume(ResumeRequest(token: try c.decode(String.self, forKey: .token), received: received))
+        case "resumed":
+            let received = try c.decode(Int.self, forKey: .received)
+            guard received >= 0 else { throw DecodingError.dataCorruptedError(forKey: .received, in: c, debugDescription: "a negative sequence number") }
+            message = .resumed(received: received)
+        case "resume-refused": message = .resumeRefused(try c.decode(String.self, forKey: .reason))
         default:
             throw DecodingError.dataCorruptedError(forKey: .type, in: c, debugDescription: "unknown message type '\(type)'")
         }
@@ -142,6 +204,8 @@ public struct SignalEnvelope: Sendable, Equatable, Codable {
         try c.encode(version, forKey: .v)
         try c.encode(message.type, forKey: .type)
         try c.encodeIfPresent(call, forKey: .call)
+        try c.encodeIfPresent(seq, forKey: .seq)
+        try c.encodeIfPresent(ack, forKey: .ack)
         switch message {
         case let .invite(invitation): try c.encode(invitation, forKey: .invitation)
         case .ringing, .keepAlive: break
@@ -153,6 +217,11 @@ public struct SignalEnvelope: Sendable, Equatable, Codable {
         case let .end(reason): try c.encode(reason, forKey: .reason)
         case let .reject(reason): try c.encode(reason, forKey: .reason)
         case let .error(text): try c.encode(text, forKey: .message)
+        case let .resume(request):
+            try c.encode(request.token, forKey: .token)
+            try c.encode(request.received, forKey: .received)
+        case let .resumed(received): try c.encode(received, forKey: .received)
+        case let .resumeRefused(reason): try c.encode(reason, forKey: .reason)
         }
     }
 

@@ -94,6 +94,15 @@ public struct SignalingConnection: Sendable {
         }
     }
 
+    /// The local IP address the connection leaves from (nil in memory, or once it is closed):
+    /// a connection whose address left the host is dead, whatever TCP still thinks.
+    public var localHost: String? {
+        switch transport {
+        case let .channel(_, channel): channel.localAddress?.ipAddress
+        case .memory: nil
+        }
+    }
+
     /// Closes the connection; the reader's sequence ends.
     public func close() {
         switch transport {

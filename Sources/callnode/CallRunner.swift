@@ -337,6 +337,16 @@ final class CallRunner {
             line("connection lost — trying to recover")
         case .connectionRestored:
             line("connection restored")
+        case .signalingLost:
+            line("signaling connection lost — resuming the call on a new one (audio goes on)")
+        case .signalingResumed:
+            line("signaling resumed on a new connection")
+        case let .hostNetworkChanged(added, removed, routeChanged):
+            var parts: [String] = []
+            if !added.isEmpty { parts.append("new \(added.joined(separator: ", "))") }
+            if !removed.isEmpty { parts.append("gone \(removed.joined(separator: ", "))") }
+            if routeChanged { parts.append("default route changed") }
+            line("this host's network changed: \(parts.joined(separator: "; "))")
         case let .playoutReset(_, reset):
             line("playout moved \(Self.milliseconds(reset.jump)) ms on the peer's stream (\(reset.reason.rawValue))")
         case let .iceRestarted(_, byPeer):
@@ -453,6 +463,10 @@ final class CallRunner {
         case let .dtmf(uuid, digit): return ["event": "dtmf", "call": uuid.uuidString, "digit": String(digit)]
         case let .connectionLost(uuid): return ["event": "connection-lost", "call": uuid.uuidString]
         case let .connectionRestored(uuid): return ["event": "connection-restored", "call": uuid.uuidString]
+        case let .signalingLost(uuid): return ["event": "signaling-lost", "call": uuid.uuidString]
+        case let .signalingResumed(uuid): return ["event": "signaling-resumed", "call": uuid.uuidString]
+        case let .hostNetworkChanged(added, removed, routeChanged):
+            return ["event": "network-changed", "added": added, "removed": removed, "route_changed": routeChanged]
         case let .playoutReset(uuid, reset):
             return ["event": "playout-reset", "call": uuid.uuidString, "reason": reset.reason.rawValue,
                     "jump_ms": milliseconds(reset.jump)]

@@ -63,8 +63,11 @@ struct NodeOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Send each frame again in the next packet (RFC 2198, if the peer supports it): adaptive (while the peer reports loss), always or off.", valueName: "WHEN"))
     var redundancy: String = RedundancyPolicy.adaptive.rawValue
 
-    @Option(name: .long, help: ArgumentHelp("While a call's connection stays lost, restart ICE after this many seconds and again every as many (the callee does; 0: never).", valueName: "SECONDS"))
+    @Option(name: .long, help: ArgumentHelp("While a call's connection stays lost, restart ICE after this many seconds and again every as many (either side; the caller half an interval later; 0: never).", valueName: "SECONDS"))
     var iceRestart: Double = 5
+
+    @Option(name: .long, help: ArgumentHelp("When a call's signaling connection drops (a reset, a relay restart, this host's address changing), the caller reconnects and resumes the call; it ends as failed if that does not succeed within this many seconds.", valueName: "SECONDS"))
+    var resumeWindow: Double = 30
 
     @Option(name: .long, help: ArgumentHelp("How this node's offers key SRTP: dtls (a DTLS-SRTP handshake on the media path; ephemeral keys, forward secrecy, what browsers speak) or sdes (keys inside the signaled SDP). Answers follow the offer.", valueName: "KIND"))
     var keyExchange: String = KeyExchange.dtls.rawValue
@@ -105,6 +108,7 @@ struct NodeOptions: ParsableArguments {
         if let maxCalls, maxCalls < 1 { throw ValidationError("--max-calls must be at least 1") }
         if conference && !autoAnswer { throw ValidationError("--conference merges auto-answered calls: give --auto-answer too") }
         guard iceRestart >= 0, iceRestart <= 3600 else { throw ValidationError("--ice-restart must be 0–3600 seconds (0: never)") }
+        guard resumeWindow >= 1, resumeWindow <= 3600 else { throw ValidationError("--resume-window must be 1–3600 seconds") }
         if let signal, SignalAddress(signal) == nil { throw ValidationError("--signal '\(signal)' is not HOST:PORT") }
         if let relay, SignalAddress(relay) == nil { throw ValidationError("--relay '\(relay)' is not HOST:PORT") }
         guard let hold = HoldAudio(holdAudio) else {
@@ -171,6 +175,7 @@ struct NodeOptions: ParsableArguments {
         configuration.recordingAlwaysPrepared = prepareRecording
         configuration.keyExchange = KeyExchange(rawValue: keyExchange) ?? .dtls  // checked in validate()
         configuration.iceRestartInterval = iceRestart > 0 ? .milliseconds(Int(iceRestart * 1000)) : nil
+        configuration.resumeWindow = .milliseconds(Int(resumeWindow * 1000))
         var media = MediaConfiguration()
         media.opus.bitrate = bitrate
         media.opus.frameDuration = .milliseconds(frameMs)

@@ -296,7 +296,7 @@ extension RealTimeTests {
         #expect(await bob.pooledICEAgents == 0)
     }
 
-    @Test func theCalleeRestartsICEAndAudioGoesOnBothWays() async throws {
+    @Test func eitherSideRestartsICEAndAudioGoesOnBothWays() async throws {
         let f = try Fixture()
         let alice = try await f.node("alice", input: .tone(440))
         let bob = try await f.node("bob", input: .tone(660))
@@ -315,8 +315,6 @@ extension RealTimeTests {
         let aliceBefore = try await hearing(aliceEvents, beyond: 0)
         let bobBefore = try await hearing(bobEvents, beyond: 0)
 
-        // The caller answers restarts; it does not start them.
-        await #expect(throws: CallNodeError.restartFromCaller) { try await alice.restartICE(call) }
         let stranger = UUID()
         await #expect(throws: CallNodeError.noSuchCall(stranger)) { try await bob.restartICE(stranger) }
 
@@ -329,6 +327,16 @@ extension RealTimeTests {
         let aliceAfter = try await hearing(aliceEvents, beyond: aliceBefore)
         let bobAfter = try await hearing(bobEvents, beyond: bobBefore)
         #expect(aliceAfter > aliceBefore && bobAfter > bobBefore)
+
+        // The caller restarts too (a break only it sees); the callee answers.
+        try await alice.restartICE(call)
+        _ = try await Self.next(aliceEvents) { $0 == .iceRestarted(call, byPeer: false) }
+        _ = try await Self.next(bobEvents) { $0 == .iceRestarted(bobCall, byPeer: true) }
+        _ = try await Self.next(aliceEvents) { if case .selectedPair(call, _) = $0 { true } else { false } }
+        _ = try await Self.next(bobEvents) { if case .selectedPair(bobCall, _) = $0 { true } else { false } }
+        let aliceAgain = try await hearing(aliceEvents, beyond: aliceAfter)
+        let bobAgain = try await hearing(bobEvents, beyond: bobAfter)
+        #expect(aliceAgain > aliceAfter && bobAgain > bobAfter)
         #expect(await alice.liveCalls == [call])
         #expect(await bob.liveCalls == [bobCall])
 
