@@ -51,6 +51,8 @@ public final class InMemoryIceNetwork: MediaClockClient, Sendable {
         var inFlight: [Datagram] = []
         var delivered = 0
         var dropped = 0
+        /// Paths (address and ufrag of the round) that nothing reaches: a break in one direction.
+        var broken: Set<String> = []
     }
 
     let state: Locked<State>
@@ -99,9 +101,24 @@ public final class InMemoryIceNetwork: MediaClockClient, Sendable {
         }
     }
 
+    /// Breaks the network in one direction: nothing reaches the paths in `role` any more (the
+    /// caller's are controlled, the callee's controlling) on their current round; a restart's
+    /// new round gets through, as a new NAT mapping would.
+    public func breakPaths(toward role: IceRole) {
+        state.withLock { s in
+            for path in s.paths.values where path.role == role {
+                s.broken.insert(path.address + " " + path.credentials.ufrag)
+            }
+        }
+    }
+
     /// Queues a datagram from a connected path to its peer's address.
     func carry(_ bytes: [UInt8], to address: String) {
         state.withLock { s in
+            if let path = s.paths[address], s.broken.contains(address + " " + path.credentials.ufrag) {
+                s.dropped += 1
+                return
+            }
             if s.conditions.partitioned || Self.random(&s) < s.conditions.loss {
                 s.dropped += 1
                 return
@@ -182,6 +199,7 @@ public final class InMemoryIcePath: IcePath {
     }
 
     var credentials: IceCredentials { state.withLock { $0.credentials } }
+    var role: IceRole { state.withLock { $0.role } }
     var remoteUfrag: String? { state.withLock { $0.remote?.ufrag } }
 
     /// The peer address to check, while not connected and both sides' parameters are in.

@@ -51,6 +51,9 @@ public final class InMemoryNodes: @unchecked Sendable {  // the event log is beh
         configuration.audio = NodeAudioBackend(input: input, output: output ?? .wav(path("\(name)-heard.wav")))
         configuration.autoAnswer = autoAnswer
         configuration.keyExchange = keyExchange
+        // The real host's interfaces change under tests that run beside these: a test that
+        // wants a network change sets its own snapshot.
+        configuration.hostNetwork = nil
         configure(&configuration)
         let node = try await CallNode(configuration: configuration)
         let events = node.events()
@@ -135,6 +138,9 @@ public final class InMemoryNodes: @unchecked Sendable {  // the event log is beh
         case .dtmf: "dtmf"
         case .connectionLost: "connection-lost"
         case .connectionRestored: "connection-restored"
+        case .signalingLost: "signaling-lost"
+        case .signalingResumed: "signaling-resumed"
+        case .hostNetworkChanged: "network-changed"
         case let .playoutReset(_, reset): "playout-reset(\(reset.reason.rawValue))"
         case let .iceRestarted(_, byPeer): "ice-restart(by-peer: \(byPeer))"
         case let .rejected(_, reason): "rejected(\(reason.rawValue))"

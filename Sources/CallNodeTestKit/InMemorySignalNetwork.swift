@@ -11,6 +11,9 @@ public final class InMemorySignalNetwork: SignalNetwork {
     typealias Handler = @Sendable (SignalingConnection, SignalMessages) async -> Void
     private let listeners = Locked<[SignalAddress: (identity: NodeIdentity, handler: Handler)]>([:])
     private let dials = Locked(0)
+    /// Both ends of every open connection, by connection.
+    private let live = Locked<[ObjectIdentifier: SignalingConnection]>([:])
+    private let unreachable = Locked<Set<SignalAddress>>([])
 
     public init() {}
 
@@ -29,6 +32,9 @@ public final class InMemorySignalNetwork: SignalNetwork {
 
     public func connect(to address: SignalAddress, as identity: NodeIdentity, pin: Fingerprint?,
                         _ body: @escaping @Sendable (SignalingConnection, SignalMessages) async -> Void) async throws {
+        if unreachable.withLock({ $0.contains(address) }) {
+            throw SignalingError.unreachable(address.description, reason: "no route to it on this in-memory network (set so by the test)")
+        }
         guard let listener = listeners.withLock({ $0[address] }) else {
             throw SignalingError.unreachable(address.description, reason: "nothing serves that address on this in-memory network")
         }
@@ -40,6 +46,11 @@ public final class InMemorySignalNetwork: SignalNetwork {
             return "memory-caller-\(count):1"
         }
         let (near, far) = SignalingConnection.inMemoryPair((identity.fingerprint, caller), (listener.identity.fingerprint, address.description))
+        live.withLock {
+            $0[near.connection.id] = near.connection
+            $0[far.connection.id] = far.connection
+        }
+        defer { live.withLock { $0[near.connection.id] = nil; $0[far.connection.id] = nil } }
         // The served side runs as a server's connection would, until its messages end.
         async let served: Void = {
             await listener.handler(far.connection, far.messages)
@@ -48,5 +59,18 @@ public final class InMemorySignalNetwork: SignalNetwork {
         await body(near.connection, near.messages)
         near.connection.close()
         await served
+    }
+
+    /// Closes every open connection, as a reset of each would: both ends see them end.
+    public func dropConnections() {
+        for connection in live.withLock({ Array($0.values) }) { connection.close() }
+    }
+
+    /// Connections open now.
+    public var openConnections: Int { live.withLock { $0.count } / 2 }
+
+    /// Makes `address` unreachable (dials fail as they would with no route) or reachable again.
+    public func setReachable(_ address: SignalAddress, _ reachable: Bool) {
+        unreachable.withLock { if reachable { $0.remove(address) } else { $0.insert(address) } }
     }
 }

@@ -1,0 +1,165 @@
+@testable import CallNode
+import CallNodeTestKit
+import Foundation
+import Locking
+import Signaling
+import Testing
+
+/// Calls that outlive their signaling connection and repair breaks from either side, on manual
+/// time: two whole nodes over in-memory signaling and ICE.
+@Suite struct SignalingResumptionTests {
+    static func isEvent(_ kind: String) -> (NodeEvent) -> Bool {
+        { InMemoryNodes.kind($0) == kind }
+    }
+
+    static func received(_ node: CallNode) async -> Int {
+        guard let call = await node.liveCalls.first else { return 0 }
+        return await node.statistics(call)?.packetsReceived ?? 0
+    }
+
+    @Test func aDroppedConnectionIsResumedMessagesArriveOnceAndMediaNeverStops() async throws {
+        let f = try InMemoryNodes()
+        let (alice, bob, call) = try await ManualTimeNodeTests.connectedCall(f)
+        for _ in 0..<25 { await f.step() }
+        let bobCall = try #require(await bob.liveCalls.first)
+        let bobAddress = try #require(bob.listenAddress)
+
+        // The connection resets, and the callee stays out of reach for a while.
+        f.signaling.setReachable(bobAddress, false)
+        f.signaling.dropConnections()
+        try await f.waitFor("alice", advancing: true, Self.isEvent("signaling-lost"))
+        try await f.waitFor("bob", advancing: true, Self.isEvent("signaling-lost"))
+        for _ in 0..<50 { await f.step() }
+        #expect(!f.story("alice").contains("connection-lost") && !f.story("bob").contains("connection-lost"),
+                "the media path knows nothing of the signaling's loss: \(f.story("alice"))")
+        // Bob holds the call meanwhile: held at once here, told to Alice when they can talk.
+        try await bob.setHeld(bobCall, true)
+        let heardBefore = await Self.received(bob)
+        for _ in 0..<100 { await f.step() }
+        #expect(!f.events("alice").contains { if case .remoteHold = $0 { true } else { false } })
+        #expect(await Self.received(bob) - heardBefore >= 95, "media goes on while the signaling is down")
+
+        f.signaling.setReachable(bobAddress, true)
+        try await f.waitFor("alice", advancing: true, Self.isEvent("signaling-resumed"))
+        try await f.waitFor("bob", advancing: true, Self.isEvent("signaling-resumed"))
+        try await f.waitFor("alice", advancing: true) { $0 == .remoteHold(call, true) }
+        for _ in 0..<50 { await f.step() }
+        #expect(f.events("alice").filter { $0 == .remoteHold(call, true) }.count == 1, "the hold arrived once")
+        let calls = (await alice.liveCalls, await bob.liveCalls)
+        #expect(calls.0 == [call] && calls.1 == [bobCall], "the same call, not a new one")
+        #expect(f.signaling.openConnections == 1)
+
+        try await bob.setHeld(bobCall, false)
+        try await f.waitFor("alice", advancing: true) { $0 == .remoteHold(call, false) }
+        try await alice.hangUp(call)
+        try await f.waitFor("bob", advancing: true) { if case .ended(_, .remoteEnded, _, _) = $0 { true } else { false } }
+        await f.shutdown()
+        #expect(try await alice.store.recents().count == 1)
+        #expect(try await bob.store.recents().count == 1)
+    }
+
+    @Test func aCallNotResumedWithinTheWindowEndsAsFailedOnBothSides() async throws {
+        let f = try InMemoryNodes()
+        let alice = try await f.node("alice", input: .tone(440)) { $0.resumeWindow = .seconds(5) }
+        let bob = try await f.node("bob", input: .tone(660)) { $0.resumeWindow = .seconds(5) }
+        try await f.trust(alice, as: "alice", bob, as: "bob")
+        _ = try await alice.call(.contact("bob"))
+        try await f.waitFor("alice") { if case .connected = $0 { true } else { false } }
+        try await f.waitFor("bob") { if case .connected = $0 { true } else { false } }
+        f.signaling.setReachable(try #require(bob.listenAddress), false)
+        f.signaling.dropConnections()
+        let lost = try await f.waitFor("alice", advancing: true, Self.isEvent("signaling-lost"))
+        for name in ["alice", "bob"] {
+            let ended = try await f.waitFor(name, advancing: true, frames: 400) { if case .ended = $0 { true } else { false } }
+            guard case let .ended(_, reason, detail, _) = ended.event else { continue }
+            #expect(reason == .failed, "\(name): \(reason)")
+            #expect(detail == "the signaling connection was lost and the call could not be resumed within 5 s", "\(name): \(detail ?? "")")
+            #expect(ended.at - lost.at >= .milliseconds(4_900) && ended.at - lost.at <= .milliseconds(5_200), "\(name) after \(ended.at - lost.at)")
+        }
+        await f.shutdown()
+    }
+
+    @Test func aStrangerWithTheTokenCannotResumeSomeoneElsesCall() async throws {
+        let f = try InMemoryNodes()
+        let (alice, bob, call) = try await ManualTimeNodeTests.connectedCall(f)
+        let mallory = try await f.node("mallory")
+        let token = try #require(await alice.legs[call]?.resumeToken)
+        let bobAddress = try #require(bob.listenAddress)
+
+        /// Asks Bob to resume Alice's call as `identity` with `token`; Bob's answer.
+        func resume(as identity: NodeIdentity, token: String) async throws -> SignalMessage? {
+            let answer = Locked<SignalMessage?>(nil)
+            try await f.signaling.connect(to: bobAddress, as: identity, pin: nil) { connection, messages in
+                try? await connection.send(SignalEnvelope(call: call, .resume(ResumeRequest(token: token, received: 0))))
+                for await item in messages {
+                    if case let .success(envelope) = item, envelope.call == call {
+                        answer.withLock { $0 = envelope.message }
+                        return
+                    }
+                }
+            }
+            return answer.withLock { $0 }
+        }
+        // The token replayed from another identity, and a guess from Alice's own.
+        #expect(try await resume(as: mallory.identity, token: token) == .resumeRefused("this call is not yours to resume"))
+        #expect(try await resume(as: alice.identity, token: String(repeating: "0", count: 64)) == .resumeRefused("wrong resume token"))
+        // The call goes on over its own connection, both ways.
+        let before = await Self.received(alice)
+        for _ in 0..<50 { await f.step() }
+        #expect(await Self.received(alice) - before >= 45)
+        #expect(await bob.liveCalls.count == 1)
+        try await alice.setHeld(call, true)
+        try await f.waitFor("bob", advancing: true) { if case .remoteHold(_, true) = $0 { true } else { false } }
+        #expect(!f.story("bob").contains("signaling-lost"))
+        await f.shutdown()
+    }
+
+    @Test func aBreakOnlyTheCallerSeesIsRepairedByARestartItStarts() async throws {
+        let f = try InMemoryNodes()
+        let (alice, bob, call) = try await ManualTimeNodeTests.connectedCall(f)
+        for _ in 0..<25 { await f.step() }
+        // Nothing reaches Alice (the caller, ICE-controlled) any more; Bob still hears her.
+        f.network.breakPaths(toward: .controlled)
+        let lost = try await f.waitFor("alice", advancing: true, Self.isEvent("connection-lost"))
+        let restart = try await f.waitFor("alice", advancing: true) { $0 == .iceRestarted(call, byPeer: false) }
+        #expect(restart.at - lost.at >= .milliseconds(7_400) && restart.at - lost.at <= .milliseconds(7_600),
+                "the caller restarts an interval and a half after the loss: \(restart.at - lost.at)")
+        try await f.waitFor("bob", advancing: true) { if case .iceRestarted(_, byPeer: true) = $0 { true } else { false } }
+        try await f.waitFor("alice", advancing: true, frames: 200, Self.isEvent("connection-restored"))
+        let before = await Self.received(alice)
+        for _ in 0..<50 { await f.step() }
+        #expect(await Self.received(alice) - before >= 45, "Alice hears Bob again")
+        #expect(!f.story("bob").contains("connection-lost"), "Bob never lost the path: \(f.story("bob"))")
+        #expect(!f.events("bob").contains { if case .iceRestarted(_, byPeer: false) = $0 { true } else { false } })
+        _ = bob
+        await f.shutdown()
+    }
+
+    @Test func aChangeOfThisHostsRouteRestartsICEAtOnceAndTheCallGoesOn() async throws {
+        let f = try InMemoryNodes()
+        let network = Locked(HostNetworkSnapshot(addresses: ["192.0.2.10"], defaultRoutes: ["wlan0 via 192.0.2.1"]))
+        let alice = try await f.node("alice", input: .tone(440)) { configuration in
+            configuration.hostNetwork = { network.withLock { $0 } }
+        }
+        let bob = try await f.node("bob", input: .tone(660))
+        try await f.trust(alice, as: "alice", bob, as: "bob")
+        let call = try await alice.call(.contact("bob"))
+        try await f.waitFor("alice", advancing: true) { if case .connected = $0 { true } else { false } }
+        for _ in 0..<25 { await f.step() }
+        #expect(!f.story("alice").contains("ice-restart(by-peer: false)"), "no change, no restart")
+
+        // A laptop moves to another network: a new address and a new default route.
+        let changedAt = f.timers.now.offset
+        network.withLock { $0 = HostNetworkSnapshot(addresses: ["198.51.100.7"], defaultRoutes: ["wlan0 via 198.51.100.1"]) }
+        let change = try await f.waitFor("alice", advancing: true, Self.isEvent("network-changed"))
+        #expect(change.event == .hostNetworkChanged(added: ["198.51.100.7"], removed: ["192.0.2.10"], routeChanged: true))
+        let restart = try await f.waitFor("alice", advancing: true) { $0 == .iceRestarted(call, byPeer: false) }
+        #expect(restart.at - changedAt <= .milliseconds(600), "restarted \(restart.at - changedAt) after the change")
+        try await f.waitFor("bob", advancing: true) { if case .iceRestarted(_, byPeer: true) = $0 { true } else { false } }
+        let before = await Self.received(bob)
+        for _ in 0..<50 { await f.step() }
+        #expect(await Self.received(bob) - before >= 45)
+        #expect(await alice.liveCalls == [call])
+        await f.shutdown()
+    }
+}
