@@ -501,13 +501,15 @@ public actor CallNode: Service {
         let change = now.changes(since: before)
         logger.info("host network changed: added \(change.added), removed \(change.removed)\(change.routesChanged ? ", default route changed" : "")")
         broadcaster.send(.hostNetworkChanged(added: change.added, removed: change.removed, routeChanged: change.routesChanged))
+        for leg in legs.values { await leg.hostNetworkChanged(now, from: before) }
         if !change.removed.isEmpty || change.routesChanged {
             let pooled = icePool
             icePool.removeAll()
             fillICEPool()
-            for entry in pooled { await (try? await entry.task.value)?.agent.close() }
+            // Closed off the calls' way: releasing a TURN allocation from an address that is
+            // gone waits for answers that never come.
+            keep(Task { for entry in pooled { await (try? await entry.task.value)?.agent.close() } })
         }
-        for leg in legs.values { await leg.hostNetworkChanged(now, from: before) }
     }
 
     // Tasks are created before they are stored: a task created inside a modify access of

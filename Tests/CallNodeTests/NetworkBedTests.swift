@@ -104,6 +104,13 @@ final class Bed {
     }
 }
 
+extension String {
+    /// The `time` of a `--json` event line (-∞ when it has none).
+    var timeValue: Double {
+        ((try? JSONSerialization.jsonObject(with: Data(utf8))) as? [String: Any])?["time"] as? Double ?? -.infinity
+    }
+}
+
 /// A `callnode` process in the bed and its `--json` event log.
 struct BedProcess {
     let child: ChildProcess
@@ -410,10 +417,9 @@ struct NetworkBedTests {
         let recording: String
     }
 
-    static func liveCall(in bed: Bed, seconds: Int) async throws -> LiveCall {
+    static func liveCall(in bed: Bed, seconds: Int, network: [String] = ["--stun", NetworkBed.stun]) async throws -> LiveCall {
         let callers = try Self.callers(in: bed)
         _ = try await bed.startRelay()
-        let network = ["--stun", NetworkBed.stun]
         let recording = bed.directory + "/recording.wav"
         let bob = try await Self.startBob(bed, callers, network: network, recording: recording, log: "bob.log")
         let alice = try Self.startAlice(bed, callers, network: network, seconds: seconds, log: "alice.log")
@@ -495,6 +501,93 @@ struct NetworkBedTests {
         print("netbed rebind: restart \(times[0]) s after the rebind, restored after \(times[1...]) s, new path to \(remote), correlation \(match)")
     }
 
+    // MARK: - 4b. A host that moves, a signaling connection that is reset
+
+    /// Seconds from `at` until `process` heard its peer again: when ICE selected a new pair
+    /// (the old one's address is gone), or, if the media stalled long enough to be reported
+    /// lost, when it was reported restored. Nil if neither happened before `end`.
+    static func audioBack(_ process: BedProcess, after at: Double, before end: Double = .infinity) -> Double? {
+        func time(_ event: [String: Any]) -> Double { event["time"] as? Double ?? .nan }
+        func first(_ name: String, after start: Double) -> Double? {
+            process.events(name).map(time).filter { $0 > start && $0 < end }.min()
+        }
+        guard let pair = first("selected-pair", after: at) else { return nil }
+        guard let lost = first("connection-lost", after: at) else { return pair - at }
+        return first("connection-restored", after: lost).map { max($0, pair) - at }
+    }
+
+    /// The rows of `callnode recents` for a home.
+    static func recents(_ bed: Bed, _ home: String) throws -> [String] {
+        try bed.callnode(["recents", "--home", home]).output.split(separator: "\n").map(String.init).filter { $0.contains("\t") }
+    }
+
+    /// Host A (the caller) moves to a new address and its NAT forgets its mappings, mid-call, as a
+    /// laptop joining another Wi-Fi would: the call resumes its signaling through the relay from
+    /// the new address, restarts ICE at once, and audio is back both ways within 3 s; one call
+    /// throughout. `CALLNODE_BED_MOVES=N` moves it N times in one call (2 by default) and prints
+    /// the median. The media takes server-reflexive pairs, or TURN relays only.
+    @Test(arguments: ["stun", "turn"])
+    func aHostThatMovesToANewAddressKeepsItsCall(media: String) async throws {
+        let moves = ProcessInfo.processInfo.environment["CALLNODE_BED_MOVES"].flatMap(Int.init) ?? 2
+        let bed = try Bed("move-" + media)
+        defer { bed.down() }
+        let network = media == "turn" ? ["--turn", NetworkBed.turn, "--relay-only"] : ["--stun", NetworkBed.stun]
+        let call = try await Self.liveCall(in: bed, seconds: 6 + 7 * moves, network: network)
+        let alice = call.alice, bob = call.bob
+        var backs: [Double] = []
+        var times: [Double] = []
+        for n in 1...moves {
+            let movedAt = Self.epoch()
+            times.append(movedAt)
+            try bed.control(["move", "a"])
+            // Resumed on a new connection from the new address, and the path found again.
+            try await alice.waitForLine(timeout: .seconds(10)) { line in
+                line.contains("\"event\":\"signaling-resumed\"") && line.timeValue > movedAt
+            }
+            try await Task.sleep(for: .seconds(6))
+            let window = Self.epoch()
+            for (name, process) in [("alice", alice), ("bob", bob)] {
+                guard let back = Self.audioBack(process, after: movedAt, before: window) else {
+                    Issue.record("move \(n): \(name) never heard the other again:\n\(process.text)")
+                    continue
+                }
+                #expect(back <= 3, "move \(n): \(name) heard the other again \(back) s after the move")
+                backs.append(back)
+            }
+        }
+        let receivedAtEnd = bob.events("stats").last?["packets_received"] as? Int ?? 0
+        let match = try await Self.expectAudioResumed(call, receivedAtRestore: receivedAtEnd - 200)
+        // One call throughout: one dial, one connected, the same call ID in every event.
+        let ids = Set(alice.events.compactMap { $0["call"] as? String })
+        #expect(ids.count == 1, "alice's events name \(ids.count) calls")
+        #expect(alice.events("connected").count == 1 && bob.events("connected").count == 1)
+        #expect(alice.events("ice-restart").contains { $0["by_peer"] as? Bool == false }, "the moved caller restarts ICE itself")
+        #expect(try Self.recents(bed, call.callers.alice.home).count == 1)
+        #expect(try Self.recents(bed, call.callers.bob.home).count == 1)
+        let sorted = backs.sorted()
+        let median = sorted.isEmpty ? .nan : sorted[sorted.count / 2]
+        print("netbed move (\(media)): \(moves) moves, audio back after \(backs.map { String(format: "%.2f", $0) }) s (median \(String(format: "%.2f", median)) s of \(backs.count) sides), correlation at the end \(match)")
+    }
+
+    @Test func aSignalingConnectionResetAloneIsResumedAndTheMediaNeverNotices() async throws {
+        let bed = try Bed("resettcp")
+        defer { bed.down() }
+        let call = try await Self.liveCall(in: bed, seconds: 12)
+        let alice = call.alice, bob = call.bob
+        let resetAt = Self.epoch()
+        try bed.control(["reset-tcp", "a"])
+        try await alice.waitFor("signaling-lost", timeout: .seconds(5))
+        let resumed = try await alice.waitFor("signaling-resumed", timeout: .seconds(10))
+        try await bob.waitFor("signaling-resumed", timeout: .seconds(10))
+        let receivedAtEnd = { bob.events("stats").last?["packets_received"] as? Int ?? 0 }
+        let before = receivedAtEnd()
+        let match = try await Self.expectAudioResumed(call, receivedAtRestore: before)
+        #expect(alice.events("connection-lost").isEmpty && bob.events("connection-lost").isEmpty, "the media path was never lost")
+        #expect(try Self.recents(bed, call.callers.alice.home).count == 1)
+        let after = (resumed["time"] as? Double ?? .infinity) - resetAt
+        print("netbed reset-tcp: resumed \(String(format: "%.2f", after)) s after the reset; correlation at the end \(match)")
+    }
+
     // MARK: - 5. Peer crash
 
     @Test func aKilledPeerEndsTheCallWithAReasonAndARecentsRow() async throws {
@@ -504,7 +597,9 @@ struct NetworkBedTests {
         _ = try await bed.startRelay()
         let network = ["--stun", NetworkBed.stun]
         let bob = try await Self.startBob(bed, callers, network: network, recording: bed.directory + "/recording.wav", log: "bob.log")
-        let alice = try Self.startAlice(bed, callers, network: network, seconds: 60, log: "alice.log")
+        // A killed peer looks like one that lost its network: the call waits its resume window
+        // (short here) for the peer to come back.
+        let alice = try Self.startAlice(bed, callers, network: network + ["--resume-window", "5"], seconds: 60, log: "alice.log")
         try await alice.waitFor("connected")
         try await Task.sleep(for: .seconds(2))
 
