@@ -30,10 +30,16 @@ public protocol AudioDeviceBackend: Sendable {
     /// Whether voice processing is on by default: yes for real microphones and speakers, no
     /// for files, tones and manual rendering (the default).
     var prefersVoiceProcessing: Bool { get }
+    /// The input to fall back to when the one in use fails mid-call (before the default).
+    var fallbackInput: String? { get }
+    /// The output to fall back to when the one in use fails mid-call (before the default).
+    var fallbackOutput: String? { get }
 }
 
 extension AudioDeviceBackend {
     public var prefersVoiceProcessing: Bool { false }
+    public var fallbackInput: String? { nil }
+    public var fallbackOutput: String? { nil }
 
     /// A playback endpoint tuned for voice chat.
     public func makePlayback(device: String, format: AudioFormat) -> any AudioSink {
@@ -152,6 +158,7 @@ public final class ManualRenderingBackend: AudioDeviceBackend {
 
 /// A manual endpoint that refuses to open when its route is not offered, as a real device would.
 final class ManualDeviceEndpoint: AudioSource, AudioSink {
+    var failure: String? { nil }
     let endpoint: ManualAudioEndpoint
     let present: @Sendable () -> Bool
     let device: String

@@ -121,6 +121,9 @@ public enum AudioSessionEvent: Sendable, Equatable {
     /// The other session let go. The owner may activate again.
     case interruptionEnded(shouldResume: Bool)
     case configurationChanged(AudioSessionConfiguration)
+    /// A device in use failed mid-call and no fallback would open (the message names it and
+    /// says why): the session goes on without it, and calls that need it cannot.
+    case deviceFailed(String)
 }
 
 /// Misuse of the audio session and device failures, each with a message a developer can act on.

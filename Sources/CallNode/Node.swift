@@ -239,6 +239,7 @@ public actor CallNode: Service {
         })
         let clock = self.clock
         if !clock.isManual { keep(Task { _ = await clock.run() }) }
+        watchAudioSession()
         if let read = configuration.hostNetwork {
             let interval = configuration.hostNetworkCheckInterval, timerClock = configuration.clock
             keep(Task { [weak self] in
@@ -492,6 +493,49 @@ public actor CallNode: Service {
         sessionConnections[connection.id] = nil
         for (uuid, id) in legConnections where id == connection.id {
             await legs[uuid]?.connectionClosed(connection.id, error: nil)
+        }
+    }
+
+    /// Follows the audio session: route changes, interruptions and failed devices reach the
+    /// event stream; a device that failed with nothing to fall back to ends the calls that
+    /// needed it, naming it. Route monitoring starts here.
+    func watchAudioSession() {
+        let sessionEvents: AsyncStream<AudioSessionEvent>
+        if let systemSession {
+            sessionEvents = systemSession.events()
+            keep(Task { await systemSession.startMonitoringRoutes() })
+        } else if let appSession {
+            sessionEvents = appSession.events()
+            keep(Task { await appSession.startMonitoringRoutes() })
+        } else {
+            return
+        }
+        keep(Task { [weak self] in
+            for await event in sessionEvents {
+                await self?.audioSessionEvent(event)
+            }
+        })
+    }
+
+    func audioSessionEvent(_ event: AudioSessionEvent) async {
+        switch event {
+        case let .routeChanged(reason):
+            var route = await systemSession?.activeRoute
+            if let appSession { route = await appSession.activeRoute }
+            logger.info("audio route changed: \(reason); now \(route.map { "\($0.input ?? "-") → \($0.output ?? "-")" } ?? "inactive")")
+            broadcaster.send(.audioRouteChanged(reason, route))
+        case let .interruptionBegan(by):
+            broadcaster.send(.audioInterrupted(by: by))
+        case .interruptionEnded:
+            broadcaster.send(.audioInterruptionEnded)
+        case let .deviceFailed(message):
+            logger.error("\(message)")
+            broadcaster.send(.audioDeviceFailed(message))
+            // Per-call audio (recordings, greetings) does not use the session's devices.
+            guard configuration.callAudio == nil else { return }
+            for leg in Array(legs.values) { await leg.event(.end(.failed(message))) }
+        case .didActivate, .didDeactivate, .configurationChanged:
+            break
         }
     }
 

@@ -81,6 +81,10 @@ public struct NodeAudioBackend: AudioDeviceBackend {
     public var speaker: NodeAudioOutput?
     /// ALSA period for `alsa:` devices.
     public var period: Duration
+    /// What to capture from if the input fails mid-call (a USB headset unplugged).
+    public var fallbackInputDevice: NodeAudioInput?
+    /// What to play to if the output fails mid-call.
+    public var fallbackOutputDevice: NodeAudioOutput?
 
     public init(input: NodeAudioInput = .tone(440), output: NodeAudioOutput = .null, speaker: NodeAudioOutput? = nil,
                 period: Duration = .milliseconds(10)) {
@@ -96,6 +100,8 @@ public struct NodeAudioBackend: AudioDeviceBackend {
         if case .alsa = input { return "alsa" }
         if case .alsa = output { return "alsa" }
         if case .alsa = speaker { return "alsa" }
+        if case .alsa = fallbackInputDevice { return "alsa" }
+        if case .alsa = fallbackOutputDevice { return "alsa" }
         return "callnode.io.\(input).\(output)"
     }
 
@@ -105,6 +111,12 @@ public struct NodeAudioBackend: AudioDeviceBackend {
         if let speaker, speaker != output {
             routes.append(AudioRoute(name: speaker.description, label: "node speaker", isInput: false, isOutput: true))
         }
+        if let fallback = fallbackInputDevice, fallback != input {
+            routes.append(AudioRoute(name: fallback.description, label: "node fallback input", isInput: true, isOutput: false))
+        }
+        if let fallback = fallbackOutputDevice, fallback != output, fallback != speaker {
+            routes.append(AudioRoute(name: fallback.description, label: "node fallback output", isInput: false, isOutput: true))
+        }
         return routes
     }
 
@@ -113,6 +125,9 @@ public struct NodeAudioBackend: AudioDeviceBackend {
         if case .alsa = input { return true }
         return false
     }
+
+    public var fallbackInput: String? { fallbackInputDevice?.description }
+    public var fallbackOutput: String? { fallbackOutputDevice?.description }
 
     public var defaultInput: String { input.description }
     public var defaultOutput: String { output.description }

@@ -276,6 +276,14 @@ public enum NodeEvent: Sendable, Equatable {
     case signalingResumed(UUID)
     /// This host's addresses or default route changed.
     case hostNetworkChanged(added: [String], removed: [String], routeChanged: Bool)
+    /// The audio session's route changed (a device came or went, a fallback took over, the
+    /// speaker override), with the devices in use after it (nil while inactive).
+    case audioRouteChanged(AudioRouteChangeReason, ActiveAudioRoute?)
+    /// Another audio session took the devices; the calls' audio stops until it lets go.
+    case audioInterrupted(by: String)
+    case audioInterruptionEnded
+    /// A device in use failed and nothing could take over: the calls end as failed.
+    case audioDeviceFailed(String)
     /// Playout moved to a new place on the peer's stream (this node stalled, the peer's
     /// timestamps jumped, or it started a new stream): audio goes on from the newest packets.
     case playoutReset(UUID, PlayoutReset)

@@ -90,6 +90,8 @@ private final class ALSAStream: Sendable {
         ring = SampleRing(capacity: format.sampleRate / 2 * format.channels)
     }
 
+    var failure: String? { stats.withLock { $0.failure } }
+
     var statistics: AudioDeviceStatistics {
         var s = stats.withLock { $0 }
         if capture { s.droppedSamples = ring.overflowed } else { s.silenceSamples = ring.underflowed }
@@ -185,6 +187,7 @@ public final class ALSACaptureSource: AudioSource {
 
     public var device: String { stream.device }
     public var statistics: AudioDeviceStatistics { stream.statistics }
+    public var failure: String? { stream.failure }
 
     /// Opens the device and starts reading.
     /// - Throws: ``AudioDeviceError/notFound(_:)``, ``AudioDeviceError/busy(_:)`` or
@@ -215,6 +218,7 @@ public final class ALSAPlaybackSink: AudioSink {
 
     public var device: String { stream.device }
     public var statistics: AudioDeviceStatistics { stream.statistics }
+    public var failure: String? { stream.failure }
 
     public func start() throws(AudioDeviceError) { try stream.start() }
     public func stop() { stream.stop() }

@@ -58,12 +58,16 @@ public protocol AudioSource: AnyObject, Sendable {
     /// paused). Sources that run on media time (files, tones) move on by as much, so what is
     /// sent stays on real time; devices captured nothing meanwhile and do nothing.
     func skip(samples: Int)
+    /// Why the device stopped delivering for good (unplugged, its server went away), once it
+    /// has; the source then reads silence. Nil for sources that cannot fail so.
+    var failure: String? { get }
 }
 
 extension AudioSource {
     public func discardBuffered(keepingLatest samples: Int) {}
     public var bufferedSamples: Int { 0 }
     public func skip(samples: Int) {}
+    public var failure: String? { nil }
 }
 
 /// Where a call's incoming audio goes. Mono 16-bit frames at ``format``'s rate.
@@ -77,10 +81,14 @@ public protocol AudioSink: AnyObject, Sendable {
     /// paused). Recordings write that much silence, so they stay on real time; devices played
     /// nothing meanwhile (an underrun) and do nothing.
     func fillSkipped(samples: Int)
+    /// Why the device stopped playing for good (unplugged, its server went away), once it has;
+    /// what is written then goes nowhere. Nil for sinks that cannot fail so.
+    var failure: String? { get }
 }
 
 extension AudioSink {
     public func fillSkipped(samples: Int) {}
+    public var failure: String? { nil }
 }
 
 /// A sine tone.
@@ -219,6 +227,8 @@ public final class SampleRing: Sendable {
 /// One object is both the call's source and its sink. Push and pull from any thread.
 public final class ManualAudioEndpoint: AudioSource, AudioSink {
     public let format: AudioFormat
+    /// The embedder feeds and drains it: it cannot fail as a device does.
+    public var failure: String? { nil }
     private let capture: SampleRing
     private let playback: SampleRing
 

@@ -341,6 +341,19 @@ final class CallRunner {
             line("signaling connection lost — resuming the call on a new one (audio goes on)")
         case .signalingResumed:
             line("signaling resumed on a new connection")
+        case let .audioRouteChanged(reason, route):
+            let now = route.map { "now \($0.input ?? "no input") → \($0.output ?? "no output")" } ?? "inactive"
+            switch reason {
+            case let .oldDeviceUnavailable(device): line("audio device \(device.name) went away; \(now)")
+            case let .newDeviceAvailable(device): line("audio device \(device.name) appeared")
+            case .override, .categoryChange: line("audio route changed; \(now)")
+            }
+        case let .audioInterrupted(by):
+            line("audio interrupted by \(by): the calls are silent until it lets go")
+        case .audioInterruptionEnded:
+            line("audio interruption ended")
+        case let .audioDeviceFailed(message):
+            line("audio device failed: \(message)")
         case let .hostNetworkChanged(added, removed, routeChanged):
             var parts: [String] = []
             if !added.isEmpty { parts.append("new \(added.joined(separator: ", "))") }
@@ -465,6 +478,18 @@ final class CallRunner {
         case let .connectionRestored(uuid): return ["event": "connection-restored", "call": uuid.uuidString]
         case let .signalingLost(uuid): return ["event": "signaling-lost", "call": uuid.uuidString]
         case let .signalingResumed(uuid): return ["event": "signaling-resumed", "call": uuid.uuidString]
+        case let .audioRouteChanged(reason, route):
+            var event: [String: Any] = ["event": "route-change", "input": route?.input ?? NSNull(), "output": route?.output ?? NSNull()]
+            switch reason {
+            case let .oldDeviceUnavailable(device): event["reason"] = "old-device-unavailable"; event["device"] = device.name
+            case let .newDeviceAvailable(device): event["reason"] = "new-device-available"; event["device"] = device.name
+            case .override: event["reason"] = "override"
+            case .categoryChange: event["reason"] = "category-change"
+            }
+            return event
+        case let .audioInterrupted(by): return ["event": "audio-interrupted", "by": by]
+        case .audioInterruptionEnded: return ["event": "audio-interruption-ended"]
+        case let .audioDeviceFailed(message): return ["event": "audio-device-failed", "message": message]
         case let .hostNetworkChanged(added, removed, routeChanged):
             return ["event": "network-changed", "added": added, "removed": removed, "route_changed": routeChanged]
         case let .playoutReset(uuid, reset):

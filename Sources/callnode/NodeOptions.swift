@@ -42,6 +42,12 @@ struct NodeOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("A second output the o key switches to: wav:PATH, null or alsa:DEVICE.", valueName: "SPEC"))
     var speaker: String?
 
+    @Option(name: .long, help: ArgumentHelp("Where to capture from if the microphone fails mid-call (a USB headset unplugged): tone[:HZ], silence or alsa:DEVICE. Without one (or if it fails too) the call ends as failed, naming the device.", valueName: "SPEC"))
+    var fallbackInput: String?
+
+    @Option(name: .long, help: ArgumentHelp("Where to play to if the output fails mid-call (a sink removed): wav:PATH, null or alsa:DEVICE. Without one (or if it fails too) the call ends as failed, naming the device.", valueName: "SPEC"))
+    var fallbackOutput: String?
+
     @Option(name: .long, help: ArgumentHelp("Echo cancellation, noise suppression and gain control on the microphone: auto (on for alsa: input), on or off. The v key bypasses it during a call.", valueName: "WHEN"))
     var voiceProcessing: String = "auto"
 
@@ -92,6 +98,15 @@ struct NodeOptions: ParsableArguments {
         }
         if let speaker, NodeAudioOutput(spec: speaker) == nil {
             throw ValidationError("--speaker '\(speaker)' is not wav:PATH, null or alsa:DEVICE")
+        }
+        if let fallbackInput {
+            guard let fallback = NodeAudioInput(spec: fallbackInput) else {
+                throw ValidationError("--fallback-input '\(fallbackInput)' is not tone, tone:HZ, silence or alsa:DEVICE")
+            }
+            if case .wav = fallback { throw ValidationError("--fallback-input takes a device, a tone or silence, not a WAV file") }
+        }
+        if let fallbackOutput, NodeAudioOutput(spec: fallbackOutput) == nil {
+            throw ValidationError("--fallback-output '\(fallbackOutput)' is not wav:PATH, null or alsa:DEVICE")
         }
         guard ["auto", "on", "off"].contains(voiceProcessing) else {
             throw ValidationError("--voice-processing must be auto, on or off (got '\(voiceProcessing)')")
@@ -165,8 +180,11 @@ struct NodeOptions: ParsableArguments {
         // A WAV input is each call's own (from its start): the session's microphone is then silence.
         var sessionInput = NodeAudioInput(spec: input)!  // checked in validate()
         if case .wav = sessionInput { sessionInput = .silence }
-        configuration.audio = NodeAudioBackend(input: sessionInput, output: NodeAudioOutput(spec: output)!,
-                                               speaker: speaker.flatMap(NodeAudioOutput.init(spec:)))
+        var audio = NodeAudioBackend(input: sessionInput, output: NodeAudioOutput(spec: output)!,
+                                     speaker: speaker.flatMap(NodeAudioOutput.init(spec:)))
+        audio.fallbackInputDevice = fallbackInput.flatMap(NodeAudioInput.init(spec:))
+        audio.fallbackOutputDevice = fallbackOutput.flatMap(NodeAudioOutput.init(spec:))
+        configuration.audio = audio
         configuration.appOwnedAudio = appOwnedAudio
         configuration.playbackOnly = playbackOnly
         configuration.callAudio = try perCallAudio()
