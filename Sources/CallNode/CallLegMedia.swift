@@ -37,7 +37,14 @@ extension CallLeg {
         case .stateChanged(.disconnected):
             await legEvent(.iceDisconnected)
         case .stateChanged(.failed):
-            await legEvent(.end(.failed("ICE failed: no candidate pair worked (try --stun or --turn)")))
+            if state.phase.iceHasConnected {
+                // A pair that worked is gone (consent expired, RFC 7675): recover as from a
+                // lost connection, by restarting ICE, instead of ending the call.
+                logger.info("call \(uuid): the selected pair failed (consent expired); restarting ICE")
+                await legEvent(.iceDisconnected)
+            } else {
+                await legEvent(.end(.failed("ICE failed: no candidate pair worked (try --stun or --turn)")))
+            }
         default:
             break
         }

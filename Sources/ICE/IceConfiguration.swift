@@ -86,7 +86,9 @@ public struct IceConfiguration: Sendable {
     public var iceTCP = false
     /// UPnP-IGD port mappings. Default: off.
     public var upnp = false
-    /// RFC 7675 consent freshness through libnice. Default: off, because libnice 0.1.21 fails the
+    /// RFC 7675 consent freshness through libnice: this agent sends consent checks on the
+    /// selected pair (every agent answers the peer's, whatever this says: browsers send them).
+    /// Default: off, because libnice 0.1.21 fails the
     /// whole component as soon as one consent transaction goes unanswered: a 5 s link cut, or a
     /// few seconds of 30 % loss, ended calls that were otherwise fine. A call node watches the
     /// authenticated media instead (``IceConnectionState/disconnected`` is then never reported;

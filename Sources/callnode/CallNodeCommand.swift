@@ -33,6 +33,9 @@ struct NetworkOptions: ParsableArguments {
     @Flag(name: .long, help: "Also gather ICE-TCP candidates.")
     var iceTcp = false
 
+    @Flag(name: .long, help: "Send RFC 7675 consent checks on the selected pair (consent is always answered, as browsers need): a pair whose peer stops answering is given up at once and ICE restarts, instead of waiting for the media's stall. Off by default: one unanswered check (a short cut, heavy loss) gives up a working pair.")
+    var consentFreshness = false
+
     func iceConfiguration(role: IceRole) throws -> IceConfiguration {
         var configuration = IceConfiguration(role: role)
         if let stun {
@@ -50,6 +53,7 @@ struct NetworkOptions: ParsableArguments {
         configuration.relayOnly = relayOnly
         configuration.localAddresses = bind
         configuration.iceTCP = iceTcp
+        configuration.consentFreshness = consentFreshness
         return configuration
     }
 }

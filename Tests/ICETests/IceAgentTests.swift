@@ -321,3 +321,34 @@ import Testing
         #expect(after.threads <= before.threads, "before: \(before), after 100 agents: \(after)")
     }
 }
+
+/// RFC 7675 consent, between real agents: browsers send consent checks on the selected pair
+/// every few seconds and give the pair up when they go unanswered.
+extension IceAgentTests {
+    @Test func consentChecksFromThePeerAreAnsweredSoItsPairStaysUp() async throws {
+        // A sends consent checks (as a browser does); B, a node's default agent, only answers.
+        let pair = try await Self.connectedPair(Self.configuration(.controlling) { $0.consentFreshness = true },
+                                                Self.configuration(.controlled))
+        let inboxA = DatagramCollector(pair.a), inboxB = DatagramCollector(pair.b)
+        // Past two consent rounds (4–6 s apart each): an unanswered one would fail A's pair.
+        let deadline = ContinuousClock.now + .seconds(13)
+        var sent = 0
+        while ContinuousClock.now < deadline {
+            try await pair.a.send([0xA, UInt8(sent & 0xFF)])
+            try await pair.b.send([0xB, UInt8(sent & 0xFF)])
+            sent += 1
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(!pair.eventsA.states.contains(.failed) && !pair.eventsA.states.contains(.disconnected), "A: \(pair.eventsA.states)")
+        #expect(await pair.a.state == .connected)
+        let toB = await inboxB.wait(count: sent - 5), toA = await inboxA.wait(count: sent - 5)
+        #expect(toB && toA, "datagrams flow both ways all along")
+        // The check can tell: once B stops answering (gone), A gives the pair up.
+        await pair.b.close()
+        let gaveUp = ContinuousClock.now
+        let lost = await pair.eventsA.wait(for: .failed, limit: .seconds(20))
+        #expect(lost != nil, "A kept a pair nobody answered on: \(pair.eventsA.states)")
+        print("consent: A gave the pair up \(ContinuousClock.now - gaveUp) after B stopped answering")
+        await pair.close()
+    }
+}
