@@ -417,12 +417,29 @@ struct NetworkBedTests {
         let recording: String
     }
 
-    static func liveCall(in bed: Bed, seconds: Int, network: [String] = ["--stun", NetworkBed.stun]) async throws -> LiveCall {
+    /// With `direct`, Bob listens on the public router itself and Alice dials his address (no
+    /// relay): her signaling is a TCP connection of her own through her NAT.
+    static func liveCall(in bed: Bed, seconds: Int, network: [String] = ["--stun", NetworkBed.stun],
+                         direct: Bool = false) async throws -> LiveCall {
         let callers = try Self.callers(in: bed)
         _ = try await bed.startRelay()
         let recording = bed.directory + "/recording.wav"
-        let bob = try await Self.startBob(bed, callers, network: network, recording: recording, log: "bob.log")
-        let alice = try Self.startAlice(bed, callers, network: network, seconds: seconds, log: "alice.log")
+        let bob: BedProcess, alice: BedProcess
+        if direct {
+            let address = NetworkBed.publicAddress + ":7600"
+            bob = try bed.start("router", [
+                "listen", "--home", callers.bob.home, "--signal", address, "--auto-answer",
+                "--input", "silence", "--output", "wav:" + recording, "--duration", "120", "--calls", "1", "--json",
+            ] + network, log: "bob.log")
+            try await bob.waitFor("listening", timeout: .seconds(30))
+            alice = try bed.start("a", [
+                "call", callers.bob.fingerprint + "@" + address, "--home", callers.alice.home,
+                "--input", "wav:" + callers.sent, "--duration", String(seconds), "--json",
+            ] + network, log: "alice.log")
+        } else {
+            bob = try await Self.startBob(bed, callers, network: network, recording: recording, log: "bob.log")
+            alice = try Self.startAlice(bed, callers, network: network, seconds: seconds, log: "alice.log")
+        }
         try await alice.waitFor("connected")
         try await Task.sleep(for: .seconds(2))
         return LiveCall(callers: callers, alice: alice, bob: bob, recording: recording)
@@ -525,14 +542,15 @@ struct NetworkBedTests {
     /// laptop joining another Wi-Fi would: the call resumes its signaling through the relay from
     /// the new address, restarts ICE at once, and audio is back both ways within 3 s; one call
     /// throughout. `CALLNODE_BED_MOVES=N` moves it N times in one call (2 by default) and prints
-    /// the median. The media takes server-reflexive pairs, or TURN relays only.
-    @Test(arguments: ["stun", "turn"])
+    /// the median. Signaling through the relay with server-reflexive or TURN-only media, or
+    /// `direct`: Alice dials Bob's public address herself.
+    @Test(arguments: ["stun", "turn", "direct"])
     func aHostThatMovesToANewAddressKeepsItsCall(media: String) async throws {
         let moves = ProcessInfo.processInfo.environment["CALLNODE_BED_MOVES"].flatMap(Int.init) ?? 2
         let bed = try Bed("move-" + media)
         defer { bed.down() }
         let network = media == "turn" ? ["--turn", NetworkBed.turn, "--relay-only"] : ["--stun", NetworkBed.stun]
-        let call = try await Self.liveCall(in: bed, seconds: 6 + 7 * moves, network: network)
+        let call = try await Self.liveCall(in: bed, seconds: 6 + 7 * moves, network: network, direct: media == "direct")
         let alice = call.alice, bob = call.bob
         var backs: [Double] = []
         var times: [Double] = []
