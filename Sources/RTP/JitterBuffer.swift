@@ -331,13 +331,17 @@ public struct JitterBuffer: Sendable {
                 concealedSinceLastPacket = 0
             }
         }
-        statistics.currentDelay = delay(playing: next, at: now) + outputBacklog
+        let bufferDelay = delay(playing: next, at: now)
+        statistics.currentDelay = bufferDelay + outputBacklog
 
         if timeStretching {
-            // The caller moves the delay smoothly, a pitch period at a time.
+            // The caller moves the delay smoothly, a pitch period at a time. It grows until the
+            // packets themselves are held long enough: the caller's backlog of stretched audio
+            // delays what is heard, but a frame's FEC or copy in the next packet has to be here
+            // when the frame is due, and the backlog does not make it so.
             if statistics.currentDelay > statistics.targetDelay + configuration.frameDuration, entries.count >= 2 {
                 delayAdjustment = .shrink
-            } else if lastPlayedSequence != nil, statistics.currentDelay + configuration.frameDuration / 2 < statistics.targetDelay {
+            } else if lastPlayedSequence != nil, bufferDelay + configuration.frameDuration / 2 < statistics.targetDelay {
                 delayAdjustment = .grow
             } else {
                 delayAdjustment = .none

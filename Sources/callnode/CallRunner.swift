@@ -467,7 +467,7 @@ final class CallRunner {
                     "send_level_db": s.sendLevel, "receive_level_db": s.receiveLevel,
                     "fec_recovered": s.jitterBuffer.fecRecovered, "concealed": s.jitterBuffer.concealed,
                     "redundancy_recovered": s.jitterBuffer.redundancyRecovered, "sending_redundancy": s.sendingRedundancy, "redundancy_depth": s.redundancyDepth,
-                    "redundancy_spread": s.redundancySpread,
+                    "redundancy_spread": s.redundancySpread, "fec_loss_plan": s.fecExpectedLossPercent,
                     "late": s.jitterBuffer.late, "stretched": s.jitterBuffer.stretched, "shrunk": s.jitterBuffer.shrunk,
                     "expanded": s.jitterBuffer.expanded, "compressed": s.jitterBuffer.compressed,
                     "skipped": s.jitterBuffer.skipped, "playout_resets": s.jitterBuffer.playoutResets,
