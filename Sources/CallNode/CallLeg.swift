@@ -278,6 +278,14 @@ actor CallLeg {
             return
         case let .resumeRefused(reason):
             guard pendingConnection?.id == connection.id else { return }
+            guard reason.hasPrefix(SignalMessage.callGoneRefusal) else {
+                // Crossing attempts (the caller's own connection wins): keep trying, or wait
+                // for the other side's to resume the call.
+                logger.info("call \(uuid): the other node declined this resumption: \(reason)")
+                pendingConnection = nil
+                connection.close()
+                return
+            }
             failure = failure ?? "the other node refused to resume the call: \(reason)"
             await legEvent(.end(.failed("the other node refused to resume the call: \(reason)")))
             return
@@ -340,8 +348,18 @@ actor CallLeg {
     /// How an outgoing call reaches its callee's node.
     enum Route: Sendable { case direct(SignalAddress, Fingerprint?), relayed(SignalAddress, Fingerprint) }
 
-    /// The route to the callee (nil for web pages and sessions, which are not dialed).
+    /// The route to the other node: the callee's as dialed; for a callee, the caller's address
+    /// among the contacts, or the relay this node is registered at (which the caller, started
+    /// with the same relay, is registered at too). Nil for web pages and sessions, and for a
+    /// callee with no way to reach its caller (it waits for the caller).
     func route() -> Route? {
+        if !outgoing {
+            guard resumable, let peer else { return nil }
+            if let address = store.contacts.withFingerprint(peer.hex)?.address.flatMap(SignalAddress.init) {
+                return .direct(address, peer)
+            }
+            return configuration.relay.map { .relayed($0, peer) }
+        }
         guard let target else { return nil }
         switch target {
         case let .contact(name):
@@ -473,10 +491,11 @@ actor CallLeg {
 
     // MARK: - Resuming on a new signaling connection
 
-    /// Outgoing: opens new connections to the callee until one resumes the call (backing off
-    /// from 0.25 s to 2 s between tries), while the state says the signaling is lost.
+    /// Opens new connections to the other node until one resumes the call (backing off from
+    /// 0.25 s to 2 s between tries), while the state says the signaling is lost. The caller
+    /// always can; a callee can when it knows the caller's address or both use a relay.
     func reconnect() {
-        guard outgoing, let route = route() else { return }
+        guard let route = route(), resumeToken != nil else { return }
         reconnectRound += 1
         let round = reconnectRound, clock = configuration.clock, logger = self.logger, uuid = self.uuid
         let weak = WeakLeg(self), router = WeakNode(node)
@@ -514,7 +533,7 @@ actor CallLeg {
         !isTornDown && round == reconnectRound && !state.signaling.isUp
     }
 
-    /// Outgoing: a new connection is up; asks the callee to carry on the call on it.
+    /// A new connection is up; asks the other node to carry on the call on it.
     func resuming(on connection: SignalingConnection) async -> Bool {
         guard !isTornDown, !state.signaling.isUp, self.connection == nil, let resumeToken else { return false }
         pendingConnection = connection
@@ -529,8 +548,8 @@ actor CallLeg {
         return true
     }
 
-    /// Outgoing: the callee took the call over to the new connection: send again what it
-    /// missed, in order, then carry on there.
+    /// The other node took the call over to the new connection: send again what it missed,
+    /// in order, then carry on there.
     func resumed(received: Int, on connection: SignalingConnection) async {
         guard pendingConnection?.id == connection.id else { return }
         pendingConnection = nil
@@ -542,11 +561,15 @@ actor CallLeg {
         await legEvent(.signalingResumed)
     }
 
-    /// Incoming: the caller asks to carry on the call on `connection`. Only the caller's own
-    /// identity with the call's token may: anyone else is refused and the call goes on as it was.
+    /// The other node asks to carry on the call on `connection`. Only its own identity with the
+    /// call's token may: anyone else is refused and the call goes on as it was. When both
+    /// reconnected at once, the caller's connection wins.
     func resume(_ request: ResumeRequest, on connection: SignalingConnection) async {
-        let refusal: String? = if outgoing || !resumable {
+        let refusal: String? = if !resumable {
             "this call cannot be resumed"
+        } else if outgoing, pendingConnection != nil {
+            // Both sides reconnected at once: the caller's own connection wins.
+            "the caller is resuming the call on a connection of its own"
         } else if connection.origin != .node || connection.peer != peer {
             "this call is not yours to resume"
         } else if let token = resumeToken, CallLeg.sameSecret(token, request.token) {
@@ -560,10 +583,12 @@ actor CallLeg {
             try? await connection.send(.resumeRefused(refusal), call: uuid)
             return
         }
-        let old = self.connection
+        let old = self.connection, abandoned = pendingConnection
         self.connection = connection
+        pendingConnection = nil
         await node?.legConnected(uuid, connection)
         if let old, old.id != connection.id { old.close() }
+        if let abandoned, abandoned.id != connection.id { abandoned.close() }
         try? await connection.send(SignalEnvelope(call: uuid, .resumed(received: signals.received), ack: signals.received))
         for envelope in signals.resend(after: request.received) {
             try? await connection.send(envelope)

@@ -167,8 +167,9 @@ public enum LegAction: Sendable, Equatable {
     case restartICE
     /// Close the call's signaling connection (its local address left this host).
     case closeSignaling
-    /// Outgoing: open a new signaling connection to the peer and resume the call on it,
-    /// retrying until it is resumed or the resume window ends.
+    /// Open a new signaling connection to the peer and resume the call on it, retrying until
+    /// it is resumed or the resume window ends (the caller always can; a callee when it knows
+    /// a way to the caller).
     case reconnectSignaling
     /// Tell the event stream the signaling connection is lost (and being resumed), or back.
     case reportSignaling(lost: Bool)
@@ -401,9 +402,8 @@ public struct LegState: Sendable, Equatable {
     private mutating func loseSignaling(now: Duration) -> [LegAction] {
         signaling = .resuming(since: now)
         armed.insert(.resumeWindow)
-        var actions: [LegAction] = [.arm(.resumeWindow, after: timings.resumeWindow), .reportSignaling(lost: true)]
-        if outgoing { actions.append(.reconnectSignaling) }
-        return actions
+        // Whichever side can reach the other reconnects (the leg knows whether it can).
+        return [.arm(.resumeWindow, after: timings.resumeWindow), .reportSignaling(lost: true), .reconnectSignaling]
     }
 
     // MARK: - Loss and recovery

@@ -146,7 +146,7 @@ extension CallNode {
         if case .resume = envelope.message {
             // A caller carrying on its call on a new connection: the leg checks who asks.
             guard let leg = legs[uuid] else {
-                try? await connection.send(.resumeRefused("no call \(uuid) here: it has ended"), call: uuid)
+                try? await connection.send(.resumeRefused(SignalMessage.callGoneRefusal + "\(uuid) here: it has ended"), call: uuid)
                 return
             }
             await leg.receive(envelope, on: connection)

@@ -121,6 +121,10 @@ public enum SignalMessage: Sendable, Equatable {
         }
     }
 
+    /// How a ``resumeRefused(_:)`` reason starts when the refusing node has no such call (it
+    /// ended): the call cannot go on. Other refusals (a crossing attempt) leave it to another try.
+    public static let callGoneRefusal = "no call "
+
     /// Whether the message belongs to one connection rather than to the call's sequence:
     /// keep-alives and the resumption handshake are never numbered or sent again.
     public var isConnectionLevel: Bool {

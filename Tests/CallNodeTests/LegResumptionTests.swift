@@ -17,7 +17,7 @@ import Testing
         return state
     }
 
-    @Test func theCallerReconnectsAndTheCalleeWaitsWhenTheSignalingDrops() {
+    @Test func bothSidesTryToReconnectWhenTheSignalingDrops() {
         var caller = Self.connected(outgoing: true)
         #expect(caller.handle(.signalingLost("reset", resumable: true), now: .seconds(5))
                 == [.arm(.resumeWindow, after: .seconds(20)), .reportSignaling(lost: true), .reconnectSignaling])
@@ -26,9 +26,10 @@ import Testing
         // A second report of the same loss changes nothing.
         #expect(caller.handle(.signalingLost("closed", resumable: true), now: .seconds(6)) == [])
 
+        // The callee too: it reconnects if it knows a way to the caller (its leg decides).
         var callee = Self.connected(outgoing: false)
         #expect(callee.handle(.signalingLost("reset", resumable: true), now: .seconds(5))
-                == [.arm(.resumeWindow, after: .seconds(20)), .reportSignaling(lost: true)])
+                == [.arm(.resumeWindow, after: .seconds(20)), .reportSignaling(lost: true), .reconnectSignaling])
         #expect(callee.handle(.signalingResumed, now: .seconds(7)) == [.cancel(.resumeWindow), .reportSignaling(lost: false)])
         #expect(callee.signaling == .up)
         #expect(!callee.armed.contains(.resumeWindow))
@@ -104,7 +105,7 @@ import Testing
                 == [.closeSignaling, .arm(.resumeWindow, after: .seconds(20)), .reportSignaling(lost: true), .reconnectSignaling, .restartICE])
         var callee = Self.connected(outgoing: false)
         #expect(callee.handle(.hostAddressesChanged(signalingAddressGone: true, pathAffected: false), now: .seconds(3))
-                == [.closeSignaling, .arm(.resumeWindow, after: .seconds(20)), .reportSignaling(lost: true)])
+                == [.closeSignaling, .arm(.resumeWindow, after: .seconds(20)), .reportSignaling(lost: true), .reconnectSignaling])
         #expect(callee.signaling == .resuming(since: .seconds(3)))
     }
 

@@ -24,8 +24,10 @@ import Testing
         let bobCall = try #require(await bob.liveCalls.first)
         let bobAddress = try #require(bob.listenAddress)
 
-        // The connection resets, and the callee stays out of reach for a while.
+        // The connection resets, and neither can reach the other for a while.
+        let aliceAddress = try #require(alice.listenAddress)
         f.signaling.setReachable(bobAddress, false)
+        f.signaling.setReachable(aliceAddress, false)
         f.signaling.dropConnections()
         try await f.waitFor("alice", advancing: true, Self.isEvent("signaling-lost"))
         try await f.waitFor("bob", advancing: true, Self.isEvent("signaling-lost"))
@@ -67,6 +69,7 @@ import Testing
         try await f.waitFor("alice") { if case .connected = $0 { true } else { false } }
         try await f.waitFor("bob") { if case .connected = $0 { true } else { false } }
         f.signaling.setReachable(try #require(bob.listenAddress), false)
+        f.signaling.setReachable(try #require(alice.listenAddress), false)
         f.signaling.dropConnections()
         let lost = try await f.waitFor("alice", advancing: true, Self.isEvent("signaling-lost"))
         for name in ["alice", "bob"] {
@@ -76,6 +79,42 @@ import Testing
             #expect(detail == "the signaling connection was lost and the call could not be resumed within 5 s", "\(name): \(detail ?? "")")
             #expect(ended.at - lost.at >= .milliseconds(4_900) && ended.at - lost.at <= .milliseconds(5_200), "\(name) after \(ended.at - lost.at)")
         }
+        await f.shutdown()
+    }
+
+    @Test func theCalleeResumesWhenOnlyItCanReachTheCaller() async throws {
+        let f = try InMemoryNodes()
+        let (alice, bob, call) = try await ManualTimeNodeTests.connectedCall(f)
+        for _ in 0..<25 { await f.step() }
+        // Bob's address is out of reach (he moved behind a NAT, say); Alice's is not.
+        f.signaling.setReachable(try #require(bob.listenAddress), false)
+        f.signaling.dropConnections()
+        try await f.waitFor("alice", advancing: true, Self.isEvent("signaling-resumed"))
+        try await f.waitFor("bob", advancing: true, Self.isEvent("signaling-resumed"))
+        try await alice.setHeld(call, true)
+        try await f.waitFor("bob", advancing: true) { if case .remoteHold(_, true) = $0 { true } else { false } }
+        #expect(f.signaling.openConnections == 1)
+        await f.shutdown()
+    }
+
+    @Test func whenBothReconnectAtOnceTheCallersConnectionWins() async throws {
+        let f = try InMemoryNodes()
+        let (alice, bob, call) = try await ManualTimeNodeTests.connectedCall(f)
+        for _ in 0..<25 { await f.step() }
+        f.signaling.dropConnections()
+        try await f.waitFor("alice", advancing: true, Self.isEvent("signaling-resumed"))
+        try await f.waitFor("bob", advancing: true, Self.isEvent("signaling-resumed"))
+        for _ in 0..<25 { await f.step() }
+        // One connection carries the call, and messages go both ways on it.
+        #expect(f.signaling.openConnections == 1)
+        try await alice.setHeld(call, true)
+        try await f.waitFor("bob", advancing: true) { if case .remoteHold(_, true) = $0 { true } else { false } }
+        let bobCall = try #require(await bob.liveCalls.first)
+        try await bob.setMuted(bobCall, true)
+        try await alice.setHeld(call, false)
+        try await f.waitFor("bob", advancing: true) { if case .remoteHold(_, false) = $0 { true } else { false } }
+        try await bob.hangUp(bobCall)
+        try await f.waitFor("alice", advancing: true) { if case .ended(_, .remoteEnded, _, _) = $0 { true } else { false } }
         await f.shutdown()
     }
 
