@@ -53,6 +53,8 @@ public actor CallNode: Service {
     /// Why the audio session last failed to activate (system-owned mode), until it next works.
     var audioFailure: String?
     var tasks: [Task<Void, Never>] = []
+    /// The task keeping this node registered at its relay.
+    var relayRegistration: Task<Void, Never>?
     var isStarted = false
     var isShutDown = false
     /// Agents made and gathering ahead of calls (``CallNodeConfiguration/iceAgentPool``).
@@ -283,11 +285,17 @@ public actor CallNode: Service {
             broadcaster.send(.listening(address))
             logger.info("listening for calls on \(address) as \(identity.fingerprint)")
         }
-        if let relay = configuration.relay {
+        startRelayRegistration()
+    }
+
+    /// Stays registered at the relay (if one is set): a new registration replaces the last one.
+    func startRelayRegistration() {
+        relayRegistration?.cancel()
+        if let relay = configuration.relay, !isShutDown {
             let identity = self.identity, limits = configuration.signalingLimits, broadcaster = self.broadcaster
             let timerClock = configuration.clock
             let weak = WeakNode(self)
-            keep(Task {
+            let task = Task {
                 // Stay registered; after a drop, retry every few seconds until shutdown.
                 while !Task.isCancelled {
                     do {
@@ -299,9 +307,11 @@ public actor CallNode: Service {
                     } catch {
                         broadcaster.send(.relayLost("\(error)"))
                     }
-                    try? await timerClock.sleep(until: timerClock.now + .seconds(3))
+                    guard (try? await timerClock.sleep(until: timerClock.now + .seconds(3))) != nil else { return }
                 }
-            })
+            }
+            relayRegistration = task
+            keep(task)
         }
     }
 
@@ -547,6 +557,9 @@ public actor CallNode: Service {
         broadcaster.send(.hostNetworkChanged(added: change.added, removed: change.removed, routeChanged: change.routesChanged))
         for leg in legs.values { await leg.hostNetworkChanged(now, from: before) }
         if !change.removed.isEmpty || change.routesChanged {
+            // The registration's connection may have left from an address that is gone: the
+            // relay would route callers (and resuming calls) into it. Register anew.
+            if configuration.relay != nil { startRelayRegistration() }
             let pooled = icePool
             icePool.removeAll()
             fillICEPool()

@@ -544,7 +544,9 @@ struct NetworkBedTests {
     /// throughout. `CALLNODE_BED_MOVES=N` moves it N times in one call (2 by default) and prints
     /// the median. Signaling through the relay with server-reflexive or TURN-only media, or
     /// `direct`: Alice dials Bob's public address herself.
-    @Test(arguments: ["stun", "turn", "direct"])
+    /// `callee`: Bob's host moves instead (signaling through the relay, which both are
+    /// registered at: Bob dials Alice there and resumes the call himself).
+    @Test(arguments: ["stun", "turn", "direct", "callee"])
     func aHostThatMovesToANewAddressKeepsItsCall(media: String) async throws {
         let moves = ProcessInfo.processInfo.environment["CALLNODE_BED_MOVES"].flatMap(Int.init) ?? 2
         let bed = try Bed("move-" + media)
@@ -552,14 +554,15 @@ struct NetworkBedTests {
         let network = media == "turn" ? ["--turn", NetworkBed.turn, "--relay-only"] : ["--stun", NetworkBed.stun]
         let call = try await Self.liveCall(in: bed, seconds: 6 + 7 * moves, network: network, direct: media == "direct")
         let alice = call.alice, bob = call.bob
+        let mover = media == "callee" ? bob : alice
         var backs: [Double] = []
         var times: [Double] = []
         for n in 1...moves {
             let movedAt = Self.epoch()
             times.append(movedAt)
-            try bed.control(["move", "a"])
+            try bed.control(["move", media == "callee" ? "b" : "a"])
             // Resumed on a new connection from the new address, and the path found again.
-            try await alice.waitForLine(timeout: .seconds(10)) { line in
+            try await mover.waitForLine(timeout: .seconds(10)) { line in
                 line.contains("\"event\":\"signaling-resumed\"") && line.timeValue > movedAt
             }
             try await Task.sleep(for: .seconds(6))
@@ -579,7 +582,7 @@ struct NetworkBedTests {
         let ids = Set(alice.events.compactMap { $0["call"] as? String })
         #expect(ids.count == 1, "alice's events name \(ids.count) calls")
         #expect(alice.events("connected").count == 1 && bob.events("connected").count == 1)
-        #expect(alice.events("ice-restart").contains { $0["by_peer"] as? Bool == false }, "the moved caller restarts ICE itself")
+        #expect(mover.events("ice-restart").contains { $0["by_peer"] as? Bool == false }, "the host that moved restarts ICE itself")
         #expect(try Self.recents(bed, call.callers.alice.home).count == 1)
         #expect(try Self.recents(bed, call.callers.bob.home).count == 1)
         let sorted = backs.sorted()
