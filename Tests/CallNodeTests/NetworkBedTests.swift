@@ -609,6 +609,30 @@ struct NetworkBedTests {
         print("netbed reset-tcp: resumed \(String(format: "%.2f", after)) s after the reset; correlation at the end \(match)")
     }
 
+    /// Packets to the caller's mapping stop arriving (dropped on the way in, one way only),
+    /// while the caller's packets still reach the callee. Only the caller hears nothing, so only
+    /// it can see the break: it restarts ICE itself, and the new round's mapping gets through.
+    @Test func aBreakOnlyTheCallerSeesIsRepairedByItsOwnRestart() async throws {
+        let bed = try Bed("oneway")
+        defer { bed.down() }
+        let call = try await Self.liveCall(in: bed, seconds: 22)
+        let alice = call.alice, bob = call.bob
+        let pair = try #require(alice.events("selected-pair").last?["local"] as? String)
+        let parts = pair.split(separator: ":")
+        let rebindAt = Self.epoch()
+        try bed.control(["drop-to", String(parts[0]), String(parts[1])])
+        let lost = try await alice.waitFor("connection-lost", timeout: .seconds(5))
+        let restart = try await alice.waitFor("ice-restart", timeout: .seconds(12))
+        let back = try await alice.waitFor("connection-restored", timeout: .seconds(15))
+        let receivedAtRestore = bob.events("stats").last?["packets_received"] as? Int ?? 0
+        let match = try await Self.expectAudioResumed(call, receivedAtRestore: receivedAtRestore)
+        #expect(restart["by_peer"] as? Bool == false, "the caller starts the restart: \(restart)")
+        #expect(bob.events("ice-restart").allSatisfy { $0["by_peer"] as? Bool == true }, "the callee only answers")
+        #expect(bob.events("connection-lost").isEmpty, "the callee kept hearing the caller")
+        let times = [lost, restart, back].map { ($0["time"] as? Double ?? .infinity) - rebindAt }
+        print("netbed one-way break to the caller's \(pair): the caller lost the path after \(times[0]) s, restarted after \(times[1]) s, heard again after \(times[2]) s; callee lost it: \(!bob.events("connection-lost").isEmpty); correlation \(match)")
+    }
+
     // MARK: - 5. Peer crash
 
     @Test func aKilledPeerEndsTheCallWithAReasonAndARecentsRow() async throws {
