@@ -423,6 +423,10 @@ public struct LegState: Sendable, Equatable {
                 armed.insert(.iceRestart)
             }
             actions.append(.reportConnectionLost)
+            // Something on the signaling path now: a NAT that forgot its mappings drops what
+            // comes in on a TCP connection until this side sends on it (a restart offer from
+            // the peer would wait for the next keep-alive, seconds later).
+            actions.append(.send(.keepAlive))
             return actions
         case var .reconnecting(lost):
             lost.signals.insert(signal)

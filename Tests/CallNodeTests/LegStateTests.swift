@@ -251,7 +251,7 @@ import Testing
     @Test func lossThenRecoveryCancelsItsTimers() {
         var state = Self.connected(outgoing: false)
         let lost = state.handle(.iceDisconnected, now: .seconds(10))
-        #expect(lost == [.arm(.connectionLost, after: .seconds(30)), .arm(.iceRestart, after: .seconds(5)), .reportConnectionLost])
+        #expect(lost == [.arm(.connectionLost, after: .seconds(30)), .arm(.iceRestart, after: .seconds(5)), .reportConnectionLost, .send(.keepAlive)])
         #expect(state.phase == .reconnecting(.init(connectedSince: .seconds(1), lostAt: .seconds(10), signals: [.ice])))
         // Media stops too; ICE coming back alone is not enough.
         #expect(state.handle(.mediaStalled, now: .seconds(11)) == [])
@@ -330,6 +330,6 @@ import Testing
     @Test func noRestartsWhenTheyAreTurnedOff() {
         var state = LegState(outgoing: false, timings: LegTimings(iceRestartInterval: nil))
         Self.feed(&state, Self.setup(outgoing: false))
-        #expect(state.handle(.iceDisconnected, now: .zero) == [.arm(.connectionLost, after: .seconds(30)), .reportConnectionLost])
+        #expect(state.handle(.iceDisconnected, now: .zero) == [.arm(.connectionLost, after: .seconds(30)), .reportConnectionLost, .send(.keepAlive)])
     }
 }
