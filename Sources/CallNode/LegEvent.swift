@@ -1,0 +1,54 @@
+import Calls
+import SDP
+import Signaling
+
+/// What happens to a leg: progress of its setup, its media and ICE, the user's intent, its
+/// timers, and its end. See ``LegState/handle(_:now:)``.
+public enum LegEvent: Sendable, Equatable {
+    /// The signaling connection is up (outgoing: and the invitation went out).
+    case signalingReady
+    /// Outgoing: the callee rings.
+    case peerRinging
+    /// Incoming: the call was answered; the offer is being made.
+    case answering
+    /// The offer and answer are done (the first time; later ones change ICE only).
+    case negotiated
+    case iceConnected
+    case iceDisconnected
+    /// The media is built and keyed (after ICE connected; with DTLS, after the handshake).
+    case mediaReady
+    /// The audio session is active (activated by its one owner): media may start.
+    case audioActivated
+    /// No authentic media arrived for the stall timeout, and media arrives again.
+    case mediaStalled
+    case mediaResumed
+    case setMuted(Bool)
+    /// The user here holds the call or resumes it.
+    case setHeld(Bool)
+    /// The peer's side of an offer or answer: whether it takes this side's audio and sends
+    /// its own (nil where that exchange could not say: an answer to an offer that did not
+    /// send, or did not receive).
+    case peerDirection(receives: Bool?, sends: Bool?)
+    /// The answer to this side's last offer (a restart's or a hold's) came.
+    case offerAnswered
+    /// A hold or resume offer could not be sent.
+    case renegotiationSettled
+    /// The peer's offer crossed this side's (a restart's or a hold's) and stands: this side
+    /// answered it instead, and its own offer will not be answered.
+    case offerOvertaken
+    /// The call's signaling connection closed (`detail` says how); a call between nodes is
+    /// `resumable` on a new connection.
+    case signalingLost(String, resumable: Bool)
+    /// The call moved to a new signaling connection.
+    case signalingResumed
+    /// This host's addresses or default route changed; the signaling connection's own local
+    /// address is gone when `signalingAddressGone`, and the selected ICE pair's (or the route
+    /// it took) when `pathAffected`.
+    case hostAddressesChanged(signalingAddressGone: Bool, pathAffected: Bool)
+    /// This side sent an ICE restart's offer.
+    case restartOffered
+    /// A restart's answer came (or the restart failed): another may start.
+    case restartSettled
+    case timerFired(LegTimer)
+    case end(LegEnding)
+}
