@@ -98,7 +98,7 @@ public enum LegTimer: Hashable, Sendable, CaseIterable {
 /// Whether a call's signaling connection is up, or lost and being resumed on a new one.
 public enum LegSignaling: Sendable, Equatable {
     case up
-    /// Lost at `since`: the caller reconnects, the callee waits for it; messages wait for
+    /// Lost at `since`: whichever side can reach the other reconnects; messages wait for
     /// the new connection.
     case resuming(since: Duration)
 

@@ -270,7 +270,7 @@ public enum NodeEvent: Sendable, Equatable {
     case connectionLost(UUID)
     case connectionRestored(UUID)
     /// The call's signaling connection dropped; the call goes on and is being resumed on a
-    /// new one (the caller reconnects, the callee waits).
+    /// new one (whichever side can reach the other reconnects).
     case signalingLost(UUID)
     /// The call carries on over a new signaling connection.
     case signalingResumed(UUID)

@@ -72,7 +72,7 @@ struct NodeOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("While a call's connection stays lost, restart ICE after this many seconds and again every as many (either side; the caller half an interval later; 0: never).", valueName: "SECONDS"))
     var iceRestart: Double = 5
 
-    @Option(name: .long, help: ArgumentHelp("When a call's signaling connection drops (a reset, a relay restart, this host's address changing), the caller reconnects and resumes the call; it ends as failed if that does not succeed within this many seconds.", valueName: "SECONDS"))
+    @Option(name: .long, help: ArgumentHelp("When a call's signaling connection drops (a reset, a relay restart, this host's address changing), the side that can reach the other (the caller; the callee too when it knows the caller's address or shares its relay) reconnects and resumes the call; it ends as failed if that does not succeed within this many seconds.", valueName: "SECONDS"))
     var resumeWindow: Double = 30
 
     @Option(name: .long, help: ArgumentHelp("How this node's offers key SRTP: dtls (a DTLS-SRTP handshake on the media path; ephemeral keys, forward secrecy, what browsers speak) or sdes (keys inside the signaled SDP). Answers follow the offer.", valueName: "KIND"))
