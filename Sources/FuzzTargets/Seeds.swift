@@ -83,6 +83,9 @@ extension FuzzTarget {
             ("reject", .reject(RejectReason.allCases[0])),
             ("error", .error("cannot use the offer")),
             ("keep-alive", .keepAlive),
+            ("resume", .resume(ResumeRequest(token: String(repeating: "5a", count: 32), received: 4))),
+            ("resumed", .resumed(received: 7)),
+            ("resume-refused", .resumeRefused("no call C9817D01-E286-4543-B305-987898240600 here: it has ended")),
         ]
         // Keys sorted, so that the files do not change from run to run.
         let encoder = JSONEncoder()
@@ -93,6 +96,9 @@ extension FuzzTarget {
         // The first byte is the read size (see `signaling`): 0 gives one byte per read.
         var seeds = messages.map { name, message in (name, [UInt8(name.count % 64)] + frame(body(message))) }
         seeds.append(("two-frames", [63] + messages.prefix(2).flatMap { frame(body($0.1)) }))
+        // A call's numbered message, acknowledging the peer's (as nodes send them).
+        let numbered = (try? encoder.encode(SignalEnvelope(call: call, .ringing, seq: 2, ack: 1))).map { Array($0) } ?? []
+        seeds.append(("numbered", [9] + frame(numbered)))
         for message in [RelayMessage(op: "register", fingerprint: String(repeating: "ab", count: 32)),
                         RelayMessage(op: "connected"), RelayMessage(op: "paired", session: "s1", role: "client")] {
             seeds.append(("relay-\(message.op)", [7] + frame((try? encoder.encode(message)).map { Array($0) } ?? [])))
