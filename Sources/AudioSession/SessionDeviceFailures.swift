@@ -50,49 +50,49 @@ extension AudioSessionOwner {
         }
         var refusals: [String] = []
         for candidate in candidates {
-            if isInput {
-                let source = backend.makeCapture(device: candidate, format: format, mode: mode)
-                do throws(AudioDeviceError) { try source.start() } catch {
-                    refusals.append("\(candidate): \(error)")
-                    continue
+            do throws(AudioDeviceError) {
+                if isInput {
+                    let source = backend.makeCapture(device: candidate, format: format, mode: mode)
+                    try source.start()
+                    install(capture: source)
+                    openInput = candidate
+                } else {
+                    let sink = backend.makePlayback(device: candidate, format: format, mode: mode)
+                    try sink.start()
+                    install(playback: sink)
                 }
-                let old = devices.state.withLock { open in
-                    defer { open.capture = source }
-                    return open.capture
-                }
-                old?.stop()
-                openInput = candidate
-            } else {
-                let sink = backend.makePlayback(device: candidate, format: format, mode: mode)
-                do throws(AudioDeviceError) { try sink.start() } catch {
-                    refusals.append("\(candidate): \(error)")
-                    continue
-                }
-                let old = devices.state.withLock { open in
-                    defer { open.playback = sink }
-                    return open.playback
-                }
-                old?.stop()
+                return candidate
+            } catch {
+                refusals.append("\(candidate): \(error)")
             }
-            return candidate
         }
         let kind = isInput ? "input" : "output"
         var message = "the audio \(kind) '\(failed)' failed (\(failure))"
         message += candidates.isEmpty ? " and there is no other \(kind) to fall back to" : "; no fallback would open (\(refusals.joined(separator: "; ")))"
         // Closed, so that the failure is reported once; media reads silence and plays nowhere.
         if isInput {
-            devices.state.withLock { open -> (any AudioSource)? in
-                defer { open.capture = nil }
-                return open.capture
-            }?.stop()
+            install(capture: nil)
             openInput = nil
         } else {
-            devices.state.withLock { open -> (any AudioSink)? in
-                defer { open.playback = nil }
-                return open.playback
-            }?.stop()
+            install(playback: nil)
         }
         broadcaster.send(.deviceFailed(message))
         return nil
+    }
+
+    /// Puts `source` in place of the open capture (nil: none) and stops the old one.
+    private func install(capture source: (any AudioSource)?) {
+        devices.state.withLock { open -> (any AudioSource)? in
+            defer { open.capture = source }
+            return open.capture
+        }?.stop()
+    }
+
+    /// Puts `sink` in place of the open playback (nil: none) and stops the old one.
+    private func install(playback sink: (any AudioSink)?) {
+        devices.state.withLock { open -> (any AudioSink)? in
+            defer { open.playback = sink }
+            return open.playback
+        }?.stop()
     }
 }

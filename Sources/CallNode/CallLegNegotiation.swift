@@ -154,20 +154,7 @@ extension CallLeg {
         local.iceUfrag = gathering.credentials.ufrag
         local.icePwd = gathering.credentials.pwd
         local.candidates = ((try? await agent.localCandidates()) ?? []).map(\.description)
-        // DTLS roles stay as the first exchange settled them (RFC 5763 §5).
-        if let settled = negotiated?.dtls?.setup { local.offerSetup = settled }
-        var capabilities = self.capabilities(local: &local)
-        if let current = negotiated {
-            // The running call's media, as it was agreed, whichever side offered first.
-            capabilities.opusPayloadType = current.payloadType
-            capabilities.telephoneEventPayloadType = current.telephoneEventPayloadType
-            capabilities.redundancyPayloadType = current.redundancyPayloadType
-            capabilities.keyExchange = current.dtls == nil ? .sdes : .dtls
-            if current.dtls == nil {
-                capabilities.cryptoSuites = [current.cryptoSuite]
-                local.keys = [current.cryptoSuite: current.localKey]
-            }
-        }
+        let capabilities = negotiated.map { runningCallCapabilities($0, local: &local) } ?? self.capabilities(local: &local)
         var offer = OfferAnswer.offer(sessionID: previous.origin.sessionID, capabilities: capabilities, local: local)
         offer.origin.sessionVersion = max(previous.origin.sessionVersion, self.offer?.origin.sessionVersion ?? 0) + 1
         self.offer = offer
@@ -235,6 +222,20 @@ extension CallLeg {
         local.icePwd = await agent.localCredentials.pwd
         local.candidates = ((try? await agent.localCandidates()) ?? []).map(\.description)
         local.direction = state.wantedDirection
+        let capabilities = runningCallCapabilities(current, local: &local)
+        let previousVersion = offer?.origin.sessionVersion ?? 0
+        var offer = OfferAnswer.offer(sessionID: self.offer?.origin.sessionID ?? CallLeg.sessionID(), capabilities: capabilities, local: local)
+        offer.origin.sessionVersion = previousVersion + 1
+        self.offer = offer
+        reofferCapabilities = capabilities
+        logger.info("call \(uuid): offering \(local.direction.rawValue)")
+        await send(.offer(sdp: offer.serialized))
+    }
+
+    /// The capabilities of a later offer for a running call (a restart's, a hold's): its media
+    /// as it was agreed, whichever side offered first — payload types, key exchange, the SDES
+    /// suite and key — and the DTLS role the first exchange settled (RFC 5763 §5).
+    func runningCallCapabilities(_ current: NegotiatedAudio, local: inout LocalAudioParameters) -> AudioCapabilities {
         if let settled = current.dtls?.setup { local.offerSetup = settled }
         var capabilities = self.capabilities(local: &local)
         capabilities.opusPayloadType = current.payloadType
@@ -245,13 +246,7 @@ extension CallLeg {
             capabilities.cryptoSuites = [current.cryptoSuite]
             local.keys = [current.cryptoSuite: current.localKey]
         }
-        let previousVersion = offer?.origin.sessionVersion ?? 0
-        var offer = OfferAnswer.offer(sessionID: self.offer?.origin.sessionID ?? CallLeg.sessionID(), capabilities: capabilities, local: local)
-        offer.origin.sessionVersion = previousVersion + 1
-        self.offer = offer
-        reofferCapabilities = capabilities
-        logger.info("call \(uuid): offering \(local.direction.rawValue)")
-        await send(.offer(sdp: offer.serialized))
+        return capabilities
     }
 
     /// What the peer's offer says of its side: whether it takes this side's audio and sends.
