@@ -1,0 +1,83 @@
+import RTP
+
+/// Playout: each tick's frame from the jitter buffer, decoded (or rebuilt, concealed), time-stretched
+/// when the buffer moves its delay, and delivered to the call's sink.
+extension MediaActor {
+    func playFrame(now: Duration) {
+        guard receivingAudio else {
+            // Held: silence keeps the output's timeline (the bridge port, a recording) going.
+            for i in playFrame.indices { playFrame[i] = 0 }
+            deliver(playFrame)
+            return
+        }
+        if stretcher.hasWholeFrame {
+            // Stretching made a whole frame more: it plays now, and the buffer's frame stays
+            // due (its delay grows by the frame the backlog gives up).
+            stretcher.take(into: &playFrame)
+            deliver(playFrame)
+            return
+        }
+        jitter.outputBacklog = .microseconds(Int64(stretcher.backlogSamples) * 1_000_000 / Int64(max(1, sink.format.sampleRate)))
+        let action = jitter.nextFrame(now: now)
+        let ok = decode(action, into: &playFrame)
+        reportPlayoutResets()
+        if !playedAudio, ok, case .play = action {
+            playedAudio = true
+            eventsContinuation.yield(.firstAudio)
+        }
+        var adjustment = DelayAdjustment.none
+        if jitter.timeStretching {
+            switch action {
+            case .play, .recover: adjustment = jitter.delayAdjustment
+            case .waiting, .silence, .conceal: break
+            }
+        }
+        switch adjustment {
+        case .none where stretcher.backlogSamples == 0:
+            deliver(playFrame)
+            return
+        case .none:
+            stretcher.push(playFrame)
+        case .grow:
+            stretcher.push(stretcher.lengthened(playFrame))
+            jitter.noteTimeStretch(.grow)
+        case .shrink:
+            // Two frames played as one period less: the next one is taken now as well.
+            var second = playFrame
+            let next = jitter.nextFrame(now: now)
+            _ = decode(next, into: &second)
+            reportPlayoutResets()
+            stretcher.push(stretcher.shortened(playFrame + second))
+            jitter.noteTimeStretch(.shrink)
+        }
+        stretcher.take(into: &playFrame)
+        deliver(playFrame)
+    }
+
+    /// Decodes what the jitter buffer said to play into `frame`; `false` if libopus refused
+    /// the payload (the frame is then concealed, or silence).
+    func decode(_ action: PlayoutAction, into frame: inout [Int16]) -> Bool {
+        var ok = true
+        switch action {
+        case .waiting, .silence:
+            for i in frame.indices { frame[i] = 0 }
+        case let .play(payload):
+            ok = (try? decoder.decode(payload, into: &frame)) != nil
+        case let .recover(next):
+            ok = (try? decoder.recover(fromNext: next, into: &frame)) != nil
+        case .conceal:
+            ok = (try? decoder.conceal(into: &frame)) != nil
+        }
+        if !ok {
+            // A payload libopus rejects: conceal instead of playing garbage.
+            stats.malformedDropped += 1
+            if (try? decoder.conceal(into: &frame)) == nil { for i in frame.indices { frame[i] = 0 } }
+        }
+        return ok
+    }
+
+    func deliver(_ frame: [Int16]) {
+        stats.receiveLevel = receiveMeter.add(frame)
+        sink.write(frame)
+    }
+}
