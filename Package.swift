@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
 let package = Package(
@@ -21,6 +21,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-asn1", from: "1.7.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0", traits: [.defaults, "YAML"]),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // One system-library target per C library; each header holds prefixed static inline
@@ -102,11 +105,21 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
+        // The command line's settings: flags over CALLNODE_* environment variables over the
+        // node's config.yaml over defaults, with secrets kept out of argv and out of output.
+        .target(
+            name: "NodeSettings",
+            dependencies: [
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "Yams", package: "Yams"),
+            ]),
         .executableTarget(
             name: "callnode",
             dependencies: [
-                "CallNode",
+                "CallNode", "NodeSettings",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         // The bare C anchors (libnice, Opus + SRTP, SpeexDSP with no node around them) are the
@@ -180,7 +193,7 @@ let package = Package(
             dependencies: ["Media", "RTP", "CallNodeTestSupport"]),
         .testTarget(
             name: "CallNodeTests",
-            dependencies: ["CallNode", "CallNodeTestKit", "CallNodeTestSupport"]),
+            dependencies: ["CallNode", "CallNodeTestKit", "CallNodeTestSupport", "NodeSettings"]),
         .testTarget(
             name: "SignalingTests",
             dependencies: [

@@ -36,7 +36,6 @@ actor CallLeg {
     let clock: MediaClock
     let systemSession: AudioSessionOwner<SystemOwned>?
     let appSession: AudioSessionOwner<AppOwned>?
-    let setupTimer: Metrics.Timer
 
     var target: CallTarget?
     var peer: Fingerprint?
@@ -114,7 +113,6 @@ actor CallLeg {
         clock = services.clock
         systemSession = services.systemSession
         appSession = services.appSession
-        setupTimer = services.setupTimer
         state = LegState(outgoing: outgoing, muted: muted, timings: LegTimings(
             keepAliveInterval: services.configuration.keepAliveInterval,
             connectionLostTimeout: services.configuration.connectionLostTimeout,

@@ -189,7 +189,6 @@ extension CallLeg {
             try await media.setMuted(microphoneMuted)
             try await media.start()
             let setup = ContinuousClock.now - began
-            setupTimer.recordNanoseconds(Int64(setup.components.seconds) * 1_000_000_000 + setup.components.attoseconds / 1_000_000_000)
             broadcaster.send(.connected(uuid, setup: setup))
             if startMuted { _ = try? await manager.controller.request(.setMuted(call: uuid, muted: true)) }
         } catch {

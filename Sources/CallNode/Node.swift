@@ -40,8 +40,8 @@ public actor CallNode: Service {
     let clock: MediaClock
     let logger: Logger
     let broadcaster = EventBroadcaster<NodeEvent>()
-    let callsCounter: Counter
-    let setupTimer: Metrics.Timer
+    /// Every event the node sends, as metrics for the process's metrics backend.
+    let metrics = NodeMetrics()
 
     /// The router's one piece of per-call state: each call's leg, and its connection.
     var legs: [UUID: CallLeg] = [:]
@@ -92,13 +92,11 @@ public actor CallNode: Service {
         let clock: MediaClock
         let systemSession: AudioSessionOwner<SystemOwned>?
         let appSession: AudioSessionOwner<AppOwned>?
-        let setupTimer: Metrics.Timer
     }
 
     var services: Services {
         Services(configuration: configuration, identity: identity, dtlsCertificate: dtlsCertificate, store: store, manager: manager,
-                 broadcaster: broadcaster, logger: logger, clock: clock, systemSession: systemSession, appSession: appSession,
-                 setupTimer: setupTimer)
+                 broadcaster: broadcaster, logger: logger, clock: clock, systemSession: systemSession, appSession: appSession)
     }
 
     /// A new leg for a call, known to the router from now on.
@@ -206,8 +204,6 @@ public actor CallNode: Service {
             listener = nil
             listenAddress = nil
         }
-        callsCounter = Counter(label: "callnode_calls_total")
-        setupTimer = Metrics.Timer(label: "callnode_call_setup")
     }
 
     /// Events from now on, in order.
@@ -228,6 +224,10 @@ public actor CallNode: Service {
             for await event in managerEvents {
                 await self?.managerEvent(event)
             }
+        })
+        let recorded = broadcaster.subscribe(bufferingNewest: 4096), metrics = self.metrics
+        keep(Task {
+            for await event in recorded { metrics.record(event) }
         })
         let changes = manager.observer.changes(), broadcaster = self.broadcaster
         keep(Task {
@@ -378,7 +378,6 @@ public actor CallNode: Service {
         // Node calls can be grouped into conferences on the bridge.
         try? await manager.report(.callUpdated(uuid, CallUpdate(remoteHandle: CallHandle(.generic, handleValue),
                                                                 supportsGrouping: true, supportsUngrouping: true)))
-        callsCounter.increment()
         broadcaster.send(.dialing(uuid, target))
         return uuid
     }

@@ -63,9 +63,9 @@ extension CallNode {
     ///
     /// - Returns: the bound address (useful with port 0).
     /// - Throws: ``SignalingError/cannotListen(_:reason:)``.
-    public func serveWeb(host: String, port: Int, secret: String) async throws(SignalingError) -> SignalAddress {
+    public func serveWeb(host: String, port: Int, secret: String, https: WebPageCertificate? = nil) async throws(SignalingError) -> SignalAddress {
         let server = try await WebSignalingServer(host: host, port: port, secret: secret, page: WebPage.html,
-                                                  limits: configuration.signalingLimits)
+                                                  https: https, limits: configuration.signalingLimits)
         webServers.append(server)
         let weak = WeakNode(self)
         keep(Task {
@@ -74,7 +74,7 @@ extension CallNode {
             }
         })
         let address = SignalAddress(host: host, port: server.port)
-        logger.info("serving the call page on http://\(address)/")
+        logger.info("serving the call page on \(https == nil ? "http" : "https")://\(address)/")
         return address
     }
 
@@ -208,7 +208,6 @@ extension CallNode {
         await leg.invited(envelope)
         // The callee's ICE agent is under way (from the pool if it has one) before it rings.
         await leg.prepareICEEarly(role: .controlling)
-        callsCounter.increment()
         broadcaster.send(.incoming(uuid, from: fingerprint, name: contact?.name ?? invitation.displayName, known: contact != nil))
         await leg.event(.signalingReady)
         if joined == nil { await leg.send(.ringing) }

@@ -3,6 +3,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import NIOWebSocket
 
 /// Where a signaling connection comes from.
@@ -38,7 +39,9 @@ public final class WebSignalingServer: Sendable {
     ///   - secret: what a page must present to open the WebSocket.
     ///   - page: the HTML served at `/`.
     /// - Throws: ``SignalingError/cannotListen(_:reason:)``.
-    public init(host: String, port: Int, secret: String, page: String,
+    ///   - https: serve over TLS with this certificate (browsers allow the microphone only on
+    ///     https or localhost); nil: plain HTTP.
+    public init(host: String, port: Int, secret: String, page: String, https: WebPageCertificate? = nil,
                 limits: SignalingLimits = SignalingLimits()) async throws(SignalingError) {
         let pageBytes = ByteBuffer(string: page)
         let expected = Array(SHA256.hash(data: Array(secret.utf8)))
@@ -49,6 +52,9 @@ public final class WebSignalingServer: Sendable {
                 .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
                 .bind(host: host, port: port) { channel in
                     channel.eventLoop.makeCompletedFuture {
+                        if let https {
+                            try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: https.context))
+                        }
                         let upgrader = NIOTypedWebSocketServerUpgrader<Upgrade>(
                             maxFrameSize: limits.maximumFrameSize,
                             shouldUpgrade: { channel, head in
@@ -79,7 +85,11 @@ public final class WebSignalingServer: Sendable {
         }
         self.port = server.channel.localAddress?.port ?? port
         self.host = host
+        self.isHTTPS = https != nil
     }
+
+    /// Whether the page is served over TLS.
+    public let isHTTPS: Bool
 
     /// Serves until closed: each page's WebSocket runs `handler` in its own child task and is
     /// closed when the handler returns.
@@ -129,6 +139,53 @@ public final class WebSignalingServer: Sendable {
     public static func makeSecret() -> String {
         var generator = SystemRandomNumberGenerator()
         return (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+    }
+}
+
+/// The certificate the call page is served with over HTTPS: the node's own identity (browsers
+/// warn that it is self-signed; its fingerprint is the node's) or a certificate and key from files
+/// (PEM), such as a LAN CA's or Let's Encrypt's.
+public struct WebPageCertificate: Sendable {
+    let context: NIOSSLContext
+    /// The SHA-256 fingerprint of the certificate served.
+    public let fingerprint: Fingerprint
+
+    /// The node's identity certificate.
+    public init(identity: NodeIdentity) throws(SignalingError) {
+        do {
+            let certificate = try NIOSSLCertificate(bytes: identity.certificateDER, format: .der)
+            let key = try NIOSSLPrivateKey(bytes: Array(identity.privateKeyPEM.utf8), format: .pem)
+            context = try Self.context(chain: [certificate], key: key)
+        } catch {
+            throw .cannotListen("https", reason: "the identity cannot serve TLS: \(error)")
+        }
+        fingerprint = identity.fingerprint
+    }
+
+    /// A certificate chain and its private key from PEM files.
+    public init(certificatePath: String, keyPath: String) throws(SignalingError) {
+        let chain: [NIOSSLCertificate]
+        let key: NIOSSLPrivateKey
+        do { chain = try NIOSSLCertificate.fromPEMFile(certificatePath) } catch {
+            throw .cannotListen("https", reason: "cannot read the certificate \(certificatePath): \(error)")
+        }
+        do { key = try NIOSSLPrivateKey(file: keyPath, format: .pem) } catch {
+            throw .cannotListen("https", reason: "cannot read the private key \(keyPath): \(error)")
+        }
+        guard let first = chain.first, let der = try? first.toDERBytes() else {
+            throw .cannotListen("https", reason: "\(certificatePath) holds no certificate")
+        }
+        do { context = try Self.context(chain: chain, key: key) } catch {
+            throw .cannotListen("https", reason: "the certificate and key do not make a TLS server (do they match?): \(error)")
+        }
+        fingerprint = Fingerprint(certificateDER: der)
+    }
+
+    private static func context(chain: [NIOSSLCertificate], key: NIOSSLPrivateKey) throws -> NIOSSLContext {
+        var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) },
+                                                                     privateKey: .privateKey(key))
+        configuration.minimumTLSVersion = .tlsv12
+        return try NIOSSLContext(configuration: configuration)
     }
 }
 

@@ -3,6 +3,7 @@ import CallNode
 import Dispatch
 import Foundation
 import Logging
+import NodeSettings
 
 #if canImport(Glibc)
 import Glibc
@@ -31,11 +32,22 @@ func openNode(_ configuration: CallNodeConfiguration) async throws -> CallNode {
     }
 }
 
+/// Merges the settings, then opens the node (or exits with one clear line).
+func openNode(_ options: NodeOptions, defaultListen: String?,
+              adjust: (inout CallNodeConfiguration) -> Void = { _ in }) async throws -> (CallNode, NodeSetup) {
+    let settings = try await loadSettings(home: options.home.home)
+    let setup = try options.setup(settings, defaultListen: defaultListen)
+    var configuration = try setup.configuration(home: options.home.home)
+    adjust(&configuration)
+    _ = try await serveMetrics(setup, json: options.json)
+    return (try await openNode(configuration), setup)
+}
+
 struct Listen: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Wait for calls.",
         discussion: """
-            Listens for signaling on --signal (default 0.0.0.0:7600). Callers must be contacts \
+            Listens for signaling on --listen (default 0.0.0.0:7600). Callers must be contacts \
             (callnode contacts add) unless --accept-unknown is given. Incoming calls ring until \
             answered: with --auto-answer at once, otherwise press a (or run with --auto-answer). \
             Several calls at once: a call that comes while another is on rings; answering it \
@@ -45,6 +57,8 @@ struct Listen: AsyncParsableCommand {
             listening until Ctrl-C (or until --calls calls have ended). \
             --output wav:DIR/ records each call to its own file in DIR (callnode recents shows \
             which); --input wav:PATH plays each call the file from its start.
+            Every option can also come from CALLNODE_* variables or the home's config.yaml \
+            (callnode config show). As a service: contrib/callnode.service.
             Keys on a terminal: \(callKeysHelp)
             """)
 
@@ -58,8 +72,8 @@ struct Listen: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let node = try await openNode(try options.configuration(defaultSignal: "0.0.0.0:7600"))
-        let runner = CallRunner(node: node, json: options.json, duration: options.duration, exitAfterCalls: calls)
+        let (node, setup) = try await openNode(options, defaultListen: "0.0.0.0:7600")
+        let runner = CallRunner(node: node, json: options.json, duration: setup.duration, exitAfterCalls: calls)
         runner.attach()
         await node.start()
         let outcome = await runner.run(calling: nil)
@@ -75,54 +89,117 @@ struct Web: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Serve a call page: a browser calls this node, and the node rings the browser.",
         discussion: """
-            Serves one page and a WebSocket on --listen. Open the printed address in a browser: \
+            Serves one page and a WebSocket on --page. Open the printed address in a browser: \
             the page calls the node (it answers per its policy: --auto-answer, or press a) and \
             the node rings the page (press r, or give --ring-page). Media is WebRTC: ICE, \
             DTLS-SRTP and Opus with the node's configured --input and --output. \
             The WebSocket needs the secret (printed at start, or --secret); the page reads it \
             from the address's #secret=… part, which browsers never send to a server. \
             Browsers allow the microphone only on localhost or https: open the page on this \
-            machine, or through a tunnel (ssh -L 8080:localhost:8080 HOST).
+            machine, serve it with --https (and --page 0.0.0.0:8443), or through a tunnel \
+            (ssh -L 8080:localhost:8080 HOST).
             Keys on a terminal: r ring the page, \(callKeysHelp)
             """)
 
-    @Option(name: .long, help: ArgumentHelp("Serve the page and its WebSocket here.", valueName: "HOST:PORT"))
-    var listen: String = "127.0.0.1:8080"
+    @Option(name: .long, help: ArgumentHelp("Serve the page and its WebSocket here (default 127.0.0.1:8080). The node's own signaling for other nodes is --listen (default: none).", valueName: "HOST:PORT"))
+    var page: String?
 
-    @Option(name: .long, help: ArgumentHelp("The secret a page must present (default: a new random one, printed at start).", valueName: "TEXT"))
+    @Option(name: .long, help: ArgumentHelp("The secret a page must present (default: a new random one, printed at start). A secret: better in config.yaml, CALLNODE_SECRET or --secret-file.", valueName: "TEXT"))
     var secret: String?
 
-    @Flag(name: .long, help: "Ring the first page that connects.")
-    var ringPage = false
+    @Option(name: .long, help: ArgumentHelp("Read the page's secret from this file (its first line).", valueName: "PATH"))
+    var secretFile: String?
+
+    @Flag(name: .long, inversion: .prefixedNo, help: "Ring the first page that connects.")
+    var ringPage: Bool?
+
+    @Flag(name: .long, inversion: .prefixedNo, help: "Serve the page over HTTPS, so a browser on another machine may use its microphone: with the node's identity certificate (the browser warns that it is self-signed; its fingerprint is the node's), or with --certificate and --certificate-key.")
+    var https: Bool?
+
+    @Option(name: .long, help: ArgumentHelp("With --https: the certificate chain to serve (PEM).", valueName: "PATH"))
+    var certificate: String?
+
+    @Option(name: .long, help: ArgumentHelp("With --https: the certificate's private key (PEM).", valueName: "PATH"))
+    var certificateKey: String?
 
     @Option(name: .long, help: ArgumentHelp("Exit once this many calls have ended (default: keep serving until Ctrl-C).", valueName: "N"))
     var calls: Int?
 
     @OptionGroup var options: NodeOptions
 
-    func validate() throws {
-        guard SignalAddress(listen) != nil else { throw ValidationError("--listen '\(listen)' is not HOST:PORT") }
-        if let secret, secret.count < 8 || secret.contains(where: { $0.isWhitespace }) {
-            throw ValidationError("--secret must be at least 8 characters without spaces")
+    /// The page's settings, merged as the node's are.
+    struct PageSetup {
+        var address: SignalAddress
+        var secret: String
+        var ringPage: Bool
+        var https: WebPageCertificate?
+    }
+
+    func pageSetup(_ settings: NodeSettings, identity: () throws -> NodeIdentity) throws -> PageSetup {
+        let read = SettingsReader(settings: settings)
+        let address = try read.address("page", page) ?? SignalAddress(host: "127.0.0.1", port: 8080)
+        read.warnIfOnCommandLine("secret", given: secret != nil)
+        var secretValue = try read.resolved("secret", secret)
+        if secretValue.value == nil, let line = try read.secretLines("secret-file", secretFile).first {
+            secretValue = ResolvedSetting(key: "secret", values: [line], source: .file, origin: "the secret file", secret: true)
         }
+        if let value = secretValue.value, value.count < 8 || value.contains(where: { $0.isWhitespace }) {
+            throw ValidationError("\(secretValue.origin) must be at least 8 characters without spaces")
+        }
+        var tls: WebPageCertificate?
+        let certificatePath = try read.string("certificate", certificate)
+        let keyPath = try read.string("certificate-key", certificateKey)
+        if try read.flag("https", https) {
+            do {
+                switch (certificatePath, keyPath) {
+                case let (certificate?, key?): tls = try WebPageCertificate(certificatePath: certificate, keyPath: key)
+                case (nil, nil): tls = try WebPageCertificate(identity: try identity())
+                default: throw ValidationError("--certificate and --certificate-key go together")
+                }
+            } catch let error as SignalingError {
+                throw ValidationError("\(error)")
+            }
+        } else if certificatePath != nil || keyPath != nil {
+            throw ValidationError("--certificate and --certificate-key serve the page over HTTPS: give --https too")
+        }
+        return PageSetup(address: address, secret: secretValue.value ?? WebSignalingServer.makeSecret(),
+                         ringPage: try read.flag("ring-page", ringPage), https: tls)
     }
 
     func run() async throws {
-        let node = try await openNode(try options.configuration(defaultSignal: nil))
-        let runner = CallRunner(node: node, json: options.json, duration: options.duration,
-                                exitAfterCalls: calls, ringsWebPage: ringPage)
+        let settings = try await loadSettings(home: options.home.home)
+        let setup = try options.setup(settings, defaultListen: nil)
+        if options.listen != nil {
+            printError("callnode: note: --listen is the node's signaling address for other nodes; the page's address is --page")
+        }
+        _ = try await serveMetrics(setup, json: options.json)
+        let node = try await openNode(try setup.configuration(home: options.home.home))
+        let page: PageSetup
+        do {
+            page = try pageSetup(settings, identity: { node.identity })
+        } catch {
+            await node.shutdown()
+            throw error
+        }
+        let runner = CallRunner(node: node, json: options.json, duration: setup.duration,
+                                exitAfterCalls: calls, ringsWebPage: page.ringPage)
         runner.attach()
         await node.start()
-        let address = SignalAddress(listen)!  // checked in validate()
-        let secret = self.secret ?? WebSignalingServer.makeSecret()
         do {
-            let bound = try await node.serveWeb(host: address.host, port: address.port, secret: secret)
+            let bound = try await node.serveWeb(host: page.address.host, port: page.address.port, secret: page.secret,
+                                                https: page.https)
             let host = ["0.0.0.0", "::"].contains(bound.host) ? "localhost" : bound.host
             let shown = SignalAddress(host: host, port: bound.port)
+            let url = "\(page.https == nil ? "http" : "https")://\(shown)/#secret=\(page.secret)"
             if options.json {
-                runner.emit(["event": "web", "url": "http://\(shown)/#secret=\(secret)", "address": bound.description])
+                var event: [String: Any] = ["event": "web", "url": url, "address": bound.description]
+                if let https = page.https { event["certificate_fingerprint"] = https.fingerprint.hex }
+                runner.emit(event)
             } else {
-                print("call page: http://\(shown)/#secret=\(secret)")
+                print("call page: \(url)")
+                if let https = page.https {
+                    print("certificate fingerprint: \(https.fingerprint.short) (what the browser shows for the page's certificate)")
+                }
             }
         } catch {
             printError("callnode: \(error)")
@@ -156,6 +233,8 @@ struct Call: AsyncParsableCommand {
     @OptionGroup var options: NodeOptions
 
     func run() async throws {
+        let settings = try await loadSettings(home: options.home.home)
+        let setup = try options.setup(settings, defaultListen: nil)
         let callTarget: CallTarget
         if let at = target.firstIndex(of: "@"), let fingerprint = Fingerprint(String(target[..<at])),
            let address = SignalAddress(String(target[target.index(after: at)...])) {
@@ -163,7 +242,7 @@ struct Call: AsyncParsableCommand {
         } else if let address = SignalAddress(target) {
             callTarget = .address(address)
         } else if let fingerprint = Fingerprint(target) {
-            guard let relay = options.relay.flatMap(SignalAddress.init) else {
+            guard let relay = setup.relay else {
                 printError("callnode: calling a fingerprint needs --relay HOST:PORT (or use FINGERPRINT@HOST:PORT)")
                 throw ExitCode(1)
             }
@@ -171,8 +250,9 @@ struct Call: AsyncParsableCommand {
         } else {
             callTarget = .contact(target)
         }
-        let node = try await openNode(try options.configuration(defaultSignal: nil))
-        let runner = CallRunner(node: node, json: options.json, duration: options.duration, exitAfterCalls: 1)
+        _ = try await serveMetrics(setup, json: options.json)
+        let node = try await openNode(try setup.configuration(home: options.home.home))
+        let runner = CallRunner(node: node, json: options.json, duration: setup.duration, exitAfterCalls: 1)
         runner.attach()
         await node.start()
         let outcome = await runner.run(calling: callTarget)
@@ -368,7 +448,9 @@ struct Join: AsyncParsableCommand {
     @OptionGroup var options: NodeOptions
 
     func run() async throws {
-        var id = session, relay = options.relay.flatMap(SignalAddress.init)
+        let settings = try await loadSettings(home: options.home.home)
+        let setup = try options.setup(settings, defaultListen: nil)
+        var id = session, relay = setup.relay
         if session.hasPrefix("callnode://") {
             let rest = session.dropFirst("callnode://".count)
             guard let slash = rest.firstIndex(of: "/"), rest[slash...].hasPrefix("/meet/"),
@@ -383,10 +465,11 @@ struct Join: AsyncParsableCommand {
             printError("callnode: joining by ID needs --relay HOST:PORT (or pass the whole callnode:// link)")
             throw ExitCode(1)
         }
-        var configuration = try options.configuration(defaultSignal: nil)
+        var configuration = try setup.configuration(home: options.home.home)
         configuration.relay = nil  // a session needs no registration
+        _ = try await serveMetrics(setup, json: options.json)
         let node = try await openNode(configuration)
-        let runner = CallRunner(node: node, json: options.json, duration: options.duration, exitAfterCalls: 1)
+        let runner = CallRunner(node: node, json: options.json, duration: setup.duration, exitAfterCalls: 1)
         runner.attach()
         await node.start()
         do {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CallNode
+import NodeSettings
 
 #if canImport(Glibc)
 import Glibc
@@ -11,7 +12,7 @@ struct CallNodeCommand: AsyncParsableCommand {
         commandName: "callnode",
         abstract: "A peer-to-peer audio call node: ICE (libnice), SRTP, Opus and ALSA.",
         version: CallNodeVersion.string,
-        subcommands: [Demo.self, Listen.self, Call.self, Web.self, Relay.self, Session.self, Join.self, Identity.self, Contacts.self, Block.self, Unblock.self, Recents.self, Devices.self, Gather.self])
+        subcommands: [Demo.self, Listen.self, Call.self, Web.self, Relay.self, Session.self, Config.self, Join.self, Identity.self, Contacts.self, Block.self, Unblock.self, Recents.self, Devices.self, Gather.self])
 }
 
 /// Options that describe how ICE reaches the network, shared by every command that uses it.
@@ -20,40 +21,44 @@ struct NetworkOptions: ParsableArguments {
     var stun: String?
 
     @Option(name: .long, help: ArgumentHelp(
-        "TURN server with long-term credentials; repeat for several.",
+        "TURN server with long-term credentials; repeat for several. A secret: better in config.yaml, CALLNODE_TURN or --turn-file than on the command line.",
         valueName: "USER:PASS@HOST:PORT[?transport=tcp]"))
     var turn: [String] = []
 
-    @Flag(name: .long, help: "Use relayed candidates only (needs --turn); hides local addresses.")
-    var relayOnly = false
+    @Option(name: .long, help: ArgumentHelp("Read TURN servers from this file, one USER:PASS@HOST:PORT[?transport=tcp] per line (# comments).", valueName: "PATH"))
+    var turnFile: String?
+
+    @Flag(name: .long, inversion: .prefixedNo, help: "Use relayed candidates only (needs --turn); hides local addresses.")
+    var relayOnly: Bool?
 
     @Option(name: .long, help: ArgumentHelp("Gather host candidates only on this address; repeat for several.", valueName: "ADDRESS"))
     var bind: [String] = []
 
-    @Flag(name: .long, help: "Also gather ICE-TCP candidates.")
-    var iceTcp = false
+    @Flag(name: .long, inversion: .prefixedNo, help: "Also gather ICE-TCP candidates.")
+    var iceTcp: Bool?
 
-    @Flag(name: .long, help: "Send RFC 7675 consent checks on the selected pair (consent is always answered, as browsers need): a pair whose peer stops answering is given up at once and ICE restarts, instead of waiting for the media's stall. Off by default: one unanswered check (a short cut, heavy loss) gives up a working pair.")
-    var consentFreshness = false
+    @Flag(name: .long, inversion: .prefixedNo, help: "Send RFC 7675 consent checks on the selected pair (consent is always answered, as browsers need): a pair whose peer stops answering is given up at once and ICE restarts, instead of waiting for the media's stall. Off by default: one unanswered check (a short cut, heavy loss) gives up a working pair.")
+    var consentFreshness: Bool?
 
-    func iceConfiguration(role: IceRole) throws -> IceConfiguration {
+    func iceConfiguration(role: IceRole, _ read: SettingsReader) throws -> IceConfiguration {
         var configuration = IceConfiguration(role: role)
-        if let stun {
-            guard let address = IceServerAddress(stun) else {
-                throw ValidationError("--stun '\(stun)' is not HOST:PORT")
-            }
-            configuration.stunServer = address
-        }
-        for spec in turn {
+        configuration.stunServer = try read.parsed("stun", stun, "HOST:PORT", IceServerAddress.init)
+        read.warnIfOnCommandLine("turn", given: !turn.isEmpty)
+        let servers = try read.list("turn", turn)
+        var specs = servers.values.map { (spec: $0, origin: servers.origin) }
+        specs += try read.secretLines("turn-file", turnFile).map { (spec: $0, origin: "a line of the TURN file") }
+        for (spec, origin) in specs {
             guard let server = TurnServer(spec: spec) else {
-                throw ValidationError("--turn '\(spec)' is not USER:PASS@HOST:PORT[?transport=udp|tcp]")
+                // The credentials stay out of the message.
+                let shown = spec.lastIndex(of: "@").map { "********" + spec[$0...] } ?? "********"
+                throw ValidationError("\(origin) '\(shown)' is not USER:PASS@HOST:PORT[?transport=udp|tcp]")
             }
             configuration.turnServers.append(server)
         }
-        configuration.relayOnly = relayOnly
-        configuration.localAddresses = bind
-        configuration.iceTCP = iceTcp
-        configuration.consentFreshness = consentFreshness
+        configuration.relayOnly = try read.flag("relay-only", relayOnly)
+        configuration.localAddresses = try read.list("bind", bind).values
+        configuration.iceTCP = try read.flag("ice-tcp", iceTcp)
+        configuration.consentFreshness = try read.flag("consent-freshness", consentFreshness)
         return configuration
     }
 }
@@ -68,13 +73,16 @@ struct Gather: AsyncParsableCommand {
             Exits non-zero if nothing could be gathered.
             """)
 
+    @OptionGroup var home: HomeOption
+
     @OptionGroup var network: NetworkOptions
 
     @Option(name: .long, help: "Give up after this many seconds.")
     var timeout: Double = 10
 
     func run() async throws {
-        let configuration = try network.iceConfiguration(role: .controlling)
+        let settings = try await loadSettings(home: home.home)
+        let configuration = try network.iceConfiguration(role: .controlling, SettingsReader(settings: settings))
         let agent: IceAgent
         do {
             agent = try await IceAgent(configuration: configuration)

@@ -1,18 +1,29 @@
 import ArgumentParser
 import CallNode
 import Foundation
+import NodeSettings
 
 /// `--home`, shared by every command that opens the node's home directory.
 struct HomeOption: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("The node's home: identity and database (default ~/.callnode).", valueName: "DIR"))
-    var home: String = CallNodeConfiguration.defaultHome
+    @Option(name: .customLong("home"), help: ArgumentHelp("The node's home: identity, database and config.yaml (default: CALLNODE_HOME, else ~/.callnode).", valueName: "DIR"))
+    var given: String?
+
+    /// The flag, else `CALLNODE_HOME`, else ~/.callnode.
+    var home: String {
+        given ?? ProcessInfo.processInfo.environment["CALLNODE_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? CallNodeConfiguration.defaultHome
+    }
 }
 
-/// The options of `listen` and `call`.
+/// The options of `listen`, `call`, `web` and `join`. None has a default here: a flag that is
+/// not given leaves the setting to `CALLNODE_*`, config.yaml or its default (`setup`).
 struct NodeOptions: ParsableArguments {
     @OptionGroup var home: HomeOption
 
-    @Option(name: .long, help: ArgumentHelp("Accept signaling connections on this address (listen default 0.0.0.0:7600; call default: none).", valueName: "HOST:PORT"))
+    @Option(name: .long, help: ArgumentHelp("Accept signaling connections (other nodes' calls) on this address (listen default 0.0.0.0:7600; call, web, join: none).", valueName: "HOST:PORT"))
+    var listen: String?
+
+    // The earlier spelling of --listen.
+    @Option(name: .customLong("signal"), help: .hidden)
     var signal: String?
 
     @Option(name: .long, help: ArgumentHelp("Rendezvous relay: stay reachable there by fingerprint, and call contacts without an address through it.", valueName: "HOST:PORT"))
@@ -21,23 +32,23 @@ struct NodeOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("The name this node gives when it calls.", valueName: "NAME"))
     var name: String?
 
-    @Flag(name: .long, help: "Answer incoming calls at once.")
-    var autoAnswer = false
+    @Flag(name: .long, inversion: .prefixedNo, help: "Answer incoming calls at once.")
+    var autoAnswer: Bool?
 
-    @Flag(name: .long, help: "With --auto-answer, merge each new call into a conference with the calls already on (default: hold them).")
-    var conference = false
+    @Flag(name: .long, inversion: .prefixedNo, help: "With --auto-answer, merge each new call into a conference with the calls already on (default: hold them).")
+    var conference: Bool?
 
     @Option(name: .long, help: ArgumentHelp("Refuse callers as busy while this many calls are in progress.", valueName: "N"))
-    var maxCalls: Int?
+    var maxCalls: String?
 
-    @Flag(name: .long, help: "Let callers who are not contacts ring (their fingerprint is shown).")
-    var acceptUnknown = false
+    @Flag(name: .long, inversion: .prefixedNo, help: "Let callers who are not contacts ring (their fingerprint is shown).")
+    var acceptUnknown: Bool?
 
-    @Option(name: .long, help: ArgumentHelp("Microphone: wav:PATH (looped), tone[:HZ], silence or alsa:DEVICE.", valueName: "SPEC"))
-    var input: String = "tone:440"
+    @Option(name: .long, help: ArgumentHelp("Microphone: wav:PATH (looped), tone[:HZ], silence or alsa:DEVICE (default tone:440).", valueName: "SPEC"))
+    var input: String?
 
-    @Option(name: .long, help: ArgumentHelp("Speaker: wav:PATH (recorded), null or alsa:DEVICE.", valueName: "SPEC"))
-    var output: String = "null"
+    @Option(name: .long, help: ArgumentHelp("Speaker: wav:PATH (recorded), wav:DIR/ (a file per call), null or alsa:DEVICE (default null).", valueName: "SPEC"))
+    var output: String?
 
     @Option(name: .long, help: ArgumentHelp("A second output the o key switches to: wav:PATH, null or alsa:DEVICE.", valueName: "SPEC"))
     var speaker: String?
@@ -48,111 +59,174 @@ struct NodeOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Where to play to if the output fails mid-call (a sink removed): wav:PATH, null or alsa:DEVICE. Without one (or if it fails too) the call ends as failed, naming the device.", valueName: "SPEC"))
     var fallbackOutput: String?
 
-    @Option(name: .long, help: ArgumentHelp("Echo cancellation, noise suppression and gain control on the microphone: auto (on for alsa: input), on or off. The v key bypasses it during a call.", valueName: "WHEN"))
-    var voiceProcessing: String = "auto"
+    @Option(name: .long, help: ArgumentHelp("Echo cancellation, noise suppression and gain control on the microphone: auto (on for alsa: input; the default), on or off. The v key bypasses it during a call.", valueName: "WHEN"))
+    var voiceProcessing: String?
 
-    @Flag(name: .long, help: "Always-prepared recording: open the microphone at start and keep it running between calls, so each call has microphone audio at once.")
-    var prepareRecording = false
+    @Flag(name: .long, inversion: .prefixedNo, help: "Always-prepared recording: open the microphone at start and keep it running between calls, so each call has microphone audio at once.")
+    var prepareRecording: Bool?
 
-    @Flag(name: .long, help: "CallKit-free mode: the node activates its own audio session (default: the call manager does, as the system provider).")
-    var appOwnedAudio = false
+    @Flag(name: .long, inversion: .prefixedNo, help: "CallKit-free mode: the node activates its own audio session (default: the call manager does, as the system provider).")
+    var appOwnedAudio: Bool?
 
     @Option(name: .long, help: ArgumentHelp("Hang up each call this many seconds after it connects.", valueName: "SECONDS"))
-    var duration: Double?
+    var duration: String?
 
-    @Option(name: .long, help: ArgumentHelp("Opus bitrate in bit/s.", valueName: "BPS"))
-    var bitrate: Int = 40_000
+    @Option(name: .long, help: ArgumentHelp("Opus bitrate in bit/s (default 40000).", valueName: "BPS"))
+    var bitrate: String?
 
-    @Option(name: .long, help: ArgumentHelp("Audio frame length: 10, 20, 40 or 60 ms.", valueName: "MS"))
-    var frameMs: Int = 20
+    @Option(name: .long, help: ArgumentHelp("Audio frame length: 10, 20 (the default), 40 or 60 ms.", valueName: "MS"))
+    var frameMs: String?
 
-    @Option(name: .long, help: ArgumentHelp("Send each frame again in the next packet (RFC 2198, if the peer supports it): adaptive (while the peer reports loss), always or off.", valueName: "WHEN"))
-    var redundancy: String = RedundancyPolicy.adaptive.rawValue
+    @Option(name: .long, help: ArgumentHelp("Send each frame again in the next packet (RFC 2198, if the peer supports it): adaptive (while the peer reports loss; the default), always or off.", valueName: "WHEN"))
+    var redundancy: String?
 
-    @Option(name: .long, help: ArgumentHelp("While a call's connection stays lost, restart ICE after this many seconds and again every as many (either side; the caller half an interval later; 0: never).", valueName: "SECONDS"))
-    var iceRestart: Double = 5
+    @Option(name: .long, help: ArgumentHelp("While a call's connection stays lost, restart ICE after this many seconds and again every as many (either side; the caller half an interval later; 0: never; default 5).", valueName: "SECONDS"))
+    var iceRestart: String?
 
-    @Option(name: .long, help: ArgumentHelp("When a call's signaling connection drops (a reset, a relay restart, this host's address changing), the side that can reach the other (the caller; the callee too when it knows the caller's address or shares its relay) reconnects and resumes the call; it ends as failed if that does not succeed within this many seconds.", valueName: "SECONDS"))
-    var resumeWindow: Double = 30
+    @Option(name: .long, help: ArgumentHelp("When a call's signaling connection drops (a reset, a relay restart, this host's address changing), the side that can reach the other (the caller; the callee too when it knows the caller's address or shares its relay) reconnects and resumes the call; it ends as failed if that does not succeed within this many seconds (default 30).", valueName: "SECONDS"))
+    var resumeWindow: String?
 
-    @Option(name: .long, help: ArgumentHelp("How this node's offers key SRTP: dtls (a DTLS-SRTP handshake on the media path; ephemeral keys, forward secrecy, what browsers speak) or sdes (keys inside the signaled SDP). Answers follow the offer.", valueName: "KIND"))
-    var keyExchange: String = KeyExchange.dtls.rawValue
+    @Option(name: .long, help: ArgumentHelp("How this node's offers key SRTP: dtls (the default: a DTLS-SRTP handshake on the media path; ephemeral keys, forward secrecy, what browsers speak) or sdes (keys inside the signaled SDP). Answers follow the offer.", valueName: "KIND"))
+    var keyExchange: String?
 
-    @Flag(name: .long, help: "Playback only: never open a microphone; calls send silence and play the other side.")
-    var playbackOnly = false
+    @Flag(name: .long, inversion: .prefixedNo, help: "Playback only: never open a microphone; calls send silence and play the other side.")
+    var playbackOnly: Bool?
 
-    @Option(name: .long, help: ArgumentHelp("What a call you hold (h) sends the other side: silence (the call goes quiet both ways), tone (a soft 425 Hz waiting tone) or wav:PATH (looped, 48000 Hz mono).", valueName: "SPEC"))
-    var holdAudio = "silence"
+    @Option(name: .long, help: ArgumentHelp("What a call you hold (h) sends the other side: silence (the default: the call goes quiet both ways), tone (a soft 425 Hz waiting tone) or wav:PATH (looped, 48000 Hz mono).", valueName: "SPEC"))
+    var holdAudio: String?
+
+    @Option(name: .long, help: ArgumentHelp("Serve Prometheus metrics (calls, setup times, loss, jitter, RTT, rejects) over HTTP at http://HOST:PORT/metrics.", valueName: "HOST:PORT"))
+    var metrics: String?
 
     @Flag(name: .long, help: "Print one JSON object per line on stdout for every event.")
     var json = false
 
     @OptionGroup var network: NetworkOptions
 
-    func validate() throws {
-        guard NodeAudioInput(spec: input) != nil else {
-            throw ValidationError("--input '\(input)' is not wav:PATH, tone, tone:HZ, silence or alsa:DEVICE")
+    /// The flags given on the command line, by setting name (what `config show` merges).
+    var givenFlags: [String: [String]] {
+        var given: [String: [String]] = [:]
+        func put(_ key: String, _ value: String?) { if let value { given[key] = [value] } }
+        func put(_ key: String, _ value: Bool?) { if let value { given[key] = [value ? "true" : "false"] } }
+        put("listen", listen ?? signal); put("relay", relay); put("name", name)
+        put("auto-answer", autoAnswer); put("conference", conference); put("max-calls", maxCalls)
+        put("accept-unknown", acceptUnknown); put("input", input); put("output", output); put("speaker", speaker)
+        put("fallback-input", fallbackInput); put("fallback-output", fallbackOutput)
+        put("voice-processing", voiceProcessing); put("prepare-recording", prepareRecording)
+        put("app-owned-audio", appOwnedAudio); put("duration", duration); put("bitrate", bitrate)
+        put("frame-ms", frameMs); put("redundancy", redundancy); put("ice-restart", iceRestart)
+        put("resume-window", resumeWindow); put("key-exchange", keyExchange); put("playback-only", playbackOnly)
+        put("hold-audio", holdAudio); put("metrics", metrics)
+        put("stun", network.stun); put("turn-file", network.turnFile); put("relay-only", network.relayOnly)
+        put("ice-tcp", network.iceTcp); put("consent-freshness", network.consentFreshness)
+        if !network.turn.isEmpty { given["turn"] = network.turn }
+        if !network.bind.isEmpty { given["bind"] = network.bind }
+        return given
+    }
+
+    /// Merges each setting (flag > CALLNODE_* > config.yaml > default) and checks it; an error
+    /// names where the bad value came from.
+    func setup(_ settings: NodeSettings, defaultListen: String?) throws -> NodeSetup {
+        if listen != nil && signal != nil { throw ValidationError("give --listen only (--signal is its earlier name)") }
+        let read = SettingsReader(settings: settings)
+        var setup = NodeSetup()
+        setup.listen = try read.address("listen", listen ?? signal) ?? defaultListen.flatMap(SignalAddress.init)
+        setup.relay = try read.address("relay", relay)
+        setup.name = try read.string("name", name)
+        setup.autoAnswer = try read.flag("auto-answer", autoAnswer)
+        setup.conference = try read.flag("conference", conference)
+        setup.maxCalls = try read.integer("max-calls", maxCalls, 1...100_000, "a number of calls (at least 1)")
+        setup.acceptUnknown = try read.flag("accept-unknown", acceptUnknown)
+        let inputSetting = try read.resolved("input", input)
+        guard let inputSpec = inputSetting.value, let parsedInput = NodeAudioInput(spec: inputSpec) else {
+            throw ValidationError("\(inputSetting.origin) '\(inputSetting.value ?? "")' is not wav:PATH, tone, tone:HZ, silence or alsa:DEVICE")
         }
-        guard NodeAudioOutput(spec: output) != nil else {
-            throw ValidationError("--output '\(output)' is not wav:PATH, null or alsa:DEVICE")
+        setup.input = parsedInput
+        if case let .wav(path) = parsedInput {
+            guard FileManager.default.fileExists(atPath: path) else { throw ValidationError("\(inputSetting.origin): no such file: \(path)") }
+            // Read it now: a file the node cannot play is refused before any call is placed.
+            do { _ = try WAV.read(path: path) } catch { throw ValidationError("\(inputSetting.origin): \(error)") }
         }
-        if let speaker, NodeAudioOutput(spec: speaker) == nil {
-            throw ValidationError("--speaker '\(speaker)' is not wav:PATH, null or alsa:DEVICE")
+        let outputs = "wav:PATH, wav:DIR/, null or alsa:DEVICE"
+        setup.output = try read.parsed("output", output, outputs, NodeAudioOutput.init(spec:)) ?? .null
+        setup.speaker = try read.parsed("speaker", speaker, outputs, NodeAudioOutput.init(spec:))
+        setup.fallbackInput = try read.parsed("fallback-input", fallbackInput, "tone, tone:HZ, silence or alsa:DEVICE (a device, a tone or silence: not a WAV file)") { spec in
+            guard let input = NodeAudioInput(spec: spec) else { return nil }
+            if case .wav = input { return nil }
+            return input
         }
-        if let fallbackInput {
-            guard let fallback = NodeAudioInput(spec: fallbackInput) else {
-                throw ValidationError("--fallback-input '\(fallbackInput)' is not tone, tone:HZ, silence or alsa:DEVICE")
-            }
-            if case .wav = fallback { throw ValidationError("--fallback-input takes a device, a tone or silence, not a WAV file") }
-        }
-        if let fallbackOutput, NodeAudioOutput(spec: fallbackOutput) == nil {
-            throw ValidationError("--fallback-output '\(fallbackOutput)' is not wav:PATH, null or alsa:DEVICE")
-        }
-        guard ["auto", "on", "off"].contains(voiceProcessing) else {
-            throw ValidationError("--voice-processing must be auto, on or off (got '\(voiceProcessing)')")
-        }
-        guard [10, 20, 40, 60].contains(frameMs) else { throw ValidationError("--frame-ms must be 10, 20, 40 or 60 (got \(frameMs))") }
-        guard (6_000...510_000).contains(bitrate) else { throw ValidationError("--bitrate must be 6000–510000 (got \(bitrate))") }
-        guard RedundancyPolicy(rawValue: redundancy) != nil else {
-            throw ValidationError("--redundancy must be adaptive, always or off (got '\(redundancy)')")
-        }
-        if let duration, !(duration > 0) { throw ValidationError("--duration must be a positive number of seconds") }
-        guard KeyExchange(rawValue: keyExchange) != nil else {
-            throw ValidationError("--key-exchange must be dtls or sdes (got '\(keyExchange)')")
-        }
-        if let maxCalls, maxCalls < 1 { throw ValidationError("--max-calls must be at least 1") }
-        if conference && !autoAnswer { throw ValidationError("--conference merges auto-answered calls: give --auto-answer too") }
-        guard iceRestart >= 0, iceRestart <= 3600 else { throw ValidationError("--ice-restart must be 0–3600 seconds (0: never)") }
-        guard resumeWindow >= 1, resumeWindow <= 3600 else { throw ValidationError("--resume-window must be 1–3600 seconds") }
-        if let signal, SignalAddress(signal) == nil { throw ValidationError("--signal '\(signal)' is not HOST:PORT") }
-        if let relay, SignalAddress(relay) == nil { throw ValidationError("--relay '\(relay)' is not HOST:PORT") }
-        guard let hold = HoldAudio(holdAudio) else {
-            throw ValidationError("--hold-audio '\(holdAudio)' is not silence, tone or wav:PATH")
+        setup.fallbackOutput = try read.parsed("fallback-output", fallbackOutput, outputs, NodeAudioOutput.init(spec:))
+        setup.voiceProcessing = try read.parsed("voice-processing", voiceProcessing, "auto, on or off") { value -> Bool?? in
+            switch value { case "auto": .some(nil); case "on": .some(true); case "off": .some(false); default: nil }
+        } ?? nil
+        setup.prepareRecording = try read.flag("prepare-recording", prepareRecording)
+        setup.appOwnedAudio = try read.flag("app-owned-audio", appOwnedAudio)
+        setup.duration = try read.number("duration", duration, 0.001...1e9, "a positive number of seconds")
+        setup.bitrate = try read.integer("bitrate", bitrate, 6_000...510_000, "a bitrate in 6000–510000 bit/s") ?? 40_000
+        setup.frameMs = try read.parsed("frame-ms", frameMs, "10, 20, 40 or 60") { Int($0).flatMap { [10, 20, 40, 60].contains($0) ? $0 : nil } } ?? 20
+        setup.redundancy = try read.parsed("redundancy", redundancy, "adaptive, always or off", RedundancyPolicy.init(rawValue:)) ?? .adaptive
+        setup.iceRestart = try read.number("ice-restart", iceRestart, 0...3600, "0–3600 seconds (0: never)") ?? 5
+        setup.resumeWindow = try read.number("resume-window", resumeWindow, 1...3600, "1–3600 seconds") ?? 30
+        setup.keyExchange = try read.parsed("key-exchange", keyExchange, "dtls or sdes", KeyExchange.init(rawValue:)) ?? .dtls
+        setup.playbackOnly = try read.flag("playback-only", playbackOnly)
+        let holdSetting = try read.resolved("hold-audio", holdAudio)
+        guard let hold = HoldAudio(holdSetting.value ?? "silence") else {
+            throw ValidationError("\(holdSetting.origin) '\(holdSetting.value ?? "")' is not silence, tone or wav:PATH")
         }
         if case let .file(path) = hold {
             let format: AudioFormat
-            do { format = try WAV.read(path: path).format } catch { throw ValidationError("--hold-audio: \(error)") }
+            do { format = try WAV.read(path: path).format } catch { throw ValidationError("\(holdSetting.origin): \(error)") }
             guard format == AudioFormat(sampleRate: 48_000, channels: 1) else {
-                throw ValidationError("--hold-audio: \(path) is \(format); hold audio must be 48000 Hz mono (sox IN -r 48000 -c 1 -b 16 OUT)")
+                throw ValidationError("\(holdSetting.origin): \(path) is \(format); hold audio must be 48000 Hz mono (sox IN -r 48000 -c 1 -b 16 OUT)")
             }
         }
-        if case let .wav(path) = NodeAudioInput(spec: input) {
-            guard FileManager.default.fileExists(atPath: path) else { throw ValidationError("--input: no such file: \(path)") }
-            // Read it now: a file the node cannot play is refused before any call is placed.
-            do { _ = try WAV.read(path: path) } catch { throw ValidationError("--input: \(error)") }
-        }
+        setup.holdAudio = hold
+        setup.metrics = try read.address("metrics", metrics)
+        if setup.conference && !setup.autoAnswer { throw ValidationError("--conference merges auto-answered calls: give --auto-answer too") }
+        setup.ice = try network.iceConfiguration(role: .controlling, read)
+        return setup
     }
+}
+
+/// The merged, checked settings of `listen`, `call`, `web` and `join`.
+struct NodeSetup {
+    var listen: SignalAddress?
+    var relay: SignalAddress?
+    var name: String?
+    var autoAnswer = false
+    var conference = false
+    var maxCalls: Int?
+    var acceptUnknown = false
+    var input: NodeAudioInput = .tone(440)
+    var output: NodeAudioOutput = .null
+    var speaker: NodeAudioOutput?
+    var fallbackInput: NodeAudioInput?
+    var fallbackOutput: NodeAudioOutput?
+    var voiceProcessing: Bool?
+    var prepareRecording = false
+    var appOwnedAudio = false
+    var duration: Double?
+    var bitrate = 40_000
+    var frameMs = 20
+    var redundancy = RedundancyPolicy.adaptive
+    var iceRestart: Double = 5
+    var resumeWindow: Double = 30
+    var keyExchange = KeyExchange.dtls
+    var playbackOnly = false
+    var holdAudio = HoldAudio.silence
+    var metrics: SignalAddress?
+    var ice = IceConfiguration(role: .controlling)
 
     /// Each call plays a WAV input from its start, and records to its own file when the output
     /// is a directory.
     func perCallAudio() throws -> CallAudioProvider? {
         var samples: [Int16]?
-        if !playbackOnly, case let .wav(path) = NodeAudioInput(spec: input) {
+        if !playbackOnly, case let .wav(path) = input {
             let (format, raw) = try WAV.read(path: path)
             samples = WAV.monoResampled(raw, from: format, to: 48_000)
         }
         var directory: String?
-        if case let .recordings(path) = NodeAudioOutput(spec: output) {
+        if case let .recordings(path) = output {
             do {
                 try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
             } catch {
@@ -164,41 +238,39 @@ struct NodeOptions: ParsableArguments {
         return CallAudio.perCall(input: samples, recordingsIn: directory)
     }
 
-    func configuration(defaultSignal: String?) throws -> CallNodeConfiguration {
-        var configuration = CallNodeConfiguration(home: home.home)
+    func configuration(home: String) throws -> CallNodeConfiguration {
+        var configuration = CallNodeConfiguration(home: home)
         configuration.displayName = name
-        configuration.listenAddress = (signal ?? defaultSignal).flatMap(SignalAddress.init)
-        configuration.relay = relay.flatMap(SignalAddress.init)
+        configuration.listenAddress = listen
+        configuration.relay = relay
         configuration.autoAnswer = autoAnswer
         // Calls recorded one file each are a service's independent callers: none is held for another.
-        let recordsPerCall = if case .recordings = NodeAudioOutput(spec: output) { true } else { false }
+        let recordsPerCall = if case .recordings = output { true } else { false }
         configuration.autoAnswerOthers = conference ? .merge : recordsPerCall ? .keep : .hold
         configuration.maximumCalls = maxCalls
         configuration.acceptUnknownCallers = acceptUnknown
-        configuration.ice = try network.iceConfiguration(role: .controlling)
-        // Both checked in validate().
+        configuration.ice = ice
         // A WAV input is each call's own (from its start): the session's microphone is then silence.
-        var sessionInput = NodeAudioInput(spec: input)!  // checked in validate()
+        var sessionInput = input
         if case .wav = sessionInput { sessionInput = .silence }
-        var audio = NodeAudioBackend(input: sessionInput, output: NodeAudioOutput(spec: output)!,
-                                     speaker: speaker.flatMap(NodeAudioOutput.init(spec:)))
-        audio.fallbackInputDevice = fallbackInput.flatMap(NodeAudioInput.init(spec:))
-        audio.fallbackOutputDevice = fallbackOutput.flatMap(NodeAudioOutput.init(spec:))
+        var audio = NodeAudioBackend(input: sessionInput, output: output, speaker: speaker)
+        audio.fallbackInputDevice = fallbackInput
+        audio.fallbackOutputDevice = fallbackOutput
         configuration.audio = audio
         configuration.appOwnedAudio = appOwnedAudio
         configuration.playbackOnly = playbackOnly
         configuration.callAudio = try perCallAudio()
-        configuration.holdAudio = HoldAudio(holdAudio) ?? .silence  // checked in validate()
-        configuration.voiceProcessing = voiceProcessing == "auto" ? nil : voiceProcessing == "on"
+        configuration.holdAudio = holdAudio
+        configuration.voiceProcessing = voiceProcessing
         configuration.recordingAlwaysPrepared = prepareRecording
-        configuration.keyExchange = KeyExchange(rawValue: keyExchange) ?? .dtls  // checked in validate()
+        configuration.keyExchange = keyExchange
         configuration.iceRestartInterval = iceRestart > 0 ? .milliseconds(Int(iceRestart * 1000)) : nil
         configuration.resumeWindow = .milliseconds(Int(resumeWindow * 1000))
         var media = MediaConfiguration()
         media.opus.bitrate = bitrate
         media.opus.frameDuration = .milliseconds(frameMs)
         media.jitterBuffer.frameDuration = .milliseconds(frameMs)
-        media.redundancy = RedundancyPolicy(rawValue: redundancy) ?? .adaptive  // checked in validate()
+        media.redundancy = redundancy
         configuration.media = media
         return configuration
     }
