@@ -225,6 +225,8 @@ public actor CallNode: Service {
                 await self?.managerEvent(event)
             }
         })
+        // Contacts and blocks another process (the command line) changes apply at once.
+        store.watchForChanges()
         let recorded = broadcaster.subscribe(bufferingNewest: 4096), metrics = self.metrics
         keep(Task {
             for await event in recorded { metrics.record(event) }
@@ -338,6 +340,7 @@ public actor CallNode: Service {
         await listener?.close()
         for server in webServers { await server.close() }
         for page in webPages { page.close() }
+        store.stopWatching()
         for task in tasks { task.cancel() }
         for task in tasks { await task.value }
         tasks.removeAll()

@@ -59,6 +59,8 @@ public struct CallStoreError: Error, Sendable, CustomStringConvertible {
 /// caller's thread; ``flush()`` waits for everything queued so far.
 public final class CallStore: Sendable {
     let pool: DatabasePool
+    let path: String
+    private let watcher = Locked<StoreWatcher?>(nil)
     /// Blocking and identification entries, cached for synchronous checks of incoming calls.
     public let directory: CallDirectory
     /// Named peers: a name, the fingerprint that identifies the peer, and where to reach it.
@@ -69,6 +71,7 @@ public final class CallStore: Sendable {
     /// Opening reads the file once, synchronously: do it at start-up.
     /// - Throws: ``CallStoreError`` naming the file and SQLite's message.
     public init(path: String) throws(CallStoreError) {
+        self.path = path
         do {
             var configuration = Configuration()
             configuration.label = "callnode"
@@ -122,6 +125,42 @@ public final class CallStore: Sendable {
         }
     }
 
+    /// Keeps the contacts and blocks in step with other processes' changes to the same
+    /// database (the command line's `contacts add`, `block`), at once: a watcher thread sees
+    /// each write to the file and reloads both. Idempotent; ``stopWatching()`` ends it.
+    public func watchForChanges() {
+        watcher.withLock { watcher in
+            guard watcher == nil else { return }
+            watcher = StoreWatcher(path: path) { [weak self] in self?.reload() }
+        }
+    }
+
+    /// Stops following other processes' changes.
+    public func stopWatching() {
+        watcher.withLock { watcher in
+            watcher?.stop()
+            watcher = nil
+        }
+    }
+
+    /// Reads contacts, blocks and labels again from the database (the truth; the caches follow).
+    public func reload() {
+        do {
+            let (blocked, labels, contacts) = try pool.read { db in
+                (try String.fetchSet(db, sql: "SELECT handle FROM blocked"),
+                 try Row.fetchAll(db, sql: "SELECT handle, label FROM identification")
+                    .reduce(into: [String: String]()) { $0[$1["handle"]] = $1["label"] },
+                 try Contact.order(Column("name")).fetchAll(db))
+            }
+            directory.replace(blocked: blocked, labels: labels)
+            self.contacts.replace(contacts)
+        } catch {
+            // A busy or half-written moment: the next change triggers another reload.
+        }
+    }
+
+    deinit { stopWatching() }
+
     /// The journal mode SQLite reports (`wal`).
     public func journalMode() async throws -> String {
         try await pool.read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "" }
@@ -159,6 +198,10 @@ public final class CallDirectory: Sendable {
     init(pool: DatabasePool, blocked: Set<String>, labels: [String: String]) {
         self.pool = pool
         cache = Locked((blocked, labels))
+    }
+
+    func replace(blocked: Set<String>, labels: [String: String]) {
+        cache.withLock { $0 = (blocked, labels) }
     }
 
     public func isBlocked(_ handle: CallHandle) -> Bool { cache.withLock { $0.blocked.contains(handle.value) } }
@@ -224,6 +267,10 @@ public final class ContactBook: Sendable {
 
     /// Every contact, by name.
     public var all: [Contact] { cache.withLock { $0 } }
+
+    func replace(_ contacts: [Contact]) {
+        cache.withLock { $0 = contacts }
+    }
 
     /// The contact called `name`.
     public func named(_ name: String) -> Contact? { cache.withLock { $0.first { $0.name == name } } }

@@ -6,8 +6,9 @@ import Locking
 /// The relay's control messages: length-prefixed JSON frames exchanged before a splice.
 /// After `connected` or `paired` the connection carries the nodes' own TLS, end to end.
 public struct RelayMessage: Sendable, Equatable, Codable {
-    /// `register`, `dial`, `accept`, `new-session`, `join`; replies `registered`, `incoming`,
-    /// `connected`, `session`, `waiting`, `paired`, `error`.
+    /// `register`, `prove`, `ping`, `dial`, `accept`, `new-session`, `join`; replies
+    /// `challenge`, `registered`, `pong`, `incoming`, `connected`, `session`, `waiting`,
+    /// `paired`, `error`.
     public var op: String
     public var fingerprint: String?
     public var token: String?
@@ -17,9 +18,16 @@ public struct RelayMessage: Sendable, Equatable, Codable {
     /// Seconds a new session stays joinable.
     public var ttl: Int?
     public var reason: String?
+    /// `register`: the node's certificate (base64 DER), proving the fingerprint's key.
+    public var certificate: String?
+    /// `prove`: the signature over the relay's `challenge` (base64 DER ECDSA).
+    public var signature: String?
 
     public init(op: String, fingerprint: String? = nil, token: String? = nil, session: String? = nil,
-                role: String? = nil, ttl: Int? = nil, reason: String? = nil) {
+                role: String? = nil, ttl: Int? = nil, reason: String? = nil,
+                certificate: String? = nil, signature: String? = nil) {
+        self.certificate = certificate
+        self.signature = signature
         self.op = op
         self.fingerprint = fingerprint
         self.token = token
@@ -60,6 +68,10 @@ public struct RelayStatistics: Sendable, Equatable {
     public var sessions = 0
     /// Joins refused (unknown, expired or full session).
     public var refusedJoins = 0
+    /// Registrations refused: no proof, a proof that did not verify, too many from one address.
+    public var refusedRegistrations = 0
+    /// Dials, session creations and joins refused for going over the per-address rate.
+    public var rateLimited = 0
 }
 
 /// The rendezvous relay: nodes that cannot reach each other meet here.
@@ -69,6 +81,10 @@ public struct RelayStatistics: Sendable, Equatable {
 /// connection, then splices the caller's and the callee's byte streams. Session joiners are
 /// paired two per session ID. Spliced streams carry the nodes' own mutual TLS: the relay never
 /// holds a key and never reads signaling.
+///
+/// A registration is accepted only with proof of the identity (``RelayProof``): a stranger
+/// cannot take a node's place. Registered nodes send keep-alives; a silent one is dropped after
+/// ``RelayLimits/registrationIdleTimeout``. Registrations and dials are limited per address.
 public final class RelayServer: Sendable {
     public let port: Int
     public let host: String
@@ -77,8 +93,9 @@ public final class RelayServer: Sendable {
 
     /// Binds `host:port` (0 picks a port).
     /// - Throws: ``SignalingError/cannotListen(_:reason:)``.
-    public init(host: String, port: Int, dialTimeout: Duration = .seconds(10)) async throws(SignalingError) {
-        let state = RelayState(dialTimeout: dialTimeout)
+    public init(host: String, port: Int, dialTimeout: Duration = .seconds(10),
+                limits: RelayLimits = RelayLimits()) async throws(SignalingError) {
+        let state = RelayState(dialTimeout: dialTimeout, limits: limits)
         do {
             server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .serverChannelOption(.backlog, value: 256)
@@ -126,12 +143,18 @@ final class RelayState: Sendable {
         var dials: [String: any Channel] = [:]
         var sessions: [String: Session] = [:]
         var statistics = RelayStatistics()
+        var registrationsByAddress: [String: Int] = [:]
+        var dialRate = RelayRateWindow()
     }
 
     let registry = Locked(Registry())
     let dialTimeout: Duration
+    let limits: RelayLimits
 
-    init(dialTimeout: Duration) { self.dialTimeout = dialTimeout }
+    init(dialTimeout: Duration, limits: RelayLimits) {
+        self.dialTimeout = dialTimeout
+        self.limits = limits
+    }
 
     var statistics: RelayStatistics {
         registry.withLock { r in
@@ -159,6 +182,10 @@ final class RelayControlHandler: ChannelInboundHandler, RemovableChannelHandler 
     typealias InboundIn = ByteBuffer
     let state: RelayState
     private var registeredAs: String?
+    /// A `register` waiting for its `prove`: the fingerprint, certificate and challenge sent.
+    private var pending: (fingerprint: String, certificate: String?, challenge: String)?
+    private var idleCheck: RepeatedTask?
+    private var lastHeard = NIODeadline.now()
     private var dialToken: String?
     private var sessionID: String?
     private var spliced = false
@@ -172,19 +199,64 @@ final class RelayControlHandler: ChannelInboundHandler, RemovableChannelHandler 
             refuse(channel, "malformed relay message")
             return
         }
-        switch message.op {
-        case "register":
-            guard let fingerprint = message.fingerprint.flatMap(Fingerprint.init)?.hex else {
-                refuse(channel, "register needs a fingerprint")
+        lastHeard = .now()
+        let address = Self.address(of: channel)
+        if ["dial", "new-session", "join"].contains(message.op) {
+            let limit = state.limits.dialsPerAddressPerMinute
+            let admitted = state.registry.withLock { r in
+                let admitted = r.dialRate.admit(address, now: .now(), limit: limit)
+                if !admitted { r.statistics.rateLimited += 1 }
+                return admitted
+            }
+            guard admitted else {
+                refuse(channel, "too many requests from \(address): at most \(limit) a minute")
                 return
             }
-            let previous = state.registry.withLock { r in
-                defer { r.registered[fingerprint] = channel }
-                return r.registered[fingerprint]
+        }
+        switch message.op {
+        case "register":
+            guard registeredAs == nil, pending == nil, let fingerprint = message.fingerprint.flatMap(Fingerprint.init)?.hex else {
+                refuse(channel, "register needs a fingerprint (once per connection)")
+                return
             }
-            if let previous, previous !== channel { previous.close(promise: nil) }
+            let challenge = RelayState.token() + RelayState.token()
+            pending = (fingerprint, message.certificate, challenge)
+            reply(channel, RelayMessage(op: "challenge", token: challenge))
+        case "prove":
+            guard let (fingerprint, certificate, challenge) = pending else {
+                refuse(channel, "prove comes after register")
+                return
+            }
+            pending = nil
+            if let failure = RelayProof.check(fingerprint: fingerprint, certificate: certificate,
+                                              signature: message.signature, challenge: challenge) {
+                state.registry.withLock { $0.statistics.refusedRegistrations += 1 }
+                refuse(channel, failure)
+                return
+            }
+            let limit = state.limits.registrationsPerAddress
+            let previous = state.registry.withLock { r -> (any Channel)?? in
+                let previous = r.registered[fingerprint]
+                let sameAddress = previous.map { Self.address(of: $0) == address } ?? false
+                guard (r.registrationsByAddress[address] ?? 0) - (sameAddress ? 1 : 0) < limit else {
+                    r.statistics.refusedRegistrations += 1
+                    return .none
+                }
+                r.registered[fingerprint] = channel
+                r.registrationsByAddress[address, default: 0] += 1
+                return .some(previous)
+            }
+            guard case let .some(replaced) = previous else {
+                refuse(channel, "too many nodes registered from \(address) (at most \(limit))")
+                return
+            }
+            // The node itself, registering again (a restart, a new address): the old one goes.
+            if let replaced, replaced !== channel { replaced.close(promise: nil) }
             registeredAs = fingerprint
+            watchIdle(context)
             reply(channel, RelayMessage(op: "registered", fingerprint: fingerprint))
+        case "ping":
+            reply(channel, RelayMessage(op: "pong"))
         case "dial":
             guard let fingerprint = message.fingerprint.flatMap(Fingerprint.init)?.hex,
                   let callee = state.registry.withLock({ $0.registered[fingerprint] }) else {
@@ -270,9 +342,33 @@ final class RelayControlHandler: ChannelInboundHandler, RemovableChannelHandler 
         }
     }
 
+    /// Drops the registration once its node has been silent for the idle timeout.
+    private func watchIdle(_ context: ChannelHandlerContext) {
+        let idle = state.limits.registrationIdleTimeout
+        let timeout = TimeAmount.nanoseconds(Int64(idle.components.seconds) * 1_000_000_000 + idle.components.attoseconds / 1_000_000_000)
+        let channel = context.channel
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        idleCheck = context.eventLoop.scheduleRepeatedTask(initialDelay: timeout, delay: .nanoseconds(max(1_000_000, timeout.nanoseconds / 4))) { task in
+            if NIODeadline.now() - handler.value.lastHeard >= timeout {
+                task.cancel()
+                channel.close(promise: nil)
+            }
+        }
+    }
+
+    static func address(of channel: any Channel) -> String {
+        channel.remoteAddress?.ipAddress ?? "?"
+    }
+
     func channelInactive(context: ChannelHandlerContext) {
         let channel = context.channel
+        idleCheck?.cancel()
+        let address = Self.address(of: channel)
         state.registry.withLock { r in
+            if registeredAs != nil {
+                r.registrationsByAddress[address, default: 1] -= 1
+                if r.registrationsByAddress[address] == 0 { r.registrationsByAddress[address] = nil }
+            }
             if let fingerprint = registeredAs, r.registered[fingerprint] === channel { r.registered[fingerprint] = nil }
             if let token = dialToken { r.dials[token] = nil }
             if let id = sessionID, !spliced, r.sessions[id]?.waiting === channel { r.sessions[id]?.waiting = nil }

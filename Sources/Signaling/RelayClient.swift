@@ -128,18 +128,43 @@ public enum RelayClient {
     }
 
     /// Keeps this node registered under its fingerprint, calling `incoming` with a fresh TLS
-    /// server connection for every caller the relay splices to it. Returns when the relay
-    /// connection closes (reconnecting is the caller's choice); throws if it cannot connect.
+    /// server connection for every caller the relay splices to it. Proves the identity (the
+    /// relay's challenge, signed with the identity key), then sends a keep-alive every
+    /// `keepAlive`; a relay that answers none for two intervals counts as gone. Returns when
+    /// the relay connection closes or goes silent (reconnecting is the caller's choice); throws
+    /// if it cannot connect or the relay refuses the registration.
     public static func register(relay: String, port: Int, identity: NodeIdentity, limits: SignalingLimits = SignalingLimits(),
+                                keepAlive: Duration = .seconds(20),
                                 registered: @Sendable () -> Void = {},
                                 incoming: @escaping @Sendable (SignalingConnection, SignalMessages) async -> Void) async throws {
         let (channel, messages) = try await open(relay, port: port, upgrade: nil)
-        try await send(RelayMessage(op: "register", fingerprint: identity.fingerprint.hex), on: channel)
+        try await send(RelayMessage(op: "register", fingerprint: identity.fingerprint.hex,
+                                    certificate: Data(identity.certificateDER).base64EncodedString()), on: channel)
+        let heard = Locked(ContinuousClock.now)
+        let refusal = Locked<String?>(nil)
         await withDiscardingTaskGroup { group in
+            group.addTask {
+                // Keep-alives; the relay's silence for two intervals closes the connection.
+                while !Task.isCancelled {
+                    guard (try? await Task.sleep(for: keepAlive)) != nil else { return }
+                    if ContinuousClock.now - heard.withLock({ $0 }) > keepAlive * 2 {
+                        try? await channel.close()
+                        return
+                    }
+                    try? await send(RelayMessage(op: "ping"), on: channel)
+                }
+            }
             for await message in messages {
+                heard.withLock { $0 = .now }
                 switch message.op {
+                case "challenge":
+                    guard let challenge = message.token,
+                          let signature = try? RelayProof.sign(identity: identity, challenge: challenge) else { continue }
+                    try? await send(RelayMessage(op: "prove", signature: signature), on: channel)
                 case "registered":
                     registered()
+                case "error":
+                    refusal.withLock { $0 = message.reason ?? "refused" }
                 case "incoming":
                     guard let token = message.token else { continue }
                     group.addTask {
@@ -152,6 +177,7 @@ public enum RelayClient {
             group.cancelAll()
         }
         try? await channel.close()
+        if let reason = refusal.withLock({ $0 }) { throw RelayError(reason) }
     }
 
     /// Opens the data connection the relay asked for and serves it as a TLS server.

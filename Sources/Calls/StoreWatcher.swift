@@ -1,0 +1,97 @@
+import Foundation
+import Locking
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Watches a database file's directory with inotify and calls `changed` after writes to the
+/// database or its WAL, so a running node sees contacts and blocks that another process (the
+/// `callnode` command line) changed. Events that arrive together are coalesced into one call.
+///
+/// Runs on its own thread (it blocks in `poll`), never on the cooperative pool. SQLite has no
+/// cross-process change notification and GRDB's observation sees only its own connections'
+/// writes; the file system sees every writer.
+final class StoreWatcher: Sendable {
+    /// The write end of a pipe whose read end the thread polls: a byte written stops it.
+    private let wake: Int32
+    private let finished = Locked(false)
+
+    /// Starts watching; nil when inotify is unavailable (the caches then stay as loaded).
+    init?(path: String, changed: @escaping @Sendable () -> Void) {
+        let directory = (path as NSString).deletingLastPathComponent
+        let name = (path as NSString).lastPathComponent
+        let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
+        guard fd >= 0 else { return nil }
+        let mask = UInt32(IN_MODIFY) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_TO) | UInt32(IN_CREATE)
+        guard inotify_add_watch(fd, directory.isEmpty ? "." : directory, mask) >= 0 else {
+            close(fd)
+            return nil
+        }
+        var ends: [Int32] = [0, 0]
+        guard pipe(&ends) == 0 else {
+            close(fd)
+            return nil
+        }
+        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        let (stopRead, stopWrite) = (ends[0], ends[1])
+        self.wake = stopWrite
+        let finished = self.finished
+        let watching = Thread {
+            Self.loop(fd: fd, wake: stopRead, name: name, finished: finished, changed: changed)
+            // Under the lock `stop()` writes under: no write can reach a closed (or reused) fd.
+            finished.withLock { done in
+                done = true
+                close(fd)
+                close(stopRead)
+                close(stopWrite)
+            }
+        }
+        watching.name = "callnode.store-watch"
+        watching.start()
+    }
+
+    /// Stops the thread (idempotent); `changed` is not called afterwards.
+    func stop() {
+        let wake = self.wake
+        finished.withLock { done in
+            guard !done else { return }
+            done = true
+            var byte: UInt8 = 1
+            _ = write(wake, &byte, 1)
+        }
+    }
+
+    deinit { stop() }
+
+    private static func loop(fd: Int32, wake: Int32, name: String, finished: Locked<Bool>, changed: @Sendable () -> Void) {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while !finished.withLock({ $0 }) {
+            var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
+            let ready = poll(&fds, 2, -1)
+            if ready < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            if fds[1].revents != 0 { return }
+            var touched = false
+            // Drain everything queued now (and what follows within a moment), then reload once.
+            repeat {
+                let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                guard count > 0 else { break }
+                var offset = 0
+                while offset + MemoryLayout<inotify_event>.size <= count {
+                    let (length, file) = buffer.withUnsafeBytes { raw -> (Int, String) in
+                        let event = raw.loadUnaligned(fromByteOffset: offset, as: inotify_event.self)
+                        let start = offset + MemoryLayout<inotify_event>.size
+                        let bytes = raw[start..<min(count, start + Int(event.len))].prefix { $0 != 0 }
+                        return (Int(event.len), String(decoding: bytes, as: UTF8.self))
+                    }
+                    if file.hasPrefix(name) { touched = true }
+                    offset += MemoryLayout<inotify_event>.size + length
+                }
+            } while true
+            if touched && !finished.withLock({ $0 }) { changed() }
+        }
+    }
+}
