@@ -18,7 +18,8 @@ import Metrics
 /// - `callnode_call_loss_ratio{call}`, `callnode_call_jitter_seconds{call}`,
 ///   `callnode_call_rtt_seconds{call}`, `callnode_call_concealed_frames{call}`,
 ///   `callnode_call_srtp_rejects{call}`: each live call's latest figures, removed when it ends.
-/// - `callnode_rejected_total{reason}`: calls refused (busy, blocked, unknown caller…).
+/// - `callnode_rejected_total{reason}`: calls of this node's that the peer refused.
+/// - `callnode_refused_total{reason}`: incoming calls this node refused (blocked, unknown caller, busy…).
 /// - `callnode_signaling_errors_total`: malformed or refused signaling from peers.
 /// - `callnode_dtls_failures_total`: calls that ended because DTLS did not complete.
 /// - `callnode_relay_registrations_total`, `callnode_relay_lost_total`.
@@ -90,6 +91,8 @@ public final class NodeMetrics: Sendable {
             update(uuid, statistics)
         case let .rejected(_, reason):
             counter("callnode_rejected_total", [("reason", reason.rawValue)]).increment()
+        case let .refused(_, _, reason):
+            counter("callnode_refused_total", [("reason", reason.rawValue)]).increment()
         case .peerError:
             counter("callnode_signaling_errors_total").increment()
         case let .ended(uuid, reason, detail, _):

@@ -201,6 +201,7 @@ extension CallNode {
         if let refusal {
             logger.info("refused call from \(fingerprint.short): \(refusal.rawValue)")
             try? await connection.send(.reject(refusal), call: uuid)
+            broadcaster.send(.refused(uuid, from: fingerprint, refusal))
             return
         }
         let leg = makeLeg(uuid, outgoing: false, muted: joined?.startMuted ?? false, connection: connection)

@@ -292,6 +292,8 @@ public enum NodeEvent: Sendable, Equatable {
     case iceRestarted(UUID, byPeer: Bool)
     /// The callee refused the call.
     case rejected(UUID, RejectReason)
+    /// This node refused an incoming call before it rang (a blocked or unknown caller, busy).
+    case refused(UUID, from: Fingerprint, RejectReason)
     /// The call ended. `detail` says what failed, for failures; `duration` is the connected time.
     case ended(UUID, reason: CallEndReason, detail: String?, duration: Duration?)
     /// Input this node could not use (a malformed frame, an SDP that does not parse).

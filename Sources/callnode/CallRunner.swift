@@ -366,6 +366,8 @@ final class CallRunner {
             line(byPeer ? "the peer restarted ICE; looking for a new path" : "restarting ICE to look for a new path")
         case let .rejected(_, reason):
             line("rejected: \(reason)")
+        case let .refused(_, from, reason):
+            line("refused a call from \(from.short): \(reason)")
         case let .ended(uuid, reason, detail, duration):
             var text = "call ended: \(reason.rawValue)"
             if let detail { text += " (\(detail))" }
@@ -498,6 +500,8 @@ final class CallRunner {
         case let .iceRestarted(uuid, byPeer): return ["event": "ice-restart", "call": uuid.uuidString, "by_peer": byPeer]
         case let .firstAudio(uuid, after): return ["event": "first-audio", "call": uuid.uuidString, "after_ms": milliseconds(after)]
         case let .rejected(uuid, reason): return ["event": "rejected", "call": uuid.uuidString, "reason": reason.rawValue]
+        case let .refused(uuid, from, reason):
+            return ["event": "refused", "call": uuid.uuidString, "fingerprint": from.hex, "reason": reason.rawValue]
         case let .ended(uuid, reason, detail, duration):
             return ["event": "ended", "call": uuid.uuidString, "reason": reason.rawValue, "detail": detail ?? NSNull(),
                     "duration_s": duration.map { seconds($0) as Any } ?? NSNull()]

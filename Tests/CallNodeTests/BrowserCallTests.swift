@@ -92,6 +92,9 @@ final class BrowserNetwork {
             "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
             "--use-file-for-fake-audio-capture=\(microphone)", "--autoplay-policy=no-user-gesture-required",
             "--unsafely-treat-insecure-origin-as-secure=\(origin)", "--enable-logging=stderr", "--v=0",
+            // The node's identity certificate is self-signed: a person accepts it (comparing its
+            // fingerprint); the test browser is told to.
+            "--ignore-certificate-errors",
         ] + (hideAddresses ? [] : ["--disable-features=WebRtcHideLocalIpsWithMdns"]) + [url], output: directory + "/chromium.log")
     }
 
@@ -152,7 +155,7 @@ struct BrowserCallTests {
 
     /// A node for the browser: ICE on the veth address, the web port there too, speech in,
     /// a WAV recording out, answering at once.
-    static func node(_ network: BrowserNetwork, speech: String, recording: String) async throws -> (CallNode, SignalAddress) {
+    static func node(_ network: BrowserNetwork, speech: String, recording: String, https: Bool = false) async throws -> (CallNode, SignalAddress) {
         var configuration = CallNodeConfiguration(home: network.directory + "/home")
         configuration.displayName = "node"
         configuration.listenAddress = nil
@@ -161,7 +164,8 @@ struct BrowserCallTests {
         configuration.autoAnswer = true
         let node = try await CallNode(configuration: configuration)
         await node.start()
-        let web = try await node.serveWeb(host: network.nodeAddress, port: 0, secret: Self.secret)
+        let web = try await node.serveWeb(host: network.nodeAddress, port: 0, secret: Self.secret,
+                                          https: https ? try WebPageCertificate(identity: node.identity) : nil)
         return (node, web)
     }
 
@@ -222,6 +226,37 @@ struct BrowserCallTests {
         let sent = try WAV.read(path: browserSpeech).samples, heard = try WAV.read(path: recording).samples
         let correlation = AudioAlignment.piecewise(sent: sent, received: heard, from: 48_000, to: 48_000 * 6)
         print("browser → node: recording correlates \(String(format: "%.2f", correlation)) with the browser's input")
+        #expect(correlation >= 0.6, "the node's recording does not hold the browser's speech (\(correlation))")
+        await node.shutdown()
+    }
+
+    /// The page over HTTPS with the node's identity certificate (what a browser on another
+    /// machine needs for its microphone): it loads, calls, and both sides hear each other.
+    @Test func aBrowserCallsTheNodeOverHTTPS() async throws {
+        let network = try BrowserNetwork("https")
+        defer { network.teardown() }
+        let browserSpeech = try Self.speech(network.directory + "/browser-in.wav", seed: 23)
+        let nodeSpeech = try Self.speech(network.directory + "/node-in.wav", seed: 24)
+        let recording = network.directory + "/node-out.wav"
+        let (node, web) = try await Self.node(network, speech: nodeSpeech, recording: recording, https: true)
+        let events = node.events()
+        try network.open("https://\(web)/#secret=\(Self.secret)&call=1&stats=1&raw=1&hangup=5&name=secure", microphone: browserSpeech)
+        guard case let .incoming(call, _, name, _) = try await TwoNodeTests.next(events, within: .seconds(30), where: {
+            if case .incoming = $0 { true } else { false }
+        }) else { return }
+        #expect(name == "secure")
+        guard case let .secured(_, security) = try await TwoNodeTests.next(events, where: { if case .secured(call, _) = $0 { true } else { false } })
+        else { return }
+        guard case let .ended(_, reason, detail, _) = try await TwoNodeTests.next(events, within: .seconds(30), where: {
+            if case .ended(call, _, _, _) = $0 { true } else { false }
+        }) else { return }
+        #expect(reason == .remoteEnded, "ended: \(reason) \(detail ?? "")")
+        try await network.waitForConsole("state Call hung up")
+        network.closeBrowser()
+        try Self.checkBrowserHeard(network, nodeSuite: security.suite, received: 60)
+        #expect(network.pageErrors.isEmpty, "the page had JavaScript errors: \(network.pageErrors)")
+        let sent = try WAV.read(path: browserSpeech).samples, heard = try WAV.read(path: recording).samples
+        let correlation = AudioAlignment.piecewise(sent: sent, received: heard, from: 48_000, to: 48_000 * 4)
         #expect(correlation >= 0.6, "the node's recording does not hold the browser's speech (\(correlation))")
         await node.shutdown()
     }

@@ -12,7 +12,9 @@ public final class ChildProcess: Sendable {
     private let reaped = Locked<Int32?>(nil)
 
     /// Starts `path` with `arguments`; stdout and stderr go to /dev/null unless `output` names a file.
-    public init(_ path: String, _ arguments: [String], output: String = "/dev/null", stdin: Int32? = nil) throws {
+    /// `environment`: variables set (or replaced) for the child, on top of this process's.
+    public init(_ path: String, _ arguments: [String], output: String = "/dev/null", stdin: Int32? = nil,
+                environment: [String: String] = [:]) throws {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -22,7 +24,18 @@ public final class ChildProcess: Sendable {
         let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
         defer { for arg in argv { free(arg) } }
         var pid: pid_t = 0
-        let rc = posix_spawn(&pid, path, &actions, nil, argv, environ)
+        var variables: [UnsafeMutablePointer<CChar>?] = []
+        var index = 0
+        while let entry = environ[index] {
+            let text = String(cString: entry)
+            let name = String(text.prefix { $0 != "=" })
+            if environment[name] == nil { variables.append(strdup(entry)) }
+            index += 1
+        }
+        for (name, value) in environment { variables.append(strdup("\(name)=\(value)")) }
+        variables.append(nil)
+        defer { for variable in variables { free(variable) } }
+        let rc = posix_spawn(&pid, path, &actions, nil, argv, variables)
         guard rc == 0 else { throw TestFailure("cannot start \(path): \(String(cString: strerror(rc)))") }
         self.pid = pid
     }
