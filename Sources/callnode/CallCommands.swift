@@ -347,14 +347,24 @@ struct Relay: AsyncParsableCommand {
         discussion: """
             Nodes started with --relay stay registered here under their fingerprint; callers reach \
             them by fingerprint, and session joiners meet by session ID. The relay splices byte \
-            streams: the nodes' TLS runs end to end through it, so it never reads signaling.
+            streams: the nodes' TLS runs end to end through it, so it never reads signaling. \
+            A node registers only a fingerprint whose key it proves it holds (a signed challenge); \
+            registrations silent for 75 s are dropped; each IP address has limits.
             """)
 
     @Option(name: .long, help: ArgumentHelp("Address to listen on.", valueName: "HOST:PORT"))
     var listen: String = "0.0.0.0:7700"
 
+    @Option(name: .long, help: ArgumentHelp("Nodes one IP address may keep registered at once.", valueName: "N"))
+    var registrationsPerAddress: Int = RelayLimits().registrationsPerAddress
+
+    @Option(name: .long, help: ArgumentHelp("Dials, session creations and joins one IP address may make per minute.", valueName: "N"))
+    var dialsPerMinute: Int = RelayLimits().dialsPerAddressPerMinute
+
     func validate() throws {
         guard SignalAddress(listen) != nil else { throw ValidationError("--listen '\(listen)' is not HOST:PORT") }
+        guard registrationsPerAddress >= 1 else { throw ValidationError("--registrations-per-address must be at least 1") }
+        guard dialsPerMinute >= 1 else { throw ValidationError("--dials-per-minute must be at least 1") }
     }
 
     func run() async throws {
@@ -362,7 +372,10 @@ struct Relay: AsyncParsableCommand {
         let address = SignalAddress(listen)!
         let relay: RelayServer
         do {
-            relay = try await RelayServer(host: address.host, port: address.port)
+            var limits = RelayLimits()
+            limits.registrationsPerAddress = registrationsPerAddress
+            limits.dialsPerAddressPerMinute = dialsPerMinute
+            relay = try await RelayServer(host: address.host, port: address.port, limits: limits)
         } catch {
             printError("callnode: \(error)")
             throw ExitCode(1)
@@ -391,7 +404,8 @@ struct Relay: AsyncParsableCommand {
         }
         for stop in stops { stop.cancel() }
         let s = relay.statistics
-        print("relay stopped: \(s.splices) splices, \(s.splicedBytes) bytes in \(s.tlsRecords) TLS records")
+        print("relay stopped: \(s.splices) splices, \(s.splicedBytes) bytes in \(s.tlsRecords) TLS records; "
+              + "\(s.refusedRegistrations) registrations refused, \(s.rateLimited) requests over the rate limit")
     }
 }
 

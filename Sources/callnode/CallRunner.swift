@@ -40,7 +40,7 @@ final class CallRunner {
     let inputs: AsyncStream<RunnerInput>
     private let continuation: AsyncStream<RunnerInput>.Continuation
     private var tasks: [Task<Void, Never>] = []
-    private var signalSource: (any DispatchSourceSignal)?
+    private var signalSources: [any DispatchSourceSignal] = []
     private var connected: Set<UUID> = []
     private var lastPair: [UUID: SelectedPairInfo] = [:]
     private var lastStats: [UUID: MediaStatistics] = [:]
@@ -81,11 +81,14 @@ final class CallRunner {
             for await event in events { continuation.yield(.node(event)) }
             continuation.yield(.nodeFinished)
         })
-        signal(SIGINT, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        source.setEventHandler { continuation.yield(.interrupt) }
-        source.resume()
-        signalSource = source
+        // Ctrl-C, and SIGTERM (systemctl stop, a container's stop): hang up, then exit cleanly.
+        for number in [SIGINT, SIGTERM] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { continuation.yield(.interrupt) }
+            source.resume()
+            signalSources.append(source)
+        }
         if isTerminal, !json, isatty(0) == 1 {
             keyboard = RawKeyboard { continuation.yield(.key($0)) }
         }
@@ -179,7 +182,7 @@ final class CallRunner {
         }
         clearStatus()
         keyboard = nil
-        signalSource?.cancel()
+        for source in signalSources { source.cancel() }
         for task in tasks { task.cancel() }
         return outcome
     }

@@ -70,7 +70,7 @@ extension RealTimeTests {
         }
         _ = try CommandLineTests.run(["contacts", "add", "alice", fingerprints["alice"]!, "--home", directory + "/bob"], log: directory + "/c.log")
         let bobLog = directory + "/bob.log", aliceLog = directory + "/alice.log"
-        let bob = try devices.callnode(["listen", "--home", directory + "/bob", "--signal", "127.0.0.1:0", "--bind", "127.0.0.1",
+        let bob = try devices.callnode(["listen", "--home", directory + "/bob", "--listen", "127.0.0.1:0", "--bind", "127.0.0.1",
                                         "--auto-answer", "--input", "tone:660", "--output", "alsa:callsink", "--calls", "1", "--json"] + extra,
                                        log: bobLog)
         let listening = try await CommandLineTests.waitForLine(in: bobLog, process: bob) { $0.contains("\"listening\"") }

@@ -428,7 +428,7 @@ struct NetworkBedTests {
         if direct {
             let address = NetworkBed.publicAddress + ":7600"
             bob = try bed.start("router", [
-                "listen", "--home", callers.bob.home, "--signal", address, "--auto-answer",
+                "listen", "--home", callers.bob.home, "--listen", address, "--auto-answer",
                 "--input", "silence", "--output", "wav:" + recording, "--duration", "120", "--calls", "1", "--json",
             ] + network, log: "bob.log")
             try await bob.waitFor("listening", timeout: .seconds(30))

@@ -151,5 +151,39 @@ extension RealTimeTests {
         #expect(!after.contains("callnode_call_loss_ratio{call="), "a finished call's figures stay: \(after)")
         #expect((Self.value(after, "callnode_calls_ended_total{reason=\"remoteEnded\"}") ?? 0) >= 1, "\(after)")
     }
+
+    /// The systemd unit is valid as written (ExecStart pointed at this build's binary; its man
+    /// pages are checked after `scripts/install`, not here).
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze"), "needs systemd-analyze"))
+    func theServiceUnitVerifies() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let unit = try String(contentsOf: root.appendingPathComponent("contrib/callnode.service"), encoding: .utf8)
+        #expect(unit.contains("ExecStart=/usr/local/bin/callnode listen"))
+        #expect(unit.contains("Environment=CALLNODE_HOME=/var/lib/callnode") && unit.contains("Restart=on-failure"))
+        let directory = "/tmp/callnode-unit-\(getpid())-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try unit.replacingOccurrences(of: "ExecStart=/usr/local/bin/callnode", with: "ExecStart=\(try Self.callnode())")
+            .write(toFile: directory + "/callnode.service", atomically: true, encoding: .utf8)
+        let status = try ChildProcess.run("/usr/bin/systemd-analyze", ["verify", "--man=no", directory + "/callnode.service"],
+                                          output: directory + "/verify.log")
+        let output = (try? String(contentsOfFile: directory + "/verify.log", encoding: .utf8)) ?? ""
+        #expect(status == 0 && output.isEmpty, "\(output)")
+    }
+
+    /// SIGTERM (what `systemctl stop` sends) ends a listening node cleanly: exit status 0.
+    @Test func sigtermStopsAListeningNodeCleanly() async throws {
+        let directory = "/tmp/callnode-sigterm-\(getpid())-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let log = directory + "/listen.log"
+        let listener = try ChildProcess(try Self.callnode(), [
+            "listen", "--home", directory + "/home", "--listen", "127.0.0.1:0", "--bind", "127.0.0.1", "--json",
+        ], output: log)
+        defer { listener.stop() }
+        _ = try await CommandLineTests.waitForLine(in: log, process: listener) { $0.contains("\"listening\"") }
+        kill(listener.pid, SIGTERM)
+        #expect(listener.wait() == 0, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+    }
 }
 }

@@ -61,7 +61,7 @@ extension RealTimeTests {
 
         let bobLog = directory + "/bob.log"
         let bob = try ChildProcess(try BuildProducts.executable("callnode"), [
-            "listen", "--home", bobHome, "--signal", "127.0.0.1:0", "--bind", "127.0.0.1", "--auto-answer",
+            "listen", "--home", bobHome, "--listen", "127.0.0.1:0", "--bind", "127.0.0.1", "--auto-answer",
             "--accept-unknown", "--input", "tone:600", "--output", "wav:" + bobHeard, "--duration", "60", "--calls", "1", "--json",
         ], output: bobLog)
         defer { bob.stop() }

@@ -50,6 +50,34 @@ extension RealTimeTests {
         await relay.close()
     }
 
+    /// The relay restarts (a new process on the same port, knowing nobody): the registered node
+    /// registers again by itself, and a call through the new relay reaches it.
+    @Test func aRegisteredNodeSurvivesARelayRestart() async throws {
+        let f = try Fixture()
+        let first = try await RelayServer(host: "127.0.0.1", port: 0)
+        let port = first.port
+        let bob = try await relayedNode(f, "bob", relay: first, input: .tone(440))
+        let bobEvents = bob.events()
+        await bob.start()
+        _ = try await TwoNodeTests.next(bobEvents) { if case .registered = $0 { true } else { false } }
+        await first.close()
+        _ = try await TwoNodeTests.next(bobEvents) { if case .relayLost = $0 { true } else { false } }
+        let second = try await RelayServer(host: "127.0.0.1", port: port)
+        _ = try await TwoNodeTests.next(bobEvents, within: .seconds(20)) { if case .registered = $0 { true } else { false } }
+        #expect(second.statistics.registered == 1)
+
+        let alice = try await relayedNode(f, "alice", relay: second)
+        try await bob.store.contacts.add(Contact(name: "alice", fingerprint: alice.identity.fingerprint.hex))
+        let aliceEvents = alice.events()
+        await alice.start()
+        let call = try await alice.call(.relayed(bob.identity.fingerprint, relay: SignalAddress(host: "127.0.0.1", port: port)))
+        _ = try await TwoNodeTests.next(aliceEvents) { if case let .statistics(_, s) = $0 { s.packetsReceived > 25 && s.receiveLevel > -40 } else { false } }
+        try await alice.hangUp(call)
+        await alice.shutdown()
+        await bob.shutdown()
+        await second.close()
+    }
+
     @Test func anUnregisteredFingerprintIsUnreachable() async throws {
         let f = try Fixture()
         let relay = try await RelayServer(host: "127.0.0.1", port: 0)

@@ -27,7 +27,7 @@ extension RealTimeTests {
         let messages = directory + "/messages/"
         let bobLog = directory + "/bob.log"
         let bob = try ChildProcess(try BuildProducts.executable("callnode"), [
-            "listen", "--home", homes["bob"]!, "--signal", "127.0.0.1:0", "--bind", "127.0.0.1", "--auto-answer",
+            "listen", "--home", homes["bob"]!, "--listen", "127.0.0.1:0", "--bind", "127.0.0.1", "--auto-answer",
             "--input", "tone:660", "--output", "wav:" + messages, "--calls", "2", "--json",
         ], output: bobLog)
         defer { bob.stop() }
