@@ -21,12 +21,12 @@ public actor CallManager {
     /// Plays the ringtone while incoming calls ring.
     public nonisolated let ringer: Ringer?
 
-    private let requestsContinuation: AsyncStream<ProviderRequest>.Continuation
-    private let broadcaster = EventBroadcaster<CallEvent>()
+    let requestsContinuation: AsyncStream<ProviderRequest>.Continuation
+    let broadcaster = EventBroadcaster<CallEvent>()
     private let clock: TimerClock
     private let wallClock: @Sendable () -> Date
 
-    private struct Call {
+    struct Call {
         var state: CallState
         var handle: CallHandle
         var update: CallUpdate
@@ -40,8 +40,8 @@ public actor CallManager {
         var waiters: [CheckedContinuation<ActionOutcome, Never>] = []
     }
 
-    private var calls: [UUID: Call] = [:]
-    private var order: [UUID] = []
+    var calls: [UUID: Call] = [:]
+    var order: [UUID] = []
     /// UUIDs of ended calls, refused if reused; the oldest are forgotten past `endedMemory`.
     private var endedCalls: Set<UUID> = []
     private var endedOrder: [UUID] = []
@@ -51,15 +51,15 @@ public actor CallManager {
     private var nextAction: UInt64 = 0
     private var doNotDisturb = false
     private var isShutDown = false
-    private var audioActive = false
-    private var activating = false
+    var audioActive = false
+    var activating = false
     private var audioMonitor: Task<Void, Never>?
     private var timers: [TimerKey: Duration] = [:]
     private var timerTask: Task<Void, Never>?
     private var timerDeadline: Duration?
     private var timerGeneration: UInt64 = 0
     /// Deactivation after the last call ended (started from synchronous paths; awaited at shutdown).
-    private var deactivation: Task<Void, Never>?
+    var deactivation: Task<Void, Never>?
 
     /// - Parameters:
     ///   - audio: Who activates the audio session. System-owned (CallKit mode) hands the session
@@ -485,7 +485,7 @@ public actor CallManager {
         try? applyReported(event, to: uuid)
     }
 
-    private func endCall(_ uuid: UUID, reason: CallEndReason, status: SessionStatus, notify: Bool) {
+    func endCall(_ uuid: UUID, reason: CallEndReason, status: SessionStatus, notify: Bool) {
         guard var call = calls[uuid], !call.state.hasEnded else { return }
         _ = try? call.state.apply(.ended(reason))
         disarm(.ring(uuid))
@@ -554,49 +554,5 @@ public actor CallManager {
             isOutgoing: call.state.isOutgoing, isOnHold: call.state.isOnHold, isMuted: call.state.isMuted,
             hasStartedConnecting: call.state.hasStartedConnecting, hasConnected: call.state.hasConnected,
             hasEnded: call.state.hasEnded, phase: call.state.phase, group: call.state.group))
-    }
-
-    // MARK: Audio session (system-owned mode)
-
-    private func activateAudioIfNeeded() async {
-        guard case let .systemOwned(owner) = audioOwnership, !audioActive, !activating,
-              calls.values.contains(where: \.needsAudio) else { return }
-        activating = true
-        defer { activating = false }
-        do throws(AudioSessionError) {
-            let route = try await owner.providerActivate()
-            audioActive = true
-            requestsContinuation.yield(.didActivate(route))
-            broadcaster.send(.audioActivated(route))
-        } catch {
-            broadcaster.send(.audioActivationFailed(error.description))
-            // No call may go on without its audio: end the ones that needed the session.
-            for uuid in order where calls[uuid]?.needsAudio == true {
-                endCall(uuid, reason: .failed, status: .connectionClosed, notify: true)
-            }
-            return
-        }
-        if calls.isEmpty { await deactivateAudioIfIdle() }
-    }
-
-    private func deactivateAudioIfIdle() async {
-        guard case let .systemOwned(owner) = audioOwnership, audioActive, !activating, calls.isEmpty else { return }
-        audioActive = false
-        try? await owner.providerDeactivate()
-        requestsContinuation.yield(.didDeactivate)
-        broadcaster.send(.audioDeactivated)
-    }
-
-    private func deactivationFinished() { deactivation = nil }
-
-    private func audioSessionDidReport(_ event: AudioSessionEvent) async {
-        switch event {
-        case .interruptionBegan:
-            audioActive = false
-        case .interruptionEnded:
-            await activateAudioIfNeeded()
-        default:
-            break
-        }
     }
 }
