@@ -84,6 +84,14 @@ actor CallLeg {
     /// What this side's later offer (a hold's or a resume's) was written with, for its answer.
     var reofferCapabilities: AudioCapabilities?
     var negotiated: NegotiatedAudio?
+    /// This side's frame key share, made for the first offer or answer (CallLegFrameEncryption).
+    var frameAgreement: FrameKeyAgreement?
+    /// The call's frame keys, once both shares are known (or, with a page, once it accepted).
+    var frameKeys: FrameKeys?
+    /// The keys offered to a page (node to page, page to node).
+    var pageKeys: FrameKeys?
+    /// The last error the peer reported, for the detail of the end that follows it.
+    var peerErrorText: String?
     /// The call's port on the audio session's bridge (nil with a stand-in session).
     var bridgePort: BridgePortID?
     /// The call this one was last grouped with (`.some(nil)`: taken out of its group), for a
@@ -313,11 +321,16 @@ actor CallLeg {
                 // Older nodes said hold in a message of their own; the offer and answer say it now.
                 logger.debug("call \(uuid): a hold message (the offer and answer say hold)")
             case let .end(reason):
-                await legEvent(.end(.peerEnded(reason)))
+                if reason == .failed, let text = peerErrorText {
+                    await legEvent(.end(.failed("the other node ended the call: \(text)")))
+                } else {
+                    await legEvent(.end(.peerEnded(reason)))
+                }
             case let .reject(reason):
                 broadcaster.send(.rejected(uuid, reason))
                 await legEvent(.end(.peerRejected(reason)))
             case let .error(text):
+                peerErrorText = text
                 broadcaster.send(.peerError("peer reports: \(text)"))
             case .keepAlive, .resume, .resumed, .resumeRefused:
                 break

@@ -63,7 +63,7 @@ extension CallLeg {
         // Browsers take one redundant copy per packet (libwebrtc's RED), nodes up to three.
         if origin == .webPage { base.maximumRedundancyDepth = 1 }
         let systemSession = self.systemSession, appSession = self.appSession, standIn = configuration.audioStandIn
-        let playbackOnly = configuration.playbackOnly
+        let playbackOnly = configuration.playbackOnly, frameKeys = self.frameKeys
         let own: CallAudio?
         do {
             own = try configuration.callAudio?(callAudioRequest())
@@ -85,7 +85,7 @@ extension CallLeg {
         mediaPreparation = Task.detached { [association] in
             try await CallLeg.makeMedia(negotiated: negotiated, base: base, transport: transport, dtls: association, clock: clock,
                                      systemSession: systemSession, appSession: appSession, standIn: standIn, own: own,
-                                     playbackOnly: playbackOnly)
+                                     playbackOnly: playbackOnly, frameKeys: frameKeys)
         }
     }
 
@@ -143,7 +143,8 @@ extension CallLeg {
                 let suite = dtls?.established?.suite.rawValue ?? negotiated.cryptoSuite
                 broadcaster.send(.secured(uuid, MediaSecurity(
                     keyExchange: dtls == nil ? .sdes : .dtls, suite: suite, handshake: dtls?.handshakeTime,
-                    peerFingerprint: negotiated.dtls?.remoteFingerprint)))
+                    peerFingerprint: negotiated.dtls?.remoteFingerprint, frameEncryption: frameKeys != nil,
+                    securityCode: securityCode)))
             }
             spawn { [weak self] in
                 for await event in actor.events {
@@ -219,8 +220,8 @@ extension CallLeg {
                                               systemSession: AudioSessionOwner<SystemOwned>?,
                                               appSession: AudioSessionOwner<AppOwned>?,
                                               standIn: (any AudioOwnerStandIn)? = nil, own: CallAudio? = nil,
-                                              playbackOnly: Bool = false) async throws -> PreparedMedia {
-        let keys: MediaKeys
+                                              playbackOnly: Bool = false, frameKeys: FrameKeys? = nil) async throws -> PreparedMedia {
+        var keys: MediaKeys
         if let dtls {
             let exported = try await dtls.keys()
             keys = MediaKeys(outbound: exported.outbound, inbound: exported.inbound)
@@ -231,6 +232,7 @@ extension CallLeg {
             keys = MediaKeys(outbound: try SRTPKey(suite: suite, inlineKeyParameter: negotiated.localKey),
                              inbound: try SRTPKey(suite: suite, inlineKeyParameter: negotiated.remoteKey))
         }
+        keys.frameEncryption = frameKeys
         var media = base
         media.payloadType = UInt8(negotiated.payloadType)
         if let pt = negotiated.telephoneEventPayloadType { media.telephoneEventPayloadType = UInt8(pt) }

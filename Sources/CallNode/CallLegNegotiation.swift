@@ -78,7 +78,11 @@ extension CallLeg {
         guard connection != nil || resumable else { throw NegotiationError("the call has no signaling connection") }
         let prepared = try await preparedICE(role: .controlling)
         var local = prepared.local
-        let offer = OfferAnswer.offer(sessionID: CallLeg.sessionID(), capabilities: capabilities(local: &local), local: local)
+        var offer = OfferAnswer.offer(sessionID: CallLeg.sessionID(), capabilities: capabilities(local: &local), local: local)
+        if negotiated == nil {
+            offer.frameKey = ownFrameKey()
+            offer.pageFrameKeys = pageFrameKeysValue()
+        }
         self.offer = offer
         await send(.offer(sdp: offer.serialized))
         try await manager.report(.progress(uuid, .offerSent))
@@ -96,8 +100,13 @@ extension CallLeg {
         guard outgoing else { return }  // in this protocol the callee makes the first offer
         let prepared = try await preparedICE(role: .controlled)
         var local = prepared.local
-        let (answer, negotiated) = try OfferAnswer.answer(to: offer, sessionID: CallLeg.sessionID(),
+        var (answer, negotiated) = try OfferAnswer.answer(to: offer, sessionID: CallLeg.sessionID(),
                                                           capabilities: capabilities(local: &local), local: local)
+        answer.frameKey = try answerFrameKey(offered: offer.frameKey)
+        if origin == .webPage, offer.pageFrameKeys == PageFrameKeysAttribute.accept {
+            answer.pageFrameKeys = pageFrameKeysValue()
+        }
+        try pageAccepted(offer.pageFrameKeys)
         self.negotiated = negotiated
         localAnswer = answer
         await legEvent(.negotiated)
@@ -128,6 +137,8 @@ extension CallLeg {
             }
             return
         }
+        try acceptFrameKey(answered: answer.frameKey, offered: offer.frameKey != nil)
+        try pageAccepted(answer.pageFrameKeys)
         self.negotiated = negotiated
         await legEvent(.negotiated)
         await peerAnswered(answer, to: offer)
@@ -346,6 +357,9 @@ extension CallLeg {
         var capabilities = self.capabilities
         if origin == .webPage {
             capabilities.keyExchange = .dtls
+            // A browser's encoded transform sees its RED payload whole, not frame by frame:
+            // with frames encrypted end to end, calls with pages go without redundancy.
+            if configuration.frameEncryption != .off { capabilities.redundancyPayloadType = nil }
             local.stream = LocalStream(streamID: "callnode", trackID: "callnode-audio", cname: "callnode")
         }
         return capabilities

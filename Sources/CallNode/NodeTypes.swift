@@ -103,6 +103,12 @@ public struct CallNodeConfiguration: Sendable {
     /// leaks later; and what browsers speak) or SDES (keys in the SDP, one round trip less
     /// to first audio). Answers follow the offer.
     public var keyExchange: KeyExchange = .dtls
+    /// Whether calls with other nodes encrypt every frame end to end under SRTP (keys agreed
+    /// inside the pinned signaling TLS, ``FrameKeyAgreement``): `preferred` (the default) when
+    /// the peer can, `required` refuses a peer that cannot, `off` never.
+    public var frameEncryption: FrameEncryptionPolicy = .preferred
+    /// Tests only: replaces the agreed frame keys (to show what a node with a wrong key gets).
+    var frameKeyAdjustment: (@Sendable (FrameKeys) -> FrameKeys)?
     /// How long a DTLS handshake may take once ICE has connected before the call fails.
     public var dtlsHandshakeTimeout: Duration = .seconds(10)
     /// A rendezvous relay to stay registered at (reachable by fingerprint through it) and to
@@ -312,6 +318,11 @@ public enum NodeEvent: Sendable, Equatable {
     case session(UUID, SessionStatus)
 }
 
+/// Whether a node encrypts frames end to end (``CallNodeConfiguration/frameEncryption``).
+public enum FrameEncryptionPolicy: String, Sendable, CaseIterable {
+    case required, preferred, off
+}
+
 /// How a call's media is protected.
 public struct MediaSecurity: Sendable, Equatable, CustomStringConvertible {
     public var keyExchange: KeyExchange
@@ -321,20 +332,31 @@ public struct MediaSecurity: Sendable, Equatable, CustomStringConvertible {
     public var handshake: Duration?
     /// The fingerprint the peer's DTLS certificate matched, for DTLS.
     public var peerFingerprint: String?
+    /// Whether every frame is also encrypted end to end under SRTP, both ways.
+    public var frameEncryption: Bool
+    /// The code both sides show (``SecurityCode``), from both identities.
+    public var securityCode: String?
 
-    public init(keyExchange: KeyExchange, suite: String, handshake: Duration? = nil, peerFingerprint: String? = nil) {
+    public init(keyExchange: KeyExchange, suite: String, handshake: Duration? = nil, peerFingerprint: String? = nil,
+                frameEncryption: Bool = false, securityCode: String? = nil) {
         self.keyExchange = keyExchange
         self.suite = suite
         self.handshake = handshake
         self.peerFingerprint = peerFingerprint
+        self.frameEncryption = frameEncryption
+        self.securityCode = securityCode
     }
 
     public var description: String {
         switch keyExchange {
-        case .sdes: "SRTP \(suite), keyed by SDES"
+        case .sdes: "SRTP \(suite), keyed by SDES" + frames
         case .dtls:
-            "SRTP \(suite), keyed by DTLS" + (handshake.map { String(format: " (handshake %.1f ms)", Double($0.components.attoseconds) / 1e15 + Double($0.components.seconds) * 1000) } ?? "")
+            "SRTP \(suite), keyed by DTLS" + (handshake.map { String(format: " (handshake %.1f ms)", Double($0.components.attoseconds) / 1e15 + Double($0.components.seconds) * 1000) } ?? "") + frames
         }
+    }
+
+    private var frames: String {
+        frameEncryption ? "; frames encrypted end to end" : "; frames not encrypted end to end"
     }
 }
 

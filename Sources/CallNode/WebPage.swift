@@ -7,6 +7,12 @@
 /// the node's calls at once), `hangup=SECONDS` (hang up that long after connecting),
 /// `stats=1` (log `callnode-stats {json}` every second on the console) and `raw=1` (the
 /// microphone without the browser's echo cancellation, noise suppression and gain control).
+///
+/// Frames are encrypted end to end when the node sends keys (`a=callnode-frame-keys`, over
+/// the authenticated WebSocket) and the browser has an encoded-transform API
+/// (RTCRtpScriptTransform, or Chromium's encoded streams): the node's format, AES-256-GCM with
+/// the tag and a 4-byte counter after the ciphertext. The page shows the security code the node
+/// shows, from the node's identity and the page's DTLS certificate.
 enum WebPage {
     static let html = #"""
 <!DOCTYPE html>
@@ -27,6 +33,7 @@ enum WebPage {
   .meter { height: .8em; background: #eee; border-radius: .4em; overflow: hidden; margin: .3em 0 .8em; }
   .meter div { height: 100%; width: 0; background: #1a7f37; transition: width .1s; }
   label { font-size: .9em; color: #444; }
+  #security { font-size: .9em; color: #1a5f2a; min-height: 1.4em; }
 </style>
 </head>
 <body>
@@ -40,6 +47,7 @@ enum WebPage {
   <button id="mute" disabled>Mute</button>
   <button id="hangup" disabled>Hang up</button>
 </div>
+<div id="security"></div>
 <p><label>The node's voice</label><div class="meter"><div id="remoteLevel"></div></div>
 <label>Your microphone</label><div class="meter"><div id="localLevel"></div></div></p>
 <audio id="remote" autoplay></audio>
@@ -53,6 +61,101 @@ window.addEventListener("unhandledrejection", (e) => console.error("callnode-err
 
 let socket = null, pc = null, call = null, mic = null, role = null, pendingCandidates = [], remoteSet = false;
 let connectedAt = null, statsTimer = null, hangupTimer = null, audioContext = null;
+
+// End-to-end frame encryption, in the node's format: AES-256-GCM over each frame, then the
+// 16-byte tag and a 4-byte big-endian counter (the nonce is 8 zero bytes and the counter).
+// Chromium's encoded streams where they exist (its script transform left the sender's frames
+// untransformed here), else the standard RTCRtpScriptTransform (Firefox, Safari).
+const encodedStreams = typeof RTCRtpSender !== "undefined" && "createEncodedStreams" in RTCRtpSender.prototype;
+const scriptTransform = !encodedStreams && typeof RTCRtpScriptTransform !== "undefined";
+const canEncrypt = scriptTransform || encodedStreams;
+let frameKeys = null, frameFailures = 0, securityCode = null, worker = null;
+
+function frameTransform(side, rawKey, failed) {
+  let key = null, counter = 0;
+  const ready = rawKey ? crypto.subtle.importKey("raw", rawKey, "AES-GCM", false, [side === "send" ? "encrypt" : "decrypt"]).then((k) => { key = k; }) : null;
+  return new TransformStream({ async transform(frame, controller) {
+    if (!ready) { controller.enqueue(frame); return; }  // no keys: frames pass as they are
+    await ready;
+    const data = new Uint8Array(frame.data);
+    const iv = new Uint8Array(12);
+    if (side === "send") {
+      const n = counter++ >>> 0;
+      new DataView(iv.buffer).setUint32(8, n);
+      const sealed = new Uint8Array(await crypto.subtle.encrypt({ name: "AES-GCM", iv: iv }, key, data));
+      const out = new Uint8Array(sealed.length + 4);
+      out.set(sealed);
+      new DataView(out.buffer).setUint32(sealed.length, n);
+      frame.data = out.buffer;
+      controller.enqueue(frame);
+      return;
+    }
+    if (data.length <= 20) { failed(); return; }
+    iv.set(data.subarray(data.length - 4), 8);
+    try {
+      frame.data = await crypto.subtle.decrypt({ name: "AES-GCM", iv: iv }, key, data.subarray(0, data.length - 4));
+      controller.enqueue(frame);
+    } catch (e) { failed(); }  // not sealed with the node's key: dropped (the browser conceals it)
+  } });
+}
+
+function e2eeWorker() {
+  if (!worker) {
+    const source = frameTransform.toString() + `
+onrtctransform = (event) => {
+  const t = event.transformer, o = t.options;
+  t.readable.pipeThrough(frameTransform(o.side, o.key, () => self.postMessage("failed"))).pipeTo(t.writable);
+};`;
+    worker = new Worker(URL.createObjectURL(new Blob([source], { type: "text/javascript" })));
+    worker.onmessage = (e) => { if (e.data === "failed") frameFailures++; };
+  }
+  return worker;
+}
+
+// Sets up the transforms once the node's description is known: encrypting ones with its keys,
+// or (encoded streams, which must always be piped) ones that pass frames through.
+function installTransforms(peer, sdp) {
+  if (peer.e2eeInstalled) return;
+  peer.e2eeInstalled = true;
+  const m = /a=callnode-frame-keys:v1 (\S+) (\S+)/.exec(sdp);
+  const raw = (b64) => Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+  // The node's first key seals what it sends (we open with it); its second opens what we send.
+  frameKeys = m && canEncrypt ? { receive: raw(m[1]), send: raw(m[2]) } : null;
+  const attach = (endpoint, side) => {
+    const key = frameKeys ? (side === "send" ? frameKeys.send : frameKeys.receive) : null;
+    if (scriptTransform) {
+      if (key) endpoint.transform = new RTCRtpScriptTransform(e2eeWorker(), { side: side, key: key });
+    } else if (encodedStreams) {
+      const streams = endpoint.createEncodedStreams();
+      streams.readable.pipeThrough(frameTransform(side, key, () => { frameFailures++; })).pipeTo(streams.writable);
+    }
+  };
+  for (const sender of peer.getSenders()) attach(sender, "send");
+  for (const receiver of peer.getReceivers()) attach(receiver, "receive");
+  log("frames", frameKeys ? "encrypted end to end" : "not encrypted end to end", scriptTransform ? "(script transform)" : encodedStreams ? "(encoded streams)" : "(no transform API)");
+}
+
+// Tells the node this page can encrypt frames.
+function withAccept(sdp) { return canEncrypt ? sdp.replace(/\s*$/, "") + "\r\na=callnode-frame-keys:v1 accept\r\n" : sdp; }
+
+// The code the node shows too: SHA-256 over a label and both certificate fingerprints (the
+// node's identity, this page's DTLS certificate), lower one first; 12 digits in threes.
+async function showSecurityCode(peer, remoteSdp) {
+  const fp = (sdp) => { const m = /a=fingerprint:sha-256 (\S+)/i.exec(sdp || ""); return m ? Uint8Array.from(m[1].split(":"), (h) => parseInt(h, 16)) : null; };
+  const node = fp(remoteSdp), page = fp(peer.localDescription && peer.localDescription.sdp);
+  if (!node || !page) return;
+  const less = (a, b) => { for (let i = 0; i < Math.min(a.length, b.length); i++) if (a[i] !== b[i]) return a[i] < b[i]; return a.length < b.length; };
+  const [x, y] = less(node, page) ? [node, page] : [page, node];
+  const label = new TextEncoder().encode("callnode security code v1");
+  const all = new Uint8Array(label.length + x.length + y.length);
+  all.set(label); all.set(x, label.length); all.set(y, label.length + x.length);
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", all));
+  let n = 0n;
+  for (let i = 0; i < 8; i++) n = (n << 8n) | BigInt(digest[i]);
+  securityCode = (n % 1000000000000n).toString().padStart(12, "0").match(/.{3}/g).join(" ");
+  $("security").textContent = "Security code " + securityCode + (frameKeys ? " · frames encrypted end to end" : " · frames not encrypted end to end");
+  console.log("callnode-security " + JSON.stringify({ code: securityCode, frameEncryption: !!frameKeys }));
+}
 
 function state(text, detail) { $("state").textContent = text; $("detail").textContent = detail || ""; log("state", text, detail || ""); }
 function send(type, fields) {
@@ -100,7 +203,8 @@ async function microphone() {
 }
 
 async function makePeer() {
-  const peer = new RTCPeerConnection({ bundlePolicy: "max-bundle", rtcpMuxPolicy: "require" });
+  const peer = new RTCPeerConnection(Object.assign({ bundlePolicy: "max-bundle", rtcpMuxPolicy: "require" },
+                                                   encodedStreams ? { encodedInsertableStreams: true } : {}));
   pc = peer;
   pendingCandidates = []; remoteSet = false;
   for (const track of (await microphone()).getAudioTracks()) peer.addTrack(track, mic);
@@ -150,14 +254,18 @@ async function handle(message) {
     if (!pc) await makePeer();
     const answering = pc;
     await answering.setRemoteDescription({ type: "offer", sdp: message.sdp });
+    installTransforms(answering, message.sdp);
     remoteSet = true; await flushCandidates();
     await answering.setLocalDescription(await answering.createAnswer());
-    if (answering === pc) send("answer", { sdp: answering.localDescription.sdp });
+    if (answering === pc) send("answer", { sdp: withAccept(answering.localDescription.sdp) });
+    if (!securityCode) await showSecurityCode(answering, message.sdp);
     return;
   case "answer":
     if (!pc) return;  // the call ended meanwhile
     await pc.setRemoteDescription({ type: "answer", sdp: message.sdp });
+    installTransforms(pc, message.sdp);
     remoteSet = true; await flushCandidates();
+    if (!securityCode) await showSecurityCode(pc, message.sdp);
     return;
   case "candidates":
     for (const candidate of message.candidates || []) pendingCandidates.push({ candidate: candidate, sdpMid: "0", sdpMLineIndex: 0 });
@@ -200,7 +308,7 @@ async function answer() {
   const offering = pc;
   // In this protocol the callee makes the offer.
   await offering.setLocalDescription(await offering.createOffer());
-  if (offering === pc) send("offer", { sdp: offering.localDescription.sdp });
+  if (offering === pc) send("offer", { sdp: withAccept(offering.localDescription.sdp) });
 }
 
 function decline() { send("reject", { reason: "declined" }); finish("declined"); }
@@ -217,7 +325,8 @@ function finish(text, detail) {
   } else if (peer) {
     peer.close();
   }
-  call = null; role = null; connectedAt = null;
+  call = null; role = null; connectedAt = null; frameKeys = null; securityCode = null; frameFailures = 0;
+  $("security").textContent = "";
   $("remote").srcObject = null;
   state("Call " + text, detail);
   buttons(false, false);
@@ -225,7 +334,8 @@ function finish(text, detail) {
 
 async function reportStats(peer = pc) {
   if (!peer) return;
-  const out = { role: role, connection: peer.connectionState };
+  const out = { role: role, connection: peer.connectionState, frameEncryption: !!frameKeys, frameDecryptionFailures: frameFailures,
+                securityCode: securityCode };
   const report = await peer.getStats();
   report.forEach((s) => {
     if (s.type === "inbound-rtp" && s.kind === "audio") Object.assign(out, { packetsReceived: s.packetsReceived, packetsLost: s.packetsLost,

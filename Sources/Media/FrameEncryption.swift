@@ -1,12 +1,15 @@
 import Crypto
+import Foundation
 
-/// An end-to-end layer over each Opus payload, under SRTP: AES-256-GCM with a key both peers
-/// agreed over signaling, so the audio stays private even if the SRTP keys leak (the idea
-/// SimpleX's calls use).
+/// An end-to-end layer over each Opus frame, under SRTP: AES-256-GCM with keys only the two
+/// peers hold (``FrameKeyAgreement``), so the audio stays private even if the SRTP keys leak or
+/// a relay or media server sits in the path (the idea SimpleX's calls use).
 ///
-/// The nonce is the packet's SSRC, timestamp and sequence number — unique per packet of a
-/// call — so nothing extra is sent but the 16-byte tag. Those header fields are also the
-/// additional authenticated data: a payload cannot be moved to another packet.
+/// A sealed frame is `ciphertext ‖ 16-byte tag ‖ 4-byte counter` (big-endian): the counter
+/// counts the sender's frames, and the nonce is 8 zero bytes and that counter, unique for the
+/// key (every call and direction has its own). The frame carries what it needs to be opened,
+/// so a browser's encoded-transform code (which sees frames before RTP numbers them) seals and
+/// opens the same format, and a redundant copy opens like its original.
 public struct FrameEncryptionKey: Sendable, Equatable, CustomStringConvertible {
     let key: SymmetricKey
 
@@ -16,12 +19,14 @@ public struct FrameEncryptionKey: Sendable, Equatable, CustomStringConvertible {
         key = SymmetricKey(data: bytes)
     }
 
+    init(_ key: SymmetricKey) { self.key = key }
+
     /// A fresh random key.
     public static func random() -> FrameEncryptionKey {
-        try! FrameEncryptionKey(bytes: SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) })  // 32 bytes by construction
+        FrameEncryptionKey(SymmetricKey(size: .bits256))
     }
 
-    /// The key as base64, for signaling.
+    /// The key as base64, for the page's authenticated WebSocket.
     public var base64: String { key.withUnsafeBytes { Base64.encode(Array($0)) } }
 
     /// Parses ``base64``.
@@ -34,31 +39,86 @@ public struct FrameEncryptionKey: Sendable, Equatable, CustomStringConvertible {
     public var description: String { "frame encryption key (redacted)" }
 }
 
-/// Seals and opens payloads with a ``FrameEncryptionKey``.
+/// A call's two frame keys: ours seals what we send, the peer's opens what we receive.
+public struct FrameKeys: Sendable, Equatable {
+    public var outbound: FrameEncryptionKey
+    public var inbound: FrameEncryptionKey
+
+    public init(outbound: FrameEncryptionKey, inbound: FrameEncryptionKey) {
+        self.outbound = outbound
+        self.inbound = inbound
+    }
+
+    /// One key both ways (tests and fixed set-ups).
+    public init(shared: FrameEncryptionKey) {
+        self.init(outbound: shared, inbound: shared)
+    }
+}
+
+/// Agrees a call's frame keys over the signaling channel: each side sends an ephemeral X25519
+/// public key (its share) inside the mutually authenticated, pinned TLS connection — through a
+/// relay too, which splices TLS it cannot read — and both derive, with HKDF-SHA256 over the
+/// shared secret, one key per direction, bound to the call ID and both identities. Nobody else
+/// can derive them, they are never sent, and every call has new ones.
+public struct FrameKeyAgreement: Sendable {
+    private let privateKey: Curve25519.KeyAgreement.PrivateKey
+
+    public init() { privateKey = Curve25519.KeyAgreement.PrivateKey() }
+
+    /// This side's share (base64 of the X25519 public key), for the peer.
+    public var share: String { privateKey.publicKey.rawRepresentation.base64EncodedString() }
+
+    /// The call's keys from the peer's share.
+    /// - Parameters:
+    ///   - call: the call's ID (both sides use the caller's).
+    ///   - caller, callee: the two identities (certificate fingerprints, hex), caller first.
+    ///   - isCaller: which of the two this side is.
+    /// - Throws: ``SRTPKeyError/malformed(_:)`` when the share is not an X25519 public key.
+    public func keys(peerShare: String, call: UUID, caller: String, callee: String, isCaller: Bool) throws(SRTPKeyError) -> FrameKeys {
+        guard let raw = Data(base64Encoded: peerShare),
+              let peer = try? Curve25519.KeyAgreement.PublicKey(rawRepresentation: raw),
+              let secret = try? privateKey.sharedSecretFromKeyAgreement(with: peer) else {
+            throw .malformed("the peer's frame key share is not an X25519 public key")
+        }
+        let salt = withUnsafeBytes(of: call.uuid) { Data($0) }
+        func derive(_ direction: String) -> FrameEncryptionKey {
+            let info = Data("callnode frame key v1|\(caller)|\(callee)|\(direction)".utf8)
+            return FrameEncryptionKey(secret.hkdfDerivedSymmetricKey(using: SHA256.self, salt: salt, sharedInfo: info, outputByteCount: 32))
+        }
+        let fromCaller = derive("caller-to-callee"), fromCallee = derive("callee-to-caller")
+        return isCaller ? FrameKeys(outbound: fromCaller, inbound: fromCallee) : FrameKeys(outbound: fromCallee, inbound: fromCaller)
+    }
+}
+
+/// Seals frames with the outbound key (counting them) and opens frames with the inbound one.
 struct FrameCipher {
     static let tagLength = 16
-    let key: FrameEncryptionKey
+    static let overhead = tagLength + 4
+    let keys: FrameKeys
+    private var counter: UInt32 = 0
 
-    private static func nonce(ssrc: UInt32, timestamp: UInt32, sequence: UInt16) -> [UInt8] {
-        [UInt8(ssrc >> 24), UInt8((ssrc >> 16) & 0xFF), UInt8((ssrc >> 8) & 0xFF), UInt8(ssrc & 0xFF),
-         UInt8(timestamp >> 24), UInt8((timestamp >> 16) & 0xFF), UInt8((timestamp >> 8) & 0xFF), UInt8(timestamp & 0xFF),
-         UInt8(sequence >> 8), UInt8(sequence & 0xFF), 0xCA, 0x11]
+    init(keys: FrameKeys) { self.keys = keys }
+
+    private static func nonce(_ counter: UInt32) -> [UInt8] {
+        [0, 0, 0, 0, 0, 0, 0, 0, UInt8(counter >> 24), UInt8((counter >> 16) & 0xFF), UInt8((counter >> 8) & 0xFF), UInt8(counter & 0xFF)]
     }
 
-    func seal(_ payload: [UInt8], ssrc: UInt32, timestamp: UInt32, sequence: UInt16) throws -> [UInt8] {
-        let nonce = Self.nonce(ssrc: ssrc, timestamp: timestamp, sequence: sequence)
-        let box = try AES.GCM.seal(payload, using: key.key, nonce: AES.GCM.Nonce(data: nonce), authenticating: nonce)
-        return Array(box.ciphertext) + Array(box.tag)
+    mutating func seal(_ frame: [UInt8]) throws -> [UInt8] {
+        let count = counter
+        counter &+= 1
+        let box = try AES.GCM.seal(frame, using: keys.outbound.key, nonce: AES.GCM.Nonce(data: Self.nonce(count)))
+        return Array(box.ciphertext) + Array(box.tag) + [UInt8(count >> 24), UInt8((count >> 16) & 0xFF), UInt8((count >> 8) & 0xFF), UInt8(count & 0xFF)]
     }
 
-    /// `nil` when the payload was not sealed with this key for this packet.
-    func open(_ sealed: [UInt8], ssrc: UInt32, timestamp: UInt32, sequence: UInt16) -> [UInt8]? {
-        guard sealed.count > Self.tagLength else { return nil }
-        let nonce = Self.nonce(ssrc: ssrc, timestamp: timestamp, sequence: sequence)
-        guard let gcmNonce = try? AES.GCM.Nonce(data: nonce),
-              let box = try? AES.GCM.SealedBox(nonce: gcmNonce, ciphertext: sealed.dropLast(Self.tagLength),
-                                                tag: sealed.suffix(Self.tagLength)),
-              let plain = try? AES.GCM.open(box, using: key.key, authenticating: nonce) else { return nil }
+    /// `nil` when the frame was not sealed with the peer's key.
+    func open(_ sealed: [UInt8]) -> [UInt8]? {
+        guard sealed.count > Self.overhead else { return nil }
+        let n = sealed.count
+        let count = UInt32(sealed[n - 4]) << 24 | UInt32(sealed[n - 3]) << 16 | UInt32(sealed[n - 2]) << 8 | UInt32(sealed[n - 1])
+        guard let nonce = try? AES.GCM.Nonce(data: Self.nonce(count)),
+              let box = try? AES.GCM.SealedBox(nonce: nonce, ciphertext: sealed[..<(n - Self.overhead)],
+                                                tag: sealed[(n - Self.overhead)..<(n - 4)]),
+              let plain = try? AES.GCM.open(box, using: keys.inbound.key) else { return nil }
         return Array(plain)
     }
 }

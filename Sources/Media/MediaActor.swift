@@ -27,7 +27,7 @@ public actor MediaActor: MediaClockClient {
     let decoder: OpusDecoder
     let outbound: SRTPSession
     let inbound: SRTPSession
-    let frameCipher: FrameCipher?
+    var frameCipher: FrameCipher?
     let inbox = Inbox()
 
     var jitter: JitterBuffer
@@ -122,7 +122,7 @@ public actor MediaActor: MediaClockClient {
         } catch {
             throw .crypto(error.description)
         }
-        frameCipher = keys.frameEncryption.map { FrameCipher(key: $0) }
+        frameCipher = keys.frameEncryption.map { FrameCipher(keys: $0) }
         self.configuration = configuration
         self.transport = transport
         self.clock = clock
@@ -411,7 +411,6 @@ public actor MediaActor: MediaClockClient {
             reception.record(sequence: packet.sequenceNumber, timestamp: packet.timestamp, ssrc: packet.ssrc, arrival: arrival)
             return
         }
-        guard let payload = open(primary, of: packet, framesBack: 0) else { return }
         if let previous = remoteSSRC, previous != packet.ssrc {
             // An authentic packet of a new stream: its numbering has nothing to do with the old one's.
             jitter.restart()
@@ -420,6 +419,9 @@ public actor MediaActor: MediaClockClient {
         stats.packetsReceived += 1
         stats.bytesReceived += packet.payload.count
         reception.record(sequence: packet.sequenceNumber, timestamp: packet.timestamp, ssrc: packet.ssrc, arrival: arrival)
+        // Authentic and counted as received (the sender is not told of loss), but a frame that
+        // does not open under the frame key is never played.
+        guard let payload = open(primary) else { return }
         jitter.insert(sequence: packet.sequenceNumber, timestamp: packet.timestamp, payload: payload, arrival: arrival)
         // Redundant copies of earlier frames (a sender repeats the frames of earlier packets, so
         // k frames back is k sequence numbers back). Other blocks (another codec, another
@@ -434,20 +436,17 @@ public actor MediaActor: MediaClockClient {
             let offset = UInt32(block.timestampOffset)
             guard offset % timestampStep == 0, (1...UInt32(MediaConfiguration.deepestRedundantFrame)).contains(offset / timestampStep) else { continue }
             let back = UInt16(offset / timestampStep)
-            guard let copy = open(block.payload, of: packet, framesBack: back) else { continue }
+            guard let copy = open(block.payload) else { continue }
             jitter.insertRedundant(sequence: packet.sequenceNumber &- back, timestamp: packet.timestamp &- offset,
                                    payload: copy, arrival: arrival)
         }
     }
 
-    /// A frame's payload as the codec needs it: opened if frames are encrypted end to end
-    /// (sealed under its own packet's sequence number and timestamp, `framesBack` before this
-    /// packet's for a redundant copy); `nil`, counted, if it does not open.
-    func open(_ body: [UInt8], of packet: RTPPacket, framesBack: UInt16) -> [UInt8]? {
+    /// A frame's payload as the codec needs it: opened if frames are encrypted end to end;
+    /// `nil`, counted, if it does not open.
+    func open(_ body: [UInt8]) -> [UInt8]? {
         guard let frameCipher else { return body }
-        guard let opened = frameCipher.open(body, ssrc: packet.ssrc,
-                                            timestamp: packet.timestamp &- UInt32(framesBack) &* timestampStep,
-                                            sequence: packet.sequenceNumber &- framesBack) else {
+        guard let opened = frameCipher.open(body) else {
             stats.frameDecryptionFailures += 1
             return nil
         }
@@ -508,8 +507,8 @@ public actor MediaActor: MediaClockClient {
             return
         }
         var body = Array(payload)
-        if let frameCipher {
-            guard let sealed = try? frameCipher.seal(body, ssrc: ssrc, timestamp: timestamp, sequence: sequence) else { return }
+        if frameCipher != nil {
+            guard let sealed = try? frameCipher?.seal(body) else { return }
             body = sealed
         }
         var payloadType = configuration.payloadType

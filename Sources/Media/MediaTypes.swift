@@ -151,13 +151,13 @@ extension MediaConfiguration {
 }
 
 /// The keys of a call: our SRTP key protects what we send, the peer's checks what we receive;
-/// an optional frame key, shared by both peers, adds end-to-end encryption of every payload.
+/// optional frame keys add end-to-end encryption of every frame under SRTP.
 public struct MediaKeys: Sendable, Equatable {
     public var outbound: SRTPKey
     public var inbound: SRTPKey
-    /// When set (on both sides, the same key), payloads are sealed end to end under SRTP.
-    public var frameEncryption: FrameEncryptionKey?
-    public init(outbound: SRTPKey, inbound: SRTPKey, frameEncryption: FrameEncryptionKey? = nil) {
+    /// When set, frames are sealed end to end under SRTP (``FrameKeyAgreement``).
+    public var frameEncryption: FrameKeys?
+    public init(outbound: SRTPKey, inbound: SRTPKey, frameEncryption: FrameKeys? = nil) {
         self.outbound = outbound
         self.inbound = inbound
         self.frameEncryption = frameEncryption

@@ -159,31 +159,40 @@ struct MediaBench: AsyncParsableCommand {
         var configuration = MediaConfiguration(opus: opus)
         configuration.statisticsInterval = .seconds(3600)
 
-        // 1. CPU per leg, interleaved with the bare loop.
-        var ratios: [Double] = [], legCPU: [Double] = [], bareCPU: [Double] = []
-        for _ in 0..<runs {
+        // 1. CPU per leg, interleaved with the bare loop and with the same call with frames
+        //    encrypted end to end.
+        var ratios: [Double] = [], legCPU: [Double] = [], bareCPU: [Double] = [], sealedCPU: [Double] = []
+        func measuredCall(frameEncryption: Bool) async throws -> Double {
             let clock = MediaClock.manual()
-            let call = try await Self.makeCall(clock: clock, speech: speech, configuration: configuration)
+            let call = try await Self.makeCall(clock: clock, speech: speech, configuration: configuration, frameEncryption: frameEncryption)
             let start = BareMediaBenchmark.cpuTime()
             await clock.advance(frames: seconds * 50)
             let callCPU = (BareMediaBenchmark.cpuTime() - start).seconds
             // Both legs must have sent, received and played every frame, or the figure is void.
             let sa = await call.0.statistics, sb = await call.1.statistics
             guard min(sa.packetsSent, sb.packetsSent) == seconds * 50,
-                  min(sa.jitterBuffer.packetsPlayed, sb.jitterBuffer.packetsPlayed) >= seconds * 50 - 2 else {
+                  min(sa.jitterBuffer.packetsPlayed, sb.jitterBuffer.packetsPlayed) >= seconds * 50 - 2,
+                  sa.frameDecryptionFailures + sb.frameDecryptionFailures == 0 else {
                 throw ValidationError("the measured call did not carry every frame: sent \(sa.packetsSent)/\(sb.packetsSent), played \(sa.jitterBuffer.packetsPlayed)/\(sb.jitterBuffer.packetsPlayed)")
             }
             await call.0.stop(); await call.1.stop()
+            return callCPU / Double(2 * seconds)
+        }
+        for _ in 0..<runs {
+            let perLeg = try await measuredCall(frameEncryption: false)
+            sealedCPU.append(try await measuredCall(frameEncryption: true))
             guard let bare = BareMediaBenchmark.run(frames: 2 * seconds * 50, pcm: speech, bitrate: Int32(bitrate), complexity: Int32(complexity),
                                                     expectedLossPercent: Int32(opus.expectedLossPercent)) else {
                 throw ValidationError("the bare Opus/SRTP loop failed")
             }
-            let perLeg = callCPU / Double(2 * seconds), barePerLeg = bare.seconds / Double(2 * seconds)
+            let barePerLeg = bare.seconds / Double(2 * seconds)
             legCPU.append(perLeg); bareCPU.append(barePerLeg); ratios.append(perLeg / barePerLeg)
         }
         let median = { (xs: [Double]) in xs.sorted()[xs.count / 2] }
         print(String(format: "media cpu: %.4f s per leg per call-second (bare Opus+SRTP %.4f), ratio %.2f (median of %d; min %.2f, max %.2f); %d kbit/s, complexity %d",
                      median(legCPU), median(bareCPU), median(ratios), runs, ratios.min()!, ratios.max()!, bitrate / 1000, complexity))
+        print(String(format: "media cpu with frame encryption: %.4f s per leg per call-second, %+.1f %% over the same call without (median of %d)",
+                     median(sealedCPU), (median(sealedCPU) / median(legCPU) - 1) * 100, runs))
 
         // 2. Legs in real time, against the same clock ticking nothing (this machine's own
         //    scheduling noise, measured in the same run).
@@ -275,12 +284,16 @@ struct MediaBench: AsyncParsableCommand {
         guard status == 0, FileManager.default.fileExists(atPath: path) else { throw ValidationError("gnuplot could not draw \(path)") }
     }
 
-    static func makeCall(clock: MediaClock, speech: [Int16], configuration: MediaConfiguration) async throws -> (MediaActor, MediaActor) {
+    static func makeCall(clock: MediaClock, speech: [Int16], configuration: MediaConfiguration,
+                         frameEncryption: Bool = false) async throws -> (MediaActor, MediaActor) {
         let link = InMemoryMediaLink(clock: clock)
         let keyA = SRTPKey.random(), keyB = SRTPKey.random()
-        let a = try MediaActor(configuration: configuration, transport: link.a, keys: MediaKeys(outbound: keyA, inbound: keyB),
+        let frameA = FrameEncryptionKey.random(), frameB = FrameEncryptionKey.random()
+        let a = try MediaActor(configuration: configuration, transport: link.a,
+                               keys: MediaKeys(outbound: keyA, inbound: keyB, frameEncryption: frameEncryption ? FrameKeys(outbound: frameA, inbound: frameB) : nil),
                                source: WAVFileSource(samples: speech, format: AudioFormat(), loops: true), sink: NullSink(), clock: clock)
-        let b = try MediaActor(configuration: configuration, transport: link.b, keys: MediaKeys(outbound: keyB, inbound: keyA),
+        let b = try MediaActor(configuration: configuration, transport: link.b,
+                               keys: MediaKeys(outbound: keyB, inbound: keyA, frameEncryption: frameEncryption ? FrameKeys(outbound: frameB, inbound: frameA) : nil),
                                source: WAVFileSource(samples: speech, format: AudioFormat(), loops: true), sink: NullSink(), clock: clock)
         try await a.start()
         try await b.start()

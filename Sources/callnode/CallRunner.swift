@@ -59,6 +59,8 @@ final class CallRunner {
     private var connectedCalls: [UUID] = []
     private let isTerminal = isatty(1) == 1
     private var statusShown = false
+    /// Each call's media protection, for the status line.
+    private var securities: [UUID: MediaSecurity] = [:]
     private var keyboard: RawKeyboard?
     /// Ring the first web page that connects (`callnode web --ring-page`).
     private var ringsWebPage: Bool
@@ -321,8 +323,12 @@ final class CallRunner {
             line("ICE pair: \(pair.localType.rawValue) \(pair.local) ↔ \(pair.remoteType.rawValue) \(pair.remote) (\(pair.transport.rawValue))")
         case let .connected(_, setup):
             line("connected in \(Self.milliseconds(setup)) ms")
-        case let .secured(_, security):
+        case let .secured(uuid, security):
+            securities[uuid] = security
             line("media secured: \(security)")
+            if let code = security.securityCode {
+                line("security code: \(code)  (the other side sees the same digits: compare them aloud)")
+            }
         case let .webPage(connected, from):
             line(connected ? "a web page connected from \(from)" : "the web page at \(from) left")
         case let .firstAudio(_, after):
@@ -413,7 +419,8 @@ final class CallRunner {
             : conference.count > 1 ? " in conference with \(conference.compactMap { peers[$0] }.sorted().joined(separator: ", "))"
             : peers[uuid].map { " with \($0)" } ?? ""
         let keys = connectedCalls.count > 1 || !ringing.isEmpty ? "a e m h s c u 0-9 q" : "m h 0-9 o q"
-        let text = "\r\u{1B}[2K● \(what)\(with)\(others) | pair \(pair) | RTT \(rtt) | loss \(s.packetsLost) | jitter \(Self.milliseconds(s.jitter)) ms | \(s.sendBitrate / 1000)/\(s.receiveBitrate / 1000) kbit/s | level \(Int(s.sendLevel))/\(Int(s.receiveLevel)) dB | \(keys)"
+        let e2e = securities[uuid].map { $0.frameEncryption ? " | e2e \($0.securityCode ?? "")" : " | no e2e" } ?? ""
+        let text = "\r\u{1B}[2K● \(what)\(with)\(others)\(e2e) | pair \(pair) | RTT \(rtt) | loss \(s.packetsLost) | jitter \(Self.milliseconds(s.jitter)) ms | \(s.sendBitrate / 1000)/\(s.receiveBitrate / 1000) kbit/s | level \(Int(s.sendLevel))/\(Int(s.receiveLevel)) dB | \(keys)"
         FileHandle.standardOutput.write(Data(text.utf8))
         statusShown = true
     }
@@ -457,6 +464,8 @@ final class CallRunner {
                                          "suite": security.suite]
             if let handshake = security.handshake { object["handshake_ms"] = milliseconds(handshake) }
             if let fingerprint = security.peerFingerprint { object["peer_fingerprint"] = fingerprint }
+            object["frame_encryption"] = security.frameEncryption
+            if let code = security.securityCode { object["security_code"] = code }
             return object
         case let .selectedPair(uuid, pair):
             return ["event": "selected-pair", "call": uuid.uuidString, "local_type": pair.localType.rawValue,

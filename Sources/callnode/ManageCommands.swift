@@ -35,7 +35,7 @@ struct Identity: AsyncParsableCommand {
 struct Contacts: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Manage contacts: names for the fingerprints that may call you and that you call.",
-        subcommands: [Add.self, List.self, Remove.self], defaultSubcommand: List.self)
+        subcommands: [Add.self, List.self, Show.self, Remove.self], defaultSubcommand: List.self)
 
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Add or replace a contact.")
@@ -72,6 +72,32 @@ struct Contacts: AsyncParsableCommand {
                 let blocked = store.directory.isBlocked(CallHandle(.generic, contact.fingerprint)) ? "  [blocked]" : ""
                 print("\(contact.name)\t\(contact.fingerprint)\t\(contact.address ?? "-")\(blocked)")
             }
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show a contact and the security code of calls with it.",
+            discussion: "The security code comes from both identities: on a call, both sides show the same 12 digits; read them aloud to check that nobody sits between you.")
+        @OptionGroup var home: HomeOption
+        @Argument(help: "The contact's name.") var name: String
+        func run() async throws {
+            let store = try openStore(home.home)
+            guard let contact = store.contacts.named(name), let theirs = Fingerprint(contact.fingerprint) else {
+                printError("callnode: no contact named '\(name)' (see callnode contacts list)")
+                throw ExitCode(1)
+            }
+            let ours: NodeIdentity
+            do { ours = try NodeIdentity.loadOrCreate(home: home.home).identity } catch {
+                printError("callnode: \(error)")
+                throw ExitCode(1)
+            }
+            let blocked = store.directory.isBlocked(CallHandle(.generic, contact.fingerprint))
+            print("name:          \(contact.name)")
+            print("fingerprint:   \(contact.fingerprint)")
+            print("address:       \(contact.address ?? "-")")
+            print("blocked:       \(blocked ? "yes" : "no")")
+            print("security code: \(SecurityCode.between(ours.fingerprint, theirs))")
         }
     }
 

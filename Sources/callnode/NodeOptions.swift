@@ -89,6 +89,9 @@ struct NodeOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("How this node's offers key SRTP: dtls (the default: a DTLS-SRTP handshake on the media path; ephemeral keys, forward secrecy, what browsers speak) or sdes (keys inside the signaled SDP). Answers follow the offer.", valueName: "KIND"))
     var keyExchange: String?
 
+    @Option(name: .long, help: ArgumentHelp("End-to-end encryption of every frame under SRTP, with keys agreed inside the pinned signaling TLS (through a relay too): preferred (the default: when the peer can), required (refuse a peer that cannot, saying why) or off.", valueName: "WHEN"))
+    var frameEncryption: String?
+
     @Flag(name: .long, inversion: .prefixedNo, help: "Playback only: never open a microphone; calls send silence and play the other side.")
     var playbackOnly: Bool?
 
@@ -115,7 +118,7 @@ struct NodeOptions: ParsableArguments {
         put("voice-processing", voiceProcessing); put("prepare-recording", prepareRecording)
         put("app-owned-audio", appOwnedAudio); put("duration", duration); put("bitrate", bitrate)
         put("frame-ms", frameMs); put("redundancy", redundancy); put("ice-restart", iceRestart)
-        put("resume-window", resumeWindow); put("key-exchange", keyExchange); put("playback-only", playbackOnly)
+        put("resume-window", resumeWindow); put("key-exchange", keyExchange); put("frame-encryption", frameEncryption); put("playback-only", playbackOnly)
         put("hold-audio", holdAudio); put("metrics", metrics)
         put("stun", network.stun); put("turn-file", network.turnFile); put("relay-only", network.relayOnly)
         put("ice-tcp", network.iceTcp); put("consent-freshness", network.consentFreshness)
@@ -168,6 +171,8 @@ struct NodeOptions: ParsableArguments {
         setup.iceRestart = try read.number("ice-restart", iceRestart, 0...3600, "0–3600 seconds (0: never)") ?? 5
         setup.resumeWindow = try read.number("resume-window", resumeWindow, 1...3600, "1–3600 seconds") ?? 30
         setup.keyExchange = try read.parsed("key-exchange", keyExchange, "dtls or sdes", KeyExchange.init(rawValue:)) ?? .dtls
+        setup.frameEncryption = try read.parsed("frame-encryption", frameEncryption, "required, preferred or off",
+                                                FrameEncryptionPolicy.init(rawValue:)) ?? .preferred
         setup.playbackOnly = try read.flag("playback-only", playbackOnly)
         let holdSetting = try read.resolved("hold-audio", holdAudio)
         guard let hold = HoldAudio(holdSetting.value ?? "silence") else {
@@ -212,6 +217,7 @@ struct NodeSetup {
     var iceRestart: Double = 5
     var resumeWindow: Double = 30
     var keyExchange = KeyExchange.dtls
+    var frameEncryption = FrameEncryptionPolicy.preferred
     var playbackOnly = false
     var holdAudio = HoldAudio.silence
     var metrics: SignalAddress?
@@ -264,6 +270,7 @@ struct NodeSetup {
         configuration.voiceProcessing = voiceProcessing
         configuration.recordingAlwaysPrepared = prepareRecording
         configuration.keyExchange = keyExchange
+        configuration.frameEncryption = frameEncryption
         configuration.iceRestartInterval = iceRestart > 0 ? .milliseconds(Int(iceRestart * 1000)) : nil
         configuration.resumeWindow = .milliseconds(Int(resumeWindow * 1000))
         var media = MediaConfiguration()

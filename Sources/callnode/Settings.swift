@@ -28,6 +28,7 @@ let settingKeys: [SettingKey] = [
     SettingKey("ice-restart", default: "5"),
     SettingKey("resume-window", default: "30"),
     SettingKey("key-exchange", default: KeyExchange.dtls.rawValue),
+    SettingKey("frame-encryption", default: FrameEncryptionPolicy.preferred.rawValue),
     SettingKey("playback-only", .flag, default: "false"),
     SettingKey("hold-audio", default: "silence"),
     SettingKey("metrics"),

@@ -1,4 +1,4 @@
-import CallNode
+@testable import CallNode
 import CallNodeTestSupport
 import Foundation
 import Testing
@@ -155,13 +155,15 @@ struct BrowserCallTests {
 
     /// A node for the browser: ICE on the veth address, the web port there too, speech in,
     /// a WAV recording out, answering at once.
-    static func node(_ network: BrowserNetwork, speech: String, recording: String, https: Bool = false) async throws -> (CallNode, SignalAddress) {
+    static func node(_ network: BrowserNetwork, speech: String, recording: String, https: Bool = false,
+                     configure: (inout CallNodeConfiguration) -> Void = { _ in }) async throws -> (CallNode, SignalAddress) {
         var configuration = CallNodeConfiguration(home: network.directory + "/home")
         configuration.displayName = "node"
         configuration.listenAddress = nil
         configuration.ice.localAddresses = [network.nodeAddress]
         configuration.audio = NodeAudioBackend(input: .wav(speech), output: .wav(recording))
         configuration.autoAnswer = true
+        configure(&configuration)
         let node = try await CallNode(configuration: configuration)
         await node.start()
         let web = try await node.serveWeb(host: network.nodeAddress, port: 0, secret: Self.secret,
@@ -211,6 +213,12 @@ struct BrowserCallTests {
         // DTLS server and picks its first choice, AES-GCM.
         #expect(security.keyExchange == .dtls && security.handshake != nil && security.suite == "AEAD_AES_128_GCM")
         print("node: \(security)")
+        // Frames are encrypted end to end with the page too, and the page shows the node's code.
+        #expect(security.frameEncryption)
+        let code = try #require(security.securityCode)
+        try await network.waitForConsole("callnode-security")
+        #expect(network.console.contains { $0.contains("callnode-security") && $0.contains(code) && $0.contains("true") },
+                "node code \(code); page: \(network.console.filter { $0.contains("callnode-security") })")
         // The page hangs up after 7 s connected.
         guard case let .ended(_, reason, detail, duration) = try await TwoNodeTests.next(events, within: .seconds(30), where: {
             if case .ended(call, _, _, _) = $0 { true } else { false }
@@ -221,12 +229,43 @@ struct BrowserCallTests {
         network.closeBrowser()
         try Self.checkBrowserHeard(network, nodeSuite: security.suite)
         #expect(network.pageErrors.isEmpty, "the page had JavaScript errors: \(network.pageErrors)")
+        let pageStats = try #require(network.stats.last)
+        #expect(pageStats["frameEncryption"] as? Bool == true && pageStats["frameDecryptionFailures"] as? Int == 0, "\(pageStats)")
 
         // The node's recording holds what the browser's microphone played.
         let sent = try WAV.read(path: browserSpeech).samples, heard = try WAV.read(path: recording).samples
         let correlation = AudioAlignment.piecewise(sent: sent, received: heard, from: 48_000, to: 48_000 * 6)
         print("browser → node: recording correlates \(String(format: "%.2f", correlation)) with the browser's input")
         #expect(correlation >= 0.6, "the node's recording does not hold the browser's speech (\(correlation))")
+        await node.shutdown()
+    }
+
+    /// A node whose frame key for the page's frames is wrong hears nothing (each frame counted as
+    /// a failure) while the page, whose key for the node's frames is right, still hears the node.
+    @Test func aNodeWithAWrongFrameKeyHearsNothingFromThePage() async throws {
+        let network = try BrowserNetwork("wrongkey")
+        defer { network.teardown() }
+        let browserSpeech = try Self.speech(network.directory + "/browser-in.wav", seed: 25)
+        let nodeSpeech = try Self.speech(network.directory + "/node-in.wav", seed: 26)
+        let recording = network.directory + "/node-out.wav"
+        let (node, web) = try await Self.node(network, speech: nodeSpeech, recording: recording) { configuration in
+            configuration.frameKeyAdjustment = { keys in FrameKeys(outbound: keys.outbound, inbound: .random()) }
+        }
+        let events = node.events()
+        try network.open("http://\(web)/#secret=\(Self.secret)&call=1&stats=1&raw=1&hangup=5&name=wrong", microphone: browserSpeech)
+        guard case let .incoming(call, _, _, _) = try await TwoNodeTests.next(events, within: .seconds(30), where: {
+            if case .incoming = $0 { true } else { false }
+        }) else { return }
+        guard case let .statistics(_, heard) = try await TwoNodeTests.next(events, within: .seconds(30), where: {
+            if case let .statistics(call2, s) = $0 { call2 == call && s.packetsReceived > 100 } else { false }
+        }) else { return }
+        #expect(heard.frameDecryptionFailures >= 100, "\(heard.frameDecryptionFailures) failures")
+        #expect(heard.receiveLevel < -60, "the node heard the page: \(heard.receiveLevel) dB")
+        _ = try await TwoNodeTests.next(events, within: .seconds(30)) { if case .ended(call, _, _, _) = $0 { true } else { false } }
+        try await network.waitForConsole("state Call hung up")
+        network.closeBrowser()
+        let pageStats = try #require(network.stats.last)
+        #expect(pageStats["frameDecryptionFailures"] as? Int == 0 && (pageStats["totalAudioEnergy"] as? Double ?? 0) > 0.001, "\(pageStats)")
         await node.shutdown()
     }
 

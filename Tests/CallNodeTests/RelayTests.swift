@@ -38,6 +38,10 @@ extension RealTimeTests {
         let call = try await alice.call(.contact("bob"))
         guard case let .incoming(_, from, name, _) = try await TwoNodeTests.next(bobEvents, where: { if case .incoming = $0 { true } else { false } }) else { return }
         #expect(from == alice.identity.fingerprint && name == "alice")
+        // Frames are encrypted end to end through the relay too (keys agreed inside the spliced TLS).
+        guard case let .secured(_, security) = try await TwoNodeTests.next(bobEvents, where: { if case .secured = $0 { true } else { false } })
+        else { return }
+        #expect(security.frameEncryption && security.securityCode == SecurityCode.between(alice.identity.fingerprint, bob.identity.fingerprint))
         _ = try await TwoNodeTests.next(bobEvents) { if case let .statistics(_, s) = $0 { s.packetsReceived > 25 && s.receiveLevel > -40 } else { false } }
         try await alice.hangUp(call)
         _ = try await TwoNodeTests.next(bobEvents) { if case let .ended(_, reason, _, _) = $0 { reason == .remoteEnded } else { false } }

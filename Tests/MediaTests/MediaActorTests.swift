@@ -1,5 +1,6 @@
 import Media
 import RTP
+import Foundation
 import Testing
 
 #if canImport(Glibc)
@@ -28,10 +29,10 @@ import Glibc
         clock.add(link)
         let keyA = SRTPKey.random(), keyB = SRTPKey.random()
         let a = try MediaActor(configuration: configuration, transport: link.a,
-                               keys: MediaKeys(outbound: keyA, inbound: keyB, frameEncryption: frameKeys.0),
+                               keys: MediaKeys(outbound: keyA, inbound: keyB, frameEncryption: frameKeys.0.map { FrameKeys(shared: $0) }),
                                source: source, sink: NullSink(), clock: clock)
         let b = try MediaActor(configuration: configuration, transport: link.b,
-                               keys: MediaKeys(outbound: keyB, inbound: keyA, frameEncryption: frameKeys.1),
+                               keys: MediaKeys(outbound: keyB, inbound: keyA, frameEncryption: frameKeys.1.map { FrameKeys(shared: $0) }),
                                source: SilenceSource(), sink: sink, clock: clock)
         return Call(clock: clock, link: link, a: a, b: b)
     }
@@ -477,7 +478,7 @@ import Glibc
         #expect(Double(always.bytesSent) > 1.8 * Double(off.bytesSent))
     }
 
-    @Test func redundantCopiesOfEncryptedFramesOpenUnderTheirOwnPacketsNumbers() async throws {
+    @Test func redundantCopiesOfEncryptedFramesOpenLikeTheirOriginals() async throws {
         let shared = FrameEncryptionKey.random()
         let call = try Self.makeCall(source: ToneSource(amplitude: 0.5), sink: NullSink(), conditions: LinkConditions(loss: 0.2),
                                      seed: 9, configuration: Self.redundant(.always), frameKeys: (shared, shared))
@@ -616,5 +617,19 @@ import Glibc
         #expect(!events.contains(.inboundStalled))
         #expect(statistics.jitterBuffer.skipped == stalled)
         #expect(statistics.jitterBuffer.late == 0)
+    }
+
+    @Test func bothSidesAgreeOnFrameKeysThatDifferByDirectionCallAndPeer() throws {
+        let caller = FrameKeyAgreement(), callee = FrameKeyAgreement(), stranger = FrameKeyAgreement()
+        let call = UUID(), a = String(repeating: "a", count: 64), b = String(repeating: "b", count: 64)
+        let mine = try caller.keys(peerShare: callee.share, call: call, caller: a, callee: b, isCaller: true)
+        let theirs = try callee.keys(peerShare: caller.share, call: call, caller: a, callee: b, isCaller: false)
+        #expect(mine.outbound == theirs.inbound && mine.inbound == theirs.outbound)
+        #expect(mine.outbound != mine.inbound)
+        #expect(try caller.keys(peerShare: callee.share, call: UUID(), caller: a, callee: b, isCaller: true) != mine)
+        #expect(try caller.keys(peerShare: callee.share, call: call, caller: a, callee: String(repeating: "c", count: 64), isCaller: true) != mine)
+        // Someone who swapped in their own share ends up with other keys than either side.
+        #expect(try stranger.keys(peerShare: caller.share, call: call, caller: a, callee: b, isCaller: false) != theirs)
+        #expect(throws: SRTPKeyError.self) { try caller.keys(peerShare: "not a key", call: call, caller: a, callee: b, isCaller: true) }
     }
 }
