@@ -137,6 +137,12 @@ extension RealTimeTests {
         #expect(during.contains("callnode_call_jitter_seconds{call=") && during.contains("callnode_call_rtt_seconds{call="))
         #expect(during.contains("callnode_ice_selected_pairs_total{local=\"host\",remote=\"host\"}"), "\(during)")
         #expect(second.wait() == 0, "\(events("known"))")
+        // Frames were encrypted end to end (the default), and the code matches `contacts show`.
+        let secured = try #require(events("known").first { $0["event"] as? String == "secured" })
+        #expect(secured["frame_encryption"] as? Bool == true, "\(secured)")
+        let shown = try Self.run(["contacts", "show", "alice", "--home", bobHome], log: directory + "/show.log")
+        let code = try #require(secured["security_code"] as? String)
+        #expect(shown.output.contains("security code: \(code)"), "\(shown.output) / \(code)")
 
         // Another process blocks her: her next call is refused as blocked.
         #expect(try Self.run(["block", "alice", "--home", bobHome], log: directory + "/block.log").status == 0)
