@@ -162,7 +162,9 @@ public struct JitterBuffer: Sendable {
 
         if let next = nextTimestamp, ts < next {
             statistics.late += 1
-            if isNewest {
+            // Packets held up by this node's own stall are late because we slept, not because
+            // the peer's stream runs behind: they must not move the peer's timeline.
+            if isNewest, stallHorizon.map({ ts >= $0 }) ?? true {
                 lateRun.append(Entry(sequence: seq, timestamp: ts, payload: payload, transit: transit))
                 if lateRun.count > 8 { lateRun.removeFirst() }
             }
