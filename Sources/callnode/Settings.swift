@@ -23,6 +23,7 @@ let settingKeys: [SettingKey] = [
     SettingKey("app-owned-audio", .flag, default: "false"),
     SettingKey("duration"),
     SettingKey("bitrate", default: "40000"),
+    SettingKey("opus-complexity", default: "8"),
     SettingKey("frame-ms", default: "20"),
     SettingKey("redundancy", default: RedundancyPolicy.adaptive.rawValue),
     SettingKey("ice-restart", default: "5"),

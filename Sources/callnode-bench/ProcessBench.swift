@@ -1,0 +1,175 @@
+import ArgumentParser
+import CallNode
+@_spi(Benchmarks) import Media
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Two real `callnode` processes in a call on loopback, measured from outside as an operator
+/// would: whole-process CPU and context switches from /proc, resident memory; beside the bare
+/// Opus+SRTP loop in the same run. Unlike `media` (in-memory link, manual clock), this sees
+/// every thread, hop and wakeup the node's real path costs.
+struct ProcessBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "process",
+        abstract: "Whole-process CPU, context switches and memory of two callnode processes in a call on loopback.",
+        discussion: """
+            Starts `callnode listen` (auto-answering) and `callnode call` from the same build \
+            directory as this benchmark (build both with -c release), with speech-like audio both \
+            ways at the node's defaults (Opus 40 kbit/s, complexity 8, 20 ms). After both hear \
+            each other and a settling second, it reads /proc/PID/stat and /proc/PID/status over \
+            the window: CPU seconds per call-second and context switches per second for each \
+            side, and their resident memory. The bare Opus+SRTP loop (one leg's C work) runs \
+            after, with the same settings.
+            """)
+
+    @Option(help: "Seconds measured per run, after audio flows.")
+    var window: Int = 10
+
+    @Option(help: "Runs; the median is reported.")
+    var runs: Int = 3
+
+    @Option(help: "Opus complexity for both processes and the bare loop, 0–10.")
+    var complexity: Int = 8
+
+    @Flag(help: "Also with frames not encrypted end to end (--frame-encryption off on both).")
+    var compareFrameEncryption = false
+
+    func validate() throws {
+        guard window >= 2, runs >= 1 else { throw ValidationError("--window is at least 2 s, --runs at least 1") }
+        guard (0...10).contains(complexity) else { throw ValidationError("--complexity is 0–10") }
+    }
+
+    struct Sample {
+        var cpuTicks: Int
+        var contextSwitches: Int
+        var residentKiB: Int
+    }
+
+    struct Side {
+        var cpuPerCallSecond: Double
+        var switchesPerSecond: Double
+        var residentMiB: Double
+    }
+
+    func run() async throws {
+        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+            .deletingLastPathComponent().appendingPathComponent("callnode").path
+        guard FileManager.default.isExecutableFile(atPath: executable) else {
+            throw ValidationError("\(executable) is missing: swift build -c release --product callnode")
+        }
+        let variants: [(String, [String])] = compareFrameEncryption
+            ? [("frames encrypted end to end", []), ("frames not encrypted end to end", ["--frame-encryption", "off"])]
+            : [("frames encrypted end to end (the default)", [])]
+        let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
+        for (label, extra) in variants {
+            var callers: [Side] = [], callees: [Side] = []
+            for run in 0..<runs {
+                let (caller, callee) = try await measure(executable, extra: extra, ticksPerSecond: ticksPerSecond, run: run)
+                callers.append(caller)
+                callees.append(callee)
+            }
+            func median(_ sides: [Side], _ value: (Side) -> Double) -> Double { sides.map(value).sorted()[sides.count / 2] }
+            for (name, sides) in [("caller", callers), ("callee", callees)] {
+                print(String(format: "process %@ (%@): %.4f s CPU per call-second, %.0f context switches per second, %.1f MiB resident (median of %d)",
+                             name, label, median(sides, \.cpuPerCallSecond), median(sides, \.switchesPerSecond), median(sides, \.residentMiB), runs))
+            }
+        }
+        let speech = SyntheticSpeech.samples(seconds: 10)
+        guard let bare = BareMediaBenchmark.run(frames: window * 50, pcm: speech, bitrate: 40_000, complexity: Int32(complexity),
+                                                expectedLossPercent: 0) else {
+            throw ValidationError("the bare Opus/SRTP loop failed")
+        }
+        print(String(format: "process anchor: bare Opus+SRTP loop %.4f s CPU per call-second (one leg's encode, protect, unprotect, decode; complexity %d)",
+                     Self.seconds(bare) / Double(window), complexity))
+        if let baresip = ["/usr/bin/baresip", "/usr/local/bin/baresip"].first(where: FileManager.default.isExecutableFile(atPath:)) {
+            print("process anchor: \(baresip) is installed, but this benchmark does not drive it yet; see BENCHMARKS.md for the side-by-side method")
+        } else {
+            print("process anchor: baresip is not installed (apt-get install baresip-core) — no C softphone in this run")
+        }
+    }
+
+    /// One call: returns the caller's and the callee's figures over the window.
+    func measure(_ executable: String, extra: [String], ticksPerSecond: Double, run: Int) async throws -> (Side, Side) {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("callnode-process-\(getpid())-\(run)").path
+        try? FileManager.default.removeItem(atPath: directory)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let speech = directory + "/speech.wav"
+        try WAV.write(SyntheticSpeech.samples(seconds: 6, seed: 3), format: AudioFormat(), path: speech)
+        let calleeIdentity = try NodeIdentity.loadOrCreate(home: directory + "/callee").identity.fingerprint.hex
+        let common = ["--bind", "127.0.0.1", "--input", "wav:" + speech, "--output", "null", "--json", "--accept-unknown"] + extra
+            + ["--opus-complexity", String(complexity)]
+        let calleeLog = directory + "/callee.log", callerLog = directory + "/caller.log"
+        let callee = try Self.spawn(executable, ["listen", "--home", directory + "/callee", "--listen", "127.0.0.1:0", "--auto-answer",
+                                                 "--calls", "1"] + common, output: calleeLog)
+        defer { kill(callee, SIGKILL); var status: Int32 = 0; waitpid(callee, &status, 0) }
+        let listening = try await Self.waitFor(calleeLog, "\"listening\"")
+        guard let address = (try? JSONSerialization.jsonObject(with: Data(listening.utf8)) as? [String: Any])?["address"] as? String else {
+            throw ValidationError("no listening address in \(calleeLog)")
+        }
+        let caller = try Self.spawn(executable, ["call", "\(calleeIdentity)@\(address)", "--home", directory + "/caller",
+                                                 "--duration", String(window + 4)] + common, output: callerLog)
+        defer { kill(caller, SIGKILL); var status: Int32 = 0; waitpid(caller, &status, 0) }
+        _ = try await Self.waitFor(callerLog, "\"first-audio\"")
+        _ = try await Self.waitFor(calleeLog, "\"first-audio\"")
+        try await Task.sleep(for: .seconds(1))
+        let before = (try Self.sample(caller), try Self.sample(callee))
+        let started = ContinuousClock.now
+        try await Task.sleep(for: .seconds(window))
+        let after = (try Self.sample(caller), try Self.sample(callee))
+        let elapsed = Self.seconds(ContinuousClock.now - started)
+        func side(_ a: Sample, _ b: Sample) -> Side {
+            Side(cpuPerCallSecond: Double(b.cpuTicks - a.cpuTicks) / ticksPerSecond / elapsed,
+                 switchesPerSecond: Double(b.contextSwitches - a.contextSwitches) / elapsed,
+                 residentMiB: Double(b.residentKiB) / 1024)
+        }
+        return (side(before.0, after.0), side(before.1, after.1))
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    /// utime + stime (clock ticks) from /proc/PID/stat, context switches and VmRSS from /proc/PID/status.
+    static func sample(_ pid: pid_t) throws -> Sample {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { throw ValidationError("process \(pid) is gone") }
+        // Fields after the command name: state is field 3; utime and stime are 14 and 15.
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let user = Int(fields[11]), let system = Int(fields[12]) else { throw ValidationError("cannot read /proc/\(pid)/stat") }
+        func value(_ name: String) -> Int {
+            status.split(separator: "\n").first { $0.hasPrefix(name + ":") }
+                .flatMap { Int($0.split(whereSeparator: { $0 == " " || $0 == "\t" }).dropFirst().first ?? "") } ?? 0
+        }
+        return Sample(cpuTicks: user + system, contextSwitches: value("voluntary_ctxt_switches") + value("nonvoluntary_ctxt_switches"),
+                      residentKiB: value("VmRSS"))
+    }
+
+    static func spawn(_ path: String, _ arguments: [String], output: String) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
+        defer { for arg in argv { free(arg) } }
+        var pid: pid_t = 0
+        guard posix_spawn(&pid, path, &actions, nil, argv, environ) == 0 else { throw ValidationError("cannot start \(path)") }
+        return pid
+    }
+
+    /// The first line of `path` containing `text`, waiting up to 20 s.
+    static func waitFor(_ path: String, _ text: String) async throws -> String {
+        for _ in 0..<200 {
+            let content = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+            if let line = content.split(separator: "\n").first(where: { $0.contains(text) }) { return String(line) }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw ValidationError("\(path) never said \(text):\n" + ((try? String(contentsOfFile: path, encoding: .utf8)) ?? ""))
+    }
+}
