@@ -21,7 +21,8 @@ struct ProcessBench: AsyncParsableCommand {
             ways at the node's defaults (Opus 40 kbit/s, complexity 8, 20 ms). After both hear \
             each other and a settling second, it reads /proc/PID/stat and /proc/PID/status over \
             the window: CPU seconds per call-second and context switches per second for each \
-            side, and their resident memory. The bare Opus+SRTP loop (one leg's C work) runs \
+            side (summed over the process's threads: threads that end within the window are not \
+            counted), and their resident memory. The bare Opus+SRTP loop (one leg's C work) runs \
             after, with the same settings.
             """)
 
@@ -145,8 +146,15 @@ struct ProcessBench: AsyncParsableCommand {
             status.split(separator: "\n").first { $0.hasPrefix(name + ":") }
                 .flatMap { Int($0.split(whereSeparator: { $0 == " " || $0 == "\t" }).dropFirst().first ?? "") } ?? 0
         }
-        return Sample(cpuTicks: user + system, contextSwitches: value("voluntary_ctxt_switches") + value("nonvoluntary_ctxt_switches"),
-                      residentKiB: value("VmRSS"))
+        // Context switches are counted per thread: sum the process's threads.
+        var switches = 0
+        for task in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? [] {
+            guard let text = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n") where line.hasPrefix("voluntary_ctxt_switches:") || line.hasPrefix("nonvoluntary_ctxt_switches:") {
+                switches += Int(line.split(whereSeparator: { $0 == " " || $0 == "\t" }).last ?? "") ?? 0
+            }
+        }
+        return Sample(cpuTicks: user + system, contextSwitches: switches, residentKiB: value("VmRSS"))
     }
 
     static func spawn(_ path: String, _ arguments: [String], output: String) throws -> pid_t {
