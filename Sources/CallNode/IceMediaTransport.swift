@@ -13,6 +13,10 @@ public final class IceMediaTransport: MediaTransport {
     public let agent: any IcePath
     private let handler: Handler
     private let pump: Task<Void, Never>
+    /// The path's direct port, when it has one: sends go straight to libnice from the media
+    /// tick, and datagrams come straight from libnice's thread to the handler (no task, no
+    /// actor and no second thread per packet).
+    private let port: (any DatagramPort)?
 
     /// The receiver, and what arrived before there was one: the peer's media often starts a
     /// few milliseconds before ours, and its first packets are the call's first audio.
@@ -55,6 +59,15 @@ public final class IceMediaTransport: MediaTransport {
         self.agent = agent
         let handler = Handler(), dtls = self.dtls
         self.handler = handler
+        port = agent.datagramPort
+        port?.setReceiver { bytes in
+            if let first = bytes.first, (20...63).contains(first) {
+                dtls.deliver(bytes)
+            } else {
+                handler.deliver(bytes)
+            }
+        }
+        // Without a port (in-memory paths), or for what arrived before the port's receiver was set.
         pump = Task {
             for await datagram in agent.datagrams {
                 let bytes = datagram.bytes
@@ -67,12 +80,19 @@ public final class IceMediaTransport: MediaTransport {
         }
     }
 
-    deinit { pump.cancel() }
+    deinit {
+        port?.setReceiver(nil)
+        pump.cancel()
+    }
 
     public func send(_ datagram: [UInt8]) async {
         // Before READY or after close libnice cannot send; media keeps its pace and the
         // agent counts what failed.
-        try? await agent.send(datagram)
+        if let port {
+            port.send(datagram)
+        } else {
+            try? await agent.send(datagram)
+        }
     }
 
     public func setReceiveHandler(_ handler: (@Sendable ([UInt8]) -> Void)?) {

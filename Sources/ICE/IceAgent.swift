@@ -27,6 +27,8 @@ public actor IceAgent {
     public nonisolated let datagrams: AsyncStream<IceDatagram>
     /// The configuration the agent was created with.
     public nonisolated let configuration: IceConfiguration
+    /// Datagrams straight to and from libnice for the media path (``DatagramPort``).
+    public nonisolated var datagramPort: (any DatagramPort)? { handle.port }
 
     private let loop: GLibLoop
     private let handle: NiceHandle

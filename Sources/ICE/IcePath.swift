@@ -30,6 +30,8 @@ public protocol IcePath: AnyObject, Sendable {
     func restart() async throws(IceError) -> IceGathering
     /// Releases everything; idempotent.
     func close() async
+    /// Direct datagram access for the media path, or nil (then ``send(_:)`` and ``datagrams``).
+    var datagramPort: (any DatagramPort)? { get }
 }
 
 extension IceAgent: IcePath {}

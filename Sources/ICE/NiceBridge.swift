@@ -87,8 +87,15 @@ final class AgentSink: Sendable {
         if isCurrent { events.yield(.selectedPair(pair)) }
     }
 
+    /// The media path's direct receiver, when one is set (``DatagramPort``).
+    let port = Locked<NiceDatagramPort?>(nil)
+
     func received(stream: UInt32, _ bytes: [UInt8]) {
-        datagrams.yield(IceDatagram(bytes: bytes))
+        if let receiver = port.withLock({ $0 })?.currentReceiver {
+            receiver(bytes)
+        } else {
+            datagrams.yield(IceDatagram(bytes: bytes))
+        }
     }
 
     /// The connect timeout for `stream` passed: fail unless a pair works by now.
@@ -138,6 +145,8 @@ final class NiceHandle: @unchecked Sendable {  // confined: its pointer is used 
     let agent: OpaquePointer
     let loop: GLibLoop
     let sink: AgentSink
+    /// Sends and receives for the media path from any thread (``DatagramPort``).
+    let port: NiceDatagramPort
     private(set) var streamID: UInt32 = 0
     private var signalsConnected = false
 
@@ -151,6 +160,8 @@ final class NiceHandle: @unchecked Sendable {  // confined: its pointer is used 
         self.agent = agent
         self.loop = loop
         self.sink = sink
+        port = NiceDatagramPort(agent: agent, sink: sink)
+        sink.port.withLock { $0 = port }
 
         cnice_set_bool(agent, "controlling-mode", configuration.role == .controlling ? 1 : 0)
         cnice_set_bool(agent, "ice-udp", 1)
@@ -197,6 +208,7 @@ final class NiceHandle: @unchecked Sendable {  // confined: its pointer is used 
     /// receive callback and returns the stream's credentials. Must run on the loop thread.
     func newStream(configuration: IceConfiguration, turnAddresses: [String]) throws(IceError) -> IceCredentials {
         if streamID != 0 {
+            port.use(stream: 0)
             nice_agent_attach_recv(agent, streamID, 1, loop.context, nil, nil)
             nice_agent_remove_stream(agent, streamID)
             streamID = 0
@@ -222,6 +234,7 @@ final class NiceHandle: @unchecked Sendable {  // confined: its pointer is used 
             AgentSink.from(data).received(stream: stream, bytes)
         }, Unmanaged.passUnretained(sink).toOpaque())
         guard attached != 0 else { throw .libnice(function: "nice_agent_attach_recv", detail: "stream \(stream)") }
+        port.use(stream: stream)
         return try credentials()
     }
 
@@ -323,6 +336,8 @@ final class NiceHandle: @unchecked Sendable {  // confined: its pointer is used 
     }
 
     private func detachCallbacks() {
+        // First: no send from another thread may reach the agent from here on.
+        port.end()
         guard signalsConnected else { return }
         signalsConnected = false
         _ = cnice_disconnect_all(agent, Unmanaged.passUnretained(sink).toOpaque())

@@ -77,6 +77,18 @@ public final class MediaClock: Sendable {
         }
     }
 
+    /// After ticking `phase`: the phases to sleep through, in order, and the one to wake for —
+    /// the next with a client, or the next period's first when there is no client at all.
+    public static func wake(after phase: Int, occupied: Set<Int>, phases: Int) -> (skipped: [Int], next: Int) {
+        var skipped: [Int] = []
+        var next = (phase + 1) % phases
+        while skipped.count < phases - 1, !(occupied.isEmpty ? next == 0 : occupied.contains(next)) {
+            skipped.append(next)
+            next = (next + 1) % phases
+        }
+        return (skipped, next)
+    }
+
     /// The phase for a new client: the least loaded, and among those the first to tick from
     /// `upcoming` (the phase that ticks next) on.
     public static func phase(forLoad load: [Int], upcoming: Int) -> Int {
@@ -159,8 +171,21 @@ public final class MediaClock: Sendable {
             report.maximumTickDuration = max(report.maximumTickDuration, finished - started)
             // A frame is late when it is ready only after its period has ended.
             if finished > deadline + frameDuration { report.lateTicks += 1 }
+            report.phaseTicks += 1
+            // Phases without a client are slept through (each wake costs the process a timer
+            // and a thread switch or two): one call wakes the clock once a period, not once a
+            // phase. A skipped phase still counts as ticked, so a client added to it later is
+            // not told it missed every tick since.
+            let occupied = clients.withLock { all in all.reduce(into: Set<Int>()) { $0.insert($1.phase) } }
+            let (skipped, next) = Self.wake(after: phase, occupied: occupied, phases: phases)
+            for skippedPhase in skipped {
+                deadline += step
+                let due = deadline - origin
+                lastDue.withLock { $0[skippedPhase] = due }
+                if skippedPhase == 0 { report.ticks += 1 }
+            }
             deadline += step
-            phase = (phase + 1) % phases
+            phase = next
         }
         return report
     }
@@ -173,8 +198,12 @@ public struct MediaClockReport: Sendable, Equatable {
     /// Phase ticks (of ``MediaClock/phases`` per period) that finished after the end of their
     /// frame period: their frames were late.
     public var lateTicks = 0
+    /// Phase ticks run (phases without clients are slept through, not ticked).
+    public var phaseTicks = 0
     /// The share of phase ticks that were late.
-    public func lateFraction(phases: Int) -> Double { Double(lateTicks) / Double(max(1, ticks * phases)) }
+    public func lateFraction(phases: Int) -> Double {
+        Double(lateTicks) / Double(max(1, phaseTicks > 0 ? phaseTicks : ticks * phases))
+    }
     public var maximumLag = Duration.zero
     /// The longest time one tick of all clients took.
     public var maximumTickDuration = Duration.zero

@@ -203,7 +203,7 @@ struct MediaBench: AsyncParsableCommand {
         let idleReport = await idleTicking.value
         let baseline = idleReport.lateFraction(phases: idle.phases)
         print(String(format: "media real time: idle clock, %d of %d phase ticks late (%.2f %%), max start lag %.1f ms",
-                     idleReport.lateTicks, idleReport.ticks * idle.phases, baseline * 100, idleReport.maximumLag.seconds * 1000))
+                     idleReport.lateTicks, idleReport.phaseTicks, baseline * 100, idleReport.maximumLag.seconds * 1000))
         var best = 0
         var points: [(legs: Int, cpuPercent: Double, latePercent: Double)] = []
         for count in legs {
@@ -221,7 +221,7 @@ struct MediaBench: AsyncParsableCommand {
             let fraction = report.lateFraction(phases: clock.phases)
             points.append((count, cpuPercent, fraction * 100))
             print(String(format: "media real time: %d legs, %d of %d phase ticks late (%.2f %%), max start lag %.1f ms, longest tick %.1f ms",
-                         count, report.lateTicks, report.ticks * clock.phases, fraction * 100, report.maximumLag.seconds * 1000, report.maximumTickDuration.seconds * 1000))
+                         count, report.lateTicks, report.phaseTicks, fraction * 100, report.maximumLag.seconds * 1000, report.maximumTickDuration.seconds * 1000))
             if fraction > baseline + 0.005 { break }
             best = count
         }

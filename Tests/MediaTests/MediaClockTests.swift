@@ -41,4 +41,19 @@ private final class SkipRecorder: MediaClockClient, @unchecked Sendable {  // mu
         #expect(recorder.ticks.map(\.skipped) == [0, 0, 0, 50, 0])
         #expect(recorder.ticks.map(\.now) == [20, 40, 60, 1_080, 1_100].map { Duration.milliseconds($0) })
     }
+
+    @Test func aRealTimeClockSleepsThroughPhasesWithoutCalls() {
+        // One call in phase 2 of 4: the clock wakes for phase 2 only, once a period.
+        #expect(MediaClock.wake(after: 2, occupied: [2], phases: 4) == ([3, 0, 1], 2))
+        // Calls in phases 0 and 2: it wakes for each, skipping the two empty ones.
+        #expect(MediaClock.wake(after: 0, occupied: [0, 2], phases: 4) == ([1], 2))
+        #expect(MediaClock.wake(after: 2, occupied: [0, 2], phases: 4) == ([3], 0))
+        // Every phase busy: no phase is skipped.
+        #expect(MediaClock.wake(after: 1, occupied: [0, 1, 2, 3], phases: 4) == ([], 2))
+        // No call at all: it wakes at the start of each period.
+        #expect(MediaClock.wake(after: 0, occupied: [], phases: 4) == ([1, 2, 3], 0))
+        #expect(MediaClock.wake(after: 2, occupied: [], phases: 4) == ([3], 0))
+        // One phase only: always the same.
+        #expect(MediaClock.wake(after: 0, occupied: [0], phases: 1) == ([], 0))
+    }
 }

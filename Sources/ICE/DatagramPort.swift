@@ -1,0 +1,78 @@
+internal import CNice
+import Locking
+
+/// A path's datagrams without the actor or the loop in between: the media path sends from its
+/// own tick and receives on the path's thread, so a packet wakes no task and no other thread.
+///
+/// Sending from any thread is what libnice allows (its agent has its own lock); this port keeps
+/// the one rule that matters, that no send ever touches an agent being closed: a send holds the
+/// port's lock for the call, and closing takes the same lock to end the port before libnice
+/// lets go of the agent.
+public protocol DatagramPort: AnyObject, Sendable {
+    /// Sends one datagram on the selected pair, from any thread. Returns false (and counts a
+    /// send failure) when the path is not connected, is closed, or libnice refused it.
+    @discardableResult
+    func send(_ bytes: [UInt8]) -> Bool
+    /// Where datagrams go as they arrive, called on the path's own thread (keep it short: hand
+    /// the bytes over and return); nil: back to the path's `datagrams` sequence.
+    func setReceiver(_ receiver: (@Sendable ([UInt8]) -> Void)?)
+}
+
+extension IcePath {
+    /// No direct port: the media path uses ``send(_:)`` and ``datagrams``.
+    public var datagramPort: (any DatagramPort)? { nil }
+}
+
+/// The agent and stream a port sends on, while it may.
+struct PortTarget: @unchecked Sendable {  // the pointer is used only under the port's lock, and only until the port ends
+    let agent: OpaquePointer
+    var streamID: UInt32
+}
+
+final class NiceDatagramPort: DatagramPort {
+    private let target: Locked<PortTarget?>
+    private let receiver = Locked<(@Sendable ([UInt8]) -> Void)?>(nil)
+    private let sink: AgentSink
+
+    init(agent: OpaquePointer, sink: AgentSink) {
+        target = Locked(PortTarget(agent: agent, streamID: 0))
+        self.sink = sink
+    }
+
+    @discardableResult
+    func send(_ bytes: [UInt8]) -> Bool {
+        guard !bytes.isEmpty, bytes.count <= 65_507, sink.connection == .connected else {
+            sink.countSendFailure()
+            return false
+        }
+        let sent = target.withLock { target -> Bool in
+            guard let target, target.streamID != 0 else { return false }
+            let count = bytes.withUnsafeBufferPointer { buffer in
+                nice_agent_send(target.agent, target.streamID, 1, UInt32(buffer.count),
+                                UnsafeRawPointer(buffer.baseAddress!).assumingMemoryBound(to: gchar.self))  // non-empty, checked above
+            }
+            return count == Int32(bytes.count)
+        }
+        if !sent { sink.countSendFailure() }
+        return sent
+    }
+
+    func setReceiver(_ receiver: (@Sendable ([UInt8]) -> Void)?) {
+        self.receiver.withLock { $0 = receiver }
+    }
+
+    /// The receiver, if one is set (the sink's receive callback asks on every datagram).
+    var currentReceiver: (@Sendable ([UInt8]) -> Void)? { receiver.withLock { $0 } }
+
+    /// A new stream (first start or ICE restart). Runs on the loop thread.
+    func use(stream: UInt32) {
+        target.withLock { $0?.streamID = stream }
+    }
+
+    /// No send reaches the agent after this returns. Runs on the loop thread before the agent is
+    /// closed or released.
+    func end() {
+        target.withLock { $0 = nil }
+        receiver.withLock { $0 = nil }
+    }
+}
