@@ -92,6 +92,14 @@ actor CallLeg {
     var pageKeys: FrameKeys?
     /// The last error the peer reported, for the detail of the end that follows it.
     var peerErrorText: String?
+    /// The setup's steps so far (each once), sent with `connected`.
+    var setupSteps: [SetupStep] = []
+
+    /// Notes a setup step the first time it happens.
+    func mark(_ step: String) {
+        guard !setupSteps.contains(where: { $0.name == step }) else { return }
+        setupSteps.append(SetupStep(step, at: ContinuousClock.now - began))
+    }
     /// The call's port on the audio session's bridge (nil with a stand-in session).
     var bridgePort: BridgePortID?
     /// The call this one was last grouped with (`.some(nil)`: taken out of its group), for a
@@ -309,6 +317,7 @@ actor CallLeg {
             switch message {
             case .invite: break
             case .ringing:
+                mark("ringing")
                 await legEvent(.peerRinging)
                 broadcaster.send(.ringing(uuid, callee: connection.peer))
             case let .offer(sdp):
@@ -403,6 +412,7 @@ actor CallLeg {
         peer = connection.peer
         origin = connection.origin
         await node?.legConnected(uuid, connection)
+        mark("signaling-connected")
         await legEvent(.signalingReady)
         // The call counts as connecting before the invitation leaves: a peer that answers at
         // once (a web page on the same machine) can have its offer here while the send is
@@ -414,6 +424,7 @@ actor CallLeg {
         let invitation = Invitation(displayName: configuration.displayName, title: title, session: session,
                                     resumeToken: resumable ? resumeToken : nil)
         await send(.invite(invitation))
+        mark("invite-sent")
         return self.connection?.id == connection.id
     }
 

@@ -23,12 +23,14 @@ extension CallLeg {
         guard !isTornDown else { return }
         switch event {
         case let .selectedPair(pair):
+            mark("pair-selected")
             selectedLocalBase = pair.local.type == .host ? pair.local.address : pair.local.relatedAddress
             broadcaster.send(.selectedPair(uuid, SelectedPairInfo(localType: pair.local.type, remoteType: pair.remote.type,
                                                                    transport: pair.local.transport,
                                                                    local: "\(pair.local.address):\(pair.local.port)",
                                                                    remote: "\(pair.remote.address):\(pair.remote.port)")))
         case .stateChanged(.connected):
+            mark("ice-connected")
             if state.phase.iceHasConnected == false {
                 await mediaConnected()
             } else {
@@ -138,6 +140,7 @@ extension CallLeg {
             bridgePort = prepared.port
             if let recording = prepared.recording { await manager.setRecording(recording, of: uuid) }
             if let group, let other = group { await node?.regroup(uuid, with: other) }
+            mark("media-secured")
             if let negotiated = negotiated {
                 let dtls = dtls
                 let suite = dtls?.established?.suite.rawValue ?? negotiated.cryptoSuite
@@ -190,7 +193,9 @@ extension CallLeg {
             try await media.setMuted(microphoneMuted)
             try await media.start()
             let setup = ContinuousClock.now - began
+            mark("media-started")
             broadcaster.send(.connected(uuid, setup: setup))
+            broadcaster.send(.setup(uuid, setupSteps))
             if startMuted { _ = try? await manager.controller.request(.setMuted(call: uuid, muted: true)) }
         } catch {
             await legEvent(.end(.failed("audio could not start: \(error)")))

@@ -85,6 +85,7 @@ extension CallLeg {
         }
         self.offer = offer
         await send(.offer(sdp: offer.serialized))
+        mark("offer-sent")
         try await manager.report(.progress(uuid, .offerSent))
         trickle(prepared.gathering, skipping: Set(local.candidates))
     }
@@ -98,6 +99,7 @@ extension CallLeg {
             return
         }
         guard outgoing else { return }  // in this protocol the callee makes the first offer
+        mark("offer-received")
         let prepared = try await preparedICE(role: .controlled)
         var local = prepared.local
         var (answer, negotiated) = try OfferAnswer.answer(to: offer, sessionID: CallLeg.sessionID(),
@@ -111,6 +113,7 @@ extension CallLeg {
         localAnswer = answer
         await legEvent(.negotiated)
         await send(.answer(sdp: answer.serialized))
+        mark("answer-sent")
         await peerOffered(offer)
         try await setRemote(negotiated)
         trickle(prepared.gathering, skipping: Set(local.candidates))
@@ -137,6 +140,7 @@ extension CallLeg {
             }
             return
         }
+        mark("answer-received")
         try acceptFrameKey(answered: answer.frameKey, offered: offer.frameKey != nil)
         try pageAccepted(answer.pageFrameKeys)
         self.negotiated = negotiated

@@ -264,6 +264,8 @@ public enum NodeEvent: Sendable, Equatable {
     case selectedPair(UUID, SelectedPairInfo)
     /// ICE connected and media started; `setup` runs from dial (or invite) to here.
     case connected(UUID, setup: Duration)
+    /// The call's setup, step by step (sent with ``connected``): where the time went.
+    case setup(UUID, [SetupStep])
     /// The call's media is keyed: how, with which SRTP suite, and (DTLS) how long the
     /// handshake took and whose certificate it checked.
     case secured(UUID, MediaSecurity)
@@ -316,6 +318,20 @@ public enum NodeEvent: Sendable, Equatable {
     case webPage(connected: Bool, from: String)
     /// A call's session status (joined, left, connection closed, timed out, …).
     case session(UUID, SessionStatus)
+}
+
+/// One step of a call's setup and when it happened, from the dial (the caller) or the
+/// invitation's arrival (the callee): `signaling-connected`, `invite-sent`, `ringing`,
+/// `offer-sent`/`offer-received`, `answer-sent`/`answer-received`, `pair-selected`,
+/// `ice-connected`, `media-secured`, `media-started`.
+public struct SetupStep: Sendable, Equatable {
+    public var name: String
+    public var at: Duration
+
+    public init(_ name: String, at: Duration) {
+        self.name = name
+        self.at = at
+    }
 }
 
 /// Whether a node encrypts frames end to end (``CallNodeConfiguration/frameEncryption``).

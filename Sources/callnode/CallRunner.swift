@@ -377,6 +377,8 @@ final class CallRunner {
             line("rejected: \(reason)")
         case let .refused(_, from, reason):
             line("refused a call from \(from.short): \(reason)")
+        case .setup:
+            break  // in --json: the terminal says "connected in … ms"
         case let .ended(uuid, reason, detail, duration):
             var text = "call ended: \(reason.rawValue)"
             if let detail { text += " (\(detail))" }
@@ -514,6 +516,9 @@ final class CallRunner {
         case let .rejected(uuid, reason): return ["event": "rejected", "call": uuid.uuidString, "reason": reason.rawValue]
         case let .refused(uuid, from, reason):
             return ["event": "refused", "call": uuid.uuidString, "fingerprint": from.hex, "reason": reason.rawValue]
+        case let .setup(uuid, steps):
+            return ["event": "setup", "call": uuid.uuidString,
+                    "steps": steps.map { ["step": $0.name, "ms": milliseconds($0.at)] as [String: Any] }]
         case let .ended(uuid, reason, detail, duration):
             return ["event": "ended", "call": uuid.uuidString, "reason": reason.rawValue, "detail": detail ?? NSNull(),
                     "duration_s": duration.map { seconds($0) as Any } ?? NSNull()]

@@ -69,6 +69,17 @@ extension RealTimeTests {
         let events = Self.jsonLines(call.output)
         let connected = try #require(events.first { $0["event"] as? String == "connected" })
         #expect((connected["setup_ms"] as? Double ?? -1) > 0)
+        // The setup, step by step, in the order it happened, ending when media started.
+        let setup = try #require(events.first { $0["event"] as? String == "setup" })
+        let steps = try #require(setup["steps"] as? [[String: Any]])
+        let names = steps.compactMap { $0["step"] as? String }, times = steps.compactMap { $0["ms"] as? Double }
+        for step in ["signaling-connected", "invite-sent", "ringing", "offer-received", "answer-sent", "pair-selected",
+                     "ice-connected", "media-secured", "media-started"] {
+            #expect(names.contains(step), "no \(step) in \(names)")
+        }
+        #expect(names.last == "media-started" && times == times.sorted(), "\(steps)")
+        #expect(names.firstIndex(of: "signaling-connected")! < names.firstIndex(of: "offer-received")!)
+        #expect(abs(times.last! - (connected["setup_ms"] as? Double ?? 0)) < 5, "\(steps) / \(connected)")
         let pair = try #require(events.first { $0["event"] as? String == "selected-pair" })
         #expect(pair["local_type"] as? String == "host")
         let ended = try #require(events.first { $0["event"] as? String == "ended" })
