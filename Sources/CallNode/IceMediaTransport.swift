@@ -85,7 +85,7 @@ public final class IceMediaTransport: MediaTransport {
         pump.cancel()
     }
 
-    public func send(_ datagram: [UInt8]) async {
+    nonisolated(nonsending) public func send(_ datagram: [UInt8]) async {
         // Before READY or after close libnice cannot send; media keeps its pace and the
         // agent counts what failed.
         if let port {

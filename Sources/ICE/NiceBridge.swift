@@ -148,6 +148,11 @@ final class NiceHandle: @unchecked Sendable {  // confined: its pointer is used 
     /// Sends and receives for the media path from any thread (``DatagramPort``).
     let port: NiceDatagramPort
     private(set) var streamID: UInt32 = 0
+    /// How long libnice's check timer idles on before it stops (ms): its default while checking
+    /// (also the grace period before it marks a pairless component failed), and a short one
+    /// once a pair is connected.
+    static let checkingIdleTimeout: UInt32 = 5_000
+    static let connectedIdleTimeout: UInt32 = 200
     private var signalsConnected = false
 
     /// Creates and configures the agent. Must run on the loop thread.
@@ -187,6 +192,13 @@ final class NiceHandle: @unchecked Sendable {  // confined: its pointer is used 
 
         let context = Unmanaged.passUnretained(sink).toOpaque()
         cnice_connect_state_changed(agent, { agent, stream, component, niceState, data in
+            // Once a pair works, libnice's check timer need not idle on for its default 5 s
+            // (a wakeup every pacing interval, 200 a second at 5 ms); it restarts by itself if
+            // the peer's checks or new candidates call for it, and a new stream sets it back.
+            let state = NiceComponentState(rawValue: niceState)
+            if let agent, state == NICE_COMPONENT_STATE_CONNECTED || state == NICE_COMPONENT_STATE_READY {
+                cnice_set_uint(agent, "idle-timeout", NiceHandle.connectedIdleTimeout)
+            }
             AgentSink.from(data).componentStateChanged(stream: stream, component: component, niceState: niceState)
         }, context)
         cnice_connect_new_candidate(agent, { _, candidate, data in
@@ -213,6 +225,7 @@ final class NiceHandle: @unchecked Sendable {  // confined: its pointer is used 
             nice_agent_remove_stream(agent, streamID)
             streamID = 0
         }
+        cnice_set_uint(agent, "idle-timeout", Self.checkingIdleTimeout)
         let stream = nice_agent_add_stream(agent, 1)
         guard stream != 0 else { throw .libnice(function: "nice_agent_add_stream", detail: "returned 0") }
         streamID = stream

@@ -1,4 +1,9 @@
 import Locking
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Something a ``MediaClock`` ticks once per frame period.
 public protocol MediaClockClient: AnyObject, Sendable {
@@ -19,34 +24,57 @@ extension MediaClockClient {
 /// Paces media for sources that have no hardware clock (files, tones, unpaced ALSA devices)
 /// and for the send/receive cycle of every call: one clock can drive many calls.
 ///
-/// Two kinds: real time (``run()`` sleeps on a `Clock` to each frame boundary, without drift)
-/// and manual (``advance(frames:)`` steps time in tests, deterministically). Clients are
-/// ticked in the order they were added.
+/// Two kinds: real time (``run()`` ticks on media threads of its own, without drift) and
+/// manual (``advance(frames:)`` steps time in tests, deterministically). Clients are ticked in
+/// the order they were added.
+///
+/// A real-time clock spreads its clients over ``phases`` instants per frame period and over
+/// ``lanes`` media threads (``MediaThread``): each lane is one thread that sleeps until the next
+/// phase one of its clients is in, ticks those clients one after another, and sleeps again.
+/// The ticks, and the media actors they call, run on that thread (a task executor preference),
+/// so a call costs its process one wakeup per frame, not a timer thread and a pool thread. A
+/// lane without clients sleeps until one joins; an idle clock wakes nobody.
 public final class MediaClock: Sendable {
     public let frameDuration: Duration
     private let manual: Bool
     private let origin = ContinuousClock.now
     private let manualNow = Locked(Duration.zero)
-    private let clients = Locked<[(client: any MediaClockClient, phase: Int)]>([])
-    private let nextPhase = Locked(0)
-    /// When each phase last ticked (its due time), to tell clients how many ticks were skipped.
-    private let lastDue = Locked<[Int: Duration]>([:])
+
+    private struct Entry {
+        let client: any MediaClockClient
+        let lane: Int
+        let phase: Int
+        /// When it was last ticked (the tick's due time), to tell it how many ticks it skipped.
+        var lastDue: Duration?
+    }
+
+    private let clients = Locked<[Entry]>([])
+    /// The running lanes' threads (empty while ``run()`` is not running).
+    private let threads = Locked<[MediaThread]>([])
     /// How many instants per frame period a real-time clock spreads its clients over.
     public let phases: Int
+    /// How many media threads a real-time clock ticks its clients on.
+    public let lanes: Int
 
     /// A clock that runs in real time once ``run()`` is called.
     ///
-    /// - Parameter phases: Instants per period to spread clients over (default 4: with 20 ms
-    ///   frames, a group of calls every 5 ms).
-    public init(frameDuration: Duration = .milliseconds(20), phases: Int = 4) {
+    /// - Parameters:
+    ///   - phases: Instants per period to spread clients over (default 4: with 20 ms frames, a
+    ///     group of calls every 5 ms).
+    ///   - lanes: Media threads (default: one per processor). A new client goes to the least
+    ///     loaded phase and, within it, the least loaded lane, so a few calls share one thread
+    ///     and the others join in as calls are added.
+    public init(frameDuration: Duration = .milliseconds(20), phases: Int = 4, lanes: Int? = nil) {
         self.frameDuration = frameDuration
         self.phases = max(1, phases)
+        self.lanes = max(1, lanes ?? Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
         manual = false
     }
 
     private init(manualFrameDuration: Duration) {
         frameDuration = manualFrameDuration
         phases = 1
+        lanes = 1
         manual = true
     }
 
@@ -63,30 +91,32 @@ public final class MediaClock: Sendable {
         manual ? manualNow.withLock { $0 } : ContinuousClock.now - origin
     }
 
+    private var step: Duration { frameDuration / phases }
+
+    /// The phase step `instant` falls in (steps count from the clock's origin).
+    private func stepIndex(_ instant: ContinuousClock.Instant) -> Int {
+        Int(((instant - origin) / step).rounded(.down))
+    }
+
     /// Adds a client; it is ticked from the next tick of its phase on.
     ///
     /// The phase is the least loaded one, and among those the one that ticks soonest, so that a
     /// new call's first frame goes out within one phase step (5 ms at 20 ms frames and four
-    /// phases) rather than up to a whole period later.
+    /// phases) rather than up to a whole period later; the lane is the least loaded in that phase.
     public func add(_ client: any MediaClockClient) {
-        let upcoming = nextPhase.withLock { $0 }
-        clients.withLock { all in
+        let upcoming = manual ? 0 : (stepIndex(.now) + 1) % phases
+        let lane = clients.withLock { all -> Int in
             var load = [Int](repeating: 0, count: phases)
             for entry in all { load[entry.phase] += 1 }
-            all.append((client, Self.phase(forLoad: load, upcoming: upcoming)))
+            let phase = Self.phase(forLoad: load, upcoming: upcoming)
+            var laneLoad = [Int](repeating: 0, count: lanes)
+            for entry in all where entry.phase == phase { laneLoad[entry.lane] += 1 }
+            let lane = Self.phase(forLoad: laneLoad, upcoming: 0)
+            all.append(Entry(client: client, lane: lane, phase: phase))
+            return lane
         }
-    }
-
-    /// After ticking `phase`: the phases to sleep through, in order, and the one to wake for —
-    /// the next with a client, or the next period's first when there is no client at all.
-    public static func wake(after phase: Int, occupied: Set<Int>, phases: Int) -> (skipped: [Int], next: Int) {
-        var skipped: [Int] = []
-        var next = (phase + 1) % phases
-        while skipped.count < phases - 1, !(occupied.isEmpty ? next == 0 : occupied.contains(next)) {
-            skipped.append(next)
-            next = (next + 1) % phases
-        }
-        return (skipped, next)
+        // The lane may be asleep until a later phase, or until any client joins.
+        threads.withLock { $0.indices.contains(lane) ? $0[lane] : nil }?.poke()
     }
 
     /// The phase for a new client: the least loaded, and among those the first to tick from
@@ -102,22 +132,17 @@ public final class MediaClock: Sendable {
 
     public var clientCount: Int { clients.withLock { $0.count } }
 
-    /// Ticks every client: in order on a manual clock (deterministic), concurrently on a
-    /// real-time one (calls are independent, and every core should share the work).
-    private func tickAll(phase: Int? = nil, due: Duration? = nil) async {
-        let now = due ?? self.now
-        let skipped = lastDue.withLock { last in
-            defer { last[phase ?? 0] = now }
-            guard let previous = last[phase ?? 0] else { return 0 }
-            return max(0, Int(((now - previous) / frameDuration).rounded()) - 1)
-        }
-        let current = clients.withLock { all in all.filter { phase == nil || $0.phase == phase }.map(\.client) }
-        if manual || current.count < 2 {
-            for client in current { await client.tick(now: now, skipped: skipped) }
-            return
-        }
-        await withTaskGroup(of: Void.self) { group in
-            for client in current { group.addTask { await client.tick(now: now, skipped: skipped) } }
+    /// The clients of one lane and phase (all of them on a manual clock), each with the ticks
+    /// it skipped since its last one; marks them ticked at `due`.
+    private func due(lane: Int?, phase: Int?, at due: Duration) -> [(client: any MediaClockClient, skipped: Int)] {
+        clients.withLock { all in
+            var ticked: [(client: any MediaClockClient, skipped: Int)] = []
+            for index in all.indices where (lane == nil || all[index].lane == lane) && (phase == nil || all[index].phase == phase) {
+                let skipped = all[index].lastDue.map { max(0, Int(((due - $0) / frameDuration).rounded()) - 1) } ?? 0
+                all[index].lastDue = due
+                ticked.append((all[index].client, skipped))
+            }
+            return ticked
         }
     }
 
@@ -129,63 +154,99 @@ public final class MediaClock: Sendable {
         manualNow.withLock { $0 += duration }
     }
 
-    /// Manual clocks: moves time forward `frames` periods, ticking every client each time.
+    /// Manual clocks: moves time forward `frames` periods, ticking every client in order each time.
     public func advance(frames: Int = 1) async {
         precondition(manual, "advance(frames:) is for manual clocks")
         for _ in 0..<frames {
-            manualNow.withLock { $0 += frameDuration }
-            await tickAll()
+            let now = manualNow.withLock { $0 += frameDuration; return $0 }
+            for (client, skipped) in due(lane: nil, phase: nil, at: now) { await client.tick(now: now, skipped: skipped) }
         }
     }
 
-    /// Real-time clocks: ticks every frame period until the task is cancelled. Deadlines are
-    /// absolute, so a late tick does not shift the ones after it; if ticks fall more than a
-    /// few frames behind (the process was paused, or the machine is overloaded), the schedule
-    /// resets instead of bursting, and each client's next tick says how many it skipped.
+    /// Real-time clocks: ticks every frame period until the task is cancelled, on ``lanes``
+    /// media threads made for the run and ended after it. Deadlines are on a fixed grid, so a
+    /// late tick does not shift the ones after it; if a lane falls more than five frames behind
+    /// (the process was paused, or the machine is overloaded), it moves on to the present instead
+    /// of bursting, and each client's next tick says how many it skipped.
     ///
-    /// - Returns: How punctual the ticks were.
+    /// - Returns: How punctual the ticks were (all lanes together).
     @discardableResult
     public func run() async -> MediaClockReport {
         precondition(!manual, "run() is for real-time clocks")
-        let clock = ContinuousClock()
-        let step = frameDuration / phases
-        var deadline = clock.now + step
-        var phase = 0
+        let made = (0..<lanes).map { MediaThread(name: lanes == 1 ? "callnode-media" : "callnode-media\($0)") }
+        threads.withLock { $0 = made }
+        let report = await withTaskGroup(of: MediaClockReport.self) { group in
+            for (lane, thread) in made.enumerated() {
+                group.addTask(executorPreference: thread) { await self.runLane(lane, on: thread) }
+            }
+            var total = MediaClockReport()
+            for await lane in group {
+                total.ticks = max(total.ticks, lane.ticks)
+                total.lateTicks += lane.lateTicks
+                total.phaseTicks += lane.phaseTicks
+                total.maximumLag = max(total.maximumLag, lane.maximumLag)
+                total.maximumTickDuration = max(total.maximumTickDuration, lane.maximumTickDuration)
+            }
+            return total
+        }
+        threads.withLock { $0 = [] }
+        for thread in made { thread.stop() }
+        return report
+    }
+
+    /// One lane's loop, on its own thread.
+    private func runLane(_ lane: Int, on thread: MediaThread) async -> MediaClockReport {
         var report = MediaClockReport()
+        var next = stepIndex(.now) + 1
+        var lastPeriod = Int.min
         while !Task.isCancelled {
-            do { try await clock.sleep(until: deadline, tolerance: .milliseconds(1)) } catch { break }
-            let lag = clock.now - deadline
-            if phase == 0 { report.ticks += 1 }
+            let occupied = clients.withLock { all in all.reduce(into: Set<Int>()) { if $1.lane == lane { $0.insert($1.phase) } } }
+            guard !occupied.isEmpty else {
+                // Nothing to tick: sleep until a client joins (add pokes), then start from the
+                // next step, as a clock that just started would.
+                await thread.sleep(until: nil)
+                next = stepIndex(.now) + 1
+                continue
+            }
+            var step = next
+            while !occupied.contains(step % phases) { step += 1 }
+            let due = origin + self.step * step
+            if ContinuousClock.now < due {
+                await thread.sleep(until: due)
+                if ContinuousClock.now < due {
+                    // Poked early (a client joined): look again from the step after now.
+                    next = max(next, stepIndex(.now) + 1)
+                    continue
+                }
+            }
+            let started = ContinuousClock.now
+            let lag = started - due
+            if lag > frameDuration * 5 {
+                // Paused or starved: go on from the last period's steps rather than burst
+                // through every one that passed.
+                next = stepIndex(started) - phases + 1
+                continue
+            }
             report.maximumLag = max(report.maximumLag, lag)
-            if lag > frameDuration * 5 { deadline = clock.now }
-            let started = clock.now
-            // A client added while this phase ticks would wait a whole period in it.
-            let following = (phase + 1) % phases
-            nextPhase.withLock { $0 = following }
+            let period = step >= 0 ? step / phases : (step - phases + 1) / phases
+            if period != lastPeriod {
+                report.ticks += 1
+                lastPeriod = period
+            }
             // Clients are told when the tick was due, not when it ran: playout keeps to the
             // frame grid, so a tick that runs late (the machine is busy) is not mistaken for
             // packets arriving late, which would make the jitter buffer drop a frame and then
             // stretch one back on the next punctual tick.
-            await tickAll(phase: phase, due: deadline - origin)
-            let finished = clock.now
+            let dueOffset = due - origin
+            for (client, skipped) in self.due(lane: lane, phase: step % phases, at: dueOffset) {
+                await client.tick(now: dueOffset, skipped: skipped)
+            }
+            let finished = ContinuousClock.now
             report.maximumTickDuration = max(report.maximumTickDuration, finished - started)
             // A frame is late when it is ready only after its period has ended.
-            if finished > deadline + frameDuration { report.lateTicks += 1 }
+            if finished > due + frameDuration { report.lateTicks += 1 }
             report.phaseTicks += 1
-            // Phases without a client are slept through (each wake costs the process a timer
-            // and a thread switch or two): one call wakes the clock once a period, not once a
-            // phase. A skipped phase still counts as ticked, so a client added to it later is
-            // not told it missed every tick since.
-            let occupied = clients.withLock { all in all.reduce(into: Set<Int>()) { $0.insert($1.phase) } }
-            let (skipped, next) = Self.wake(after: phase, occupied: occupied, phases: phases)
-            for skippedPhase in skipped {
-                deadline += step
-                let due = deadline - origin
-                lastDue.withLock { $0[skippedPhase] = due }
-                if skippedPhase == 0 { report.ticks += 1 }
-            }
-            deadline += step
-            phase = next
+            next = step + 1
         }
         return report
     }

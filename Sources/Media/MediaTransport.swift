@@ -5,7 +5,7 @@ import RTP
 /// link in tests and simulations.
 public protocol MediaTransport: AnyObject, Sendable {
     /// Sends one datagram; failures are the transport's to count (media does not retry).
-    func send(_ datagram: [UInt8]) async
+    nonisolated(nonsending) func send(_ datagram: [UInt8]) async
     /// Sets where received datagrams go (replacing any previous handler). Called on any thread.
     func setReceiveHandler(_ handler: (@Sendable ([UInt8]) -> Void)?)
 }
@@ -90,7 +90,7 @@ public final class InMemoryMediaLink: MediaClockClient {
             self.index = index
         }
 
-        public func send(_ datagram: [UInt8]) async { core.carry(datagram, from: index) }
+        nonisolated(nonsending) public func send(_ datagram: [UInt8]) async { core.carry(datagram, from: index) }
         public func setReceiveHandler(_ handler: (@Sendable ([UInt8]) -> Void)?) {
             core.handlers[index].withLock { $0 = handler }
         }

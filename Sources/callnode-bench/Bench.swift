@@ -194,9 +194,11 @@ struct MediaBench: AsyncParsableCommand {
         print(String(format: "media cpu with frame encryption: %.4f s per leg per call-second, %+.1f %% over the same call without (median of %d)",
                      median(sealedCPU), (median(sealedCPU) / median(legCPU) - 1) * 100, runs))
 
-        // 2. Legs in real time, against the same clock ticking nothing (this machine's own
-        //    scheduling noise, measured in the same run).
+        // 2. Legs in real time, against the same clock ticking one client that does nothing
+        //    (this machine's own scheduling noise, measured in the same run; a clock without
+        //    clients does not wake at all).
         let idle = MediaClock()
+        idle.add(IdleClient())
         let idleTicking = Task { await idle.run() }
         try await Task.sleep(for: .seconds(realTimeSeconds))
         idleTicking.cancel()
@@ -313,6 +315,11 @@ struct MediaBench: AsyncParsableCommand {
 
 /// One WAV file through the encoder profile and back (no network), for quality scoring:
 /// `scripts/measure-quality` scores the output with PESQ-WB.
+/// A clock client that does nothing: the idle clock's baseline.
+final class IdleClient: MediaClockClient {
+    func tick(now: Duration) async {}
+}
+
 struct CodecBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "codec",

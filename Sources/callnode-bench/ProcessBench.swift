@@ -86,10 +86,101 @@ struct ProcessBench: AsyncParsableCommand {
         print(String(format: "process anchor: bare Opus+SRTP loop %.4f s CPU per call-second (one leg's encode, protect, unprotect, decode; complexity %d)",
                      Self.seconds(bare) / Double(window), complexity))
         if let baresip = ["/usr/bin/baresip", "/usr/local/bin/baresip"].first(where: FileManager.default.isExecutableFile(atPath:)) {
-            print("process anchor: \(baresip) is installed, but this benchmark does not drive it yet; see BENCHMARKS.md for the side-by-side method")
+            var callers: [Side] = [], callees: [Side] = []
+            for run in 0..<runs {
+                let (caller, callee) = try await measureBaresip(baresip, ticksPerSecond: ticksPerSecond, run: run)
+                callers.append(caller)
+                callees.append(callee)
+            }
+            func median(_ sides: [Side], _ value: (Side) -> Double) -> Double { sides.map(value).sorted()[sides.count / 2] }
+            for (name, sides) in [("caller", callers), ("callee", callees)] {
+                print(String(format: "process anchor: baresip %@ (Opus 40 kbit/s, complexity %d, SRTP): %.4f s CPU per call-second, %.0f context switches per second, %.1f MiB resident (median of %d)",
+                             name, complexity, median(sides, \.cpuPerCallSecond), median(sides, \.switchesPerSecond), median(sides, \.residentMiB), runs))
+            }
         } else {
             print("process anchor: baresip is not installed (apt-get install baresip-core) — no C softphone in this run")
         }
+    }
+
+    /// The same call between two baresip processes (the C softphone anchor): SIP straight to
+    /// 127.0.0.1, Opus mono at the same bitrate and complexity, 20 ms, SRTP (SDES,
+    /// AES_CM_128_HMAC_SHA1_80), speech from a WAV file both ways (`aufile`); what arrives is
+    /// decoded but played nowhere (`aubridge` without a source opens no player thread), where
+    /// callnode plays into `null`.
+    func measureBaresip(_ executable: String, ticksPerSecond: Double, run: Int) async throws -> (Side, Side) {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("callnode-process-baresip-\(getpid())-\(run)").path
+        try? FileManager.default.removeItem(atPath: directory)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let speech = directory + "/speech.wav"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        // aufile ends the call when its file runs out: make it outlast the measurement.
+        try WAV.write(SyntheticSpeech.samples(seconds: Double(window + 15), seed: 3), format: AudioFormat(), path: speech)
+        let ports = (callee: 25_070 + 4 * run, caller: 25_072 + 4 * run)
+        for (side, port) in [("callee", ports.callee), ("caller", ports.caller)] {
+            try FileManager.default.createDirectory(atPath: directory + "/" + side, withIntermediateDirectories: true)
+            let config = """
+                poll_method epoll
+                sip_listen 127.0.0.1:\(port)
+                net_interface 127.0.0.1
+                audio_player aubridge,nullplay
+                audio_alert aubridge,nullplay
+                audio_source aufile,\(speech)
+                ausrc_srate 48000
+                auplay_srate 48000
+                ausrc_channels 1
+                auplay_channels 1
+                rtcp_mux yes
+                jitter_buffer_delay 5-10
+                module_path /usr/lib/baresip/modules
+                module opus.so
+                module aufile.so
+                module aubridge.so
+                module srtp.so
+                module_tmp account.so
+                module_app menu.so
+                statmode_default off
+                ringback_disabled yes
+                opus_bitrate 40000
+                opus_complexity \(complexity)
+                opus_stereo no
+                opus_sprop_stereo no
+                opus_application voip
+                opus_inbandfec no
+                opus_dtx no
+
+                """
+            try config.write(toFile: directory + "/\(side)/config", atomically: true, encoding: .utf8)
+            let answer = side == "callee" ? ";answermode=auto" : ""
+            try "<sip:\(side)@127.0.0.1:\(port)>;regint=0\(answer);ptime=20;mediaenc=srtp-mand\n"
+                .write(toFile: directory + "/\(side)/accounts", atomically: true, encoding: .utf8)
+        }
+        let calleeLog = directory + "/callee.log", callerLog = directory + "/caller.log"
+        let callee = try Self.spawn(executable, ["-f", directory + "/callee", "-t", String(window + 20)], output: calleeLog)
+        defer { kill(callee, SIGKILL); var status: Int32 = 0; waitpid(callee, &status, 0) }
+        _ = try await Self.waitFor(calleeLog, "baresip is ready")
+        let caller = try Self.spawn(executable, ["-f", directory + "/caller", "-t", String(window + 6),
+                                                 "-e", "/dial sip:callee@127.0.0.1:\(ports.callee)"], output: callerLog)
+        defer { kill(caller, SIGKILL); var status: Int32 = 0; waitpid(caller, &status, 0) }
+        _ = try await Self.waitFor(callerLog, "Call established")
+        _ = try await Self.waitFor(calleeLog, "Call established")
+        _ = try await Self.waitFor(calleeLog, "SRTP is Enabled")
+        return try await window(caller: caller, callee: callee, ticksPerSecond: ticksPerSecond)
+    }
+
+    /// A settling second, then both processes measured over the window.
+    func window(caller: pid_t, callee: pid_t, ticksPerSecond: Double) async throws -> (Side, Side) {
+        try await Task.sleep(for: .seconds(1))
+        let before = (try Self.sample(caller), try Self.sample(callee))
+        let started = ContinuousClock.now
+        try await Task.sleep(for: .seconds(window))
+        let after = (try Self.sample(caller), try Self.sample(callee))
+        let elapsed = Self.seconds(ContinuousClock.now - started)
+        func side(_ a: Sample, _ b: Sample) -> Side {
+            Side(cpuPerCallSecond: Double(b.cpuTicks - a.cpuTicks) / ticksPerSecond / elapsed,
+                 switchesPerSecond: Double(b.contextSwitches - a.contextSwitches) / elapsed,
+                 residentMiB: Double(b.residentKiB) / 1024)
+        }
+        return (side(before.0, after.0), side(before.1, after.1))
     }
 
     /// One call: returns the caller's and the callee's figures over the window.
@@ -116,18 +207,7 @@ struct ProcessBench: AsyncParsableCommand {
         defer { kill(caller, SIGKILL); var status: Int32 = 0; waitpid(caller, &status, 0) }
         _ = try await Self.waitFor(callerLog, "\"first-audio\"")
         _ = try await Self.waitFor(calleeLog, "\"first-audio\"")
-        try await Task.sleep(for: .seconds(1))
-        let before = (try Self.sample(caller), try Self.sample(callee))
-        let started = ContinuousClock.now
-        try await Task.sleep(for: .seconds(window))
-        let after = (try Self.sample(caller), try Self.sample(callee))
-        let elapsed = Self.seconds(ContinuousClock.now - started)
-        func side(_ a: Sample, _ b: Sample) -> Side {
-            Side(cpuPerCallSecond: Double(b.cpuTicks - a.cpuTicks) / ticksPerSecond / elapsed,
-                 switchesPerSecond: Double(b.contextSwitches - a.contextSwitches) / elapsed,
-                 residentMiB: Double(b.residentKiB) / 1024)
-        }
-        return (side(before.0, after.0), side(before.1, after.1))
+        return try await window(caller: caller, callee: callee, ticksPerSecond: ticksPerSecond)
     }
 
     static func seconds(_ duration: Duration) -> Double {

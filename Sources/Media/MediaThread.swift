@@ -1,0 +1,205 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One thread that media runs on: a task executor whose queue and alarm share one lock and one
+/// condition variable, so a frame period costs the thread one wakeup.
+///
+/// A real-time ``MediaClock`` runs each of its lanes in a task that prefers one of these
+/// (SE-0417), so the clock's wait, every client's tick and the default actors those ticks call
+/// (``MediaActor``) all run here, not on the cooperative pool: no timer thread, no pool thread
+/// woken per frame. Jobs other tasks send to a media actor while a tick holds it run here too,
+/// in order.
+///
+/// Only the lane's own loop sleeps on the alarm (``sleep(until:)``); ``poke()`` ends that sleep
+/// early (a client joined, the clock was cancelled). After ``stop()``, jobs that still arrive
+/// go to the global concurrent executor, so nothing enqueued late is lost.
+public final class MediaThread: TaskExecutor, @unchecked Sendable {  // every mutable field is guarded by `mutex`
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let condition: UnsafeMutablePointer<pthread_cond_t>
+    private var jobs: [UnownedJob] = []
+    private var spare: [UnownedJob] = []
+    /// The loop's sleep: when it ends (nil: when poked), and the continuation to resume.
+    private var alarm: (deadline: timespec?, continuation: CheckedContinuation<Void, Never>)?
+    private var poked = false
+    private var sleeping = false
+    private var stopping = false
+    private var stopped = false
+    private var thread: pthread_t?
+    public let name: String
+
+    public init(name: String = "callnode-media") {
+        self.name = name
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        condition = .allocate(capacity: 1)
+        condition.initialize(to: pthread_cond_t())
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        pthread_cond_init(condition, &attributes)
+        pthread_condattr_destroy(&attributes)
+        let box = Unmanaged.passRetained(self).toOpaque()
+        var handle = pthread_t()
+        let status = pthread_create(&handle, nil, { raw in
+            let thread = Unmanaged<MediaThread>.fromOpaque(raw!).takeRetainedValue()  // passed just below
+            thread.nameThisThread()
+            thread.loop()
+            return nil
+        }, box)
+        precondition(status == 0, "pthread_create failed: \(status)")
+        thread = handle
+    }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        condition.deinitialize(count: 1)
+        condition.deallocate()
+        pthread_mutex_destroy(mutex)
+        mutex.deinitialize(count: 1)
+        mutex.deallocate()
+    }
+
+    public func enqueue(_ job: consuming ExecutorJob) {
+        let unowned = UnownedJob(job)
+        pthread_mutex_lock(mutex)
+        if stopped {
+            pthread_mutex_unlock(mutex)
+            globalConcurrentExecutor.enqueue(unowned)
+            return
+        }
+        jobs.append(unowned)
+        let wake = sleeping
+        pthread_mutex_unlock(mutex)
+        if wake { pthread_cond_signal(condition) }
+    }
+
+    /// Whether the thread has ended (after ``stop()``, once its queue was empty).
+    public var hasEnded: Bool {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return stopped
+    }
+
+    /// Whether the caller runs on this thread.
+    public var isCurrent: Bool {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        guard let thread else { return false }
+        return pthread_equal(thread, pthread_self()) != 0
+    }
+
+    /// Suspends the calling task until `deadline` (on `ContinuousClock`) or a ``poke()``,
+    /// whichever comes first; nil sleeps until poked. One sleeper at a time: the lane's loop.
+    /// A poke that came while nobody slept ends the next sleep at once.
+    public func sleep(until deadline: ContinuousClock.Instant?) async {
+        let wake = deadline.map(Self.monotonic(at:))
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                pthread_mutex_lock(mutex)
+                if poked || stopping {
+                    poked = false
+                    pthread_mutex_unlock(mutex)
+                    continuation.resume()
+                    return
+                }
+                precondition(alarm == nil, "one sleeper at a time")
+                alarm = (wake, continuation)
+                let signal = sleeping
+                pthread_mutex_unlock(mutex)
+                if signal { pthread_cond_signal(condition) }
+            }
+        } onCancel: {
+            poke()
+        }
+    }
+
+    /// Ends the current sleep now, or the next one as soon as it starts.
+    public func poke() {
+        pthread_mutex_lock(mutex)
+        poked = true
+        let signal = sleeping
+        pthread_mutex_unlock(mutex)
+        if signal { pthread_cond_signal(condition) }
+    }
+
+    /// Ends the thread once its queue is empty; later jobs go to the global executor.
+    public func stop() {
+        pthread_mutex_lock(mutex)
+        stopping = true
+        poked = true
+        let signal = sleeping
+        pthread_mutex_unlock(mutex)
+        if signal { pthread_cond_signal(condition) }
+    }
+
+    /// Names the thread as `top` and `/proc` show it (Linux: at most 15 characters).
+    private func nameThisThread() {
+        #if os(Linux)
+        let descriptor = open("/proc/thread-self/comm", O_WRONLY)
+        guard descriptor >= 0 else { return }
+        _ = String(name.prefix(15)).withCString { write(descriptor, $0, strlen($0)) }
+        close(descriptor)
+        #endif
+    }
+
+    private func loop() {
+        let executor = asUnownedTaskExecutor()
+        pthread_mutex_lock(mutex)
+        while true {
+            var resume: CheckedContinuation<Void, Never>?
+            if let current = alarm {
+                if poked || stopping {
+                    poked = false
+                    resume = current.continuation
+                } else if let deadline = current.deadline, Self.reached(deadline) {
+                    resume = current.continuation
+                }
+                if resume != nil { alarm = nil }
+            }
+            if resume == nil && jobs.isEmpty {
+                if stopping && alarm == nil {
+                    stopped = true
+                    break
+                }
+                sleeping = true
+                if var deadline = alarm?.deadline {
+                    _ = pthread_cond_timedwait(condition, mutex, &deadline)
+                } else {
+                    pthread_cond_wait(condition, mutex)
+                }
+                sleeping = false
+                continue
+            }
+            swap(&jobs, &spare)
+            pthread_mutex_unlock(mutex)
+            resume?.resume()
+            for job in spare { job.runSynchronously(on: executor) }
+            spare.removeAll(keepingCapacity: true)
+            pthread_mutex_lock(mutex)
+        }
+        pthread_mutex_unlock(mutex)
+        pthread_detach(pthread_self())
+    }
+
+    /// The `CLOCK_MONOTONIC` time at a `ContinuousClock` instant (the condition variable waits on
+    /// the monotonic clock; the continuous one may differ from it by a constant while this runs).
+    static func monotonic(at instant: ContinuousClock.Instant) -> timespec {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let remaining = instant - ContinuousClock.now
+        let (seconds, attoseconds) = remaining.components
+        var total = Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec) + seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        total = max(total, 0)
+        return timespec(tv_sec: Int(total / 1_000_000_000), tv_nsec: Int(total % 1_000_000_000))
+    }
+
+    private static func reached(_ deadline: timespec) -> Bool {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return now.tv_sec > deadline.tv_sec || (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec)
+    }
+}
