@@ -62,7 +62,7 @@ let package = Package(
         .target(
             name: "Media",
             dependencies: [
-                "RTP", "SRTPKeys", "COpus", "CSRTP", "CALSA", "CSpeexDSP", "Locking",
+                "RTP", "SRTPKeys", "COpus", "CSRTP", "CALSA", "CSpeexDSP", "CSSL", "Locking",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]),
         // DTLS-SRTP (RFC 5763/5764): OpenSSL's DTLS over memory BIOs, keys into the SRTP path.

@@ -1,4 +1,5 @@
 import Crypto
+import CSSL
 import Foundation
 
 /// An end-to-end layer over each Opus frame, under SRTP: AES-256-GCM with keys only the two
@@ -96,29 +97,105 @@ struct FrameCipher {
     static let overhead = tagLength + 4
     let keys: FrameKeys
     private var counter: UInt32 = 0
+    /// One OpenSSL AES-256-GCM context per direction, keyed once: a frame only sets its nonce
+    /// (swift-crypto's one-shot API builds a context, a nonce, a box and a few arrays per call).
+    private let sealing: GCMContext
+    private let opening: GCMContext
 
-    init(keys: FrameKeys) { self.keys = keys }
-
-    private static func nonce(_ counter: UInt32) -> [UInt8] {
-        [0, 0, 0, 0, 0, 0, 0, 0, UInt8(counter >> 24), UInt8((counter >> 16) & 0xFF), UInt8((counter >> 8) & 0xFF), UInt8(counter & 0xFF)]
+    init(keys: FrameKeys) {
+        self.keys = keys
+        sealing = GCMContext(key: keys.outbound.key, encrypting: true)
+        opening = GCMContext(key: keys.inbound.key, encrypting: false)
     }
 
     mutating func seal(_ frame: [UInt8]) throws -> [UInt8] {
         let count = counter
         counter &+= 1
-        let box = try AES.GCM.seal(frame, using: keys.outbound.key, nonce: AES.GCM.Nonce(data: Self.nonce(count)))
-        return Array(box.ciphertext) + Array(box.tag) + [UInt8(count >> 24), UInt8((count >> 16) & 0xFF), UInt8((count >> 8) & 0xFF), UInt8(count & 0xFF)]
+        guard let sealed = sealing.seal(frame, counter: count) else { throw FrameCipherError.sealFailed }
+        return sealed
     }
 
     /// `nil` when the frame was not sealed with the peer's key.
     func open(_ sealed: [UInt8]) -> [UInt8]? {
         guard sealed.count > Self.overhead else { return nil }
-        let n = sealed.count
-        let count = UInt32(sealed[n - 4]) << 24 | UInt32(sealed[n - 3]) << 16 | UInt32(sealed[n - 2]) << 8 | UInt32(sealed[n - 1])
-        guard let nonce = try? AES.GCM.Nonce(data: Self.nonce(count)),
-              let box = try? AES.GCM.SealedBox(nonce: nonce, ciphertext: sealed[..<(n - Self.overhead)],
-                                                tag: sealed[(n - Self.overhead)..<(n - 4)]),
-              let plain = try? AES.GCM.open(box, using: keys.inbound.key) else { return nil }
-        return Array(plain)
+        return opening.open(sealed)
+    }
+}
+
+enum FrameCipherError: Error { case sealFailed }
+
+/// An `EVP_CIPHER_CTX` for AES-256-GCM with its key set, reused for every frame of one
+/// direction. The nonce is 8 zero bytes and the frame's 32-bit counter (big-endian); a sealed
+/// frame is ciphertext ‖ 16-byte tag ‖ counter, as WebCrypto's AES-GCM output plus the counter.
+final class GCMContext {
+    private let context: OpaquePointer
+
+    init(key: SymmetricKey, encrypting: Bool) {
+        guard let context = EVP_CIPHER_CTX_new() else { fatalError("EVP_CIPHER_CTX_new: out of memory") }
+        self.context = context
+        key.withUnsafeBytes { key in
+            let bytes = key.bindMemory(to: UInt8.self).baseAddress
+            if encrypting {
+                EVP_EncryptInit_ex(context, EVP_aes_256_gcm(), nil, bytes, nil)
+            } else {
+                EVP_DecryptInit_ex(context, EVP_aes_256_gcm(), nil, bytes, nil)
+            }
+        }
+    }
+
+    deinit { EVP_CIPHER_CTX_free(context) }
+
+    private static func nonce(_ counter: UInt32) -> (UInt64, UInt32) {
+        (0, counter.bigEndian)
+    }
+
+    func seal(_ frame: [UInt8], counter: UInt32) -> [UInt8]? {
+        var nonce = Self.nonce(counter)
+        let ok = withUnsafeBytes(of: &nonce) { iv in
+            EVP_EncryptInit_ex(context, nil, nil, nil, iv.bindMemory(to: UInt8.self).baseAddress) == 1
+        }
+        guard ok else { return nil }
+        var sealed = [UInt8](repeating: 0, count: frame.count + FrameCipher.overhead)
+        let done = sealed.withUnsafeMutableBufferPointer { out -> Bool in
+            var written: Int32 = 0, final: Int32 = 0
+            guard frame.withUnsafeBufferPointer({ EVP_EncryptUpdate(context, out.baseAddress, &written, $0.baseAddress, Int32($0.count)) }) == 1,
+                  EVP_EncryptFinal_ex(context, out.baseAddress! + Int(written), &final) == 1,
+                  Int(written + final) == frame.count,
+                  EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_GET_TAG, Int32(FrameCipher.tagLength), out.baseAddress! + frame.count) == 1
+            else { return false }
+            let tail = frame.count + FrameCipher.tagLength
+            out[tail] = UInt8(counter >> 24)
+            out[tail + 1] = UInt8((counter >> 16) & 0xFF)
+            out[tail + 2] = UInt8((counter >> 8) & 0xFF)
+            out[tail + 3] = UInt8(counter & 0xFF)
+            return true
+        }
+        return done ? sealed : nil
+    }
+
+    func open(_ sealed: [UInt8]) -> [UInt8]? {
+        let n = sealed.count, length = n - FrameCipher.overhead
+        guard length >= 0 else { return nil }
+        let counter = UInt32(sealed[n - 4]) << 24 | UInt32(sealed[n - 3]) << 16 | UInt32(sealed[n - 2]) << 8 | UInt32(sealed[n - 1])
+        var nonce = Self.nonce(counter)
+        let ok = withUnsafeBytes(of: &nonce) { iv in
+            EVP_DecryptInit_ex(context, nil, nil, nil, iv.bindMemory(to: UInt8.self).baseAddress) == 1
+        }
+        guard ok else { return nil }
+        var plain = [UInt8](repeating: 0, count: max(length, 1))
+        let opened = sealed.withUnsafeBufferPointer { input -> Bool in
+            plain.withUnsafeMutableBufferPointer { out -> Bool in
+                var written: Int32 = 0, final: Int32 = 0
+                var tag = Array(input[length..<(length + FrameCipher.tagLength)])
+                guard EVP_DecryptUpdate(context, out.baseAddress, &written, input.baseAddress, Int32(length)) == 1,
+                      EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, Int32(FrameCipher.tagLength), &tag) == 1,
+                      EVP_DecryptFinal_ex(context, out.baseAddress! + Int(written), &final) == 1
+                else { return false }
+                return Int(written + final) == length
+            }
+        }
+        guard opened else { return nil }
+        if plain.count != length { plain.removeAll() }
+        return plain
     }
 }

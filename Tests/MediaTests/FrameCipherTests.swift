@@ -1,0 +1,49 @@
+@testable import Media
+import Testing
+
+/// The frame cipher against AES-256-GCM's published test vectors, and its failure cases.
+@Suite struct FrameCipherTests {
+    static func hex(_ text: String) -> [UInt8] {
+        var bytes: [UInt8] = []
+        var index = text.startIndex
+        while index < text.endIndex {
+            let next = text.index(index, offsetBy: 2)
+            bytes.append(UInt8(text[index..<next], radix: 16)!)
+            index = next
+        }
+        return bytes
+    }
+
+    @Test func theFirstFrameIsAES256GCMWithAZeroNonceAsInTheGCMSpecification() throws {
+        // GCM specification (McGrew & Viega), test case 14: 256-bit zero key, 96-bit zero IV,
+        // one zero block. The first frame's nonce is 8 zero bytes and counter 0.
+        let keys = FrameKeys(shared: try FrameEncryptionKey(bytes: [UInt8](repeating: 0, count: 32)))
+        var cipher = FrameCipher(keys: keys)
+        let sealed = try cipher.seal([UInt8](repeating: 0, count: 16))
+        #expect(sealed == Self.hex("cea7403d4d606b6e074ec5d3baf39d18" + "d0d1c8a799996bf0265b98b5d48ab919" + "00000000"))
+        #expect(cipher.open(sealed) == [UInt8](repeating: 0, count: 16))
+    }
+
+    @Test func framesOpenInAnyOrderAndATamperedOrForeignFrameDoesNot() throws {
+        let key = FrameEncryptionKey.random()
+        var sender = FrameCipher(keys: FrameKeys(shared: key))
+        let receiver = FrameCipher(keys: FrameKeys(shared: key))
+        let frames = (0..<5).map { n in (0..<(20 + n * 31)).map { UInt8(truncatingIfNeeded: $0 * 7 + n) } }
+        let sealed = try frames.map { try sender.seal($0) }
+        // Each carries its counter: a later frame first, and a copy (redundancy) twice.
+        #expect(receiver.open(sealed[3]) == frames[3])
+        #expect(receiver.open(sealed[0]) == frames[0])
+        #expect(receiver.open(sealed[0]) == frames[0])
+        var tampered = sealed[1]
+        tampered[2] ^= 1
+        #expect(receiver.open(tampered) == nil)
+        var wrongCounter = sealed[2]
+        wrongCounter[wrongCounter.count - 1] ^= 1
+        #expect(receiver.open(wrongCounter) == nil)
+        #expect(FrameCipher(keys: FrameKeys(shared: .random())).open(sealed[4]) == nil)
+        #expect(receiver.open(Array(sealed[4].prefix(FrameCipher.overhead))) == nil)
+        // An empty frame seals to the overhead alone and opens back to nothing.
+        let empty = try sender.seal([])
+        #expect(empty.count == FrameCipher.overhead)
+    }
+}
