@@ -32,6 +32,8 @@ extension CallLeg {
         case .stateChanged(.connected):
             mark("ice-connected")
             if state.phase.iceHasConnected == false {
+                // DTLS starts on the pair at once, before the leg reports the connection.
+                prepareMedia(iceConnected: true)
                 await mediaConnected()
             } else {
                 await legEvent(.iceConnected)
@@ -57,9 +59,9 @@ extension CallLeg {
     /// Nothing is opened until it starts. With DTLS-SRTP it waits for ICE to connect: the
     /// handshake runs over the selected pair, and a ClientHello sent before would only be lost
     /// and retransmitted a second later.
-    func prepareMedia() {
+    func prepareMedia(iceConnected: Bool = false) {
         guard mediaPreparation == nil, let agent, let negotiated else { return }
-        if negotiated.dtls != nil && !state.phase.iceHasConnected { return }
+        if negotiated.dtls != nil && !(iceConnected || state.phase.iceHasConnected) { return }
         var base = configuration.media
         let clock = self.clock
         // Browsers take one redundant copy per packet (libwebrtc's RED), nodes up to three.
@@ -83,6 +85,7 @@ extension CallLeg {
                 return
             }
             self.dtls = association
+            mark("dtls-started")
         }
         mediaPreparation = Task.detached { [association] in
             try await CallLeg.makeMedia(negotiated: negotiated, base: base, transport: transport, dtls: association, clock: clock,

@@ -243,6 +243,14 @@ public actor CallNode: Service {
         })
         let clock = self.clock
         if !clock.isManual { keep(Task { _ = await clock.run() }) }
+        // One-time costs that would otherwise fall on the first call's setup: libsrtp's start
+        // (its crypto kernel tests every cipher, ~15 ms, between the keys and the first packet)
+        // and the TLS settings a dial uses.
+        let identity = self.identity
+        Thread.detachNewThread {
+            try? SRTPLibrary.initialize()
+            SignalingConnection.prepareToDial(as: identity)
+        }
         watchAudioSession()
         if let read = configuration.hostNetwork {
             let interval = configuration.hostNetworkCheckInterval, timerClock = configuration.clock

@@ -377,6 +377,14 @@ struct SignalingTLS: Sendable {
     }
 }
 
+extension SignalingConnection {
+    /// Builds (and keeps) the TLS settings `identity` dials with, so that a node's first call
+    /// does not parse its key and certificate on the way. Optional: a dial builds them too.
+    public static func prepareToDial(as identity: NodeIdentity) {
+        _ = try? SignalingTLS.cached(identity: identity, server: false)
+    }
+}
+
 /// The fingerprint a peer presented, recorded by the verification callback so a refused
 /// handshake can say what it saw.
 final class PresentedIdentity: Sendable {

@@ -65,40 +65,61 @@ struct ProcessBench: AsyncParsableCommand {
             ? [("frames encrypted end to end", []), ("frames not encrypted end to end", ["--frame-encryption", "off"])]
             : [("frames encrypted end to end (the default)", [])]
         let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
-        for (label, extra) in variants {
-            var callers: [Side] = [], callees: [Side] = []
-            for run in 0..<runs {
-                let (caller, callee) = try await measure(executable, extra: extra, ticksPerSecond: ticksPerSecond, run: run)
-                callers.append(caller)
-                callees.append(callee)
-            }
-            func median(_ sides: [Side], _ value: (Side) -> Double) -> Double { sides.map(value).sorted()[sides.count / 2] }
-            for (name, sides) in [("caller", callers), ("callee", callees)] {
-                print(String(format: "process %@ (%@): %.4f s CPU per call-second, %.0f context switches per second, %.1f MiB resident (median of %d)",
-                             name, label, median(sides, \.cpuPerCallSecond), median(sides, \.switchesPerSecond), median(sides, \.residentMiB), runs))
-            }
-        }
+        let baresip = ["/usr/bin/baresip", "/usr/local/bin/baresip"].first(where: FileManager.default.isExecutableFile(atPath:))
         let speech = SyntheticSpeech.samples(seconds: 10)
-        guard let bare = BareMediaBenchmark.run(frames: window * 50, pcm: speech, bitrate: 40_000, complexity: Int32(complexity),
-                                                expectedLossPercent: 0) else {
-            throw ValidationError("the bare Opus/SRTP loop failed")
-        }
-        print(String(format: "process anchor: bare Opus+SRTP loop %.4f s CPU per call-second (one leg's encode, protect, unprotect, decode; complexity %d)",
-                     Self.seconds(bare) / Double(window), complexity))
-        if let baresip = ["/usr/bin/baresip", "/usr/local/bin/baresip"].first(where: FileManager.default.isExecutableFile(atPath:)) {
-            var callers: [Side] = [], callees: [Side] = []
-            for run in 0..<runs {
-                let (caller, callee) = try await measureBaresip(baresip, ticksPerSecond: ticksPerSecond, run: run)
-                callers.append(caller)
-                callees.append(callee)
+        // Each run measures every variant, baresip and the bare loop one after another, so a
+        // machine that is busier in one run shows in all of them, and the ratios are per run.
+        var sides: [String: [(caller: Side, callee: Side)]] = [:]
+        var bare: [Double] = []
+        var ratios: [String: [Double]] = [:]
+        for run in 0..<runs {
+            guard let loop = BareMediaBenchmark.run(frames: window * 50, pcm: speech, bitrate: 40_000, complexity: Int32(complexity),
+                                                    expectedLossPercent: 0) else {
+                throw ValidationError("the bare Opus/SRTP loop failed")
             }
-            func median(_ sides: [Side], _ value: (Side) -> Double) -> Double { sides.map(value).sorted()[sides.count / 2] }
-            for (name, sides) in [("caller", callers), ("callee", callees)] {
+            let bareCPU = Self.seconds(loop) / Double(window)
+            bare.append(bareCPU)
+            var anchor: Double?
+            if let baresip {
+                let measured = try await measureBaresip(baresip, ticksPerSecond: ticksPerSecond, run: run)
+                sides["baresip", default: []].append(measured)
+                anchor = (measured.0.cpuPerCallSecond + measured.1.cpuPerCallSecond) / 2
+            }
+            for (label, extra) in variants {
+                let measured = try await measure(executable, extra: extra, ticksPerSecond: ticksPerSecond, run: run)
+                sides[label, default: []].append(measured)
+                let mean = (measured.0.cpuPerCallSecond + measured.1.cpuPerCallSecond) / 2
+                ratios[label + "/bare", default: []].append(mean / bareCPU)
+                if let anchor { ratios[label + "/baresip", default: []].append(mean / anchor) }
+            }
+        }
+        func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+        for (label, _) in variants {
+            for (index, name) in ["caller", "callee"].enumerated() {
+                let list = (sides[label] ?? []).map { index == 0 ? $0.caller : $0.callee }
+                print(String(format: "process %@ (%@): %.4f s CPU per call-second, %.0f context switches per second, %.1f MiB resident (median of %d)",
+                             name, label, median(list.map(\.cpuPerCallSecond)), median(list.map(\.switchesPerSecond)), median(list.map(\.residentMiB)), runs))
+            }
+        }
+        print(String(format: "process anchor: bare Opus+SRTP loop %.4f s CPU per call-second (one leg's encode, protect, unprotect, decode; complexity %d; median of %d)",
+                     median(bare), complexity, runs))
+        if let measured = sides["baresip"] {
+            for (index, name) in ["caller", "callee"].enumerated() {
+                let list = measured.map { index == 0 ? $0.caller : $0.callee }
                 print(String(format: "process anchor: baresip %@ (Opus 40 kbit/s, complexity %d, SRTP): %.4f s CPU per call-second, %.0f context switches per second, %.1f MiB resident (median of %d)",
-                             name, complexity, median(sides, \.cpuPerCallSecond), median(sides, \.switchesPerSecond), median(sides, \.residentMiB), runs))
+                             name, complexity, median(list.map(\.cpuPerCallSecond)), median(list.map(\.switchesPerSecond)), median(list.map(\.residentMiB)), runs))
             }
         } else {
             print("process anchor: baresip is not installed (apt-get install baresip-core) — no C softphone in this run")
+        }
+        for (label, _) in variants {
+            let perRun = ratios[label + "/bare"] ?? []
+            var line = String(format: "process ratio (%@, mean of both sides, per run): %.2f× the bare loop (min %.2f, max %.2f)",
+                              label, median(perRun), perRun.min() ?? 0, perRun.max() ?? 0)
+            if let againstBaresip = ratios[label + "/baresip"] {
+                line += String(format: ", %.2f× baresip (min %.2f, max %.2f)", median(againstBaresip), againstBaresip.min() ?? 0, againstBaresip.max() ?? 0)
+            }
+            print(line)
         }
     }
 
