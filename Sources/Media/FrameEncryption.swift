@@ -1,5 +1,5 @@
 import Crypto
-import CSSL
+internal import CSSL
 import Foundation
 
 /// An end-to-end layer over each Opus frame, under SRTP: AES-256-GCM with keys only the two

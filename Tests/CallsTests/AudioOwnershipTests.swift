@@ -248,7 +248,7 @@ import Glibc
         defer { unlink(file); unlink(log) }
         try source.write(toFile: file, atomically: true, encoding: .utf8)
         var arguments = ["-typecheck", "-swift-version", "6", "-I", modules]
-        for library in ["CALSA", "COpus", "CSRTP", "CNice", "CSpeexDSP"] {
+        for library in ["CALSA", "COpus", "CSRTP", "CNice", "CSpeexDSP", "CSSL"] {
             arguments += ["-Xcc", "-fmodule-map-file=\(sources)/\(library)/module.modulemap"]
         }
         let swiftc = ["/opt/swift/usr/bin/swiftc", "/usr/bin/swiftc", "/usr/local/bin/swiftc"]
