@@ -263,6 +263,7 @@ public actor MediaActor: MediaClockClient {
         s.jitter = reception.jitterDuration
         s.packetsLost = Int(reception.cumulativeLost)
         s.fecExpectedLossPercent = encoder.expectedLossPercent
+        s.opusComplexity = encoder.complexity
         s.sendingRedundancy = redundancyActive
         s.redundancyDepth = redundancyActive ? redundancyDepth : 0
         s.redundancySpread = redundancyActive && redundancyDepth > 1 && spreadCopies
@@ -275,6 +276,10 @@ public actor MediaActor: MediaClockClient {
 
     public func tick(now: Duration, skipped: Int) async {
         guard state == .running else { return }
+        if configuration.complexityFollowsLoad {
+            let wanted = min(configuration.opus.complexity, clock.complexityCap)
+            if wanted != encoder.complexity { try? encoder.setComplexity(wanted) }
+        }
         if skipped > 0 { skip(frames: skipped, now: now) }
         receive(now: now)
         watchInbound(now: now)

@@ -49,6 +49,8 @@ public final class MediaClock: Sendable {
     }
 
     private let clients = Locked<[Entry]>([])
+    /// How much work a call may do per frame, from how punctual the lanes are.
+    private let governor = Locked(LoadGovernor())
     /// The running lanes' threads (empty while ``run()`` is not running).
     private let threads = Locked<[MediaThread]>([])
     /// How many instants per frame period a real-time clock spreads its clients over.
@@ -76,6 +78,28 @@ public final class MediaClock: Sendable {
         phases = 1
         lanes = 1
         manual = true
+    }
+
+    /// The highest Opus complexity calls on this clock should use now: 10 while the media
+    /// threads keep up, lower while they run out of time (``LoadGovernor``). Always 10 on a
+    /// manual clock.
+    public var complexityCap: Int { governor.withLock { $0.cap } }
+
+    /// Starts the figures ``run()`` returns afresh from now (a benchmark that lets a load
+    /// settle first). Each lane drops what it counted at its next tick.
+    public func restartReport() {
+        reportEpoch.withLock { $0 += 1 }
+    }
+    private let reportEpoch = Locked(0)
+
+    /// Feeds the governor one lane window as a real-time lane does (tests on a manual clock).
+    @_spi(Testing) public func reportLoad(busy: Double, late: Double) {
+        _ = governor.withLock { $0.window(busy: busy, late: late) }
+    }
+
+    /// The lowest complexity load may take calls down to (default 4: ``LoadGovernor/minimum``).
+    public func setMinimumComplexity(_ minimum: Int) {
+        governor.withLock { $0.minimum = max(0, min(10, minimum)) }
     }
 
     /// A clock that only moves when ``advance(frames:)`` is called.
@@ -199,6 +223,9 @@ public final class MediaClock: Sendable {
         var report = MediaClockReport()
         var next = stepIndex(.now) + 1
         var lastPeriod = Int.min
+        var epoch = reportEpoch.withLock { $0 }
+        // This lane's load over the current one-second window, for the governor.
+        var windowStart = ContinuousClock.now, busy = Duration.zero, ticks = 0, lateStarts = 0
         while !Task.isCancelled {
             let occupied = clients.withLock { all in all.reduce(into: Set<Int>()) { if $1.lane == lane { $0.insert($1.phase) } } }
             guard !occupied.isEmpty else {
@@ -227,6 +254,12 @@ public final class MediaClock: Sendable {
                 next = stepIndex(started) - phases + 1
                 continue
             }
+            let currentEpoch = reportEpoch.withLock { $0 }
+            if currentEpoch != epoch {
+                report = MediaClockReport()
+                epoch = currentEpoch
+                lastPeriod = Int.min
+            }
             report.maximumLag = max(report.maximumLag, lag)
             let period = step >= 0 ? step / phases : (step - phases + 1) / phases
             if period != lastPeriod {
@@ -247,6 +280,19 @@ public final class MediaClock: Sendable {
             if finished > due + frameDuration { report.lateTicks += 1 }
             report.phaseTicks += 1
             next = step + 1
+            busy += finished - started
+            ticks += 1
+            // Behind: the tick started after the next phase's time, or its frame was late.
+            if lag > self.step || finished > due + frameDuration { lateStarts += 1 }
+            if finished - windowStart >= .seconds(1) {
+                let fraction = (finished - windowStart) / .seconds(1)
+                let busyShare = (busy / .seconds(1)) / fraction, lateShare = Double(lateStarts) / Double(max(1, ticks))
+                _ = governor.withLock { $0.window(busy: busyShare, late: lateShare) }
+                windowStart = finished
+                busy = .zero
+                ticks = 0
+                lateStarts = 0
+            }
         }
         return report
     }

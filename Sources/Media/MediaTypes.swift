@@ -74,6 +74,11 @@ public struct MediaConfiguration: Sendable, Equatable {
     /// Move the playout delay by time-stretching the decoded speech (a pitch period at a time,
     /// ``TimeStretcher``) rather than by dropping or inserting whole frames (default on).
     public var timeStretching = true
+    /// Whether the encoder's complexity follows the media clock's load (default on): when the
+    /// media threads run out of time, every call on the clock encodes with less work (down to
+    /// the clock's minimum) rather than sending frames late, and goes back up as the load
+    /// falls (``MediaClock/complexityCap``). Never above ``OpusConfiguration/complexity``.
+    public var complexityFollowsLoad = true
     /// With ``RedundancyPolicy/adaptive``: how long after the start, or the last report of
     /// loss, redundancy stays on: 8 s, so a clean call is back at its plain bitrate within
     /// 10 s of its start (the first report after the hold turns it off).
@@ -226,6 +231,8 @@ public struct MediaStatistics: Sendable, Equatable {
     /// ``MediaConfiguration/redundancyOffsets(depth:spread:)``.
     public var redundancySpread = false
     /// DTMF digits sent and received (RFC 4733 events).
+    /// The complexity the encoder uses now (below the configured one while the node is loaded).
+    public var opusComplexity = 0
     public var dtmfSent = 0
     public var dtmfReceived = 0
     /// Times nothing arrived from the peer for the stall timeout, and whether that is so now.

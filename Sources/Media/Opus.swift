@@ -112,6 +112,18 @@ public final class OpusEncoder {
 
     deinit { opus_encoder_destroy(encoder) }
 
+    /// The complexity the encoder uses now (the configuration's until changed).
+    public private(set) lazy var complexity = configuration.complexity
+
+    /// Changes how much work the encoder does per frame (0–10): lower under load, at some
+    /// quality (see the encoder profile in BENCHMARKS.md).
+    public func setComplexity(_ value: Int) throws(OpusError) {
+        let value = max(0, min(10, value))
+        guard value != complexity else { return }
+        try opus(copus_set_complexity(encoder, Int32(value)), "OPUS_SET_COMPLEXITY")
+        complexity = value
+    }
+
     /// The loss, in percent, in-band FEC currently plans for.
     public private(set) lazy var expectedLossPercent = configuration.expectedLossPercent
 

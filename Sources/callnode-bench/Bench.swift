@@ -139,6 +139,12 @@ struct MediaBench: AsyncParsableCommand {
     @Option(help: "Calls for the memory measurement.")
     var memoryCalls = 50
 
+    @Option(help: "Seconds each leg count runs before its figures start (calls starting, the load settling).")
+    var settleSeconds = 3
+
+    @Flag(help: "Also sweep with Opus complexity following the clock's load (from --complexity down to 4 at most), past the fixed figure.")
+    var followLoad = false
+
     @Option(help: ArgumentHelp("Draw CPU and late frames against concurrent legs into this PNG (needs gnuplot: apt-get install gnuplot-nox).", valueName: "FILE.png"))
     var plot: String?
 
@@ -206,31 +212,24 @@ struct MediaBench: AsyncParsableCommand {
         let baseline = idleReport.lateFraction(phases: idle.phases)
         print(String(format: "media real time: idle clock, %d of %d phase ticks late (%.2f %%), max start lag %.1f ms",
                      idleReport.lateTicks, idleReport.phaseTicks, baseline * 100, idleReport.maximumLag.seconds * 1000))
-        var best = 0
-        var points: [(legs: Int, cpuPercent: Double, latePercent: Double)] = []
-        for count in legs {
-            let clock = MediaClock()
-            var calls: [(MediaActor, MediaActor)] = []
-            for _ in 0..<(count / 2) { calls.append(try await Self.makeCall(clock: clock, speech: speech, configuration: configuration)) }
-            let cpuBefore = BareMediaBenchmark.cpuTime(), wallBefore = ContinuousClock.now
-            let ticking = Task { await clock.run() }
-            try await Task.sleep(for: .seconds(realTimeSeconds))
-            ticking.cancel()
-            let report = await ticking.value
-            let cpuPercent = (BareMediaBenchmark.cpuTime() - cpuBefore).seconds / (ContinuousClock.now - wallBefore).seconds
-                / Double(ProcessInfo.processInfo.activeProcessorCount) * 100
-            for call in calls { await call.0.stop(); await call.1.stop() }
-            let fraction = report.lateFraction(phases: clock.phases)
-            points.append((count, cpuPercent, fraction * 100))
-            print(String(format: "media real time: %d legs, %d of %d phase ticks late (%.2f %%), max start lag %.1f ms, longest tick %.1f ms",
-                         count, report.lateTicks, report.phaseTicks, fraction * 100, report.maximumLag.seconds * 1000, report.maximumTickDuration.seconds * 1000))
-            if fraction > baseline + 0.005 { break }
-            best = count
-        }
-        print("media real time: \(best) legs within 0.5 % late frames above the idle clock (\(ProcessInfo.processInfo.activeProcessorCount) cores)")
+        var fixedConfiguration = configuration
+        fixedConfiguration.complexityFollowsLoad = false
+        let (best, points) = try await sweep(legs: legs, speech: speech, configuration: fixedConfiguration, baseline: baseline,
+                                             label: "fixed complexity \(complexity)")
+        print("media real time: \(best) legs within 0.5 % late frames above the idle clock at complexity \(complexity) (\(ProcessInfo.processInfo.activeProcessorCount) cores)")
         if let plot {
             try Self.draw(points, baselinePercent: baseline * 100, to: plot)
             print("media real time: plot written to \(plot)")
+        }
+        if followLoad {
+            // The same sweep with complexity following the clock's load, from the first count
+            // past the fixed figure (the counts below it keep up at full complexity anyway).
+            let more = legs.filter { $0 > best }
+            let (adapted, _) = try await sweep(legs: more, speech: speech, configuration: configuration, baseline: baseline,
+                                               label: "complexity following load (from \(complexity))")
+            let figure = max(adapted, best)
+            print(String(format: "media real time: %d legs within 0.5 %% late frames with complexity following load (%.2f× the fixed figure)",
+                         figure, Double(figure) / Double(max(1, best))))
         }
 
         // 3. Memory per call.
@@ -286,6 +285,41 @@ struct MediaBench: AsyncParsableCommand {
         guard status == 0, FileManager.default.fileExists(atPath: path) else { throw ValidationError("gnuplot could not draw \(path)") }
     }
 
+    /// Legs in real time on one clock, count after count, until one has more than 0.5 % late
+    /// ticks above the idle clock's. Returns the last count that kept up, and each count's CPU
+    /// and late share.
+    func sweep(legs: [Int], speech: [Int16], configuration: MediaConfiguration, baseline: Double,
+               label: String) async throws -> (Int, [(legs: Int, cpuPercent: Double, latePercent: Double)]) {
+        var best = 0
+        var points: [(legs: Int, cpuPercent: Double, latePercent: Double)] = []
+        for count in legs {
+            let clock = MediaClock()
+            var calls: [(MediaActor, MediaActor)] = []
+            for _ in 0..<(count / 2) { calls.append(try await Self.makeCall(clock: clock, speech: speech, configuration: configuration)) }
+            let ticking = Task { await clock.run() }
+            // A second to settle (calls starting at once; a load-following clock finding its
+            // complexity), then the figures from scratch.
+            try await Task.sleep(for: .seconds(settleSeconds))
+            clock.restartReport()
+            let cpuBefore = BareMediaBenchmark.cpuTime(), wallBefore = ContinuousClock.now
+            try await Task.sleep(for: .seconds(realTimeSeconds))
+            let complexities = await calls.asyncMap { await $0.0.statistics.opusComplexity }
+            ticking.cancel()
+            let report = await ticking.value
+            let cpuPercent = (BareMediaBenchmark.cpuTime() - cpuBefore).seconds / (ContinuousClock.now - wallBefore).seconds
+                / Double(ProcessInfo.processInfo.activeProcessorCount) * 100
+            for call in calls { await call.0.stop(); await call.1.stop() }
+            let fraction = report.lateFraction(phases: clock.phases)
+            points.append((count, cpuPercent, fraction * 100))
+            print(String(format: "media real time (%@): %d legs, %d of %d phase ticks late (%.2f %%), max start lag %.1f ms, longest tick %.1f ms, CPU %.0f %%, complexity at the end %d–%d",
+                         label, count, report.lateTicks, report.phaseTicks, fraction * 100, report.maximumLag.seconds * 1000,
+                         report.maximumTickDuration.seconds * 1000, cpuPercent, complexities.min() ?? 0, complexities.max() ?? 0))
+            if fraction > baseline + 0.005 { break }
+            best = count
+        }
+        return (best, points)
+    }
+
     static func makeCall(clock: MediaClock, speech: [Int16], configuration: MediaConfiguration,
                          frameEncryption: Bool = false) async throws -> (MediaActor, MediaActor) {
         let link = InMemoryMediaLink(clock: clock)
@@ -315,6 +349,14 @@ struct MediaBench: AsyncParsableCommand {
 
 /// One WAV file through the encoder profile and back (no network), for quality scoring:
 /// `scripts/measure-quality` scores the output with PESQ-WB.
+extension Array {
+    func asyncMap<T>(_ transform: (Element) async -> T) async -> [T] {
+        var out: [T] = []
+        for element in self { out.append(await transform(element)) }
+        return out
+    }
+}
+
 /// A clock client that does nothing: the idle clock's baseline.
 final class IdleClient: MediaClockClient {
     func tick(now: Duration) async {}

@@ -1,0 +1,89 @@
+import Foundation
+@_spi(Testing) import Media
+import Testing
+
+@Suite struct LoadGovernorTests {
+    @Test func overloadTakesComplexityDownTwoStepsAtATimeToTheMinimum() {
+        var governor = LoadGovernor(minimum: 3)
+        #expect(governor.cap == 10)
+        #expect(governor.window(busy: 0.9, late: 0) == 8)
+        #expect(governor.window(busy: 0.4, late: 0.05) == 6, "late starts alone are overload")
+        #expect(governor.window(busy: 0.95, late: 0.3) == 4)
+        #expect(governor.window(busy: 0.95, late: 0.3) == 3)
+        #expect(governor.window(busy: 0.95, late: 0.3) == 3)
+    }
+
+    @Test func complexityComesBackOneStepAfterFiveCalmWindowsInARow() {
+        var governor = LoadGovernor()
+        governor.window(busy: 0.9, late: 0)
+        governor.window(busy: 0.9, late: 0)
+        #expect(governor.cap == 6)
+        for _ in 0..<4 { #expect(governor.window(busy: 0.3, late: 0) == 6) }
+        #expect(governor.window(busy: 0.3, late: 0) == 7)
+        // A middling window (neither calm nor overloaded) starts the count again.
+        for _ in 0..<4 { governor.window(busy: 0.3, late: 0) }
+        governor.window(busy: 0.7, late: 0)
+        for _ in 0..<4 { #expect(governor.window(busy: 0.3, late: 0) == 7) }
+        #expect(governor.window(busy: 0.3, late: 0) == 8)
+        for _ in 0..<20 { governor.window(busy: 0.1, late: 0) }
+        #expect(governor.cap == 10)
+    }
+}
+
+@Suite struct LoadAdaptationTests {
+    @Test func callsEncodeWithLessWorkWhileTheClockIsOverloadedAndNeverAboveTheirOwnComplexity() async throws {
+        var configuration = MediaConfiguration()
+        configuration.opus.complexity = 8
+        let call = try MediaActorTests.makeCall(source: ToneSource(), sink: NullSink(), configuration: configuration)
+        var fixed = configuration
+        fixed.complexityFollowsLoad = false
+        let steady = try MediaActorTests.makeCall(source: ToneSource(), sink: NullSink(), configuration: fixed)
+        try await call.a.start(); try await call.b.start()
+        try await steady.a.start(); try await steady.b.start()
+        await call.clock.advance(frames: 5)
+        #expect(await call.a.statistics.opusComplexity == 8, "a calm clock's cap (10) is above the call's own 8")
+        call.clock.reportLoad(busy: 0.95, late: 0.1)
+        call.clock.reportLoad(busy: 0.95, late: 0.1)
+        steady.clock.reportLoad(busy: 0.95, late: 0.1)
+        await call.clock.advance(frames: 1)
+        await steady.clock.advance(frames: 1)
+        #expect(call.clock.complexityCap == 6)
+        #expect(await call.a.statistics.opusComplexity == 6)
+        #expect(await steady.a.statistics.opusComplexity == 8, "a call that does not follow the load keeps its complexity")
+        // Still heard: the tone goes on at the lower complexity.
+        let before = await call.b.statistics.packetsReceived
+        await call.clock.advance(frames: 50)
+        #expect(await call.b.statistics.packetsReceived >= before + 49)
+        for _ in 0..<(LoadGovernor.calmWindows * 4) { call.clock.reportLoad(busy: 0.2, late: 0) }
+        await call.clock.advance(frames: 1)
+        #expect(await call.a.statistics.opusComplexity == 8)
+        for actor in [call.a, call.b, steady.a, steady.b] { await actor.stop() }
+    }
+}
+
+/// A clock client whose tick takes most of a frame period (busy-waiting), as a node with more
+/// calls than its cores can encode.
+private final class HeavyClient: MediaClockClient, @unchecked Sendable {  // `work` is read-only after init
+    let work: Duration
+    init(work: Duration) { self.work = work }
+    func tick(now: Duration) async {
+        let until = ContinuousClock.now + work
+        while ContinuousClock.now < until {}
+    }
+}
+
+@Suite(.serialized) struct LoadAdaptationRealTimeTests {
+    @Test func anOverloadedRealTimeClockLowersItsComplexityCap() async {
+        let clock = MediaClock(phases: 1, lanes: 1)
+        clock.add(HeavyClient(work: .milliseconds(19)))
+        let running = Task { await clock.run() }
+        var lowered = false
+        for _ in 0..<400 where !lowered {
+            try? await Task.sleep(for: .milliseconds(10))
+            lowered = clock.complexityCap < 10
+        }
+        running.cancel()
+        _ = await running.value
+        #expect(lowered, "a lane busy 95 % of each period is overloaded within its first window")
+    }
+}
