@@ -77,3 +77,82 @@ public struct HostNetworkSnapshot: Sendable, Equatable {
          defaultRoutes != previous.defaultRoutes)
     }
 }
+
+/// Tells when this host's addresses, links or routes may have changed: the kernel's routing
+/// netlink messages (RTMGRP link, address and route groups, IPv4 and IPv6), read by a thread
+/// of its own that sleeps in `poll` until one comes — nothing wakes while the network stays as
+/// it is. A burst of messages (an address removed and another added, the routes after) is
+/// reported once, `settle` after the first. Where no netlink socket can be had, it reports every
+/// `fallback` instead, and it also reports after `fallback` without news, so a missed message
+/// costs at most that.
+public enum HostNetworkWatcher {
+    /// A stream with one element per (possible) change; ending its iteration stops the thread.
+    public static func changes(settle: Duration = .milliseconds(100), fallback: Duration = .seconds(10)) -> AsyncStream<Void> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        var wake: [Int32] = [-1, -1]
+        guard pipe(&wake) == 0 else {
+            continuation.finish()
+            return stream
+        }
+        let (wakeRead, wakeWrite) = (wake[0], wake[1])
+        _ = fcntl(wakeWrite, F_SETFL, O_NONBLOCK)
+        continuation.onTermination = { _ in
+            var byte: UInt8 = 1
+            _ = write(wakeWrite, &byte, 1)
+        }
+        let socket = openRouteSocket()
+        Thread.detachNewThread {
+            Thread.current.name = "callnode-netwatch"
+            defer {
+                if socket >= 0 { close(socket) }
+                close(wakeRead)
+                close(wakeWrite)
+            }
+            var buffer = [UInt8](repeating: 0, count: 8_192)
+            let fallbackMs = Int32(fallback.components.seconds * 1000 + fallback.components.attoseconds / 1_000_000_000_000_000)
+            let settleMs = Int32(settle.components.seconds * 1000 + settle.components.attoseconds / 1_000_000_000_000_000)
+            while true {
+                var fds = [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0), pollfd(fd: socket, events: Int16(POLLIN), revents: 0)]
+                let ready = poll(&fds, socket >= 0 ? 2 : 1, fallbackMs)
+                if ready < 0 && errno == EINTR { continue }
+                if fds[0].revents != 0 { return }
+                if ready > 0 && fds[1].revents != 0 {
+                    // Let the burst finish, draining what comes meanwhile, then report once.
+                    var until = ContinuousClock.now + settle
+                    while ContinuousClock.now < until {
+                        while recv(socket, &buffer, buffer.count, Int32(MSG_DONTWAIT)) > 0 {}
+                        var more = [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0), pollfd(fd: socket, events: Int16(POLLIN), revents: 0)]
+                        _ = poll(&more, 2, settleMs)
+                        if more[0].revents != 0 { return }
+                        if more[1].revents == 0 { until = .now }
+                    }
+                }
+                if case .terminated = continuation.yield(()) { return }
+            }
+        }
+        return stream
+    }
+
+    /// A routing netlink socket subscribed to link, address and route changes; -1 if none.
+    private static func openRouteSocket() -> Int32 {
+        #if os(Linux)
+        let netlink: Int32 = 16, route: Int32 = 0
+        let descriptor = socket(netlink, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), route)
+        guard descriptor >= 0 else { return -1 }
+        // struct sockaddr_nl: family, pad, pid (0: the kernel picks), groups.
+        struct NetlinkAddress { var family: UInt16; var pad: UInt16; var pid: UInt32; var groups: UInt32 }
+        let link: UInt32 = 0x1, ipv4Address: UInt32 = 0x10, ipv4Route: UInt32 = 0x40, ipv6Address: UInt32 = 0x100, ipv6Route: UInt32 = 0x400
+        var address = NetlinkAddress(family: UInt16(netlink), pad: 0, pid: 0, groups: link | ipv4Address | ipv4Route | ipv6Address | ipv6Route)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<NetlinkAddress>.size)) }
+        }
+        guard bound == 0 else {
+            close(descriptor)
+            return -1
+        }
+        return descriptor
+        #else
+        return -1
+        #endif
+    }
+}

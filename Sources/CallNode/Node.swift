@@ -252,7 +252,18 @@ public actor CallNode: Service {
             SignalingConnection.prepareToDial(as: identity)
         }
         watchAudioSession()
-        if let read = configuration.hostNetwork {
+        if let read = configuration.hostNetwork, let changes = configuration.hostNetworkChanges {
+            keep(Task { [weak self] in
+                var last = read()
+                for await _ in changes() {
+                    let now = read()
+                    if now != last {
+                        await self?.hostNetworkChanged(now, from: last)
+                        last = now
+                    }
+                }
+            })
+        } else if let read = configuration.hostNetwork {
             let interval = configuration.hostNetworkCheckInterval, timerClock = configuration.clock
             keep(Task { [weak self] in
                 var last = read()

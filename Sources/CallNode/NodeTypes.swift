@@ -78,7 +78,12 @@ public struct CallNodeConfiguration: Sendable {
     /// ICE at once when an address its path uses goes or the default route changes, and resumes
     /// its signaling when its connection's address went.
     public var hostNetwork: (@Sendable () -> HostNetworkSnapshot)? = { HostNetworkSnapshot.current() }
-    /// How often ``hostNetwork`` is read, on ``clock``.
+    /// When to read ``hostNetwork`` again: each element of the stream is a possible change.
+    /// Default: the kernel's routing messages (``HostNetworkWatcher``), so a change is seen
+    /// ~0.1 s after it happens and an unchanging network wakes nothing. Nil: read it every
+    /// ``hostNetworkCheckInterval`` on ``clock`` instead (tests on manual time).
+    public var hostNetworkChanges: (@Sendable () -> AsyncStream<Void>)? = { HostNetworkWatcher.changes() }
+    /// How often ``hostNetwork`` is read when ``hostNetworkChanges`` is nil, on ``clock``.
     public var hostNetworkCheckInterval: Duration = .milliseconds(500)
     /// Playback only: the audio session's `playback` category; no microphone is ever opened,
     /// calls send silence and play the far end (a monitor, an announcement listener).

@@ -179,6 +179,7 @@ import Testing
         let network = Locked(HostNetworkSnapshot(addresses: ["192.0.2.10"], defaultRoutes: ["wlan0 via 192.0.2.1"]))
         let alice = try await f.node("alice", input: .tone(440)) { configuration in
             configuration.hostNetwork = { network.withLock { $0 } }
+            configuration.hostNetworkChanges = nil  // read on the manual clock, every 0.5 s
         }
         let bob = try await f.node("bob", input: .tone(660))
         try await f.trust(alice, as: "alice", bob, as: "bob")
