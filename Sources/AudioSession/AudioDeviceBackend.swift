@@ -159,6 +159,7 @@ public final class ManualRenderingBackend: AudioDeviceBackend {
 /// A manual endpoint that refuses to open when its route is not offered, as a real device would.
 final class ManualDeviceEndpoint: AudioSource, AudioSink {
     var failure: String? { nil }
+    var canFail: Bool { false }
     let endpoint: ManualAudioEndpoint
     let present: @Sendable () -> Bool
     let device: String

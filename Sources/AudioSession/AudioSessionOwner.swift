@@ -503,6 +503,8 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
             await notifyReleased()
             throw .device(error)
         }
+        // The new devices may be ones that can fail where the old could not.
+        startHealthWatch()
         state = .active(wanted)
         broadcaster.send(.routeChanged(reason))
     }

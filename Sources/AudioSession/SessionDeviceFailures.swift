@@ -5,9 +5,12 @@ import Media
 extension AudioSessionOwner {
     // MARK: Devices that fail mid-call
 
-    /// Checks the open devices every ``deviceCheckInterval`` on the session's clock while active.
+    /// Checks the open devices every ``deviceCheckInterval`` on the session's clock while active
+    /// — when one of them can fail at all (files, tones and null outputs cannot: no check then).
     func startHealthWatch() {
         guard healthWatch == nil else { return }
+        let checkable = devices.state.withLock { ($0.capture?.canFail ?? false) || ($0.playback?.canFail ?? false) }
+        guard checkable else { return }
         let clock = self.clock, interval = deviceCheckInterval
         healthWatch = Task { [weak self] in
             while !Task.isCancelled {

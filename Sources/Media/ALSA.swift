@@ -188,6 +188,7 @@ public final class ALSACaptureSource: AudioSource {
     public var device: String { stream.device }
     public var statistics: AudioDeviceStatistics { stream.statistics }
     public var failure: String? { stream.failure }
+    public var canFail: Bool { true }
 
     /// Opens the device and starts reading.
     /// - Throws: ``AudioDeviceError/notFound(_:)``, ``AudioDeviceError/busy(_:)`` or
@@ -219,6 +220,7 @@ public final class ALSAPlaybackSink: AudioSink {
     public var device: String { stream.device }
     public var statistics: AudioDeviceStatistics { stream.statistics }
     public var failure: String? { stream.failure }
+    public var canFail: Bool { true }
 
     public func start() throws(AudioDeviceError) { try stream.start() }
     public func stop() { stream.stop() }

@@ -61,6 +61,9 @@ public protocol AudioSource: AnyObject, Sendable {
     /// Why the device stopped delivering for good (unplugged, its server went away), once it
     /// has; the source then reads silence. Nil for sources that cannot fail so.
     var failure: String? { get }
+    /// Whether ``failure`` can ever be set (a device, not a file or a tone): the audio session
+    /// checks only such endpoints, and with none open it wakes nothing to check.
+    var canFail: Bool { get }
 }
 
 extension AudioSource {
@@ -68,6 +71,7 @@ extension AudioSource {
     public var bufferedSamples: Int { 0 }
     public func skip(samples: Int) {}
     public var failure: String? { nil }
+    public var canFail: Bool { false }
 }
 
 /// Where a call's incoming audio goes. Mono 16-bit frames at ``format``'s rate.
@@ -84,11 +88,14 @@ public protocol AudioSink: AnyObject, Sendable {
     /// Why the device stopped playing for good (unplugged, its server went away), once it has;
     /// what is written then goes nowhere. Nil for sinks that cannot fail so.
     var failure: String? { get }
+    /// Whether ``failure`` can ever be set (see ``AudioSource/canFail``).
+    var canFail: Bool { get }
 }
 
 extension AudioSink {
     public func fillSkipped(samples: Int) {}
     public var failure: String? { nil }
+    public var canFail: Bool { false }
 }
 
 /// A sine tone.
@@ -228,6 +235,7 @@ public final class SampleRing: Sendable {
 public final class ManualAudioEndpoint: AudioSource, AudioSink {
     public let format: AudioFormat
     /// The embedder feeds and drains it: it cannot fail as a device does.
+    public var canFail: Bool { false }
     public var failure: String? { nil }
     private let capture: SampleRing
     private let playback: SampleRing

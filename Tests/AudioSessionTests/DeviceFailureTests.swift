@@ -31,6 +31,7 @@ import Testing
         }
         func write(_ frame: [Int16]) { written.withLock { $0 += frame.count } }
         var failure: String? { broken.withLock { $0 } }
+        var canFail: Bool { true }
     }
 
     /// Devices by name, a capture and a playback endpoint each; `usb` is the default input and
