@@ -142,6 +142,9 @@ struct MediaBench: AsyncParsableCommand {
     @Option(help: "Seconds each leg count runs before its figures start (calls starting, the load settling).")
     var settleSeconds = 3
 
+    @Flag(help: "Also sweep over real libnice agents on loopback (two per call) instead of the in-memory link.")
+    var overLibnice = false
+
     @Flag(help: "Also sweep with Opus complexity following the clock's load (from --complexity down to 4 at most), past the fixed figure.")
     var followLoad = false
 
@@ -221,6 +224,13 @@ struct MediaBench: AsyncParsableCommand {
             try Self.draw(points, baselinePercent: baseline * 100, to: plot)
             print("media real time: plot written to \(plot)")
         }
+        if overLibnice {
+            // The same fixed-complexity sweep over real libnice agents on loopback (two per call,
+            // each with its GLib thread): what the in-memory link leaves out.
+            let (overIce, _) = try await sweep(legs: legs, speech: speech, configuration: fixedConfiguration, baseline: baseline,
+                                               label: "fixed complexity \(complexity), real libnice on loopback", overLibnice: true)
+            print("media real time: \(overIce) legs within 0.5 % late frames over real libnice at complexity \(complexity)")
+        }
         if followLoad {
             // The same sweep with complexity following the clock's load, from the first count
             // past the fixed figure (the counts below it keep up at full complexity anyway).
@@ -289,13 +299,24 @@ struct MediaBench: AsyncParsableCommand {
     /// ticks above the idle clock's. Returns the last count that kept up, and each count's CPU
     /// and late share.
     func sweep(legs: [Int], speech: [Int16], configuration: MediaConfiguration, baseline: Double,
-               label: String) async throws -> (Int, [(legs: Int, cpuPercent: Double, latePercent: Double)]) {
+               label: String, overLibnice: Bool = false) async throws -> (Int, [(legs: Int, cpuPercent: Double, latePercent: Double)]) {
         var best = 0
         var points: [(legs: Int, cpuPercent: Double, latePercent: Double)] = []
         for count in legs {
             let clock = MediaClock()
             var calls: [(MediaActor, MediaActor)] = []
-            for _ in 0..<(count / 2) { calls.append(try await Self.makeCall(clock: clock, speech: speech, configuration: configuration)) }
+            var agents: [IceAgent] = []
+            for _ in 0..<(count / 2) {
+                if overLibnice {
+                    let (a, b) = try await Self.connectedAgents()
+                    agents += [a, b]
+                    calls.append(try await Self.makeCall(clock: clock, speech: speech, configuration: configuration,
+                                                         transports: (IceMediaTransport(agent: a), IceMediaTransport(agent: b))))
+                } else {
+                    calls.append(try await Self.makeCall(clock: clock, speech: speech, configuration: configuration))
+                }
+            }
+            defer { if !agents.isEmpty { let closing = agents; Task { for agent in closing { await agent.close() } } } }
             let ticking = Task { await clock.run() }
             // A second to settle (calls starting at once; a load-following clock finding its
             // complexity), then the figures from scratch.
@@ -309,6 +330,8 @@ struct MediaBench: AsyncParsableCommand {
             let cpuPercent = (BareMediaBenchmark.cpuTime() - cpuBefore).seconds / (ContinuousClock.now - wallBefore).seconds
                 / Double(ProcessInfo.processInfo.activeProcessorCount) * 100
             for call in calls { await call.0.stop(); await call.1.stop() }
+            for agent in agents { await agent.close() }
+            agents = []
             let fraction = report.lateFraction(phases: clock.phases)
             points.append((count, cpuPercent, fraction * 100))
             print(String(format: "media real time (%@): %d legs, %d of %d phase ticks late (%.2f %%), max start lag %.1f ms, longest tick %.1f ms, CPU %.0f %%, complexity at the end %d–%d",
@@ -320,15 +343,35 @@ struct MediaBench: AsyncParsableCommand {
         return (best, points)
     }
 
+    /// Two libnice agents on 127.0.0.1, connected to each other (5 ms check pacing).
+    static func connectedAgents() async throws -> (IceAgent, IceAgent) {
+        func configuration(_ role: IceRole) -> IceConfiguration {
+            var c = IceConfiguration(role: role)
+            c.localAddresses = ["127.0.0.1"]
+            c.checkPacing = .milliseconds(5)
+            return c
+        }
+        let a = try await IceAgent(configuration: configuration(.controlling))
+        let b = try await IceAgent(configuration: configuration(.controlled))
+        try await IceAgent.link(a, b)
+        for agent in [a, b] where await agent.state != .connected {
+            var events = agent.events.makeAsyncIterator()
+            while let event = await events.next(), event != .stateChanged(.connected) {}
+        }
+        return (a, b)
+    }
+
     static func makeCall(clock: MediaClock, speech: [Int16], configuration: MediaConfiguration,
-                         frameEncryption: Bool = false) async throws -> (MediaActor, MediaActor) {
+                         frameEncryption: Bool = false,
+                         transports: (any MediaTransport, any MediaTransport)? = nil) async throws -> (MediaActor, MediaActor) {
         let link = InMemoryMediaLink(clock: clock)
+        let ends: (any MediaTransport, any MediaTransport) = transports ?? (link.a, link.b)
         let keyA = SRTPKey.random(), keyB = SRTPKey.random()
         let frameA = FrameEncryptionKey.random(), frameB = FrameEncryptionKey.random()
-        let a = try MediaActor(configuration: configuration, transport: link.a,
+        let a = try MediaActor(configuration: configuration, transport: ends.0,
                                keys: MediaKeys(outbound: keyA, inbound: keyB, frameEncryption: frameEncryption ? FrameKeys(outbound: frameA, inbound: frameB) : nil),
                                source: WAVFileSource(samples: speech, format: AudioFormat(), loops: true), sink: NullSink(), clock: clock)
-        let b = try MediaActor(configuration: configuration, transport: link.b,
+        let b = try MediaActor(configuration: configuration, transport: ends.1,
                                keys: MediaKeys(outbound: keyB, inbound: keyA, frameEncryption: frameEncryption ? FrameKeys(outbound: frameB, inbound: frameA) : nil),
                                source: WAVFileSource(samples: speech, format: AudioFormat(), loops: true), sink: NullSink(), clock: clock)
         try await a.start()
