@@ -66,6 +66,8 @@ public actor MediaActor: MediaClockClient {
     /// Media time of the last authentic packet (or of the first tick); whether we reported a stall.
     var lastInboundAt: Duration?
     var playedAudio = false
+    /// When the first frame played as its packet arrived (real-time clocks), until the next tick.
+    var playedOnArrivalAt: Duration?
     var sendMeter: LevelMeter
     var receiveMeter: LevelMeter
     /// The last audio packet sent (its body as sent, sealed if frames are encrypted), repeated
@@ -284,7 +286,13 @@ public actor MediaActor: MediaClockClient {
         receive(now: now)
         watchInbound(now: now)
         await sendFrame()
-        playFrame(now: now)
+        if let played = playedOnArrivalAt {
+            // The first frame played as it arrived, within this period: its tick is done.
+            playedOnArrivalAt = nil
+            if clock.now - played >= clock.frameDuration { playFrame(now: now) }
+        } else {
+            playFrame(now: now)
+        }
         if now >= nextRTCP || reportsLossEarly() {
             nextRTCP = now + configuration.rtcpInterval
             // The report's times (NTP, DLSR) are when it is really sent, for the peer's RTT.
@@ -321,14 +329,19 @@ public actor MediaActor: MediaClockClient {
     }
 
     /// Before the first frame has played: take what arrived and play it now if the jitter
-    /// buffer can start. The ticks go on from there (the buffer stretches once if it needs more
-    /// delay than the tick phase gives).
+    /// buffer can start. That frame is this period's: the call's next tick, less than a period
+    /// later, plays nothing new (the next packet is not due before a period after this one; asking
+    /// for it then would conceal a frame, find the next two packets late and move the stream's
+    /// timeline by 40 ms), and the ticks after it go on from there.
     func playOnArrival() {
         guard state == .running, !playedAudio else { return }
         defer { inbox.firstAudio.store(playedAudio ? 2 : 0, ordering: .relaxed) }
         let now = clock.now
         receive(now: now)
-        if jitter.isWaitingToStart && jitter.bufferedPackets > 0 { playFrame(now: now) }
+        if jitter.isWaitingToStart && jitter.bufferedPackets > 0 {
+            playFrame(now: now)
+            if playedAudio { playedOnArrivalAt = now }
+        }
     }
 
     func receive(now: Duration) {
