@@ -252,31 +252,7 @@ public actor CallNode: Service {
             SignalingConnection.prepareToDial(as: identity)
         }
         watchAudioSession()
-        if let read = configuration.hostNetwork, let changes = configuration.hostNetworkChanges {
-            keep(Task { [weak self] in
-                var last = read()
-                for await _ in changes() {
-                    let now = read()
-                    if now != last {
-                        await self?.hostNetworkChanged(now, from: last)
-                        last = now
-                    }
-                }
-            })
-        } else if let read = configuration.hostNetwork {
-            let interval = configuration.hostNetworkCheckInterval, timerClock = configuration.clock
-            keep(Task { [weak self] in
-                var last = read()
-                while !Task.isCancelled {
-                    guard (try? await timerClock.sleep(until: timerClock.now + interval)) != nil else { return }
-                    let now = read()
-                    if now != last {
-                        await self?.hostNetworkChanged(now, from: last)
-                        last = now
-                    }
-                }
-            })
-        }
+        watchHostNetwork()
         fillICEPool()
         if configuration.iceAgentPool > 0, configuration.ice.stunServer != nil || !configuration.ice.turnServers.isEmpty {
             let refresh = configuration.iceAgentPoolRefresh, timerClock = configuration.clock
@@ -567,26 +543,6 @@ public actor CallNode: Service {
             for leg in Array(legs.values) { await leg.event(.end(.failed(message))) }
         case .didActivate, .didDeactivate, .configurationChanged:
             break
-        }
-    }
-
-    /// This host's addresses or default routes changed: tell every call, drop pooled ICE
-    /// agents (their candidates name the old addresses).
-    func hostNetworkChanged(_ now: HostNetworkSnapshot, from before: HostNetworkSnapshot) async {
-        let change = now.changes(since: before)
-        logger.info("host network changed: added \(change.added), removed \(change.removed)\(change.routesChanged ? ", default route changed" : "")")
-        broadcaster.send(.hostNetworkChanged(added: change.added, removed: change.removed, routeChanged: change.routesChanged))
-        for leg in legs.values { await leg.hostNetworkChanged(now, from: before) }
-        if !change.removed.isEmpty || change.routesChanged {
-            // The registration's connection may have left from an address that is gone: the
-            // relay would route callers (and resuming calls) into it. Register anew.
-            if configuration.relay != nil { startRelayRegistration() }
-            let pooled = icePool
-            icePool.removeAll()
-            fillICEPool()
-            // Closed off the calls' way: releasing a TURN allocation from an address that is
-            // gone waits for answers that never come.
-            keep(Task { for entry in pooled { await (try? await entry.task.value)?.agent.close() } })
         }
     }
 
