@@ -1,5 +1,6 @@
 import ArgumentParser
 import CallNode
+import CallNodeTestKit
 @_spi(Benchmarks) import ICE
 @_spi(Benchmarks) import Media
 import Foundation
@@ -308,7 +309,7 @@ struct MediaBench: AsyncParsableCommand {
             var agents: [IceAgent] = []
             for _ in 0..<(count / 2) {
                 if overLibnice {
-                    let (a, b) = try await Self.connectedAgents()
+                    let (a, b) = try await LoopbackAgents.connectedPair()
                     agents += [a, b]
                     calls.append(try await Self.makeCall(clock: clock, speech: speech, configuration: configuration,
                                                          transports: (IceMediaTransport(agent: a), IceMediaTransport(agent: b))))
@@ -341,24 +342,6 @@ struct MediaBench: AsyncParsableCommand {
             best = count
         }
         return (best, points)
-    }
-
-    /// Two libnice agents on 127.0.0.1, connected to each other (5 ms check pacing).
-    static func connectedAgents() async throws -> (IceAgent, IceAgent) {
-        func configuration(_ role: IceRole) -> IceConfiguration {
-            var c = IceConfiguration(role: role)
-            c.localAddresses = ["127.0.0.1"]
-            c.checkPacing = .milliseconds(5)
-            return c
-        }
-        let a = try await IceAgent(configuration: configuration(.controlling))
-        let b = try await IceAgent(configuration: configuration(.controlled))
-        try await IceAgent.link(a, b)
-        for agent in [a, b] where await agent.state != .connected {
-            var events = agent.events.makeAsyncIterator()
-            while let event = await events.next(), event != .stateChanged(.connected) {}
-        }
-        return (a, b)
     }
 
     static func makeCall(clock: MediaClock, speech: [Int16], configuration: MediaConfiguration,

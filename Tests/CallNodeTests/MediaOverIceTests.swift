@@ -1,4 +1,5 @@
 import CallNode
+import CallNodeTestKit
 import Testing
 
 /// The whole media path on real parts: libnice ICE on loopback, SRTP, Opus, and the real-time
@@ -6,22 +7,7 @@ import Testing
 extension RealTimeTests {
 @Suite struct MediaOverIceTests {
     @Test func aToneCrossesRealICEWithSRTPBothWays() async throws {
-        func configuration(_ role: IceRole) -> IceConfiguration {
-            var c = IceConfiguration(role: role)
-            c.localAddresses = ["127.0.0.1"]
-            c.checkPacing = .milliseconds(5)
-            return c
-        }
-        let iceA = try await IceAgent(configuration: configuration(.controlling))
-        let iceB = try await IceAgent(configuration: configuration(.controlled))
-        try await IceAgent.link(iceA, iceB)
-        var events = iceB.events.makeAsyncIterator()
-        while let event = await events.next(), event != .stateChanged(.connected) {}
-        // A needs READY too before its first packet can leave.
-        var eventsA = iceA.events.makeAsyncIterator()
-        if await iceA.state != .connected {
-            while let event = await eventsA.next(), event != .stateChanged(.connected) {}
-        }
+        let (iceA, iceB) = try await LoopbackAgents.connectedPair()
 
         let clock = MediaClock()
         let keyA = SRTPKey.random(), keyB = SRTPKey.random(suite: .aeadAES128GCM)
