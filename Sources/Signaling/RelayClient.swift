@@ -130,7 +130,8 @@ public enum RelayClient {
     /// Keeps this node registered under its fingerprint, calling `incoming` with a fresh TLS
     /// server connection for every caller the relay splices to it. Proves the identity (the
     /// relay's challenge, signed with the identity key), then sends a keep-alive every
-    /// `keepAlive`; a relay that answers none for two intervals counts as gone. Returns when
+    /// `keepAlive`; a relay that answers none for three intervals (and at least five seconds, so a
+    /// busy moment on either host is not taken for a dead relay) counts as gone. Returns when
     /// the relay connection closes or goes silent (reconnecting is the caller's choice); throws
     /// if it cannot connect or the relay refuses the registration.
     public static func register(relay: String, port: Int, identity: NodeIdentity, limits: SignalingLimits = SignalingLimits(),
@@ -144,10 +145,12 @@ public enum RelayClient {
         let refusal = Locked<String?>(nil)
         await withDiscardingTaskGroup { group in
             group.addTask {
-                // Keep-alives; the relay's silence for two intervals closes the connection.
+                // Keep-alives; the relay's silence for three intervals (five seconds at least)
+                // closes the connection.
+                let gone = max(keepAlive * 3, .seconds(5))
                 while !Task.isCancelled {
                     guard (try? await Task.sleep(for: keepAlive)) != nil else { return }
-                    if ContinuousClock.now - heard.withLock({ $0 }) > keepAlive * 2 {
+                    if ContinuousClock.now - heard.withLock({ $0 }) > gone {
                         try? await channel.close()
                         return
                     }

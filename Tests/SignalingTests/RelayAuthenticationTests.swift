@@ -114,7 +114,7 @@ import Testing
 
     @Test func aSilentRegistrationIsDroppedAndKeepAlivesKeepOneRegistered() async throws {
         var limits = RelayLimits()
-        limits.registrationIdleTimeout = .milliseconds(1500)
+        limits.registrationIdleTimeout = .seconds(2)
         let relay = try await RelayServer(host: "127.0.0.1", port: 0, limits: limits)
         // A node that keeps sending keep-alives.
         let speaking = try await register(try NodeIdentity.generate(), at: relay, keepAlive: .milliseconds(200))
@@ -129,7 +129,7 @@ import Testing
         // The relay closes the silent one after its idle timeout: its stream ends.
         let closedAt = ContinuousClock.now
         while await silent.messages.next() != nil {}
-        #expect(ContinuousClock.now - closedAt >= .milliseconds(1000))
+        #expect(ContinuousClock.now - closedAt >= .milliseconds(1500))
         // The relay forgets it once its side of the connection has closed (a moment after ours).
         for _ in 0..<100 where relay.statistics.registered != 1 { try await Task.sleep(for: .milliseconds(20)) }
         #expect(relay.statistics.registered == 1)
