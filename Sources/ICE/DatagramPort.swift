@@ -31,7 +31,10 @@ struct PortTarget: @unchecked Sendable {  // the pointer is used only under the 
 
 final class NiceDatagramPort: DatagramPort {
     private let target: Locked<PortTarget?>
-    private let receiver = Locked<(@Sendable ([UInt8]) -> Void)?>(nil)
+    /// Boxed: a closure kept directly as a generic value (`Locked<Value>`) is re-wrapped in a
+    /// reabstraction thunk on every access through `withLock`'s `inout`, so one read per packet
+    /// grew a chain of thunks each datagram had to run through (and the thread's stack with it).
+    private let receiver = Locked<DatagramReceiver?>(nil)
     private let sink: AgentSink
 
     init(agent: OpaquePointer, sink: AgentSink) {
@@ -58,11 +61,11 @@ final class NiceDatagramPort: DatagramPort {
     }
 
     func setReceiver(_ receiver: (@Sendable ([UInt8]) -> Void)?) {
-        self.receiver.withLock { $0 = receiver }
+        self.receiver.withLock { $0 = receiver.map(DatagramReceiver.init) }
     }
 
     /// The receiver, if one is set (the sink's receive callback asks on every datagram).
-    var currentReceiver: (@Sendable ([UInt8]) -> Void)? { receiver.withLock { $0 } }
+    var currentReceiver: (@Sendable ([UInt8]) -> Void)? { receiver.withLock { $0 }?.call }
 
     /// A new stream (first start or ICE restart). Runs on the loop thread.
     func use(stream: UInt32) {
@@ -75,4 +78,11 @@ final class NiceDatagramPort: DatagramPort {
         target.withLock { $0 = nil }
         receiver.withLock { $0 = nil }
     }
+}
+
+/// A datagram receiver held by reference, so reading it under a lock copies a pointer, never
+/// the closure (see ``NiceDatagramPort``).
+final class DatagramReceiver: Sendable {
+    let call: @Sendable ([UInt8]) -> Void
+    init(_ call: @escaping @Sendable ([UInt8]) -> Void) { self.call = call }
 }

@@ -12,6 +12,10 @@ import Darwin
 /// ThreadSanitizer sees it. On Linux, `Mutex` locks with futex calls inside the standard
 /// library, which is not instrumented, so every `Mutex`-guarded access would be reported as
 /// a race.
+///
+/// Keep a closure in a class (or a struct field), not as the value itself: a function-typed
+/// `Value` is re-wrapped in a reabstraction thunk by every `withLock` through the generic
+/// `inout`, so a closure read once per packet grows a chain every later call runs through.
 public final class Locked<Value: ~Copyable>: @unchecked Sendable {  // every access to `value` holds the mutex
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private var value: Value

@@ -92,7 +92,7 @@ public final class InMemoryMediaLink: MediaClockClient {
 
         nonisolated(nonsending) public func send(_ datagram: [UInt8]) async { core.carry(datagram, from: index) }
         public func setReceiveHandler(_ handler: (@Sendable ([UInt8]) -> Void)?) {
-            core.handlers[index].withLock { $0 = handler }
+            core.handlers[index].set(handler)
         }
     }
 
@@ -125,9 +125,16 @@ public final class InMemoryMediaLink: MediaClockClient {
         let state: Locked<State>
         let handlers: [Handler]
 
+        /// The closure is boxed in a class: kept directly as `Locked`'s generic value, every
+        /// read through `withLock` wrapped it in one more reabstraction thunk.
         final class Handler: Sendable {
-            private let handler = Locked<(@Sendable ([UInt8]) -> Void)?>(nil)
-            func withLock<T>(_ body: (inout (@Sendable ([UInt8]) -> Void)?) -> T) -> T { handler.withLock { body(&$0) } }
+            private final class Box: Sendable {
+                let call: @Sendable ([UInt8]) -> Void
+                init(_ call: @escaping @Sendable ([UInt8]) -> Void) { self.call = call }
+            }
+            private let handler = Locked<Box?>(nil)
+            func set(_ call: (@Sendable ([UInt8]) -> Void)?) { handler.withLock { $0 = call.map(Box.init) } }
+            var current: (@Sendable ([UInt8]) -> Void)? { handler.withLock { $0 }?.call }
         }
 
         init(clock: MediaClock, state: State) {
@@ -164,7 +171,7 @@ public final class InMemoryMediaLink: MediaClockClient {
         }
 
         func deliver(_ datagram: [UInt8], to index: Int) {
-            handlers[index].withLock { $0 }?(datagram)
+            handlers[index].current?(datagram)
         }
 
         func deliverDue(at now: Duration) {
