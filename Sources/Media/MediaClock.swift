@@ -1,4 +1,5 @@
 import Locking
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -33,7 +34,10 @@ extension MediaClockClient {
 /// phase one of its clients is in, ticks those clients one after another, and sleeps again.
 /// The ticks, and the media actors they call, run on that thread (a task executor preference),
 /// so a call costs its process one wakeup per frame, not a timer thread and a pool thread. A
-/// lane without clients sleeps until one joins; an idle clock wakes nobody.
+/// lane without clients sleeps until one joins; an idle clock wakes nobody. A lane that has
+/// ticked its own clients takes the ticks another lane has claimed but not started while that
+/// lane is behind (its thread lost the processor for a while, or its calls cost more this
+/// period), so a busy machine's spare time on one core is not wasted.
 public final class MediaClock: Sendable {
     public let frameDuration: Duration
     private let manual: Bool
@@ -46,9 +50,27 @@ public final class MediaClock: Sendable {
         let phase: Int
         /// When it was last ticked (the tick's due time), to tell it how many ticks it skipped.
         var lastDue: Duration?
+        /// Set while a tick of it runs (on any lane): a lane that is behind and bursts does
+        /// not claim the client's next tick before the last has finished elsewhere.
+        let ticking = TickFlag()
+    }
+
+    private final class TickFlag: Sendable {
+        let value = Atomic<Bool>(false)
+    }
+
+    /// One client's tick, claimed by a lane for one step.
+    private struct Claimed {
+        let client: any MediaClockClient
+        let skipped: Int
+        let due: Duration
+        let ticking: TickFlag
     }
 
     private let clients = Locked<[Entry]>([])
+    /// Per lane, the ticks it claimed for its current step and has not started yet; the other
+    /// lanes take from the back when they run out of their own.
+    private let claimed = Locked<[[Claimed]]>([])
     /// How much work a call may do per frame, from how punctual the lanes are.
     private let governor = Locked(LoadGovernor())
     /// The running lanes' threads (empty while ``run()`` is not running).
@@ -158,16 +180,38 @@ public final class MediaClock: Sendable {
 
     /// The clients of one lane and phase (all of them on a manual clock), each with the ticks
     /// it skipped since its last one; marks them ticked at `due`.
-    private func due(lane: Int?, phase: Int?, at due: Duration) -> [(client: any MediaClockClient, skipped: Int)] {
+    private func due(lane: Int?, phase: Int?, at due: Duration) -> [Claimed] {
         clients.withLock { all in
-            var ticked: [(client: any MediaClockClient, skipped: Int)] = []
+            var ticked: [Claimed] = []
             for index in all.indices where (lane == nil || all[index].lane == lane) && (phase == nil || all[index].phase == phase) {
+                // Its last tick still runs on another lane: this one counts as skipped.
+                guard !all[index].ticking.value.exchange(true, ordering: .acquiring) else { continue }
                 let skipped = all[index].lastDue.map { max(0, Int(((due - $0) / frameDuration).rounded()) - 1) } ?? 0
                 all[index].lastDue = due
-                ticked.append((all[index].client, skipped))
+                ticked.append(Claimed(client: all[index].client, skipped: skipped, due: due, ticking: all[index].ticking))
             }
             return ticked
         }
+    }
+
+    /// The next tick for `lane`: its own claimed ones first, then, from a lane that has fallen
+    /// behind (its waiting ticks were due more than a phase step ago), the back of its list.
+    /// Only then: a call that moves to another core leaves its codec state in the first core's
+    /// cache, which costs more than the wait while the lanes keep up.
+    private func nextClaimed(for lane: Int) -> Claimed? {
+        let behind = now - step
+        return claimed.withLock { all -> Claimed? in
+            guard all.indices.contains(lane) else { return nil }
+            if !all[lane].isEmpty { return all[lane].removeFirst() }
+            guard let other = all.indices.max(by: { all[$0].count < all[$1].count }),
+                  let last = all[other].last, last.due < behind else { return nil }
+            return all[other].removeLast()
+        }
+    }
+
+    private func tick(_ claimed: Claimed) async {
+        await claimed.client.tick(now: claimed.due, skipped: claimed.skipped)
+        claimed.ticking.value.store(false, ordering: .releasing)
     }
 
     /// Manual clocks: time passes by `duration` without a tick, as when the process is paused
@@ -183,7 +227,7 @@ public final class MediaClock: Sendable {
         precondition(manual, "advance(frames:) is for manual clocks")
         for _ in 0..<frames {
             let now = manualNow.withLock { $0 += frameDuration; return $0 }
-            for (client, skipped) in due(lane: nil, phase: nil, at: now) { await client.tick(now: now, skipped: skipped) }
+            for claimed in due(lane: nil, phase: nil, at: now) { await tick(claimed) }
         }
     }
 
@@ -199,6 +243,7 @@ public final class MediaClock: Sendable {
         precondition(!manual, "run() is for real-time clocks")
         let made = (0..<lanes).map { MediaThread(name: lanes == 1 ? "callnode-media" : "callnode-media\($0)") }
         threads.withLock { $0 = made }
+        claimed.withLock { $0 = Array(repeating: [], count: lanes) }
         let report = await withTaskGroup(of: MediaClockReport.self) { group in
             for (lane, thread) in made.enumerated() {
                 group.addTask(executorPreference: thread) { await self.runLane(lane, on: thread) }
@@ -214,6 +259,10 @@ public final class MediaClock: Sendable {
             return total
         }
         threads.withLock { $0 = [] }
+        // Claimed ticks that no lane started (the run was cancelled): their clients are free.
+        for left in claimed.withLock({ all in defer { all = [] }; return all.flatMap { $0 } }) {
+            left.ticking.value.store(false, ordering: .releasing)
+        }
         for thread in made { thread.stop() }
         return report
     }
@@ -271,19 +320,24 @@ public final class MediaClock: Sendable {
             // packets arriving late, which would make the jitter buffer drop a frame and then
             // stretch one back on the next punctual tick.
             let dueOffset = due - origin
-            for (client, skipped) in self.due(lane: lane, phase: step % phases, at: dueOffset) {
-                await client.tick(now: dueOffset, skipped: skipped)
+            let mine = self.due(lane: lane, phase: step % phases, at: dueOffset)
+            claimed.withLock { if $0.indices.contains(lane) { $0[lane] += mine } }
+            // Own ticks, then what the other lanes have not started; a frame is late when it is
+            // ready only after its period has ended.
+            var late = false
+            while let next = nextClaimed(for: lane) {
+                await tick(next)
+                if ContinuousClock.now > origin + next.due + frameDuration { late = true }
             }
             let finished = ContinuousClock.now
             report.maximumTickDuration = max(report.maximumTickDuration, finished - started)
-            // A frame is late when it is ready only after its period has ended.
-            if finished > due + frameDuration { report.lateTicks += 1 }
+            if late { report.lateTicks += 1 }
             report.phaseTicks += 1
             next = step + 1
             busy += finished - started
             ticks += 1
             // Behind: the tick started after the next phase's time, or its frame was late.
-            if lag > self.step || finished > due + frameDuration { lateStarts += 1 }
+            if lag > self.step || late { lateStarts += 1 }
             if finished - windowStart >= .seconds(1) {
                 let fraction = (finished - windowStart) / .seconds(1)
                 let busyShare = (busy / .seconds(1)) / fraction, lateShare = Double(lateStarts) / Double(max(1, ticks))
