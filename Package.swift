@@ -47,6 +47,10 @@ let package = Package(
             name: "CSSL", pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]),
 
+        // libsrtp's ciphers (AES-ICM, AES-GCM, HMAC-SHA1) on OpenSSL, replacing the NSS ones
+        // Debian's libsrtp2 is built with (a context made per packet).
+        .target(name: "CSRTPOpenSSL", dependencies: ["CSRTP", "CSSL"]),
+
         // The lock shared state uses: pthread_mutex, which ThreadSanitizer can see.
         .target(name: "Locking"),
         .target(
@@ -62,7 +66,7 @@ let package = Package(
         .target(
             name: "Media",
             dependencies: [
-                "RTP", "SRTPKeys", "COpus", "CSRTP", "CALSA", "CSpeexDSP", "CSSL", "Locking",
+                "RTP", "SRTPKeys", "COpus", "CSRTP", "CSRTPOpenSSL", "CALSA", "CSpeexDSP", "CSSL", "Locking",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]),
         // DTLS-SRTP (RFC 5763/5764): OpenSSL's DTLS over memory BIOs, keys into the SRTP path.

@@ -1,4 +1,5 @@
 internal import CSRTP
+internal import CSRTPOpenSSL
 @_exported import SRTPKeys
 import Synchronization
 
@@ -19,8 +20,13 @@ func srtp(_ status: srtp_err_status_t, _ function: String) throws(SRTPError) {
     guard status == srtp_err_status_ok else { throw SRTPError(function: function, status: Int32(status.rawValue)) }
 }
 
-/// Process-wide libsrtp initialisation (srtp_init must run once, before any session).
-private let srtpInitialized: Bool = srtp_init() == srtp_err_status_ok
+/// Process-wide libsrtp initialisation (srtp_init must run once, before any session), with
+/// its ciphers moved onto OpenSSL (``SRTPLibrary/openSSLCiphers``).
+private let srtpStart: (initialized: Bool, openSSL: Int32) = {
+    guard srtp_init() == srtp_err_status_ok else { return (false, -1) }
+    return (true, csrtp_use_openssl())
+}()
+private var srtpInitialized: Bool { srtpStart.initialized }
 
 /// libsrtp's process-wide state. `srtp_init` is not safe to call twice or concurrently; every
 /// part of the process (and any embedder code using libsrtp directly) should go through here.
@@ -28,6 +34,14 @@ public enum SRTPLibrary {
     /// Initialises libsrtp once; later calls return at once.
     public static func initialize() throws(SRTPError) {
         guard srtpInitialized else { throw SRTPError(function: "srtp_init", status: -1) }
+    }
+
+    /// Whether SRTP runs on OpenSSL's AES-ICM, AES-GCM and HMAC-SHA1 (one context per key)
+    /// rather than the library's own build of them (Debian's: NSS, a context per packet).
+    /// libsrtp checks each replacement against its test vectors and keeps its own ciphers
+    /// if one fails; `nil` if it did not start at all.
+    public static var openSSLCiphers: Bool? {
+        srtpStart.initialized ? srtpStart.openSSL == 0 : nil
     }
 }
 
