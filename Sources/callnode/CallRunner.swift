@@ -446,8 +446,8 @@ final class CallRunner {
     private func emitJSON(_ object: [String: Any]) {
         var object = object
         object["time"] = Date().timeIntervalSince1970
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
-        FileHandle.standardOutput.write(data + Data("\n".utf8))
+        guard let data = JSONLine.data(object) else { return }
+        FileHandle.standardOutput.write(data)
     }
 
     static func json(_ event: NodeEvent) -> [String: Any]? {

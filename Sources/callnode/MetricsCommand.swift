@@ -25,8 +25,8 @@ func serveMetrics(_ setup: NodeSetup, json: Bool) async throws -> MetricsEndpoin
     let url = "http://\(SignalAddress(host: endpoint.host, port: endpoint.port))/metrics"
     if json {
         let object: [String: Any] = ["event": "metrics", "url": url, "time": Date().timeIntervalSince1970]
-        if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) {
-            FileHandle.standardOutput.write(data + Data("\n".utf8))
+        if let data = JSONLine.data(object) {
+            FileHandle.standardOutput.write(data)
         }
     } else {
         print("metrics: \(url)")
