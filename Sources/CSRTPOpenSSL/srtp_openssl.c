@@ -1,12 +1,16 @@
+/* HMAC-SHA1 below keeps its keyed SHA-1 states as plain structs, copied per packet: the
+ * SHA1_* calls are deprecated in OpenSSL 3, but every copy of an EVP digest context there
+ * duplicates its provider context (an allocation per copy, several per packet). */
+#define OPENSSL_SUPPRESS_DEPRECATED 1
+
 #include "srtp_openssl.h"
 
 #include <srtp2/srtp.h>
 #include <srtp2/cipher.h>
 #include <srtp2/auth.h>
 #include <openssl/evp.h>
-#include <openssl/core_names.h>
-#include <openssl/params.h>
 #include <openssl/crypto.h>
+#include <openssl/sha.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -222,22 +226,27 @@ static const srtp_cipher_type_t openssl_aes_gcm_128 = {
     gcm_alloc, gcm_dealloc, gcm_init, gcm_set_aad, gcm_encrypt, gcm_decrypt, gcm_set_iv, gcm_get_tag,
     "AES-128 GCM (OpenSSL)", &gcm_test, SRTP_AES_GCM_128};
 
-/* ---- HMAC-SHA1 --------------------------------------------------------------------------- */
+/* ---- HMAC-SHA1 (RFC 2104) --------------------------------------------------------------- */
 
-static EVP_MAC *hmac_algorithm;
+typedef struct {
+    SHA_CTX inner; /* after the key XOR ipad block */
+    SHA_CTX outer; /* after the key XOR opad block */
+    SHA_CTX message;
+} hmac_state;
+
 static const srtp_auth_type_t openssl_hmac_sha1;
 
 static srtp_err_status_t hmac_alloc(srtp_auth_t **auth, int key_length, int out_length) {
     if (key_length < 0 || key_length > 20 || out_length < 0 || out_length > 20) return srtp_err_status_bad_param;
     srtp_auth_t *a = calloc(1, sizeof *a);
-    EVP_MAC_CTX *ctx = EVP_MAC_CTX_new(hmac_algorithm);
-    if (a == NULL || ctx == NULL) {
+    hmac_state *state = calloc(1, sizeof *state);
+    if (a == NULL || state == NULL) {
         free(a);
-        EVP_MAC_CTX_free(ctx);
+        free(state);
         return srtp_err_status_alloc_fail;
     }
     a->type = &openssl_hmac_sha1;
-    a->state = ctx;
+    a->state = state;
     a->out_len = out_length;
     a->key_len = key_length;
     a->prefix_len = 0;
@@ -246,38 +255,54 @@ static srtp_err_status_t hmac_alloc(srtp_auth_t **auth, int key_length, int out_
 }
 
 static srtp_err_status_t hmac_dealloc(srtp_auth_t *a) {
-    EVP_MAC_CTX_free(a->state);
+    if (a->state != NULL) {
+        OPENSSL_cleanse(a->state, sizeof(hmac_state));
+        free(a->state);
+    }
     free(a);
     return srtp_err_status_ok;
 }
 
-static srtp_err_status_t hmac_init(void *state, const uint8_t *key, int key_length) {
-    OSSL_PARAM params[] = {
-        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA1", 0),
-        OSSL_PARAM_construct_end()};
-    if (EVP_MAC_init(state, key, (size_t)key_length, params) != 1) return srtp_err_status_init_fail;
+/* Keys are at most 20 octets, shorter than SHA-1's 64-octet block: no key hashing. */
+static srtp_err_status_t hmac_init(void *s, const uint8_t *key, int key_length) {
+    hmac_state *state = s;
+    uint8_t pad[64];
+    if (key_length < 0 || key_length > 20) return srtp_err_status_bad_param;
+    memset(pad, 0x36, sizeof pad);
+    for (int i = 0; i < key_length; i++) pad[i] ^= key[i];
+    if (SHA1_Init(&state->inner) != 1 || SHA1_Update(&state->inner, pad, sizeof pad) != 1) return srtp_err_status_init_fail;
+    memset(pad, 0x5c, sizeof pad);
+    for (int i = 0; i < key_length; i++) pad[i] ^= key[i];
+    if (SHA1_Init(&state->outer) != 1 || SHA1_Update(&state->outer, pad, sizeof pad) != 1) return srtp_err_status_init_fail;
+    OPENSSL_cleanse(pad, sizeof pad);
+    state->message = state->inner;
     return srtp_err_status_ok;
 }
 
-/* A new message under the same key (the keyed inner and outer digests are kept). */
-static srtp_err_status_t hmac_start(void *state) {
-    if (EVP_MAC_init(state, NULL, 0, NULL) != 1) return srtp_err_status_auth_fail;
+/* A new message under the same key. */
+static srtp_err_status_t hmac_start(void *s) {
+    hmac_state *state = s;
+    state->message = state->inner;
     return srtp_err_status_ok;
 }
 
-static srtp_err_status_t hmac_update(void *state, const uint8_t *buffer, int length) {
-    if (length > 0 && EVP_MAC_update(state, buffer, (size_t)length) != 1) return srtp_err_status_auth_fail;
+static srtp_err_status_t hmac_update(void *s, const uint8_t *buffer, int length) {
+    hmac_state *state = s;
+    if (length > 0 && SHA1_Update(&state->message, buffer, (size_t)length) != 1) return srtp_err_status_auth_fail;
     return srtp_err_status_ok;
 }
 
-static srtp_err_status_t hmac_compute(void *state, const uint8_t *buffer, int length, int tag_length, uint8_t *tag) {
-    uint8_t digest[EVP_MAX_MD_SIZE];
-    size_t digest_length = 0;
-    if (tag_length < 0 || tag_length > 20) return srtp_err_status_bad_param;
+static srtp_err_status_t hmac_compute(void *s, const uint8_t *buffer, int length, int tag_length, uint8_t *tag) {
+    hmac_state *state = s;
+    uint8_t digest[SHA_DIGEST_LENGTH];
+    SHA_CTX outer = state->outer;
+    if (tag_length < 0 || tag_length > SHA_DIGEST_LENGTH) return srtp_err_status_bad_param;
     if (hmac_update(state, buffer, length) != srtp_err_status_ok) return srtp_err_status_auth_fail;
-    if (EVP_MAC_final(state, digest, &digest_length, sizeof digest) != 1 || digest_length < (size_t)tag_length) return srtp_err_status_auth_fail;
+    if (SHA1_Final(digest, &state->message) != 1 || SHA1_Update(&outer, digest, sizeof digest) != 1 ||
+        SHA1_Final(digest, &outer) != 1) return srtp_err_status_auth_fail;
     memcpy(tag, digest, (size_t)tag_length);
     OPENSSL_cleanse(digest, sizeof digest);
+    state->message = state->inner;
     return srtp_err_status_ok;
 }
 
@@ -294,8 +319,6 @@ static const srtp_auth_type_t openssl_hmac_sha1 = {
     "HMAC-SHA1 (OpenSSL)", &hmac_test, SRTP_HMAC_SHA1};
 
 int csrtp_use_openssl(void) {
-    hmac_algorithm = EVP_MAC_fetch(NULL, "HMAC", NULL);
-    if (hmac_algorithm == NULL) return srtp_err_status_init_fail;
     srtp_err_status_t status = srtp_replace_auth_type(&openssl_hmac_sha1, SRTP_HMAC_SHA1);
     if (status != srtp_err_status_ok) return status;
     status = srtp_replace_cipher_type(&openssl_aes_icm_128, SRTP_AES_ICM_128);

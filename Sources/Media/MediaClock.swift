@@ -90,7 +90,7 @@ public final class MediaClock: Sendable {
     ///     and the others join in as calls are added.
     public init(frameDuration: Duration = .milliseconds(20), phases: Int = 4, lanes: Int? = nil) {
         self.frameDuration = frameDuration
-        self.phases = max(1, phases)
+        self.phases = min(64, max(1, phases))
         self.lanes = max(1, lanes ?? Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
         manual = false
     }
@@ -184,13 +184,31 @@ public final class MediaClock: Sendable {
         clients.withLock { all in
             var ticked: [Claimed] = []
             for index in all.indices where (lane == nil || all[index].lane == lane) && (phase == nil || all[index].phase == phase) {
-                // Its last tick still runs on another lane: this one counts as skipped.
-                guard !all[index].ticking.value.exchange(true, ordering: .acquiring) else { continue }
-                let skipped = all[index].lastDue.map { max(0, Int(((due - $0) / frameDuration).rounded()) - 1) } ?? 0
-                all[index].lastDue = due
-                ticked.append(Claimed(client: all[index].client, skipped: skipped, due: due, ticking: all[index].ticking))
+                if let claimed = take(&all[index], at: due) { ticked.append(claimed) }
             }
             return ticked
+        }
+    }
+
+    /// The entry's tick due at `due`, with the ticks it skipped since its last; nil while its
+    /// last tick still runs on another lane (this one then counts as skipped).
+    private func take(_ entry: inout Entry, at due: Duration) -> Claimed? {
+        guard !entry.ticking.value.exchange(true, ordering: .acquiring) else { return nil }
+        let skipped = entry.lastDue.map { max(0, Int(((due - $0) / frameDuration).rounded()) - 1) } ?? 0
+        entry.lastDue = due
+        return Claimed(client: entry.client, skipped: skipped, due: due, ticking: entry.ticking)
+    }
+
+    /// Claims the ticks of one lane and phase for `due` into the lane's list (as ``due(lane:phase:at:)``,
+    /// without a list of its own per step).
+    private func claim(lane: Int, phase: Int, at due: Duration) {
+        clients.withLock { all in
+            claimed.withLock { lists in
+                guard lists.indices.contains(lane) else { return }
+                for index in all.indices where all[index].lane == lane && all[index].phase == phase {
+                    if let claimed = take(&all[index], at: due) { lists[lane].append(claimed) }
+                }
+            }
         }
     }
 
@@ -276,8 +294,9 @@ public final class MediaClock: Sendable {
         // This lane's load over the current one-second window, for the governor.
         var windowStart = ContinuousClock.now, busy = Duration.zero, ticks = 0, lateStarts = 0
         while !Task.isCancelled {
-            let occupied = clients.withLock { all in all.reduce(into: Set<Int>()) { if $1.lane == lane { $0.insert($1.phase) } } }
-            guard !occupied.isEmpty else {
+            // The phases this lane has clients in, one bit each (at most 64 phases).
+            let occupied = clients.withLock { all in all.reduce(into: UInt64(0)) { if $1.lane == lane { $0 |= 1 << UInt64($1.phase) } } }
+            guard occupied != 0 else {
                 // Nothing to tick: sleep until a client joins (add pokes), then start from the
                 // next step, as a clock that just started would.
                 await thread.sleep(until: nil)
@@ -285,7 +304,7 @@ public final class MediaClock: Sendable {
                 continue
             }
             var step = next
-            while !occupied.contains(step % phases) { step += 1 }
+            while occupied & (1 << UInt64(step % phases)) == 0 { step += 1 }
             let due = origin + self.step * step
             if ContinuousClock.now < due {
                 await thread.sleep(until: due)
@@ -320,8 +339,7 @@ public final class MediaClock: Sendable {
             // packets arriving late, which would make the jitter buffer drop a frame and then
             // stretch one back on the next punctual tick.
             let dueOffset = due - origin
-            let mine = self.due(lane: lane, phase: step % phases, at: dueOffset)
-            claimed.withLock { if $0.indices.contains(lane) { $0[lane] += mine } }
+            claim(lane: lane, phase: step % phases, at: dueOffset)
             // Own ticks, then what the other lanes have not started; a frame is late when it is
             // ready only after its period has ended.
             var late = false

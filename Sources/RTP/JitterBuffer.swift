@@ -472,6 +472,42 @@ public struct JitterBuffer: Sendable {
         recordTransit(transit)
     }
 
+    /// The `k`-th smallest (from 0) of the first `count` values, found in place (Hoare's
+    /// selection, median-of-three pivot): what sorting them would put at `k`, without sorting
+    /// (the standard library's sort allocates a buffer, and this runs for every packet).
+    @_spi(Testing) public static func select(_ k: Int, of count: Int, in values: inout [Double]) -> Double {
+        values.withUnsafeMutableBufferPointer { v -> Double in
+            var low = 0, high = count - 1
+            while low < high {
+                let middle = low + (high - low) / 2
+                // Order low, middle, high; the middle one is the pivot.
+                if v[middle] < v[low] { v.swapAt(middle, low) }
+                if v[high] < v[low] { v.swapAt(high, low) }
+                if v[high] < v[middle] { v.swapAt(high, middle) }
+                let pivot = v[middle]
+                var i = low, j = high
+                while i <= j {
+                    while v[i] < pivot { i += 1 }
+                    while pivot < v[j] { j -= 1 }
+                    if i <= j {
+                        v.swapAt(i, j)
+                        i += 1
+                        j -= 1
+                    }
+                }
+                // [low, j] ≤ pivot ≤ [i, high]; what lies between equals the pivot.
+                if k <= j {
+                    high = j
+                } else if k >= i {
+                    low = i
+                } else {
+                    return v[k]
+                }
+            }
+            return v[k]
+        }
+    }
+
     private func minimumTransit() -> Double? {
         guard transitCount > 0 else { return nil }
         var minimum = Double.infinity
@@ -482,8 +518,7 @@ public struct JitterBuffer: Sendable {
     private mutating func updateTarget() {
         guard let minTransit = minimumTransit() else { return }
         for i in 0..<transitCount { scratch[i] = transits[i] - minTransit }
-        scratch[0..<transitCount].sort()
-        let p95 = scratch[min(transitCount - 1, Int(Double(transitCount) * 0.95))]
+        let p95 = Self.select(min(transitCount - 1, Int(Double(transitCount) * 0.95)), of: transitCount, in: &scratch)
         var target = Duration.microseconds(Int64((p95 * 1_000_000).rounded())) + configuration.frameDuration / 2
         if fecHoldFrames > 0 {
             fecHoldFrames -= 1
