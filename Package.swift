@@ -24,6 +24,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0", traits: [.defaults, "YAML"]),
         .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/ordo-one/malloc-interposer", from: "1.6.1"),
     ],
     targets: [
         // One system-library target per C library; each header holds prefixed static inline
@@ -138,6 +139,8 @@ let package = Package(
                 "AudioSession",
                 "CNice", "COpus", "CSRTP", "CSpeexDSP",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // Counts allocations for `callnode-bench allocations` (which preloads it).
+                .product(name: "MallocInterposerSwift", package: "malloc-interposer"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         // The network-facing parsers as fuzz targets (scripts/fuzz builds callnode-fuzz with

@@ -186,9 +186,10 @@ final class GCMContext {
         let opened = sealed.withUnsafeBufferPointer { input -> Bool in
             plain.withUnsafeMutableBufferPointer { out -> Bool in
                 var written: Int32 = 0, final: Int32 = 0
-                var tag = Array(input[length..<(length + FrameCipher.tagLength)])
+                // OpenSSL copies the tag; it does not write through the pointer.
+                let tag = UnsafeMutableRawPointer(mutating: input.baseAddress! + length)  // sealed.count > overhead, checked above
                 guard EVP_DecryptUpdate(context, out.baseAddress, &written, input.baseAddress, Int32(length)) == 1,
-                      EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, Int32(FrameCipher.tagLength), &tag) == 1,
+                      EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, Int32(FrameCipher.tagLength), tag) == 1,
                       EVP_DecryptFinal_ex(context, out.baseAddress! + Int(written), &final) == 1
                 else { return false }
                 return Int(written + final) == length

@@ -29,6 +29,8 @@ public actor MediaActor: MediaClockClient {
     let inbound: SRTPSession
     var frameCipher: FrameCipher?
     let inbox = Inbox()
+    /// The inbox's other buffer: each tick swaps it in, so neither is copied or reallocated.
+    private var drained: [(bytes: [UInt8], arrival: Duration)] = []
 
     var jitter: JitterBuffer
     /// Lengthens or shortens decoded speech when the jitter buffer moves its delay.
@@ -345,9 +347,12 @@ public actor MediaActor: MediaClockClient {
     }
 
     func receive(now: Duration) {
-        let datagrams = inbox.items.withLock { box in
-            defer { box.removeAll(keepingCapacity: true) }
-            return box
+        var datagrams: [(bytes: [UInt8], arrival: Duration)] = []
+        swap(&datagrams, &drained)  // held once: the receiving thread appends without a copy
+        inbox.items.withLock { swap(&$0, &datagrams) }
+        defer {
+            datagrams.removeAll(keepingCapacity: true)
+            drained = datagrams
         }
         for (bytes, arrival) in datagrams {
             switch DatagramKind(classifying: bytes) {

@@ -233,9 +233,15 @@ struct LevelMeter {
 
     /// Adds a frame; returns the level over the span ending with it.
     mutating func add(_ frame: [Int16]) -> Double {
-        var sum = 0.0
-        for s in frame { sum += Double(s) * Double(s) }
-        energies[next] = sum / Double(max(1, frame.count))
+        // Integer squares (a frame's sum fits easily): no per-sample conversions.
+        var sum: Int64 = 0
+        frame.withUnsafeBufferPointer { samples in
+            for sample in samples {
+                let value = Int64(truncatingIfNeeded: sample)
+                sum &+= value &* value
+            }
+        }
+        energies[next] = Double(sum) / Double(max(1, frame.count))
         next = (next + 1) % energies.count
         var total = 0.0
         for e in energies { total += e }

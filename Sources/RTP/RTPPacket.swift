@@ -91,7 +91,7 @@ public struct RTPPacket: Sendable, Equatable {
         var offset = Self.headerSize
         let csrcEnd = offset + 4 * csrcCount
         guard bytes.count >= csrcEnd else { throw .truncated(needed: csrcEnd, available: bytes.count) }
-        csrcs = (0..<csrcCount).map { bytes.readUInt32(at: Self.headerSize + 4 * $0) }
+        csrcs = csrcCount == 0 ? [] : (0..<csrcCount).map { bytes.readUInt32(at: Self.headerSize + 4 * $0) }
         offset = csrcEnd
 
         if hasExtension {
