@@ -178,13 +178,24 @@ public final class WAVFileSource: AudioSource {
                 for i in frame.indices { frame[i] = 0 }
                 return false
             }
-            for i in frame.indices {
-                if pos >= samples.count {
-                    guard loops && !samples.isEmpty else { frame[i] = 0; continue }
-                    pos = 0
+            // In runs up to the end of the file (then from its start, or silence).
+            frame.withUnsafeMutableBufferPointer { out in
+                samples.withUnsafeBufferPointer { file in
+                    var i = 0
+                    while i < out.count {
+                        if pos >= file.count {
+                            guard loops && !file.isEmpty else {
+                                for j in i..<out.count { out[j] = 0 }
+                                return
+                            }
+                            pos = 0
+                        }
+                        let run = min(out.count - i, file.count - pos)
+                        for j in 0..<run { out[i + j] = file[pos + j] }
+                        i += run
+                        pos += run
+                    }
                 }
-                frame[i] = samples[pos]
-                pos += 1
             }
             return true
         }
