@@ -251,6 +251,10 @@ import Glibc
         for library in ["CALSA", "COpus", "CSRTP", "CNice", "CSpeexDSP", "CSSL"] {
             arguments += ["-Xcc", "-fmodule-map-file=\(sources)/\(library)/module.modulemap"]
         }
+        // C targets of the package: their module maps are generated into the build directory.
+        for target in ["CSRTPOpenSSL"] {
+            arguments += ["-Xcc", "-fmodule-map-file=\(try BuildProducts.directory())/\(target).build/module.modulemap"]
+        }
         let swiftc = ["/opt/swift/usr/bin/swiftc", "/usr/bin/swiftc", "/usr/local/bin/swiftc"]
             .first { FileManager.default.isExecutableFile(atPath: $0) } ?? "swiftc"
         let status = try ChildProcess.run(swiftc, arguments + [file], output: log)
