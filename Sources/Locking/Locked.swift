@@ -17,8 +17,8 @@ import Darwin
 /// `Value` is re-wrapped in a reabstraction thunk by every `withLock` through the generic
 /// `inout`, so a closure read once per packet grows a chain every later call runs through.
 public final class Locked<Value: ~Copyable>: @unchecked Sendable {  // every access to `value` holds the mutex
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var value: Value
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    @usableFromInline var value: Value
 
     public init(_ initialValue: consuming sending Value) {
         mutex = .allocate(capacity: 1)
@@ -35,12 +35,14 @@ public final class Locked<Value: ~Copyable>: @unchecked Sendable {  // every acc
     }
 
     /// Runs `body` with the value while holding the lock. Do not block or await inside.
+    ///
+    /// Inlinable, so each caller's module specializes it for its value: the media path takes
+    /// these locks several times per packet, and the unspecialized generic looked its value
+    /// type's metadata up at run time on every call.
+    @inlinable
     public func withLock<Result: ~Copyable, E: Error>(_ body: (inout sending Value) throws(E) -> sending Result) throws(E) -> sending Result {
-        lock()
-        defer { unlock() }
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
         return try body(&value)
     }
-
-    private func lock() { pthread_mutex_lock(mutex) }
-    private func unlock() { pthread_mutex_unlock(mutex) }
 }
