@@ -307,14 +307,17 @@ struct MediaBench: AsyncParsableCommand {
             let clock = MediaClock()
             var calls: [(MediaActor, MediaActor)] = []
             var agents: [IceAgent] = []
-            for _ in 0..<(count / 2) {
+            for index in 0..<(count / 2) {
+                // Independent calls: each starts its speech somewhere else (an odd step through
+                // the ten seconds, so no two are in step).
+                let offset = (index * 6_599 * 48) % max(1, speech.count)
                 if overLibnice {
                     let (a, b) = try await LoopbackAgents.connectedPair()
                     agents += [a, b]
-                    calls.append(try await Self.makeCall(clock: clock, speech: speech, configuration: configuration,
+                    calls.append(try await Self.makeCall(clock: clock, speech: speech, configuration: configuration, speechOffset: offset,
                                                          transports: (IceMediaTransport(agent: a), IceMediaTransport(agent: b))))
                 } else {
-                    calls.append(try await Self.makeCall(clock: clock, speech: speech, configuration: configuration))
+                    calls.append(try await Self.makeCall(clock: clock, speech: speech, configuration: configuration, speechOffset: offset))
                 }
             }
             defer { if !agents.isEmpty { let closing = agents; Task { for agent in closing { await agent.close() } } } }
@@ -344,19 +347,28 @@ struct MediaBench: AsyncParsableCommand {
         return (best, points)
     }
 
+    /// - Parameter speechOffset: Where in the speech each leg starts (samples; B starts half the
+    ///   speech further on), so calls of a sweep talk independently instead of all encoding
+    ///   the same syllable at the same instant.
     static func makeCall(clock: MediaClock, speech: [Int16], configuration: MediaConfiguration,
-                         frameEncryption: Bool = false,
+                         frameEncryption: Bool = false, speechOffset: Int = 0,
                          transports: (any MediaTransport, any MediaTransport)? = nil) async throws -> (MediaActor, MediaActor) {
         let link = InMemoryMediaLink(clock: clock)
         let ends: (any MediaTransport, any MediaTransport) = transports ?? (link.a, link.b)
         let keyA = SRTPKey.random(), keyB = SRTPKey.random()
         let frameA = FrameEncryptionKey.random(), frameB = FrameEncryptionKey.random()
+        let sourceA = WAVFileSource(samples: speech, format: AudioFormat(), loops: true)
+        let sourceB = WAVFileSource(samples: speech, format: AudioFormat(), loops: true)
+        if speechOffset > 0 {
+            sourceA.skip(samples: speechOffset)
+            sourceB.skip(samples: speechOffset + speech.count / 2)
+        }
         let a = try MediaActor(configuration: configuration, transport: ends.0,
                                keys: MediaKeys(outbound: keyA, inbound: keyB, frameEncryption: frameEncryption ? FrameKeys(outbound: frameA, inbound: frameB) : nil),
-                               source: WAVFileSource(samples: speech, format: AudioFormat(), loops: true), sink: NullSink(), clock: clock)
+                               source: sourceA, sink: NullSink(), clock: clock)
         let b = try MediaActor(configuration: configuration, transport: ends.1,
                                keys: MediaKeys(outbound: keyB, inbound: keyA, frameEncryption: frameEncryption ? FrameKeys(outbound: frameB, inbound: frameA) : nil),
-                               source: WAVFileSource(samples: speech, format: AudioFormat(), loops: true), sink: NullSink(), clock: clock)
+                               source: sourceB, sink: NullSink(), clock: clock)
         try await a.start()
         try await b.start()
         return (a, b)
