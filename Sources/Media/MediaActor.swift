@@ -47,6 +47,8 @@ public actor MediaActor: MediaClockClient {
     var muted = false
     /// The loss the last report sent told the peer of, 0–1 (early feedback is for news).
     var lastReportedLoss = 0.0
+    /// Early reports sent since the last regular one.
+    var earlyReports = 0
     /// Which way audio flows, as the offer and answer say (RFC 3264): a held call sends
     /// nothing (or its hold audio) and plays nothing. RTCP goes on either way.
     var sendingAudio = true
@@ -296,6 +298,7 @@ public actor MediaActor: MediaClockClient {
             playFrame(now: now)
         }
         if now >= nextRTCP || reportsLossEarly() {
+            earlyReports = now >= nextRTCP ? 0 : earlyReports + 1
             nextRTCP = now + configuration.rtcpInterval
             // The report's times (NTP, DLSR) are when it is really sent, for the peer's RTT.
             await sendReport(now: clock.now)

@@ -186,11 +186,19 @@ extension MediaActor {
     /// the first losses of a bad path does not hold the news back for a whole interval. Once
     /// the peer knows of loss, reports keep their interval: early ones over a few packets would
     /// swing its redundancy with every burst.
+    ///
+    /// The report crosses the path whose loss it reports, so it may be lost too: while the
+    /// loss stays heavy and the peer's copies have not followed (it sends copies, fewer than
+    /// three frames deep), the news goes out again — twice more at most before the next
+    /// regular report, each after another ``MediaConfiguration/earlyReportAfterPackets``
+    /// packets with the same loss.
     func reportsLossEarly() -> Bool {
-        guard let after = configuration.earlyReportAfterPackets, receivingAudio, lastReportedLoss < 0.05 else { return false }
+        guard let after = configuration.earlyReportAfterPackets, receivingAudio else { return false }
         let interval = reception.sinceLastReport
         // Three losses at least: one early in an interval is no news (1 % loss has them).
-        return interval.expected >= after && interval.lost >= 3 && interval.lost * 10 >= interval.expected
+        guard interval.expected >= after && interval.lost >= 3 && interval.lost * 10 >= interval.expected else { return false }
+        if lastReportedLoss < 0.05 { return true }
+        return earlyReports > 0 && earlyReports < 3 && (1..<3).contains(peerDepth.depth)
     }
 
     func sendReport(now: Duration) async {
