@@ -401,16 +401,15 @@ extension Channel {
     }
 }
 
-/// Accepts signaling connections on a TCP port.
-///
-/// Any certificate is accepted at the TLS layer (an unknown caller must hear *why* it is
-/// refused); the node decides on the fingerprint each connection carries.
+/// Accepts signaling connections on a TCP port. Any certificate is accepted at the TLS layer
+/// (an unknown caller must hear *why* it is refused); the node decides on the fingerprint each
+/// connection carries.
 public final class SignalingListener: Sendable {
     /// The bound port (useful with port 0).
     public let port: Int
     /// The bound address.
     public let host: String
-    private let server: NIOAsyncChannel<(FramedChannel, EventLoopFuture<Fingerprint>), Never>
+    private let server: NIOAsyncChannel<(AcceptedChannel, EventLoopFuture<Fingerprint>), Never>
     private let limits: SignalingLimits
 
     /// Binds `host:port` (port 0 picks a free one).
@@ -440,7 +439,7 @@ public final class SignalingListener: Sendable {
                         }
                         try channel.pipeline.syncOperations.addHandler(ssl)
                         try channel.pipeline.syncOperations.addHandler(HandshakeWatcher(promise: promise, timeout: limits.handshakeTimeout))
-                        return (try channel.makeFramed(limits: limits), promise.futureResult)
+                        return (AcceptedChannel(try channel.makeFramed(limits: limits)), promise.futureResult)
                     }
                 }
         } catch {
@@ -467,7 +466,8 @@ public final class SignalingListener: Sendable {
     public func run(_ handler: @escaping @Sendable (SignalingConnection, SignalMessages) async -> Void) async {
         try? await withThrowingDiscardingTaskGroup { group in
             try await server.executeThenClose { inbound in
-                for try await (connection, handshake) in inbound {
+                for try await (accepted, handshake) in inbound {
+                    guard let connection = accepted.take() else { continue }
                     group.addTask {
                         try? await Self.serveAccepted(connection, handshake: handshake, handler: handler)
                     }
