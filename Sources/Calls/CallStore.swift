@@ -144,16 +144,22 @@ public final class CallStore: Sendable {
     }
 
     /// Reads contacts, blocks and labels again from the database (the truth; the caches follow).
+    ///
+    /// It reads and replaces the caches on the database's writer queue, the queue this
+    /// process's own changes commit and update the caches on (`commit(_:then:)`): a reload
+    /// read on a reader could take a snapshot from before a contact was added and replace the
+    /// cache after the add had put it there, and the contact just added would be missing until
+    /// the next change.
     public func reload() {
         do {
-            let (blocked, labels, contacts) = try pool.read { db in
-                (try String.fetchSet(db, sql: "SELECT handle FROM blocked"),
-                 try Row.fetchAll(db, sql: "SELECT handle, label FROM identification")
-                    .reduce(into: [String: String]()) { $0[$1["handle"]] = $1["label"] },
-                 try Contact.order(Column("name")).fetchAll(db))
+            try pool.write { db in
+                let blocked = try String.fetchSet(db, sql: "SELECT handle FROM blocked")
+                let labels = try Row.fetchAll(db, sql: "SELECT handle, label FROM identification")
+                    .reduce(into: [String: String]()) { $0[$1["handle"]] = $1["label"] }
+                let contacts = try Contact.order(Column("name")).fetchAll(db)
+                directory.replace(blocked: blocked, labels: labels)
+                self.contacts.replace(contacts)
             }
-            directory.replace(blocked: blocked, labels: labels)
-            self.contacts.replace(contacts)
         } catch {
             // A busy or half-written moment: the next change triggers another reload.
         }
@@ -210,28 +216,33 @@ public final class CallDirectory: Sendable {
 
     /// Blocks `handle`: its incoming calls fail with ``IncomingCallError/filteredByBlockList``.
     public func block(_ handle: CallHandle) async throws {
-        try await pool.write { db in
+        try await pool.commit { db in
             try db.execute(sql: "INSERT OR IGNORE INTO blocked(handle) VALUES (?)", arguments: [handle.value])
+        } then: { [cache] in
+            _ = cache.withLock { $0.blocked.insert(handle.value) }
         }
-        _ = cache.withLock { $0.blocked.insert(handle.value) }
     }
 
     public func unblock(_ handle: CallHandle) async throws {
-        try await pool.write { db in try db.execute(sql: "DELETE FROM blocked WHERE handle = ?", arguments: [handle.value]) }
-        _ = cache.withLock { $0.blocked.remove(handle.value) }
+        try await pool.commit { db in
+            try db.execute(sql: "DELETE FROM blocked WHERE handle = ?", arguments: [handle.value])
+        } then: { [cache] in
+            _ = cache.withLock { $0.blocked.remove(handle.value) }
+        }
     }
 
     /// Sets the name shown for calls from `handle` (or removes it with `nil`).
     public func setLabel(_ label: String?, for handle: CallHandle) async throws {
-        try await pool.write { db in
+        try await pool.commit { db in
             if let label {
                 try db.execute(sql: "INSERT OR REPLACE INTO identification(handle, label) VALUES (?, ?)",
                                arguments: [handle.value, label])
             } else {
                 try db.execute(sql: "DELETE FROM identification WHERE handle = ?", arguments: [handle.value])
             }
+        } then: { [cache] in
+            cache.withLock { $0.labels[handle.value] = label }
         }
-        cache.withLock { $0.labels[handle.value] = label }
     }
 }
 
@@ -282,11 +293,12 @@ public final class ContactBook: Sendable {
 
     /// Adds or replaces the contact with `contact.name`.
     public func add(_ contact: Contact) async throws {
-        try await pool.write { db in try contact.insert(db, onConflict: .replace) }
-        cache.withLock { contacts in
-            contacts.removeAll { $0.name == contact.name }
-            contacts.append(contact)
-            contacts.sort { $0.name < $1.name }
+        try await pool.commit { db in try contact.insert(db, onConflict: .replace) } then: { [cache] in
+            cache.withLock { contacts in
+                contacts.removeAll { $0.name == contact.name }
+                contacts.append(contact)
+                contacts.sort { $0.name < $1.name }
+            }
         }
         try await directory.setLabel(contact.name, for: CallHandle(.generic, contact.fingerprint))
     }
@@ -295,9 +307,27 @@ public final class ContactBook: Sendable {
     @discardableResult
     public func remove(named name: String) async throws -> Bool {
         guard let contact = named(name) else { return false }
-        _ = try await pool.write { db in try Contact.deleteOne(db, key: name) }
-        cache.withLock { $0.removeAll { $0.name == name } }
+        try await pool.commit { db in _ = try Contact.deleteOne(db, key: name) } then: { [cache] in
+            cache.withLock { $0.removeAll { $0.name == name } }
+        }
         try await directory.setLabel(nil, for: CallHandle(.generic, contact.fingerprint))
         return true
+    }
+}
+
+extension DatabasePool {
+    /// Commits `changes` in a transaction, then runs `apply` (the in-memory caches' matching
+    /// change) still on the writer queue: caches change in the order the database does, and
+    /// `CallStore.reload()`, which replaces them on the same queue, never lands between the
+    /// commit and its cache update.
+    func commit(_ changes: @escaping @Sendable (Database) throws -> Void,
+                then apply: @escaping @Sendable () -> Void) async throws {
+        try await writeWithoutTransaction { db in
+            try db.inTransaction {
+                try changes(db)
+                return .commit
+            }
+            apply()
+        }
     }
 }
