@@ -78,23 +78,64 @@ public struct TimeStretcher: Sendable {
 
     /// The lag in `minimumPeriod...maximumPeriod` at which `x` (from `start`) best matches
     /// itself: the highest normalized correlation over one longest period.
+    ///
+    /// Searched as WebRTC NetEq does, coarse then fine: every lag of the signal summed in
+    /// blocks of ``decimation`` samples (at 48 kHz, a 12 kHz signal, which keeps every voice's
+    /// pitch), then the lags around the best one at the full rate. A fraction (~1/7) of the
+    /// work of trying every lag at the full rate — that cost a tenth of a loaded node's CPU when
+    /// late ticks made every leg stretch.
     func bestPeriod(_ x: [Int16], from start: Int) -> Int {
-        let window = maximumPeriod
-        var best = (lag: minimumPeriod, score: -Double.infinity)
+        let factor = decimation
+        guard factor > 1 else { return Self.bestLag(x, from: start, lags: minimumPeriod...maximumPeriod, window: maximumPeriod, step: 2) }
+        var coarse = [Int32](repeating: 0, count: (x.count - start) / factor)
         x.withUnsafeBufferPointer { p in
-            var lag = minimumPeriod
-            while lag <= maximumPeriod, start + lag + window <= p.count {
+            for k in coarse.indices {
+                var sum: Int32 = 0
+                for i in 0..<factor { sum += Int32(p[start + k * factor + i]) }
+                coarse[k] = sum
+            }
+        }
+        let low = (minimumPeriod + factor - 1) / factor, high = maximumPeriod / factor
+        // A periodic signal matches itself as well at twice its period: the shortest lag
+        // within a hair of the best is the period.
+        let roughly = Self.bestLag(coarse, from: 0, lags: low...max(low, high), window: maximumPeriod / factor, step: 1,
+                                   tolerance: 0.02) * factor
+        let around = max(minimumPeriod, roughly - factor)...min(maximumPeriod, roughly + factor)
+        return Self.bestLag(x, from: start, lags: around, window: maximumPeriod, step: 2)
+    }
+
+    /// Samples summed into one for the coarse period search: 4 at 48 kHz, none at 12 kHz or less.
+    var decimation: Int { max(1, minimumPeriod / 30) }
+
+    /// The lag in `lags` whose normalized correlation over `window` samples (every `step`-th)
+    /// from `start` is highest; with a `tolerance`, the shortest peak within it of the highest.
+    static func bestLag<T: BinaryInteger>(_ x: [T], from start: Int, lags: ClosedRange<Int>, window: Int, step: Int,
+                                          tolerance: Double = 0) -> Int {
+        var best = (lag: lags.lowerBound, score: -Double.infinity)
+        var scores: [(lag: Int, score: Double)] = []
+        if tolerance > 0 { scores.reserveCapacity(lags.count) }
+        x.withUnsafeBufferPointer { p in
+            var lag = lags.lowerBound
+            while lag <= lags.upperBound, start + lag + window <= p.count {
                 var dot = 0.0, a = 0.0, b = 0.0
                 var i = start
                 while i < start + window {
                     let u = Double(p[i]), v = Double(p[i + lag])
                     dot += u * v; a += u * u; b += v * v
-                    i += 2
+                    i += step
                 }
                 let score = a > 0 && b > 0 ? dot / (a * b).squareRoot() : 0
                 if score > best.score { best = (lag, score) }
+                if tolerance > 0 { scores.append((lag, score)) }
                 lag += 1
             }
+        }
+        guard tolerance > 0 else { return best.lag }
+        // The first peak (not a shoulder of the best one) that comes within `tolerance`.
+        for (i, candidate) in scores.enumerated() where candidate.score >= best.score - tolerance {
+            let left = i > 0 ? scores[i - 1].score : -Double.infinity
+            let right = i + 1 < scores.count ? scores[i + 1].score : -Double.infinity
+            if candidate.score >= left && candidate.score >= right { return candidate.lag }
         }
         return best.lag
     }

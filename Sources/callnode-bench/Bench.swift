@@ -326,9 +326,11 @@ struct MediaBench: AsyncParsableCommand {
             // complexity), then the figures from scratch.
             try await Task.sleep(for: .seconds(settleSeconds))
             clock.restartReport()
+            let stretchesBefore = await Self.stretches(calls)
             let cpuBefore = BareMediaBenchmark.cpuTime(), wallBefore = ContinuousClock.now
             try await Task.sleep(for: .seconds(realTimeSeconds))
             let complexities = await calls.asyncMap { await $0.0.statistics.opusComplexity }
+            let stretchesAfter = await Self.stretches(calls)
             ticking.cancel()
             let report = await ticking.value
             let cpuPercent = (BareMediaBenchmark.cpuTime() - cpuBefore).seconds / (ContinuousClock.now - wallBefore).seconds
@@ -338,13 +340,29 @@ struct MediaBench: AsyncParsableCommand {
             agents = []
             let fraction = report.lateFraction(phases: clock.phases)
             points.append((count, cpuPercent, fraction * 100))
-            print(String(format: "media real time (%@): %d legs, %d of %d phase ticks late (%.2f %%), max start lag %.1f ms, longest tick %.1f ms, CPU %.0f %%, complexity at the end %d–%d",
+            let legSeconds = Double(count) * Double(realTimeSeconds)
+            print(String(format: "media real time (%@): %d legs, %d of %d phase ticks late (%.2f %%), max start lag %.1f ms, longest tick %.1f ms, CPU %.0f %%, complexity at the end %d–%d, time stretches per leg-second %.2f lengthened / %.2f shortened",
                          label, count, report.lateTicks, report.phaseTicks, fraction * 100, report.maximumLag.seconds * 1000,
-                         report.maximumTickDuration.seconds * 1000, cpuPercent, complexities.min() ?? 0, complexities.max() ?? 0))
+                         report.maximumTickDuration.seconds * 1000, cpuPercent, complexities.min() ?? 0, complexities.max() ?? 0,
+                         Double(stretchesAfter.expanded - stretchesBefore.expanded) / legSeconds,
+                         Double(stretchesAfter.compressed - stretchesBefore.compressed) / legSeconds))
             if fraction > baseline + 0.005 { break }
             best = count
         }
         return (best, points)
+    }
+
+    /// Frames lengthened and pairs shortened by playout's time stretching, over every leg.
+    static func stretches(_ calls: [(MediaActor, MediaActor)]) async -> (expanded: Int, compressed: Int) {
+        var total = (expanded: 0, compressed: 0)
+        for (a, b) in calls {
+            for leg in [a, b] {
+                let buffer = await leg.statistics.jitterBuffer
+                total.expanded += buffer.expanded
+                total.compressed += buffer.compressed
+            }
+        }
+        return total
     }
 
     /// - Parameter speechOffset: Where in the speech each leg starts (samples; B starts half the

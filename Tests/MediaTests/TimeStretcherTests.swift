@@ -40,6 +40,46 @@ import Testing
         #expect(worst <= 16, "off the ideal by \(worst)")
     }
 
+    /// The coarse-then-fine period search finds a period that matches the signal as well as
+    /// trying every lag at the full rate does: on voices from 100 to 400 Hz and on every
+    /// frame of two seconds of speech-like audio.
+    @Test func theCoarseSearchFindsAPeriodAsGoodAsTheExhaustiveOne() {
+        let stretcher = TimeStretcher(frameSamples: 960, sampleRate: 48_000)
+        #expect(stretcher.decimation == 4)
+        func score(_ x: [Int16], _ lag: Int) -> Double {
+            var dot = 0.0, a = 0.0, b = 0.0
+            for i in stride(from: 0, to: stretcher.maximumPeriod, by: 2) {
+                let u = Double(x[i]), v = Double(x[i + lag])
+                dot += u * v; a += u * u; b += v * v
+            }
+            return a > 0 && b > 0 ? dot / (a * b).squareRoot() : 0
+        }
+        for pitch in [100.0, 133.0, 200.0, 250.0, 310.0, 400.0] {
+            let frame = Self.tone([pitch, 2 * pitch, 3 * pitch], count: 960)
+            let found = stretcher.bestPeriod(frame, from: 0)
+            let period = 48_000 / pitch
+            // The pitch period itself, or (below 160 Hz, the search's window being 10 ms) a
+            // multiple of it: never a lag between.
+            let multiple = Double(found) / period
+            #expect(abs(multiple - multiple.rounded()) * period <= 1.5, "\(pitch) Hz: \(found)")
+            if pitch >= 200 { #expect(abs(Double(found) - period) <= 1.5, "\(pitch) Hz: \(found)") }
+        }
+        let speech = SyntheticSpeech.samples(seconds: 2, seed: 3)
+        // Voiced frames (the exhaustive search finds a lag at which the frame repeats itself);
+        // in the rest no lag matches, and any does as well as another.
+        var voiced = 0, worse: [Int] = []
+        for start in stride(from: 0, to: speech.count - 960, by: 960) {
+            let frame = Array(speech[start..<(start + 960)])
+            let exhaustive = TimeStretcher.bestLag(frame, from: 0, lags: stretcher.minimumPeriod...stretcher.maximumPeriod,
+                                                   window: stretcher.maximumPeriod, step: 2)
+            guard score(frame, exhaustive) >= 0.5 else { continue }
+            voiced += 1
+            if score(frame, stretcher.bestPeriod(frame, from: 0)) < score(frame, exhaustive) - 0.05 { worse.append(start / 960) }
+        }
+        #expect(voiced >= 20, "only \(voiced) voiced frames: the check says little")
+        #expect(worse.isEmpty, "frames \(worse) of \(voiced) voiced got a clearly worse period than the exhaustive search's")
+    }
+
     @Test func noiseChangesLengthByAPeriodWithoutClicks() {
         var rng = SplitMix64(seed: 5)
         let noise = (0..<1_920).map { _ in Int16(Int(rng.next() % 4_001) - 2_000) }
