@@ -108,17 +108,23 @@ struct FrameCipher {
         opening = GCMContext(key: keys.inbound.key, encrypting: false)
     }
 
-    mutating func seal(_ frame: [UInt8]) throws -> [UInt8] {
+    mutating func seal(_ frame: [UInt8]) throws -> [UInt8] { try seal(frame[...]) }
+
+    /// Seals a frame where it lies (the encoder's output buffer): one array, the sealed frame.
+    mutating func seal(_ frame: ArraySlice<UInt8>) throws -> [UInt8] {
         let count = counter
         counter &+= 1
-        guard let sealed = sealing.seal(frame, counter: count) else { throw FrameCipherError.sealFailed }
+        guard let sealed = frame.withUnsafeBufferPointer({ sealing.seal($0, counter: count) }) else { throw FrameCipherError.sealFailed }
         return sealed
     }
 
     /// `nil` when the frame was not sealed with the peer's key.
-    func open(_ sealed: [UInt8]) -> [UInt8]? {
+    func open(_ sealed: [UInt8]) -> [UInt8]? { open(sealed[...]) }
+
+    /// Opens a frame where it lies (in a received packet): one array, the frame.
+    func open(_ sealed: ArraySlice<UInt8>) -> [UInt8]? {
         guard sealed.count > Self.overhead else { return nil }
-        return opening.open(sealed)
+        return sealed.withUnsafeBufferPointer { opening.open($0) }
     }
 }
 
@@ -149,7 +155,7 @@ final class GCMContext {
         (0, counter.bigEndian)
     }
 
-    func seal(_ frame: [UInt8], counter: UInt32) -> [UInt8]? {
+    func seal(_ frame: UnsafeBufferPointer<UInt8>, counter: UInt32) -> [UInt8]? {
         var nonce = Self.nonce(counter)
         let ok = withUnsafeBytes(of: &nonce) { iv in
             EVP_EncryptInit_ex(context, nil, nil, nil, iv.bindMemory(to: UInt8.self).baseAddress) == 1
@@ -158,7 +164,7 @@ final class GCMContext {
         var sealed = [UInt8](repeating: 0, count: frame.count + FrameCipher.overhead)
         let done = sealed.withUnsafeMutableBufferPointer { out -> Bool in
             var written: Int32 = 0, final: Int32 = 0
-            guard frame.withUnsafeBufferPointer({ EVP_EncryptUpdate(context, out.baseAddress, &written, $0.baseAddress, Int32($0.count)) }) == 1,
+            guard EVP_EncryptUpdate(context, out.baseAddress, &written, frame.baseAddress, Int32(frame.count)) == 1,
                   EVP_EncryptFinal_ex(context, out.baseAddress! + Int(written), &final) == 1,
                   Int(written + final) == frame.count,
                   EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_GET_TAG, Int32(FrameCipher.tagLength), out.baseAddress! + frame.count) == 1
@@ -173,7 +179,7 @@ final class GCMContext {
         return done ? sealed : nil
     }
 
-    func open(_ sealed: [UInt8]) -> [UInt8]? {
+    func open(_ sealed: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
         let n = sealed.count, length = n - FrameCipher.overhead
         guard length >= 0 else { return nil }
         let counter = UInt32(sealed[n - 4]) << 24 | UInt32(sealed[n - 3]) << 16 | UInt32(sealed[n - 2]) << 8 | UInt32(sealed[n - 1])
@@ -183,17 +189,15 @@ final class GCMContext {
         }
         guard ok else { return nil }
         var plain = [UInt8](repeating: 0, count: max(length, 1))
-        let opened = sealed.withUnsafeBufferPointer { input -> Bool in
-            plain.withUnsafeMutableBufferPointer { out -> Bool in
-                var written: Int32 = 0, final: Int32 = 0
-                // OpenSSL copies the tag; it does not write through the pointer.
-                let tag = UnsafeMutableRawPointer(mutating: input.baseAddress! + length)  // sealed.count > overhead, checked above
-                guard EVP_DecryptUpdate(context, out.baseAddress, &written, input.baseAddress, Int32(length)) == 1,
-                      EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, Int32(FrameCipher.tagLength), tag) == 1,
-                      EVP_DecryptFinal_ex(context, out.baseAddress! + Int(written), &final) == 1
-                else { return false }
-                return Int(written + final) == length
-            }
+        let opened = plain.withUnsafeMutableBufferPointer { out -> Bool in
+            var written: Int32 = 0, final: Int32 = 0
+            // OpenSSL copies the tag; it does not write through the pointer.
+            let tag = UnsafeMutableRawPointer(mutating: sealed.baseAddress! + length)  // sealed.count > overhead, checked by the caller
+            guard EVP_DecryptUpdate(context, out.baseAddress, &written, sealed.baseAddress, Int32(length)) == 1,
+                  EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, Int32(FrameCipher.tagLength), tag) == 1,
+                  EVP_DecryptFinal_ex(context, out.baseAddress! + Int(written), &final) == 1
+            else { return false }
+            return Int(written + final) == length
         }
         guard opened else { return nil }
         if plain.count != length { plain.removeAll() }

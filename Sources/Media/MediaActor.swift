@@ -74,10 +74,15 @@ public actor MediaActor: MediaClockClient {
     var playedOnArrivalAt: Duration?
     var sendMeter: LevelMeter
     var receiveMeter: LevelMeter
-    /// The last audio packet sent (its body as sent, sealed if frames are encrypted), repeated
-    /// in the next one while redundancy is on.
-    /// The last audio packets sent, newest last (their bodies as sent), for redundant copies.
+    /// The last audio packets sent, newest last (their bodies as sent, sealed if frames are
+    /// encrypted), for redundant copies.
     var recentAudio: [SentAudio] = []
+    /// The packet being built: header, red blocks, frame, SRTP tag, reused frame after frame
+    /// (a transport that keeps the last one makes the next frame copy it once).
+    var outgoing: [UInt8] = []
+    /// A received red payload's redundant blocks (type, timestamp offset, where the data
+    /// lies), reused packet after packet.
+    var receivedBlocks: [(payloadType: UInt8, offset: UInt16, range: Range<Int>)] = []
     var redundancyActive = false
     /// How many earlier frames each packet carries again while redundancy is active.
     var redundancyDepth = 1
@@ -357,10 +362,13 @@ public actor MediaActor: MediaClockClient {
             datagrams.removeAll(keepingCapacity: true)
             drained = datagrams
         }
-        for (bytes, arrival) in datagrams {
+        for i in datagrams.indices {
+            // Taken out of the list, so it is held once and SRTP opens it where it lies.
+            var bytes: [UInt8] = []
+            swap(&bytes, &datagrams[i].bytes)
             switch DatagramKind(classifying: bytes) {
-            case .rtp: receiveRTP(bytes, arrival: arrival)
-            case .rtcp: receiveRTCP(bytes, arrival: arrival)
+            case .rtp: receiveRTP(&bytes, arrival: datagrams[i].arrival)
+            case .rtcp: receiveRTCP(bytes, arrival: datagrams[i].arrival)
             default: stats.malformedDropped += 1
             }
         }
@@ -398,80 +406,84 @@ public actor MediaActor: MediaClockClient {
         }
     }
 
-    func receiveRTP(_ bytes: [UInt8], arrival: Duration) {
-        let plain: [UInt8]
-        switch inbound.unprotect(bytes) {
-        case let .success(p): plain = p
-        case let .failure(drop): count(drop); return
-        }
-        heardPeer(at: arrival)
-        if let packet = try? RTPPacket(parsing: plain), packet.payloadType == configuration.telephoneEventPayloadType {
-            reception.record(sequence: packet.sequenceNumber, timestamp: packet.timestamp, ssrc: packet.ssrc,
-                             arrival: arrival, measuresJitter: false)
-            jitter.noteNonAudio(sequence: packet.sequenceNumber)
-            receiveTelephoneEvent(packet)
+    /// One SRTP packet, opened where it lies; nothing of it is copied but the frames the
+    /// jitter buffer keeps.
+    func receiveRTP(_ bytes: inout [UInt8], arrival: Duration) {
+        if let drop = inbound.unprotect(inPlace: &bytes) {
+            count(drop)
             return
         }
-        guard let packet = try? RTPPacket(parsing: plain), !packet.payload.isEmpty else {
+        heardPeer(at: arrival)
+        guard let header = try? RTPHeader(parsing: bytes) else {
             stats.malformedDropped += 1
             return
         }
-        var primary = packet.payload
-        var redundant: [RedundantAudio.Block] = []
-        if let red = configuration.redundancyPayloadType, packet.payloadType == red {
-            guard let parsed = try? RedundantAudio(parsing: packet.payload),
-                  parsed.primaryPayloadType == configuration.payloadType, !parsed.primary.isEmpty else {
+        if header.payloadType == configuration.telephoneEventPayloadType {
+            reception.record(sequence: header.sequenceNumber, timestamp: header.timestamp, ssrc: header.ssrc,
+                             arrival: arrival, measuresJitter: false)
+            jitter.noteNonAudio(sequence: header.sequenceNumber)
+            if let packet = try? RTPPacket(parsing: bytes) { receiveTelephoneEvent(packet) }
+            return
+        }
+        guard !header.payload.isEmpty else {
+            stats.malformedDropped += 1
+            return
+        }
+        var primary = header.payload
+        receivedBlocks.removeAll(keepingCapacity: true)
+        if let red = configuration.redundancyPayloadType, header.payloadType == red {
+            guard let parsed = try? RedundantAudio.parse(bytes, in: header.payload, block: { receivedBlocks.append(($0, $1, $2)) }),
+                  parsed.payloadType == configuration.payloadType, !parsed.range.isEmpty else {
                 stats.malformedDropped += 1
                 return
             }
-            primary = parsed.primary
-            redundant = parsed.redundant
-        } else if packet.payloadType != configuration.payloadType {
+            primary = parsed.range
+        } else if header.payloadType != configuration.payloadType {
             stats.malformedDropped += 1
             return
         }
         guard receivingAudio else {
             // Held: authentic and counted (so the reports do not call it lost), not played.
             stats.packetsReceived += 1
-            stats.bytesReceived += packet.payload.count
-            reception.record(sequence: packet.sequenceNumber, timestamp: packet.timestamp, ssrc: packet.ssrc, arrival: arrival)
+            stats.bytesReceived += header.payload.count
+            reception.record(sequence: header.sequenceNumber, timestamp: header.timestamp, ssrc: header.ssrc, arrival: arrival)
             return
         }
-        if let previous = remoteSSRC, previous != packet.ssrc {
+        if let previous = remoteSSRC, previous != header.ssrc {
             // An authentic packet of a new stream: its numbering has nothing to do with the old one's.
             jitter.restart()
         }
-        remoteSSRC = packet.ssrc
+        remoteSSRC = header.ssrc
         stats.packetsReceived += 1
-        stats.bytesReceived += packet.payload.count
-        reception.record(sequence: packet.sequenceNumber, timestamp: packet.timestamp, ssrc: packet.ssrc, arrival: arrival)
+        stats.bytesReceived += header.payload.count
+        reception.record(sequence: header.sequenceNumber, timestamp: header.timestamp, ssrc: header.ssrc, arrival: arrival)
         // Authentic and counted as received (the sender is not told of loss), but a frame that
         // does not open under the frame key is never played.
-        guard let payload = open(primary) else { return }
-        jitter.insert(sequence: packet.sequenceNumber, timestamp: packet.timestamp, payload: payload, arrival: arrival)
+        guard let payload = open(bytes[primary]) else { return }
+        jitter.insert(sequence: header.sequenceNumber, timestamp: header.timestamp, payload: payload, arrival: arrival)
         // Redundant copies of earlier frames (a sender repeats the frames of earlier packets, so
         // k frames back is k sequence numbers back). Other blocks (another codec, another
         // spacing) are skipped.
         // How far back the peer's copies go, so playout holds enough delay for them to arrive in time.
         let depth = min(MediaConfiguration.deepestRedundantFrame,
-                        redundant.reduce(0) { max($0, Int($1.timestampOffset) / Int(timestampStep)) })  // per packet: no array
+                        receivedBlocks.reduce(0) { max($0, Int($1.offset) / Int(timestampStep)) })  // per packet: no array
         peerDepth = depth >= peerDepth.depth ? (depth, 0) : (peerDepth.depth, peerDepth.age + 1)
         if peerDepth.age > 250 { peerDepth = (depth, 0) }  // five seconds without deeper copies
         jitter.redundancyDepth = peerDepth.depth
-        for block in redundant where block.payloadType == configuration.payloadType && !block.payload.isEmpty {
-            let offset = UInt32(block.timestampOffset)
+        for block in receivedBlocks where block.payloadType == configuration.payloadType && !block.range.isEmpty {
+            let offset = UInt32(block.offset)
             guard offset % timestampStep == 0, (1...UInt32(MediaConfiguration.deepestRedundantFrame)).contains(offset / timestampStep) else { continue }
-            let back = UInt16(offset / timestampStep)
-            guard let copy = open(block.payload) else { continue }
-            jitter.insertRedundant(sequence: packet.sequenceNumber &- back, timestamp: packet.timestamp &- offset,
-                                   payload: copy, arrival: arrival)
+            let sequence = header.sequenceNumber &- UInt16(offset / timestampStep), timestamp = header.timestamp &- offset
+            // Only a copy the buffer lacks is opened and kept.
+            guard jitter.wantsRedundant(sequence: sequence, timestamp: timestamp), let copy = open(bytes[block.range]) else { continue }
+            jitter.insertRedundant(sequence: sequence, timestamp: timestamp, payload: copy, arrival: arrival)
         }
     }
 
     /// A frame's payload as the codec needs it: opened if frames are encrypted end to end;
     /// `nil`, counted, if it does not open.
-    func open(_ body: [UInt8]) -> [UInt8]? {
-        guard let frameCipher else { return body }
+    func open(_ body: ArraySlice<UInt8>) -> [UInt8]? {
+        guard let frameCipher else { return Array(body) }
         guard let opened = frameCipher.open(body) else {
             stats.frameDecryptionFailures += 1
             return nil
@@ -532,43 +544,57 @@ public actor MediaActor: MediaClockClient {
             stats.framesNotSent += 1  // DTX: the encoder says there is nothing worth sending
             return
         }
-        var body = Array(payload)
+        let body: [UInt8]
         if frameCipher != nil {
-            guard let sealed = try? frameCipher?.seal(body) else { return }
+            guard let sealed = try? frameCipher?.seal(payload) else { return }
             body = sealed
+        } else {
+            body = Array(payload)
         }
-        var payloadType = configuration.payloadType
-        var wire = body
-        if redundancyActive, let red = configuration.redundancyPayloadType {
-            // Earlier frames again, k frames back being k packets back (a gap in either ends
-            // the run), spread so that a burst of losses rarely takes a frame and all its
-            // copies (``MediaConfiguration/redundancyOffsets(depth:)``); the oldest are left
-            // out first to keep within the budget.
-            var blocks: [RedundantAudio.Block] = []
-            var size = body.count
-            for back in MediaConfiguration.redundancyOffsets(depth: max(1, redundancyDepth), spread: spreadCopies) {
+        // Earlier frames again when redundancy is active, k frames back being k packets back
+        // (a gap in either ends the run), spread so that a burst of losses rarely takes a frame
+        // and all its copies (``MediaConfiguration/redundancyOffsets(depth:)``); the oldest are
+        // left out first to keep within the budget. `copies` of the offsets are used.
+        var offsets: [Int] = []
+        var copies = 0, size = body.count
+        if redundancyActive, configuration.redundancyPayloadType != nil {
+            offsets = MediaConfiguration.redundancyOffsets(depth: max(1, redundancyDepth), spread: spreadCopies)
+            for back in offsets {
                 guard recentAudio.count >= back else { break }
                 let earlier = recentAudio[recentAudio.count - back]
                 guard earlier.sequence &+ UInt16(back) == sequence, timestamp &- earlier.timestamp == timestampStep &* UInt32(back),
                       earlier.body.count <= RedundantAudio.maximumBlockLength,
                       size + earlier.body.count + 4 <= configuration.redundancyBudget else { break }
                 size += earlier.body.count + 4
-                blocks.insert(RedundantAudio.Block(payloadType: configuration.payloadType,
-                                                   timestampOffset: UInt16(timestampStep &* UInt32(back)), payload: earlier.body), at: 0)
-            }
-            if !blocks.isEmpty {
-                wire = RedundantAudio(primaryPayloadType: configuration.payloadType, primary: body, redundant: blocks).serialized()
-                payloadType = red
+                copies += 1
             }
         }
+        // The packet is built in one buffer and protected where it lies.
+        var packet: [UInt8] = []
+        swap(&packet, &outgoing)
+        packet.removeAll(keepingCapacity: true)
+        RTPHeader.append(payloadType: copies > 0 ? configuration.redundancyPayloadType ?? configuration.payloadType : configuration.payloadType,
+                         sequenceNumber: sequence, timestamp: timestamp, ssrc: ssrc, to: &packet)
+        if copies > 0 {
+            // Block headers oldest first, the primary's last, then the data in the same order.
+            for k in (0..<copies).reversed() {
+                let earlier = recentAudio[recentAudio.count - offsets[k]]
+                RedundantAudio.appendBlockHeader(payloadType: configuration.payloadType,
+                                                 timestampOffset: UInt16(timestampStep &* UInt32(offsets[k])),
+                                                 length: earlier.body.count, to: &packet)
+            }
+            packet.append(configuration.payloadType & 0x7F)
+            for k in (0..<copies).reversed() { packet.append(contentsOf: recentAudio[recentAudio.count - offsets[k]].body) }
+        }
+        packet.append(contentsOf: body)
         recentAudio.append(SentAudio(sequence: sequence, timestamp: timestamp, body: body))
         if recentAudio.count > MediaConfiguration.deepestRedundantFrame { recentAudio.removeFirst() }
-        let packet = RTPPacket(payloadType: payloadType, sequenceNumber: sequence, timestamp: timestamp,
-                               ssrc: ssrc, payload: wire)
         sequence &+= 1
-        guard let protected = try? outbound.protect(packet.serialized()) else { return }
+        let wireCount = packet.count - RTPPacket.headerSize
+        defer { outgoing = packet }
+        guard (try? outbound.protect(inPlace: &packet)) != nil else { return }
         stats.packetsSent += 1
-        stats.bytesSent += wire.count
-        await transport.send(protected)
+        stats.bytesSent += wireCount
+        await transport.send(packet)
     }
 }

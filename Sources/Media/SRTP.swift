@@ -119,6 +119,41 @@ public final class SRTPSession {
         return run(packet, overhead: 0) { session, bytes, length in csrtp_unprotect_rtcp(session, bytes, length) }.drop
     }
 
+    /// Encrypts and authenticates the RTP packet in `packet` where it lies: it grows by the
+    /// authentication tag. No allocation when `packet` is uniquely held and has the capacity.
+    public func protect(inPlace packet: inout [UInt8]) throws(SRTPError) {
+        try srtp(runInPlace(&packet, overhead: 16 + 4) { session, bytes, length in csrtp_protect(session, bytes, length) },
+                 "srtp_protect")
+    }
+
+    /// Verifies and decrypts the SRTP packet in `packet` where it lies; on success it is the
+    /// plain RTP packet, otherwise the drop says why it must not be played (and `packet` is
+    /// not to be used).
+    public func unprotect(inPlace packet: inout [UInt8]) -> SRTPDrop? {
+        guard packet.count >= 12 else { return .malformed }
+        switch runInPlace(&packet, overhead: 0, { session, bytes, length in csrtp_unprotect(session, bytes, length) }) {
+        case srtp_err_status_ok: return nil
+        case srtp_err_status_replay_fail, srtp_err_status_replay_old: return .replayed
+        case srtp_err_status_auth_fail: return .authenticationFailed
+        default: return .malformed
+        }
+    }
+
+    /// Zeros for the room libsrtp may write past a packet.
+    private static let room = [UInt8](repeating: 0, count: 64)
+
+    private func runInPlace(_ packet: inout [UInt8], overhead: Int,
+                            _ call: (srtp_t, UnsafeMutablePointer<UInt8>, UnsafeMutablePointer<Int32>) -> srtp_err_status_t) -> srtp_err_status_t {
+        guard let session else { return srtp_err_status_fail }
+        let count = packet.count
+        // libsrtp writes the tag (and may read a little) past the packet's length.
+        packet.append(contentsOf: Self.room[0..<(overhead + 16)])  // copied as a block (a repeated element goes element by element, allocating in debug builds)
+        var length = Int32(count)
+        let status = packet.withUnsafeMutableBufferPointer { bytes in call(session, bytes.baseAddress!, &length) }  // count + 16 > 0
+        packet.removeLast(packet.count - (status == srtp_err_status_ok ? Int(length) : count))
+        return status
+    }
+
     private struct Outcome {
         var status: srtp_err_status_t
         var bytes: [UInt8]

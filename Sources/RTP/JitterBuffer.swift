@@ -230,19 +230,32 @@ public struct JitterBuffer: Sendable {
     /// - Returns: `true` if it was kept to fill a gap.
     @discardableResult
     public mutating func insertRedundant(sequence: UInt16, timestamp: UInt32, payload: [UInt8], arrival: Duration) -> Bool {
-        // Before playout starts there is no gap to fill (it starts with the newest packet).
-        guard nextTimestamp != nil, let highSeq = highestSequence, let newest else { return false }
-        let seq = SequenceNumber.extend(sequence, near: highSeq)
-        let ts = Self.extendTimestamp(timestamp, near: newest.peerTimestamp) + offset(forSequence: seq)
-        if recentSequences[Int(seq & 255)] == seq { return false }
-        if let next = nextTimestamp, ts < next { return false }
-        guard seq > highSeq - 256 else { return false }
-        var index = entries.count
-        while index > 0 && entries[index - 1].timestamp > ts { index -= 1 }
-        if index > 0, entries[index - 1].timestamp == ts { return false }
+        guard let (seq, ts, index) = place(redundant: sequence, timestamp: timestamp) else { return false }
         let transit = arrival.seconds - Double(ts) / Double(configuration.clockRate)
         entries.insert(Entry(sequence: seq, timestamp: ts, payload: payload, transit: transit, redundant: true), at: index)
         return true
+    }
+
+    /// Whether ``insertRedundant(sequence:timestamp:payload:arrival:)`` would keep a copy of
+    /// this frame (it is missing and not yet due): a caller asks before it opens or copies one.
+    public func wantsRedundant(sequence: UInt16, timestamp: UInt32) -> Bool {
+        place(redundant: sequence, timestamp: timestamp) != nil
+    }
+
+    /// Where a redundant copy of a frame goes: its extended sequence and timestamp and its
+    /// index in `entries`; nil when it is not wanted (received, due already, too old, or
+    /// playout has not started: it starts with the newest packet, no gap to fill).
+    private func place(redundant sequence: UInt16, timestamp: UInt32) -> (Int64, Int64, Int)? {
+        guard nextTimestamp != nil, let highSeq = highestSequence, let newest else { return nil }
+        let seq = SequenceNumber.extend(sequence, near: highSeq)
+        let ts = Self.extendTimestamp(timestamp, near: newest.peerTimestamp) + offset(forSequence: seq)
+        if recentSequences[Int(seq & 255)] == seq { return nil }
+        if let next = nextTimestamp, ts < next { return nil }
+        guard seq > highSeq - 256 else { return nil }
+        var index = entries.count
+        while index > 0 && entries[index - 1].timestamp > ts { index -= 1 }
+        if index > 0, entries[index - 1].timestamp == ts { return nil }
+        return (seq, ts, index)
     }
 
     /// This node did not play `frames` frame periods (its process was paused or starved, and its

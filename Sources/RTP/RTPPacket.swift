@@ -76,46 +76,18 @@ public struct RTPPacket: Sendable, Equatable {
     /// - Throws: ``RTPParseError`` for a wrong version, a truncated header, CSRC list or
     ///   extension, or a padding count that does not fit.
     public init(parsing bytes: [UInt8]) throws(RTPParseError) {
-        guard bytes.count >= Self.headerSize else { throw .truncated(needed: Self.headerSize, available: bytes.count) }
-        let version = Int(bytes[0] >> 6)
-        guard version == 2 else { throw .unsupportedVersion(version) }
-        let hasPadding = bytes[0] & 0x20 != 0
-        let hasExtension = bytes[0] & 0x10 != 0
-        let csrcCount = Int(bytes[0] & 0x0F)
-        marker = bytes[1] & 0x80 != 0
-        payloadType = bytes[1] & 0x7F
-        sequenceNumber = bytes.readUInt16(at: 2)
-        timestamp = bytes.readUInt32(at: 4)
-        ssrc = bytes.readUInt32(at: 8)
-
-        var offset = Self.headerSize
-        let csrcEnd = offset + 4 * csrcCount
-        guard bytes.count >= csrcEnd else { throw .truncated(needed: csrcEnd, available: bytes.count) }
-        csrcs = csrcCount == 0 ? [] : (0..<csrcCount).map { bytes.readUInt32(at: Self.headerSize + 4 * $0) }
-        offset = csrcEnd
-
-        if hasExtension {
-            guard bytes.count >= offset + 4 else { throw .truncated(needed: offset + 4, available: bytes.count) }
-            let profile = bytes.readUInt16(at: offset)
-            let words = Int(bytes.readUInt16(at: offset + 2))
-            let end = offset + 4 + 4 * words
-            guard bytes.count >= end else { throw .truncated(needed: end, available: bytes.count) }
-            headerExtension = RTPHeaderExtension(profile: profile, data: Array(bytes[(offset + 4)..<end]))
-            offset = end
-        } else {
-            headerExtension = nil
+        let header = try RTPHeader(parsing: bytes)
+        marker = header.marker
+        payloadType = header.payloadType
+        sequenceNumber = header.sequenceNumber
+        timestamp = header.timestamp
+        ssrc = header.ssrc
+        csrcs = header.csrcCount == 0 ? [] : (0..<header.csrcCount).map { bytes.readUInt32(at: Self.headerSize + 4 * $0) }
+        headerExtension = header.headerExtension.map { ext in
+            RTPHeaderExtension(profile: ext.profile, data: Array(bytes[ext.data]))
         }
-
-        var end = bytes.count
-        if hasPadding {
-            let count = Int(bytes[bytes.count - 1])
-            guard count > 0, count <= end - offset else { throw .invalidPadding(count) }
-            end -= count
-            paddingLength = count
-        } else {
-            paddingLength = 0
-        }
-        payload = Array(bytes[offset..<end])
+        paddingLength = header.paddingLength
+        payload = Array(bytes[header.payload])
     }
 
     /// The packet's wire form.
@@ -152,6 +124,79 @@ public struct RTPPacket: Sendable, Equatable {
             out.append(contentsOf: repeatElement(0, count: paddingLength - 1))
             out.append(UInt8(paddingLength))
         }
+    }
+}
+
+/// An RTP packet's header read in place: its fields and where in the bytes the payload lies,
+/// nothing copied (the media path's per-packet parse; ``RTPPacket`` copies the parts out).
+public struct RTPHeader: Sendable, Equatable {
+    public var marker: Bool
+    public var payloadType: UInt8
+    public var sequenceNumber: UInt16
+    public var timestamp: UInt32
+    public var ssrc: UInt32
+    public var csrcCount: Int
+    /// The extension's profile and where its data lies.
+    public var headerExtension: (profile: UInt16, data: Range<Int>)?
+    public var paddingLength: Int
+    /// Where the payload lies in the parsed bytes.
+    public var payload: Range<Int>
+
+    /// Reads the header of `bytes`, checking it as ``RTPPacket/init(parsing:)`` does.
+    public init(parsing bytes: [UInt8]) throws(RTPParseError) {
+        guard bytes.count >= RTPPacket.headerSize else { throw .truncated(needed: RTPPacket.headerSize, available: bytes.count) }
+        let version = Int(bytes[0] >> 6)
+        guard version == 2 else { throw .unsupportedVersion(version) }
+        let hasPadding = bytes[0] & 0x20 != 0
+        let hasExtension = bytes[0] & 0x10 != 0
+        csrcCount = Int(bytes[0] & 0x0F)
+        marker = bytes[1] & 0x80 != 0
+        payloadType = bytes[1] & 0x7F
+        sequenceNumber = bytes.readUInt16(at: 2)
+        timestamp = bytes.readUInt32(at: 4)
+        ssrc = bytes.readUInt32(at: 8)
+
+        var offset = RTPPacket.headerSize + 4 * csrcCount
+        guard bytes.count >= offset else { throw .truncated(needed: offset, available: bytes.count) }
+        if hasExtension {
+            guard bytes.count >= offset + 4 else { throw .truncated(needed: offset + 4, available: bytes.count) }
+            let profile = bytes.readUInt16(at: offset)
+            let end = offset + 4 + 4 * Int(bytes.readUInt16(at: offset + 2))
+            guard bytes.count >= end else { throw .truncated(needed: end, available: bytes.count) }
+            headerExtension = (profile, (offset + 4)..<end)
+            offset = end
+        } else {
+            headerExtension = nil
+        }
+        var end = bytes.count
+        if hasPadding {
+            let count = Int(bytes[bytes.count - 1])
+            guard count > 0, count <= end - offset else { throw .invalidPadding(count) }
+            end -= count
+            paddingLength = count
+        } else {
+            paddingLength = 0
+        }
+        payload = offset..<end
+    }
+
+    public static func == (a: RTPHeader, b: RTPHeader) -> Bool {
+        a.marker == b.marker && a.payloadType == b.payloadType && a.sequenceNumber == b.sequenceNumber
+            && a.timestamp == b.timestamp && a.ssrc == b.ssrc && a.csrcCount == b.csrcCount
+            && a.headerExtension?.profile == b.headerExtension?.profile && a.headerExtension?.data == b.headerExtension?.data
+            && a.paddingLength == b.paddingLength && a.payload == b.payload
+    }
+
+    /// Appends a 12-byte header without CSRCs, extension or padding (the media path's packets)
+    /// to `out`, which then takes the payload.
+    public static func append(payloadType: UInt8, sequenceNumber: UInt16, timestamp: UInt32, ssrc: UInt32,
+                              marker: Bool = false, to out: inout [UInt8]) {
+        precondition(payloadType < 128, "RTP payload type must be 0–127")
+        out.append(0x80)
+        out.append((marker ? 0x80 : 0) | payloadType)
+        out.appendUInt16(sequenceNumber)
+        out.appendUInt32(timestamp)
+        out.appendUInt32(ssrc)
     }
 }
 

@@ -52,32 +52,59 @@ public struct RedundantAudio: Sendable, Equatable {
     /// - Throws: ``RTPParseError/truncated(needed:available:)`` when the headers or the blocks
     ///   they announce run past the payload (an empty payload included).
     public init(parsing payload: [UInt8]) throws(RTPParseError) {
-        var headers: [(payloadType: UInt8, offset: UInt16, length: Int)] = []
-        var index = 0
+        var blocks: [Block] = []
+        let primary = try Self.parse(payload, in: payload.indices) { payloadType, offset, range in
+            blocks.append(Block(payloadType: payloadType, timestampOffset: offset, payload: Array(payload[range])))
+        }
+        primaryPayloadType = primary.payloadType
+        self.primary = Array(payload[primary.range])
+        redundant = blocks
+    }
+
+    /// Reads the red payload in `bytes[range]` in place: `block` sees each redundant block
+    /// (payload type, timestamp offset, where its data lies), oldest first, and the primary's
+    /// type and place are returned. Nothing is copied; nothing is reported for a payload that
+    /// does not parse.
+    ///
+    /// - Throws: as ``init(parsing:)``.
+    public static func parse(_ bytes: [UInt8], in range: Range<Int>,
+                             block: (UInt8, UInt16, Range<Int>) -> Void) throws(RTPParseError) -> (payloadType: UInt8, range: Range<Int>) {
+        // First the headers, to find where the data starts and that it is all there.
+        var index = range.lowerBound, total = 0, count = 0
+        let primaryType: UInt8
         while true {
-            guard index < payload.count else { throw .truncated(needed: index + 1, available: payload.count) }
-            let first = payload[index]
+            guard index < range.upperBound else { throw .truncated(needed: index - range.lowerBound + 1, available: range.count) }
+            let first = bytes[index]
             if first & 0x80 == 0 {
-                primaryPayloadType = first & 0x7F
+                primaryType = first & 0x7F
                 index += 1
                 break
             }
-            guard index + 4 <= payload.count else { throw .truncated(needed: index + 4, available: payload.count) }
-            let offset = UInt16(payload[index + 1]) << 6 | UInt16(payload[index + 2] >> 2)
-            let length = Int(payload[index + 2] & 0x03) << 8 | Int(payload[index + 3])
-            headers.append((first & 0x7F, offset, length))
+            guard index + 4 <= range.upperBound else { throw .truncated(needed: index - range.lowerBound + 4, available: range.count) }
+            total += Int(bytes[index + 2] & 0x03) << 8 | Int(bytes[index + 3])
+            count += 1
             index += 4
         }
-        let needed = index + headers.reduce(0) { $0 + $1.length }
-        guard needed <= payload.count else { throw .truncated(needed: needed, available: payload.count) }
-        redundant = []
-        redundant.reserveCapacity(headers.count)
-        for header in headers {
-            redundant.append(Block(payloadType: header.payloadType, timestampOffset: header.offset,
-                                   payload: Array(payload[index..<(index + header.length)])))
-            index += header.length
+        guard index + total <= range.upperBound else { throw .truncated(needed: index + total - range.lowerBound, available: range.count) }
+        var data = index
+        for k in 0..<count {
+            let header = range.lowerBound + 4 * k
+            let offset = UInt16(bytes[header + 1]) << 6 | UInt16(bytes[header + 2] >> 2)
+            let length = Int(bytes[header + 2] & 0x03) << 8 | Int(bytes[header + 3])
+            block(bytes[header] & 0x7F, offset, data..<(data + length))
+            data += length
         }
-        primary = Array(payload[index...])
+        return (primaryType, data..<range.upperBound)
+    }
+
+    /// Appends one redundant block's header (RFC 2198) to `out`; the data follows all headers.
+    public static func appendBlockHeader(payloadType: UInt8, timestampOffset: UInt16, length: Int, to out: inout [UInt8]) {
+        precondition(payloadType <= 127 && timestampOffset <= maximumTimestampOffset && length <= maximumBlockLength,
+                     "the block does not fit its header")
+        out.append(0x80 | payloadType)
+        out.append(UInt8(timestampOffset >> 6))
+        out.append(UInt8((timestampOffset & 0x3F) << 2) | UInt8(length >> 8))
+        out.append(UInt8(length & 0xFF))
     }
 
     /// Whether every block fits the header's fields (offset ≤ 16 383, length ≤ 1 023, type ≤ 127).
@@ -91,11 +118,8 @@ public struct RedundantAudio: Sendable, Equatable {
         var out: [UInt8] = []
         out.reserveCapacity(1 + primary.count + blocks.reduce(0) { $0 + 4 + $1.payload.count })
         for block in blocks {
-            let length = UInt16(block.payload.count)
-            out.append(0x80 | block.payloadType)
-            out.append(UInt8(block.timestampOffset >> 6))
-            out.append(UInt8((block.timestampOffset & 0x3F) << 2) | UInt8(length >> 8))
-            out.append(UInt8(length & 0xFF))
+            Self.appendBlockHeader(payloadType: block.payloadType, timestampOffset: block.timestampOffset,
+                                   length: block.payload.count, to: &out)
         }
         out.append(primaryPayloadType & 0x7F)
         for block in blocks { out += block.payload }

@@ -4,10 +4,11 @@ import Testing
 
 /// What a running call allocates per frame, counted by the malloc interposer in a real
 /// process (`callnode-bench allocations`: two legs on a manual clock, so the count is the same
-/// every run). Release builds make ~9.5 allocations per leg per frame (BENCHMARKS.md); this
-/// debug build makes ~39. The bound catches what matters: anything allocating per sample (a
-/// frame has 960; the level meter once made ~1 900 a frame in debug builds) or per packet
-/// beyond today's few.
+/// every run). Release builds make ~4.5 allocations per leg per frame (BENCHMARKS.md); this
+/// debug build makes ~33 (unspecialized generic iteration allocates there). The bound catches
+/// what matters: anything allocating per sample or per byte (a frame has 960 samples; the
+/// level meter once made ~1 900 a frame in debug builds, SRTP's room for the tag ~45 a
+/// packet) or per packet beyond today's few.
 @Suite struct AllocationTests {
     @Test func aRunningCallAllocatesAFewTimesPerFrameNotPerSample() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("allocations-\(UUID().uuidString.prefix(8))").path
@@ -15,13 +16,13 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let log = directory + "/allocations.log"
         let status = try ChildProcess.run(try BuildProducts.executable("callnode-bench"),
-                                          ["allocations", "--frames", "250", "--maximum-per-frame", "50"], output: log)
+                                          ["allocations", "--frames", "250", "--maximum-per-frame", "40"], output: log)
         let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
         let line = try #require(output.split(separator: "\n").first { $0.hasPrefix("allocations: ") && $0.contains("per leg per frame (") }, "\(output)")
         let perFrame = try #require(Double(line.dropFirst("allocations: ".count).prefix { $0 != " " }))
         // Counting worked (the interposer was preloaded), and stayed under the bound.
         #expect(perFrame > 1, "\(line)")
-        #expect(perFrame <= 50, "\(line)")
+        #expect(perFrame <= 40, "\(line)")
         #expect(status == 0, "\(output)")
     }
 }

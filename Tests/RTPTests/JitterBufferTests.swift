@@ -258,13 +258,15 @@ import Testing
     @Test func aCopyOfAFrameThatArrivedOrWhoseTurnPassedIsIgnored() {
         var buffer = JitterBuffer()
         buffer.insert(sequence: 10, timestamp: 9_600, payload: [10], arrival: .milliseconds(200))
-        // Not started: nothing to fill.
+        // Not started: nothing to fill. (`wantsRedundant` says beforehand what each insert does.)
+        #expect(!buffer.wantsRedundant(sequence: 9, timestamp: 8_640))
         let early = buffer.insertRedundant(sequence: 9, timestamp: 8_640, payload: [9], arrival: .milliseconds(200))
         #expect(!early)
         let first = buffer.nextFrame(now: .milliseconds(205))
         #expect(first == .play([10]))
         buffer.insert(sequence: 11, timestamp: 10_560, payload: [11], arrival: .milliseconds(220))
         // 10 arrived (and played), 9 is older than playout: both copies are dropped, uncounted.
+        #expect(!buffer.wantsRedundant(sequence: 10, timestamp: 9_600) && !buffer.wantsRedundant(sequence: 9, timestamp: 8_640))
         let arrived = buffer.insertRedundant(sequence: 10, timestamp: 9_600, payload: [10], arrival: .milliseconds(220))
         let passed = buffer.insertRedundant(sequence: 9, timestamp: 8_640, payload: [9], arrival: .milliseconds(220))
         #expect(!arrived && !passed)
@@ -274,9 +276,11 @@ import Testing
 
         // 12's copy comes first (13 overtook it); 12 itself then arrives and takes its place once.
         buffer.insert(sequence: 13, timestamp: 12_480, payload: [13], arrival: .milliseconds(240))
+        #expect(buffer.wantsRedundant(sequence: 12, timestamp: 11_520))
         let copyKept = buffer.insertRedundant(sequence: 12, timestamp: 11_520, payload: [112], arrival: .milliseconds(240))
         let originalKept = buffer.insert(sequence: 12, timestamp: 11_520, payload: [12], arrival: .milliseconds(241))
         #expect(copyKept && originalKept)
+        #expect(!buffer.wantsRedundant(sequence: 12, timestamp: 11_520), "a second copy of a frame held is not wanted")
         #expect(buffer.bufferedPackets == 2)
         let third = buffer.nextFrame(now: .milliseconds(245)), fourth = buffer.nextFrame(now: .milliseconds(265))
         #expect(third == .play([12]) && fourth == .play([13]))
