@@ -14,21 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- AES-ICM (RFC 3711 4.1.1) on AES-CTR ---------------------------------------------- */
+/* ---- Both ciphers: a state that starts with its EVP context ------------------------------ */
 
-typedef struct {
-    uint8_t counter[16];
-    uint8_t offset[16]; /* the salt, in the top 14 octets */
-    EVP_CIPHER_CTX *ctx;
-} icm_state;
-
-static const srtp_cipher_type_t openssl_aes_icm_128;
-
-static srtp_err_status_t icm_alloc(srtp_cipher_t **cipher, int key_length, int tag_length) {
-    (void)tag_length;
-    if (key_length != SRTP_AES_ICM_128_KEY_LEN_WSALT) return srtp_err_status_bad_param;
+/* Allocates a cipher of `type` with a zeroed state of `state_size` octets whose first member
+ * is an EVP_CIPHER_CTX pointer, made here. */
+static srtp_err_status_t evp_cipher_alloc(srtp_cipher_t **cipher, const srtp_cipher_type_t *type, size_t state_size,
+                                          int key_length, srtp_cipher_type_id_t algorithm) {
     srtp_cipher_t *c = calloc(1, sizeof *c);
-    icm_state *state = calloc(1, sizeof *state);
+    EVP_CIPHER_CTX **state = calloc(1, state_size);
     EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
     if (c == NULL || state == NULL || ctx == NULL) {
         free(c);
@@ -36,25 +29,44 @@ static srtp_err_status_t icm_alloc(srtp_cipher_t **cipher, int key_length, int t
         EVP_CIPHER_CTX_free(ctx);
         return srtp_err_status_alloc_fail;
     }
-    state->ctx = ctx;
-    c->type = &openssl_aes_icm_128;
+    *state = ctx;
+    c->type = type;
     c->state = state;
     c->key_len = key_length;
-    c->algorithm = SRTP_AES_ICM_128;
+    c->algorithm = algorithm;
     *cipher = c;
     return srtp_err_status_ok;
 }
 
-static srtp_err_status_t icm_dealloc(srtp_cipher_t *c) {
-    icm_state *state = c->state;
+/* Frees what evp_cipher_alloc made, the state wiped first. */
+static srtp_err_status_t evp_cipher_dealloc(srtp_cipher_t *c, size_t state_size) {
+    EVP_CIPHER_CTX **state = c->state;
     if (state != NULL) {
-        EVP_CIPHER_CTX_free(state->ctx);
-        OPENSSL_cleanse(state, sizeof *state);
+        EVP_CIPHER_CTX_free(*state);
+        OPENSSL_cleanse(state, state_size);
         free(state);
     }
     free(c);
     return srtp_err_status_ok;
 }
+
+/* ---- AES-ICM (RFC 3711 4.1.1) on AES-CTR ---------------------------------------------- */
+
+typedef struct {
+    EVP_CIPHER_CTX *ctx; /* first: see evp_cipher_alloc */
+    uint8_t counter[16];
+    uint8_t offset[16]; /* the salt, in the top 14 octets */
+} icm_state;
+
+static const srtp_cipher_type_t openssl_aes_icm_128;
+
+static srtp_err_status_t icm_alloc(srtp_cipher_t **cipher, int key_length, int tag_length) {
+    (void)tag_length;
+    if (key_length != SRTP_AES_ICM_128_KEY_LEN_WSALT) return srtp_err_status_bad_param;
+    return evp_cipher_alloc(cipher, &openssl_aes_icm_128, sizeof(icm_state), key_length, SRTP_AES_ICM_128);
+}
+
+static srtp_err_status_t icm_dealloc(srtp_cipher_t *c) { return evp_cipher_dealloc(c, sizeof(icm_state)); }
 
 static srtp_err_status_t icm_init(void *s, const uint8_t *key) {
     icm_state *state = s;
@@ -103,7 +115,7 @@ static const srtp_cipher_type_t openssl_aes_icm_128 = {
 /* ---- AEAD_AES_128_GCM (RFC 7714) -------------------------------------------------------- */
 
 typedef struct {
-    EVP_CIPHER_CTX *ctx;
+    EVP_CIPHER_CTX *ctx; /* first: see evp_cipher_alloc */
     int tag_length;
     int encrypting; /* 1 encrypt, 0 decrypt, -1 no IV set yet */
 } gcm_state;
@@ -113,36 +125,15 @@ static const srtp_cipher_type_t openssl_aes_gcm_128;
 static srtp_err_status_t gcm_alloc(srtp_cipher_t **cipher, int key_length, int tag_length) {
     if (key_length != SRTP_AES_GCM_128_KEY_LEN_WSALT) return srtp_err_status_bad_param;
     if (tag_length != 16 && tag_length != 8) return srtp_err_status_bad_param;
-    srtp_cipher_t *c = calloc(1, sizeof *c);
-    gcm_state *state = calloc(1, sizeof *state);
-    EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
-    if (c == NULL || state == NULL || ctx == NULL) {
-        free(c);
-        free(state);
-        EVP_CIPHER_CTX_free(ctx);
-        return srtp_err_status_alloc_fail;
-    }
-    state->ctx = ctx;
+    srtp_err_status_t status = evp_cipher_alloc(cipher, &openssl_aes_gcm_128, sizeof(gcm_state), key_length, SRTP_AES_GCM_128);
+    if (status != srtp_err_status_ok) return status;
+    gcm_state *state = (*cipher)->state;
     state->tag_length = tag_length;
     state->encrypting = -1;
-    c->type = &openssl_aes_gcm_128;
-    c->state = state;
-    c->key_len = key_length;
-    c->algorithm = SRTP_AES_GCM_128;
-    *cipher = c;
     return srtp_err_status_ok;
 }
 
-static srtp_err_status_t gcm_dealloc(srtp_cipher_t *c) {
-    gcm_state *state = c->state;
-    if (state != NULL) {
-        EVP_CIPHER_CTX_free(state->ctx);
-        OPENSSL_cleanse(state, sizeof *state);
-        free(state);
-    }
-    free(c);
-    return srtp_err_status_ok;
-}
+static srtp_err_status_t gcm_dealloc(srtp_cipher_t *c) { return evp_cipher_dealloc(c, sizeof(gcm_state)); }
 
 /* The key is the first 16 octets; libsrtp makes the IV from the salt itself. */
 static srtp_err_status_t gcm_init(void *s, const uint8_t *key) {
