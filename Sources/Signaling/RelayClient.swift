@@ -89,13 +89,20 @@ final class RelayPreambleHandler: ChannelInboundHandler, RemovableChannelHandler
 }
 
 /// The TLS channel the preamble handler built, handed from the event loop to the task that
-/// waits for the splice (set before the `connected`/`paired` message is delivered).
+/// waits for the splice (set before the `connected`/`paired` message is delivered). Dropped
+/// untaken (the relay's reply never came, or another one did), it runs the channel empty and
+/// closes it, as ``AcceptedChannel`` does: an `NIOAsyncChannel` no one runs stays open.
 final class UpgradeBox: Sendable {
     let value = Locked<(FramedChannel, EventLoopFuture<Fingerprint>)?>(nil)
 
     func take() throws -> (FramedChannel, EventLoopFuture<Fingerprint>) {
         guard let upgraded = value.withLock({ $0.take() }) else { throw SignalingError.closed }
         return upgraded
+    }
+
+    deinit {
+        guard let (left, _) = value.withLock({ $0.take() }) else { return }
+        Task { try? await left.executeThenClose { _, _ in } }
     }
 }
 
