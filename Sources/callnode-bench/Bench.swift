@@ -143,6 +143,9 @@ struct MediaBench: AsyncParsableCommand {
     @Option(help: "Seconds each leg count runs before its figures start (calls starting, the load settling).")
     var settleSeconds = 3
 
+    @Option(help: ArgumentHelp("Also time the bare loop going through this many encoder and decoder states in turn (the memory as many legs need), beside the one-state loop.", valueName: "N"))
+    var bareStates: Int?
+
     @Flag(help: "Also sweep over real libnice agents on loopback (two per call) instead of the in-memory link.")
     var overLibnice = false
 
@@ -171,7 +174,7 @@ struct MediaBench: AsyncParsableCommand {
 
         // 1. CPU per leg, interleaved with the bare loop and with the same call with frames
         //    encrypted end to end.
-        var ratios: [Double] = [], legCPU: [Double] = [], bareCPU: [Double] = [], sealedCPU: [Double] = []
+        var ratios: [Double] = [], legCPU: [Double] = [], bareCPU: [Double] = [], sealedCPU: [Double] = [], manyStates: [Double] = []
         func measuredCall(frameEncryption: Bool) async throws -> Double {
             let clock = MediaClock.manual()
             let call = try await Self.makeCall(clock: clock, speech: speech, configuration: configuration, frameEncryption: frameEncryption)
@@ -197,12 +200,25 @@ struct MediaBench: AsyncParsableCommand {
             }
             let barePerLeg = bare.seconds / Double(2 * seconds)
             legCPU.append(perLeg); bareCPU.append(barePerLeg); ratios.append(perLeg / barePerLeg)
+            if let states = bareStates {
+                // Every state runs a few dozen frames: its first ones cost differently.
+                let frames = max(2 * seconds * 50, states * 40)
+                guard let many = BareMediaBenchmark.run(frames: frames, pcm: speech, bitrate: Int32(bitrate), complexity: Int32(complexity),
+                                                        expectedLossPercent: Int32(opus.expectedLossPercent), states: states) else {
+                    throw ValidationError("the bare Opus/SRTP loop failed")
+                }
+                manyStates.append(many.seconds / (Double(frames) / 50))
+            }
         }
         let median = { (xs: [Double]) in xs.sorted()[xs.count / 2] }
         print(String(format: "media cpu: %.4f s per leg per call-second (bare Opus+SRTP %.4f), ratio %.2f (median of %d; min %.2f, max %.2f); %d kbit/s, complexity %d",
                      median(legCPU), median(bareCPU), median(ratios), runs, ratios.min()!, ratios.max()!, bitrate / 1000, complexity))
         print(String(format: "media cpu with frame encryption: %.4f s per leg per call-second, %+.1f %% over the same call without (median of %d)",
                      median(sealedCPU), (median(sealedCPU) / median(legCPU) - 1) * 100, runs))
+        if let states = bareStates {
+            print(String(format: "media cpu: bare loop through %d codec states in turn %.4f s per leg per call-second, %+.1f %% over one state (median of %d)",
+                         states, median(manyStates), (median(manyStates) / median(bareCPU) - 1) * 100, runs))
+        }
 
         // 2. Legs in real time, against the same clock ticking one client that does nothing
         //    (this machine's own scheduling noise, measured in the same run; a clock without
