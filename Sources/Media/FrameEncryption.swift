@@ -118,6 +118,13 @@ struct FrameCipher {
         return sealed
     }
 
+    /// Appends the frame sealed to `out`, which is kept from frame to frame.
+    mutating func seal(_ frame: ArraySlice<UInt8>, appendingTo out: inout [UInt8]) throws {
+        let count = counter
+        counter &+= 1
+        guard frame.withUnsafeBufferPointer({ sealing.seal($0, counter: count, appendingTo: &out) }) else { throw FrameCipherError.sealFailed }
+    }
+
     /// `nil` when the frame was not sealed with the peer's key.
     func open(_ sealed: [UInt8]) -> [UInt8]? { open(sealed[...]) }
 
@@ -156,27 +163,48 @@ final class GCMContext {
     }
 
     func seal(_ frame: UnsafeBufferPointer<UInt8>, counter: UInt32) -> [UInt8]? {
+        var ok = false
+        let sealed = [UInt8](unsafeUninitializedCapacity: frame.count + FrameCipher.overhead) { out, count in
+            if frame.count > 0 { out.baseAddress!.initialize(from: frame.baseAddress!, count: frame.count) }  // non-empty, checked
+            out.baseAddress!.advanced(by: frame.count).initialize(repeating: 0, count: FrameCipher.overhead)
+            count = frame.count + FrameCipher.overhead
+            ok = sealInPlace(out, count: frame.count, counter: counter)
+        }
+        return ok ? sealed : nil
+    }
+
+    /// Appends `frame` sealed to `out` (no allocation when `out` is held once and has room).
+    func seal(_ frame: UnsafeBufferPointer<UInt8>, counter: UInt32, appendingTo out: inout [UInt8]) -> Bool {
+        let start = out.count
+        out.append(contentsOf: frame)
+        out.append(contentsOf: Self.room)
+        return out.withUnsafeMutableBufferPointer { all in
+            sealInPlace(UnsafeMutableBufferPointer(rebasing: all[start...]), count: frame.count, counter: counter)
+        }
+    }
+
+    private static let room = [UInt8](repeating: 0, count: FrameCipher.overhead)
+
+    /// Seals the `count` bytes at the start of `buffer` where they lie and writes the tag and
+    /// the counter after them (`buffer` holds `count` + ``FrameCipher/overhead`` bytes).
+    private func sealInPlace(_ buffer: UnsafeMutableBufferPointer<UInt8>, count: Int, counter: UInt32) -> Bool {
         var nonce = Self.nonce(counter)
         let ok = withUnsafeBytes(of: &nonce) { iv in
             EVP_EncryptInit_ex(context, nil, nil, nil, iv.bindMemory(to: UInt8.self).baseAddress) == 1
         }
-        guard ok else { return nil }
-        var sealed = [UInt8](repeating: 0, count: frame.count + FrameCipher.overhead)
-        let done = sealed.withUnsafeMutableBufferPointer { out -> Bool in
-            var written: Int32 = 0, final: Int32 = 0
-            guard EVP_EncryptUpdate(context, out.baseAddress, &written, frame.baseAddress, Int32(frame.count)) == 1,
-                  EVP_EncryptFinal_ex(context, out.baseAddress! + Int(written), &final) == 1,
-                  Int(written + final) == frame.count,
-                  EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_GET_TAG, Int32(FrameCipher.tagLength), out.baseAddress! + frame.count) == 1
-            else { return false }
-            let tail = frame.count + FrameCipher.tagLength
-            out[tail] = UInt8(counter >> 24)
-            out[tail + 1] = UInt8((counter >> 16) & 0xFF)
-            out[tail + 2] = UInt8((counter >> 8) & 0xFF)
-            out[tail + 3] = UInt8(counter & 0xFF)
-            return true
-        }
-        return done ? sealed : nil
+        guard ok, let base = buffer.baseAddress else { return false }
+        var written: Int32 = 0, final: Int32 = 0
+        guard EVP_EncryptUpdate(context, base, &written, base, Int32(count)) == 1,
+              EVP_EncryptFinal_ex(context, base + Int(written), &final) == 1,
+              Int(written + final) == count,
+              EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_GET_TAG, Int32(FrameCipher.tagLength), base + count) == 1
+        else { return false }
+        let tail = count + FrameCipher.tagLength
+        buffer[tail] = UInt8(counter >> 24)
+        buffer[tail + 1] = UInt8((counter >> 16) & 0xFF)
+        buffer[tail + 2] = UInt8((counter >> 8) & 0xFF)
+        buffer[tail + 3] = UInt8(counter & 0xFF)
+        return true
     }
 
     func open(_ sealed: UnsafeBufferPointer<UInt8>) -> [UInt8]? {

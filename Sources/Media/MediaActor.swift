@@ -77,6 +77,8 @@ public actor MediaActor: MediaClockClient {
     /// The last audio packets sent, newest last (their bodies as sent, sealed if frames are
     /// encrypted), for redundant copies.
     var recentAudio: [SentAudio] = []
+    /// The buffer of the frame that last left ``recentAudio``: the next frame is written into it.
+    var spareBody: [UInt8] = []
     /// The packet being built: header, red blocks, frame, SRTP tag, reused frame after frame
     /// (a transport that keeps the last one makes the next frame copy it once).
     var outgoing: [UInt8] = []
@@ -544,12 +546,14 @@ public actor MediaActor: MediaClockClient {
             stats.framesNotSent += 1  // DTX: the encoder says there is nothing worth sending
             return
         }
-        let body: [UInt8]
+        // The frame as sent, in the buffer of the oldest frame kept for copies (no allocation).
+        var body: [UInt8] = []
+        swap(&body, &spareBody)
+        body.removeAll(keepingCapacity: true)
         if frameCipher != nil {
-            guard let sealed = try? frameCipher?.seal(payload) else { return }
-            body = sealed
+            guard (try? frameCipher?.seal(payload, appendingTo: &body)) != nil else { return }
         } else {
-            body = Array(payload)
+            body.append(contentsOf: payload)
         }
         // Earlier frames again when redundancy is active, k frames back being k packets back
         // (a gap in either ends the run), spread so that a burst of losses rarely takes a frame
@@ -588,7 +592,7 @@ public actor MediaActor: MediaClockClient {
         }
         packet.append(contentsOf: body)
         recentAudio.append(SentAudio(sequence: sequence, timestamp: timestamp, body: body))
-        if recentAudio.count > MediaConfiguration.deepestRedundantFrame { recentAudio.removeFirst() }
+        if recentAudio.count > MediaConfiguration.deepestRedundantFrame { spareBody = recentAudio.removeFirst().body }
         sequence &+= 1
         let wireCount = packet.count - RTPPacket.headerSize
         defer { outgoing = packet }

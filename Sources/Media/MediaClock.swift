@@ -178,15 +178,13 @@ public final class MediaClock: Sendable {
 
     public var clientCount: Int { clients.withLock { $0.count } }
 
-    /// The clients of one lane and phase (all of them on a manual clock), each with the ticks
-    /// it skipped since its last one; marks them ticked at `due`.
-    private func due(lane: Int?, phase: Int?, at due: Duration) -> [Claimed] {
+    /// Every client's tick due at `due` (a manual clock's step), each with the ticks it skipped
+    /// since its last one, appended to `ticks`; marks them ticked.
+    private func due(at due: Duration, into ticks: inout [Claimed]) {
         clients.withLock { all in
-            var ticked: [Claimed] = []
-            for index in all.indices where (lane == nil || all[index].lane == lane) && (phase == nil || all[index].phase == phase) {
-                if let claimed = take(&all[index], at: due) { ticked.append(claimed) }
+            for index in all.indices {
+                if let claimed = take(&all[index], at: due) { ticks.append(claimed) }
             }
-            return ticked
         }
     }
 
@@ -199,8 +197,8 @@ public final class MediaClock: Sendable {
         return Claimed(client: entry.client, skipped: skipped, due: due, ticking: entry.ticking)
     }
 
-    /// Claims the ticks of one lane and phase for `due` into the lane's list (as ``due(lane:phase:at:)``,
-    /// without a list of its own per step).
+    /// Claims the ticks of one lane and phase for `due` into the lane's list (as ``due(at:into:)``
+    /// does a manual clock's).
     private func claim(lane: Int, phase: Int, at due: Duration) {
         clients.withLock { all in
             claimed.withLock { lists in
@@ -243,9 +241,12 @@ public final class MediaClock: Sendable {
     /// Manual clocks: moves time forward `frames` periods, ticking every client in order each time.
     public func advance(frames: Int = 1) async {
         precondition(manual, "advance(frames:) is for manual clocks")
+        var ticks: [Claimed] = []  // one list for every step
         for _ in 0..<frames {
             let now = manualNow.withLock { $0 += frameDuration; return $0 }
-            for claimed in due(lane: nil, phase: nil, at: now) { await tick(claimed) }
+            due(at: now, into: &ticks)
+            for claimed in ticks { await tick(claimed) }
+            ticks.removeAll(keepingCapacity: true)
         }
     }
 

@@ -4,8 +4,8 @@ import Testing
 
 /// What a running call allocates per frame, counted by the malloc interposer in a real
 /// process (`callnode-bench allocations`: two legs on a manual clock, so the count is the same
-/// every run). Release builds make ~4.5 allocations per leg per frame (BENCHMARKS.md); this
-/// debug build makes ~33 (unspecialized generic iteration allocates there). The bound catches
+/// every run). Release builds make ~2.5 allocations per leg per frame (BENCHMARKS.md); this
+/// debug build makes ~31 (unspecialized generic iteration allocates there). The bound catches
 /// what matters: anything allocating per sample or per byte (a frame has 960 samples; the
 /// level meter once made ~1 900 a frame in debug builds, SRTP's room for the tag ~45 a
 /// packet) or per packet beyond today's few.

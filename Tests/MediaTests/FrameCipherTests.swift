@@ -24,6 +24,21 @@ import Testing
         #expect(cipher.open(sealed) == [UInt8](repeating: 0, count: 16))
     }
 
+    /// Sealing into a kept buffer (the sender's path) writes what sealing into a new array does.
+    @Test func aFrameSealedIntoAKeptBufferIsTheSameFrame() throws {
+        let key = FrameEncryptionKey.random()
+        var fresh = FrameCipher(keys: FrameKeys(shared: key)), kept = FrameCipher(keys: FrameKeys(shared: key))
+        var buffer: [UInt8] = []
+        for length in [1, 16, 17, 80, 160, 0] {
+            let frame = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ length) }
+            buffer.removeAll(keepingCapacity: true)
+            buffer += [0xAA, 0xBB]  // what precedes it stays
+            try kept.seal(frame[...], appendingTo: &buffer)
+            #expect(buffer == [0xAA, 0xBB] + (try fresh.seal(frame)), "\(length) bytes")
+            if length > 0 { #expect(fresh.open(Array(buffer.dropFirst(2))) == frame) }
+        }
+    }
+
     @Test func framesOpenInAnyOrderAndATamperedOrForeignFrameDoesNot() throws {
         let key = FrameEncryptionKey.random()
         var sender = FrameCipher(keys: FrameKeys(shared: key))
