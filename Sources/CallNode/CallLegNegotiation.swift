@@ -84,14 +84,18 @@ extension CallLeg {
             offer.pageFrameKeys = pageFrameKeysValue()
         }
         self.offer = offer
+        // The call manager hears of the offer before it goes out: the answer can come back
+        // while the send is still completing (this actor runs the answer meanwhile), and an
+        // answer to an offer the manager does not know of ends the call.
+        try await manager.report(.progress(uuid, .offerSent))
         await send(.offer(sdp: offer.serialized))
         mark("offer-sent")
-        try await manager.report(.progress(uuid, .offerSent))
         trickle(prepared.gathering, skipping: Set(local.candidates))
     }
 
-    /// The caller receives the offer: answer it and start ICE. The answer goes out first (the
-    /// callee's checks wait for it), the call manager hears of both last.
+    /// The caller receives the offer: answer it and start ICE. The call manager hears of the
+    /// offer and the answer as the answer goes out; ICE starts after it (the callee's checks
+    /// wait for it).
     func offered(sdp: String) async throws {
         let offer = try SessionDescription(parsing: sdp)
         if let current = self.negotiated {
@@ -112,14 +116,17 @@ extension CallLeg {
         self.negotiated = negotiated
         localAnswer = answer
         await legEvent(.negotiated)
+        // The call manager hears of both first: once the answer is out, ICE and DTLS can
+        // finish (and media report connected, which needs the answer sent) while this actor
+        // still waits on the send.
+        try await manager.report(.progress(uuid, .offerReceived))
+        try await manager.report(.progress(uuid, .answerSent))
         await send(.answer(sdp: answer.serialized))
         mark("answer-sent")
         await peerOffered(offer)
         try await setRemote(negotiated)
         trickle(prepared.gathering, skipping: Set(local.candidates))
         prepareMedia()
-        try await manager.report(.progress(uuid, .offerReceived))
-        try await manager.report(.progress(uuid, .answerSent))
     }
 
     /// The answer to this side's offer: the callee's first (start ICE), or either side's later
