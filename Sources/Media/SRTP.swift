@@ -62,7 +62,6 @@ public final class SRTPSession {
 
     private var session: srtp_t?
     public let direction: Direction
-    private var buffer = [UInt8](repeating: 0, count: 2048)
 
     /// - Throws: ``SRTPError`` if libsrtp cannot be initialised or rejects the key.
     public init(key: SRTPKey, direction: Direction) throws(SRTPError) {
@@ -97,26 +96,34 @@ public final class SRTPSession {
 
     /// Encrypts and authenticates one RTP packet.
     public func protect(_ packet: [UInt8]) throws(SRTPError) -> [UInt8] {
-        try run(packet, overhead: 16 + 4) { session, bytes, length in csrtp_protect(session, bytes, length) }
-            .get(function: "srtp_protect")
+        var bytes = packet
+        try protect(inPlace: &bytes)
+        return bytes
     }
 
     /// Encrypts and authenticates one RTCP compound packet.
     public func protectRTCP(_ packet: [UInt8]) throws(SRTPError) -> [UInt8] {
-        try run(packet, overhead: 16 + 4 + 4) { session, bytes, length in csrtp_protect_rtcp(session, bytes, length) }
-            .get(function: "srtp_protect_rtcp")
+        var bytes = packet
+        try srtp(runInPlace(&bytes, overhead: 16 + 4 + 4) { session, bytes, length in csrtp_protect_rtcp(session, bytes, length) },
+                 "srtp_protect_rtcp")
+        return bytes
     }
 
     /// Verifies and decrypts one SRTP packet; a drop says why it must not be played.
     public func unprotect(_ packet: [UInt8]) -> Result<[UInt8], SRTPDrop> {
-        guard packet.count >= 12 else { return .failure(.malformed) }
-        return run(packet, overhead: 0) { session, bytes, length in csrtp_unprotect(session, bytes, length) }.drop
+        var bytes = packet
+        if let drop = unprotect(inPlace: &bytes) { return .failure(drop) }
+        return .success(bytes)
     }
 
     /// Verifies and decrypts one SRTCP packet.
     public func unprotectRTCP(_ packet: [UInt8]) -> Result<[UInt8], SRTPDrop> {
         guard packet.count >= 8 else { return .failure(.malformed) }
-        return run(packet, overhead: 0) { session, bytes, length in csrtp_unprotect_rtcp(session, bytes, length) }.drop
+        var bytes = packet
+        if let drop = Self.drop(runInPlace(&bytes, overhead: 0) { session, bytes, length in csrtp_unprotect_rtcp(session, bytes, length) }) {
+            return .failure(drop)
+        }
+        return .success(bytes)
     }
 
     /// Encrypts and authenticates the RTP packet in `packet` where it lies: it grows by the
@@ -131,11 +138,16 @@ public final class SRTPSession {
     /// not to be used).
     public func unprotect(inPlace packet: inout [UInt8]) -> SRTPDrop? {
         guard packet.count >= 12 else { return .malformed }
-        switch runInPlace(&packet, overhead: 0, { session, bytes, length in csrtp_unprotect(session, bytes, length) }) {
-        case srtp_err_status_ok: return nil
-        case srtp_err_status_replay_fail, srtp_err_status_replay_old: return .replayed
-        case srtp_err_status_auth_fail: return .authenticationFailed
-        default: return .malformed
+        return Self.drop(runInPlace(&packet, overhead: 0) { session, bytes, length in csrtp_unprotect(session, bytes, length) })
+    }
+
+    /// Why a packet that failed to open must not be played; nil when it opened.
+    private static func drop(_ status: srtp_err_status_t) -> SRTPDrop? {
+        switch status {
+        case srtp_err_status_ok: nil
+        case srtp_err_status_replay_fail, srtp_err_status_replay_old: .replayed
+        case srtp_err_status_auth_fail: .authenticationFailed
+        default: .malformed
         }
     }
 
@@ -152,39 +164,6 @@ public final class SRTPSession {
         let status = packet.withUnsafeMutableBufferPointer { bytes in call(session, bytes.baseAddress!, &length) }  // count + 16 > 0
         packet.removeLast(packet.count - (status == srtp_err_status_ok ? Int(length) : count))
         return status
-    }
-
-    private struct Outcome {
-        var status: srtp_err_status_t
-        var bytes: [UInt8]
-        func get(function: String) throws(SRTPError) -> [UInt8] {
-            try srtp(status, function)
-            return bytes
-        }
-        var drop: Result<[UInt8], SRTPDrop> {
-            switch status {
-            case srtp_err_status_ok: .success(bytes)
-            case srtp_err_status_replay_fail, srtp_err_status_replay_old: .failure(.replayed)
-            case srtp_err_status_auth_fail: .failure(.authenticationFailed)
-            default: .failure(.malformed)
-            }
-        }
-    }
-
-    private func run(_ packet: [UInt8], overhead: Int,
-                     _ call: (srtp_t, UnsafeMutablePointer<UInt8>, UnsafeMutablePointer<Int32>) -> srtp_err_status_t) -> Outcome {
-        guard let session else { return Outcome(status: srtp_err_status_fail, bytes: []) }
-        let needed = packet.count + overhead + 16
-        if buffer.count < needed { buffer = [UInt8](repeating: 0, count: needed) }
-        var length = Int32(packet.count)
-        let status = buffer.withUnsafeMutableBufferPointer { out in
-            packet.withUnsafeBufferPointer { input in
-                out.baseAddress!.update(from: input.baseAddress!, count: input.count)  // both non-empty: sized above
-            }
-            return call(session, out.baseAddress!, &length)
-        }
-        guard status == srtp_err_status_ok else { return Outcome(status: status, bytes: []) }
-        return Outcome(status: status, bytes: Array(buffer[0..<Int(length)]))
     }
 }
 

@@ -1,0 +1,90 @@
+import RTP
+
+/// Receiving: an SRTP packet opened where it lies, its header and red blocks read in place, and
+/// the frames the jitter buffer keeps.
+extension MediaActor {
+    /// One SRTP packet, opened where it lies; nothing of it is copied but the frames the
+    /// jitter buffer keeps.
+    func receiveRTP(_ bytes: inout [UInt8], arrival: Duration) {
+        if let drop = inbound.unprotect(inPlace: &bytes) {
+            count(drop)
+            return
+        }
+        heardPeer(at: arrival)
+        guard let header = try? RTPHeader(parsing: bytes) else {
+            stats.malformedDropped += 1
+            return
+        }
+        if header.payloadType == configuration.telephoneEventPayloadType {
+            reception.record(sequence: header.sequenceNumber, timestamp: header.timestamp, ssrc: header.ssrc,
+                             arrival: arrival, measuresJitter: false)
+            jitter.noteNonAudio(sequence: header.sequenceNumber)
+            if let packet = try? RTPPacket(parsing: bytes) { receiveTelephoneEvent(packet) }
+            return
+        }
+        guard !header.payload.isEmpty else {
+            stats.malformedDropped += 1
+            return
+        }
+        var primary = header.payload
+        receivedBlocks.removeAll(keepingCapacity: true)
+        if let red = configuration.redundancyPayloadType, header.payloadType == red {
+            guard let parsed = try? RedundantAudio.parse(bytes, in: header.payload, block: { receivedBlocks.append(($0, $1, $2)) }),
+                  parsed.payloadType == configuration.payloadType, !parsed.range.isEmpty else {
+                stats.malformedDropped += 1
+                return
+            }
+            primary = parsed.range
+        } else if header.payloadType != configuration.payloadType {
+            stats.malformedDropped += 1
+            return
+        }
+        guard receivingAudio else {
+            // Held: authentic and counted (so the reports do not call it lost), not played.
+            stats.packetsReceived += 1
+            stats.bytesReceived += header.payload.count
+            reception.record(sequence: header.sequenceNumber, timestamp: header.timestamp, ssrc: header.ssrc, arrival: arrival)
+            return
+        }
+        if let previous = remoteSSRC, previous != header.ssrc {
+            // An authentic packet of a new stream: its numbering has nothing to do with the old one's.
+            jitter.restart()
+        }
+        remoteSSRC = header.ssrc
+        stats.packetsReceived += 1
+        stats.bytesReceived += header.payload.count
+        reception.record(sequence: header.sequenceNumber, timestamp: header.timestamp, ssrc: header.ssrc, arrival: arrival)
+        // Authentic and counted as received (the sender is not told of loss), but a frame that
+        // does not open under the frame key is never played.
+        guard let payload = open(bytes[primary]) else { return }
+        jitter.insert(sequence: header.sequenceNumber, timestamp: header.timestamp, payload: payload, arrival: arrival)
+        // Redundant copies of earlier frames (a sender repeats the frames of earlier packets, so
+        // k frames back is k sequence numbers back). Other blocks (another codec, another
+        // spacing) are skipped.
+        // How far back the peer's copies go, so playout holds enough delay for them to arrive in time.
+        let depth = min(MediaConfiguration.deepestRedundantFrame,
+                        receivedBlocks.reduce(0) { max($0, Int($1.offset) / Int(timestampStep)) })  // per packet: no array
+        peerDepth = depth >= peerDepth.depth ? (depth, 0) : (peerDepth.depth, peerDepth.age + 1)
+        if peerDepth.age > 250 { peerDepth = (depth, 0) }  // five seconds without deeper copies
+        jitter.redundancyDepth = peerDepth.depth
+        for block in receivedBlocks where block.payloadType == configuration.payloadType && !block.range.isEmpty {
+            let offset = UInt32(block.offset)
+            guard offset % timestampStep == 0, (1...UInt32(MediaConfiguration.deepestRedundantFrame)).contains(offset / timestampStep) else { continue }
+            let sequence = header.sequenceNumber &- UInt16(offset / timestampStep), timestamp = header.timestamp &- offset
+            // Only a copy the buffer lacks is opened and kept.
+            guard jitter.wantsRedundant(sequence: sequence, timestamp: timestamp), let copy = open(bytes[block.range]) else { continue }
+            jitter.insertRedundant(sequence: sequence, timestamp: timestamp, payload: copy, arrival: arrival)
+        }
+    }
+
+    /// A frame's payload as the codec needs it: opened if frames are encrypted end to end;
+    /// `nil`, counted, if it does not open.
+    func open(_ body: ArraySlice<UInt8>) -> [UInt8]? {
+        guard let frameCipher else { return Array(body) }
+        guard let opened = frameCipher.open(body) else {
+            stats.frameDecryptionFailures += 1
+            return nil
+        }
+        return opened
+    }
+}
