@@ -390,12 +390,15 @@ public actor CallNode: Service {
         _ = try await manager.controller.request(.end(call: call))
     }
 
+    /// Holds or resumes a call; returns when it is held here (the peer is told by a re-offer
+    /// that may still be on its way), so a resume right after cannot find it "not on hold".
     public func setHeld(_ call: UUID, _ held: Bool) async throws(CallRequestError) {
-        _ = try await manager.controller.request(.setHeld(call: call, onHold: held))
+        try await manager.controller.perform(.setHeld(call: call, onHold: held))
     }
 
+    /// Mutes or unmutes the microphone for a call; returns when the media has it.
     public func setMuted(_ call: UUID, _ muted: Bool) async throws(CallRequestError) {
-        _ = try await manager.controller.request(.setMuted(call: call, muted: muted))
+        try await manager.controller.perform(.setMuted(call: call, muted: muted))
     }
 
     public func playDTMF(_ call: UUID, _ digits: String) async throws(CallRequestError) {

@@ -60,7 +60,7 @@ extension CallNode {
         var actions: [CallAction] = connected.filter { !members.contains($0.id) && !$0.isOnHold }.map { .setHeld(call: $0.id, onHold: true) }
         actions += connected.filter { members.contains($0.id) && $0.isOnHold }.map { .setHeld(call: $0.id, onHold: false) }
         guard !actions.isEmpty else { return }
-        _ = try await manager.controller.request(CallTransaction(actions))
+        try await manager.controller.perform(CallTransaction(actions))
     }
 
     /// Merges `call` into `other`'s conference (or makes one of the two): every member hears
@@ -73,7 +73,7 @@ extension CallNode {
         let group = connected.filter { $0.id == other || (second.group != nil && $0.group == second.group) }
         var actions: [CallAction] = (group + [first]).filter(\.isOnHold).map { .setHeld(call: $0.id, onHold: false) }
         actions.append(.setGroup(call: call, groupWith: other))
-        _ = try await manager.controller.request(CallTransaction(actions))
+        try await manager.controller.perform(CallTransaction(actions))
     }
 
     /// Takes `call` out of its conference and keeps talking to it alone: the rest of the
@@ -84,7 +84,7 @@ extension CallNode {
         guard let group = target.group else { throw .invalidAction("the call is not in a conference") }
         var actions: [CallAction] = [.setGroup(call: call, groupWith: nil)]
         actions += connected.filter { $0.id != call && $0.group == group && !$0.isOnHold }.map { .setHeld(call: $0.id, onHold: true) }
-        _ = try await manager.controller.request(CallTransaction(actions))
+        try await manager.controller.perform(CallTransaction(actions))
     }
 
     /// The calls in `call`'s conference (itself included), none when it is in none (a group

@@ -69,6 +69,30 @@ public struct CallController: Sendable {
         try await manager.request(CallTransaction(action))[0]  // one action in, one ID out
     }
 
+    /// Requests a transaction and waits until every action in it is fulfilled, so the calls
+    /// are in their new state when it returns (held, resumed, muted): ``request(_:)-(CallTransaction)``
+    /// returns once the transaction is accepted, before the provider has performed it. Not for
+    /// an answer, which is fulfilled only when media connects.
+    ///
+    /// - Throws: ``CallRequestError`` if the transaction is refused, or
+    ///   ``CallRequestError/actionFailed(_:_:)`` for the first action that failed or timed out.
+    public func perform(_ transaction: CallTransaction) async throws(CallRequestError) {
+        let ids = try await manager.request(transaction)
+        for (id, action) in zip(ids, transaction.actions) {
+            switch try? await manager.outcome(of: id) {
+            case .fulfilled: continue
+            case let .failed(reason): throw .actionFailed(action, reason)
+            case .timedOut: throw .actionFailed(action, "timed out")
+            case nil: throw .actionFailed(action, "its outcome is unknown")  // only for an ID the manager never made
+            }
+        }
+    }
+
+    /// Requests one action and waits until it is fulfilled (see ``perform(_:)-(CallTransaction)``).
+    public func perform(_ action: CallAction) async throws(CallRequestError) {
+        try await perform(CallTransaction(action))
+    }
+
     /// Calls that have not ended.
     public var calls: [ObservedCall] { manager.observer.calls }
 }

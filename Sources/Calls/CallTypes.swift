@@ -175,6 +175,9 @@ public enum CallRequestError: Error, Sendable, Equatable, CustomStringConvertibl
     case invalidAction(String)
     /// The manager has shut down.
     case shutDown
+    /// The transaction was accepted, but the provider failed this action or let it time out
+    /// (only from ``CallController/perform(_:)``, which waits for the outcomes).
+    indirect case actionFailed(CallAction, String)  // boxed: a larger inline payload made typed throws crash in debug builds (Swift 6.3.1)
 
     public var description: String {
         switch self {
@@ -185,6 +188,7 @@ public enum CallRequestError: Error, Sendable, Equatable, CustomStringConvertibl
         case let .unsupportedHandle(kind): "handles of kind \(kind.rawValue) are not supported by this provider"
         case let .invalidAction(message): message
         case .shutDown: "the call manager has shut down"
+        case let .actionFailed(action, reason): "\(action) failed: \(reason)"
         }
     }
 }

@@ -137,6 +137,31 @@ import Testing
         await #expect(throws: ActionError.unknownAction(ActionID(rawValue: 12_345))) { try await h.manager.fulfill(ActionID(rawValue: 12_345)) }
     }
 
+    /// `request` returns once a transaction is accepted; `perform` only when the provider has
+    /// done it. A resume requested the moment a hold was accepted (the peer can hear of the hold
+    /// first) found the call "not on hold".
+    @Test func performReturnsOnlyWhenTheActionIsFulfilledAndThrowsWhenItFails() async throws {
+        var h = try await Harness()
+        let uuid = try await h.connectedOutgoing()
+        let manager = h.manager
+        let hold = Task { try await manager.controller.perform(.setHeld(call: uuid, onHold: true)) }
+        let performed = try await h.perform(.setHeld)
+        // Accepted and handed to the provider, not yet fulfilled: not held, and perform still waits.
+        #expect(await h.manager.state(of: uuid)?.isOnHold == false)
+        await #expect(throws: CallRequestError.invalidAction("the call is not on hold")) {
+            try await manager.controller.request(.setHeld(call: uuid, onHold: false))
+        }
+        try await h.manager.fulfill(performed.id)
+        try await hold.value
+        #expect(await h.manager.state(of: uuid)?.isOnHold == true)
+        // A resume after perform returned is valid at once; one the provider fails is thrown.
+        let resume = Task { try await manager.controller.perform(.setHeld(call: uuid, onHold: false)) }
+        let resumeAction = try await h.perform(.setHeld)
+        try await h.manager.fail(resumeAction.id, reason: "peer refused")
+        await #expect(throws: CallRequestError.actionFailed(.setHeld(call: uuid, onHold: false), "peer refused")) { try await resume.value }
+        #expect(await h.manager.state(of: uuid)?.isOnHold == true)
+    }
+
     @Test func holdAndAnswerInOneTransaction() async throws {
         var h = try await Harness()
         let first = try await h.connectedOutgoing()
