@@ -81,6 +81,7 @@ public final class IceMediaTransport: MediaTransport {
     }
 
     deinit {
+        port?.setPolled(false)
         port?.setReceiver(nil)
         pump.cancel()
     }
@@ -97,6 +98,16 @@ public final class IceMediaTransport: MediaTransport {
 
     public func setReceiveHandler(_ handler: (@Sendable ([UInt8]) -> Void)?) {
         self.handler.set(handler)
+    }
+
+    /// Through the direct port: libnice's thread sleeps while the path is connected, and
+    /// each tick reads what arrived (``DatagramPort/setPolled(_:)``).
+    public func receiveOnTicks(_ on: Bool) {
+        port?.setPolled(on)
+    }
+
+    public func pollReceived() {
+        port?.poll()
     }
 
     /// Sets where DTLS records go; those that arrived before are handed over first (the

@@ -16,6 +16,20 @@ public protocol DatagramPort: AnyObject, Sendable {
     /// Where datagrams go as they arrive, called on the path's own thread (keep it short: hand
     /// the bytes over and return); nil: back to the path's `datagrams` sequence.
     func setReceiver(_ receiver: (@Sendable ([UInt8]) -> Void)?)
+    /// Polled (true): while the path is connected, datagrams wait in the socket until
+    /// ``poll()`` reads them on its caller's thread, instead of waking the path's thread for
+    /// each; the path's timers and queued work run in ``poll()`` too, so call it every frame
+    /// period. While the path is not connected (checks, a restart) its own thread runs it as
+    /// before. False (the default): the path's thread reads datagrams as they arrive.
+    func setPolled(_ polled: Bool)
+    /// When polled: reads what arrived (the receiver is called on this thread) and runs the
+    /// path's due work, without blocking. Otherwise nothing.
+    func poll()
+}
+
+extension DatagramPort {
+    public func setPolled(_ polled: Bool) {}
+    public func poll() {}
 }
 
 extension IcePath {
@@ -36,10 +50,39 @@ final class NiceDatagramPort: DatagramPort {
     /// grew a chain of thunks each datagram had to run through (and the thread's stack with it).
     private let receiver = Locked<DatagramReceiver?>(nil)
     private let sink: AgentSink
+    private let loop: GLibLoop
+    /// Whether the media path asked to poll, and whether the loop is lent to it now.
+    private let polling = Locked((wanted: false, lent: false))
 
-    init(agent: OpaquePointer, sink: AgentSink) {
+    init(agent: OpaquePointer, sink: AgentSink, loop: GLibLoop) {
         target = Locked(PortTarget(agent: agent, streamID: 0))
         self.sink = sink
+        self.loop = loop
+    }
+
+    func setPolled(_ polled: Bool) {
+        let reclaim = polling.withLock { p -> Bool in
+            p.wanted = polled
+            defer { if !polled { p.lent = false } }
+            return !polled && p.lent
+        }
+        if reclaim { loop.reclaim() }
+    }
+
+    func poll() {
+        // Lent only while connected: checks and restarts keep libnice's own pacing (a few ms)
+        // on its thread, not the frame period's.
+        let connected = sink.connection == .connected
+        let change = polling.withLock { p -> Bool? in
+            let lend = p.wanted && connected
+            guard lend != p.lent else { return nil }
+            p.lent = lend
+            return lend
+        }
+        if let change {
+            if change { loop.lend() } else { loop.reclaim() }
+        }
+        if connected { loop.iterateLent() }
     }
 
     @discardableResult

@@ -12,7 +12,12 @@ import Glibc
 /// running that context on a dedicated thread keeps GLib off Swift's cooperative pool. Work that
 /// must touch libnice is sent here with ``run(_:)`` or ``post(_:dropped:)``.
 ///
-/// Lifetime: this object holds the context and loop references until it is deinitialized.
+/// The context can be lent (``lend()``) to a thread that runs it itself every so often
+/// (``iterateLent()``, from the media tick): while lent, the loop thread sleeps instead of
+/// waking for every datagram, and the borrower reads what arrived, runs due timers and queued
+/// jobs in one pass. ``reclaim()``, ``stop()`` and ``abandon()`` give it back.
+///
+/// Lifetime: this object holds the context reference until it is deinitialized.
 /// Any thread that can queue a job holds this object, so GLib never sees a job queued on a
 /// context that another thread has already finalized (`g_source_unref` after `g_source_attach`
 /// locks the context). Once the thread has ended, jobs are refused instead of queued.
@@ -20,7 +25,8 @@ final class GLibLoop: Sendable {
     // The context and loop pointers never change after init and stay valid until deinit;
     // GLib documents g_source_attach and g_main_loop_quit as callable from any thread.
     nonisolated(unsafe) let context: OpaquePointer
-    nonisolated(unsafe) private let loop: OpaquePointer
+    /// Whether the loop thread runs the context, or a borrower does, and whether it is quitting.
+    private let parking = Parking()
     // GLib's own thread type, so GLib tracks the thread (its GThread, thread-default context
     // stack) from start to exit instead of adopting a foreign thread.
     private let thread: Locked<UInt?> = Locked(nil)  // the GThread* as a bit pattern (pointers are not Sendable)
@@ -39,7 +45,6 @@ final class GLibLoop: Sendable {
             throw .libnice(function: "g_main_context_new", detail: "returned NULL")
         }
         self.context = context
-        self.loop = g_main_loop_new(context, 0)
 
         let box = Unmanaged.passRetained(ThreadStart(loop: self, name: name))
         var error: UnsafeMutablePointer<GError>?
@@ -64,7 +69,6 @@ final class GLibLoop: Sendable {
         // Runs once no thread can reach this object: the loop thread (which holds it while it
         // runs) has ended, and no caller can queue a job any more. Finalizing the context
         // destroys any source still attached, which drops its job.
-        g_main_loop_unref(loop)
         g_main_context_unref(context)
     }
 
@@ -78,8 +82,15 @@ final class GLibLoop: Sendable {
     }
 
     private func threadMain() {
+        // g_main_loop_run, but asleep while the context is lent. Pushing the context as the
+        // thread's default also holds it (until the pop), so it is pushed only around each
+        // iteration: a borrower can take it between them.
+        while parking.waitUntilReturned() {
+            g_main_context_push_thread_default(context)
+            g_main_context_iteration(context, 1)
+            g_main_context_pop_thread_default(context)
+        }
         g_main_context_push_thread_default(context)
-        g_main_loop_run(loop)
         // Dispatch whatever is still pending (jobs queued before the quit), then refuse new
         // jobs and dispatch once more what was queued while refusing began, so that every job
         // either runs or is refused (and no continuation waiting in run(_:) is left behind).
@@ -187,11 +198,52 @@ final class GLibLoop: Sendable {
         }
     }
 
+    /// Ends the loop thread's run: it returns from its current iteration, or from sleeping
+    /// while lent, and drains what is left.
+    private func quit() {
+        parking.quit()
+        g_main_context_wakeup(context)
+    }
+
+    /// Lends the context: from now the loop thread sleeps after its current iteration, and
+    /// only ``iterateLent()`` runs the context's sources (sockets, timers, queued jobs), on the
+    /// borrower's thread. Call ``iterateLent()`` often (every frame period): nothing of the
+    /// agent runs otherwise. No-op once the loop is stopping.
+    func lend() {
+        guard parking.lend() else { return }
+        g_main_context_wakeup(context)  // out of its poll, so it lets go of the context
+    }
+
+    /// Gives the context back to the loop thread (idempotent).
+    func reclaim() {
+        parking.reclaim()
+    }
+
+    /// While lent: reads what has arrived, and runs due timers and queued jobs, on the calling
+    /// thread, without blocking. Returns false when not lent, or when the loop thread has not
+    /// let go of the context yet (the next call will find it free).
+    @discardableResult
+    func iterateLent() -> Bool {
+        guard parking.beginBorrowing() else { return false }
+        defer { parking.endBorrowing() }
+        guard g_main_context_acquire(context) != 0 else { return false }
+        // Thread-default while it runs here, as on the loop thread, for what jobs start in GIO.
+        g_main_context_push_thread_default(context)
+        // Each pass dispatches every source that is ready at the highest priority pending;
+        // bounded, so a flood cannot keep the borrower here.
+        var passes = 0
+        while passes < 16, g_main_context_iteration(context, 0) != 0 { passes += 1 }
+        g_main_context_pop_thread_default(context)
+        g_main_context_release(context)
+        return true
+    }
+
     /// Quits the loop without waiting and lets the thread end on its own (for deinit paths that
     /// cannot await). Idempotent, and a no-op after ``stop()``.
     func abandon() {
         guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        post { g_main_loop_quit(self.loop) }
+        reclaim()
+        post { self.quit() }
         if let bits = thread.withLock({ $0.take() }), let thread = UnsafeMutablePointer<GThread>(bitPattern: bits) {
             g_thread_unref(thread)
         }
@@ -200,10 +252,11 @@ final class GLibLoop: Sendable {
     /// Quits the loop, waits for the thread to finish and joins it. Idempotent.
     func stop() async {
         guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        reclaim()
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             exit.withLock { $0 = continuation }
             // Quit from inside the loop so every job queued before stop() runs first.
-            post({ g_main_loop_quit(self.loop) }, dropped: {
+            post({ self.quit() }, dropped: {
                 // Only if the thread already ended; it resumed nobody then.
                 self.exit.withLock { $0.take() }?.resume()
             })
@@ -212,5 +265,89 @@ final class GLibLoop: Sendable {
         if let bits = thread.withLock({ $0.take() }), let thread = UnsafeMutablePointer<GThread>(bitPattern: bits) {
             g_thread_join(thread)
         }
+    }
+}
+
+/// Who runs a ``GLibLoop``'s context: its own thread, or a borrower (``GLibLoop/lend()``).
+/// The loop thread sleeps on the condition while the context is lent or a borrower is inside
+/// it, and wakes when it is given back or the loop quits.
+private final class Parking: @unchecked Sendable {  // every field is guarded by `mutex`
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let condition: UnsafeMutablePointer<pthread_cond_t>
+    private var lent = false
+    private var borrowing = false
+    private var quitting = false
+
+    init() {
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        condition = .allocate(capacity: 1)
+        condition.initialize(to: pthread_cond_t())
+        pthread_cond_init(condition, nil)
+    }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        condition.deinitialize(count: 1)
+        condition.deallocate()
+        pthread_mutex_destroy(mutex)
+        mutex.deinitialize(count: 1)
+        mutex.deallocate()
+    }
+
+    private func locked<T>(_ body: () -> T) -> T {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return body()
+    }
+
+    /// On the loop thread: sleeps while the context is lent or borrowed; false once quitting
+    /// (and no borrower is inside the context any more).
+    func waitUntilReturned() -> Bool {
+        locked {
+            while borrowing || (lent && !quitting) { pthread_cond_wait(condition, mutex) }
+            return !quitting
+        }
+    }
+
+    func lend() -> Bool {
+        locked {
+            guard !quitting else { return false }
+            lent = true
+            return true
+        }
+    }
+
+    func reclaim() {
+        locked { lent = false }
+        pthread_cond_broadcast(condition)
+    }
+
+    func quit() {
+        locked {
+            quitting = true
+            lent = false
+        }
+        pthread_cond_broadcast(condition)
+    }
+
+    /// One borrower at a time, and only while lent.
+    func beginBorrowing() -> Bool {
+        locked {
+            guard lent, !quitting, !borrowing else { return false }
+            borrowing = true
+            return true
+        }
+    }
+
+    func endBorrowing() {
+        // The loop thread waits for the borrower only once the context is given back or the
+        // loop quits; while lent it sleeps on, and is not woken every tick.
+        let wake = locked { () -> Bool in
+            borrowing = false
+            return !lent || quitting
+        }
+        if wake { pthread_cond_broadcast(condition) }
     }
 }

@@ -306,6 +306,7 @@ public actor IceAgent {
         pendingGathering?.1.finish()
         pendingGathering = nil
         let handle = self.handle
+        handle.port.setPolled(false)  // the close runs on the loop's own thread
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             loop.post({ handle.close { continuation.resume() } }, dropped: { continuation.resume() })
         }

@@ -139,9 +139,10 @@ final class AgentSink: Sendable {
 
 /// The owner of one `NiceAgent*`.
 ///
-/// Every libnice call runs on the agent's ``GLibLoop`` thread (create, streams, gather, send,
-/// close); the actor only hands work to that thread.
-final class NiceHandle: @unchecked Sendable {  // confined: its pointer is used only on the loop thread
+/// Every libnice call runs where the agent's ``GLibLoop`` runs its context (create, streams,
+/// gather, send, close): its thread, or while the loop is lent the one borrower iterating it;
+/// the actor only hands work to the loop.
+final class NiceHandle: @unchecked Sendable {  // confined: its pointer is used only by whoever holds the loop's context
     let agent: OpaquePointer
     let loop: GLibLoop
     let sink: AgentSink
@@ -165,7 +166,7 @@ final class NiceHandle: @unchecked Sendable {  // confined: its pointer is used 
         self.agent = agent
         self.loop = loop
         self.sink = sink
-        port = NiceDatagramPort(agent: agent, sink: sink)
+        port = NiceDatagramPort(agent: agent, sink: sink, loop: loop)
         sink.port.withLock { $0 = port }
 
         cnice_set_bool(agent, "controlling-mode", configuration.role == .controlling ? 1 : 0)
@@ -351,6 +352,9 @@ final class NiceHandle: @unchecked Sendable {  // confined: its pointer is used 
     private func detachCallbacks() {
         // First: no send from another thread may reach the agent from here on.
         port.end()
+        // The sink and the port hold each other (the port counts send failures in the sink):
+        // let go here, or both live on, and the port's loop (a context, an eventfd) with them.
+        sink.port.withLock { $0 = nil }
         guard signalsConnected else { return }
         signalsConnected = false
         _ = cnice_disconnect_all(agent, Unmanaged.passUnretained(sink).toOpaque())

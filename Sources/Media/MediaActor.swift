@@ -70,6 +70,8 @@ public actor MediaActor: MediaClockClient {
     /// Media time of the last authentic packet (or of the first tick); whether we reported a stall.
     var lastInboundAt: Duration?
     var playedAudio = false
+    /// Whether received datagrams wait for the tick (``MediaTransport/receiveOnTicks(_:)``).
+    var receivesOnTicks = false
     /// When the first frame played as its packet arrived (real-time clocks), until the next tick.
     var playedOnArrivalAt: Duration?
     var sendMeter: LevelMeter
@@ -213,6 +215,10 @@ public actor MediaActor: MediaClockClient {
         let wasRunning = state == .running
         state = .stopped
         clock.remove(self)
+        if receivesOnTicks {
+            receivesOnTicks = false
+            transport.receiveOnTicks(false)
+        }
         transport.setReceiveHandler(nil)
         if wasRunning {
             let bye = RTCPPacket.serializeCompound([
@@ -294,6 +300,15 @@ public actor MediaActor: MediaClockClient {
             if wanted != encoder.complexity { try? encoder.setComplexity(wanted) }
         }
         if skipped > 0 { skip(frames: skipped, now: now) }
+        if receivesOnTicks {
+            transport.pollReceived()
+        } else if playedAudio && !clock.isManual {
+            // From the first audio on (which played as it arrived), what arrives waits for
+            // the tick instead of waking a thread per packet.
+            receivesOnTicks = true
+            transport.receiveOnTicks(true)
+            transport.pollReceived()
+        }
         receive(now: now)
         watchInbound(now: now)
         await sendFrame()

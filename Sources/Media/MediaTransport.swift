@@ -8,6 +8,18 @@ public protocol MediaTransport: AnyObject, Sendable {
     nonisolated(nonsending) func send(_ datagram: [UInt8]) async
     /// Sets where received datagrams go (replacing any previous handler). Called on any thread.
     func setReceiveHandler(_ handler: (@Sendable ([UInt8]) -> Void)?)
+    /// On (true): received datagrams may wait until ``pollReceived()`` hands them to the
+    /// handler on the tick's own thread, so no thread wakes per packet. Off: they are handed
+    /// over as they arrive. The default implementation ignores it (always as they arrive).
+    func receiveOnTicks(_ on: Bool)
+    /// Called at the start of every tick while ``receiveOnTicks(_:)`` is on: hands over what
+    /// arrived since the last one, on this thread. The default does nothing.
+    func pollReceived()
+}
+
+extension MediaTransport {
+    public func receiveOnTicks(_ on: Bool) {}
+    public func pollReceived() {}
 }
 
 /// Settings of an ``InMemoryMediaLink``.

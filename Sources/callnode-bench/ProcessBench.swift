@@ -214,7 +214,7 @@ struct ProcessBench: AsyncParsableCommand {
         try WAV.write(SyntheticSpeech.samples(seconds: 6, seed: 3), format: AudioFormat(), path: speech)
         let calleeIdentity = try NodeIdentity.loadOrCreate(home: directory + "/callee").identity.fingerprint.hex
         let common = ["--bind", "127.0.0.1", "--input", "wav:" + speech, "--output", "null", "--json", "--accept-unknown"] + extra
-            + ["--opus-complexity", String(complexity)]
+            + ["--opus-complexity", String(complexity), "--no-complexity-follows-load"]  // baresip's is fixed too
         let calleeLog = directory + "/callee.log", callerLog = directory + "/caller.log"
         let callee = try Self.spawn(executable, ["listen", "--home", directory + "/callee", "--listen", "127.0.0.1:0", "--auto-answer",
                                                  "--calls", "1"] + common, output: calleeLog)

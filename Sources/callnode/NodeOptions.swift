@@ -77,6 +77,9 @@ struct NodeOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Opus encoder complexity, 0–10 (default 8): lower costs less CPU per call for a little quality.", valueName: "N"))
     var opusComplexity: String?
 
+    @Flag(name: .long, inversion: .prefixedNo, help: "Lower the Opus complexity of every call while this node's media runs late (a loaded host) and raise it back when calm (the default); --no-complexity-follows-load keeps --opus-complexity fixed.")
+    var complexityFollowsLoad: Bool?
+
     @Option(name: .long, help: ArgumentHelp("Audio frame length: 10, 20 (the default), 40 or 60 ms.", valueName: "MS"))
     var frameMs: String?
 
@@ -120,6 +123,7 @@ struct NodeOptions: ParsableArguments {
         put("fallback-input", fallbackInput); put("fallback-output", fallbackOutput)
         put("voice-processing", voiceProcessing); put("prepare-recording", prepareRecording)
         put("app-owned-audio", appOwnedAudio); put("duration", duration); put("bitrate", bitrate); put("opus-complexity", opusComplexity)
+        put("complexity-follows-load", complexityFollowsLoad)
         put("frame-ms", frameMs); put("redundancy", redundancy); put("ice-restart", iceRestart)
         put("resume-window", resumeWindow); put("key-exchange", keyExchange); put("frame-encryption", frameEncryption); put("playback-only", playbackOnly)
         put("hold-audio", holdAudio); put("metrics", metrics)
@@ -170,6 +174,7 @@ struct NodeOptions: ParsableArguments {
         setup.duration = try read.number("duration", duration, 0.001...1e9, "a positive number of seconds")
         setup.bitrate = try read.integer("bitrate", bitrate, 6_000...510_000, "a bitrate in 6000–510000 bit/s") ?? 40_000
         setup.complexity = try read.integer("opus-complexity", opusComplexity, 0...10, "an Opus complexity, 0–10") ?? 8
+        setup.complexityFollowsLoad = try read.flag("complexity-follows-load", complexityFollowsLoad)
         setup.frameMs = try read.parsed("frame-ms", frameMs, "10, 20, 40 or 60") { Int($0).flatMap { [10, 20, 40, 60].contains($0) ? $0 : nil } } ?? 20
         setup.redundancy = try read.parsed("redundancy", redundancy, "adaptive, always or off", RedundancyPolicy.init(rawValue:)) ?? .adaptive
         setup.iceRestart = try read.number("ice-restart", iceRestart, 0...3600, "0–3600 seconds (0: never)") ?? 5
@@ -217,6 +222,7 @@ struct NodeSetup {
     var duration: Double?
     var bitrate = 40_000
     var complexity = 8
+    var complexityFollowsLoad = true
     var frameMs = 20
     var redundancy = RedundancyPolicy.adaptive
     var iceRestart: Double = 5
@@ -281,6 +287,7 @@ struct NodeSetup {
         var media = MediaConfiguration()
         media.opus.bitrate = bitrate
         media.opus.complexity = complexity
+        media.complexityFollowsLoad = complexityFollowsLoad
         media.opus.frameDuration = .milliseconds(frameMs)
         media.jitterBuffer.frameDuration = .milliseconds(frameMs)
         media.redundancy = redundancy

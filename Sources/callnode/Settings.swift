@@ -24,6 +24,7 @@ let settingKeys: [SettingKey] = [
     SettingKey("duration"),
     SettingKey("bitrate", default: "40000"),
     SettingKey("opus-complexity", default: "8"),
+    SettingKey("complexity-follows-load", .flag, default: "true"),
     SettingKey("frame-ms", default: "20"),
     SettingKey("redundancy", default: RedundancyPolicy.adaptive.rawValue),
     SettingKey("ice-restart", default: "5"),

@@ -56,7 +56,7 @@ extension RealTimeTests {
             .write(toFile: directory + "/config.yaml", atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: directory + "/config.yaml")
 
-        let shown = try Self.run(["config", "show", "--home", directory, "--json", "--redundancy", "always"],
+        let shown = try Self.run(["config", "show", "--home", directory, "--json", "--redundancy", "always", "--no-complexity-follows-load"],
                                  environment: ["CALLNODE_FRAME_MS": "60"], log: directory + "/show.log")
         #expect(shown.status == 0, "\(shown.output)")
         let settings = CommandLineTests.jsonLines(shown.output).reduce(into: [String: (String, String)]()) { all, line in
@@ -67,6 +67,7 @@ extension RealTimeTests {
         #expect(settings["frame-ms"]! == ("60", "environment"))
         #expect(settings["bitrate"]! == ("32000", "file"))
         #expect(settings["key-exchange"]! == ("dtls", "default"))
+        #expect(settings["complexity-follows-load"]! == ("false", "flag"))
         #expect(settings["turn"]! == ("********@turn.example:3478", "file"))
         #expect(!shown.output.contains("in-the-file"))
         #expect(!shown.output.contains("warning"), "\(shown.output)")
