@@ -71,6 +71,7 @@ struct ProcessBench: AsyncParsableCommand {
         // machine that is busier in one run shows in all of them, and the ratios are per run.
         var sides: [String: [(caller: Side, callee: Side)]] = [:]
         var bare: [Double] = []
+        var pacedBare: [Double] = []
         var ratios: [String: [Double]] = [:]
         for run in 0..<runs {
             guard let loop = BareMediaBenchmark.run(frames: window * 50, pcm: speech, bitrate: 40_000, complexity: Int32(complexity),
@@ -79,17 +80,27 @@ struct ProcessBench: AsyncParsableCommand {
             }
             let bareCPU = Self.seconds(loop) / Double(window)
             bare.append(bareCPU)
+            // The same loop at a call's pace (a frame every 20 ms): the codec's work on cold caches.
+            guard let pacedLoop = BareMediaBenchmark.run(frames: window * 50, pcm: speech, bitrate: 40_000, complexity: Int32(complexity),
+                                                         expectedLossPercent: 0, paced: true) else {
+                throw ValidationError("the paced bare Opus/SRTP loop failed")
+            }
+            let pacedCPU = Self.seconds(pacedLoop) / Double(window)
+            pacedBare.append(pacedCPU)
             var anchor: Double?
             if let baresip {
                 let measured = try await measureBaresip(baresip, ticksPerSecond: ticksPerSecond, run: run)
                 sides["baresip", default: []].append(measured)
                 anchor = (measured.0.cpuPerCallSecond + measured.1.cpuPerCallSecond) / 2
+                ratios["baresip/bare", default: []].append(anchor! / bareCPU)  // set just above
+                ratios["baresip/paced", default: []].append(anchor! / pacedCPU)
             }
             for (label, extra) in variants {
                 let measured = try await measure(executable, extra: extra, ticksPerSecond: ticksPerSecond, run: run)
                 sides[label, default: []].append(measured)
                 let mean = (measured.0.cpuPerCallSecond + measured.1.cpuPerCallSecond) / 2
                 ratios[label + "/bare", default: []].append(mean / bareCPU)
+                ratios[label + "/paced", default: []].append(mean / pacedCPU)
                 if let anchor { ratios[label + "/baresip", default: []].append(mean / anchor) }
             }
         }
@@ -103,6 +114,8 @@ struct ProcessBench: AsyncParsableCommand {
         }
         print(String(format: "process anchor: bare Opus+SRTP loop %.4f s CPU per call-second (one leg's encode, protect, unprotect, decode; complexity %d; median of %d)",
                      median(bare), complexity, runs))
+        print(String(format: "process anchor: the same loop paced, a frame every 20 ms %.4f s CPU per call-second (%.2f× the unpaced loop; median of %d)",
+                     median(pacedBare), median(zip(pacedBare, bare).map { $0 / $1 }), runs))
         if let measured = sides["baresip"] {
             for (index, name) in ["caller", "callee"].enumerated() {
                 let list = measured.map { index == 0 ? $0.caller : $0.callee }
@@ -112,10 +125,17 @@ struct ProcessBench: AsyncParsableCommand {
         } else {
             print("process anchor: baresip is not installed (apt-get install baresip-core) — no C softphone in this run")
         }
+        if let againstBare = ratios["baresip/bare"], let againstPaced = ratios["baresip/paced"] {
+            print(String(format: "process ratio (baresip, mean of both sides, per run): %.2f× the bare loop (min %.2f, max %.2f), %.2f× the paced loop (min %.2f, max %.2f)",
+                         median(againstBare), againstBare.min() ?? 0, againstBare.max() ?? 0,
+                         median(againstPaced), againstPaced.min() ?? 0, againstPaced.max() ?? 0))
+        }
         for (label, _) in variants {
             let perRun = ratios[label + "/bare"] ?? []
-            var line = String(format: "process ratio (%@, mean of both sides, per run): %.2f× the bare loop (min %.2f, max %.2f)",
-                              label, median(perRun), perRun.min() ?? 0, perRun.max() ?? 0)
+            let perRunPaced = ratios[label + "/paced"] ?? []
+            var line = String(format: "process ratio (%@, mean of both sides, per run): %.2f× the bare loop (min %.2f, max %.2f), %.2f× the paced loop (min %.2f, max %.2f)",
+                              label, median(perRun), perRun.min() ?? 0, perRun.max() ?? 0,
+                              median(perRunPaced), perRunPaced.min() ?? 0, perRunPaced.max() ?? 0)
             if let againstBaresip = ratios[label + "/baresip"] {
                 line += String(format: ", %.2f× baresip (min %.2f, max %.2f)", median(againstBaresip), againstBaresip.min() ?? 0, againstBaresip.max() ?? 0)
             }
