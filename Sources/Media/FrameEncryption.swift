@@ -133,6 +133,13 @@ struct FrameCipher {
         guard sealed.count > Self.overhead else { return nil }
         return sealed.withUnsafeBufferPointer { opening.open($0) }
     }
+
+    /// Opens a frame where it lies into `frame` (a buffer kept for reuse); false, `frame`
+    /// unspecified, when it does not open.
+    func open(_ sealed: ArraySlice<UInt8>, into frame: inout [UInt8]) -> Bool {
+        guard sealed.count > Self.overhead else { return false }
+        return sealed.withUnsafeBufferPointer { opening.open($0, into: &frame) }
+    }
 }
 
 enum FrameCipherError: Error { case sealFailed }
@@ -184,6 +191,7 @@ final class GCMContext {
     }
 
     private static let room = [UInt8](repeating: 0, count: FrameCipher.overhead)
+    private static let zeros = [UInt8](repeating: 0, count: 2_048)
 
     /// Seals the `count` bytes at the start of `buffer` where they lie and writes the tag and
     /// the counter after them (`buffer` holds `count` + ``FrameCipher/overhead`` bytes).
@@ -208,15 +216,33 @@ final class GCMContext {
     }
 
     func open(_ sealed: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        var plain: [UInt8] = []
+        return open(sealed, into: &plain) ? plain : nil
+    }
+
+    /// Opens `sealed` into `plain`, replacing what it held (no allocation when `plain` is held
+    /// once and has room).
+    func open(_ sealed: UnsafeBufferPointer<UInt8>, into plain: inout [UInt8]) -> Bool {
         let n = sealed.count, length = n - FrameCipher.overhead
-        guard length >= 0 else { return nil }
+        guard length >= 0 else { return false }
         let counter = UInt32(sealed[n - 4]) << 24 | UInt32(sealed[n - 3]) << 16 | UInt32(sealed[n - 2]) << 8 | UInt32(sealed[n - 1])
         var nonce = Self.nonce(counter)
         let ok = withUnsafeBytes(of: &nonce) { iv in
             EVP_DecryptInit_ex(context, nil, nil, nil, iv.bindMemory(to: UInt8.self).baseAddress) == 1
         }
-        guard ok else { return nil }
-        var plain = [UInt8](repeating: 0, count: max(length, 1))
+        guard ok else { return false }
+        // Sized to the frame, keeping the buffer (appended as a block: a repeated element costs
+        // an allocation per byte in a debug build).
+        let size = max(length, 1)
+        if plain.count > size {
+            plain.removeLast(plain.count - size)
+        } else if plain.count < size {
+            if size - plain.count <= Self.zeros.count {
+                plain.append(contentsOf: Self.zeros[..<(size - plain.count)])
+            } else {
+                plain = [UInt8](repeating: 0, count: size)
+            }
+        }
         let opened = plain.withUnsafeMutableBufferPointer { out -> Bool in
             var written: Int32 = 0, final: Int32 = 0
             // OpenSSL copies the tag; it does not write through the pointer.
@@ -227,8 +253,8 @@ final class GCMContext {
             else { return false }
             return Int(written + final) == length
         }
-        guard opened else { return nil }
-        if plain.count != length { plain.removeAll() }
-        return plain
+        guard opened else { return false }
+        if plain.count != length { plain.removeAll(keepingCapacity: true) }
+        return true
     }
 }

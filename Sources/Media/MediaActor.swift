@@ -72,6 +72,8 @@ public actor MediaActor: MediaClockClient {
     var playedAudio = false
     /// Whether received datagrams wait for the tick (``MediaTransport/receiveOnTicks(_:)``).
     var receivesOnTicks = false
+    /// Buffers of frames already played, for the frames received next.
+    var spareFrames: [[UInt8]] = []
     /// When the first frame played as its packet arrived (real-time clocks), until the next tick.
     var playedOnArrivalAt: Duration?
     var sendMeter: LevelMeter

@@ -63,6 +63,7 @@ extension MediaActor {
             for i in frame.indices { frame[i] = 0 }
         case let .play(payload):
             ok = (try? decoder.decode(payload, into: &frame)) != nil
+            recycle(payload)
         case let .recover(next):
             ok = (try? decoder.recover(fromNext: next, into: &frame)) != nil
         case .conceal:

@@ -79,12 +79,26 @@ extension MediaActor {
 
     /// A frame's payload as the codec needs it: opened if frames are encrypted end to end;
     /// `nil`, counted, if it does not open.
+    ///
+    /// The frame is written into a buffer of a frame already played (``recycle(_:)``), so a
+    /// steady call allocates none per packet for it.
     func open(_ body: ArraySlice<UInt8>) -> [UInt8]? {
-        guard let frameCipher else { return Array(body) }
-        guard let opened = frameCipher.open(body) else {
+        var frame = spareFrames.popLast() ?? []
+        guard let frameCipher else {
+            frame.removeAll(keepingCapacity: true)
+            frame.append(contentsOf: body)
+            return frame
+        }
+        guard frameCipher.open(body, into: &frame) else {
             stats.frameDecryptionFailures += 1
+            recycle(frame)
             return nil
         }
-        return opened
+        return frame
+    }
+
+    /// Keeps a played frame's buffer for the next frame received (a few at most).
+    func recycle(_ frame: [UInt8]) {
+        if spareFrames.count < 4 { spareFrames.append(frame) }
     }
 }

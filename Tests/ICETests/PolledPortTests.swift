@@ -75,6 +75,32 @@ import Glibc
         await b.close()
     }
 
+    /// What piles up between two ticks (a burst, or the backlog after the process was paused)
+    /// is all read by the next polls, none left behind by the bound on one poll's work.
+    @Test func aBurstBetweenTwoPollsIsReadWhole() async throws {
+        let (a, b) = try await LoopbackAgents.connectedPair()
+        let sender = try #require(a.datagramPort), receiver = try #require(b.datagramPort)
+        let arrivals = Arrivals()
+        receiver.setReceiver { _ in arrivals.note() }
+        receiver.setPolled(true)
+        receiver.poll()
+        try await Task.sleep(for: .milliseconds(50))
+        let before = arrivals.count
+        // 100 datagrams at once, as many as 2 s of a call's packets.
+        for _ in 0..<100 { sender.send([0x80, 0, 0, 1]) }
+        try await Task.sleep(for: .milliseconds(100))
+        var polls = 0
+        while arrivals.count < before + 100 && polls < 10 {
+            receiver.poll()
+            polls += 1
+        }
+        #expect(arrivals.count == before + 100, "\(arrivals.count - before) of 100 read in \(polls) polls")
+        #expect(polls <= 2, "\(polls) polls to read a burst of 100")
+        receiver.setReceiver(nil)
+        await a.close()
+        await b.close()
+    }
+
     @Test func anAgentClosesWhilePolled() async throws {
         let (a, b) = try await LoopbackAgents.connectedPair()
         let receiver = try #require(b.datagramPort)
