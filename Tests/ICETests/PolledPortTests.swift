@@ -29,16 +29,37 @@ import Glibc
 
     static var thisThread: UInt { UInt(pthread_self()) }
 
-    @Test func datagramsWaitForPollAndArriveOnThePollingThread() async throws {
-        let (a, b) = try await LoopbackAgents.connectedPair()
-        let sender = try #require(a.datagramPort), receiver = try #require(b.datagramPort)
+    /// Two connected agents, the second's port polled and counting what arrives.
+    struct PolledPair {
+        let a: IceAgent, b: IceAgent
+        let sender: any DatagramPort, receiver: any DatagramPort
         let arrivals = Arrivals()
-        receiver.setReceiver { _ in arrivals.note() }
-        receiver.setPolled(true)
-        // The first poll lends the loop; libnice's thread lets go of it once it wakes.
-        receiver.poll()
-        try await Task.sleep(for: .milliseconds(50))
-        let before = arrivals.count
+        /// Arrivals before the test's own datagrams.
+        var before = 0
+
+        init() async throws {
+            (a, b) = try await LoopbackAgents.connectedPair()
+            sender = try #require(a.datagramPort)
+            receiver = try #require(b.datagramPort)
+            let arrivals = self.arrivals
+            receiver.setReceiver { _ in arrivals.note() }
+            receiver.setPolled(true)
+            // The first poll lends the loop; libnice's thread lets go of it once it wakes.
+            receiver.poll()
+            try await Task.sleep(for: .milliseconds(50))
+            before = arrivals.count
+        }
+
+        func close() async {
+            receiver.setReceiver(nil)
+            await a.close()
+            await b.close()
+        }
+    }
+
+    @Test func datagramsWaitForPollAndArriveOnThePollingThread() async throws {
+        let pair = try await PolledPair()
+        let (b, sender, receiver, arrivals, before) = (pair.b, pair.sender, pair.receiver, pair.arrivals, pair.before)
 
         // Polled: sent datagrams wait in the socket until a poll reads them.
         for _ in 0..<20 { sender.send([0x80, 0, 0, 1]) }
@@ -70,22 +91,14 @@ import Glibc
         let deadline = ContinuousClock.now + .seconds(10)
         while arrivals.count < unpolled + 20 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         #expect(arrivals.count == unpolled + 20)
-        receiver.setReceiver(nil)
-        await a.close()
-        await b.close()
+        await pair.close()
     }
 
     /// What piles up between two ticks (a burst, or the backlog after the process was paused)
     /// is all read by the next polls, none left behind by the bound on one poll's work.
     @Test func aBurstBetweenTwoPollsIsReadWhole() async throws {
-        let (a, b) = try await LoopbackAgents.connectedPair()
-        let sender = try #require(a.datagramPort), receiver = try #require(b.datagramPort)
-        let arrivals = Arrivals()
-        receiver.setReceiver { _ in arrivals.note() }
-        receiver.setPolled(true)
-        receiver.poll()
-        try await Task.sleep(for: .milliseconds(50))
-        let before = arrivals.count
+        let pair = try await PolledPair()
+        let (sender, receiver, arrivals, before) = (pair.sender, pair.receiver, pair.arrivals, pair.before)
         // 100 datagrams at once, as many as 2 s of a call's packets.
         for _ in 0..<100 { sender.send([0x80, 0, 0, 1]) }
         try await Task.sleep(for: .milliseconds(100))
@@ -96,9 +109,7 @@ import Glibc
         }
         #expect(arrivals.count == before + 100, "\(arrivals.count - before) of 100 read in \(polls) polls")
         #expect(polls <= 2, "\(polls) polls to read a burst of 100")
-        receiver.setReceiver(nil)
-        await a.close()
-        await b.close()
+        await pair.close()
     }
 
     @Test func anAgentClosesWhilePolled() async throws {
