@@ -192,10 +192,14 @@ extension RealTimeTests {
         #expect(forward > 0.7, "alice → bob correlation \(forward)")
         #expect(backward > 0.7, "bob → alice correlation \(backward)")
         // Bob heard Alice, not his own voice (synthetic voices share structure, so the wrong
-        // voice still correlates somewhat; seen: 0.97 against 0.64).
-        let ownVoice = AudioAlignment.best(sent: bobSent, received: bobHeard, start: 48_000)
-        let aliceVoice = AudioAlignment.best(sent: aliceSent, received: bobHeard, start: 48_000)
-        #expect(ownVoice.correlation < aliceVoice.correlation - 0.2, "own voice \(ownVoice.correlation), alice \(aliceVoice.correlation)")
+        // voice still correlates somewhat; seen: 0.97 against 0.64). Each voice's best of three
+        // 0.5 s windows: the jitter buffer may stretch a frame inside one window while it settles
+        // (one window then correlated 0.50 with Alice's voice, once in 20 runs).
+        let windows = [48_000, 72_000, 96_000]
+        let ownVoice = windows.map { AudioAlignment.best(sent: bobSent, received: bobHeard, start: $0).correlation }.max() ?? 0
+        let aliceVoice = windows.map { AudioAlignment.best(sent: aliceSent, received: bobHeard, start: $0).correlation }.max() ?? 0
+        print("two nodes: Bob's recording against Alice's voice \(aliceVoice), his own \(ownVoice)")
+        #expect(ownVoice < aliceVoice - 0.2, "own voice \(ownVoice), alice \(aliceVoice)")
 
         // Recents on both sides.
         try await alice.store.flush()
