@@ -1,5 +1,6 @@
 internal import CNice
 import Locking
+import Synchronization
 
 /// A path's datagrams without the actor or the loop in between: the media path sends from its
 /// own tick and receives on the path's thread, so a packet wakes no task and no other thread.
@@ -51,8 +52,8 @@ final class NiceDatagramPort: DatagramPort {
     private let receiver = Locked<DatagramReceiver?>(nil)
     private let sink: AgentSink
     private let loop: GLibLoop
-    /// Whether the media path asked to poll, and whether the loop is lent to it now.
-    private let polling = Locked((wanted: false, lent: false))
+    /// Whether the media path asked to poll (whether the loop is lent is the loop's own state).
+    private let polled = Atomic<Bool>(false)
 
     init(agent: OpaquePointer, sink: AgentSink, loop: GLibLoop) {
         target = Locked(PortTarget(agent: agent, streamID: 0))
@@ -61,28 +62,20 @@ final class NiceDatagramPort: DatagramPort {
     }
 
     func setPolled(_ polled: Bool) {
-        let reclaim = polling.withLock { p -> Bool in
-            p.wanted = polled
-            defer { if !polled { p.lent = false } }
-            return !polled && p.lent
-        }
-        if reclaim { loop.reclaim() }
+        self.polled.store(polled, ordering: .relaxed)
+        if !polled { loop.reclaim() }
     }
 
     func poll() {
         // Lent only while connected: checks and restarts keep libnice's own pacing (a few ms)
-        // on its thread, not the frame period's.
-        let connected = sink.connection == .connected
-        let change = polling.withLock { p -> Bool? in
-            let lend = p.wanted && connected
-            guard lend != p.lent else { return nil }
-            p.lent = lend
-            return lend
+        // on its thread, not the frame period's. Lending and reclaiming wake the loop thread
+        // only when they change something.
+        if polled.load(ordering: .relaxed) && sink.connection == .connected {
+            loop.lend()
+            loop.iterateLent()
+        } else {
+            loop.reclaim()
         }
-        if let change {
-            if change { loop.lend() } else { loop.reclaim() }
-        }
-        if connected { loop.iterateLent() }
     }
 
     @discardableResult

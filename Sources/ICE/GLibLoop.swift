@@ -210,7 +210,7 @@ final class GLibLoop: Sendable {
     /// borrower's thread. Call ``iterateLent()`` often (every frame period): nothing of the
     /// agent runs otherwise. No-op once the loop is stopping.
     func lend() {
-        guard parking.lend() else { return }
+        guard parking.lend().changed else { return }
         g_main_context_wakeup(context)  // out of its poll, so it lets go of the context
     }
 
@@ -271,70 +271,51 @@ final class GLibLoop: Sendable {
 /// Who runs a ``GLibLoop``'s context: its own thread, or a borrower (``GLibLoop/lend()``).
 /// The loop thread sleeps on the condition while the context is lent or a borrower is inside
 /// it, and wakes when it is given back or the loop quits.
-private final class Parking: @unchecked Sendable {  // every field is guarded by `mutex`
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private let condition: UnsafeMutablePointer<pthread_cond_t>
+private final class Parking: @unchecked Sendable {  // every field is guarded by `lock`
+    private let lock = ConditionLock()
     private var lent = false
     private var borrowing = false
     private var quitting = false
 
-    init() {
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
-        condition = .allocate(capacity: 1)
-        condition.initialize(to: pthread_cond_t())
-        pthread_cond_init(condition, nil)
-    }
-
-    deinit {
-        pthread_cond_destroy(condition)
-        condition.deinitialize(count: 1)
-        condition.deallocate()
-        pthread_mutex_destroy(mutex)
-        mutex.deinitialize(count: 1)
-        mutex.deallocate()
-    }
-
-    private func locked<T>(_ body: () -> T) -> T {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return body()
-    }
-
     /// On the loop thread: sleeps while the context is lent or borrowed; false once quitting
     /// (and no borrower is inside the context any more).
     func waitUntilReturned() -> Bool {
-        locked {
-            while borrowing || (lent && !quitting) { pthread_cond_wait(condition, mutex) }
+        lock.withLock {
+            while borrowing || (lent && !quitting) { lock.wait() }
             return !quitting
         }
     }
 
-    func lend() -> Bool {
-        locked {
-            guard !quitting else { return false }
-            lent = true
-            return true
+    /// Lends the context unless the loop is quitting; whether that changed anything (false
+    /// when it was lent already).
+    func lend() -> (lent: Bool, changed: Bool) {
+        lock.withLock {
+            guard !quitting else { return (false, false) }
+            defer { lent = true }
+            return (true, !lent)
         }
     }
 
+    /// Takes the context back; wakes the loop thread only if it was lent.
     func reclaim() {
-        locked { lent = false }
-        pthread_cond_broadcast(condition)
+        let changed = lock.withLock {
+            defer { lent = false }
+            return lent
+        }
+        if changed { lock.broadcast() }
     }
 
     func quit() {
-        locked {
+        lock.withLock {
             quitting = true
             lent = false
         }
-        pthread_cond_broadcast(condition)
+        lock.broadcast()
     }
 
     /// One borrower at a time, and only while lent.
     func beginBorrowing() -> Bool {
-        locked {
+        lock.withLock {
             guard lent, !quitting, !borrowing else { return false }
             borrowing = true
             return true
@@ -344,10 +325,10 @@ private final class Parking: @unchecked Sendable {  // every field is guarded by
     func endBorrowing() {
         // The loop thread waits for the borrower only once the context is given back or the
         // loop quits; while lent it sleeps on, and is not woken every tick.
-        let wake = locked { () -> Bool in
+        let wake = lock.withLock { () -> Bool in
             borrowing = false
             return !lent || quitting
         }
-        if wake { pthread_cond_broadcast(condition) }
+        if wake { lock.broadcast() }
     }
 }

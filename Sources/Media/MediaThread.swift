@@ -1,3 +1,4 @@
+import Locking
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -16,9 +17,8 @@ import Darwin
 /// Only the lane's own loop sleeps on the alarm (``sleep(until:)``); ``poke()`` ends that sleep
 /// early (a client joined, the clock was cancelled). After ``stop()``, jobs that still arrive
 /// go to the global concurrent executor, so nothing enqueued late is lost.
-public final class MediaThread: TaskExecutor, @unchecked Sendable {  // every mutable field is guarded by `mutex`
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private let condition: UnsafeMutablePointer<pthread_cond_t>
+public final class MediaThread: TaskExecutor, @unchecked Sendable {  // every mutable field is guarded by `lock`
+    private let lock = ConditionLock()
     private var jobs: [UnownedJob] = []
     private var spare: [UnownedJob] = []
     /// The loop's sleep: when it ends (nil: when poked), and the continuation to resume.
@@ -32,16 +32,6 @@ public final class MediaThread: TaskExecutor, @unchecked Sendable {  // every mu
 
     public init(name: String = "callnode-media") {
         self.name = name
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
-        condition = .allocate(capacity: 1)
-        condition.initialize(to: pthread_cond_t())
-        var attributes = pthread_condattr_t()
-        pthread_condattr_init(&attributes)
-        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
-        pthread_cond_init(condition, &attributes)
-        pthread_condattr_destroy(&attributes)
         let box = Unmanaged.passRetained(self).toOpaque()
         var handle = pthread_t()
         let status = pthread_create(&handle, nil, { raw in
@@ -54,40 +44,31 @@ public final class MediaThread: TaskExecutor, @unchecked Sendable {  // every mu
         thread = handle
     }
 
-    deinit {
-        pthread_cond_destroy(condition)
-        condition.deinitialize(count: 1)
-        condition.deallocate()
-        pthread_mutex_destroy(mutex)
-        mutex.deinitialize(count: 1)
-        mutex.deallocate()
-    }
-
     public func enqueue(_ job: consuming ExecutorJob) {
         let unowned = UnownedJob(job)
-        pthread_mutex_lock(mutex)
+        lock.lock()
         if stopped {
-            pthread_mutex_unlock(mutex)
+            lock.unlock()
             globalConcurrentExecutor.enqueue(unowned)
             return
         }
         jobs.append(unowned)
         let wake = sleeping
-        pthread_mutex_unlock(mutex)
-        if wake { pthread_cond_signal(condition) }
+        lock.unlock()
+        if wake { lock.signal() }
     }
 
     /// Whether the thread has ended (after ``stop()``, once its queue was empty).
     public var hasEnded: Bool {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
+        lock.lock()
+        defer { lock.unlock() }
         return stopped
     }
 
     /// Whether the caller runs on this thread.
     public var isCurrent: Bool {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
+        lock.lock()
+        defer { lock.unlock() }
         guard let thread else { return false }
         return pthread_equal(thread, pthread_self()) != 0
     }
@@ -99,18 +80,18 @@ public final class MediaThread: TaskExecutor, @unchecked Sendable {  // every mu
         let wake = deadline.map(Self.monotonic(at:))
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                pthread_mutex_lock(mutex)
+                lock.lock()
                 if poked || stopping {
                     poked = false
-                    pthread_mutex_unlock(mutex)
+                    lock.unlock()
                     continuation.resume()
                     return
                 }
                 precondition(alarm == nil, "one sleeper at a time")
                 alarm = (wake, continuation)
                 let signal = sleeping
-                pthread_mutex_unlock(mutex)
-                if signal { pthread_cond_signal(condition) }
+                lock.unlock()
+                if signal { lock.signal() }
             }
         } onCancel: {
             poke()
@@ -119,21 +100,21 @@ public final class MediaThread: TaskExecutor, @unchecked Sendable {  // every mu
 
     /// Ends the current sleep now, or the next one as soon as it starts.
     public func poke() {
-        pthread_mutex_lock(mutex)
+        lock.lock()
         poked = true
         let signal = sleeping
-        pthread_mutex_unlock(mutex)
-        if signal { pthread_cond_signal(condition) }
+        lock.unlock()
+        if signal { lock.signal() }
     }
 
     /// Ends the thread once its queue is empty; later jobs go to the global executor.
     public func stop() {
-        pthread_mutex_lock(mutex)
+        lock.lock()
         stopping = true
         poked = true
         let signal = sleeping
-        pthread_mutex_unlock(mutex)
-        if signal { pthread_cond_signal(condition) }
+        lock.unlock()
+        if signal { lock.signal() }
     }
 
     /// Names the thread as `top` and `/proc` show it (Linux: at most 15 characters).
@@ -148,7 +129,7 @@ public final class MediaThread: TaskExecutor, @unchecked Sendable {  // every mu
 
     private func loop() {
         let executor = asUnownedTaskExecutor()
-        pthread_mutex_lock(mutex)
+        lock.lock()
         while true {
             var resume: CheckedContinuation<Void, Never>?
             if let current = alarm {
@@ -166,22 +147,22 @@ public final class MediaThread: TaskExecutor, @unchecked Sendable {  // every mu
                     break
                 }
                 sleeping = true
-                if var deadline = alarm?.deadline {
-                    _ = pthread_cond_timedwait(condition, mutex, &deadline)
+                if let deadline = alarm?.deadline {
+                    lock.wait(until: deadline)
                 } else {
-                    pthread_cond_wait(condition, mutex)
+                    lock.wait()
                 }
                 sleeping = false
                 continue
             }
             swap(&jobs, &spare)
-            pthread_mutex_unlock(mutex)
+            lock.unlock()
             resume?.resume()
             for job in spare { job.runSynchronously(on: executor) }
             spare.removeAll(keepingCapacity: true)
-            pthread_mutex_lock(mutex)
+            lock.lock()
         }
-        pthread_mutex_unlock(mutex)
+        lock.unlock()
         pthread_detach(pthread_self())
     }
 
