@@ -119,9 +119,19 @@ public final class MediaClock: Sendable {
         _ = governor.withLock { $0.window(busy: busy, late: late) }
     }
 
-    /// The lowest complexity load may take calls down to (default 4: ``LoadGovernor/minimum``).
-    public func setMinimumComplexity(_ minimum: Int) {
-        governor.withLock { $0.minimum = max(0, min(10, minimum)) }
+    /// As ``reportLoad(busy:late:)``, with the share of frames that finished after their period.
+    @_spi(Testing) public func reportLoad(busy: Double, behind: Double, lateFrames: Double) {
+        _ = governor.withLock { $0.window(busy: busy, behind: behind, lateFrames: lateFrames) }
+    }
+
+    /// The lowest complexity load may take calls down to (default 4: ``LoadGovernor/minimum``),
+    /// and where frames still late there take them (default 0, at most `minimum`:
+    /// ``LoadGovernor/emergencyMinimum``).
+    public func setMinimumComplexity(_ minimum: Int, emergency: Int = 0) {
+        governor.withLock {
+            $0.minimum = max(0, min(10, minimum))
+            $0.emergencyMinimum = max(0, min($0.minimum, emergency))
+        }
     }
 
     /// A clock that only moves when ``advance(frames:)`` is called.
@@ -293,7 +303,7 @@ public final class MediaClock: Sendable {
         var lastPeriod = Int.min
         var epoch = reportEpoch.withLock { $0 }
         // This lane's load over the current one-second window, for the governor.
-        var windowStart = ContinuousClock.now, busy = Duration.zero, ticks = 0, lateStarts = 0
+        var windowStart = ContinuousClock.now, busy = Duration.zero, ticks = 0, lateStarts = 0, lateFrames = 0
         while !Task.isCancelled {
             // The phases this lane has clients in, one bit each (at most 64 phases).
             let occupied = clients.withLock { all in all.reduce(into: UInt64(0)) { if $1.lane == lane { $0 |= 1 << UInt64($1.phase) } } }
@@ -357,14 +367,17 @@ public final class MediaClock: Sendable {
             ticks += 1
             // Behind: the tick started after the next phase's time, or its frame was late.
             if lag > self.step || late { lateStarts += 1 }
+            if late { lateFrames += 1 }
             if finished - windowStart >= .seconds(1) {
                 let fraction = (finished - windowStart) / .seconds(1)
-                let busyShare = (busy / .seconds(1)) / fraction, lateShare = Double(lateStarts) / Double(max(1, ticks))
-                _ = governor.withLock { $0.window(busy: busyShare, late: lateShare) }
+                let busyShare = (busy / .seconds(1)) / fraction, behindShare = Double(lateStarts) / Double(max(1, ticks))
+                let lateShare = Double(lateFrames) / Double(max(1, ticks))
+                _ = governor.withLock { $0.window(busy: busyShare, behind: behindShare, lateFrames: lateShare) }
                 windowStart = finished
                 busy = .zero
                 ticks = 0
                 lateStarts = 0
+                lateFrames = 0
             }
         }
         return report

@@ -149,7 +149,7 @@ struct MediaBench: AsyncParsableCommand {
     @Flag(help: "Also sweep over real libnice agents on loopback (two per call) instead of the in-memory link.")
     var overLibnice = false
 
-    @Flag(help: "Also sweep with Opus complexity following the clock's load (from --complexity down to 4 at most), past the fixed figure.")
+    @Flag(help: "Also sweep with Opus complexity following the clock's load (from --complexity down to 4, and to 0 while frames are late even at 4), past the fixed figure.")
     var followLoad = false
 
     @Option(help: ArgumentHelp("Draw CPU and late frames against concurrent legs into this PNG (needs gnuplot: apt-get install gnuplot-nox).", valueName: "FILE.png"))

@@ -28,6 +28,38 @@ import Testing
         for _ in 0..<20 { governor.window(busy: 0.1, late: 0) }
         #expect(governor.cap == 10)
     }
+
+    @Test func framesStillLateAtTheFloorTakeComplexityToTheEmergencyStepAndCalmBringsItStraightBackToTheFloor() {
+        var governor = LoadGovernor()
+        for _ in 0..<3 { governor.window(busy: 0.95, behind: 0.2, lateFrames: 0.1) }
+        #expect(governor.cap == 4, "late frames above the floor only step down as overload does")
+        // Busy and behind at the floor, frames on time: the floor holds, however long.
+        for _ in 0..<10 { #expect(governor.window(busy: 0.95, behind: 0.2, lateFrames: 0) == 4) }
+        // Late frames at the floor: the emergency step after four such windows in a row…
+        for _ in 0..<(LoadGovernor.emergencyWindows - 1) { #expect(governor.window(busy: 0.95, behind: 0.2, lateFrames: 0.05) == 4) }
+        // …and a window that is not overloaded starts that count again.
+        governor.window(busy: 0.7, behind: 0, lateFrames: 0)
+        for _ in 0..<(LoadGovernor.emergencyWindows - 1) { #expect(governor.window(busy: 0.95, behind: 0.2, lateFrames: 0.05) == 4) }
+        // An overloaded window with frames on time neither counts nor restarts it.
+        governor.window(busy: 0.95, behind: 0.2, lateFrames: 0)
+        #expect(governor.window(busy: 0.95, behind: 0.2, lateFrames: 0.05) == 0)
+        // Busy at the emergency step does not raise it back to the floor.
+        #expect(governor.window(busy: 0.95, behind: 0.1, lateFrames: 0) == 0)
+        // Calm: straight back to the floor (1–3 cost about what 4 does), then one step at a time;
+        // from below the floor calm means under 40 % busy, not 50 %.
+        for _ in 0..<10 { #expect(governor.window(busy: 0.45, late: 0) == 0) }
+        for _ in 0..<(LoadGovernor.calmWindows - 1) { #expect(governor.window(busy: 0.3, late: 0) == 0) }
+        #expect(governor.window(busy: 0.3, late: 0) == 4)
+        for _ in 0..<LoadGovernor.calmWindows { governor.window(busy: 0.3, late: 0) }
+        #expect(governor.cap == 5)
+    }
+
+    @Test func anEmergencyStepAtTheFloorMeansNoStepBelowIt() {
+        var governor = LoadGovernor(minimum: 4, emergencyMinimum: 4)
+        for _ in 0..<20 { governor.window(busy: 0.99, behind: 0.5, lateFrames: 0.5) }
+        #expect(governor.cap == 4)
+        #expect(LoadGovernor(minimum: 2, emergencyMinimum: 6).emergencyMinimum == 2, "never above the floor")
+    }
 }
 
 @Suite struct LoadAdaptationTests {
@@ -58,6 +90,29 @@ import Testing
         await call.clock.advance(frames: 1)
         #expect(await call.a.statistics.opusComplexity == 8)
         for actor in [call.a, call.b, steady.a, steady.b] { await actor.stop() }
+    }
+
+    @Test func framesLateEvenAtTheFloorTakeCallsToComplexityZeroAndTheyAreStillHeard() async throws {
+        var configuration = MediaConfiguration()
+        configuration.opus.complexity = 8
+        let call = try MediaActorTests.makeCall(source: ToneSource(), sink: NullSink(), configuration: configuration)
+        try await call.a.start(); try await call.b.start()
+        await call.clock.advance(frames: 5)
+        for _ in 0..<3 { call.clock.reportLoad(busy: 0.95, behind: 0.3, lateFrames: 0.1) }
+        await call.clock.advance(frames: 1)
+        #expect(await call.a.statistics.opusComplexity == 4, "the floor first")
+        for _ in 0..<LoadGovernor.emergencyWindows { call.clock.reportLoad(busy: 0.95, behind: 0.3, lateFrames: 0.1) }
+        await call.clock.advance(frames: 1)
+        #expect(await call.a.statistics.opusComplexity == 0)
+        let before = await call.b.statistics.packetsReceived
+        await call.clock.advance(frames: 50)
+        let after = await call.b.statistics
+        #expect(after.packetsReceived >= before + 49)
+        #expect(after.receiveLevel > -30, "the tone is heard at complexity 0 (level \(after.receiveLevel) dBFS)")
+        for _ in 0..<LoadGovernor.calmWindows { call.clock.reportLoad(busy: 0.2, late: 0) }
+        await call.clock.advance(frames: 1)
+        #expect(await call.a.statistics.opusComplexity == 4, "calm brings it back to the floor at once")
+        await call.a.stop(); await call.b.stop()
     }
 }
 
