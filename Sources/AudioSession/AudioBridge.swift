@@ -71,6 +71,10 @@ public struct AudioBridge: Sendable {
     private var pending: [Int32] = []
     private var touched: [Bool] = []
     private(set) var flushed = 0
+    /// Kept between frames so a steady call allocates nothing here: the device's fresh capture,
+    /// and the saturated mix handed to the output.
+    private var fresh: [Int16] = []
+    private var mixed: [Int16] = []
 
     /// - Parameter maximumLag: In samples; three 20 ms frames at 48 kHz by default.
     public init(maximumLag: Int = 2_880) {
@@ -161,7 +165,20 @@ public struct AudioBridge: Sendable {
     /// other members' audio. A held or unknown port reads silence.
     public mutating func read(_ id: BridgePortID, count: Int, device: (inout [Int16]) -> Void) -> [Int16] {
         guard count > 0 else { return [] }
-        guard var port = ports[id], port.mode == .active else { return [Int16](repeating: 0, count: count) }
+        var frame = [Int16](repeating: 0, count: count)
+        read(id, into: &frame, device: device)
+        return frame
+    }
+
+    /// As ``read(_:count:device:)``, into `frame` (its count is the count read), without
+    /// allocating once the bridge has run a frame: what a call's tick uses.
+    public mutating func read(_ id: BridgePortID, into frame: inout [Int16], device: (inout [Int16]) -> Void) {
+        let count = frame.count
+        guard count > 0 else { return }
+        guard var port = ports[id], port.mode == .active else {
+            Self.silence(&frame)
+            return
+        }
         // A port's first read takes the newest audio another port already read (the ports then
         // share one device read per period) or, alone, what the device has now.
         let shared = ports.contains { $0.key != id && $0.value.mode == .active && $0.value.captureCursor != nil }
@@ -169,13 +186,17 @@ public struct AudioBridge: Sendable {
         if cursor < captureHead - maximumLag { cursor = captureHead }
         let needed = cursor + count - captureHead
         if needed > 0 {
-            var fresh = [Int16](repeating: 0, count: needed)
+            if fresh.count != needed { fresh = [Int16](repeating: 0, count: needed) } else { Self.silence(&fresh) }
             device(&fresh)
-            captured += fresh
+            captured.append(contentsOf: fresh)
             captureHead += needed
         }
         let from = cursor - capturedStart
-        var frame = Array(captured[from..<(from + count)])
+        frame.withUnsafeMutableBufferPointer { out in
+            captured.withUnsafeBufferPointer { all in
+                out.baseAddress!.update(from: all.baseAddress! + from, count: count)  // count > 0; captured holds [from, from + count)
+            }
+        }
         port.captureCursor = cursor + count
         if port.conference != nil {
             for member in port.feeds.keys.sorted() {
@@ -188,7 +209,10 @@ public struct AudioBridge: Sendable {
         }
         ports[id] = port
         trimCapture()
-        return frame
+    }
+
+    private static func silence(_ samples: inout [Int16]) {
+        samples.withUnsafeMutableBufferPointer { $0.update(repeating: 0) }
     }
 
     /// The port's clock skipped `count` samples (the process was paused): its capture cursor
@@ -221,37 +245,67 @@ public struct AudioBridge: Sendable {
     /// Adds the port's played audio to the mix; returns what is now ready for the device, in
     /// order. A held port's audio is replaced by silence; an unknown port's is discarded.
     public mutating func write(_ id: BridgePortID, _ frame: [Int16]) -> [Output] {
-        add(id, count: frame.count, samples: frame)
+        var outputs: [Output] = []
+        write(id, frame, into: &outputs)
+        return outputs
+    }
+
+    /// As ``write(_:_:)``, appending what is ready to `outputs`: a caller that keeps the list
+    /// (emptied after playing it) allocates nothing per frame. A port alone on the bridge and
+    /// in step with the output passes its frame through as it is.
+    public mutating func write(_ id: BridgePortID, _ frame: [Int16], into outputs: inout [Output]) {
+        guard !frame.isEmpty, let port = ports[id] else { return }
+        if ports.count == 1, port.mode == .active, pending.isEmpty, (port.playbackCursor ?? flushed) == flushed {
+            // Nothing to sum with and nothing waiting: the mix is the frame.
+            ports[id]?.playbackCursor = flushed + frame.count
+            flushed += frame.count
+            outputs.append(.play(frame))
+            return
+        }
+        add(id, count: frame.count, samples: frame, into: &outputs)
     }
 
     /// The port's clock skipped `count` samples: its playback cursor moves on without adding
     /// anything. Where no port played, the device is told to fill a skipped stretch instead of
     /// being given silence to queue.
     public mutating func skipPlayback(_ id: BridgePortID, count: Int) -> [Output] {
-        add(id, count: count, samples: nil)
+        var outputs: [Output] = []
+        add(id, count: count, samples: nil, into: &outputs)
+        return outputs
     }
 
-    private mutating func add(_ id: BridgePortID, count: Int, samples played: [Int16]?) -> [Output] {
-        guard count > 0, var port = ports[id] else { return [] }
+    private mutating func add(_ id: BridgePortID, count: Int, samples played: [Int16]?, into outputs: inout [Output]) {
+        guard count > 0, var port = ports[id] else { return }
         // A held port plays silence: nobody hears it, and the output keeps its pace (a
         // recording stays as long as the call, a device does not run dry).
-        let samples = port.mode == .held && played != nil ? [Int16](repeating: 0, count: count) : played
+        let held = port.mode == .held && played != nil
         // Audio that comes after its place was written joins the timeline where it stands; a
         // skip is not moved (what the others already covered is not skipped twice).
         let start = port.playbackCursor ?? flushed
-        let cursor = samples == nil ? start : max(start, flushed)
+        let cursor = played == nil ? start : max(start, flushed)
         let end = cursor + count - flushed
         if end > pending.count {
-            pending += [Int32](repeating: 0, count: end - pending.count)
-            touched += [Bool](repeating: false, count: end - touched.count)
-        }
-        if let samples {
-            let base = cursor - flushed
-            for index in 0..<count {
-                pending[base + index] += Int32(samples[index])
-                touched[base + index] = true
+            let more = end - pending.count
+            pending.reserveCapacity(end)
+            touched.reserveCapacity(end)
+            for _ in 0..<more {
+                pending.append(0)
+                touched.append(false)
             }
-            if let conference = port.conference, port.mode == .active {
+        }
+        if let samples = played {
+            let base = cursor - flushed
+            if !held {
+                pending.withUnsafeMutableBufferPointer { sums in
+                    samples.withUnsafeBufferPointer { frame in
+                        for index in 0..<count { sums[base + index] += Int32(frame[index]) }
+                    }
+                }
+            }
+            touched.withUnsafeMutableBufferPointer { marks in
+                for index in 0..<count { marks[base + index] = true }
+            }
+            if !held, let conference = port.conference {
                 for (other, member) in ports where other != id && member.conference == conference && member.mode == .active {
                     var feed = member.feeds[id] ?? []
                     feed += samples
@@ -262,27 +316,39 @@ public struct AudioBridge: Sendable {
         }
         port.playbackCursor = cursor + count
         ports[id] = port
-        return flush()
+        flush(into: &outputs)
     }
 
     /// Writes out what every live port has added.
     private mutating func flush() -> [Output] {
+        var outputs: [Output] = []
+        flush(into: &outputs)
+        return outputs
+    }
+
+    private mutating func flush(into outputs: inout [Output]) {
         // A port behind what was written was already passed over: it is waited for again once
         // it plays (its audio then joins where the timeline stands).
-        let cursors = ports.values.compactMap(\.playbackCursor).filter { $0 >= flushed }
-        guard let ahead = cursors.max(), ahead > flushed else { return [] }
+        var ahead = Int.min
+        for port in ports.values { if let cursor = port.playbackCursor, cursor >= flushed { ahead = max(ahead, cursor) } }
+        guard ahead > flushed else { return }
         // Ports further behind than the lag are not waited for.
-        let target = cursors.filter { $0 >= ahead - maximumLag }.min() ?? ahead
+        var target = ahead
+        for port in ports.values {
+            if let cursor = port.playbackCursor, cursor >= flushed, cursor >= ahead - maximumLag { target = min(target, cursor) }
+        }
         let count = min(target - flushed, pending.count)
-        guard count > 0 else { return [] }
-        var outputs: [Output] = []
+        guard count > 0 else { return }
         var start = 0
         while start < count {
             let playing = touched[start]
             var end = start + 1
             while end < count && touched[end] == playing { end += 1 }
             if playing {
-                outputs.append(.play(pending[start..<end].map(Self.saturated)))
+                // The kept buffer, unless an earlier output of this flush still holds it.
+                mixed.removeAll(keepingCapacity: true)
+                for index in start..<end { mixed.append(Self.saturated(pending[index])) }
+                outputs.append(.play(mixed))
             } else {
                 outputs.append(.skipped(end - start))
             }
@@ -291,7 +357,6 @@ public struct AudioBridge: Sendable {
         pending.removeFirst(count)
         touched.removeFirst(count)
         flushed += count
-        return outputs
     }
 
     static func saturated(_ value: Int32) -> Int16 {

@@ -20,6 +20,9 @@ final class SessionDevices: Sendable {
         var runningSinks = 0
         /// Every call's port: the capture copied to each, their playback summed.
         var bridge = AudioBridge()
+        /// What the bridge released for the output, kept (and emptied after each write) so a
+        /// frame's playback allocates nothing.
+        var outputs: [AudioBridge.Output] = []
     }
     let state = Locked(Open())
 
@@ -151,10 +154,10 @@ public final class SessionSource: AudioSource {
     }
 
     public func read(into frame: inout [Int16]) -> Bool {
-        let id = port.id, count = frame.count
-        frame = devices.state.withLock { open in
+        let id = port.id
+        devices.state.withLock { open in
             let (capture, processor, custom) = (open.capture, open.processor, open.custom)
-            return open.bridge.read(id, count: count) { fresh in
+            open.bridge.read(id, into: &frame) { fresh in
                 Self.capture(into: &fresh, capture: capture, processor: processor, custom: custom)
             }
         }
@@ -226,7 +229,9 @@ public final class SessionSink: AudioSink {
         let id = port.id
         devices.state.withLock { open in
             guard open.playback != nil else { return }
-            SessionDevices.play(open.bridge.write(id, frame), in: open)
+            open.bridge.write(id, frame, into: &open.outputs)
+            SessionDevices.play(open.outputs, in: open)
+            open.outputs.removeAll(keepingCapacity: true)
         }
     }
 
