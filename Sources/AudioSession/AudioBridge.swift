@@ -254,10 +254,11 @@ public struct AudioBridge: Sendable {
     /// (emptied after playing it) allocates nothing per frame. A port alone on the bridge and
     /// in step with the output passes its frame through as it is.
     public mutating func write(_ id: BridgePortID, _ frame: [Int16], into outputs: inout [Output]) {
-        guard !frame.isEmpty, let port = ports[id] else { return }
+        guard !frame.isEmpty, let index = ports.index(forKey: id) else { return }
+        let port = ports.values[index]
         if ports.count == 1, port.mode == .active, pending.isEmpty, (port.playbackCursor ?? flushed) == flushed {
             // Nothing to sum with and nothing waiting: the mix is the frame.
-            ports[id]?.playbackCursor = flushed + frame.count
+            ports.values[index].playbackCursor = flushed + frame.count
             flushed += frame.count
             outputs.append(.play(frame))
             return

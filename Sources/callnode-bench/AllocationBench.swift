@@ -1,4 +1,5 @@
 import ArgumentParser
+import AudioSession
 import CallNode
 import Foundation
 import MallocInterposerSwift
@@ -32,6 +33,9 @@ struct AllocationBench: AsyncParsableCommand {
     @Option(help: "Encrypt frames end to end (the node's default for node-to-node calls): on, off.")
     var frameEncryption: Toggle = .on
 
+    @Flag(help: "One leg plays and captures through an audio session's bridge port, as a node's call does (the node's file and null devices: a tone in, nothing out), instead of on a plain source and sink.")
+    var throughSession = false
+
     @Option(help: "Exit with status 1 if a leg makes more allocations than this per frame.")
     var maximumPerFrame: Double?
 
@@ -46,8 +50,20 @@ struct AllocationBench: AsyncParsableCommand {
         var configuration = MediaConfiguration()
         configuration.statisticsInterval = .seconds(1)
         let clock = MediaClock.manual()
+        var session: AudioSessionOwner<AppOwned>?
+        var endpoints: (any AudioSource, any AudioSink)?
+        if throughSession {
+            let owner = AudioSessionOwner<AppOwned>(name: "allocations", configuration: AudioSessionConfiguration(),
+                                                    backend: NodeAudioBackend(input: .tone(440), output: .null))
+            try await owner.setVoiceProcessingEnabled(false)
+            _ = try await owner.activate()
+            let port = try await owner.port()
+            session = owner
+            endpoints = (port.source, port.sink)
+        }
         let (a, b) = try await MediaBench.makeCall(clock: clock, speech: SyntheticSpeech.samples(seconds: 10),
-                                                    configuration: configuration, frameEncryption: frameEncryption == .on)
+                                                    configuration: configuration, frameEncryption: frameEncryption == .on,
+                                                    endpointsA: endpoints)
         await clock.advance(frames: warmUp)
         MallocInterposerSwift.reset()
         MallocInterposerSwift.hook()
@@ -57,13 +73,14 @@ struct AllocationBench: AsyncParsableCommand {
         let sa = await a.statistics, sb = await b.statistics
         await a.stop()
         await b.stop()
+        if let session { try await session.deactivate() }
         guard min(sa.jitterBuffer.packetsPlayed, sb.jitterBuffer.packetsPlayed) >= warmUp + frames - 2 else {
             throw ValidationError("the call did not carry every frame (played \(sa.jitterBuffer.packetsPlayed)/\(sb.jitterBuffer.packetsPlayed))")
         }
         let perFrame = Double(counted.mallocCount) / Double(2 * frames)
-        print(String(format: "allocations: %.2f per leg per frame (%d allocations, %.0f bytes per leg per frame, %d frees) over %d frames of two legs, frames encrypted end to end %@",
+        print(String(format: "allocations: %.2f per leg per frame (%d allocations, %.0f bytes per leg per frame, %d frees) over %d frames of two legs, frames encrypted end to end %@%@",
                      perFrame, counted.mallocCount, Double(counted.mallocBytesCount) / Double(2 * frames), counted.freeCount, frames,
-                     frameEncryption.rawValue))
+                     frameEncryption.rawValue, throughSession ? ", one leg on an audio session's bridge port" : ""))
         if let maximumPerFrame, perFrame > maximumPerFrame {
             print(String(format: "allocations: more than the %.2f per leg per frame allowed", maximumPerFrame))
             throw ExitCode(1)

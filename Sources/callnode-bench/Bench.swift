@@ -386,7 +386,8 @@ struct MediaBench: AsyncParsableCommand {
     ///   the same syllable at the same instant.
     static func makeCall(clock: MediaClock, speech: [Int16], configuration: MediaConfiguration,
                          frameEncryption: Bool = false, speechOffset: Int = 0,
-                         transports: (any MediaTransport, any MediaTransport)? = nil) async throws -> (MediaActor, MediaActor) {
+                         transports: (any MediaTransport, any MediaTransport)? = nil,
+                         endpointsA: (any AudioSource, any AudioSink)? = nil) async throws -> (MediaActor, MediaActor) {
         let link = InMemoryMediaLink(clock: clock)
         let ends: (any MediaTransport, any MediaTransport) = transports ?? (link.a, link.b)
         let keyA = SRTPKey.random(), keyB = SRTPKey.random()
@@ -399,7 +400,7 @@ struct MediaBench: AsyncParsableCommand {
         }
         let a = try MediaActor(configuration: configuration, transport: ends.0,
                                keys: MediaKeys(outbound: keyA, inbound: keyB, frameEncryption: frameEncryption ? FrameKeys(outbound: frameA, inbound: frameB) : nil),
-                               source: sourceA, sink: NullSink(), clock: clock)
+                               source: endpointsA?.0 ?? sourceA, sink: endpointsA?.1 ?? NullSink(), clock: clock)
         let b = try MediaActor(configuration: configuration, transport: ends.1,
                                keys: MediaKeys(outbound: keyB, inbound: keyA, frameEncryption: frameEncryption ? FrameKeys(outbound: frameB, inbound: frameA) : nil),
                                source: sourceB, sink: NullSink(), clock: clock)
