@@ -22,26 +22,27 @@ public final class IceMediaTransport: MediaTransport {
     /// few milliseconds before ours, and its first packets are the call's first audio.
     private final class Handler: Sendable {
         struct State {
-            var current: (@Sendable ([UInt8]) -> Void)?
+            var current: (@Sendable (UnsafeRawBufferPointer) -> Void)?
             var early: [[UInt8]] = []
             var delivered = false
         }
         static let earlyLimit = 50
         let state = Locked(State())
 
-        func deliver(_ bytes: [UInt8]) {
-            let current = state.withLock { s -> (@Sendable ([UInt8]) -> Void)? in
+        /// Hands the bytes (lent for this call) to the receiver, or keeps a copy until there is one.
+        func deliver(_ bytes: UnsafeRawBufferPointer) {
+            let current = state.withLock { s -> (@Sendable (UnsafeRawBufferPointer) -> Void)? in
                 if s.current == nil && !s.delivered {
                     // Keep the newest: playout starts from the latest audio, not a stale start.
                     if s.early.count == Self.earlyLimit { s.early.removeFirst() }
-                    s.early.append(bytes)
+                    s.early.append([UInt8](bytes))
                 }
                 return s.current
             }
             current?(bytes)
         }
 
-        func set(_ handler: (@Sendable ([UInt8]) -> Void)?) {
+        func set(_ handler: (@Sendable (UnsafeRawBufferPointer) -> Void)?) {
             let early = state.withLock { s -> [[UInt8]] in
                 s.current = handler
                 guard handler != nil else { return [] }
@@ -49,7 +50,7 @@ public final class IceMediaTransport: MediaTransport {
                 defer { s.early = [] }
                 return s.early
             }
-            for bytes in early { handler?(bytes) }
+            if let handler { for bytes in early { bytes.withUnsafeBytes(handler) } }
         }
     }
 
@@ -70,11 +71,12 @@ public final class IceMediaTransport: MediaTransport {
         // Without a port (in-memory paths), or for what arrived before the port's receiver was set.
         pump = Task {
             for await datagram in agent.datagrams {
-                let bytes = datagram.bytes
-                if let first = bytes.first, (20...63).contains(first) {
-                    dtls.deliver(bytes)
-                } else {
-                    handler.deliver(bytes)
+                datagram.bytes.withUnsafeBytes { bytes in
+                    if let first = bytes.first, (20...63).contains(first) {
+                        dtls.deliver(bytes)
+                    } else {
+                        handler.deliver(bytes)
+                    }
                 }
             }
         }
@@ -96,7 +98,7 @@ public final class IceMediaTransport: MediaTransport {
         }
     }
 
-    public func setReceiveHandler(_ handler: (@Sendable ([UInt8]) -> Void)?) {
+    public func setReceiveHandler(_ handler: (@Sendable (UnsafeRawBufferPointer) -> Void)?) {
         self.handler.set(handler)
     }
 
@@ -113,6 +115,11 @@ public final class IceMediaTransport: MediaTransport {
     /// Sets where DTLS records go; those that arrived before are handed over first (the
     /// peer's ClientHello may come before this side has seen ICE connect).
     public func setDTLSHandler(_ handler: (@Sendable ([UInt8]) -> Void)?) {
-        dtls.set(handler)
+        // Records are few (the handshake, alerts): each is copied for the DTLS endpoint.
+        guard let handler else {
+            dtls.set(nil)
+            return
+        }
+        dtls.set { @Sendable (bytes: UnsafeRawBufferPointer) in handler([UInt8](bytes)) }
     }
 }

@@ -16,7 +16,7 @@ public protocol DatagramPort: AnyObject, Sendable {
     func send(_ bytes: [UInt8]) -> Bool
     /// Where datagrams go as they arrive, called on the path's own thread (keep it short: hand
     /// the bytes over and return); nil: back to the path's `datagrams` sequence.
-    func setReceiver(_ receiver: (@Sendable ([UInt8]) -> Void)?)
+    func setReceiver(_ receiver: (@Sendable (UnsafeRawBufferPointer) -> Void)?)
     /// Polled (true): while the path is connected, datagrams wait in the socket until
     /// ``poll()`` reads them on its caller's thread, instead of waking the path's thread for
     /// each; the path's timers and queued work run in ``poll()`` too, so call it every frame
@@ -96,12 +96,12 @@ final class NiceDatagramPort: DatagramPort {
         return sent
     }
 
-    func setReceiver(_ receiver: (@Sendable ([UInt8]) -> Void)?) {
+    func setReceiver(_ receiver: (@Sendable (UnsafeRawBufferPointer) -> Void)?) {
         self.receiver.withLock { $0 = receiver.map(DatagramReceiver.init) }
     }
 
     /// The receiver, if one is set (the sink's receive callback asks on every datagram).
-    var currentReceiver: (@Sendable ([UInt8]) -> Void)? { receiver.withLock { $0 }?.call }
+    var currentReceiver: (@Sendable (UnsafeRawBufferPointer) -> Void)? { receiver.withLock { $0 }?.call }
 
     /// A new stream (first start or ICE restart). Runs on the loop thread.
     func use(stream: UInt32) {
@@ -119,6 +119,6 @@ final class NiceDatagramPort: DatagramPort {
 /// A datagram receiver held by reference, so reading it under a lock copies a pointer, never
 /// the closure (see ``NiceDatagramPort``).
 final class DatagramReceiver: Sendable {
-    let call: @Sendable ([UInt8]) -> Void
-    init(_ call: @escaping @Sendable ([UInt8]) -> Void) { self.call = call }
+    let call: @Sendable (UnsafeRawBufferPointer) -> Void
+    init(_ call: @escaping @Sendable (UnsafeRawBufferPointer) -> Void) { self.call = call }
 }

@@ -90,11 +90,13 @@ final class AgentSink: Sendable {
     /// The media path's direct receiver, when one is set (``DatagramPort``).
     let port = Locked<NiceDatagramPort?>(nil)
 
-    func received(stream: UInt32, _ bytes: [UInt8]) {
+    /// `bytes` are libnice's, valid during the call only: the direct receiver copies what it
+    /// keeps; the datagram sequence gets a copy.
+    func received(stream: UInt32, _ bytes: UnsafeRawBufferPointer) {
         if let receiver = port.withLock({ $0 })?.currentReceiver {
             receiver(bytes)
         } else {
-            datagrams.yield(IceDatagram(bytes: bytes))
+            datagrams.yield(IceDatagram(bytes: [UInt8](bytes)))
         }
     }
 
@@ -243,9 +245,8 @@ final class NiceHandle: @unchecked Sendable {  // confined: its pointer is used 
         }
         let attached = nice_agent_attach_recv(agent, stream, 1, loop.context, { _, stream, _, length, buffer, data in
             guard let buffer, length > 0 else { return }
-            // The buffer is valid only during this callback: copy it out.
-            let bytes = [UInt8](UnsafeRawBufferPointer(start: buffer, count: Int(length)))
-            AgentSink.from(data).received(stream: stream, bytes)
+            // The buffer is valid only during this callback: whoever keeps it copies it.
+            AgentSink.from(data).received(stream: stream, UnsafeRawBufferPointer(start: buffer, count: Int(length)))
         }, Unmanaged.passUnretained(sink).toOpaque())
         guard attached != 0 else { throw .libnice(function: "nice_agent_attach_recv", detail: "stream \(stream)") }
         port.use(stream: stream)

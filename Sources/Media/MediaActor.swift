@@ -31,6 +31,8 @@ public actor MediaActor: MediaClockClient {
     let inbox = Inbox()
     /// The inbox's other buffer: each tick swaps it in, so neither is copied or reallocated.
     private var drained: [(bytes: [UInt8], arrival: Duration)] = []
+    /// Buffers of the datagrams this tick handled, given back to the inbox at the next.
+    private var handled: [[UInt8]] = []
 
     var jitter: JitterBuffer
     /// Lengthens or shortens decoded speech when the jitter buffer moves its delay.
@@ -190,13 +192,8 @@ public actor MediaActor: MediaClockClient {
         // clock only: manual clocks stay deterministic).
         let wakeOnFirstPacket = !clock.isManual
         transport.setReceiveHandler { [weak self] bytes in
-            let arrival = clock.now
-            inbox.items.withLock { box in
-                // Bounded: a stalled actor drops the oldest datagrams rather than grow.
-                if box.count >= 256 { box.removeFirst() }
-                box.append((bytes, arrival))
-            }
-            if wakeOnFirstPacket, let self,
+            inbox.put(bytes, arrival: clock.now)
+            if wakeOnFirstPacket, inbox.firstAudio.load(ordering: .relaxed) == 0, let self,
                inbox.firstAudio.compareExchange(expected: 0, desired: 1, ordering: .relaxed).exchanged {
                 Task { await self.playOnArrival() }
             }
@@ -376,7 +373,7 @@ public actor MediaActor: MediaClockClient {
     func receive(now: Duration) {
         var datagrams: [(bytes: [UInt8], arrival: Duration)] = []
         swap(&datagrams, &drained)  // held once: the receiving thread appends without a copy
-        inbox.items.withLock { swap(&$0, &datagrams) }
+        inbox.take(&datagrams, returning: &handled)
         defer {
             datagrams.removeAll(keepingCapacity: true)
             drained = datagrams
@@ -390,6 +387,7 @@ public actor MediaActor: MediaClockClient {
             case .rtcp: receiveRTCP(bytes, arrival: datagrams[i].arrival)
             default: stats.malformedDropped += 1
             }
+            handled.append(bytes)
         }
     }
 

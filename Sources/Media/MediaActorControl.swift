@@ -259,9 +259,38 @@ struct LevelMeter {
 }
 
 /// Datagrams received between two ticks, with their arrival times. Filled by the transport's
-/// thread, emptied by the media actor.
+/// thread (or the tick's own, when it polls), emptied by the media actor. Each datagram is
+/// copied into the buffer of one the actor has handled, so a steady call allocates nothing here.
 final class Inbox: Sendable {
-    let items = Locked<[(bytes: [UInt8], arrival: Duration)]>([])
+    struct Box {
+        var items: [(bytes: [UInt8], arrival: Duration)] = []
+        /// Buffers of handled datagrams, for the next ones.
+        var spares: [[UInt8]] = []
+    }
+    let box = Locked(Box())
     /// Until the first frame plays: 0 idle, 1 a wake-up is on its way to the actor, 2 played.
     let firstAudio = Atomic<Int>(0)
+    /// Bounded: a stalled actor drops the oldest datagrams rather than grow.
+    static let capacity = 256
+    static let spareLimit = 16
+
+    func put(_ bytes: UnsafeRawBufferPointer, arrival: Duration) {
+        box.withLock { box in
+            if box.items.count >= Self.capacity { box.items.removeFirst() }
+            var buffer = box.spares.popLast() ?? []
+            buffer.removeAll(keepingCapacity: true)
+            buffer.append(contentsOf: bytes)
+            box.items.append((buffer, arrival))
+        }
+    }
+
+    /// Swaps what arrived into `items` (handing over the emptied list the caller passes in) and
+    /// takes back the buffers of `handled` datagrams.
+    func take(_ items: inout [(bytes: [UInt8], arrival: Duration)], returning handled: inout [[UInt8]]) {
+        box.withLock { box in
+            swap(&box.items, &items)
+            while box.spares.count < Self.spareLimit, let buffer = handled.popLast() { box.spares.append(buffer) }
+        }
+        handled.removeAll(keepingCapacity: true)
+    }
 }

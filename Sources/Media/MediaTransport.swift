@@ -7,7 +7,9 @@ public protocol MediaTransport: AnyObject, Sendable {
     /// Sends one datagram; failures are the transport's to count (media does not retry).
     nonisolated(nonsending) func send(_ datagram: [UInt8]) async
     /// Sets where received datagrams go (replacing any previous handler). Called on any thread.
-    func setReceiveHandler(_ handler: (@Sendable ([UInt8]) -> Void)?)
+    /// The bytes are lent for the call only: the handler copies what it keeps (into a buffer
+    /// of its own, so a steady call allocates nothing per packet).
+    func setReceiveHandler(_ handler: (@Sendable (UnsafeRawBufferPointer) -> Void)?)
     /// On (true): received datagrams may wait until ``pollReceived()`` hands them to the
     /// handler on the tick's own thread, so no thread wakes per packet. Off: they are handed
     /// over as they arrive. The default implementation ignores it (always as they arrive).
@@ -103,7 +105,7 @@ public final class InMemoryMediaLink: MediaClockClient {
         }
 
         nonisolated(nonsending) public func send(_ datagram: [UInt8]) async { core.carry(datagram, from: index) }
-        public func setReceiveHandler(_ handler: (@Sendable ([UInt8]) -> Void)?) {
+        public func setReceiveHandler(_ handler: (@Sendable (UnsafeRawBufferPointer) -> Void)?) {
             core.handlers[index].set(handler)
         }
     }
@@ -141,12 +143,12 @@ public final class InMemoryMediaLink: MediaClockClient {
         /// read through `withLock` wrapped it in one more reabstraction thunk.
         final class Handler: Sendable {
             private final class Box: Sendable {
-                let call: @Sendable ([UInt8]) -> Void
-                init(_ call: @escaping @Sendable ([UInt8]) -> Void) { self.call = call }
+                let call: @Sendable (UnsafeRawBufferPointer) -> Void
+                init(_ call: @escaping @Sendable (UnsafeRawBufferPointer) -> Void) { self.call = call }
             }
             private let handler = Locked<Box?>(nil)
-            func set(_ call: (@Sendable ([UInt8]) -> Void)?) { handler.withLock { $0 = call.map(Box.init) } }
-            var current: (@Sendable ([UInt8]) -> Void)? { handler.withLock { $0 }?.call }
+            func set(_ call: (@Sendable (UnsafeRawBufferPointer) -> Void)?) { handler.withLock { $0 = call.map(Box.init) } }
+            var current: (@Sendable (UnsafeRawBufferPointer) -> Void)? { handler.withLock { $0 }?.call }
         }
 
         init(clock: MediaClock, state: State) {
@@ -183,7 +185,8 @@ public final class InMemoryMediaLink: MediaClockClient {
         }
 
         func deliver(_ datagram: [UInt8], to index: Int) {
-            handlers[index].current?(datagram)
+            guard let handler = handlers[index].current else { return }
+            datagram.withUnsafeBytes(handler)
         }
 
         func deliverDue(at now: Duration) {
