@@ -422,9 +422,17 @@ final class CallRunner {
             : peers[uuid].map { " with \($0)" } ?? ""
         let keys = connectedCalls.count > 1 || !ringing.isEmpty ? "a e m h s c u 0-9 q" : "m h 0-9 o q"
         let e2e = securities[uuid].map { $0.frameEncryption ? " | e2e \($0.securityCode ?? "")" : " | no e2e" } ?? ""
-        let text = "\r\u{1B}[2K● \(what)\(with)\(others)\(e2e) | pair \(pair) | RTT \(rtt) | loss \(s.packetsLost) | jitter \(Self.milliseconds(s.jitter)) ms | \(s.sendBitrate / 1000)/\(s.receiveBitrate / 1000) kbit/s | level \(Int(s.sendLevel))/\(Int(s.receiveLevel)) dB | \(keys)"
+        let load = Self.loadNote(configured: node.configuration.media, current: s.opusComplexity)
+        let text = "\r\u{1B}[2K● \(what)\(with)\(others)\(e2e) | pair \(pair) | RTT \(rtt) | loss \(s.packetsLost) | jitter \(Self.milliseconds(s.jitter)) ms | \(s.sendBitrate / 1000)/\(s.receiveBitrate / 1000) kbit/s | level \(Int(s.sendLevel))/\(Int(s.receiveLevel)) dB\(load) | \(keys)"
         FileHandle.standardOutput.write(Data(text.utf8))
         statusShown = true
+    }
+
+    /// Said on the status line while this host's load keeps the encoder below the configured
+    /// complexity (the node's media threads run late): why the audio sent is plainer.
+    static func loadNote(configured: MediaConfiguration, current: Int) -> String {
+        guard configured.complexityFollowsLoad, current < configured.opus.complexity else { return "" }
+        return " | busy host: complexity \(current) of \(configured.opus.complexity)"
     }
 
     private func clearStatus() {
