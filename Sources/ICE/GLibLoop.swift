@@ -210,7 +210,7 @@ final class GLibLoop: Sendable {
     /// borrower's thread. Call ``iterateLent()`` often (every frame period): nothing of the
     /// agent runs otherwise. No-op once the loop is stopping.
     func lend() {
-        guard parking.lend().changed else { return }
+        guard parking.lend() else { return }
         g_main_context_wakeup(context)  // out of its poll, so it lets go of the context
     }
 
@@ -287,12 +287,12 @@ private final class Parking: @unchecked Sendable {  // every field is guarded by
     }
 
     /// Lends the context unless the loop is quitting; whether that changed anything (false
-    /// when it was lent already).
-    func lend() -> (lent: Bool, changed: Bool) {
+    /// when it was lent already, or the loop is quitting).
+    func lend() -> Bool {
         lock.withLock {
-            guard !quitting else { return (false, false) }
-            defer { lent = true }
-            return (true, !lent)
+            guard !quitting, !lent else { return false }
+            lent = true
+            return true
         }
     }
 

@@ -14,11 +14,7 @@ extension RealTimeTests {
 @Suite struct BusyPoolTests {
     @Test func aCallPlaysOnWhileEveryThreadOfTheCooperativePoolIsBlocked() async throws {
         let f = try TwoNodeTests.Fixture()
-        let alice = try await f.node("alice", input: .tone(440))
-        let bob = try await f.node("bob", output: .wav(f.path("bob-out.wav")))
-        try await f.trust(alice, as: "alice", bob, as: "bob")
-        let bobEvents = bob.events()
-        let call = try await alice.call(.contact("bob"))
+        let (alice, bob, bobEvents, call) = try await f.toneCall()
         _ = try await TwoNodeTests.next(bobEvents) { if case let .statistics(_, s) = $0 { s.packetsReceived >= 100 } else { false } }
 
         // One blocking task per pool thread (the pool is as wide as the machine has cores),

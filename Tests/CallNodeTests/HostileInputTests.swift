@@ -175,11 +175,7 @@ extension RealTimeTests {
     /// call plays on.
     @Test func replayedAndTamperedSRTPFromThePeersAddressIsDroppedAndCountedAndTheCallPlaysOn() async throws {
         let f = try TwoNodeTests.Fixture()
-        let alice = try await f.node("alice", input: .tone(440))
-        let bob = try await f.node("bob", output: .wav(f.path("bob-out.wav")))
-        try await f.trust(alice, as: "alice", bob, as: "bob")
-        let bobEvents = bob.events()
-        let call = try await alice.call(.contact("bob"))
+        let (alice, bob, bobEvents, call) = try await f.toneCall()
         guard case let .selectedPair(bobCall, pair) = try await TwoNodeTests.next(bobEvents, where: {
             if case .selectedPair = $0 { true } else { false }
         }) else { return }

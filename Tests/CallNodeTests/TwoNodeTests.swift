@@ -44,6 +44,16 @@ extension RealTimeTests {
             return node
         }
 
+        /// Alice, playing a 440 Hz tone, calls Bob, who records what he hears into
+        /// `bob-out.wav`; each knows the other. Bob's events are followed from before the call.
+        func toneCall() async throws -> (alice: CallNode, bob: CallNode, bobEvents: AsyncStream<NodeEvent>, call: UUID) {
+            let alice = try await node("alice", input: .tone(440))
+            let bob = try await node("bob", output: .wav(path("bob-out.wav")))
+            try await trust(alice, as: "alice", bob, as: "bob")
+            let bobEvents = bob.events()
+            return (alice, bob, bobEvents, try await alice.call(.contact("bob")))
+        }
+
         /// `a` knows `b` by name (with its address); `b` knows `a`.
         func trust(_ a: CallNode, as aName: String, _ b: CallNode, as bName: String) async throws {
             try await a.store.contacts.add(Contact(name: bName, fingerprint: b.identity.fingerprint.hex, address: b.listenAddress?.description))
