@@ -244,6 +244,14 @@ final class NiceHandle: @unchecked Sendable {  // confined: its pointer is used 
             }
         }
         let attached = nice_agent_attach_recv(agent, stream, 1, loop.context, { _, stream, _, length, buffer, data in
+            // The socket's source (libnice calls this from its dispatch on the thread that owns
+            // the context) may recurse: GLib then leaves its descriptor in the poll set while it
+            // dispatches, instead of taking it out and putting it back, each of which wrote the
+            // context's wakeup descriptor and cost the next poll an extra pass and a read — four
+            // system calls a datagram. Nothing dispatched from this context iterates it again.
+            if let source = g_main_current_source(), g_source_get_can_recurse(source) == 0 {
+                g_source_set_can_recurse(source, 1)
+            }
             guard let buffer, length > 0 else { return }
             // The buffer is valid only during this callback: whoever keeps it copies it.
             AgentSink.from(data).received(stream: stream, UnsafeRawBufferPointer(start: buffer, count: Int(length)))

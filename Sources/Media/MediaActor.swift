@@ -30,7 +30,7 @@ public actor MediaActor: MediaClockClient {
     var frameCipher: FrameCipher?
     let inbox = Inbox()
     /// The inbox's other buffer: each tick swaps it in, so neither is copied or reallocated.
-    private var drained: [(bytes: [UInt8], arrival: Duration)] = []
+    private var drained: [Inbox.Datagram] = []
     /// Buffers of the datagrams this tick handled, given back to the inbox at the next.
     private var handled: [[UInt8]] = []
 
@@ -278,6 +278,8 @@ public actor MediaActor: MediaClockClient {
     public var statistics: MediaStatistics {
         var s = stats
         s.jitterBuffer = jitter.statistics
+        s.sendLevel = sendMeter.level
+        s.receiveLevel = receiveMeter.level
         s.jitter = reception.jitterDuration
         s.packetsLost = Int(reception.cumulativeLost)
         s.fecExpectedLossPercent = encoder.expectedLossPercent
@@ -371,7 +373,7 @@ public actor MediaActor: MediaClockClient {
     }
 
     func receive(now: Duration) {
-        var datagrams: [(bytes: [UInt8], arrival: Duration)] = []
+        var datagrams: [Inbox.Datagram] = []
         swap(&datagrams, &drained)  // held once: the receiving thread appends without a copy
         inbox.take(&datagrams, returning: &handled)
         defer {
@@ -436,7 +438,7 @@ public actor MediaActor: MediaClockClient {
             // time) and is not sent. The timestamp moves on with the clock, so the peer sees
             // the pause as time passing when audio comes back.
             guard sendingAudio, let hold = holdAudio else {
-                stats.sendLevel = sendMeter.add([])
+                sendMeter.add([])
                 timestamp &+= timestampStep
                 return
             }
@@ -461,7 +463,7 @@ public actor MediaActor: MediaClockClient {
                 captureFrame[i] = Int16(max(-32768, min(32767, Double(captureFrame[i]) * micGain)))
             }
         }
-        stats.sendLevel = sendMeter.add(captureFrame)
+        sendMeter.add(captureFrame)
 
         defer { timestamp &+= timestampStep }
         if let event = nextTelephoneEvent() {

@@ -239,8 +239,8 @@ struct LevelMeter {
     /// - Parameter frames: How many frames the level spans.
     init(frames: Int) { energies = [Double](repeating: 0, count: max(1, frames)) }
 
-    /// Adds a frame; returns the level over the span ending with it.
-    mutating func add(_ frame: [Int16]) -> Double {
+    /// Adds a frame (an empty one is silence).
+    mutating func add(_ frame: [Int16]) {
         // Integer squares (a frame's sum fits easily): no per-sample conversions.
         var sum: Int64 = 0
         frame.withUnsafeBufferPointer { samples in
@@ -251,6 +251,12 @@ struct LevelMeter {
         }
         energies[next] = Double(sum) / Double(max(1, frame.count))
         next = (next + 1) % energies.count
+    }
+
+    /// The level over the span ending with the last frame, in dB below full scale (−100 for
+    /// silence). Worked out when asked (statistics are read a few times a second, frames come
+    /// fifty times), not per frame.
+    var level: Double {
         var total = 0.0
         for e in energies { total += e }
         let rms = (total / Double(energies.count)).squareRoot() / 32768
@@ -262,8 +268,15 @@ struct LevelMeter {
 /// thread (or the tick's own, when it polls), emptied by the media actor. Each datagram is
 /// copied into the buffer of one the actor has handled, so a steady call allocates nothing here.
 final class Inbox: Sendable {
+    /// A datagram as it arrived (a struct, not a tuple: lists of tuples are copied and
+    /// destroyed through the runtime's generic value witnesses).
+    struct Datagram {
+        var bytes: [UInt8]
+        var arrival: Duration
+    }
+
     struct Box {
-        var items: [(bytes: [UInt8], arrival: Duration)] = []
+        var items: [Datagram] = []
         /// Buffers of handled datagrams, for the next ones.
         var spares: [[UInt8]] = []
     }
@@ -276,17 +289,17 @@ final class Inbox: Sendable {
 
     func put(_ bytes: UnsafeRawBufferPointer, arrival: Duration) {
         box.withLock { box in
-            if box.items.count >= Self.capacity { box.items.removeFirst() }
-            var buffer = box.spares.popLast() ?? []
+            // Over the bound the oldest datagram goes, and its buffer carries the new one.
+            var buffer = box.items.count >= Self.capacity ? box.items.removeFirst().bytes : box.spares.popLast() ?? []
             buffer.removeAll(keepingCapacity: true)
             buffer.append(contentsOf: bytes)
-            box.items.append((buffer, arrival))
+            box.items.append(Datagram(bytes: buffer, arrival: arrival))
         }
     }
 
     /// Swaps what arrived into `items` (handing over the emptied list the caller passes in) and
     /// takes back the buffers of `handled` datagrams.
-    func take(_ items: inout [(bytes: [UInt8], arrival: Duration)], returning handled: inout [[UInt8]]) {
+    func take(_ items: inout [Datagram], returning handled: inout [[UInt8]]) {
         box.withLock { box in
             swap(&box.items, &items)
             while box.spares.count < Self.spareLimit, let buffer = handled.popLast() { box.spares.append(buffer) }

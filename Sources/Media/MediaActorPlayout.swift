@@ -78,7 +78,7 @@ extension MediaActor {
     }
 
     func deliver(_ frame: [Int16]) {
-        stats.receiveLevel = receiveMeter.add(frame)
+        receiveMeter.add(frame)
         sink.write(frame)
     }
 }

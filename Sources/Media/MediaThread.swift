@@ -21,8 +21,13 @@ public final class MediaThread: TaskExecutor, @unchecked Sendable {  // every mu
     private let lock = ConditionLock()
     private var jobs: [UnownedJob] = []
     private var spare: [UnownedJob] = []
-    /// The loop's sleep: when it ends (nil: when poked), and the continuation to resume.
-    private var alarm: (deadline: timespec?, continuation: CheckedContinuation<Void, Never>)?
+    /// The loop's sleep: the continuation to resume, and when (`hasDeadline` false: when poked).
+    /// Plain fields, not an optional tuple: a tuple holding a generic continuation is copied
+    /// through the runtime's value witnesses at each look, several times a frame period. The
+    /// continuation is unchecked: only the loop resumes it, once, as it clears the field.
+    private var alarm: UnsafeContinuation<Void, Never>?
+    private var alarmDeadline = timespec()
+    private var hasDeadline = false
     private var poked = false
     private var sleeping = false
     private var stopping = false
@@ -79,7 +84,7 @@ public final class MediaThread: TaskExecutor, @unchecked Sendable {  // every mu
     public func sleep(until deadline: ContinuousClock.Instant?) async {
         let wake = deadline.map(Self.monotonic(at:))
         await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
                 lock.lock()
                 if poked || stopping {
                     poked = false
@@ -88,7 +93,9 @@ public final class MediaThread: TaskExecutor, @unchecked Sendable {  // every mu
                     return
                 }
                 precondition(alarm == nil, "one sleeper at a time")
-                alarm = (wake, continuation)
+                alarm = continuation
+                hasDeadline = wake != nil
+                alarmDeadline = wake ?? timespec()
                 let signal = sleeping
                 lock.unlock()
                 if signal { lock.signal() }
@@ -131,13 +138,13 @@ public final class MediaThread: TaskExecutor, @unchecked Sendable {  // every mu
         let executor = asUnownedTaskExecutor()
         lock.lock()
         while true {
-            var resume: CheckedContinuation<Void, Never>?
+            var resume: UnsafeContinuation<Void, Never>?
             if let current = alarm {
                 if poked || stopping {
                     poked = false
-                    resume = current.continuation
-                } else if let deadline = current.deadline, Self.reached(deadline) {
-                    resume = current.continuation
+                    resume = current
+                } else if hasDeadline && Self.reached(alarmDeadline) {
+                    resume = current
                 }
                 if resume != nil { alarm = nil }
             }
@@ -147,8 +154,8 @@ public final class MediaThread: TaskExecutor, @unchecked Sendable {  // every mu
                     break
                 }
                 sleeping = true
-                if let deadline = alarm?.deadline {
-                    lock.wait(until: deadline)
+                if alarm != nil && hasDeadline {
+                    lock.wait(until: alarmDeadline)
                 } else {
                     lock.wait()
                 }
