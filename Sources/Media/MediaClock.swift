@@ -213,7 +213,9 @@ public final class MediaClock: Sendable {
         clients.withLock { all in
             claimed.withLock { lists in
                 guard lists.indices.contains(lane) else { return }
-                for index in all.indices where all[index].lane == lane && all[index].phase == phase {
+                // Last first: the lane takes its own from the end (no shifting of the list per
+                // tick), so they run in the clients' order; other lanes take from the front.
+                for index in all.indices.reversed() where all[index].lane == lane && all[index].phase == phase {
                     if let claimed = take(&all[index], at: due) { lists[lane].append(claimed) }
                 }
             }
@@ -221,17 +223,17 @@ public final class MediaClock: Sendable {
     }
 
     /// The next tick for `lane`: its own claimed ones first, then, from a lane that has fallen
-    /// behind (its waiting ticks were due more than a phase step ago), the back of its list.
+    /// behind (its waiting ticks were due more than a phase step ago), the one it would run last.
     /// Only then: a call that moves to another core leaves its codec state in the first core's
     /// cache, which costs more than the wait while the lanes keep up.
     private func nextClaimed(for lane: Int) -> Claimed? {
         let behind = now - step
         return claimed.withLock { all -> Claimed? in
             guard all.indices.contains(lane) else { return nil }
-            if !all[lane].isEmpty { return all[lane].removeFirst() }
+            if let own = all[lane].popLast() { return own }
             guard let other = all.indices.max(by: { all[$0].count < all[$1].count }),
-                  let last = all[other].last, last.due < behind else { return nil }
-            return all[other].removeLast()
+                  let last = all[other].first, last.due < behind else { return nil }
+            return all[other].removeFirst()
         }
     }
 
