@@ -336,9 +336,14 @@ public actor CallNode: Service {
         for server in webServers { await server.close() }
         for page in webPages { page.close() }
         store.stopWatching()
-        for task in tasks { task.cancel() }
-        for task in tasks { await task.value }
-        tasks.removeAll()
+        // Until none is left: a task kept while these waited (``keep(_:)`` cancels it at once
+        // now) is waited for too, not dropped.
+        while !tasks.isEmpty {
+            let current = tasks
+            tasks.removeAll()
+            for task in current { task.cancel() }
+            for task in current { await task.value }
+        }
         broadcaster.finish()
     }
 
@@ -551,7 +556,12 @@ public actor CallNode: Service {
 
     // Tasks are created before they are stored: a task created inside a modify access of
     // actor state would start inside that access.
-    func keep(_ task: Task<Void, Never>) { tasks.append(task) }
+    /// Once the node is shutting down a kept task is cancelled at once (``shutdown()`` still
+    /// waits for it).
+    func keep(_ task: Task<Void, Never>) {
+        if isShutDown { task.cancel() }
+        tasks.append(task)
+    }
 }
 
 /// A weak reference to a node for the tasks it owns, so they do not keep it alive.

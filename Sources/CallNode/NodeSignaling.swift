@@ -66,6 +66,11 @@ extension CallNode {
     public func serveWeb(host: String, port: Int, secret: String, https: WebPageCertificate? = nil) async throws(SignalingError) -> SignalAddress {
         let server = try await WebSignalingServer(host: host, port: port, secret: secret, page: WebPage.html,
                                                   https: https, limits: configuration.signalingLimits)
+        guard !isShutDown else {
+            // Shut down before or while the server was being made: nothing would close it.
+            await server.close()
+            throw .cannotListen("\(host):\(port)", reason: "the node has shut down")
+        }
         webServers.append(server)
         let weak = WeakNode(self)
         keep(Task {

@@ -3,6 +3,10 @@ import CallNodeTestSupport
 import Foundation
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Two real nodes in one process: TLS signaling over loopback TCP, libnice ICE on 127.0.0.1,
 /// SRTP and Opus, WAV files as microphone and speaker. These check outcomes (what was heard,
 /// what was recorded, why a call ended), never wall times.
@@ -446,6 +450,36 @@ extension RealTimeTests {
         #expect(!sawIncoming)
         await alice.shutdown()
         await bob.shutdown()
+    }
+
+    /// A port on 127.0.0.1 that nothing listens on now, and whether one can be bound.
+    static func bindLoopback(port: UInt16 = 0) -> UInt16? {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw -> Bool in
+                bind(descriptor, raw, length) == 0 && getsockname(descriptor, raw, &length) == 0
+            }
+        }
+        return bound ? UInt16(bigEndian: address.sin_port) : nil
+    }
+
+    @Test func aNodeThatHasShutDownServesNoCallPage() async throws {
+        let fixture = try Fixture()
+        let node = try await fixture.node("solo")
+        await node.shutdown()
+        let port = try #require(Self.bindLoopback())
+        await #expect(throws: SignalingError.self, "a shut-down node refuses to serve the page") {
+            _ = try await node.serveWeb(host: "127.0.0.1", port: Int(port), secret: "secret")
+        }
+        // Nothing was left listening there (before, the server ran on with nothing to close it).
+        #expect(Self.bindLoopback(port: port) == port, "the page's port is still taken after the refusal")
     }
 
     @Test func garbageAtTheSignalingPortIsAnsweredAndTheNodeKeepsServing() async throws {
