@@ -300,8 +300,12 @@ public actor CallNode: Service {
                                                        registered: { broadcaster.send(.registered(relay)) }) { connection, messages in
                             await weak.node?.serve(connection, messages)
                         }
+                        // Cancelled (a new registration replaced this one, or shut-down): the
+                        // node let go of the relay, the relay did not drop it.
+                        guard !Task.isCancelled else { return }
                         broadcaster.send(.relayLost("the relay at \(relay) closed the connection"))
                     } catch {
+                        guard !Task.isCancelled else { return }
                         broadcaster.send(.relayLost("\(error)"))
                     }
                     guard (try? await timerClock.sleep(until: timerClock.now + .seconds(3))) != nil else { return }

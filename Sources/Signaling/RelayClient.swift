@@ -265,12 +265,14 @@ public enum RelayClient {
             if message.op == "waiting" { waiting(); continue }
             if message.op == "paired" { paired = message }
             if message.op == "error" {
-                    try? await channel.close()
+                try? await channel.close()
                 throw RelayError(message.reason ?? "refused")
             }
             break
         }
         guard let paired else {
+            // Also when the wait was cancelled: the connection is ours to close.
+            try? await channel.close()
             throw RelayError("the relay closed the connection before the session was paired")
         }
         let (framed, handshake) = try ready.take()

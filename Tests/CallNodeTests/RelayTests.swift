@@ -54,6 +54,21 @@ extension RealTimeTests {
         await relay.close()
     }
 
+    /// Shutting down lets go of the relay: the node does not report that the relay dropped it.
+    @Test func aNodeShuttingDownDoesNotReportTheRelayLost() async throws {
+        let f = try Fixture()
+        let relay = try await RelayServer(host: "127.0.0.1", port: 0)
+        let bob = try await relayedNode(f, "bob", relay: relay)
+        let bobEvents = bob.events()
+        await bob.start()
+        _ = try await TwoNodeTests.next(bobEvents) { if case .registered = $0 { true } else { false } }
+        await bob.shutdown()
+        var after: [String] = []
+        for await event in bobEvents { after.append("\(event)") }  // the stream ends with the shut-down
+        #expect(!after.contains { $0.contains("relayLost") }, "\(after)")
+        await relay.close()
+    }
+
     /// The relay restarts (a new process on the same port, knowing nobody): the registered node
     /// registers again by itself, and a call through the new relay reaches it.
     @Test func aRegisteredNodeSurvivesARelayRestart() async throws {
