@@ -150,6 +150,14 @@ public actor CallNode: Service {
 
     func setAudioActive(_ active: Bool) { audioActive = active }
 
+    /// ``shutdown()`` is the way out (it hangs up and closes every socket in order); a started
+    /// node released without it at least stops what it started (its tasks hold it weakly, so
+    /// they would run on, serving nobody).
+    deinit {
+        for task in tasks { task.cancel() }
+        for run in legRuns.values { run.cancel() }
+    }
+
     /// Loads (or creates) the identity and database in the home directory, prepares the audio
     /// session and binds the signaling listener.
     ///

@@ -482,6 +482,22 @@ extension RealTimeTests {
         #expect(Self.bindLoopback(port: port) == port, "the page's port is still taken after the refusal")
     }
 
+    @Test func aStartedNodeReleasedWithoutShutDownStopsListening() async throws {
+        let fixture = try Fixture()
+        var port: UInt16 = 0
+        do {
+            let node = try await fixture.node("dropped")
+            port = UInt16(try #require(node.listenAddress?.port))
+            #expect(Self.bindLoopback(port: port) == nil, "the node listens there")
+        }  // released here, never shut down
+        // Its tasks are cancelled as it goes: the listener's closes the socket (waited for, bounded).
+        let deadline = ContinuousClock.now + .seconds(10)
+        while Self.bindLoopback(port: port) == nil && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(Self.bindLoopback(port: port) == port, "a released node's listener ran on")
+    }
+
     @Test func garbageAtTheSignalingPortIsAnsweredAndTheNodeKeepsServing() async throws {
         let f = try Fixture()
         let alice = try await f.node("alice", input: .tone(440))
