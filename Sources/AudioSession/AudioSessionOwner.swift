@@ -45,6 +45,10 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
     var state: State = .inactive
     var knownRoutes: [AudioRoute]
     private var monitor: Task<Void, Never>?
+    /// After ``shutdown()``: nothing starts watching again (a late start had nobody to stop it).
+    var isShutDown = false
+    /// Whether routes are polled now (``startMonitoringRoutes(every:)``).
+    public var isMonitoringRoutes: Bool { monitor != nil }
     /// Watches the open devices for failure while active.
     var healthWatch: Task<Void, Never>?
     /// How often the open devices are checked for failure while active.
@@ -186,9 +190,9 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
     public var ports: [BridgePortID] { devices.state.withLock { $0.bridge.portIDs } }
 
     /// Polls the backend's routes every `interval` on the session's clock and reports devices
-    /// that appear or disappear. Stopped by ``shutdown()``.
+    /// that appear or disappear. Stopped by ``shutdown()``; does nothing after it.
     public func startMonitoringRoutes(every interval: Duration = .seconds(2)) {
-        guard monitor == nil else { return }
+        guard monitor == nil, !isShutDown else { return }
         let clock = self.clock
         monitor = Task { [weak self] in
             var next = clock.now + interval
@@ -215,6 +219,7 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
 
     /// Stops route monitoring, closes any open devices and ends the event streams.
     public func shutdown() async {
+        isShutDown = true
         monitor?.cancel()
         monitor = nil
         stopHealthWatch()

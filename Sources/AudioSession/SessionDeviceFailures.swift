@@ -8,7 +8,7 @@ extension AudioSessionOwner {
     /// Checks the open devices every ``deviceCheckInterval`` on the session's clock while active
     /// — when one of them can fail at all (files, tones and null outputs cannot: no check then).
     func startHealthWatch() {
-        guard healthWatch == nil else { return }
+        guard healthWatch == nil, !isShutDown else { return }
         let checkable = devices.state.withLock { ($0.capture?.canFail ?? false) || ($0.playback?.canFail ?? false) }
         guard checkable else { return }
         let clock = self.clock, interval = deviceCheckInterval

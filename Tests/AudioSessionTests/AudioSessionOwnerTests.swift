@@ -124,6 +124,18 @@ import Testing
         await session.shutdown()
     }
 
+    @Test func aShutDownSessionDoesNotStartWatchingRoutesAgain() async {
+        let session = Self.appSession(ManualRenderingBackend())
+        await session.startMonitoringRoutes(every: .seconds(2))
+        #expect(await session.isMonitoringRoutes)
+        await session.shutdown()
+        #expect(await !session.isMonitoringRoutes)
+        // A start that comes late (a task of the node's that ran after its shut-down) is refused:
+        // nothing would ever stop that monitor.
+        await session.startMonitoringRoutes(every: .seconds(2))
+        #expect(await !session.isMonitoringRoutes)
+    }
+
     @Test func aMissingDeviceIsAClearErrorAndNothingStaysOpen() async {
         await ALSATestLock.withLock {
             let session = AudioSessionOwner<AppOwned>(
