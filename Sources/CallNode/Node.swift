@@ -52,7 +52,11 @@ public actor CallNode: Service {
     var audioActive = false
     /// Why the audio session last failed to activate (system-owned mode), until it next works.
     var audioFailure: String?
+    /// Tasks that run as long as the node does, cancelled and waited for by ``shutdown()``.
     var tasks: [Task<Void, Never>] = []
+    /// Tasks that end on their own (a session join, closing agents, one relay registration):
+    /// each forgets itself when done, so a node that runs for months does not keep them all.
+    var transientTasks: [UUID: Task<Void, Never>] = [:]
     /// The task keeping this node registered at its relay.
     var relayRegistration: Task<Void, Never>?
     var isStarted = false
@@ -155,6 +159,7 @@ public actor CallNode: Service {
     /// they would run on, serving nobody).
     deinit {
         for task in tasks { task.cancel() }
+        for task in transientTasks.values { task.cancel() }
         for run in legRuns.values { run.cancel() }
     }
 
@@ -300,7 +305,7 @@ public actor CallNode: Service {
             let identity = self.identity, limits = configuration.signalingLimits, broadcaster = self.broadcaster
             let timerClock = configuration.clock
             let weak = WeakNode(self)
-            let task = Task {
+            relayRegistration = keepUntilDone {
                 // Stay registered; after a drop, retry every few seconds until shutdown.
                 while !Task.isCancelled {
                     do {
@@ -319,8 +324,6 @@ public actor CallNode: Service {
                     guard (try? await timerClock.sleep(until: timerClock.now + .seconds(3))) != nil else { return }
                 }
             }
-            relayRegistration = task
-            keep(task)
         }
     }
 
@@ -350,9 +353,10 @@ public actor CallNode: Service {
         store.stopWatching()
         // Until none is left: a task kept while these waited (``keep(_:)`` cancels it at once
         // now) is waited for too, not dropped.
-        while !tasks.isEmpty {
-            let current = tasks
+        while !tasks.isEmpty || !transientTasks.isEmpty {
+            let current = tasks + transientTasks.values
             tasks.removeAll()
+            transientTasks.removeAll()
             for task in current { task.cancel() }
             for task in current { await task.value }
         }
@@ -485,7 +489,7 @@ public actor CallNode: Service {
         guard isStarted, !isShutDown else { throw .notRunning }
         let identity = self.identity, limits = configuration.signalingLimits, broadcaster = self.broadcaster
         let weak = WeakNode(self)
-        keep(Task {
+        keepUntilDone {
             do {
                 try await RelayClient.join(relay: relay.host, port: relay.port, session: session, identity: identity, limits: limits,
                                            waiting: { broadcaster.send(.sessionWaiting(session)) }) { connection, messages, isClient in
@@ -497,7 +501,7 @@ public actor CallNode: Service {
             } catch {
                 broadcaster.send(.sessionFailed("\(error)"))
             }
-        })
+        }
     }
 
     func joined(_ connection: SignalingConnection, session: String, placesCall: Bool, title: String?, startMuted: Bool) async {
@@ -574,6 +578,26 @@ public actor CallNode: Service {
         if isShutDown { task.cancel() }
         tasks.append(task)
     }
+
+    /// Runs `work` in a task the node keeps until it ends (then forgets it), cancels at
+    /// ``shutdown()`` and waits for.
+    @discardableResult
+    func keepUntilDone(_ work: @escaping @Sendable () async -> Void) -> Task<Void, Never> {
+        let id = UUID(), weak = WeakNode(self)
+        // Forgetting hops to the node, so it always comes after the task is stored below.
+        let task = Task {
+            await work()
+            await weak.node?.forgetTask(id)
+        }
+        if isShutDown { task.cancel() }
+        transientTasks[id] = task
+        return task
+    }
+
+    func forgetTask(_ id: UUID) { transientTasks[id] = nil }
+
+    /// Tasks kept now, of both kinds (for tests of a long-running node).
+    var keptTaskCount: Int { tasks.count + transientTasks.count }
 }
 
 /// A weak reference to a node for the tasks it owns, so they do not keep it alive.

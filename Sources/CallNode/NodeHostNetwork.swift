@@ -50,7 +50,7 @@ extension CallNode {
             fillICEPool()
             // Closed off the calls' way: releasing a TURN allocation from an address that is
             // gone waits for answers that never come.
-            keep(Task { for entry in pooled { await (try? await entry.task.value)?.agent.close() } })
+            keepUntilDone { for entry in pooled { await (try? await entry.task.value)?.agent.close() } }
         }
     }
 

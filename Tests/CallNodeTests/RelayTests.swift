@@ -1,4 +1,4 @@
-import CallNode
+@testable import CallNode
 import CallNodeTestSupport
 import Foundation
 import Testing
@@ -52,6 +52,23 @@ extension RealTimeTests {
         await alice.shutdown()
         await bob.shutdown()
         await relay.close()
+    }
+
+    /// A node that runs for months joins many sessions: each join's task is forgotten once it
+    /// ends, not kept until the node shuts down.
+    @Test func endedJoinsLeaveNoTasksBehind() async throws {
+        let f = try Fixture()
+        let node = try await f.node("joiner")
+        let events = node.events()
+        let before = await node.keptTaskCount
+        let nowhere = SignalAddress(host: "127.0.0.1", port: Int(try #require(TwoNodeTests.bindLoopback())))
+        for index in 0..<5 { try await node.join(session: "session-\(index)", relay: nowhere) }
+        for _ in 0..<5 { _ = try await TwoNodeTests.next(events) { if case .sessionFailed = $0 { true } else { false } } }
+        // Each forgets itself right after reporting the failure (waited for, bounded).
+        let deadline = ContinuousClock.now + .seconds(10)
+        while await node.keptTaskCount > before && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(await node.keptTaskCount == before, "the ended joins' tasks are still kept")
+        await node.shutdown()
     }
 
     /// Shutting down lets go of the relay: the node does not report that the relay dropped it.
