@@ -351,15 +351,7 @@ public actor CallNode: Service {
         for server in webServers { await server.close() }
         for page in webPages { page.close() }
         store.stopWatching()
-        // Until none is left: a task kept while these waited (``keep(_:)`` cancels it at once
-        // now) is waited for too, not dropped.
-        while !tasks.isEmpty || !transientTasks.isEmpty {
-            let current = tasks + transientTasks.values
-            tasks.removeAll()
-            transientTasks.removeAll()
-            for task in current { task.cancel() }
-            for task in current { await task.value }
-        }
+        await endTasks()
         broadcaster.finish()
     }
 
@@ -569,39 +561,4 @@ public actor CallNode: Service {
             break
         }
     }
-
-    // Tasks are created before they are stored: a task created inside a modify access of
-    // actor state would start inside that access.
-    /// Once the node is shutting down a kept task is cancelled at once (``shutdown()`` still
-    /// waits for it).
-    func keep(_ task: Task<Void, Never>) {
-        if isShutDown { task.cancel() }
-        tasks.append(task)
-    }
-
-    /// Runs `work` in a task the node keeps until it ends (then forgets it), cancels at
-    /// ``shutdown()`` and waits for.
-    @discardableResult
-    func keepUntilDone(_ work: @escaping @Sendable () async -> Void) -> Task<Void, Never> {
-        let id = UUID(), weak = WeakNode(self)
-        // Forgetting hops to the node, so it always comes after the task is stored below.
-        let task = Task {
-            await work()
-            await weak.node?.forgetTask(id)
-        }
-        if isShutDown { task.cancel() }
-        transientTasks[id] = task
-        return task
-    }
-
-    func forgetTask(_ id: UUID) { transientTasks[id] = nil }
-
-    /// Tasks kept now, of both kinds (for tests of a long-running node).
-    var keptTaskCount: Int { tasks.count + transientTasks.count }
-}
-
-/// A weak reference to a node for the tasks it owns, so they do not keep it alive.
-final class WeakNode: Sendable {
-    weak let node: CallNode?
-    init(_ node: CallNode?) { self.node = node }
 }

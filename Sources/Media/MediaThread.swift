@@ -21,13 +21,12 @@ public final class MediaThread: TaskExecutor, @unchecked Sendable {  // every mu
     private let lock = ConditionLock()
     private var jobs: [UnownedJob] = []
     private var spare: [UnownedJob] = []
-    /// The loop's sleep: the continuation to resume, and when (`hasDeadline` false: when poked).
-    /// Plain fields, not an optional tuple: a tuple holding a generic continuation is copied
-    /// through the runtime's value witnesses at each look, several times a frame period. The
-    /// continuation is unchecked: only the loop resumes it, once, as it clears the field.
+    /// The loop's sleep: the continuation to resume, and when (nil: when poked). Two fields,
+    /// not an optional tuple: a tuple holding a generic continuation is copied through the
+    /// runtime's value witnesses at each look, several times a frame period. The continuation
+    /// is unchecked: only the loop resumes it, once, as it clears the field.
     private var alarm: UnsafeContinuation<Void, Never>?
-    private var alarmDeadline = timespec()
-    private var hasDeadline = false
+    private var alarmDeadline: timespec?
     private var poked = false
     private var sleeping = false
     private var stopping = false
@@ -94,8 +93,7 @@ public final class MediaThread: TaskExecutor, @unchecked Sendable {  // every mu
                 }
                 precondition(alarm == nil, "one sleeper at a time")
                 alarm = continuation
-                hasDeadline = wake != nil
-                alarmDeadline = wake ?? timespec()
+                alarmDeadline = wake
                 let signal = sleeping
                 lock.unlock()
                 if signal { lock.signal() }
@@ -143,7 +141,7 @@ public final class MediaThread: TaskExecutor, @unchecked Sendable {  // every mu
                 if poked || stopping {
                     poked = false
                     resume = current
-                } else if hasDeadline && Self.reached(alarmDeadline) {
+                } else if let deadline = alarmDeadline, Self.reached(deadline) {
                     resume = current
                 }
                 if resume != nil { alarm = nil }
@@ -154,8 +152,8 @@ public final class MediaThread: TaskExecutor, @unchecked Sendable {  // every mu
                     break
                 }
                 sleeping = true
-                if alarm != nil && hasDeadline {
-                    lock.wait(until: alarmDeadline)
+                if alarm != nil, let deadline = alarmDeadline {
+                    lock.wait(until: deadline)
                 } else {
                     lock.wait()
                 }
