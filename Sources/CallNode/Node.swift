@@ -57,6 +57,8 @@ public actor CallNode: Service {
     /// Tasks that end on their own (a session join, closing agents, one relay registration):
     /// each forgets itself when done, so a node that runs for months does not keep them all.
     var transientTasks: [UUID: Task<Void, Never>] = [:]
+    /// The one-time work `start()` does off the pool (replaceable in tests, to make it slow).
+    var warmUp: @Sendable () -> Void
     /// The task keeping this node registered at its relay.
     var relayRegistration: Task<Void, Never>?
     var isStarted = false
@@ -174,6 +176,11 @@ public actor CallNode: Service {
         identity = try NodeIdentity.loadOrCreate(home: configuration.home, commonName: configuration.displayName ?? "callnode").identity
         // DTLS presents the node's own certificate: its DTLS fingerprint is its identity.
         dtlsCertificate = try DTLSCertificate(certificateDER: identity.certificateDER, privateKeyPEM: identity.privateKeyPEM)
+        let identity = self.identity
+        warmUp = {
+            try? SRTPLibrary.initialize()
+            SignalingConnection.prepareToDial(as: identity)
+        }
         store = try CallStore(path: configuration.home + "/callnode.sqlite")
         let clock = configuration.mediaClock ?? MediaClock(frameDuration: configuration.media.opus.frameDuration)
         self.clock = clock
@@ -259,10 +266,18 @@ public actor CallNode: Service {
         // One-time costs that would otherwise fall on the first call's setup: libsrtp's start
         // (its crypto kernel tests every cipher, ~15 ms, between the keys and the first packet)
         // and the TLS settings a dial uses.
-        let identity = self.identity
-        Thread.detachNewThread {
-            try? SRTPLibrary.initialize()
-            SignalingConnection.prepareToDial(as: identity)
+        // They run on a thread of their own (they would hold a pool thread for their ~15 ms),
+        // and the node keeps a task waiting for them: a node shut down at once (a CLI dial that
+        // fails in a millisecond) must not let the process exit while libsrtp is still in
+        // libcrypto, whose exit handlers free the locks that thread is taking.
+        let warmUp = self.warmUp
+        keepUntilDone {
+            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                Thread.detachNewThread {
+                    warmUp()
+                    done.resume()
+                }
+            }
         }
         watchAudioSession()
         watchHostNetwork()

@@ -29,6 +29,9 @@ extension CallNode {
 
     func forgetTask(_ id: UUID) { transientTasks[id] = nil }
 
+    /// Replaces the one-time work ``start()`` does on a thread of its own (tests make it slow).
+    func replaceWarmUp(_ work: @escaping @Sendable () -> Void) { warmUp = work }
+
     /// Tasks kept now, of both kinds (for tests of a long-running node).
     var keptTaskCount: Int { tasks.count + transientTasks.count }
 

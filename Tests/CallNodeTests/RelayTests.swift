@@ -1,6 +1,7 @@
 @testable import CallNode
 import CallNodeTestSupport
 import Foundation
+import Locking
 import Testing
 
 /// Nodes that meet through the rendezvous relay: by fingerprint, and in sessions.
@@ -69,6 +70,26 @@ extension RealTimeTests {
         while await node.keptTaskCount > before && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         #expect(await node.keptTaskCount == before, "the ended joins' tasks are still kept")
         await node.shutdown()
+    }
+
+    /// `start()` warms libsrtp and the dialing TLS settings up on a thread of its own; shutting
+    /// down waits for it, so a process that exits right after (a dial refused at once) does
+    /// not run OpenSSL's exit handlers under a thread still inside libcrypto.
+    @Test func shuttingDownWaitsForTheWarmUp() async throws {
+        let f = try Fixture()
+        var configuration = CallNodeConfiguration(home: f.path("quick"))
+        configuration.listenAddress = nil
+        configuration.ice.localAddresses = ["127.0.0.1"]
+        configuration.iceAgentPool = 0
+        let node = try await CallNode(configuration: configuration)
+        let finished = Locked(false)
+        await node.replaceWarmUp {
+            usleep(300_000)  // its own thread: a slow warm-up, as on a loaded machine
+            finished.withLock { $0 = true }
+        }
+        await node.start()
+        await node.shutdown()
+        #expect(finished.withLock { $0 }, "shut-down returned while the warm-up still ran")
     }
 
     /// Shutting down lets go of the relay: the node does not report that the relay dropped it.
