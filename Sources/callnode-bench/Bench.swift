@@ -226,6 +226,7 @@ struct MediaBench: AsyncParsableCommand {
         let idle = MediaClock()
         idle.add(IdleClient())
         let idleTicking = Task { await idle.run() }
+        defer { idleTicking.cancel() }  // also when the sleep throws (the bench was interrupted)
         try await Task.sleep(for: .seconds(realTimeSeconds))
         idleTicking.cancel()
         let idleReport = await idleTicking.value
@@ -338,6 +339,7 @@ struct MediaBench: AsyncParsableCommand {
             }
             defer { if !agents.isEmpty { let closing = agents; Task { for agent in closing { await agent.close() } } } }
             let ticking = Task { await clock.run() }
+            defer { ticking.cancel() }
             // A second to settle (calls starting at once; a load-following clock finding its
             // complexity), then the figures from scratch.
             try await Task.sleep(for: .seconds(settleSeconds))

@@ -163,8 +163,10 @@ struct BridgeBench: AsyncParsableCommand {
                 try? await Task.sleep(for: .milliseconds(20))
             }
         }
+        defer { feeding.cancel() }  // also when the sleep below throws
         let cpuBefore = BareMediaBenchmark.cpuTime(), wallBefore = ContinuousClock.now
         let ticking = Task { await clock.run() }
+        defer { ticking.cancel() }
         try await Task.sleep(for: .seconds(seconds))
         ticking.cancel()
         let report = await ticking.value
