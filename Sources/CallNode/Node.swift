@@ -59,6 +59,8 @@ public actor CallNode: Service {
     var transientTasks: [UUID: Task<Void, Never>] = [:]
     /// The one-time work `start()` does off the pool (replaceable in tests, to make it slow).
     var warmUp: @Sendable () -> Void
+    /// Whether that work has finished.
+    var isWarmedUp = false
     /// The task keeping this node registered at its relay.
     var relayRegistration: Task<Void, Never>?
     var isStarted = false
@@ -270,7 +272,7 @@ public actor CallNode: Service {
         // and the node keeps a task waiting for them: a node shut down at once (a CLI dial that
         // fails in a millisecond) must not let the process exit while libsrtp is still in
         // libcrypto, whose exit handlers free the locks that thread is taking.
-        let warmUp = self.warmUp
+        let warmUp = self.warmUp, weak = WeakNode(self)
         keepUntilDone {
             await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
                 Thread.detachNewThread {
@@ -278,6 +280,7 @@ public actor CallNode: Service {
                     done.resume()
                 }
             }
+            await weak.node?.finishWarmUp()
         }
         watchAudioSession()
         watchHostNetwork()

@@ -32,6 +32,8 @@ extension CallNode {
     /// Replaces the one-time work ``start()`` does on a thread of its own (tests make it slow).
     func replaceWarmUp(_ work: @escaping @Sendable () -> Void) { warmUp = work }
 
+    func finishWarmUp() { isWarmedUp = true }
+
     /// Tasks kept now, of both kinds (for tests of a long-running node).
     var keptTaskCount: Int { tasks.count + transientTasks.count }
 
