@@ -146,6 +146,9 @@ struct MediaBench: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Also time the bare loop going through this many encoder and decoder states in turn (the memory as many legs need), beside the one-state loop.", valueName: "N"))
     var bareStates: Int?
 
+    @Option(help: ArgumentHelp("Instants per frame period the real-time clock spreads legs over (a node's clock: 4).", valueName: "N"))
+    var phases = 4
+
     @Flag(help: "Also sweep over real libnice agents on loopback (two per call) instead of the in-memory link.")
     var overLibnice = false
 
@@ -223,7 +226,7 @@ struct MediaBench: AsyncParsableCommand {
         // 2. Legs in real time, against the same clock ticking one client that does nothing
         //    (this machine's own scheduling noise, measured in the same run; a clock without
         //    clients does not wake at all).
-        let idle = MediaClock()
+        let idle = MediaClock(phases: phases)
         idle.add(IdleClient())
         let idleTicking = Task { await idle.run() }
         defer { idleTicking.cancel() }  // also when the sleep throws (the bench was interrupted)
@@ -321,7 +324,7 @@ struct MediaBench: AsyncParsableCommand {
         var best = 0
         var points: [(legs: Int, cpuPercent: Double, latePercent: Double)] = []
         for count in legs {
-            let clock = MediaClock()
+            let clock = MediaClock(phases: phases)
             var calls: [(MediaActor, MediaActor)] = []
             var agents: [IceAgent] = []
             for index in 0..<(count / 2) {
