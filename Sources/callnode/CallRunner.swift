@@ -203,6 +203,11 @@ final class CallRunner {
             return
         }
         let character = Character(UnicodeScalar(key))
+        if character == "d", let ringing = ringing.last {
+            // Decline the newest ringing call (q would hang up the call in progress, if any).
+            do { try await node.hangUp(ringing) } catch { line("cannot decline: \(error)") }
+            return
+        }
         if character == "a" || character == "e", let ringing = ringing.last {
             // Answer the newest ringing call: the others are held (a) or ended (e).
             do {
@@ -305,6 +310,10 @@ final class CallRunner {
         case let .incoming(uuid, from, name, known):
             peers[uuid] = name ?? from.short
             line("incoming call from \(name ?? "unknown caller") \(known ? "" : "(not a contact) ")— \(from)")
+            if keyboard != nil, !node.configuration.autoAnswer {
+                line(connectedCalls.isEmpty ? "  a answer, d decline"
+                     : "  a answer (holding the call in progress), e answer (ending it), d decline")
+            }
         case .ringing:
             line("ringing…")
         case let .state(uuid, _, isHeld, isMuted):
@@ -399,7 +408,8 @@ final class CallRunner {
             line("session failed: \(reason)")
         case let .session(uuid, status):
             switch status {
-            case .left: line("session: you left")
+            // The `call ended` line that follows says it (hung up here, declined).
+            case .left: break
             // Only once a call was up: a dial that fails has its reason on the `call ended` line.
             case .connectionClosed where lastPair[uuid] != nil: line("session: the other side left or the connection closed")
             case .timedOut: line("session: timed out waiting for the other side to connect")
@@ -420,19 +430,56 @@ final class CallRunner {
         let with = heldByPeer.contains(uuid) ? ""
             : conference.count > 1 ? " in conference with \(conference.compactMap { peers[$0] }.sorted().joined(separator: ", "))"
             : peers[uuid].map { " with \($0)" } ?? ""
-        let keys = connectedCalls.count > 1 || !ringing.isEmpty ? "a e m h s c u 0-9 q" : "m h 0-9 o q"
-        let e2e = securities[uuid].map { $0.frameEncryption ? " | e2e \($0.securityCode ?? "")" : " | no e2e" } ?? ""
+        let keys = !ringing.isEmpty ? "a e d m h s c u 0-9 q" : connectedCalls.count > 1 ? "m h s c u 0-9 q" : "m h 0-9 o q"
+        let e2e = securities[uuid].map { $0.frameEncryption ? "e2e \($0.securityCode ?? "")" : "no e2e" }
         let load = Self.loadNote(configured: node.configuration.media, current: s.opusComplexity)
-        let text = "\r\u{1B}[2K● \(what)\(with)\(others)\(e2e) | pair \(pair) | RTT \(rtt) | loss \(s.packetsLost) | jitter \(Self.milliseconds(s.jitter)) ms | \(s.sendBitrate / 1000)/\(s.receiveBitrate / 1000) kbit/s | level \(Int(s.sendLevel))/\(Int(s.receiveLevel)) dB\(load) | \(keys)"
-        FileHandle.standardOutput.write(Data(text.utf8))
+        // Each part with its rank: on a narrow terminal the lowest-ranked go first, so who the
+        // call is with, the keys and whether audio gets through stay (the security code was
+        // printed when the call was secured).
+        let parts: [(text: String?, rank: Int)] = [
+            ("● \(what)\(with)\(others)", 0), (e2e, 5), ("pair \(pair)", 7), ("RTT \(rtt)", 4),
+            ("loss \(s.packetsLost)", 3), ("jitter \(Self.milliseconds(s.jitter)) ms", 6),
+            ("\(s.sendBitrate / 1000)/\(s.receiveBitrate / 1000) kbit/s", 8),
+            ("level \(Int(s.sendLevel))/\(Int(s.receiveLevel)) dB", 9), (load, 1), (keys, 2),
+        ]
+        let line = Self.statusLine(parts.compactMap { part in part.text.map { ($0, part.rank) } }, columns: Self.terminalColumns())
+        // One row, redrawn in place: a line wider than the terminal would wrap, and each redraw
+        // would leave its first rows behind.
+        FileHandle.standardOutput.write(Data(("\r\u{1B}[2K" + line).utf8))
         statusShown = true
+    }
+
+    /// The status line's parts joined with " | ", in their order, leaving out the lowest-ranked
+    /// (highest `rank`) until the line fits `columns`; the first part alone is cut to fit.
+    static func statusLine(_ parts: [(text: String, rank: Int)], columns: Int?) -> String {
+        var kept = parts
+        func joined() -> String { kept.map(\.text).joined(separator: " | ") }
+        while let columns, kept.count > 1, joined().count >= columns,
+              let lowest = kept.indices.dropFirst().max(by: { kept[$0].rank < kept[$1].rank }) {
+            kept.remove(at: lowest)
+        }
+        return fit(joined(), columns: columns)
+    }
+
+    /// The terminal's width in columns; nil when stdout is not a terminal or does not say.
+    static func terminalColumns() -> Int? {
+        var size = winsize()
+        guard ioctl(1, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return nil }
+        return Int(size.ws_col)
+    }
+
+    /// `text` cut to one row of `columns`, marked "…" where cut. One column stays free: some
+    /// terminals wrap as soon as the last one is written.
+    static func fit(_ text: String, columns: Int?) -> String {
+        guard let columns, text.count >= columns else { return text }
+        return String(text.prefix(max(0, columns - 2))) + "…"
     }
 
     /// Said on the status line while this host's load keeps the encoder below the configured
     /// complexity (the node's media threads run late): why the audio sent is plainer.
-    static func loadNote(configured: MediaConfiguration, current: Int) -> String {
-        guard configured.complexityFollowsLoad, current < configured.opus.complexity else { return "" }
-        return " | busy host: complexity \(current) of \(configured.opus.complexity)"
+    static func loadNote(configured: MediaConfiguration, current: Int) -> String? {
+        guard configured.complexityFollowsLoad, current < configured.opus.complexity else { return nil }
+        return "busy host: complexity \(current) of \(configured.opus.complexity)"
     }
 
     private func clearStatus() {
@@ -574,7 +621,8 @@ final class RawKeyboard {
 
 /// The keys of a running `listen`, `call` or `web`, for their help.
 let callKeysHelp = """
-    a answer (holding the other calls), e answer (ending the other calls), m mute, h hold or \
+    a answer (holding the other calls), e answer (ending the other calls), d decline the newest \
+    ringing call, m mute, h hold or \
     resume, s swap to the next call, c merge the calls into a conference, u take this call out \
     of the conference, 0-9 * # send DTMF, o switch to --speaker and back, v bypass voice \
     processing, q hang up; Ctrl-C hangs up and exits.

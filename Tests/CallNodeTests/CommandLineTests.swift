@@ -99,6 +99,63 @@ extension RealTimeTests {
         #expect(recents.output.contains("outgoing") && recents.output.contains("localEnded"))
     }
 
+    /// On a terminal (a pseudo-terminal 60 columns wide, made by util-linux `script`, keys
+    /// written to it): an incoming call says which keys answer or decline it, `d` declines it
+    /// (the caller hears why), `a` answers the next, and the status line, redrawn in place
+    /// every second, stays on one row of the terminal with the keys still on it.
+    @Test func onANarrowTerminalKeysAnswerOrDeclineAndTheStatusLineKeepsToOneRow() async throws {
+        let directory = "/tmp/callnode-cli-\(getpid())-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let callnode = try BuildProducts.executable("callnode")
+        var keys: [Int32] = [0, 0]
+        #expect(pipe(&keys) == 0)
+        for fd in keys { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        defer { close(keys[1]) }
+        let listenLog = directory + "/listen.log"
+        let command = "stty cols 60 rows 24; exec \(callnode) listen --home \(directory)/bob --listen 127.0.0.1:0"
+            + " --bind 127.0.0.1 --accept-unknown --input tone:440 --output null --calls 2"
+        let listener = try ChildProcess("/usr/bin/script", ["-qfec", command, "/dev/null"], output: listenLog, stdin: keys[0])
+        close(keys[0])
+        defer { listener.stop() }
+        func press(_ key: String) { _ = key.withCString { write(keys[1], $0, 1) } }
+        let listening = try await Self.waitForLine(in: listenLog, process: listener) { $0.contains("listening on ") }
+        let address = try #require(listening.split(separator: " ").first { $0.hasPrefix("127.0.0.1:") }.map(String.init))
+
+        // The first call: declined with `d`.
+        let declinedLog = directory + "/declined.log"
+        let declined = try ChildProcess(callnode, ["call", address, "--home", directory + "/alice", "--bind", "127.0.0.1"], output: declinedLog)
+        defer { declined.stop() }
+        _ = try await Self.waitForLine(in: listenLog, process: listener) { $0.contains("a answer, d decline") }
+        press("d")
+        #expect(declined.wait() == 1)
+        let declinedOutput = (try? String(contentsOfFile: declinedLog, encoding: .utf8)) ?? ""
+        #expect(declinedOutput.contains("rejected: declined"), "\(declinedOutput)")
+
+        // The second: answered with `a`, and 4 s long.
+        let answeredLog = directory + "/answered.log"
+        let answered = try ChildProcess(callnode, ["call", address, "--home", directory + "/alice", "--bind", "127.0.0.1", "--duration", "4"],
+                                        output: answeredLog)
+        defer { answered.stop() }
+        for _ in 0..<300 where ((try? String(contentsOfFile: listenLog, encoding: .utf8)) ?? "").components(separatedBy: "a answer, d decline").count < 3 {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        press("a")
+        #expect(answered.wait() == 0, "\((try? String(contentsOfFile: answeredLog, encoding: .utf8)) ?? "")")
+        #expect(listener.wait() == 0)
+
+        // Every drawing of the status line, escape sequences aside.
+        let screen = try String(contentsOfFile: listenLog, encoding: .utf8)
+        let drawn = screen.replacingOccurrences(of: "\u{1B}[2K", with: "")
+            .split(whereSeparator: { $0 == "\r" || $0 == "\n" }).filter { $0.hasPrefix("●") }
+        #expect(drawn.count >= 2, "\(screen)")
+        for status in drawn {
+            #expect(status.count < 60, "wider than the terminal: \(status)")
+            #expect(status.hasPrefix("● in call with") && status.hasSuffix("m h 0-9 o q"), "\(status)")
+        }
+        #expect(screen.contains("call ended: declined"), "\(screen)")
+    }
+
     @Test func failuresExitNonZeroWithOneClearLine() async throws {
         let directory = "/tmp/callnode-cli-\(getpid())-\(UUID().uuidString.prefix(8))"
         defer { try? FileManager.default.removeItem(atPath: directory) }
