@@ -423,7 +423,8 @@ final class CallRunner {
         let pair = lastPair[uuid].map { "\($0.localType.rawValue)/\($0.remoteType.rawValue)" } ?? "-"
         let rtt = s.roundTripTime.map { "\(Self.milliseconds($0)) ms" } ?? "-"
         guard uuid == current else { return }  // the line shows the call the keys act on
-        let what = (held ? "held" : heldByPeer.contains(uuid) ? "on hold by \(peers[uuid] ?? "the peer")" : muted ? "muted" : "in call")
+        let state = held ? "held" : heldByPeer.contains(uuid) ? "on hold by \(peers[uuid] ?? "the peer")" : nil
+        let what = (state.map { muted ? "\($0), muted" : $0 } ?? (muted ? "muted" : "in call"))
             + (node.configuration.playbackOnly ? " (playback only: no microphone)" : "")
         let others = connectedCalls.count > 1 ? " (+\(connectedCalls.count - 1) call\(connectedCalls.count > 2 ? "s" : ""))" : ""
         let conference = node.conference(of: uuid)
