@@ -421,6 +421,10 @@ actor CallLeg {
             try? await manager.report(.fulfilled(action))
             try? await manager.report(.progress(uuid, .invitationSent))
         }
+        // The call can end while those are awaited (its audio would not start): the end went to
+        // the peer then, and an invitation after it would leave a call there that nothing ends
+        // until its resumption window runs out.
+        guard !state.phase.hasEnded, !isTornDown else { return false }
         let invitation = Invitation(displayName: configuration.displayName, title: title, session: session,
                                     resumeToken: resumable ? resumeToken : nil)
         await send(.invite(invitation))

@@ -156,6 +156,43 @@ extension RealTimeTests {
         #expect(screen.contains("call ended: declined"), "\(screen)")
     }
 
+    /// A call whose audio cannot start (a microphone that does not exist) fails at the caller
+    /// with the reason and leaves nothing behind at the callee: no call there that only its
+    /// 30 s resumption window would end (the caller's invitation used to go out after its end).
+    @Test func aCallWhoseMicrophoneIsMissingLeavesNoCallAtTheCallee() async throws {
+        let directory = "/tmp/callnode-cli-\(getpid())-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let listenLog = directory + "/listen.log"
+        let listener = try ChildProcess(try BuildProducts.executable("callnode"), [
+            "listen", "--home", directory + "/bob", "--listen", "127.0.0.1:0", "--bind", "127.0.0.1", "--auto-answer",
+            "--accept-unknown", "--input", "silence", "--output", "null", "--json",
+        ], output: listenLog)
+        defer { listener.stop() }
+        let listening = try await Self.waitForLine(in: listenLog, process: listener) { $0.contains("\"listening\"") }
+        let address = try #require(Self.jsonLines(listening).first?["address"] as? String)
+
+        let failed = try Self.run(["call", address, "--home", directory + "/alice", "--bind", "127.0.0.1",
+                                   "--input", "alsa:callnode-no-such-device"], log: directory + "/failed.log")
+        #expect(failed.status == 1)
+        #expect(failed.output.contains("ALSA capture device 'callnode-no-such-device'"), "\(failed.output)")
+        // Then a call that works; once the callee has seen it end, every call it saw is in its log.
+        let good = try Self.run(["call", address, "--home", directory + "/alice", "--bind", "127.0.0.1", "--duration", "2"],
+                                log: directory + "/good.log")
+        #expect(good.status == 0, "\(good.output)")
+        let seen = Self.jsonLines((try? String(contentsOfFile: listenLog, encoding: .utf8)) ?? "")
+        let goodCall = try #require(seen.last { $0["event"] as? String == "incoming" }?["call"] as? String)
+        _ = try await Self.waitForLine(in: listenLog, process: listener) { $0.contains("\"ended\"") && $0.contains(goodCall) }
+        let events = Self.jsonLines(try String(contentsOfFile: listenLog, encoding: .utf8))
+        let goodArrived = try #require(events.firstIndex { $0["event"] as? String == "incoming" && $0["call"] as? String == goodCall })
+        // Any call that reached the callee before the good one had ended before it arrived.
+        for (index, event) in events.enumerated() where event["event"] as? String == "incoming" && index < goodArrived {
+            let call = event["call"] as? String
+            let ended = events.firstIndex { $0["event"] as? String == "ended" && $0["call"] as? String == call }
+            #expect(ended.map { $0 < goodArrived } == true, "a call was left at the callee: \(events.filter { $0["call"] as? String == call })")
+        }
+    }
+
     @Test func failuresExitNonZeroWithOneClearLine() async throws {
         let directory = "/tmp/callnode-cli-\(getpid())-\(UUID().uuidString.prefix(8))"
         defer { try? FileManager.default.removeItem(atPath: directory) }
