@@ -13,6 +13,38 @@ struct CallNodeCommand: AsyncParsableCommand {
         abstract: "A peer-to-peer audio call node: ICE (libnice), SRTP, Opus and ALSA.",
         version: CallNodeVersion.string,
         subcommands: [Demo.self, Listen.self, Call.self, Web.self, Relay.self, Session.self, Config.self, Join.self, Identity.self, Contacts.self, Block.self, Unblock.self, Recents.self, Devices.self, Gather.self])
+
+    /// ArgumentParser's own, except for a usage error found while a command runs (a value
+    /// from config.yaml, a WAV that cannot be played, two options that exclude each other):
+    /// that one is printed with the command's help to read, not with the top command's usage.
+    static func main() async {
+        let command: any ParsableCommand
+        do {
+            command = try parseAsRoot()
+        } catch {
+            exit(withError: error)
+        }
+        do {
+            if var command = command as? any AsyncParsableCommand {
+                try await command.run()
+            } else {
+                var command = command
+                try command.run()
+            }
+        } catch let error as ValidationError {
+            var path = ["callnode"], level: any ParsableCommand.Type = CallNodeCommand.self
+            for word in CommandLine.arguments.dropFirst() {
+                guard let next = level.configuration.subcommands.first(where: { $0._commandName == word }) else { break }
+                path.append(word)
+                level = next
+            }
+            printError("Error: \(error.message)")
+            printError("See '\(path.joined(separator: " ")) --help'.")
+            exit(withError: ExitCode.validationFailure)
+        } catch {
+            exit(withError: error)
+        }
+    }
 }
 
 /// Options that describe how ICE reaches the network, shared by every command that uses it.

@@ -203,6 +203,14 @@ extension RealTimeTests {
         let badFlag = try Self.run(["call", "127.0.0.1:9", "--input", "microphone", "--home", directory + "/a"], log: directory + ".2.log")
         #expect(badFlag.status != 0)
         #expect(badFlag.output.contains("--input 'microphone' is not"), "\(badFlag.output)")
+        // A value checked as the command runs (here, as it would be from config.yaml) points to
+        // that command's help, not to the top command's usage.
+        let badValue = try Self.run(["call", "127.0.0.1:9", "--bitrate", "5", "--home", directory + "/a"], log: directory + ".5.log")
+        #expect(badValue.status == 64)
+        #expect(badValue.output.contains("--bitrate '5' is not a bitrate") && badValue.output.contains("See 'callnode call --help'."),
+                "\(badValue.output)")
+        #expect(!badValue.output.contains("callnode <subcommand>"), "\(badValue.output)")
+        try? FileManager.default.removeItem(atPath: directory + ".5.log")
         let noContact = try Self.run(["call", "nobody", "--home", directory + "/a"], log: directory + ".3.log")
         #expect(noContact.status == 1)
         #expect(noContact.output.contains("no contact named 'nobody'"), "\(noContact.output)")
