@@ -443,37 +443,11 @@ final class CallRunner {
             ("\(s.sendBitrate / 1000)/\(s.receiveBitrate / 1000) kbit/s", 8),
             ("level \(Int(s.sendLevel))/\(Int(s.receiveLevel)) dB", 9), (load, 1), (keys, 2),
         ]
-        let line = Self.statusLine(parts.compactMap { part in part.text.map { ($0, part.rank) } }, columns: Self.terminalColumns())
+        let line = Terminal.statusLine(parts.compactMap { part in part.text.map { ($0, part.rank) } }, columns: Terminal.columns())
         // One row, redrawn in place: a line wider than the terminal would wrap, and each redraw
         // would leave its first rows behind.
         FileHandle.standardOutput.write(Data(("\r\u{1B}[2K" + line).utf8))
         statusShown = true
-    }
-
-    /// The status line's parts joined with " | ", in their order, leaving out the lowest-ranked
-    /// (highest `rank`) until the line fits `columns`; the first part alone is cut to fit.
-    static func statusLine(_ parts: [(text: String, rank: Int)], columns: Int?) -> String {
-        var kept = parts
-        func joined() -> String { kept.map(\.text).joined(separator: " | ") }
-        while let columns, kept.count > 1, joined().count >= columns,
-              let lowest = kept.indices.dropFirst().max(by: { kept[$0].rank < kept[$1].rank }) {
-            kept.remove(at: lowest)
-        }
-        return fit(joined(), columns: columns)
-    }
-
-    /// The terminal's width in columns; nil when stdout is not a terminal or does not say.
-    static func terminalColumns() -> Int? {
-        var size = winsize()
-        guard ioctl(1, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return nil }
-        return Int(size.ws_col)
-    }
-
-    /// `text` cut to one row of `columns`, marked "…" where cut. One column stays free: some
-    /// terminals wrap as soon as the last one is written.
-    static func fit(_ text: String, columns: Int?) -> String {
-        guard let columns, text.count >= columns else { return text }
-        return String(text.prefix(max(0, columns - 2))) + "…"
     }
 
     /// Said on the status line while this host's load keeps the encoder below the configured
@@ -505,126 +479,4 @@ final class CallRunner {
         guard let data = JSONLine.data(object) else { return }
         FileHandle.standardOutput.write(data)
     }
-
-    static func json(_ event: NodeEvent) -> [String: Any]? {
-        switch event {
-        case let .listening(address): return ["event": "listening", "address": address.description]
-        case let .dialing(uuid, target): return ["event": "dialing", "call": uuid.uuidString, "target": target.description]
-        case let .incoming(uuid, from, name, known):
-            return ["event": "incoming", "call": uuid.uuidString, "fingerprint": from.hex, "name": name ?? NSNull(), "contact": known]
-        case let .ringing(uuid, callee): return ["event": "ringing", "call": uuid.uuidString, "fingerprint": callee.hex]
-        case let .state(uuid, phase, held, muted):
-            return ["event": "state", "call": uuid.uuidString, "state": phase, "held": held, "muted": muted]
-        case let .webPage(connected, from):
-            return ["event": "web-page", "connected": connected, "from": from]
-        case let .secured(uuid, security):
-            var object: [String: Any] = ["event": "secured", "call": uuid.uuidString, "key_exchange": security.keyExchange.rawValue,
-                                         "suite": security.suite]
-            if let handshake = security.handshake { object["handshake_ms"] = milliseconds(handshake) }
-            if let fingerprint = security.peerFingerprint { object["peer_fingerprint"] = fingerprint }
-            object["frame_encryption"] = security.frameEncryption
-            if let code = security.securityCode { object["security_code"] = code }
-            return object
-        case let .selectedPair(uuid, pair):
-            return ["event": "selected-pair", "call": uuid.uuidString, "local_type": pair.localType.rawValue,
-                    "remote_type": pair.remoteType.rawValue, "transport": pair.transport.rawValue,
-                    "local": pair.local, "remote": pair.remote]
-        case let .connected(uuid, setup):
-            return ["event": "connected", "call": uuid.uuidString, "setup_ms": milliseconds(setup)]
-        case let .statistics(uuid, s):
-            return ["event": "stats", "call": uuid.uuidString, "packets_sent": s.packetsSent, "packets_received": s.packetsReceived,
-                    "packets_lost": s.packetsLost, "jitter_ms": milliseconds(s.jitter),
-                    "rtt_ms": s.roundTripTime.map { milliseconds($0) as Any } ?? NSNull(),
-                    "send_bitrate": s.sendBitrate, "receive_bitrate": s.receiveBitrate,
-                    "send_level_db": s.sendLevel, "receive_level_db": s.receiveLevel,
-                    "fec_recovered": s.jitterBuffer.fecRecovered, "concealed": s.jitterBuffer.concealed,
-                    "redundancy_recovered": s.jitterBuffer.redundancyRecovered, "sending_redundancy": s.sendingRedundancy, "redundancy_depth": s.redundancyDepth, "opus_complexity": s.opusComplexity,
-                    "redundancy_spread": s.redundancySpread, "fec_loss_plan": s.fecExpectedLossPercent,
-                    "late": s.jitterBuffer.late, "stretched": s.jitterBuffer.stretched, "shrunk": s.jitterBuffer.shrunk,
-                    "expanded": s.jitterBuffer.expanded, "compressed": s.jitterBuffer.compressed,
-                    "skipped": s.jitterBuffer.skipped, "playout_resets": s.jitterBuffer.playoutResets,
-                    "buffer_delay_ms": milliseconds(s.jitterBuffer.currentDelay)]
-        case let .remoteHold(uuid, on): return ["event": "remote-hold", "call": uuid.uuidString, "hold": on]
-        case let .dtmf(uuid, digit): return ["event": "dtmf", "call": uuid.uuidString, "digit": String(digit)]
-        case let .connectionLost(uuid): return ["event": "connection-lost", "call": uuid.uuidString]
-        case let .connectionRestored(uuid): return ["event": "connection-restored", "call": uuid.uuidString]
-        case let .signalingLost(uuid): return ["event": "signaling-lost", "call": uuid.uuidString]
-        case let .signalingResumed(uuid): return ["event": "signaling-resumed", "call": uuid.uuidString]
-        case let .audioRouteChanged(reason, route):
-            var event: [String: Any] = ["event": "route-change", "input": route?.input ?? NSNull(), "output": route?.output ?? NSNull()]
-            switch reason {
-            case let .oldDeviceUnavailable(device): event["reason"] = "old-device-unavailable"; event["device"] = device.name
-            case let .newDeviceAvailable(device): event["reason"] = "new-device-available"; event["device"] = device.name
-            case .override: event["reason"] = "override"
-            case .categoryChange: event["reason"] = "category-change"
-            }
-            return event
-        case let .audioInterrupted(by): return ["event": "audio-interrupted", "by": by]
-        case .audioInterruptionEnded: return ["event": "audio-interruption-ended"]
-        case let .audioDeviceFailed(message): return ["event": "audio-device-failed", "message": message]
-        case let .hostNetworkChanged(added, removed, routeChanged):
-            return ["event": "network-changed", "added": added, "removed": removed, "route_changed": routeChanged]
-        case let .playoutReset(uuid, reset):
-            return ["event": "playout-reset", "call": uuid.uuidString, "reason": reset.reason.rawValue,
-                    "jump_ms": milliseconds(reset.jump)]
-        case let .iceRestarted(uuid, byPeer): return ["event": "ice-restart", "call": uuid.uuidString, "by_peer": byPeer]
-        case let .firstAudio(uuid, after): return ["event": "first-audio", "call": uuid.uuidString, "after_ms": milliseconds(after)]
-        case let .rejected(uuid, reason): return ["event": "rejected", "call": uuid.uuidString, "reason": reason.rawValue]
-        case let .refused(uuid, from, reason):
-            return ["event": "refused", "call": uuid.uuidString, "fingerprint": from.hex, "reason": reason.rawValue]
-        case let .setup(uuid, steps):
-            return ["event": "setup", "call": uuid.uuidString,
-                    "steps": steps.map { ["step": $0.name, "ms": milliseconds($0.at)] as [String: Any] }]
-        case let .ended(uuid, reason, detail, duration):
-            return ["event": "ended", "call": uuid.uuidString, "reason": reason.rawValue, "detail": detail ?? NSNull(),
-                    "duration_s": duration.map { seconds($0) as Any } ?? NSNull()]
-        case let .peerError(text): return ["event": "peer-error", "message": text]
-        case let .registered(relay): return ["event": "registered", "relay": relay.description]
-        case let .relayLost(reason): return ["event": "relay-lost", "reason": reason]
-        case let .sessionWaiting(id): return ["event": "session-waiting", "session": id]
-        case let .sessionFailed(reason): return ["event": "session-failed", "reason": reason]
-        case let .session(uuid, status): return ["event": "session", "call": uuid.uuidString, "status": status.rawValue]
-        }
-    }
-
-    static func milliseconds(_ d: Duration) -> Double {
-        (seconds(d) * 10_000).rounded() / 10
-    }
-
-    static func seconds(_ d: Duration) -> Double {
-        Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
-    }
 }
-
-/// Reads single key presses from a terminal on its own thread (blocking reads never touch the
-/// cooperative pool) and restores the terminal mode when released.
-final class RawKeyboard {
-    private var saved = termios()
-    private let thread: Thread
-
-    init(onKey: @escaping @Sendable (UInt8) -> Void) {
-        tcgetattr(0, &saved)
-        var raw = saved
-        raw.c_lflag &= ~tcflag_t(ICANON | ECHO)
-        tcsetattr(0, TCSANOW, &raw)
-        thread = Thread {
-            var byte: UInt8 = 0
-            while read(0, &byte, 1) == 1 { onKey(byte) }
-        }
-        thread.start()
-    }
-
-    deinit {
-        var saved = self.saved
-        tcsetattr(0, TCSANOW, &saved)
-    }
-}
-
-/// The keys of a running `listen`, `call` or `web`, for their help.
-let callKeysHelp = """
-    a answer (holding the other calls), e answer (ending the other calls), d decline the newest \
-    ringing call, m mute, h hold or \
-    resume, s swap to the next call, c merge the calls into a conference, u take this call out \
-    of the conference, 0-9 * # send DTMF, o switch to --speaker and back, v bypass voice \
-    processing, q hang up; Ctrl-C hangs up and exits.
-    """
