@@ -238,9 +238,9 @@ struct MediaBench: AsyncParsableCommand {
                      idleReport.lateTicks, idleReport.phaseTicks, baseline * 100, idleReport.maximumLag.seconds * 1000))
         var fixedConfiguration = configuration
         fixedConfiguration.complexityFollowsLoad = false
-        let (best, points) = try await sweep(legs: legs, speech: speech, configuration: fixedConfiguration, baseline: baseline,
-                                             label: "fixed complexity \(complexity)")
-        print("media real time: \(best) legs within 0.5 % late frames above the idle clock at complexity \(complexity) (\(ProcessInfo.processInfo.activeProcessorCount) cores)")
+        let (best, bestCeiling, points) = try await sweep(legs: legs, speech: speech, configuration: fixedConfiguration, baseline: baseline,
+                                                          label: "fixed complexity \(complexity)")
+        print("media real time: \(best) legs within 0.5 % late frames above the idle clock at complexity \(complexity) (\(ProcessInfo.processInfo.activeProcessorCount) cores)\(Self.ofCeiling(best, bestCeiling))")
         if let plot {
             try Self.draw(points, baselinePercent: baseline * 100, to: plot)
             print("media real time: plot written to \(plot)")
@@ -248,15 +248,15 @@ struct MediaBench: AsyncParsableCommand {
         if overLibnice {
             // The same fixed-complexity sweep over real libnice agents on loopback (two per call,
             // each with its GLib thread): what the in-memory link leaves out.
-            let (overIce, _) = try await sweep(legs: legs, speech: speech, configuration: fixedConfiguration, baseline: baseline,
-                                               label: "fixed complexity \(complexity), real libnice on loopback", overLibnice: true)
-            print("media real time: \(overIce) legs within 0.5 % late frames over real libnice at complexity \(complexity)")
+            let (overIce, iceCeiling, _) = try await sweep(legs: legs, speech: speech, configuration: fixedConfiguration, baseline: baseline,
+                                                           label: "fixed complexity \(complexity), real libnice on loopback", overLibnice: true)
+            print("media real time: \(overIce) legs within 0.5 % late frames over real libnice at complexity \(complexity)\(Self.ofCeiling(overIce, iceCeiling))")
         }
         if followLoad {
             // The same sweep with complexity following the clock's load, from the first count
             // past the fixed figure (the counts below it keep up at full complexity anyway).
             let more = legs.filter { $0 > best }
-            let (adapted, _) = try await sweep(legs: more, speech: speech, configuration: configuration, baseline: baseline,
+            let (adapted, _, _) = try await sweep(legs: more, speech: speech, configuration: configuration, baseline: baseline,
                                                label: "complexity following load (from \(complexity))")
             let figure = max(adapted, best)
             print(String(format: "media real time: %d legs within 0.5 %% late frames with complexity following load (%.2f× the fixed figure)",
@@ -316,14 +316,30 @@ struct MediaBench: AsyncParsableCommand {
         guard status == 0, FileManager.default.fileExists(atPath: path) else { throw ValidationError("gnuplot could not draw \(path)") }
     }
 
+    /// The bare loop's ceiling now: the machine's cores divided by the bare Opus+SRTP loop's
+    /// CPU per leg-second, timed over `frames` frames (one encoder and decoder, as in part 1).
+    func bareCeiling(speech: [Int16], configuration: MediaConfiguration, frames: Int = 1_000) throws -> (perLeg: Double, legs: Double) {
+        guard let bare = BareMediaBenchmark.run(frames: frames, pcm: speech, bitrate: Int32(configuration.opus.bitrate),
+                                                complexity: Int32(configuration.opus.complexity),
+                                                expectedLossPercent: Int32(configuration.opus.expectedLossPercent)) else {
+            throw ValidationError("the bare Opus/SRTP loop failed")
+        }
+        let perLeg = bare.seconds / (Double(frames) / 50)
+        return (perLeg, Double(ProcessInfo.processInfo.activeProcessorCount) / perLeg)
+    }
+
     /// Legs in real time on one clock, count after count, until one has more than 0.5 % late
-    /// ticks above the idle clock's. Returns the last count that kept up, and each count's CPU
-    /// and late share.
+    /// ticks above the idle clock's. Returns the last count that kept up, the bare ceiling timed
+    /// beside it (before and after that count ran: this machine's speed drifts by a quarter
+    /// within minutes, so a ceiling timed once at the start can be far from the one the count
+    /// met), and each count's CPU and late share.
     func sweep(legs: [Int], speech: [Int16], configuration: MediaConfiguration, baseline: Double,
-               label: String, overLibnice: Bool = false) async throws -> (Int, [(legs: Int, cpuPercent: Double, latePercent: Double)]) {
+               label: String, overLibnice: Bool = false) async throws -> (Int, Double?, [(legs: Int, cpuPercent: Double, latePercent: Double)]) {
         var best = 0
+        var bestCeiling: Double?
         var points: [(legs: Int, cpuPercent: Double, latePercent: Double)] = []
         for count in legs {
+            let ceilingBefore = try bareCeiling(speech: speech, configuration: configuration)
             let clock = MediaClock(phases: phases)
             var calls: [(MediaActor, MediaActor)] = []
             var agents: [IceAgent] = []
@@ -359,18 +375,28 @@ struct MediaBench: AsyncParsableCommand {
             for call in calls { await call.0.stop(); await call.1.stop() }
             for agent in agents { await agent.close() }
             agents = []
+            let ceilingAfter = try bareCeiling(speech: speech, configuration: configuration)
+            let ceiling = (ceilingBefore.legs + ceilingAfter.legs) / 2
             let fraction = report.lateFraction(phases: clock.phases)
             points.append((count, cpuPercent, fraction * 100))
             let legSeconds = Double(count) * Double(realTimeSeconds)
-            print(String(format: "media real time (%@): %d legs, %d of %d phase ticks late (%.2f %%), max start lag %.1f ms, longest tick %.1f ms, CPU %.0f %%, complexity at the end %d–%d, time stretches per leg-second %.2f lengthened / %.2f shortened",
+            print(String(format: "media real time (%@): %d legs, %d of %d phase ticks late (%.2f %%), max start lag %.1f ms, longest tick %.1f ms, CPU %.0f %%, complexity at the end %d–%d, time stretches per leg-second %.2f lengthened / %.2f shortened; bare ceiling beside it %.0f legs (%.4f / %.4f s per leg-second before / after), this count %.0f %% of it",
                          label, count, report.lateTicks, report.phaseTicks, fraction * 100, report.maximumLag.seconds * 1000,
                          report.maximumTickDuration.seconds * 1000, cpuPercent, complexities.min() ?? 0, complexities.max() ?? 0,
                          Double(stretchesAfter.expanded - stretchesBefore.expanded) / legSeconds,
-                         Double(stretchesAfter.compressed - stretchesBefore.compressed) / legSeconds))
+                         Double(stretchesAfter.compressed - stretchesBefore.compressed) / legSeconds,
+                         ceiling, ceilingBefore.perLeg, ceilingAfter.perLeg, Double(count) / ceiling * 100))
             if fraction > baseline + 0.005 { break }
             best = count
+            bestCeiling = ceiling
         }
-        return (best, points)
+        return (best, bestCeiling, points)
+    }
+
+    /// "N legs" with its share of the bare ceiling timed beside it, when there is one.
+    static func ofCeiling(_ legs: Int, _ ceiling: Double?) -> String {
+        guard let ceiling, legs > 0 else { return "" }
+        return String(format: ", %.0f %% of the bare ceiling timed beside it (%.0f legs)", Double(legs) / ceiling * 100, ceiling)
     }
 
     /// Frames lengthened and pairs shortened by playout's time stretching, over every leg.
