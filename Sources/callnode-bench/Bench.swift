@@ -146,6 +146,9 @@ struct MediaBench: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Also time the bare loop going through this many encoder and decoder states in turn (the memory as many legs need), beside the one-state loop.", valueName: "N"))
     var bareStates: Int?
 
+    @Flag(help: "With --bare-states N, also time that loop paced as a media lane runs N legs: one frame of each state every 20 ms, then a sleep until the next period.")
+    var barePaced = false
+
     @Option(help: ArgumentHelp("Instants per frame period the real-time clock spreads legs over (a node's clock: 4).", valueName: "N"))
     var phases = 4
 
@@ -164,6 +167,7 @@ struct MediaBench: AsyncParsableCommand {
             throw ValidationError("--plot needs gnuplot on PATH (apt-get install gnuplot-nox)")
         }
         guard (0...10).contains(complexity) else { throw ValidationError("--complexity is 0–10") }
+        if barePaced && bareStates == nil { throw ValidationError("--bare-paced needs --bare-states N") }
         guard legs.allSatisfy({ $0 >= 2 && $0 % 2 == 0 }) else { throw ValidationError("--legs values are even (two per call)") }
     }
 
@@ -178,6 +182,7 @@ struct MediaBench: AsyncParsableCommand {
         // 1. CPU per leg, interleaved with the bare loop and with the same call with frames
         //    encrypted end to end.
         var ratios: [Double] = [], legCPU: [Double] = [], bareCPU: [Double] = [], sealedCPU: [Double] = [], manyStates: [Double] = []
+        var pacedStates: [Double] = []
         func measuredCall(frameEncryption: Bool) async throws -> Double {
             let clock = MediaClock.manual()
             let call = try await Self.makeCall(clock: clock, speech: speech, configuration: configuration, frameEncryption: frameEncryption)
@@ -211,6 +216,15 @@ struct MediaBench: AsyncParsableCommand {
                     throw ValidationError("the bare Opus/SRTP loop failed")
                 }
                 manyStates.append(many.seconds / (Double(frames) / 50))
+                if barePaced {
+                    // `seconds` of real time: that many periods of one frame per state each.
+                    let pacedFrames = states * 50 * seconds
+                    guard let paced = BareMediaBenchmark.run(frames: pacedFrames, pcm: speech, bitrate: Int32(bitrate), complexity: Int32(complexity),
+                                                             expectedLossPercent: Int32(opus.expectedLossPercent), states: states, paced: true) else {
+                        throw ValidationError("the bare Opus/SRTP loop failed")
+                    }
+                    pacedStates.append(paced.seconds / (Double(pacedFrames) / 50))
+                }
             }
         }
         let median = { (xs: [Double]) in xs.sorted()[xs.count / 2] }
@@ -221,6 +235,13 @@ struct MediaBench: AsyncParsableCommand {
         if let states = bareStates {
             print(String(format: "media cpu: bare loop through %d codec states in turn %.4f s per leg per call-second, %+.1f %% over one state (median of %d)",
                          states, median(manyStates), (median(manyStates) / median(bareCPU) - 1) * 100, runs))
+            if barePaced {
+                // One thread: the share of its 20 ms periods the frames took.
+                let duty = median(pacedStates) * Double(states) * 100
+                print(String(format: "media cpu: the same %d states paced as a lane runs them (one frame each every 20 ms, then a sleep; %.0f %% of one core) %.4f s per leg per call-second, %.2f× the unpaced %d-state loop, %.2f× the one-state loop (median of %d)",
+                             states, duty, median(pacedStates), median(pacedStates) / median(manyStates), states,
+                             median(pacedStates) / median(bareCPU), runs))
+            }
         }
 
         // 2. Legs in real time, against the same clock ticking one client that does nothing
