@@ -195,6 +195,7 @@ extension CallLeg {
         do {
             try await media.setMuted(microphoneMuted)
             try await media.start()
+            mediaStarted = true
             let setup = ContinuousClock.now - began
             mark("media-started")
             broadcaster.send(.connected(uuid, setup: setup))
@@ -207,7 +208,9 @@ extension CallLeg {
 
     func mediaEvent(_ event: MediaEvent) async {
         switch event {
-        case let .statistics(statistics): broadcaster.send(.statistics(uuid, statistics))
+        case let .statistics(statistics):
+            // After the teardown's final figures, an older periodic one would undo them.
+            if !isTornDown { broadcaster.send(.statistics(uuid, statistics)) }
         case let .dtmf(digit): broadcaster.send(.dtmf(uuid, digit))
         case .firstAudio:
             // The pooled agent this call may have taken is replaced now, not while it was

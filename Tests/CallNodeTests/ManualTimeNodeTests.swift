@@ -44,6 +44,29 @@ typealias ManualTimeNodes = InMemoryNodes
                 "\(f.story("alice"))")
     }
 
+    /// The figures a call's end is summed up with (the terminal's "sent N packets" line) are
+    /// the call's last, not the periodic ones from up to a second before.
+    @Test func aCallsLastStatisticsComeBeforeItsEnd() async throws {
+        let f = try ManualTimeNodes()
+        let (alice, _, call) = try await Self.connectedCall(f)
+        // One periodic report (each second) and most of a second more.
+        for _ in 0..<90 { await f.step() }
+        let sentBeforeHangUp = try #require(await alice.statistics(call)).packetsSent
+        try await alice.hangUp(call)
+        try await f.waitFor("alice") { if case .ended = $0 { true } else { false } }
+        let events = f.events("alice")
+        let end = try #require(events.firstIndex { if case .ended = $0 { true } else { false } })
+        let last = events[..<end].compactMap { event -> MediaStatistics? in
+            if case let .statistics(_, statistics) = event { statistics } else { nil }
+        }.last
+        #expect(sentBeforeHangUp >= 80, "sent \(sentBeforeHangUp) in 90 frames")
+        #expect((last?.packetsSent ?? 0) >= sentBeforeHangUp,
+                "the last figures before the end: \(last?.packetsSent ?? 0) sent, where \(sentBeforeHangUp) had been sent")
+        // Nothing of the call's figures comes after its end.
+        #expect(!events[end...].contains { if case .statistics = $0 { true } else { false } })
+        await f.shutdown()
+    }
+
     @Test func mediaLossIsReportedThenAnICERestartRestoresTheCall() async throws {
         let f = try ManualTimeNodes()
         let (alice, bob, call) = try await Self.connectedCall(f)
