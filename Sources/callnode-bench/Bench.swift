@@ -202,28 +202,14 @@ struct MediaBench: AsyncParsableCommand {
         for _ in 0..<runs {
             let perLeg = try await measuredCall(frameEncryption: false)
             sealedCPU.append(try await measuredCall(frameEncryption: true))
-            guard let bare = BareMediaBenchmark.run(frames: 2 * seconds * 50, pcm: speech, bitrate: Int32(bitrate), complexity: Int32(complexity),
-                                                    expectedLossPercent: Int32(opus.expectedLossPercent)) else {
-                throw ValidationError("the bare Opus/SRTP loop failed")
-            }
-            let barePerLeg = bare.seconds / Double(2 * seconds)
+            let barePerLeg = try Self.bareLoop(frames: 2 * seconds * 50, speech: speech, opus: opus)
             legCPU.append(perLeg); bareCPU.append(barePerLeg); ratios.append(perLeg / barePerLeg)
             if let states = bareStates {
                 // Every state runs a few dozen frames: its first ones cost differently.
-                let frames = max(2 * seconds * 50, states * 40)
-                guard let many = BareMediaBenchmark.run(frames: frames, pcm: speech, bitrate: Int32(bitrate), complexity: Int32(complexity),
-                                                        expectedLossPercent: Int32(opus.expectedLossPercent), states: states) else {
-                    throw ValidationError("the bare Opus/SRTP loop failed")
-                }
-                manyStates.append(many.seconds / (Double(frames) / 50))
+                manyStates.append(try Self.bareLoop(frames: max(2 * seconds * 50, states * 40), speech: speech, opus: opus, states: states))
                 if barePaced {
                     // `seconds` of real time: that many periods of one frame per state each.
-                    let pacedFrames = states * 50 * seconds
-                    guard let paced = BareMediaBenchmark.run(frames: pacedFrames, pcm: speech, bitrate: Int32(bitrate), complexity: Int32(complexity),
-                                                             expectedLossPercent: Int32(opus.expectedLossPercent), states: states, paced: true) else {
-                        throw ValidationError("the bare Opus/SRTP loop failed")
-                    }
-                    pacedStates.append(paced.seconds / (Double(pacedFrames) / 50))
+                    pacedStates.append(try Self.bareLoop(frames: states * 50 * seconds, speech: speech, opus: opus, states: states, paced: true))
                 }
             }
         }
@@ -337,15 +323,20 @@ struct MediaBench: AsyncParsableCommand {
         guard status == 0, FileManager.default.fileExists(atPath: path) else { throw ValidationError("gnuplot could not draw \(path)") }
     }
 
+    /// The bare Opus+SRTP loop's CPU per leg-second over `frames` frames, at the sweep's codec
+    /// settings.
+    static func bareLoop(frames: Int, speech: [Int16], opus: OpusConfiguration, states: Int = 1, paced: Bool = false) throws -> Double {
+        guard let bare = BareMediaBenchmark.run(frames: frames, pcm: speech, bitrate: Int32(opus.bitrate), complexity: Int32(opus.complexity),
+                                                expectedLossPercent: Int32(opus.expectedLossPercent), states: states, paced: paced) else {
+            throw ValidationError("the bare Opus/SRTP loop failed")
+        }
+        return bare.seconds / (Double(frames) / 50)
+    }
+
     /// The bare loop's ceiling now: the machine's cores divided by the bare Opus+SRTP loop's
     /// CPU per leg-second, timed over `frames` frames (one encoder and decoder, as in part 1).
     func bareCeiling(speech: [Int16], configuration: MediaConfiguration, frames: Int = 1_000) throws -> (perLeg: Double, legs: Double) {
-        guard let bare = BareMediaBenchmark.run(frames: frames, pcm: speech, bitrate: Int32(configuration.opus.bitrate),
-                                                complexity: Int32(configuration.opus.complexity),
-                                                expectedLossPercent: Int32(configuration.opus.expectedLossPercent)) else {
-            throw ValidationError("the bare Opus/SRTP loop failed")
-        }
-        let perLeg = bare.seconds / (Double(frames) / 50)
+        let perLeg = try Self.bareLoop(frames: frames, speech: speech, opus: configuration.opus)
         return (perLeg, Double(ProcessInfo.processInfo.activeProcessorCount) / perLeg)
     }
 
