@@ -22,8 +22,12 @@ actor CallLeg {
     nonisolated let outgoing: Bool
     let began: ContinuousClock.Instant
     private(set) var state: LegState
-    /// The router, for what is the node's: the ICE pool, audio activation, web pages.
-    weak var node: CallNode?
+    /// Tells the router what it keeps of the call (``LegReport``); the leg holds nothing else of it.
+    private let reportToRouter: @Sendable (UUID, LegReport) async -> Void
+    /// Reads a signaling connection's messages and routes them (to this leg among others).
+    let read: @Sendable (SignalMessages, SignalingConnection) async -> Void
+    /// Agents made ahead of calls, shared with the node.
+    let icePool: IcePool
 
     // The node's parts a call uses (all of them safe to share).
     let configuration: CallNodeConfiguration
@@ -51,16 +55,21 @@ actor CallLeg {
     /// What the caller presents to resume the call on a new connection: made by the caller,
     /// told to the callee in the invitation.
     var resumeToken: String?
-    /// Which round of reconnecting runs (a new loss starts a new one; the old one stops).
-    var reconnectRound = 0
     /// The host address the selected ICE pair leaves from (a host candidate's address, the
     /// base of a server-reflexive or relayed one).
     var selectedLocalBase: String?
     var startAction: ActionID?
+    /// The answer action (incoming), failed if the offer cannot be made.
+    var answerAction: ActionID?
+    /// The manager's actions whose requests the state is deciding, by the state's request id.
+    var requests: [Int: ActionID] = [:]
+    var nextRequest = 0
+    /// The peer's new offer for the running call, while the state decides whether to answer it.
+    var peerOffer: (SessionDescription, NegotiatedAudio)?
     var agent: (any IcePath)?
     /// The agent being made and gathering, started before it is needed (the caller's at
     /// dial, the callee's when it rings) so that answering does not wait for it.
-    var ice: Task<CallNode.PreparedICE, any Error>?
+    var ice: Task<PreparedICE, any Error>?
     var media: (any MediaPath)?
     /// The media started (its figures mean something).
     var mediaStarted = false
@@ -68,10 +77,12 @@ actor CallLeg {
     /// The DTLS-SRTP association keying the call's media (nil with SDES), from ICE
     /// connected until the call ends.
     var dtls: DTLSAssociation?
-    /// Every task the call starts (its signaling connection, ICE and media event readers, timers,
-    /// trickle, name lookups) runs in one task group, owned by ``run()``.
-    private let children: AsyncStream<@Sendable () async -> Void>
-    private let childrenContinuation: AsyncStream<@Sendable () async -> Void>.Continuation
+    /// The leg's one queue: its inputs, taken one at a time to completion, and the tasks it
+    /// starts (its signaling connection, ICE and media event readers, timers, trickle, name
+    /// lookups), which run in one task group owned by ``run()``. What those tasks learn comes
+    /// back as inputs, so nothing runs on the leg's state between two steps of another input.
+    private let work: AsyncStream<LegWork>
+    private let workContinuation: AsyncStream<LegWork>.Continuation
     /// The state machine's timers that are armed, each with the generation that armed it: a
     /// timer cancelled (or re-armed) lets its sleeping child find a stale generation and do
     /// nothing; the group cancels the sleepers when the call ends.
@@ -116,11 +127,13 @@ actor CallLeg {
     /// Everything of the call is gone (after the state ended).
     var isTornDown = false
 
-    init(uuid: UUID, outgoing: Bool, muted: Bool = false, node: CallNode, services: CallNode.Services) {
+    init(uuid: UUID, outgoing: Bool, muted: Bool = false, services: CallNode.Services) {
         self.uuid = uuid
         self.outgoing = outgoing
         began = .now
-        self.node = node
+        reportToRouter = services.report
+        read = services.read
+        icePool = services.icePool
         configuration = services.configuration
         identity = services.identity
         dtlsCertificate = services.dtlsCertificate
@@ -137,7 +150,7 @@ actor CallLeg {
             iceRestartInterval: services.configuration.iceRestartInterval,
             resumeWindow: services.configuration.resumeWindow),
             sendsHoldAudio: services.configuration.holdAudio != .silence)
-        (children, childrenContinuation) = AsyncStream.makeStream(of: (@Sendable () async -> Void).self)
+        (work, workContinuation) = AsyncStream.makeStream(of: LegWork.self)
         if outgoing { resumeToken = CallLeg.makeResumeToken() }
     }
 
@@ -147,12 +160,18 @@ actor CallLeg {
         return (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
     }
 
-    /// Runs the call's children until the call has ended and every one of them has finished:
-    /// when this returns, nothing of the call is left running. The router runs it once per leg.
+    /// Takes the call's inputs one at a time, each to completion, and runs the tasks it starts,
+    /// until the call has ended and every one of them has finished: when this returns, nothing
+    /// of the call is left running. The router runs it once per leg.
     func run() async {
-        let children = self.children
+        let work = self.work
         await withDiscardingTaskGroup { group in
-            for await child in children { group.addTask(operation: child) }
+            for await item in work {
+                switch item {
+                case let .input(input): await take(input)
+                case let .child(child): if !isTornDown { group.addTask(operation: child) }
+                }
+            }
             group.cancelAll()
         }
     }
@@ -160,13 +179,97 @@ actor CallLeg {
     /// Ends a leg that never started (the manager refused the call): its group finishes.
     func discard() {
         isTornDown = true
-        childrenContinuation.finish()
+        workContinuation.finish()
+    }
+
+    /// Tells the router `report` and waits until it has taken it.
+    func report(_ report: LegReport) async {
+        await reportToRouter(uuid, report)
     }
 
     /// Starts `work` as a child of the call (in ``run()``'s group); nothing once it has ended.
     func spawn(_ work: @escaping @Sendable () async -> Void) {
         guard !isTornDown else { return }
-        childrenContinuation.yield(work)
+        workContinuation.yield(.child(work))
+    }
+
+    /// Queues an input for the leg (from the router, or a task of the call). Returns false when
+    /// the leg has ended and takes no more.
+    @discardableResult
+    nonisolated func post(_ input: LegInput) -> Bool {
+        if case .terminated = workContinuation.yield(.input(input)) {
+            input.refuse()
+            return false
+        }
+        return true
+    }
+
+    /// Queues an input that carries a reply and waits for the answer (the fallback when the
+    /// leg has ended first). Only the call's tasks and the router ask: never the leg itself.
+    nonisolated func ask<Value: Sendable>(fallback: Value, _ make: (LegReply<Value>) -> LegInput) async -> Value {
+        await withCheckedContinuation { continuation in
+            post(make(LegReply(fallback: fallback) { continuation.resume(returning: $0) }))
+        }
+    }
+
+    /// Queues an input and waits until the leg has taken it (the router, where what it does
+    /// next depends on the input's effect: the end's details kept, for one).
+    nonisolated func deliver(_ event: LegEvent) async {
+        _ = await ask(fallback: ()) { .event(event, done: $0) }
+    }
+
+    /// One input, to completion. An ended leg takes none: what waits for an answer gets its
+    /// fallback, an action of the manager fails.
+    private func take(_ input: LegInput) async {
+        guard !isTornDown else {
+            if case let .perform(action) = input {
+                try? await manager.report(.failed(action.id, reason: "the call has ended"))
+            }
+            input.refuse()
+            return
+        }
+        switch input {
+        case let .invited(envelope, ring):
+            await invited(envelope, ring: ring)
+        case let .perform(action):
+            await perform(action)
+        case let .event(event, done):
+            await legEvent(event)
+            done?(())
+        case let .envelope(envelope, connection):
+            await receive(envelope, on: connection)
+        case let .dialed(connection, reply):
+            reply(await dialed(connection))
+        case let .resuming(connection, reply):
+            reply(await resuming(on: connection))
+        case let .connectionClosed(id, error, reply):
+            let current = id != nil && connection?.id == id
+            await connectionClosed(id, error: error)
+            reply?(current)
+        case let .ice(event):
+            await iceEvent(event)
+        case let .media(event):
+            await mediaEvent(event)
+        case let .mediaPrepared(result):
+            await mediaPrepared(result)
+        case let .timerFired(timer, generation):
+            await timerFired(timer, generation: generation)
+        case .audioActive:
+            await legEvent(.audioActivated)
+        case let .hostNetworkChanged(now, before):
+            await hostNetworkChanged(now, from: before)
+        case let .restartICE(reply):
+            if let error = await legEvent(.restartRequested) {
+                reply(.restartFailed("\(error)"))
+            } else {
+                reply(nil)
+            }
+        case let .statistics(reply):
+            reply(await media?.statistics)
+        case let .trickled(round, candidate):
+            guard round == trickleRound else { return }  // a restart replaced this round
+            await send(.candidates(candidate.map { [$0] } ?? [], end: candidate == nil))
+        }
     }
 
     /// Sets what an outgoing call dials, or what a call already has, before it starts.
@@ -184,16 +287,6 @@ actor CallLeg {
     /// The identity of the call's signaling connection, once it has one.
     var connectionID: ObjectIdentifier? { connection?.id }
 
-    /// The current statistics of the call's media.
-    var statistics: MediaStatistics? {
-        get async { await media?.statistics }
-    }
-
-    /// Feeds an event from outside (the router, the manager) to the state machine.
-    func event(_ event: LegEvent) async {
-        await legEvent(event)
-    }
-
     // MARK: - Actions from the call manager
 
     func perform(_ provider: ProviderAction) async {
@@ -201,19 +294,15 @@ actor CallLeg {
         case .start:
             startAction = provider.id
             if let connection {
-                // A session call: the join already made the connection.
+                // A session call (the join made the connection) or a page's (connected already).
+                if origin == .webPage { await prepareICEEarly(role: .controlled) }
                 _ = await dialed(connection)
             } else {
                 await dial()
             }
         case .answer:
+            answerAction = provider.id
             await legEvent(.answering)
-            do {
-                try await sendOffer()
-            } catch {
-                failure = "answering failed: \(error)"
-                try? await manager.report(.failed(provider.id, reason: "\(error)"))
-            }
         case .end:
             // Ending a call that still rings here declines it (the leg's state knows).
             await legEvent(.end(.hangUp))
@@ -221,19 +310,9 @@ actor CallLeg {
         case let .setHeld(_, onHold):
             // Held here at once (the bridge port and the media), then the re-offer (RFC 3264:
             // `sendonly` or `inactive`; `sendrecv` to resume) tells the peer.
-            if let error = await legEvent(.setHeld(onHold)) {
-                try? await manager.report(.failed(provider.id, reason: "\(error)"))
-            } else {
-                try? await manager.report(.fulfilled(provider.id))
-            }
+            await request(.hold(onHold), for: provider)
         case let .setMuted(_, muted):
-            let before = state.muted
-            if let error = await legEvent(.setMuted(muted)) {
-                await legEvent(.setMuted(before))
-                try? await manager.report(.failed(provider.id, reason: "\(error)"))
-            } else {
-                try? await manager.report(.fulfilled(provider.id))
-            }
+            await request(.mute(muted), for: provider)
         case let .playDTMF(_, digits):
             do {
                 try await media?.sendDTMF(digits)
@@ -244,7 +323,7 @@ actor CallLeg {
         case let .setGroup(_, other):
             // The bridge joins the ports now if media runs, else when it starts.
             group = .some(other)
-            await node?.regroup(uuid, with: other)
+            await report(.group(other))
             try? await manager.report(.fulfilled(provider.id))
         }
     }
@@ -268,7 +347,7 @@ actor CallLeg {
             envelope = try signals.stamp(message, call: uuid)
         } catch {
             failure = failure ?? "\(error)"
-            spawn { [weak self] in await self?.legEvent(.end(.failed("\(error)"))) }
+            post(.event(.end(.failed("\(error)")), done: nil))
             return
         }
         guard let connection else { return }
@@ -276,10 +355,14 @@ actor CallLeg {
         try? await connection.send(envelope)
     }
 
-    /// The invitation that made this (incoming) leg: the first of the caller's messages.
-    func invited(_ envelope: SignalEnvelope) {
+    /// The invitation that made this (incoming) leg, the first of the caller's messages: the
+    /// callee's ICE agent gets under way (from the pool if it has one) before the call rings.
+    func invited(_ envelope: SignalEnvelope, ring: Bool) async {
         _ = signals.accept(envelope)
         if case let .invite(invitation) = envelope.message { resumeToken = invitation.resumeToken }
+        await prepareICEEarly(role: .controlling)
+        await legEvent(.signalingReady)
+        if ring { await send(.ringing) }
     }
 
     /// An envelope for this call on one of its connections (the router checked that it
@@ -353,18 +436,6 @@ actor CallLeg {
         }
     }
 
-    // MARK: - ICE restart
-
-    /// Restarts ICE at once (``CallNode/restartICE(_:)``), from either side.
-    func restartICE() async throws(CallNodeError) {
-        guard negotiated != nil else { throw .noSuchCall(uuid) }
-        do {
-            try await restart()
-        } catch {
-            throw .restartFailed("\(error)")
-        }
-    }
-
     /// Opens the signaling connection of an outgoing call in its own task; the invitation goes
     /// out once TLS is up.
     func dial() async {
@@ -374,46 +445,32 @@ actor CallLeg {
         case .contact, .address, .pinned, .relayed:
             guard let known = self.route() else { return }
             route = known
-        case .session: return
-        case .webPage:
-            // The page is already connected and read by its own task: invite it there.
-            await prepareICEEarly(role: .controlled)
-            guard let page = await node?.freeWebPage() else {
-                failure = CallNodeError.noWebPage.description
-                spawn { [weak self] in await self?.connectionClosed(nil, error: nil) }
-                return
-            }
-            spawn { [weak self] in
-                guard let self else { return }
-                if await !self.dialed(page) { await self.connectionClosed(page.id, error: nil) }
-            }
-            return
+        case .session, .webPage:
+            return  // connected already: the start uses that connection
         }
         await prepareICEEarly(role: .controlled)
-        let weak = WeakLeg(self), router = WeakNode(node)
+        let weak = WeakLeg(self), read = self.read
         let dialedConnection = Locked<ObjectIdentifier?>(nil)
-        spawn { [weak self] in
-            guard let self else { return }
+        spawn { [self] in
             do {
-                try await self.connect(route) { connection, messages in
+                try await connect(route) { connection, messages in
                     dialedConnection.withLock { $0 = connection.id }
-                    guard let leg = weak.leg, await leg.dialed(connection), let node = router.node else { return }
-                    await node.read(messages, on: connection)
+                    guard let leg = weak.leg, await leg.ask(fallback: false, { .dialed(connection, $0) }) else { return }
+                    await read(messages, connection)
                 }
-                await self.connectionClosed(dialedConnection.withLock { $0 }, error: nil)
+                post(.connectionClosed(dialedConnection.withLock { $0 }, error: nil, nil))
             } catch {
-                await self.connectionClosed(dialedConnection.withLock { $0 }, error: error)
+                post(.connectionClosed(dialedConnection.withLock { $0 }, error: error, nil))
             }
         }
     }
 
     /// TLS is up for an outgoing call: send the invitation and fulfil the start action.
     func dialed(_ connection: SignalingConnection) async -> Bool {
-        guard !isTornDown else { return false }
         self.connection = connection
         peer = connection.peer
         origin = connection.origin
-        await node?.legConnected(uuid, connection)
+        await report(.connection(connection))
         mark("signaling-connected")
         await legEvent(.signalingReady)
         // The call counts as connecting before the invitation leaves: a peer that answers at
@@ -423,10 +480,8 @@ actor CallLeg {
             try? await manager.report(.fulfilled(action))
             try? await manager.report(.progress(uuid, .invitationSent))
         }
-        // The call can end while those are awaited (its audio would not start): the end went to
-        // the peer then, and an invitation after it would leave a call there that nothing ends
-        // until its resumption window runs out.
-        guard !state.phase.hasEnded, !isTornDown else { return false }
+        // The call can be ended while those are awaited (its audio would not start): that end
+        // is the leg's next input, so the peer gets this invitation first and the end after it.
         let invitation = Invitation(displayName: configuration.displayName, title: title, session: session,
                                     resumeToken: resumable ? resumeToken : nil)
         await send(.invite(invitation))
@@ -437,7 +492,6 @@ actor CallLeg {
     /// A signaling connection of the call closed (`id` nil: none was ever made). A call
     /// between nodes is resumed on a new one; anything else ends.
     func connectionClosed(_ id: ObjectIdentifier?, error: (any Error)?) async {
-        guard !isTornDown else { return }
         if let id {
             // A resumption that did not take: the reconnecting loop tries again.
             if pendingConnection?.id == id {
@@ -465,8 +519,9 @@ actor CallLeg {
         await legEvent(.signalingLost(detail, resumable: canResume))
     }
 
-    /// Feeds the call's state machine and performs what it returns, in order. Returns the
-    /// error of a microphone change that failed (a device that would not reopen).
+    /// Feeds the call's state machine and performs what it returns, in order. What performing
+    /// an action leads to (a failure, a result the state waits for) comes back as a later
+    /// input, never in the middle of these actions. Returns the first failure among them.
     @discardableResult
     func legEvent(_ event: LegEvent) async -> (any Error)? {
         let actions = state.handle(event, now: configuration.clock.now)
@@ -496,14 +551,46 @@ actor CallLeg {
             case let .startMedia(muted):
                 await startMedia(microphoneMuted: muted)
             case .restartICE:
-                do { try await restart() } catch { restartFailed(error) }
+                do {
+                    try await restart()
+                    post(.event(.restartOffered, done: nil))
+                } catch {
+                    logger.warning("call \(uuid): ICE restart failed: \(error)")
+                    failure = failure ?? error
+                    post(.event(.restartSettled, done: nil))
+                }
+            case let .restartRefused(reason):
+                failure = failure ?? NegotiationError(reason)
             case .renegotiate:
                 do {
                     try await renegotiate()
                 } catch {
                     logger.warning("call \(uuid): the hold or resume offer could not be sent: \(error)")
-                    await legEvent(.renegotiationSettled)
+                    post(.event(.renegotiationSettled, done: nil))
                 }
+            case .makeOffer:
+                do {
+                    try await sendOffer()
+                } catch {
+                    self.failure = "answering failed: \(error)"
+                    if let answerAction { try? await manager.report(.failed(answerAction, reason: "\(error)")) }
+                }
+            case .answerPeerOffer:
+                guard let (offer, current) = peerOffer else { break }
+                peerOffer = nil
+                do { try await answer(offer, current: current) } catch { await negotiationFailed(error) }
+            case .prepareMedia:
+                prepareMedia()
+            case .reportMediaConnected:
+                await reportMediaConnected()
+            case let .settle(id):
+                let reason = failure.map { "\($0)" }
+                post(.event(.settled(id: id, failure: reason), done: nil))
+                failure = nil
+            case let .fulfil(id):
+                if let action = requests.removeValue(forKey: id) { try? await manager.report(.fulfilled(action)) }
+            case let .fail(id, reason):
+                if let action = requests.removeValue(forKey: id) { try? await manager.report(.failed(action, reason: reason)) }
             case let .setFlow(flow):
                 if let error = await apply(flow) { failure = failure ?? error }
             case let .reportHeldByPeer(on):
@@ -526,6 +613,21 @@ actor CallLeg {
         return failure
     }
 
+    /// The manager's request `provider`, decided by the state: performed, then fulfilled or
+    /// failed (and rolled back) once its actions have been.
+    func request(_ request: LegRequest, for provider: ProviderAction) async {
+        nextRequest += 1
+        requests[nextRequest] = provider.id
+        await legEvent(.request(request, id: nextRequest))
+    }
+
+    /// An offer or answer that could not be taken: the peer is told, and the call ends.
+    func negotiationFailed(_ error: any Error) async {
+        broadcaster.send(.peerError("call \(uuid): \(error)"))
+        await send(.error("\(error)"))
+        post(.event(.end(.failed("\(error)")), done: nil))
+    }
+
     /// Arms a leg timer on the node's clock; its firing comes back as an event.
     func arm(_ timer: LegTimer, after delay: Duration) {
         let clock = configuration.clock
@@ -535,7 +637,7 @@ actor CallLeg {
         timers[timer] = generation
         spawn { [weak self] in
             do { try await clock.sleep(until: deadline) } catch { return }
-            await self?.timerFired(timer, generation: generation)
+            self?.post(.timerFired(timer, generation: generation))
         }
     }
 
@@ -555,18 +657,23 @@ actor CallLeg {
         let duration = state.connectedSince.map { configuration.clock.now - $0 }
         var detail: String?
         if case let .ended(end) = state.phase { detail = end.detail }
-        await node?.legEnded(uuid, detail: failure ?? detail, duration: duration)
+        await report(.ended(detail: failure ?? detail, duration: duration))
         timers.removeAll()
-        ice?.cancel()
+        if agent == nil, let ice {
+            // An agent still being made (or made and never adopted) is closed here: nothing
+            // else of the call will take it.
+            if let prepared = try? await ice.value { await prepared.agent.close() }
+        }
         mediaPreparation?.cancel()
         // close_notify goes out while the path is still there: a browser sees the end at once.
         await dtls?.close()
         await media?.stop()
         await agent?.close()
         connection?.close()
-        // No more children; run() cancels those still running and returns once all are done.
-        childrenContinuation.finish()
-        await node?.legReleased()
+        // No more inputs or children; run() cancels those still running and returns once all
+        // are done.
+        workContinuation.finish()
+        await report(.released)
     }
 
 }

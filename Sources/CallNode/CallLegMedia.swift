@@ -14,13 +14,12 @@ extension CallLeg {
     func watch(_ agent: any IcePath) {
         spawn { [weak self] in
             for await event in agent.events {
-                await self?.iceEvent(event)
+                guard let self, self.post(.ice(event)) else { return }
             }
         }
     }
 
     func iceEvent(_ event: IceEvent) async {
-        guard !isTornDown else { return }
         switch event {
         case let .selectedPair(pair):
             mark("pair-selected")
@@ -31,37 +30,26 @@ extension CallLeg {
                                                                    remote: "\(pair.remote.address):\(pair.remote.port)")))
         case .stateChanged(.connected):
             mark("ice-connected")
-            if state.phase.iceHasConnected == false {
-                // DTLS starts on the pair at once, before the leg reports the connection.
-                prepareMedia(iceConnected: true)
-                await mediaConnected()
-            } else {
-                await legEvent(.iceConnected)
-            }
+            await legEvent(.iceConnected)
         case .stateChanged(.disconnected):
             await legEvent(.iceDisconnected)
         case .stateChanged(.failed):
             if state.phase.iceHasConnected {
-                // A pair that worked is gone (consent expired, RFC 7675): recover as from a
-                // lost connection, by restarting ICE, instead of ending the call.
                 logger.info("call \(uuid): the selected pair failed (consent expired); restarting ICE")
-                await legEvent(.iceDisconnected)
-            } else {
-                await legEvent(.end(.failed("ICE failed: no candidate pair worked (try --stun or --turn)")))
             }
+            await legEvent(.iceFailed)
         default:
             break
         }
     }
 
-    /// Starts building the call's media actor as soon as the offer and answer are done, off this
-    /// actor and while the connectivity checks run, so that ICE connecting only has to start it.
-    /// Nothing is opened until it starts. With DTLS-SRTP it waits for ICE to connect: the
-    /// handshake runs over the selected pair, and a ClientHello sent before would only be lost
-    /// and retransmitted a second later.
-    func prepareMedia(iceConnected: Bool = false) {
+    /// Starts building the call's media actor, off this actor (the state says when: with SDES
+    /// while the connectivity checks run, with DTLS once ICE connected, since the handshake
+    /// runs over the selected pair). Nothing is opened until it starts. The built media, or
+    /// why it could not be built, comes back as ``LegInput/mediaPrepared(_:)``: nothing waits
+    /// for the handshake (a hang-up does not).
+    func prepareMedia() {
         guard mediaPreparation == nil, let agent, let negotiated else { return }
-        if negotiated.dtls != nil && !(iceConnected || state.phase.iceHasConnected) { return }
         var base = configuration.media
         let clock = self.clock
         // Browsers take one redundant copy per packet (libwebrtc's RED), nodes up to three.
@@ -72,7 +60,7 @@ extension CallLeg {
         do {
             own = try configuration.callAudio?(callAudioRequest())
         } catch {
-            mediaPreparation = Task { throw error }
+            post(.mediaPrepared(.failure(error)))
             return
         }
         let transport = IceMediaTransport(agent: agent)
@@ -81,16 +69,25 @@ extension CallLeg {
             do {
                 association = try makeDTLS(dtls, over: transport)
             } catch {
-                mediaPreparation = Task { throw error }
+                post(.mediaPrepared(.failure(error)))
                 return
             }
             self.dtls = association
             mark("dtls-started")
         }
-        mediaPreparation = Task.detached { [association] in
+        let preparation = Task.detached { [association] in
             try await CallLeg.makeMedia(negotiated: negotiated, base: base, transport: transport, dtls: association, clock: clock,
                                      systemSession: systemSession, appSession: appSession, standIn: standIn, own: own,
                                      playbackOnly: playbackOnly, frameKeys: frameKeys)
+        }
+        mediaPreparation = preparation
+        spawn { [weak self] in
+            do {
+                let prepared = try await preparation.value
+                self?.post(.mediaPrepared(.success(prepared)))
+            } catch {
+                self?.post(.mediaPrepared(.failure(error)))
+            }
         }
     }
 
@@ -125,73 +122,57 @@ extension CallLeg {
         return association
     }
 
-    /// ICE is ready: build the media actor on the session's devices, report media connected
-    /// (which fulfils the answer and, in system-owned mode, activates audio).
-    func mediaConnected() async {
-        guard !isTornDown, agent != nil, negotiated != nil else {
-            failure = "ICE connected before the offer and answer completed"
-            return
-        }
-        await legEvent(.iceConnected)
-        prepareMedia()
-        do {
-            guard let preparation = mediaPreparation else { throw NegotiationError("media was not prepared") }
-            let prepared = try await preparation.value
-            let actor = prepared.path
-            guard !isTornDown else { return }  // ended meanwhile; the actor never started
-            media = actor
-            bridgePort = prepared.port
-            if let recording = prepared.recording { await manager.setRecording(recording, of: uuid) }
-            if let group, let other = group { await node?.regroup(uuid, with: other) }
-            mark("media-secured")
-            if let negotiated = negotiated {
-                let dtls = dtls
-                let suite = dtls?.established?.suite.rawValue ?? negotiated.cryptoSuite
-                broadcaster.send(.secured(uuid, MediaSecurity(
-                    keyExchange: dtls == nil ? .sdes : .dtls, suite: suite, handshake: dtls?.handshakeTime,
-                    peerFingerprint: negotiated.dtls?.remoteFingerprint, frameEncryption: frameKeys != nil,
-                    securityCode: securityCode)))
-            }
-            spawn { [weak self] in
-                for await event in actor.events {
-                    await self?.mediaEvent(event)
-                }
-            }
-        } catch {
+    /// The media is built and keyed: the call takes it (its bridge port, its recording, its
+    /// conference), and the state says when it counts as connected (once ICE is).
+    func mediaPrepared(_ result: Result<PreparedMedia, any Error>) async {
+        let prepared: PreparedMedia
+        switch result {
+        case let .success(made): prepared = made
+        case let .failure(error):
             await legEvent(.end(.failed("media could not start: \(error)")))
             return
         }
+        let actor = prepared.path
+        media = actor
+        bridgePort = prepared.port
+        if let recording = prepared.recording { await manager.setRecording(recording, of: uuid) }
+        await report(.mediaPort(prepared.port))
+        if let group, let other = group { await report(.group(other)) }
+        spawn { [weak self] in
+            for await event in actor.events {
+                guard let self, self.post(.media(event)) else { return }
+            }
+        }
         await legEvent(.mediaReady)
+    }
+
+    /// ICE connected and the media is keyed: tell the event stream how it is secured, the
+    /// manager that media connected (which fulfils the answer and, in system-owned mode,
+    /// activates audio), and the router that the call waits for the audio session.
+    func reportMediaConnected() async {
+        mark("media-secured")
+        if let negotiated = negotiated {
+            let dtls = dtls
+            let suite = dtls?.established?.suite.rawValue ?? negotiated.cryptoSuite
+            broadcaster.send(.secured(uuid, MediaSecurity(
+                keyExchange: dtls == nil ? .sdes : .dtls, suite: suite, handshake: dtls?.handshakeTime,
+                peerFingerprint: negotiated.dtls?.remoteFingerprint, frameEncryption: frameKeys != nil,
+                securityCode: securityCode)))
+        }
         do {
             try await manager.report(.mediaConnected(uuid))
         } catch {
             logger.warning("media connected for call \(uuid), but: \(error)")
         }
-        if let appSession, await !appSession.isActive {
-            // CallKit-free mode: this node is the one owner of activation.
-            do {
-                _ = try await appSession.activate()
-                await node?.setAudioActive(true)
-            } catch {
-                await legEvent(.end(.failed("audio could not start: \(error)")))
-                return
-            }
-        } else if appSession != nil {
-            await node?.setAudioActive(true)
-        }
-        await startMediaIfReady()
-    }
-
-    /// Media starts once it is ready and the audio session is active, whichever comes last.
-    func startMediaIfReady() async {
-        guard await node?.audioActive == true else { return }
-        await legEvent(.audioActivated)
+        // Media starts when the router says the audio session is active: at once if it is,
+        // when its one owner has activated it if not.
+        await report(.awaitingAudio)
     }
 
     /// Starts the call's media with the microphone as the leg's state says: a mute or hold set
     /// before media existed (while the call rang) holds from the first frame.
     func startMedia(microphoneMuted: Bool) async {
-        guard !isTornDown, let media else { return }
+        guard let media else { return }
         do {
             try await media.setMuted(microphoneMuted)
             try await media.start()
@@ -202,20 +183,21 @@ extension CallLeg {
             broadcaster.send(.setup(uuid, setupSteps))
             if startMuted { _ = try? await manager.controller.request(.setMuted(call: uuid, muted: true)) }
         } catch {
-            await legEvent(.end(.failed("audio could not start: \(error)")))
+            post(.event(.end(.failed("audio could not start: \(error)")), done: nil))
         }
     }
 
     func mediaEvent(_ event: MediaEvent) async {
         switch event {
         case let .statistics(statistics):
-            // After the teardown's final figures, an older periodic one would undo them.
-            if !isTornDown { broadcaster.send(.statistics(uuid, statistics)) }
+            // The leg takes no input after its teardown, whose final figures an older periodic
+            // one would undo.
+            broadcaster.send(.statistics(uuid, statistics))
         case let .dtmf(digit): broadcaster.send(.dtmf(uuid, digit))
         case .firstAudio:
             // The pooled agent this call may have taken is replaced now, not while it was
             // being set up.
-            await node?.fillICEPool()
+            icePool.fill()
             broadcaster.send(.firstAudio(uuid, after: ContinuousClock.now - began))
         case .inboundStalled: await legEvent(.mediaStalled)
         case .inboundResumed: await legEvent(.mediaResumed)

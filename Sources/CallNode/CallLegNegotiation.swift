@@ -17,22 +17,14 @@ extension CallLeg {
     /// SDP itself, and server-reflexive and relayed ones often are too. A pooled agent is used
     /// when there is one (a pooled agent that failed is replaced by a new one).
     func prepareICEEarly(role: IceRole) async {
-        guard !isTornDown, ice == nil else { return }
+        guard ice == nil else { return }
         // Taken from the pool now, not when the task runs: the pool is the node's, and it
         // refills only once this call hears audio.
-        let (pooled, stale) = await node?.takePooledICE() ?? (nil, [])
-        guard !isTornDown, ice == nil else {
-            // Prepared meanwhile (or ended): the agents taken go unused.
-            spawn {
-                for entry in stale { await (try? await entry.task.value)?.agent.close() }
-                await (try? await pooled?.value)?.agent.close()
-            }
-            return
-        }
+        let (pooled, stale) = icePool.take()
         let settings = configuration.ice, make = configuration.makeIcePath
-        let task = Task { () async throws -> CallNode.PreparedICE in
+        let task = Task { () async throws -> PreparedICE in
             for entry in stale { await (try? await entry.task.value)?.agent.close() }
-            let prepared: CallNode.PreparedICE
+            let prepared: PreparedICE
             if let pooled, let made = try? await pooled.value {
                 prepared = made
                 do {
@@ -42,34 +34,25 @@ extension CallLeg {
                     throw error
                 }
             } else {
-                prepared = try await CallLeg.makeICE(settings, role: role, make: make)
+                prepared = try await PreparedICE.make(settings, role: role, make: make)
             }
-            return try await self.adopt(prepared)
+            return prepared
         }
         ice = task
     }
 
     /// The call's prepared ICE agent (waiting for the early preparation, or making it now), with
     /// every candidate gathered so far in its local parameters.
-    func preparedICE(role: IceRole) async throws -> CallNode.PreparedICE {
+    func preparedICE(role: IceRole) async throws -> PreparedICE {
         await prepareICEEarly(role: role)
         guard let task = ice else { throw NegotiationError("the call ended while ICE was being prepared") }
         var prepared = try await task.value
-        guard !isTornDown else { throw NegotiationError("the call ended while ICE was being prepared") }
+        if agent == nil {
+            agent = prepared.agent
+            watch(prepared.agent)
+        }
         prepared.local.candidates = ((try? await prepared.agent.localCandidates()) ?? []).map(\.description)
         prepared.local.fingerprint = dtlsCertificate.fingerprint.sdpValue
-        return prepared
-    }
-
-    /// Makes `prepared` the call's agent and follows its events; closes it if the call ended
-    /// meanwhile (nobody else would).
-    func adopt(_ prepared: CallNode.PreparedICE) async throws -> CallNode.PreparedICE {
-        guard !isTornDown, agent == nil else {
-            await prepared.agent.close()
-            throw NegotiationError("the call ended while ICE was being prepared")
-        }
-        agent = prepared.agent
-        watch(prepared.agent)
         return prepared
     }
 
@@ -99,7 +82,7 @@ extension CallLeg {
     func offered(sdp: String) async throws {
         let offer = try SessionDescription(parsing: sdp)
         if let current = self.negotiated {
-            try await reoffered(offer, current: current)
+            await reoffered(offer, current: current)
             return
         }
         guard outgoing else { return }  // in this protocol the callee makes the first offer
@@ -115,7 +98,7 @@ extension CallLeg {
         try pageAccepted(offer.pageFrameKeys)
         self.negotiated = negotiated
         localAnswer = answer
-        await legEvent(.negotiated)
+        await legEvent(.negotiated(dtls: negotiated.dtls != nil))
         // The call manager hears of both first: once the answer is out, ICE and DTLS can
         // finish (and media report connected, which needs the answer sent) while this actor
         // still waits on the send.
@@ -126,7 +109,6 @@ extension CallLeg {
         await peerOffered(offer)
         try await setRemote(negotiated)
         trickle(prepared.gathering, skipping: Set(local.candidates))
-        prepareMedia()
     }
 
     /// The answer to this side's offer: the callee's first (start ICE), or either side's later
@@ -151,11 +133,12 @@ extension CallLeg {
         try acceptFrameKey(answered: answer.frameKey, offered: offer.frameKey != nil)
         try pageAccepted(answer.pageFrameKeys)
         self.negotiated = negotiated
-        await legEvent(.negotiated)
+        await legEvent(.negotiated(dtls: negotiated.dtls != nil))
         await peerAnswered(answer, to: offer)
-        try await setRemote(negotiated)
-        prepareMedia()
+        // The manager hears of the answer before ICE starts: ICE connecting (and media with it)
+        // is a later input, but the manager must know the call is past its offer by then.
         try await manager.report(.progress(uuid, .answerReceived))
+        try await setRemote(negotiated)
     }
 
     func restart() async throws {
@@ -164,15 +147,7 @@ extension CallLeg {
         else { throw NegotiationError("the call has no offer to restart") }
         local.fingerprint = dtlsCertificate.fingerprint.sdpValue
         local.direction = state.wantedDirection
-        guard state.offerPending == false else { throw NegotiationError("an offer is already waiting for the peer's answer") }
-        await legEvent(.restartOffered)
-        let gathering: IceGathering
-        do {
-            gathering = try await agent.restart()
-        } catch {
-            await legEvent(.restartSettled)
-            throw error
-        }
+        let gathering = try await agent.restart()
         local.iceUfrag = gathering.credentials.ufrag
         local.icePwd = gathering.credentials.pwd
         local.candidates = ((try? await agent.localCandidates()) ?? []).map(\.description)
@@ -181,7 +156,7 @@ extension CallLeg {
         offer.origin.sessionVersion = max(previous.origin.sessionVersion, self.offer?.origin.sessionVersion ?? 0) + 1
         self.offer = offer
         reofferCapabilities = capabilities
-        logger.info("call \(uuid): ICE restart \(state.restarts)")
+        logger.info("call \(uuid): ICE restart \(state.restarts + 1)")
         broadcaster.send(.iceRestarted(uuid, byPeer: false))
         await send(.offer(sdp: offer.serialized))
         // After the offer: candidates that overtook it would join the peer's old round.
@@ -193,14 +168,17 @@ extension CallLeg {
     /// direction did (RFC 3264 §8.4), otherwise the same answer again. The media and its keys
     /// must stay as they are. Offers that cross (both sides offered at once): the callee's
     /// wins; the caller answers it (its answer says its own hold) and drops its own offer.
-    func reoffered(_ offer: SessionDescription, current: NegotiatedAudio) async throws {
-        if state.offerPending {
-            guard outgoing else {
-                logger.info("call \(uuid): the peer's offer crossed ours; ours stands")
-                return
-            }
-            await legEvent(.offerOvertaken)
+    func reoffered(_ offer: SessionDescription, current: NegotiatedAudio) async {
+        peerOffer = (offer, current)
+        await legEvent(.peerReoffered)
+        if peerOffer != nil {
+            peerOffer = nil
+            logger.info("call \(uuid): the peer's offer crossed ours; ours stands")
         }
+    }
+
+    /// Answers the peer's new offer for the running call (the state decided this side answers it).
+    func answer(_ offer: SessionDescription, current: NegotiatedAudio) async throws {
         guard let agent = agent, var local = try await ice?.value.local else {
             throw NegotiationError("a new offer came before the call had ICE")
         }
@@ -286,10 +264,6 @@ extension CallLeg {
                                       sends: offered.receives ? answered.sends : nil))
     }
 
-    func restartFailed(_ error: any Error) {
-        logger.warning("call \(uuid): ICE restart failed: \(error)")
-    }
-
     /// Gives the call's agent the peer's credentials and the candidates its SDP carried, in one
     /// step; candidate lines that do not parse are reported and skipped.
     func setRemote(_ negotiated: NegotiatedAudio) async throws {
@@ -353,12 +327,9 @@ extension CallLeg {
         let round = trickleRound
         spawn { [weak self] in
             for await candidate in gathering.candidates where !sent.contains(candidate.description) {
-                guard let self, await self.trickleRound == round else { return }
-                await self.send(.candidates([candidate.description], end: false))
+                guard let self, self.post(.trickled(round: round, candidate: candidate.description)) else { return }
             }
-            // A restart replaced this round: its end-of-candidates would end the new one.
-            guard let self, await self.trickleRound == round else { return }
-            await self.send(.candidates([], end: true))
+            self?.post(.trickled(round: round, candidate: nil))
         }
     }
 
@@ -388,25 +359,6 @@ extension CallLeg {
         return capabilities
     }
 
-
-    /// Creates an ICE agent in `role` and starts gathering; the local parameters carry the
-    /// credentials and a fresh SRTP key for every suite this node supports.
-    nonisolated static func makeICE(_ configuration: IceConfiguration, role: IceRole,
-                                    make: @Sendable (IceConfiguration) async throws -> any IcePath) async throws -> CallNode.PreparedICE {
-        var ice = configuration
-        ice.role = role
-        let agent = try await make(ice)
-        let gathering: IceGathering
-        do {
-            gathering = try await agent.gather()
-        } catch {
-            await agent.close()
-            throw error
-        }
-        let keys = SRTPSuite.allCases.reduce(into: [String: String]()) { $0[$1.rawValue] = SRTPKey.random(suite: $1).inlineKeyParameter }
-        return CallNode.PreparedICE(agent: agent, gathering: gathering,
-                           local: LocalAudioParameters(iceUfrag: gathering.credentials.ufrag, icePwd: gathering.credentials.pwd, keys: keys))
-    }
 
     /// A later offer or answer may change ICE, not the media: the same suite and keys, the
     /// same payload types.

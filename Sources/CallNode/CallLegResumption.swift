@@ -62,53 +62,40 @@ extension CallLeg {
 
     // MARK: - Resuming on a new signaling connection
 
-    /// Opens new connections to the other node until one resumes the call (backing off from
-    /// 0.25 s to 2 s between tries), while the state says the signaling is lost. The caller
-    /// always can; a callee can when it knows the caller's address or both use a relay.
+    /// Tries one new connection to the other node to resume the call on (the state decides
+    /// when, and backs off between tries: a try that does not resume the call comes back as
+    /// ``LegEvent/reconnectFailed``). The caller always can; a callee can when it knows the
+    /// caller's address or both use a relay, and otherwise waits for the caller.
     func reconnect() {
         guard let route = route(), resumeToken != nil else { return }
-        reconnectRound += 1
-        let round = reconnectRound, clock = configuration.clock, logger = self.logger, uuid = self.uuid
-        let weak = WeakLeg(self), router = WeakNode(node)
-        spawn { [weak self] in
-            var delay: Duration = .zero
-            var attempt = 0
-            while let leg = self, await leg.stillReconnecting(round) {
-                if delay > .zero {
-                    do { try await clock.sleep(until: clock.now + delay) } catch { return }
-                    guard await leg.stillReconnecting(round) else { return }
+        let attempt = state.reconnectAttempts, logger = self.logger, uuid = self.uuid
+        let weak = WeakLeg(self), read = self.read
+        spawn {
+            guard let leg = weak.leg else { return }
+            let made = Locked<ObjectIdentifier?>(nil)
+            do {
+                try await leg.connect(route) { connection, messages in
+                    made.withLock { $0 = connection.id }
+                    guard let leg = weak.leg, await leg.ask(fallback: false, { .resuming(connection, $0) }) else { return }
+                    await read(messages, connection)
                 }
-                delay = delay == .zero ? .milliseconds(250) : min(delay * 2, .seconds(2))
-                attempt += 1
-                let made = Locked<ObjectIdentifier?>(nil)
-                do {
-                    try await leg.connect(route) { connection, messages in
-                        made.withLock { $0 = connection.id }
-                        guard let leg = weak.leg, await leg.resuming(on: connection), let node = router.node else { return }
-                        await node.read(messages, on: connection)
-                    }
-                } catch {
-                    logger.info("call \(uuid): resuming, try \(attempt): \(error)")
-                }
-                // The connection closed: if it had resumed the call, the loss starts a new
-                // round; if not, try again.
-                guard let id = made.withLock({ $0 }) else { continue }
-                let resumedHere = await leg.connection?.id == id
-                await leg.connectionClosed(id, error: nil)
-                if resumedHere { return }
+            } catch {
+                logger.info("call \(uuid): resuming, try \(attempt): \(error)")
             }
+            // The connection closed. If it had resumed the call, its loss is a new one (the
+            // state starts over); if not, this try failed.
+            if let id = made.withLock({ $0 }), await leg.ask(fallback: true, { .connectionClosed(id, error: nil, $0) }) {
+                return
+            }
+            leg.post(.event(.reconnectFailed, done: nil))
         }
-    }
-
-    func stillReconnecting(_ round: Int) -> Bool {
-        !isTornDown && round == reconnectRound && !state.signaling.isUp
     }
 
     /// A new connection is up; asks the other node to carry on the call on it.
     func resuming(on connection: SignalingConnection) async -> Bool {
-        guard !isTornDown, !state.signaling.isUp, self.connection == nil, let resumeToken else { return false }
+        guard !state.signaling.isUp, self.connection == nil, let resumeToken else { return false }
         pendingConnection = connection
-        await node?.legConnected(uuid, connection)
+        await report(.connection(connection))
         do {
             try await connection.send(SignalEnvelope(call: uuid, .resume(ResumeRequest(token: resumeToken, received: signals.received)),
                                                      ack: signals.received))
@@ -157,7 +144,7 @@ extension CallLeg {
         let old = self.connection, abandoned = pendingConnection
         self.connection = connection
         pendingConnection = nil
-        await node?.legConnected(uuid, connection)
+        await report(.connection(connection))
         if let old, old.id != connection.id { old.close() }
         if let abandoned, abandoned.id != connection.id { abandoned.close() }
         try? await connection.send(SignalEnvelope(call: uuid, .resumed(received: signals.received), ack: signals.received))

@@ -11,11 +11,14 @@ public enum LegEvent: Sendable, Equatable {
     case peerRinging
     /// Incoming: the call was answered; the offer is being made.
     case answering
-    /// The offer and answer are done (the first time; later ones change ICE only).
-    case negotiated
+    /// The offer and answer are done (the first time; later ones change ICE only), the media
+    /// keyed by a DTLS handshake over the selected pair (`dtls`) or by keys the SDP carried.
+    case negotiated(dtls: Bool)
     case iceConnected
     case iceDisconnected
-    /// The media is built and keyed (after ICE connected; with DTLS, after the handshake).
+    /// ICE gave up: no pair worked, or the selected one failed (consent expired).
+    case iceFailed
+    /// The media is built and keyed (with DTLS, after the handshake).
     case mediaReady
     /// The audio session is active (activated by its one owner): media may start.
     case audioActivated
@@ -25,6 +28,12 @@ public enum LegEvent: Sendable, Equatable {
     case setMuted(Bool)
     /// The user here holds the call or resumes it.
     case setHeld(Bool)
+    /// A request of the call manager's (`id` names it in ``LegAction/settle(_:)``,
+    /// ``LegAction/fulfil(_:)`` and ``LegAction/fail(_:reason:)``).
+    case request(LegRequest, id: Int)
+    /// The actions a request returned have been performed; `failure` is why one of them
+    /// failed (the microphone would not reopen), nil when all worked.
+    case settled(id: Int, failure: String?)
     /// The peer's side of an offer or answer: whether it takes this side's audio and sends
     /// its own (nil where that exchange could not say: an answer to an offer that did not
     /// send, or did not receive).
@@ -33,22 +42,33 @@ public enum LegEvent: Sendable, Equatable {
     case offerAnswered
     /// A hold or resume offer could not be sent.
     case renegotiationSettled
-    /// The peer's offer crossed this side's (a restart's or a hold's) and stands: this side
-    /// answered it instead, and its own offer will not be answered.
-    case offerOvertaken
+    /// The peer offered again for the running call (a restart, a hold, a resume): whether to
+    /// answer it, or to keep this side's own offer that crossed it, is the state's decision.
+    case peerReoffered
     /// The call's signaling connection closed (`detail` says how); a call between nodes is
     /// `resumable` on a new connection.
     case signalingLost(String, resumable: Bool)
     /// The call moved to a new signaling connection.
     case signalingResumed
+    /// A try at a new signaling connection (``LegAction/reconnectSignaling``) ended without
+    /// resuming the call.
+    case reconnectFailed
     /// This host's addresses or default route changed; the signaling connection's own local
     /// address is gone when `signalingAddressGone`, and the selected ICE pair's (or the route
     /// it took) when `pathAffected`.
     case hostAddressesChanged(signalingAddressGone: Bool, pathAffected: Bool)
+    /// The embedder asks for an ICE restart now.
+    case restartRequested
     /// This side sent an ICE restart's offer.
     case restartOffered
     /// A restart's answer came (or the restart failed): another may start.
     case restartSettled
     case timerFired(LegTimer)
     case end(LegEnding)
+}
+
+/// What the call manager asks of a leg, decided by its state and rolled back if it fails.
+public enum LegRequest: Sendable, Equatable {
+    case mute(Bool)
+    case hold(Bool)
 }

@@ -93,6 +93,8 @@ public enum LegTimer: Hashable, Sendable, CaseIterable {
     case iceRestart
     /// Ends the call when its signaling connection stays lost this long.
     case resumeWindow
+    /// Tries a new signaling connection again (backing off from 0.25 s to 2 s between tries).
+    case reconnect
 }
 
 /// Whether a call's signaling connection is up, or lost and being resumed on a new one.
@@ -163,13 +165,36 @@ public enum LegAction: Sendable, Equatable {
     /// Start the media with the microphone muted or not: a mute set before media existed
     /// holds from the first frame.
     case startMedia(microphoneMuted: Bool)
-    /// Restart ICE: new credentials, a new gathering, a new offer.
+    /// Restart ICE: new credentials, a new gathering, a new offer (the state counts it as
+    /// pending from now on: no other offer of this side crosses it).
     case restartICE
+    /// The embedder's restart cannot start, for `reason`.
+    case restartRefused(String)
+    /// Make this side's first offer (in this dialect's order: the callee's, once answered).
+    case makeOffer
+    /// Answer the peer's new offer for the running call (it did not cross one of this side's,
+    /// or it crossed one and the peer's stands).
+    case answerPeerOffer
+    /// Start building and keying the call's media (SDES: as soon as the offer and answer are
+    /// done, so ICE connecting only has to start it; DTLS: once ICE connected, because the
+    /// handshake runs over the selected pair). It comes back as ``LegEvent/mediaReady``.
+    case prepareMedia
+    /// ICE connected and the media is keyed: tell the manager media connected (which fulfils
+    /// the answer and, system-owned, activates audio) and ask for the audio session.
+    case reportMediaConnected
+    /// Tell the state, as ``LegEvent/settled(id:failure:)``, how the actions before this one
+    /// went (the first failure among them).
+    case settle(Int)
+    /// The manager's request `id` is done.
+    case fulfil(Int)
+    /// The manager's request `id` failed, for `reason` (what it changed is rolled back).
+    case fail(Int, reason: String)
     /// Close the call's signaling connection (its local address left this host).
     case closeSignaling
-    /// Open a new signaling connection to the peer and resume the call on it, retrying until
-    /// it is resumed or the resume window ends (the caller always can; a callee when it knows
-    /// a way to the caller).
+    /// Try one new signaling connection to the peer and resume the call on it (the caller
+    /// always can; a callee when it knows a way to the caller); a try that does not resume the
+    /// call comes back as ``LegEvent/reconnectFailed``, and the state tries again after a
+    /// while until the resume window ends.
     case reconnectSignaling
     /// Tell the event stream the signaling connection is lost (and being resumed), or back.
     case reportSignaling(lost: Bool)
@@ -238,6 +263,15 @@ public struct LegState: Sendable, Equatable {
     public private(set) var peerSends = true
     /// Whether this side sends hold audio while it holds (`sendonly` rather than `inactive`).
     public let sendsHoldAudio: Bool
+    /// The offer and answer keyed the media with DTLS (known once negotiated).
+    public private(set) var keyedByDTLS = false
+    /// The media is built and keyed, waiting for ICE to connect (SDES: built while checking).
+    public private(set) var mediaBuilt = false
+    /// Tries at a new signaling connection since the signaling was lost.
+    public private(set) var reconnectAttempts = 0
+    /// The manager's requests whose actions are being performed, each with the request that
+    /// undoes it (the mute or hold as it was before) if they fail.
+    public private(set) var requests: [Int: LegRequest] = [:]
 
     /// A new leg: an outgoing one dialing, an incoming one ringing here.
     public init(outgoing: Bool, muted: Bool = false, timings: LegTimings = LegTimings(), sendsHoldAudio: Bool = false) {
@@ -283,19 +317,27 @@ public struct LegState: Sendable, Equatable {
             if phase == .inviting || phase == .dialing { phase = .ringing }
             return []
         case .answering:
-            if !outgoing, phase == .ringing { phase = .offering }
-            return []
-        case .negotiated:
+            // In this protocol the callee makes the first offer, once it answers.
+            guard !outgoing, phase == .ringing else { return [] }
+            phase = .offering
+            return [.makeOffer]
+        case let .negotiated(dtls):
             switch phase {
-            case .dialing, .inviting, .ringing, .offering: phase = .checking
-            default: break  // a re-offer or a restart's answer: the media goes on
+            case .dialing, .inviting, .ringing, .offering:
+                phase = .checking
+                keyedByDTLS = dtls
+                // SDES keys are known now: build the media while the checks run.
+                return dtls ? [] : [.prepareMedia]
+            default:
+                return []  // a re-offer or a restart's answer: the media goes on
             }
-            return []
         case .iceConnected:
             switch phase {
             case .checking:
                 phase = .securing(iceConnectedAt: now)
-                return []
+                if mediaBuilt { return mediaConnected(at: now) }
+                // DTLS runs its handshake over the selected pair, now there is one.
+                return keyedByDTLS ? [.prepareMedia] : []
             case var .reconnecting(lost):
                 return restore(&lost, clearing: .ice)
             default:
@@ -303,6 +345,12 @@ public struct LegState: Sendable, Equatable {
             }
         case .iceDisconnected:
             return lose(.ice, now: now)
+        case .iceFailed:
+            // A pair that worked is gone (consent expired, RFC 7675): recover as from a lost
+            // connection, by restarting ICE. Before that, no pair ever worked.
+            if phase.iceHasConnected { return lose(.ice, now: now) }
+            guard phase.isNegotiated else { return [] }
+            return end(.failed("ICE failed: no candidate pair worked (try --stun or --turn)"))
         case .mediaStalled:
             return lose(.media, now: now)
         case .mediaResumed:
@@ -310,9 +358,15 @@ public struct LegState: Sendable, Equatable {
             guard case var .reconnecting(lost) = phase else { return [] }
             return restore(&lost, clearing: nil)
         case .mediaReady:
-            guard case let .securing(at) = phase else { return [] }
-            phase = .awaitingAudio(iceConnectedAt: at)
-            return []
+            switch phase {
+            case .checking:
+                mediaBuilt = true  // ready before ICE: media connects when ICE does
+                return []
+            case .securing:
+                return mediaConnected(at: now)
+            default:
+                return []
+            }
         case .audioActivated:
             guard case .awaitingAudio = phase else { return [] }
             phase = .connected(since: now)
@@ -333,6 +387,25 @@ public struct LegState: Sendable, Equatable {
                 actions.append(.renegotiate)
             }
             return actions
+        case let .request(request, id):
+            requests[id] = switch request {
+            case .mute: .mute(muted)
+            case .hold: .hold(held)
+            }
+            let actions: [LegAction] = switch request {
+            case let .mute(on): handle(.setMuted(on), now: now)
+            case let .hold(on): handle(.setHeld(on), now: now)
+            }
+            return actions + [.settle(id)]
+        case let .settled(id, failure):
+            guard let before = requests.removeValue(forKey: id) else { return [] }
+            guard let failure else { return [.fulfil(id)] }
+            // Undo what the request changed, so the state says what the media does.
+            let undo: [LegAction] = switch before {
+            case let .mute(on): handle(.setMuted(on), now: now)
+            case let .hold(on): handle(.setHeld(on), now: now)
+            }
+            return undo + [.fail(id, reason: failure)]
         case let .peerDirection(receives, sends):
             let before = (flow, heldByPeer)
             if let receives { peerReceives = receives }
@@ -351,11 +424,22 @@ public struct LegState: Sendable, Equatable {
         case .renegotiationSettled:
             renegotiationPending = false
             return []
-        case .offerOvertaken:
-            // The callee's offer crossed ours and stands: ours will never be answered.
+        case .peerReoffered:
+            guard offerPending else { return [.answerPeerOffer] }
+            // Offers crossed (both sides offered at once). The callee's stands: the callee
+            // ignores the caller's, the caller answers the callee's (its answer says its own
+            // hold) and gives its own up, which will never be answered.
+            guard outgoing else { return [] }
             renegotiationPending = false
             restartPending = false
-            return []
+            // The answer says this side's direction as it is now: nothing left to offer again.
+            renegotiateAgain = false
+            return [.answerPeerOffer]
+        case .restartRequested:
+            guard phase.isNegotiated else { return [.restartRefused("the call has no offer to restart")] }
+            guard !offerPending else { return [.restartRefused("an offer is already waiting for the peer's answer")] }
+            restartPending = true
+            return [.restartICE]
         case .restartOffered:
             guard phase.isNegotiated else { return [] }
             restartPending = true
@@ -375,10 +459,18 @@ public struct LegState: Sendable, Equatable {
         case .signalingResumed:
             guard !signaling.isUp else { return [] }
             signaling = .up
+            reconnectAttempts = 0
             var actions: [LegAction] = []
             if armed.remove(.resumeWindow) != nil { actions.append(.cancel(.resumeWindow)) }
+            if armed.remove(.reconnect) != nil { actions.append(.cancel(.reconnect)) }
             actions.append(.reportSignaling(lost: false))
             return actions
+        case .reconnectFailed:
+            guard !signaling.isUp, !armed.contains(.reconnect) else { return [] }
+            // Back off: 0.25 s after the first try, doubling to 2 s.
+            let delay = min(Duration.milliseconds(250) * (1 << min(reconnectAttempts - 1, 3)), .seconds(2))
+            armed.insert(.reconnect)
+            return [.arm(.reconnect, after: delay)]
         case let .hostAddressesChanged(signalingAddressGone, pathAffected):
             var actions: [LegAction] = []
             if signalingAddressGone, signaling.isUp, phase != .dialing {
@@ -392,7 +484,10 @@ public struct LegState: Sendable, Equatable {
             // rather than after the loss timer. A change elsewhere leaves a working path alone.
             var lost = false
             if case .reconnecting = phase { lost = true }
-            if phase.isNegotiated && !offerPending && (pathAffected || lost) { actions.append(.restartICE) }
+            if phase.isNegotiated && !offerPending && (pathAffected || lost) {
+                restartPending = true
+                actions.append(.restartICE)
+            }
             return actions
         case let .end(ending):
             return end(ending)
@@ -401,9 +496,18 @@ public struct LegState: Sendable, Equatable {
 
     private mutating func loseSignaling(now: Duration) -> [LegAction] {
         signaling = .resuming(since: now)
+        reconnectAttempts = 1
         armed.insert(.resumeWindow)
         // Whichever side can reach the other reconnects (the leg knows whether it can).
         return [.arm(.resumeWindow, after: timings.resumeWindow), .reportSignaling(lost: true), .reconnectSignaling]
+    }
+
+    /// ICE connected and the media is keyed: the call's media is connected; it starts once the
+    /// audio session is active.
+    private mutating func mediaConnected(at now: Duration) -> [LegAction] {
+        guard case let .securing(at) = phase else { return [] }
+        phase = .awaitingAudio(iceConnectedAt: at)
+        return [.reportMediaConnected]
     }
 
     // MARK: - Loss and recovery
@@ -475,7 +579,13 @@ public struct LegState: Sendable, Equatable {
             armed.insert(.iceRestart)
             // Still waiting for the last offer's answer: the signaling is as cut off as the
             // media; the offer goes through when it is back.
-            return offerPending ? [.arm(.iceRestart, after: interval)] : [.restartICE, .arm(.iceRestart, after: interval)]
+            guard !offerPending else { return [.arm(.iceRestart, after: interval)] }
+            restartPending = true
+            return [.restartICE, .arm(.iceRestart, after: interval)]
+        case .reconnect:
+            guard !signaling.isUp else { return [] }
+            reconnectAttempts += 1
+            return [.reconnectSignaling]
         }
     }
 

@@ -50,6 +50,11 @@ public actor CallNode: Service {
     var legRuns: [UUID: Task<Void, Never>] = [:]
     var endDetails: [UUID: (detail: String?, duration: Duration?)] = [:]
     var audioActive = false
+    /// The app-owned session's activation while it runs (CallKit-free mode: this node is its
+    /// one owner), so calls whose media is ready at once wait for the one activation.
+    var appActivation: Task<(any Error)?, Never>?
+    /// Each call's port on the audio session's bridge, once its media is built.
+    var ports: [UUID: BridgePortID] = [:]
     /// Why the audio session last failed to activate (system-owned mode), until it next works.
     var audioFailure: String?
     /// Tasks that run as long as the node does, cancelled and waited for by ``shutdown()``.
@@ -66,27 +71,13 @@ public actor CallNode: Service {
     var isStarted = false
     var isShutDown = false
     /// Agents made and gathering ahead of calls (``CallNodeConfiguration/iceAgentPool``).
-    var icePool: [PooledICE] = []
+    let icePool: IcePool
     /// Connections that came from this node's own session joins: their invitations are
     /// answered without ringing or contact checks.
     var sessionConnections: [ObjectIdentifier: (session: String, startMuted: Bool)] = [:]
     /// The web port's servers (see ``serveWeb(host:port:secret:)``) and the pages connected to them.
     var webServers: [WebSignalingServer] = []
     var webPages: [SignalingConnection] = []
-
-    /// A call's ICE agent, gathering, and the local parameters for its SDP.
-    struct PreparedICE: Sendable {
-        let agent: any IcePath
-        let gathering: IceGathering
-        var local: LocalAudioParameters
-    }
-
-    /// An agent made ahead of a call (in the controlling role; an outgoing call switches it).
-    struct PooledICE {
-        let task: Task<PreparedICE, any Error>
-        /// When it was made, on the node's clock.
-        let made: Duration
-    }
 
     /// What every call's leg shares with the node.
     struct Services: Sendable {
@@ -100,63 +91,21 @@ public actor CallNode: Service {
         let clock: MediaClock
         let systemSession: AudioSessionOwner<SystemOwned>?
         let appSession: AudioSessionOwner<AppOwned>?
+        let icePool: IcePool
+        /// How a leg tells the router what it keeps of the call.
+        let report: @Sendable (UUID, LegReport) async -> Void
+        /// Reads a connection's messages and routes them.
+        let read: @Sendable (SignalMessages, SignalingConnection) async -> Void
     }
 
     var services: Services {
-        Services(configuration: configuration, identity: identity, dtlsCertificate: dtlsCertificate, store: store, manager: manager,
-                 broadcaster: broadcaster, logger: logger, clock: clock, systemSession: systemSession, appSession: appSession)
-    }
-
-    /// A new leg for a call, known to the router from now on.
-    func makeLeg(_ uuid: UUID, outgoing: Bool, muted: Bool = false, connection: SignalingConnection? = nil) -> CallLeg {
-        let leg = CallLeg(uuid: uuid, outgoing: outgoing, muted: muted, node: self, services: services)
-        legs[uuid] = leg
-        if let connection { legConnections[uuid] = connection.id }
-        // The leg's children run in its own group; the router keeps the task that runs it
-        // until it is done, and waits for every one at shutdown.
         let weak = WeakNode(self)
-        let run = Task {
-            await leg.run()
-            await weak.node?.legFinished(uuid)
-        }
-        legRuns[uuid] = run
-        return leg
+        return Services(configuration: configuration, identity: identity, dtlsCertificate: dtlsCertificate, store: store,
+                        manager: manager, broadcaster: broadcaster, logger: logger, clock: clock, systemSession: systemSession,
+                        appSession: appSession, icePool: icePool,
+                        report: { uuid, report in await weak.node?.legReport(uuid, report) },
+                        read: { messages, connection in await weak.node?.read(messages, on: connection) })
     }
-
-    /// A leg's group has finished: nothing of that call runs any more.
-    func legFinished(_ uuid: UUID) { legRuns[uuid] = nil }
-
-    /// A leg the manager refused to start: it never ran anything, and goes.
-    func discardLeg(_ uuid: UUID) async {
-        legConnections[uuid] = nil
-        await legs.removeValue(forKey: uuid)?.discard()
-    }
-
-    /// The leg's signaling connection is up (an outgoing call's, once dialed).
-    func legConnected(_ uuid: UUID, _ connection: SignalingConnection) {
-        guard legs[uuid] != nil else { return }
-        legConnections[uuid] = connection.id
-    }
-
-    /// The leg has ended: forget it and keep what its end reports (before it releases what it
-    /// holds, so the manager's end event finds the detail).
-    func legEnded(_ uuid: UUID, detail: String?, duration: Duration?) {
-        guard legs.removeValue(forKey: uuid) != nil else { return }
-        legConnections[uuid] = nil
-        endDetails[uuid] = (detail, duration)
-    }
-
-    /// An ended leg released everything it held: refill the ICE pool, and release the
-    /// app-owned session after the last call.
-    func legReleased() async {
-        fillICEPool()
-        if legs.isEmpty, let appSession, await appSession.isActive {
-            try? await appSession.deactivate()
-            audioActive = false
-        }
-    }
-
-    func setAudioActive(_ active: Bool) { audioActive = active }
 
     /// ``shutdown()`` is the way out (it hangs up and closes every socket in order); a started
     /// node released without it at least stops what it started (its tasks hold it weakly, so
@@ -184,6 +133,7 @@ public actor CallNode: Service {
             SignalingConnection.prepareToDial(as: identity)
         }
         store = try CallStore(path: configuration.home + "/callnode.sqlite")
+        icePool = IcePool(configuration: configuration)
         let clock = configuration.mediaClock ?? MediaClock(frameDuration: configuration.media.opus.frameDuration)
         self.clock = clock
         // The ringtone plays on the speaker route of the node's own backend while a call rings.
@@ -284,13 +234,13 @@ public actor CallNode: Service {
         }
         watchAudioSession()
         watchHostNetwork()
-        fillICEPool()
-        if configuration.iceAgentPool > 0, configuration.ice.stunServer != nil || !configuration.ice.turnServers.isEmpty {
-            let refresh = configuration.iceAgentPoolRefresh, timerClock = configuration.clock
-            keep(Task { [weak self] in
+        icePool.open()
+        if configuration.iceAgentPool > 0, icePool.ages {
+            let refresh = configuration.iceAgentPoolRefresh, timerClock = configuration.clock, pool = icePool
+            keep(Task {
                 while !Task.isCancelled {
                     try? await timerClock.sleep(until: timerClock.now + refresh / 2)
-                    await self?.refreshICEPool()
+                    await pool.refresh()
                 }
             })
         }
@@ -356,9 +306,9 @@ public actor CallNode: Service {
     public func shutdown() async {
         guard !isShutDown else { return }
         isShutDown = true
-        for leg in Array(legs.values) { await leg.event(.end(.shutdown)) }
+        for leg in legs.values { leg.post(.event(.end(.shutdown), done: nil)) }
         for run in Array(legRuns.values) { await run.value }
-        await drainICEPool()
+        await icePool.drain()
         await manager.shutdown()
         await systemSession?.shutdown()
         if let appSession {
@@ -396,8 +346,11 @@ public actor CallNode: Service {
             handleValue = WebSignalingServer.pagePeer.hex
         }
         let uuid = UUID()
-        let leg = makeLeg(uuid, outgoing: true)
-        await leg.setUp(target: target, title: title, session: nil, startMuted: false)
+        // A page is connected already: the call is carried on it from now on (a second call
+        // does not pick the same page).
+        let page = target == .webPage ? freeWebPage() : nil
+        let leg = makeLeg(uuid, outgoing: true, connection: page)
+        await leg.setUp(target: target, connection: page, title: title, session: nil, startMuted: false)
         do {
             _ = try await manager.controller.request(.start(call: uuid, handle: CallHandle(.generic, handleValue)))
         } catch {
@@ -479,11 +432,22 @@ public actor CallNode: Service {
 
     /// The call's media statistics, once media is running.
     public func statistics(_ call: UUID) async -> MediaStatistics? {
-        await legs[call]?.statistics
+        await legs[call]?.ask(fallback: nil) { .statistics($0) }
     }
 
     /// Agents in the ICE pool (made, or being made, for the next calls).
     public var pooledICEAgents: Int { icePool.count }
+
+    /// Restarts ICE on a connected call (RFC 8445 §9): new credentials and a new gathering
+    /// here, offered again over signaling; the peer restarts too and answers. The media, its
+    /// keys and the call go on; audio resumes once the new checks select a pair. Either side
+    /// may restart; when both offer at once, the callee's offer stands and the caller answers
+    /// it. The node does this by itself while a connection stays lost
+    /// (``CallNodeConfiguration/iceRestartInterval``) and when this host's addresses change.
+    public func restartICE(_ call: UUID) async throws(CallNodeError) {
+        guard let leg = legs[call] else { throw .noSuchCall(call) }
+        if let error = await leg.ask(fallback: CallNodeError.noSuchCall(call), { .restartICE($0) }) { throw error }
+    }
 
     /// The UUIDs of live calls.
     public var liveCalls: [UUID] { Array(legs.keys) }
@@ -533,7 +497,7 @@ public actor CallNode: Service {
     func sessionConnectionClosed(_ connection: SignalingConnection) async {
         sessionConnections[connection.id] = nil
         for (uuid, id) in legConnections where id == connection.id {
-            await legs[uuid]?.connectionClosed(connection.id, error: nil)
+            legs[uuid]?.post(.connectionClosed(connection.id, error: nil, nil))
         }
     }
 
@@ -574,7 +538,7 @@ public actor CallNode: Service {
             broadcaster.send(.audioDeviceFailed(message))
             // Per-call audio (recordings, greetings) does not use the session's devices.
             guard configuration.callAudio == nil else { return }
-            for leg in Array(legs.values) { await leg.event(.end(.failed(message))) }
+            for leg in legs.values { leg.post(.event(.end(.failed(message)), done: nil)) }
         case .didActivate, .didDeactivate, .configurationChanged:
             break
         }

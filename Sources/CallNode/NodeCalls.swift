@@ -95,18 +95,4 @@ extension CallNode {
         let members = connected.filter { $0.group == group }.map(\.id)
         return members.count >= 2 ? members : []
     }
-
-    /// A call joined `other`'s group (or left its group, `other` nil): the bridge joins their
-    /// ports, or takes the call's out of its conference.
-    func regroup(_ call: UUID, with other: UUID?) async {
-        guard let port = await legs[call]?.bridgePort else { return }
-        if let other {
-            guard let otherPort = await legs[other]?.bridgePort else { return }
-            if let systemSession { await systemSession.join([port, otherPort]) }
-            if let appSession { await appSession.join([port, otherPort]) }
-        } else {
-            if let systemSession { await systemSession.leaveConference(port) }
-            if let appSession { await appSession.leaveConference(port) }
-        }
-    }
 }

@@ -40,14 +40,12 @@ extension CallNode {
         let change = now.changes(since: before)
         logger.info("host network changed: added \(change.added), removed \(change.removed)\(change.routesChanged ? ", default route changed" : "")")
         broadcaster.send(.hostNetworkChanged(added: change.added, removed: change.removed, routeChanged: change.routesChanged))
-        for leg in legs.values { await leg.hostNetworkChanged(now, from: before) }
+        for leg in legs.values { leg.post(.hostNetworkChanged(now, from: before)) }
         if !change.removed.isEmpty || change.routesChanged {
             // The registration's connection may have left from an address that is gone: the
             // relay would route callers (and resuming calls) into it. Register anew.
             if configuration.relay != nil { startRelayRegistration() }
-            let pooled = icePool
-            icePool.removeAll()
-            fillICEPool()
+            let pooled = icePool.renew()
             // Closed off the calls' way: releasing a TURN allocation from an address that is
             // gone waits for answers that never come.
             keepUntilDone { for entry in pooled { await (try? await entry.task.value)?.agent.close() } }

@@ -1,80 +1,141 @@
 import AudioSession
-import Calls
 import Foundation
-import DTLS
 import ICE
-import Logging
-import Media
-import Metrics
-import SDP
-import ServiceLifecycle
-import Signaling
 import Locking
+import SDP
+import Media
 
-/// The ICE agent pool (agents made ahead of calls) and ICE restarts asked for by the embedder.
-extension CallNode {
+/// A call's ICE agent, gathering, and the local parameters for its SDP.
+struct PreparedICE: Sendable {
+    let agent: any IcePath
+    let gathering: IceGathering
+    var local: LocalAudioParameters
 
-    // MARK: - The ICE agent pool
+    /// Creates an ICE agent in `role` and starts gathering; the local parameters carry the
+    /// credentials and a fresh SRTP key for every suite this node supports.
+    static func make(_ configuration: IceConfiguration, role: IceRole,
+                     make: @Sendable (IceConfiguration) async throws -> any IcePath) async throws -> PreparedICE {
+        var ice = configuration
+        ice.role = role
+        let agent = try await make(ice)
+        let gathering: IceGathering
+        do {
+            gathering = try await agent.gather()
+        } catch {
+            await agent.close()
+            throw error
+        }
+        let keys = SRTPSuite.allCases.reduce(into: [String: String]()) { $0[$1.rawValue] = SRTPKey.random(suite: $1).inlineKeyParameter }
+        return PreparedICE(agent: agent, gathering: gathering,
+                           local: LocalAudioParameters(iceUfrag: gathering.credentials.ufrag, icePwd: gathering.credentials.pwd, keys: keys))
+    }
+}
 
-    /// Tops the pool of agents up to its size, in the background. Called at start and when a
-    /// call that may have taken one has heard audio or ended, so that making the next agent
-    /// does not compete with a call being set up.
-    func fillICEPool() {
-        guard isStarted, !isShutDown else { return }
-        let ice = configuration.ice, make = configuration.makeIcePath
-        while icePool.count < configuration.iceAgentPool {
-            icePool.append(PooledICE(task: Task { try await CallLeg.makeICE(ice, role: .controlling, make: make) }, made: configuration.clock.now))
+/// ICE agents made and gathering ahead of calls (``CallNodeConfiguration/iceAgentPool``), so
+/// that answering does not wait for one. The node opens, refreshes and drains it; its legs take
+/// from it and have it topped up. A pooled agent's server-reflexive and relayed candidates
+/// name NAT bindings and TURN allocations, which age: with STUN or TURN servers set, an agent
+/// older than ``CallNodeConfiguration/iceAgentPoolRefresh`` is replaced.
+final class IcePool: Sendable {
+    /// An agent made ahead of a call (in the controlling role; an outgoing call switches it).
+    struct Entry: Sendable {
+        let task: Task<PreparedICE, any Error>
+        /// When it was made, on the node's clock.
+        let made: Duration
+    }
+
+    private let state = Locked<(entries: [Entry], open: Bool)>(([], false))
+    private let size: Int
+    private let refreshInterval: Duration
+    private let settings: IceConfiguration
+    private let make: @Sendable (IceConfiguration) async throws -> any IcePath
+    private let clock: TimerClock
+
+    init(configuration: CallNodeConfiguration) {
+        size = configuration.iceAgentPool
+        refreshInterval = configuration.iceAgentPoolRefresh
+        settings = configuration.ice
+        make = configuration.makeIcePath
+        clock = configuration.clock
+    }
+
+    /// Agents in the pool (made, or being made).
+    var count: Int { state.withLock { $0.entries.count } }
+
+    /// Whether agents age (they do only with STUN or TURN servers).
+    var ages: Bool { settings.stunServer != nil || !settings.turnServers.isEmpty }
+
+    /// Starts filling (at the node's start).
+    func open() {
+        state.withLock { $0.open = true }
+        fill()
+    }
+
+    /// Tops the pool up to its size, in the background. Called at start and when a call that
+    /// may have taken one has heard audio or ended, so that making the next agent does not
+    /// compete with a call being set up.
+    func fill() {
+        let settings = self.settings, make = self.make, now = clock.now, size = self.size
+        state.withLock { state in
+            guard state.open else { return }
+            while state.entries.count < size {
+                state.entries.append(Entry(task: Task { try await PreparedICE.make(settings, role: .controlling, make: make) }, made: now))
+            }
         }
     }
 
     /// The oldest pooled agent still fresh, if any, and the stale ones taken out before it
     /// (for the caller to close).
-    func takePooledICE() -> (Task<PreparedICE, any Error>?, [PooledICE]) {
-        var stale: [PooledICE] = []
-        while let first = icePool.first {
-            icePool.removeFirst()
-            if isFresh(first) { return (first.task, stale) }
-            stale.append(first)
+    func take() -> (Task<PreparedICE, any Error>?, [Entry]) {
+        let now = clock.now
+        return state.withLock { state in
+            var stale: [Entry] = []
+            while let first = state.entries.first {
+                state.entries.removeFirst()
+                if isFresh(first, now: now) { return (first.task, stale) }
+                stale.append(first)
+            }
+            return (nil, stale)
         }
-        return (nil, stale)
     }
 
-    /// A pooled agent's server-reflexive and relayed candidates name NAT bindings and TURN
-    /// allocations, which age; host candidates do not.
-    func isFresh(_ pooled: PooledICE) -> Bool {
-        let ice = configuration.ice
-        guard ice.stunServer != nil || !ice.turnServers.isEmpty else { return true }
-        return configuration.clock.now - pooled.made < configuration.iceAgentPoolRefresh
+    private func isFresh(_ entry: Entry, now: Duration) -> Bool {
+        !ages || now - entry.made < refreshInterval
     }
 
     /// Replaces pooled agents that aged out (run every refresh interval while servers are set).
-    func refreshICEPool() async {
-        let stale = icePool.filter { !isFresh($0) }
+    func refresh() async {
+        let now = clock.now
+        let stale = state.withLock { state in
+            let stale = state.entries.filter { !isFresh($0, now: now) }
+            state.entries.removeAll { !isFresh($0, now: now) }
+            return stale
+        }
         guard !stale.isEmpty else { return }
-        icePool.removeAll { !isFresh($0) }
-        fillICEPool()
+        fill()
         for entry in stale { await (try? await entry.task.value)?.agent.close() }
     }
 
-    /// Closes every pooled agent (at shutdown).
-    func drainICEPool() async {
-        let pooled = icePool
-        icePool.removeAll()
+    /// Takes every pooled agent out and fills the pool anew (this host's addresses changed:
+    /// their candidates name the old ones). Returns those taken, for the caller to close.
+    func renew() -> [Entry] {
+        let taken = state.withLock { state in
+            let taken = state.entries
+            state.entries.removeAll()
+            return taken
+        }
+        fill()
+        return taken
+    }
+
+    /// Closes every pooled agent and takes no more (at shutdown).
+    func drain() async {
+        let pooled = state.withLock { state in
+            state.open = false
+            let taken = state.entries
+            state.entries.removeAll()
+            return taken
+        }
         for entry in pooled { await (try? await entry.task.value)?.agent.close() }
     }
-
-    // MARK: - ICE restart
-
-    /// Restarts ICE on a connected call (RFC 8445 §9): new credentials and a new gathering
-    /// here, offered again over signaling; the peer restarts too and answers. The media, its
-    /// keys and the call go on; audio resumes once the new checks select a pair. Either side
-    /// may restart; when both offer at once, the callee's offer stands and the caller answers
-    /// it. The node does this by itself while a connection stays lost
-    /// (``CallNodeConfiguration/iceRestartInterval``) and when this host's addresses change.
-    public func restartICE(_ call: UUID) async throws(CallNodeError) {
-        guard let leg = legs[call] else { throw .noSuchCall(call) }
-        try await leg.restartICE()
-    }
-
-
 }

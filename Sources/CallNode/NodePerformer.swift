@@ -22,15 +22,15 @@ extension CallNode {
                 return
             }
             if case .answer = action.action { await configuration.audioStandIn?.answerActionPerformed() }
-            await leg.perform(action)
+            leg.post(.perform(action))
         case let .timedOut(action):
-            await legs[action.action.callUUID]?.event(.end(.actionTimedOut("\(action.action.kind) timed out")))
+            legs[action.action.callUUID]?.post(.event(.end(.actionTimedOut("\(action.action.kind) timed out")), done: nil))
         case let .callEnded(uuid, reason):
-            await legs[uuid]?.event(.end(.endedByManager(reason)))
+            legs[uuid]?.post(.event(.end(.endedByManager(reason)), done: nil))
         case .didActivate:
             await configuration.audioStandIn?.providerDidActivate()
             audioActive = true
-            for leg in Array(legs.values) { await leg.startMediaIfReady() }
+            for leg in legs.values { leg.post(.audioActive) }
         case .didDeactivate:
             audioActive = false
         }
@@ -40,8 +40,9 @@ extension CallNode {
         switch event {
         case let .callEnded(uuid, reason):
             // Ends the manager performed itself (ring timeout, failed answer) reach us here too;
-            // the leg's state ends the call once, whichever of the two comes first.
-            await legs[uuid]?.event(.end(.endedByManager(reason)))
+            // the leg's state ends the call once, whichever of the two comes first. The leg has
+            // taken it when this returns, so its end's details are here.
+            await legs[uuid]?.deliver(.end(.endedByManager(reason)))
             let details = endDetails.removeValue(forKey: uuid)
             var detail = details?.detail
             if reason == .failed, let audioFailure {

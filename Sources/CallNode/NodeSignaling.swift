@@ -113,7 +113,7 @@ extension CallNode {
 
     func connectionEnded(_ connection: SignalingConnection) async {
         for (uuid, id) in legConnections where id == connection.id {
-            await legs[uuid]?.connectionClosed(connection.id, error: nil)
+            legs[uuid]?.post(.connectionClosed(connection.id, error: nil, nil))
         }
     }
 
@@ -154,7 +154,7 @@ extension CallNode {
                 try? await connection.send(.resumeRefused(SignalMessage.callGoneRefusal + "\(uuid) here: it has ended"), call: uuid)
                 return
             }
-            await leg.receive(envelope, on: connection)
+            leg.post(.envelope(envelope, on: connection))
             return
         }
         guard let leg = legs[uuid], legConnections[uuid] == connection.id else {
@@ -163,7 +163,7 @@ extension CallNode {
             try? await connection.send(.error("no call \(uuid) on this connection"), call: uuid)
             return
         }
-        await leg.receive(envelope, on: connection)
+        leg.post(.envelope(envelope, on: connection))
     }
 
     /// An invitation: check who calls, then ring (or refuse with a reason).
@@ -211,12 +211,8 @@ extension CallNode {
         }
         let leg = makeLeg(uuid, outgoing: false, muted: joined?.startMuted ?? false, connection: connection)
         await leg.setUp(connection: connection, title: invitation.title, session: joined?.session, startMuted: joined?.startMuted ?? false)
-        await leg.invited(envelope)
-        // The callee's ICE agent is under way (from the pool if it has one) before it rings.
-        await leg.prepareICEEarly(role: .controlling)
         broadcaster.send(.incoming(uuid, from: fingerprint, name: contact?.name ?? invitation.displayName, known: contact != nil))
-        await leg.event(.signalingReady)
-        if joined == nil { await leg.send(.ringing) }
+        leg.post(.invited(envelope, ring: joined == nil))
         if configuration.autoAnswer || joined != nil {
             do {
                 try await answer(uuid, others: configuration.autoAnswerOthers)

@@ -11,8 +11,8 @@ import Testing
     static func connected(outgoing: Bool) -> LegState {
         var state = LegState(outgoing: outgoing, timings: timings)
         let setup: [LegEvent] = outgoing
-            ? [.signalingReady, .peerRinging, .negotiated, .iceConnected, .mediaReady, .audioActivated]
-            : [.signalingReady, .answering, .negotiated, .iceConnected, .mediaReady, .audioActivated]
+            ? [.signalingReady, .peerRinging, .negotiated(dtls: false), .iceConnected, .mediaReady, .audioActivated]
+            : [.signalingReady, .answering, .negotiated(dtls: false), .iceConnected, .mediaReady, .audioActivated]
         for event in setup { _ = state.handle(event, now: .seconds(1)) }
         return state
     }
@@ -75,7 +75,8 @@ import Testing
         #expect(caller.offerPending)
         // Still waiting for its answer: the next restart waits.
         #expect(caller.handle(.timerFired(.iceRestart), now: .seconds(20)) == [.arm(.iceRestart, after: .seconds(4))])
-        _ = caller.handle(.offerOvertaken, now: .seconds(21))
+        // The callee's offer crosses the caller's: the callee's stands, the caller answers it.
+        #expect(caller.handle(.peerReoffered, now: .seconds(21)) == [.answerPeerOffer])
         #expect(!caller.offerPending)
         #expect(caller.handle(.timerFired(.iceRestart), now: .seconds(24)) == [.restartICE, .arm(.iceRestart, after: .seconds(4))])
     }

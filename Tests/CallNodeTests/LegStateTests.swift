@@ -14,8 +14,8 @@ import Testing
     /// The events that take a leg from its start to media running.
     static func setup(outgoing: Bool) -> [LegEvent] {
         outgoing
-            ? [.signalingReady, .peerRinging, .negotiated, .iceConnected, .mediaReady, .audioActivated]
-            : [.signalingReady, .answering, .negotiated, .iceConnected, .mediaReady, .audioActivated]
+            ? [.signalingReady, .peerRinging, .negotiated(dtls: false), .iceConnected, .mediaReady, .audioActivated]
+            : [.signalingReady, .answering, .negotiated(dtls: false), .iceConnected, .mediaReady, .audioActivated]
     }
 
     static func connected(outgoing: Bool, muted: Bool = false) -> LegState {
@@ -31,11 +31,12 @@ import Testing
         #expect(state.phase == .inviting)
         #expect(state.handle(.peerRinging, now: .zero) == [])
         #expect(state.phase == .ringing)
-        #expect(state.handle(.negotiated, now: .zero) == [])
+        // SDES keys are known with the answer: the media is built while ICE checks.
+        #expect(state.handle(.negotiated(dtls: false), now: .zero) == [.prepareMedia])
         #expect(state.phase == .checking)
         #expect(state.handle(.iceConnected, now: .milliseconds(300)) == [])
         #expect(state.phase == .securing(iceConnectedAt: .milliseconds(300)))
-        #expect(state.handle(.mediaReady, now: .milliseconds(400)) == [])
+        #expect(state.handle(.mediaReady, now: .milliseconds(400)) == [.reportMediaConnected])
         #expect(state.phase == .awaitingAudio(iceConnectedAt: .milliseconds(300)))
         #expect(state.handle(.audioActivated, now: .milliseconds(450)) == [.startMedia(microphoneMuted: false)])
         #expect(state.phase == .connected(since: .milliseconds(450)))
@@ -47,7 +48,7 @@ import Testing
         #expect(state.phase == .ringing)
         Self.feed(&state, [.signalingReady, .answering])
         #expect(state.phase == .offering)
-        Self.feed(&state, [.negotiated, .iceConnected, .mediaReady])
+        Self.feed(&state, [.negotiated(dtls: false), .iceConnected, .mediaReady])
         #expect(state.handle(.audioActivated, now: .seconds(2)) == [.startMedia(microphoneMuted: false)])
     }
 
@@ -57,9 +58,9 @@ import Testing
         var state = LegState(outgoing: true, timings: Self.timings)
         #expect(Self.feed(&state, [.signalingReady, .audioActivated, .mediaReady, .iceConnected]) == [.arm(.keepAlive, after: .seconds(15))])
         #expect(state.phase == .inviting)
-        Self.feed(&state, [.negotiated, .iceConnected])
+        Self.feed(&state, [.negotiated(dtls: false), .iceConnected])
         #expect(state.handle(.audioActivated, now: .zero) == [])
-        #expect(state.handle(.mediaReady, now: .zero) == [])
+        #expect(state.handle(.mediaReady, now: .zero) == [.reportMediaConnected])
         #expect(state.handle(.audioActivated, now: .zero) == [.startMedia(microphoneMuted: false)])
     }
 
@@ -70,9 +71,9 @@ import Testing
         ("ringing there", true, [.signalingReady, .peerRinging]),
         ("ringing here", false, [.signalingReady]),
         ("offering", false, [.signalingReady, .answering]),
-        ("checking", true, [.signalingReady, .peerRinging, .negotiated]),
-        ("securing", false, [.signalingReady, .answering, .negotiated, .iceConnected]),
-        ("awaiting audio", true, [.signalingReady, .peerRinging, .negotiated, .iceConnected, .mediaReady]),
+        ("checking", true, [.signalingReady, .peerRinging, .negotiated(dtls: false)]),
+        ("securing", false, [.signalingReady, .answering, .negotiated(dtls: false), .iceConnected]),
+        ("awaiting audio", true, [.signalingReady, .peerRinging, .negotiated(dtls: false), .iceConnected, .mediaReady]),
     ]
 
     @Test(arguments: phasesBeforeMedia.indices)
@@ -201,8 +202,8 @@ import Testing
         for (events, expected) in [
             ([LegEvent](), "could not be reached"),
             ([.signalingReady, .peerRinging], "offer and answer"),
-            ([.signalingReady, .peerRinging, .negotiated], "ICE did not connect"),
-            ([.signalingReady, .peerRinging, .negotiated, .iceConnected], "DTLS handshake"),
+            ([.signalingReady, .peerRinging, .negotiated(dtls: false)], "ICE did not connect"),
+            ([.signalingReady, .peerRinging, .negotiated(dtls: false), .iceConnected], "DTLS handshake"),
         ] {
             var state = LegState(outgoing: true, timings: Self.timings)
             Self.feed(&state, events)

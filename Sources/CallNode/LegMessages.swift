@@ -1,0 +1,110 @@
+import AudioSession
+import Calls
+import Foundation
+import ICE
+import Locking
+import Media
+import Signaling
+
+/// Everything that reaches a ``CallLeg``: from the router (the manager's actions, the call's
+/// signaling messages, audio activation, the host's network) and from the tasks the leg
+/// started (ICE and media events, timers, a dial or a resumption that got somewhere, media
+/// that finished being built). The leg takes them one at a time, each to completion: what
+/// happens while one is being performed is the next input, never a step inside it.
+enum LegInput: Sendable {
+    /// An incoming call was admitted: take its invitation, prepare ICE, ring (`ring`: not a
+    /// session's call, which is answered at once).
+    case invited(SignalEnvelope, ring: Bool)
+    /// An action of the call manager (CallKit's provider action) for this call.
+    case perform(ProviderAction)
+    /// An event for the call's state (an end from the router, say); `done` is told once the
+    /// leg has taken it.
+    case event(LegEvent, done: LegReply<Void>?)
+    /// A signaling envelope for the call on one of its connections.
+    case envelope(SignalEnvelope, on: SignalingConnection)
+    /// The outgoing call's signaling connection is up; the reply says whether the call carries
+    /// on there (its messages are to be read).
+    case dialed(SignalingConnection, LegReply<Bool>)
+    /// A new connection to the peer is up while the call is being resumed; the reply says
+    /// whether the resume request went out on it.
+    case resuming(SignalingConnection, LegReply<Bool>)
+    /// A signaling connection of the call closed (`nil`: none was ever made); the reply says
+    /// whether it was the call's current connection.
+    case connectionClosed(ObjectIdentifier?, error: (any Error)?, LegReply<Bool>?)
+    case ice(IceEvent)
+    case media(MediaEvent)
+    /// The call's media finished being built and keyed (with DTLS: after the handshake), or failed.
+    case mediaPrepared(Result<PreparedMedia, any Error>)
+    case timerFired(LegTimer, generation: UInt64)
+    /// The audio session is active (the provider activated it, or this node did, app-owned).
+    case audioActive
+    case hostNetworkChanged(HostNetworkSnapshot, from: HostNetworkSnapshot)
+    /// The embedder asks for an ICE restart; the reply is the error, if it could not start.
+    case restartICE(LegReply<CallNodeError?>)
+    /// A local candidate of trickle round `round` to send (`nil`: the end of its candidates).
+    case trickled(round: Int, candidate: String?)
+    /// The call's media statistics now (nil before media).
+    case statistics(LegReply<MediaStatistics?>)
+
+    /// Answers whoever waits on this input with its fallback (the leg ended before taking it).
+    func refuse() {
+        switch self {
+        case let .event(_, done): done?.refuse()
+        case let .dialed(_, reply), let .resuming(_, reply): reply.refuse()
+        case let .connectionClosed(_, _, reply): reply?.refuse()
+        case let .restartICE(reply): reply.refuse()
+        case let .statistics(reply): reply.refuse()
+        default: break
+        }
+    }
+}
+
+/// What a leg tells the router, in order. The leg waits for each to be taken, so the router's
+/// view (which connection carries the call, which bridge port is its) is current before the
+/// leg goes on. The router answers, where it has to, with an input (``LegInput/audioActive``).
+enum LegReport: Sendable {
+    /// The call's signaling connection is now this one (dialed, or resumed on it), or a
+    /// resumption is being tried on it: the call's messages there are routed to the leg.
+    case connection(SignalingConnection)
+    /// The call's media is built, on this port of the audio session's bridge (nil with a
+    /// stand-in session).
+    case mediaPort(BridgePortID?)
+    /// The call joined `other`'s conference, or left its own (`nil`).
+    case group(UUID?)
+    /// The media is ready and waits for the audio session: the router answers with
+    /// ``LegInput/audioActive`` once it is active (app-owned: after activating it).
+    case awaitingAudio
+    /// The call has ended (before it releases what it holds): what its end event says.
+    case ended(detail: String?, duration: Duration?)
+    /// The call released everything it held.
+    case released
+}
+
+/// An item of a leg's one queue: an input to take, or a task to start in its group.
+enum LegWork: Sendable {
+    case input(LegInput)
+    case child(@Sendable () async -> Void)
+}
+
+/// The answer to an input that someone waits for, given exactly once: by the leg when it takes
+/// the input, or the fallback when the leg ended first.
+final class LegReply<Value: Sendable>: Sendable {
+    private let handler: Locked<(@Sendable (Value) -> Void)?>
+    private let fallback: Value
+
+    init(fallback: Value, _ handler: @escaping @Sendable (Value) -> Void) {
+        self.handler = Locked(handler)
+        self.fallback = fallback
+    }
+
+    func callAsFunction(_ value: Value) {
+        let waiting = handler.withLock { waiting in
+            let taken = waiting
+            waiting = nil
+            return taken
+        }
+        waiting?(value)
+    }
+
+    func refuse() { self(fallback) }
+}

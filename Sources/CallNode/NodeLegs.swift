@@ -1,0 +1,102 @@
+import AudioSession
+import Calls
+import Foundation
+
+/// The router's side of its legs: making them, what they report (``LegReport``), and the
+/// bridge ports and audio activation that are the node's to give.
+extension CallNode {
+    /// A new leg for a call, known to the router from now on.
+    func makeLeg(_ uuid: UUID, outgoing: Bool, muted: Bool = false, connection: SignalingConnection? = nil) -> CallLeg {
+        let leg = CallLeg(uuid: uuid, outgoing: outgoing, muted: muted, services: services)
+        legs[uuid] = leg
+        if let connection { legConnections[uuid] = connection.id }
+        // The leg's inputs and children run in its own group; the router keeps the task that
+        // runs it until it is done, and waits for every one at shutdown.
+        let weak = WeakNode(self)
+        let run = Task {
+            await leg.run()
+            await weak.node?.legFinished(uuid)
+        }
+        legRuns[uuid] = run
+        return leg
+    }
+
+    /// A leg's group has finished: nothing of that call runs any more.
+    func legFinished(_ uuid: UUID) { legRuns[uuid] = nil }
+
+    /// A leg the manager refused to start: it never ran anything, and goes.
+    func discardLeg(_ uuid: UUID) async {
+        legConnections[uuid] = nil
+        await legs.removeValue(forKey: uuid)?.discard()
+    }
+
+    /// What a leg tells the router, taken before the leg goes on.
+    func legReport(_ uuid: UUID, _ report: LegReport) async {
+        switch report {
+        case let .connection(connection):
+            guard legs[uuid] != nil else { return }
+            legConnections[uuid] = connection.id
+        case let .mediaPort(port):
+            ports[uuid] = port
+        case let .group(other):
+            await regroup(uuid, with: other)
+        case .awaitingAudio:
+            await audioWanted(by: uuid)
+        case let .ended(detail, duration):
+            // Kept before the leg releases what it holds, so the manager's end event finds it.
+            guard legs.removeValue(forKey: uuid) != nil else { return }
+            legConnections[uuid] = nil
+            ports[uuid] = nil
+            endDetails[uuid] = (detail, duration)
+        case .released:
+            // Refill the ICE pool, and release the app-owned session after the last call.
+            icePool.fill()
+            if legs.isEmpty, let appSession, await appSession.isActive {
+                try? await appSession.deactivate()
+                audioActive = false
+                appActivation = nil
+            }
+        }
+    }
+
+    /// A call's media is ready: it starts once the audio session is active. System-owned, the
+    /// provider activates it (``handle(_:)`` hears `didActivate`); app-owned, this node is the
+    /// one owner and activates it now, once for all the calls that need it.
+    func audioWanted(by uuid: UUID) async {
+        guard let leg = legs[uuid] else { return }
+        if let appSession {
+            let activation = appActivation ?? Task {
+                if await appSession.isActive { return nil }
+                do {
+                    _ = try await appSession.activate()
+                    return nil
+                } catch {
+                    return error
+                }
+            }
+            appActivation = activation
+            if let error = await activation.value {
+                appActivation = nil
+                leg.post(.event(.end(.failed("audio could not start: \(error)")), done: nil))
+                return
+            }
+            audioActive = true
+        }
+        if audioActive { leg.post(.audioActive) }
+    }
+
+    /// A call joined `other`'s group (or left its group, `other` nil): the bridge joins their
+    /// ports, or takes the call's out of its conference. A call without media yet joins when
+    /// its media is built (its leg reports the group again then).
+    func regroup(_ call: UUID, with other: UUID?) async {
+        guard let port = ports[call] else { return }
+        if let other {
+            guard let otherPort = ports[other] else { return }
+            if let systemSession { await systemSession.join([port, otherPort]) }
+            if let appSession { await appSession.join([port, otherPort]) }
+        } else {
+            if let systemSession { await systemSession.leaveConference(port) }
+            if let appSession { await appSession.leaveConference(port) }
+        }
+    }
+}
