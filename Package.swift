@@ -64,6 +64,10 @@ let package = Package(
         .target(name: "SRTPKeys"),
         .target(name: "RTP"),
         .target(name: "SDP"),
+        // One call's state machine: every decision of a call as a plain value (inputs in,
+        // actions out), with no networking, media or concurrency, and the signals a call speaks
+        // in its own terms (dialects map them to their wires).
+        .target(name: "CallCore", dependencies: ["SDP"]),
         .target(
             name: "Media",
             dependencies: [
@@ -80,7 +84,7 @@ let package = Package(
         .target(
             name: "Calls",
             dependencies: [
-                "AudioSession", "RTP", "Locking",
+                "CallCore", "AudioSession", "RTP", "Locking",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]),
         // Test doubles that embedders may use too: a manual clock for every injected timer, two
@@ -90,7 +94,7 @@ let package = Package(
         .target(
             name: "Signaling",
             dependencies: [
-                "SDP", "Locking",
+                "CallCore", "SDP", "Locking",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -105,7 +109,7 @@ let package = Package(
         .target(
             name: "CallNode",
             dependencies: [
-                "ICE", "RTP", "SDP", "Media", "DTLS", "AudioSession", "Calls", "Signaling", "Locking",
+                "CallCore", "ICE", "RTP", "SDP", "Media", "DTLS", "AudioSession", "Calls", "Signaling", "Locking",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -183,6 +187,10 @@ let package = Package(
             name: "CallNodeTestSupport",
             dependencies: ["Locking"],
             path: "Tests/TestSupport"),
+        // The call's state machine alone: no concurrency, no networking, no media.
+        .testTarget(
+            name: "CallCoreTests",
+            dependencies: ["CallCore"]),
         .testTarget(
             name: "ICETests",
             dependencies: ["ICE", "CallNodeTestKit", "CallNodeTestSupport"]),

@@ -528,7 +528,8 @@ actor CallLeg {
         var failure: (any Error)?
         for action in actions {
             switch action {
-            case let .send(message):
+            case let .send(signal):
+                let message = SignalMessage(signal)
                 if message == .keepAlive, resumable {
                     // Carries the call (so the peer's leg learns what was received), not numbered.
                     try? await connection?.send(SignalEnvelope(call: uuid, .keepAlive, ack: signals.received))

@@ -9,8 +9,11 @@
 ///   ownership policy (system-owned or app-owned) in its type.
 /// - `Calls`: ``CallManager`` (CallKit's provider and controller), the call directory, Recents.
 /// - `SDP`: session descriptions (RFC 8866) with typed views of the attributes a call uses.
+/// - `CallCore`: one call's state machine (``LegState``): every decision of a call, with no
+///   networking, no media and no concurrency; the signals a call speaks (``CallSignal``).
 /// - `DTLS`: DTLS-SRTP (RFC 5763/5764) over OpenSSL, keying SRTP on the media path.
 @_exported import AudioSession
+@_exported import CallCore
 @_exported import Calls
 @_exported import DTLS
 @_exported import ICE

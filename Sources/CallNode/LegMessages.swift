@@ -108,3 +108,21 @@ final class LegReply<Value: Sendable>: Sendable {
 
     func refuse() { self(fallback) }
 }
+
+extension SignalMessage {
+    /// A call's signal as a node envelope's message (an invitation without a resume token).
+    init(_ signal: CallSignal) {
+        switch signal {
+        case let .invite(invitation):
+            self = .invite(Invitation(displayName: invitation.displayName, title: invitation.title, session: invitation.session))
+        case .ringing: self = .ringing
+        case let .offer(sdp): self = .offer(sdp: sdp)
+        case let .answer(sdp): self = .answer(sdp: sdp)
+        case let .candidates(lines, end): self = .candidates(lines, end: end)
+        case let .end(reason): self = .end(reason)
+        case let .reject(reason): self = .reject(reason)
+        case let .error(text): self = .error(text)
+        case .keepAlive: self = .keepAlive
+        }
+    }
+}

@@ -1,3 +1,4 @@
+@_exported import CallCore
 import Foundation
 
 /// How a call's remote party is addressed (CallKit's `CXHandle`).
@@ -42,23 +43,6 @@ public struct CallUpdate: Sendable, Equatable {
         self.supportsGrouping = supportsGrouping
         self.supportsUngrouping = supportsUngrouping
     }
-}
-
-/// Why a call ended. The first five are CallKit's `CXCallEndedReason`; the others are ends
-/// this node performed itself.
-public enum CallEndReason: String, Sendable, Codable, CaseIterable {
-    /// The call could not be set up or its media failed (including an answer that could not
-    /// connect in time).
-    case failed
-    case remoteEnded
-    /// Nobody answered before the ring timeout.
-    case unanswered
-    case answeredElsewhere
-    case declinedElsewhere
-    /// The local user hung up.
-    case localEnded
-    /// The local user rejected a ringing call.
-    case declined
 }
 
 /// The status changes an embedder's session UI follows (as in calls SDKs).

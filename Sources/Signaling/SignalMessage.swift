@@ -1,40 +1,5 @@
+@_exported import CallCore
 import Foundation
-
-/// Why a callee refused a call; carried by ``SignalMessage/reject(_:)``.
-public enum RejectReason: String, Sendable, Codable, CaseIterable, CustomStringConvertible {
-    /// The callee has no room for another call.
-    case busy
-    /// The callee declined the ringing call.
-    case declined
-    /// The caller is on the callee's block list.
-    case blocked
-    /// The caller's fingerprint is not among the callee's contacts.
-    case unknownCaller = "unknown-caller"
-    /// The callee has do-not-disturb on.
-    case doNotDisturb = "do-not-disturb"
-
-    public var description: String {
-        switch self {
-        case .busy: "busy"
-        case .declined: "declined"
-        case .blocked: "blocked"
-        case .unknownCaller: "unknown caller (add the caller to the callee's contacts, or start the callee with --accept-unknown)"
-        case .doNotDisturb: "do-not-disturb"
-        }
-    }
-}
-
-/// Why a call ended, as told to the peer by ``SignalMessage/end(_:)``.
-public enum HangupReason: String, Sendable, Codable, CaseIterable {
-    /// The user hung up.
-    case hangup
-    /// The call failed on the sender's side (ICE, media, devices).
-    case failed
-    /// Nobody answered in time.
-    case timeout
-    /// The node is shutting down.
-    case shutdown
-}
 
 /// What an invitation says about the call.
 public struct Invitation: Sendable, Equatable, Codable {

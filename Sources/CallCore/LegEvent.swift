@@ -1,6 +1,4 @@
-import Calls
 import SDP
-import Signaling
 
 /// What happens to a leg: progress of its setup, its media and ICE, the user's intent, its
 /// timers, and its end. See ``LegState/handle(_:now:)``.

@@ -1,4 +1,4 @@
-@testable import CallNode
+@testable import CallCore
 import Testing
 
 /// The decisions a leg's state makes that the leg used to make around it: who offers, which of

@@ -1,6 +1,4 @@
-import Calls
 import SDP
-import Signaling
 
 /// Where one call (a leg) is in its life. Each phase carries what only it has, so a state
 /// such as "media before the offer and answer" or "an ICE restart before negotiation" cannot be
@@ -149,7 +147,7 @@ public struct LegTimings: Sendable, Equatable {
 /// What the leg's owner does after a transition, in order.
 public enum LegAction: Sendable, Equatable {
     /// Send this on the call's signaling connection (if it has one).
-    case send(SignalMessage)
+    case send(CallSignal)
     case arm(LegTimer, after: Duration)
     case cancel(LegTimer)
     /// Silence the microphone or let it be heard (the user's mute and this side's hold together).
@@ -638,7 +636,7 @@ public struct LegState: Sendable, Equatable {
             actions.append(.send(.end(.timeout)))
             end = LegEnd(reason: .failed, detail: detail)
         case let .endedByManager(reason):
-            let message: SignalMessage = switch reason {
+            let message: CallSignal = switch reason {
             case .unanswered: .end(.timeout)
             case .failed: .end(.failed)
             case .declined: .reject(.declined)

@@ -1,4 +1,4 @@
-@testable import CallNode
+@testable import CallCore
 import Testing
 
 /// The leg state machine, with no concurrency at all: events in, actions out.

@@ -1,5 +1,4 @@
-@testable import CallNode
-import Signaling
+@testable import CallCore
 import Testing
 
 /// The leg state machine when the signaling connection drops, the host's network changes, or a

@@ -1,0 +1,40 @@
+/// What a call says to its peer, in the call's own terms. A signaling dialect (node envelopes,
+/// the call page's WebSocket, and others) puts these on its wire and reads them back; the
+/// leg's state never sees how.
+public enum CallSignal: Sendable, Equatable {
+    /// The caller's invitation.
+    case invite(CallInvitation)
+    /// The callee rings.
+    case ringing
+    /// An SDP offer: the first one (the dialect says which side makes it), or a later one for
+    /// the running call (an ICE restart, a hold, a resume).
+    case offer(sdp: String)
+    /// The SDP answer to the last offer.
+    case answer(sdp: String)
+    /// ICE candidates found after the offer or answer went out (`end`: no more this round).
+    case candidates([String], end: Bool)
+    /// The call is over, for `reason`.
+    case end(HangupReason)
+    /// The callee refuses the call.
+    case reject(RejectReason)
+    /// Something the peer sent could not be taken (it is told why; the call may end next).
+    case error(String)
+    /// Nothing: keeps the signaling path open through NATs and relays.
+    case keepAlive
+}
+
+/// What a caller's invitation says of the call.
+public struct CallInvitation: Sendable, Equatable {
+    /// The caller's chosen display name (informational: the identity is what authenticates).
+    public var displayName: String?
+    /// A title for the call or session.
+    public var title: String?
+    /// Set when the call is a session both sides joined (no ringing).
+    public var session: String?
+
+    public init(displayName: String? = nil, title: String? = nil, session: String? = nil) {
+        self.displayName = displayName
+        self.title = title
+        self.session = session
+    }
+}
