@@ -10,22 +10,25 @@ import SDP
 import Signaling
 import Locking
 
-/// One call: its signaling connection, ICE path, DTLS association, media and timers, and the
-/// ``LegState`` that decides what happens next.
+/// One call: its signaling (through a ``CallDialect``), ICE path, DTLS association, media and
+/// timers, and the ``LegState`` that decides what happens next.
 ///
 /// The node is a router: it admits calls, makes one leg each, and hands the leg what concerns
-/// it (the manager's actions, the call's signaling messages, audio activation). The leg feeds
-/// every event to its state machine and performs the actions that come back; when the state
-/// has ended, the leg tears down everything it owns and tells the node, once.
+/// it (the manager's actions, audio activation) as ``LegInput``s; the call's dialect hands it
+/// what its peer says. The leg takes one input at a time, to completion: it feeds it to its
+/// state and performs the actions that come back; what performing them leads to comes back
+/// later as another input. When the state has ended, the leg tears down everything it owns and
+/// tells the node, once (``LegReport``).
 actor CallLeg {
     nonisolated let uuid: UUID
     nonisolated let outgoing: Bool
-    let began: ContinuousClock.Instant
+    /// How the call's signals travel to its peer and back.
+    nonisolated let dialect: any CallDialect
+    /// When the leg was made, on the node's clock (setup steps are measured from it).
+    let began: Duration
     private(set) var state: LegState
     /// Tells the router what it keeps of the call (``LegReport``); the leg holds nothing else of it.
     private let reportToRouter: @Sendable (UUID, LegReport) async -> Void
-    /// Reads a signaling connection's messages and routes them (to this leg among others).
-    let read: @Sendable (SignalMessages, SignalingConnection) async -> Void
     /// Agents made ahead of calls, shared with the node.
     let icePool: IcePool
 
@@ -41,20 +44,10 @@ actor CallLeg {
     let systemSession: AudioSessionOwner<SystemOwned>?
     let appSession: AudioSessionOwner<AppOwned>?
 
-    var target: CallTarget?
+    /// What the call was placed to (outgoing), for its name.
+    let target: CallTarget?
+    /// The peer's authenticated identity, once its dialect's wire has one.
     var peer: Fingerprint?
-    /// The call's signaling connection while it is up (nil while it is being resumed).
-    var connection: SignalingConnection?
-    /// Outgoing, resuming: the new connection the resume request went out on, until the
-    /// callee accepts it.
-    var pendingConnection: SignalingConnection?
-    /// A node or a web page at the other end (pages cannot resume a call).
-    var origin: SignalingOrigin = .node
-    /// The call's numbered messages (between nodes), so that they outlive a connection.
-    var signals = SignalSequence()
-    /// What the caller presents to resume the call on a new connection: made by the caller,
-    /// told to the callee in the invitation.
-    var resumeToken: String?
     /// The host address the selected ICE pair leaves from (a host candidate's address, the
     /// base of a server-reflexive or relayed one).
     var selectedLocalBase: String?
@@ -111,7 +104,7 @@ actor CallLeg {
     /// Notes a setup step the first time it happens.
     func mark(_ step: String) {
         guard !setupSteps.contains(where: { $0.name == step }) else { return }
-        setupSteps.append(SetupStep(step, at: ContinuousClock.now - began))
+        setupSteps.append(SetupStep(step, at: configuration.clock.now - began))
     }
     /// The call's port on the audio session's bridge (nil with a stand-in session).
     var bridgePort: BridgePortID?
@@ -120,19 +113,25 @@ actor CallLeg {
     var group: UUID??
     /// The first failure recorded, which the end reports whatever else followed it.
     var failure: String?
-    var title: String?
+    let title: String?
     /// The session this call belongs to (joined, not rung).
-    var session: String?
-    var startMuted = false
-    /// Everything of the call is gone (after the state ended).
-    var isTornDown = false
+    let session: String?
+    let startMuted: Bool
+    /// The call has ended and everything of it is gone: the leg takes no more inputs.
+    var ended = false
 
-    init(uuid: UUID, outgoing: Bool, muted: Bool = false, services: CallNode.Services) {
+    init(uuid: UUID, outgoing: Bool, muted: Bool = false, dialect: any CallDialect, target: CallTarget? = nil, peer: Fingerprint? = nil,
+         title: String? = nil, session: String? = nil, startMuted: Bool = false, services: CallNode.Services) {
         self.uuid = uuid
+        self.peer = peer
         self.outgoing = outgoing
-        began = .now
+        self.dialect = dialect
+        self.target = target
+        self.title = title
+        self.session = session
+        self.startMuted = startMuted
+        began = services.configuration.clock.now
         reportToRouter = services.report
-        read = services.read
         icePool = services.icePool
         configuration = services.configuration
         identity = services.identity
@@ -151,14 +150,12 @@ actor CallLeg {
             resumeWindow: services.configuration.resumeWindow),
             sendsHoldAudio: services.configuration.holdAudio != .silence)
         (work, workContinuation) = AsyncStream.makeStream(of: LegWork.self)
-        if outgoing { resumeToken = CallLeg.makeResumeToken() }
     }
 
-    /// 32 random bytes, hex.
-    static func makeResumeToken() -> String {
-        var generator = SystemRandomNumberGenerator()
-        return (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
-    }
+    /// What the peer is (a node, a page, another dialect's), for what media it takes.
+    var peerKind: DialectTraits.Peer { dialect.traits.peer }
+    /// Whether the call can outlive its signaling connection.
+    var resumable: Bool { dialect.traits.resumable }
 
     /// Takes the call's inputs one at a time, each to completion, and runs the tasks it starts,
     /// until the call has ended and every one of them has finished: when this returns, nothing
@@ -168,8 +165,19 @@ actor CallLeg {
         await withDiscardingTaskGroup { group in
             for await item in work {
                 switch item {
-                case let .input(input): await take(input)
-                case let .child(child): if !isTornDown { group.addTask(operation: child) }
+                case let .input(input):
+                    // An ended leg takes no input: what waits for an answer gets its
+                    // fallback, an action of the manager fails.
+                    guard !ended else {
+                        if case let .perform(action) = input {
+                            try? await manager.report(.failed(action.id, reason: "the call has ended"))
+                        }
+                        input.refuse()
+                        continue
+                    }
+                    await take(input)
+                case let .child(child):
+                    if !ended { group.addTask(operation: child) }
                 }
             }
             group.cancelAll()
@@ -178,7 +186,7 @@ actor CallLeg {
 
     /// Ends a leg that never started (the manager refused the call): its group finishes.
     func discard() {
-        isTornDown = true
+        ended = true
         workContinuation.finish()
     }
 
@@ -188,8 +196,7 @@ actor CallLeg {
     }
 
     /// Starts `work` as a child of the call (in ``run()``'s group); nothing once it has ended.
-    func spawn(_ work: @escaping @Sendable () async -> Void) {
-        guard !isTornDown else { return }
+    nonisolated func spawn(_ work: @escaping @Sendable () async -> Void) {
         workContinuation.yield(.child(work))
     }
 
@@ -221,31 +228,20 @@ actor CallLeg {
     /// One input, to completion. An ended leg takes none: what waits for an answer gets its
     /// fallback, an action of the manager fails.
     private func take(_ input: LegInput) async {
-        guard !isTornDown else {
-            if case let .perform(action) = input {
-                try? await manager.report(.failed(action.id, reason: "the call has ended"))
-            }
-            input.refuse()
-            return
-        }
         switch input {
-        case let .invited(envelope, ring):
-            await invited(envelope, ring: ring)
+        case let .invited(ring):
+            await invited(ring: ring)
         case let .perform(action):
             await perform(action)
         case let .event(event, done):
             await legEvent(event)
             done?(())
-        case let .envelope(envelope, connection):
-            await receive(envelope, on: connection)
-        case let .dialed(connection, reply):
-            reply(await dialed(connection))
-        case let .resuming(connection, reply):
-            reply(await resuming(on: connection))
-        case let .connectionClosed(id, error, reply):
-            let current = id != nil && connection?.id == id
-            await connectionClosed(id, error: error)
-            reply?(current)
+        case let .signal(signal):
+            await received(signal)
+        case let .signalingUp(peer):
+            await signalingUp(peer: peer)
+        case let .signalingLost(detail, resumable):
+            await signalingLost(detail, resumable: resumable)
         case let .ice(event):
             await iceEvent(event)
         case let .media(event):
@@ -272,34 +268,16 @@ actor CallLeg {
         }
     }
 
-    /// Sets what an outgoing call dials, or what a call already has, before it starts.
-    func setUp(target: CallTarget? = nil, connection: SignalingConnection? = nil, title: String?, session: String?, startMuted: Bool) {
-        self.target = target
-        self.connection = connection
-        peer = connection?.peer
-        if let connection { origin = connection.origin } else if case .webPage = target { origin = .webPage }
-        self.title = title
-        self.session = session
-        self.startMuted = startMuted
-    }
-
-
-    /// The identity of the call's signaling connection, once it has one.
-    var connectionID: ObjectIdentifier? { connection?.id }
-
     // MARK: - Actions from the call manager
 
     func perform(_ provider: ProviderAction) async {
         switch provider.action {
         case .start:
             startAction = provider.id
-            if let connection {
-                // A session call (the join made the connection) or a page's (connected already).
-                if origin == .webPage { await prepareICEEarly(role: .controlled) }
-                _ = await dialed(connection)
-            } else {
-                await dial()
-            }
+            // The caller's ICE agent gets under way (from the pool if it has one) while the
+            // invitation goes out and the callee rings.
+            await prepareICEEarly(role: .controlled)
+            await dialect.dial()
         case .answer:
             answerAction = provider.id
             await legEvent(.answering)
@@ -328,92 +306,37 @@ actor CallLeg {
         }
     }
 
-    // MARK: - The call's signaling messages
+    // MARK: - The call's signals
 
-    /// Whether the call can move to a new signaling connection: between nodes, not in a
-    /// session (whose connection the relay's rendezvous made).
-    var resumable: Bool { origin == .node && session == nil }
-
-    /// Sends a message for the call: numbered and kept until acknowledged between nodes, so
-    /// that it goes out again on a resumed connection; while the connection is being resumed,
-    /// it waits for the new one.
-    func send(_ message: SignalMessage) async {
-        guard resumable else {
-            try? await connection?.send(message, call: message == .keepAlive ? nil : uuid)
-            return
-        }
-        let envelope: SignalEnvelope
-        do {
-            envelope = try signals.stamp(message, call: uuid)
-        } catch {
-            failure = failure ?? "\(error)"
-            post(.event(.end(.failed("\(error)")), done: nil))
-            return
-        }
-        guard let connection else { return }
-        // A send that fails leaves the message kept: the resumed connection carries it.
-        try? await connection.send(envelope)
+    /// Sends a signal to the peer through the call's dialect.
+    func send(_ signal: CallSignal) async {
+        await dialect.send(signal)
     }
 
-    /// The invitation that made this (incoming) leg, the first of the caller's messages: the
-    /// callee's ICE agent gets under way (from the pool if it has one) before the call rings.
-    func invited(_ envelope: SignalEnvelope, ring: Bool) async {
-        _ = signals.accept(envelope)
-        if case let .invite(invitation) = envelope.message { resumeToken = invitation.resumeToken }
+    /// The incoming call was admitted: the callee's ICE agent gets under way (from the pool if
+    /// it has one) before the call rings.
+    func invited(ring: Bool) async {
         await prepareICEEarly(role: .controlling)
         await legEvent(.signalingReady)
         if ring { await send(.ringing) }
     }
 
-    /// An envelope for this call on one of its connections (the router checked that it
-    /// carries the call, or that it is the resumption handshake).
-    func receive(_ envelope: SignalEnvelope, on connection: SignalingConnection) async {
-        switch envelope.message {
-        case let .resume(request):
-            await resume(request, on: connection)
-            return
-        case let .resumed(received):
-            await resumed(received: received, on: connection)
-            return
-        case let .resumeRefused(reason):
-            guard pendingConnection?.id == connection.id else { return }
-            guard reason.hasPrefix(SignalMessage.callGoneRefusal) else {
-                // Crossing attempts (the caller's own connection wins): keep trying, or wait
-                // for the other side's to resume the call.
-                logger.info("call \(uuid): the other node declined this resumption: \(reason)")
-                pendingConnection = nil
-                connection.close()
-                return
-            }
-            failure = failure ?? "the other node refused to resume the call: \(reason)"
-            await legEvent(.end(.failed("the other node refused to resume the call: \(reason)")))
-            return
-        default:
-            break
-        }
-        guard connection.id == self.connection?.id else { return }  // a connection the call left
-        if resumable, !signals.accept(envelope) { return }  // sent again after a resumption: had it
-        await receive(envelope.message, on: connection)
-    }
-
-    /// A message for this call on its own connection.
-    func receive(_ message: SignalMessage, on connection: SignalingConnection) async {
+    /// A signal from the peer.
+    func received(_ signal: CallSignal) async {
         do {
-            switch message {
-            case .invite: break
+            switch signal {
+            case .invite, .keepAlive:
+                break
             case .ringing:
                 mark("ringing")
                 await legEvent(.peerRinging)
-                broadcaster.send(.ringing(uuid, callee: connection.peer))
+                if let peer { broadcaster.send(.ringing(uuid, callee: peer)) }
             case let .offer(sdp):
                 try await offered(sdp: sdp)
             case let .answer(sdp):
                 try await answered(sdp: sdp)
             case let .candidates(candidates, end):
                 await addRemoteCandidates(candidates, end: end)
-            case .hold:
-                // Older nodes said hold in a message of their own; the offer and answer say it now.
-                logger.debug("call \(uuid): a hold message (the offer and answer say hold)")
             case let .end(reason):
                 if reason == .failed, let text = peerErrorText {
                     await legEvent(.end(.failed("the other node ended the call: \(text)")))
@@ -426,51 +349,15 @@ actor CallLeg {
             case let .error(text):
                 peerErrorText = text
                 broadcaster.send(.peerError("peer reports: \(text)"))
-            case .keepAlive, .resume, .resumed, .resumeRefused:
-                break
             }
         } catch {
-            broadcaster.send(.peerError("call \(uuid): \(error)"))
-            await send(.error("\(error)"))
-            await legEvent(.end(.failed("\(error)")))
+            await negotiationFailed(error)
         }
     }
 
-    /// Opens the signaling connection of an outgoing call in its own task; the invitation goes
-    /// out once TLS is up.
-    func dial() async {
-        guard let target = target else { return }
-        let route: Route
-        switch target {
-        case .contact, .address, .pinned, .relayed:
-            guard let known = self.route() else { return }
-            route = known
-        case .session, .webPage:
-            return  // connected already: the start uses that connection
-        }
-        await prepareICEEarly(role: .controlled)
-        let weak = WeakLeg(self), read = self.read
-        let dialedConnection = Locked<ObjectIdentifier?>(nil)
-        spawn { [self] in
-            do {
-                try await connect(route) { connection, messages in
-                    dialedConnection.withLock { $0 = connection.id }
-                    guard let leg = weak.leg, await leg.ask(fallback: false, { .dialed(connection, $0) }) else { return }
-                    await read(messages, connection)
-                }
-                post(.connectionClosed(dialedConnection.withLock { $0 }, error: nil, nil))
-            } catch {
-                post(.connectionClosed(dialedConnection.withLock { $0 }, error: error, nil))
-            }
-        }
-    }
-
-    /// TLS is up for an outgoing call: send the invitation and fulfil the start action.
-    func dialed(_ connection: SignalingConnection) async -> Bool {
-        self.connection = connection
-        peer = connection.peer
-        origin = connection.origin
-        await report(.connection(connection))
+    /// The outgoing call's wire is up: send the invitation and fulfil the start action.
+    func signalingUp(peer: Fingerprint?) async {
+        self.peer = peer ?? self.peer
         mark("signaling-connected")
         await legEvent(.signalingReady)
         // The call counts as connecting before the invitation leaves: a peer that answers at
@@ -482,41 +369,31 @@ actor CallLeg {
         }
         // The call can be ended while those are awaited (its audio would not start): that end
         // is the leg's next input, so the peer gets this invitation first and the end after it.
-        let invitation = Invitation(displayName: configuration.displayName, title: title, session: session,
-                                    resumeToken: resumable ? resumeToken : nil)
-        await send(.invite(invitation))
+        await send(.invite(CallInvitation(displayName: configuration.displayName, title: title, session: session)))
         mark("invite-sent")
-        return self.connection?.id == connection.id
     }
 
-    /// A signaling connection of the call closed (`id` nil: none was ever made). A call
-    /// between nodes is resumed on a new one; anything else ends.
-    func connectionClosed(_ id: ObjectIdentifier?, error: (any Error)?) async {
-        if let id {
-            // A resumption that did not take: the reconnecting loop tries again.
-            if pendingConnection?.id == id {
-                pendingConnection = nil
-                return
-            }
-            // A connection the call already left (resumed elsewhere, or given up) changes nothing.
-            if let current = connection, current.id != id { return }
-            if connection == nil && !state.signaling.isUp { return }
-        }
-        let detail = error.map { "\($0)" } ?? "the signaling connection closed"
-        let canResume = resumable && connection != nil && state.phase != .dialing
-        if !canResume {
+    /// The call's wire closed (`detail` says how): a resumable call waits to be resumed on a
+    /// new one (the state decides), anything else ends.
+    func signalingLost(_ detail: String, resumable: Bool) async {
+        if !resumable || state.phase == .dialing {
             // Recorded first: failing the start action makes the manager end the call, and that
             // end may be handled before this one.
-            let failure = failure ?? detail
-            self.failure = failure
-            if let action = startAction, connection == nil {
+            failure = failure ?? detail
+            if let action = startAction, state.phase == .dialing {
                 try? await manager.report(.failed(action, reason: detail))
             }
         }
-        connection = nil
-        pendingConnection = nil
-        logger.info("call \(uuid): signaling connection lost (\(detail))\(canResume ? "; resuming" : "")")
-        await legEvent(.signalingLost(detail, resumable: canResume))
+        await legEvent(.signalingLost(detail, resumable: resumable))
+    }
+
+    /// This host's network changed: the leg's state decides (give up and resume the signaling
+    /// if its address went, restart ICE if its path's did or the default route changed).
+    func hostNetworkChanged(_ now: HostNetworkSnapshot, from before: HostNetworkSnapshot) async {
+        let removed = before.addresses.subtracting(now.addresses)
+        let gone = await dialect.localAddress.map { !now.addresses.contains($0) } ?? false
+        let pathAffected = now.defaultRoutes != before.defaultRoutes || selectedLocalBase.map { removed.contains($0) } ?? false
+        await legEvent(.hostAddressesChanged(signalingAddressGone: gone, pathAffected: pathAffected))
     }
 
     /// Feeds the call's state machine and performs what it returns, in order. What performing
@@ -529,18 +406,11 @@ actor CallLeg {
         for action in actions {
             switch action {
             case let .send(signal):
-                let message = SignalMessage(signal)
-                if message == .keepAlive, resumable {
-                    // Carries the call (so the peer's leg learns what was received), not numbered.
-                    try? await connection?.send(SignalEnvelope(call: uuid, .keepAlive, ack: signals.received))
-                } else {
-                    await send(message)
-                }
+                await send(signal)
             case .closeSignaling:
-                connection?.close()
-                connection = nil
+                await dialect.dropConnection()
             case .reconnectSignaling:
-                reconnect()
+                await dialect.reconnect()
             case let .reportSignaling(lost):
                 broadcaster.send(lost ? .signalingLost(uuid) : .signalingResumed(uuid))
             case let .arm(timer, delay):
@@ -650,8 +520,7 @@ actor CallLeg {
 
     /// Stops the call's media and ICE and closes its signaling (the leg's state has ended).
     func teardown() async {
-        guard !isTornDown else { return }
-        isTornDown = true
+        ended = true
         // The call's last figures, before its end is told: the periodic ones are up to a
         // statistics interval old (a 2 s call's summary said half the packets it sent).
         if mediaStarted, let media { broadcaster.send(.statistics(uuid, await media.statistics)) }
@@ -670,7 +539,7 @@ actor CallLeg {
         await dtls?.close()
         await media?.stop()
         await agent?.close()
-        connection?.close()
+        await dialect.close()
         // No more inputs or children; run() cancels those still running and returns once all
         // are done.
         workContinuation.finish()

@@ -10,13 +10,13 @@ import Signaling
 /// leave it. A side set to `required` ends a call whose peer sends no share, saying why.
 extension CallLeg {
     /// Whether this call takes part: node peers only (a page gets its keys over its WebSocket).
-    var negotiatesFrameKeys: Bool { origin == .node && configuration.frameEncryption != .off }
+    var negotiatesFrameKeys: Bool { peerKind == .node && configuration.frameEncryption != .off }
 
     // MARK: The call page
 
     /// The keys for a page, made once per call (nil: this node does not encrypt frames).
     func pageFrameKeysValue() -> String? {
-        guard origin == .webPage, configuration.frameEncryption != .off else { return nil }
+        guard peerKind == .webPage, configuration.frameEncryption != .off else { return nil }
         let keys = pageKeys ?? FrameKeys(outbound: .random(), inbound: .random())
         pageKeys = keys
         return PageFrameKeysAttribute.keys(keys.outbound.base64, keys.inbound.base64)
@@ -25,7 +25,7 @@ extension CallLeg {
     /// The page's offer or answer says whether it encrypts frames: the keys apply if it does.
     /// - Throws: ``NegotiationError`` when this node requires frame encryption and the page cannot.
     func pageAccepted(_ value: String?) throws {
-        guard origin == .webPage else { return }
+        guard peerKind == .webPage else { return }
         if value == PageFrameKeysAttribute.accept, let keys = pageKeys {
             frameKeys = configuration.frameKeyAdjustment?(keys) ?? keys
         } else if configuration.frameEncryption == .required {
@@ -44,7 +44,7 @@ extension CallLeg {
     /// The caller, answering the callee's first offer: the attribute for the answer (nil: none).
     /// - Throws: ``NegotiationError`` when one side requires frame encryption and the other cannot.
     func answerFrameKey(offered: FrameKeyAttribute?) throws -> FrameKeyAttribute? {
-        guard origin == .node else { return nil }
+        guard peerKind == .node else { return nil }
         guard let offered else {
             if configuration.frameEncryption == .required {
                 throw NegotiationError("the callee does not encrypt frames end to end, and this node requires it (--frame-encryption required)")
@@ -64,7 +64,7 @@ extension CallLeg {
     /// The callee, reading the caller's answer to its first offer.
     /// - Throws: ``NegotiationError`` when this node requires frame encryption and the caller cannot.
     func acceptFrameKey(answered: FrameKeyAttribute?, offered: Bool) throws {
-        guard origin == .node else { return }
+        guard peerKind == .node else { return }
         guard offered, let answered else {
             if configuration.frameEncryption == .required {
                 throw NegotiationError("the caller does not encrypt frames end to end, and this node requires it (--frame-encryption required)")
@@ -87,7 +87,7 @@ extension CallLeg {
 
     /// The code both people see: from both identities (for a page, its DTLS certificate's).
     var securityCode: String? {
-        if origin == .webPage {
+        if peerKind == .webPage {
             guard let remote = negotiated?.dtls?.remoteFingerprint, let page = Fingerprint(dtlsFingerprint: remote) else { return nil }
             return SecurityCode.between(identity.fingerprint, page)
         }

@@ -53,7 +53,7 @@ extension CallLeg {
         var base = configuration.media
         let clock = self.clock
         // Browsers take one redundant copy per packet (libwebrtc's RED), nodes up to three.
-        if origin == .webPage { base.maximumRedundancyDepth = 1 }
+        if peerKind == .webPage { base.maximumRedundancyDepth = 1 }
         let systemSession = self.systemSession, appSession = self.appSession, standIn = configuration.audioStandIn
         let playbackOnly = configuration.playbackOnly, frameKeys = self.frameKeys
         let own: CallAudio?
@@ -93,7 +93,7 @@ extension CallLeg {
 
     /// Who this call's own audio is for.
     func callAudioRequest() -> CallAudioRequest {
-        let name: String = if origin == .webPage {
+        let name: String = if peerKind == .webPage {
             "web-page"
         } else if let peer {
             store.contacts.withFingerprint(peer.hex)?.name ?? peer.short
@@ -177,7 +177,7 @@ extension CallLeg {
             try await media.setMuted(microphoneMuted)
             try await media.start()
             mediaStarted = true
-            let setup = ContinuousClock.now - began
+            let setup = configuration.clock.now - began
             mark("media-started")
             broadcaster.send(.connected(uuid, setup: setup))
             broadcaster.send(.setup(uuid, setupSteps))
@@ -198,7 +198,7 @@ extension CallLeg {
             // The pooled agent this call may have taken is replaced now, not while it was
             // being set up.
             icePool.fill()
-            broadcaster.send(.firstAudio(uuid, after: ContinuousClock.now - began))
+            broadcaster.send(.firstAudio(uuid, after: configuration.clock.now - began))
         case .inboundStalled: await legEvent(.mediaStalled)
         case .inboundResumed: await legEvent(.mediaResumed)
         case let .playoutReset(reset): broadcaster.send(.playoutReset(uuid, reset))

@@ -58,7 +58,6 @@ extension CallLeg {
 
     /// The callee answered: gather, send the SDP offer, trickle the rest.
     func sendOffer() async throws {
-        guard connection != nil || resumable else { throw NegotiationError("the call has no signaling connection") }
         let prepared = try await preparedICE(role: .controlling)
         var local = prepared.local
         var offer = OfferAnswer.offer(sessionID: CallLeg.sessionID(), capabilities: capabilities(local: &local), local: local)
@@ -92,7 +91,7 @@ extension CallLeg {
         var (answer, negotiated) = try OfferAnswer.answer(to: offer, sessionID: CallLeg.sessionID(),
                                                           capabilities: capabilities(local: &local), local: local)
         answer.frameKey = try answerFrameKey(offered: offer.frameKey)
-        if origin == .webPage, offer.pageFrameKeys == PageFrameKeysAttribute.accept {
+        if peerKind == .webPage, offer.pageFrameKeys == PageFrameKeysAttribute.accept {
             answer.pageFrameKeys = pageFrameKeysValue()
         }
         try pageAccepted(offer.pageFrameKeys)
@@ -142,7 +141,7 @@ extension CallLeg {
     }
 
     func restart() async throws {
-        guard connection != nil || resumable, let agent = agent, let previous = offer ?? localAnswer,
+        guard let agent = agent, let previous = offer ?? localAnswer,
               var local = try await ice?.value.local
         else { throw NegotiationError("the call has no offer to restart") }
         local.fingerprint = dtlsCertificate.fingerprint.sdpValue
@@ -214,7 +213,7 @@ extension CallLeg {
     /// `sendonly` with hold audio, `inactive` without; resume: `sendrecv`): the same ICE
     /// credentials, keys, DTLS role and payload types, so only the direction changes.
     func renegotiate() async throws {
-        guard connection != nil || resumable, let agent = agent, let current = negotiated,
+        guard let agent = agent, let current = negotiated,
               var local = try await ice?.value.local
         else { throw NegotiationError("the call has no offer and answer to renegotiate") }
         local.fingerprint = dtlsCertificate.fingerprint.sdpValue
@@ -333,11 +332,11 @@ extension CallLeg {
         }
     }
 
-    /// The capabilities for a call on `connection`: a web page gets DTLS whatever this node's
+    /// The capabilities for the call's peer: a web page gets DTLS whatever this node's
     /// own preference (browsers speak nothing else), and WebRTC's stream ids in `local`.
     func capabilities(local: inout LocalAudioParameters) -> AudioCapabilities {
         var capabilities = self.capabilities
-        if origin == .webPage {
+        if peerKind == .webPage {
             capabilities.keyExchange = .dtls
             // A browser's encoded transform sees its RED payload whole, not frame by frame:
             // with frames encrypted end to end, calls with pages go without redundancy.

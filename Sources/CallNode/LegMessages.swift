@@ -6,31 +6,27 @@ import Locking
 import Media
 import Signaling
 
-/// Everything that reaches a ``CallLeg``: from the router (the manager's actions, the call's
-/// signaling messages, audio activation, the host's network) and from the tasks the leg
-/// started (ICE and media events, timers, a dial or a resumption that got somewhere, media
-/// that finished being built). The leg takes them one at a time, each to completion: what
-/// happens while one is being performed is the next input, never a step inside it.
+/// Everything that reaches a ``CallLeg``: from the router (the manager's actions, audio
+/// activation, the host's network), from the call's dialect (what the peer says, the wire
+/// coming up, lost or resumed) and from the tasks the leg started (ICE and media events,
+/// timers, media that finished being built). The leg takes them one at a time, each to
+/// completion: what happens while one is being performed is the next input, never a step
+/// inside it.
 enum LegInput: Sendable {
-    /// An incoming call was admitted: take its invitation, prepare ICE, ring (`ring`: not a
-    /// session's call, which is answered at once).
-    case invited(SignalEnvelope, ring: Bool)
+    /// An incoming call was admitted: prepare ICE, ring (`ring`: not a session's call, which is
+    /// answered at once).
+    case invited(ring: Bool)
     /// An action of the call manager (CallKit's provider action) for this call.
     case perform(ProviderAction)
     /// An event for the call's state (an end from the router, say); `done` is told once the
     /// leg has taken it.
     case event(LegEvent, done: LegReply<Void>?)
-    /// A signaling envelope for the call on one of its connections.
-    case envelope(SignalEnvelope, on: SignalingConnection)
-    /// The outgoing call's signaling connection is up; the reply says whether the call carries
-    /// on there (its messages are to be read).
-    case dialed(SignalingConnection, LegReply<Bool>)
-    /// A new connection to the peer is up while the call is being resumed; the reply says
-    /// whether the resume request went out on it.
-    case resuming(SignalingConnection, LegReply<Bool>)
-    /// A signaling connection of the call closed (`nil`: none was ever made); the reply says
-    /// whether it was the call's current connection.
-    case connectionClosed(ObjectIdentifier?, error: (any Error)?, LegReply<Bool>?)
+    /// A signal from the peer, through the call's dialect.
+    case signal(CallSignal)
+    /// The outgoing call's wire is up (`peer`: its authenticated identity, if it has one).
+    case signalingUp(peer: Fingerprint?)
+    /// The call's wire closed; a `resumable` call waits to be resumed on a new one.
+    case signalingLost(String, resumable: Bool)
     case ice(IceEvent)
     case media(MediaEvent)
     /// The call's media finished being built and keyed (with DTLS: after the handshake), or failed.
@@ -50,8 +46,6 @@ enum LegInput: Sendable {
     func refuse() {
         switch self {
         case let .event(_, done): done?.refuse()
-        case let .dialed(_, reply), let .resuming(_, reply): reply.refuse()
-        case let .connectionClosed(_, _, reply): reply?.refuse()
         case let .restartICE(reply): reply.refuse()
         case let .statistics(reply): reply.refuse()
         default: break

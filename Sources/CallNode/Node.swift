@@ -349,8 +349,8 @@ public actor CallNode: Service {
         // A page is connected already: the call is carried on it from now on (a second call
         // does not pick the same page).
         let page = target == .webPage ? freeWebPage() : nil
-        let leg = makeLeg(uuid, outgoing: true, connection: page)
-        await leg.setUp(target: target, connection: page, title: title, session: nil, startMuted: false)
+        let dialect = EnvelopeDialect(call: uuid, outgoing: true, target: target, connection: page, session: nil, services: services)
+        _ = await makeLeg(uuid, outgoing: true, dialect: dialect, target: target, connection: page, title: title)
         do {
             _ = try await manager.controller.request(.start(call: uuid, handle: CallHandle(.generic, handleValue)))
         } catch {
@@ -482,8 +482,10 @@ public actor CallNode: Service {
         sessionConnections[connection.id] = (session, startMuted)
         guard placesCall else { return }
         let uuid = UUID()
-        let leg = makeLeg(uuid, outgoing: true, muted: startMuted, connection: connection)
-        await leg.setUp(target: .session(session), connection: connection, title: title, session: session, startMuted: startMuted)
+        let dialect = EnvelopeDialect(call: uuid, outgoing: true, target: .session(session), connection: connection, session: session,
+                                      services: services)
+        _ = await makeLeg(uuid, outgoing: true, muted: startMuted, dialect: dialect, target: .session(session), connection: connection,
+                          title: title, session: session, startMuted: startMuted)
         do {
             _ = try await manager.controller.request(.start(call: uuid, handle: CallHandle(.generic, connection.peer.hex)))
             broadcaster.send(.dialing(uuid, .session(session)))
@@ -497,7 +499,7 @@ public actor CallNode: Service {
     func sessionConnectionClosed(_ connection: SignalingConnection) async {
         sessionConnections[connection.id] = nil
         for (uuid, id) in legConnections where id == connection.id {
-            legs[uuid]?.post(.connectionClosed(connection.id, error: nil, nil))
+            await (legs[uuid]?.dialect as? EnvelopeDialect)?.closed(connection.id, error: nil)
         }
     }
 

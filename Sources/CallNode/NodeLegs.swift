@@ -5,11 +5,17 @@ import Foundation
 /// The router's side of its legs: making them, what they report (``LegReport``), and the
 /// bridge ports and audio activation that are the node's to give.
 extension CallNode {
-    /// A new leg for a call, known to the router from now on.
-    func makeLeg(_ uuid: UUID, outgoing: Bool, muted: Bool = false, connection: SignalingConnection? = nil) -> CallLeg {
-        let leg = CallLeg(uuid: uuid, outgoing: outgoing, muted: muted, services: services)
+    /// A new leg for a call carried by `dialect`, known to the router from now on (and its
+    /// connection, if it has one already).
+    func makeLeg(_ uuid: UUID, outgoing: Bool, muted: Bool = false, dialect: any CallDialect, target: CallTarget? = nil,
+                 connection: SignalingConnection? = nil, title: String? = nil, session: String? = nil,
+                 startMuted: Bool = false) async -> CallLeg {
+        let leg = CallLeg(uuid: uuid, outgoing: outgoing, muted: muted, dialect: dialect, target: target, peer: connection?.peer,
+                          title: title, session: session, startMuted: startMuted, services: services)
         legs[uuid] = leg
         if let connection { legConnections[uuid] = connection.id }
+        // What arrives for the call goes to the leg from now on (queued until it runs).
+        await dialect.start(DialectCall(leg: leg))
         // The leg's inputs and children run in its own group; the router keeps the task that
         // runs it until it is done, and waits for every one at shutdown.
         let weak = WeakNode(self)

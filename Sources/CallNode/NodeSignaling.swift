@@ -113,7 +113,7 @@ extension CallNode {
 
     func connectionEnded(_ connection: SignalingConnection) async {
         for (uuid, id) in legConnections where id == connection.id {
-            legs[uuid]?.post(.connectionClosed(connection.id, error: nil, nil))
+            await (legs[uuid]?.dialect as? EnvelopeDialect)?.closed(connection.id, error: nil)
         }
     }
 
@@ -154,7 +154,7 @@ extension CallNode {
                 try? await connection.send(.resumeRefused(SignalMessage.callGoneRefusal + "\(uuid) here: it has ended"), call: uuid)
                 return
             }
-            leg.post(.envelope(envelope, on: connection))
+            await (leg.dialect as? EnvelopeDialect)?.receive(envelope, on: connection)
             return
         }
         guard let leg = legs[uuid], legConnections[uuid] == connection.id else {
@@ -163,7 +163,7 @@ extension CallNode {
             try? await connection.send(.error("no call \(uuid) on this connection"), call: uuid)
             return
         }
-        leg.post(.envelope(envelope, on: connection))
+        await (leg.dialect as? EnvelopeDialect)?.receive(envelope, on: connection)
     }
 
     /// An invitation: check who calls, then ring (or refuse with a reason).
@@ -209,10 +209,13 @@ extension CallNode {
             broadcaster.send(.refused(uuid, from: fingerprint, refusal))
             return
         }
-        let leg = makeLeg(uuid, outgoing: false, muted: joined?.startMuted ?? false, connection: connection)
-        await leg.setUp(connection: connection, title: invitation.title, session: joined?.session, startMuted: joined?.startMuted ?? false)
+        let dialect = EnvelopeDialect(call: uuid, outgoing: false, target: nil, connection: connection, session: joined?.session,
+                                      services: services)
+        await dialect.invited(by: envelope)
+        let leg = await makeLeg(uuid, outgoing: false, muted: joined?.startMuted ?? false, dialect: dialect, connection: connection,
+                                title: invitation.title, session: joined?.session, startMuted: joined?.startMuted ?? false)
         broadcaster.send(.incoming(uuid, from: fingerprint, name: contact?.name ?? invitation.displayName, known: contact != nil))
-        leg.post(.invited(envelope, ring: joined == nil))
+        leg.post(.invited(ring: joined == nil))
         if configuration.autoAnswer || joined != nil {
             do {
                 try await answer(uuid, others: configuration.autoAnswerOthers)

@@ -122,7 +122,7 @@ import Testing
         let f = try InMemoryNodes()
         let (alice, bob, call) = try await ManualTimeNodeTests.connectedCall(f)
         let mallory = try await f.node("mallory")
-        let token = try #require(await alice.legs[call]?.resumeToken)
+        let token = try #require(await (alice.legs[call]?.dialect as? EnvelopeDialect)?.token)
         let bobAddress = try #require(bob.listenAddress)
 
         /// Asks Bob to resume Alice's call as `identity` with `token`; Bob's answer.

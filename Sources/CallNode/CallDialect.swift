@@ -1,0 +1,114 @@
+import Foundation
+import Signaling
+
+/// A signaling dialect: how one call's signals travel between this node and its peer.
+///
+/// A call's leg speaks ``CallSignal``s — invitation, ringing, offer and answer, candidates,
+/// end, refusal — and hears them back through ``DialectCall``; it never sees node envelopes,
+/// WebSocket frames or SIP requests. One dialect object carries one call: node envelopes
+/// (direct or through the relay), the call page's WebSocket, and any other wire an embedder
+/// plugs in (``CallNode/call(over:handle:title:)`` and ``CallNode/admit(_:handle:invitation:)``).
+/// A dialect adds no phase to the call: what its wire needs (a handshake to resume on a new
+/// connection, numbering, an acknowledgement) stays inside it.
+public protocol CallDialect: AnyObject, Sendable {
+    /// What the dialect's wire asks of the call.
+    var traits: DialectTraits { get }
+    /// The call begins: what arrives for it goes to `call` from now on.
+    func start(_ call: DialectCall) async
+    /// Outgoing: reach the peer, and say ``DialectCall/signalingUp(peer:)`` once the wire is
+    /// up (or ``DialectCall/signalingLost(_:resumable:)`` if it never comes up).
+    func dial() async
+    /// Sends a signal, in order (a dialect whose calls outlive a connection keeps it for the next).
+    func send(_ signal: CallSignal) async
+    /// The call's state asks for one try at a new connection after the wire was lost; a try
+    /// that does not resume the call is told with ``DialectCall/reconnectFailed()``.
+    func reconnect() async
+    /// Gives up the current connection (it left from an address this host no longer has).
+    func dropConnection() async
+    /// This host's address the wire leaves from, if it knows (to tell whether it went).
+    var localAddress: String? { get async }
+    /// The call is over: close what the dialect holds for it.
+    func close() async
+}
+
+extension CallDialect {
+    public func reconnect() async {}
+    public func dropConnection() async {}
+    public var localAddress: String? { get async { nil } }
+}
+
+/// What a dialect's wire asks of the calls it carries.
+public struct DialectTraits: Sendable, Equatable {
+    /// Who is at the other end: what media it takes follows from it.
+    public enum Peer: Sendable, Equatable {
+        /// Another node: SDES or DTLS, redundancy up to three frames, frame keys in the SDP.
+        case node
+        /// A browser's call page: DTLS only, WebRTC stream ids, one redundant frame, frame
+        /// keys offered over its own channel.
+        case webPage
+        /// Anything else: the node's own media settings, no frame encryption.
+        case other
+    }
+
+    public var peer: Peer
+    /// Whether a call can outlive its connection (resumed on a new one by a handshake of the
+    /// dialect's own).
+    public var resumable: Bool
+
+    public init(peer: Peer, resumable: Bool) {
+        self.peer = peer
+        self.resumable = resumable
+    }
+}
+
+/// A dialect's way into the call it carries: what arrives on its wire, in the call's terms.
+/// Every method queues an input for the call's leg and returns at once.
+public struct DialectCall: Sendable {
+    /// Weak: the leg holds its dialect, which holds this.
+    private let reference: WeakLeg
+    public let id: UUID
+
+    init(leg: CallLeg) {
+        reference = WeakLeg(leg)
+        id = leg.uuid
+    }
+
+    private var leg: CallLeg? { reference.leg }
+
+    /// A signal from the peer.
+    public func received(_ signal: CallSignal) {
+        leg?.post(.signal(signal))
+    }
+
+    /// Outgoing: the wire to the peer is up (`peer`: its authenticated identity, if the wire
+    /// has one); the invitation goes out next.
+    public func signalingUp(peer: Fingerprint?) {
+        leg?.post(.signalingUp(peer: peer))
+    }
+
+    /// The wire closed (`detail` says how). A `resumable` call waits for the dialect to resume
+    /// it; anything else ends.
+    public func signalingLost(_ detail: String, resumable: Bool) {
+        leg?.post(.signalingLost(detail, resumable: resumable))
+    }
+
+    /// The call goes on over a new connection.
+    public func signalingResumed() {
+        leg?.post(.event(.signalingResumed, done: nil))
+    }
+
+    /// A try at a new connection did not resume the call.
+    public func reconnectFailed() {
+        leg?.post(.event(.reconnectFailed, done: nil))
+    }
+
+    /// Something on the wire makes the call impossible (`detail` says what): it ends as failed.
+    public func failed(_ detail: String) {
+        leg?.post(.event(.end(.failed(detail)), done: nil))
+    }
+
+    /// Runs `work` as a task of the call: it is cancelled and awaited when the call ends.
+    public func run(_ work: @escaping @Sendable () async -> Void) {
+        leg?.spawn(work)
+    }
+}
