@@ -54,10 +54,12 @@ let package = Package(
 
         // The lock shared state uses: pthread_mutex, which ThreadSanitizer can see.
         .target(name: "Locking"),
+        // The one clock every timer of a node runs on (continuous in production, manual in tests).
+        .target(name: "Clocks"),
         .target(
             name: "ICE",
             dependencies: [
-                "CNice", "Locking",
+                "CNice", "Clocks", "Locking",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // SRTP key and suite values, shared by key exchange (SDES, DTLS) and the media path.
@@ -77,10 +79,10 @@ let package = Package(
         // DTLS-SRTP (RFC 5763/5764): OpenSSL's DTLS over memory BIOs, keys into the SRTP path.
         .target(
             name: "DTLS",
-            dependencies: ["CSSL", "SRTPKeys", "Locking"]),
+            dependencies: ["CSSL", "SRTPKeys", "Clocks", "Locking"]),
         .target(
             name: "AudioSession",
-            dependencies: ["Media", "CALSA", "Locking"]),
+            dependencies: ["Media", "CALSA", "Clocks", "Locking"]),
         .target(
             name: "Calls",
             dependencies: [
@@ -94,7 +96,7 @@ let package = Package(
         .target(
             name: "Signaling",
             dependencies: [
-                "CallCore", "SDP", "Locking",
+                "CallCore", "SDP", "Clocks", "Locking",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -179,7 +181,7 @@ let package = Package(
             path: "Examples/OwnershipStudy"),
         .executableTarget(
             name: "two-phones",
-            dependencies: ["CallNode"],
+            dependencies: ["CallNode", "CallNodeTestKit"],
             path: "Examples/TwoPhones"),
 
         // Helpers shared by the test targets (child processes for test servers).
@@ -205,7 +207,7 @@ let package = Package(
             dependencies: ["RTP", "CallNodeTestSupport"]),
         .testTarget(
             name: "MediaTests",
-            dependencies: ["Media", "RTP", "CallNodeTestSupport"]),
+            dependencies: ["Media", "RTP", "CallNodeTestKit", "CallNodeTestSupport"]),
         .testTarget(
             name: "CallNodeTests",
             dependencies: ["CallNode", "CallNodeTestKit", "CallNodeTestSupport", "NodeSettings"]),

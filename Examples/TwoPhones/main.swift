@@ -4,6 +4,7 @@
 // in real time. Alice calls Bob, Bob answers, Alice dials 42#, holds, resumes, hangs up.
 // Run: swift run two-phones
 import CallNode
+import CallNodeTestKit
 import Foundation
 
 /// The part of a node that does the work of each action: CallKit's provider delegate.

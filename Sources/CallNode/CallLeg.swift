@@ -58,7 +58,7 @@ actor CallLeg {
     var requests: [Int: ActionID] = [:]
     var nextRequest = 0
     /// The peer's new offer for the running call, while the state decides whether to answer it.
-    var peerOffer: (SessionDescription, NegotiatedAudio)?
+    var peerOffer: SessionDescription?
     var agent: (any IcePath)?
     /// The agent being made and gathering, started before it is needed (the caller's at
     /// dial, the callee's when it rings) so that answering does not wait for it.
@@ -70,32 +70,20 @@ actor CallLeg {
     /// The DTLS-SRTP association keying the call's media (nil with SDES), from ICE
     /// connected until the call ends.
     var dtls: DTLSAssociation?
-    /// The leg's one queue: its inputs, taken one at a time to completion, and the tasks it
-    /// starts (its signaling connection, ICE and media event readers, timers, trickle, name
-    /// lookups), which run in one task group owned by ``run()``. What those tasks learn comes
-    /// back as inputs, so nothing runs on the leg's state between two steps of another input.
-    private let work: AsyncStream<LegWork>
-    private let workContinuation: AsyncStream<LegWork>.Continuation
-    /// The state machine's timers that are armed, each with the generation that armed it: a
-    /// timer cancelled (or re-armed) lets its sleeping child find a stale generation and do
-    /// nothing; the group cancels the sleepers when the call ends.
-    var timers: [LegTimer: UInt64] = [:]
-    var timerGeneration: UInt64 = 0
+    /// The leg's one queue: its inputs, and the tasks it starts (ICE and media event readers,
+    /// timers, trickle, name lookups, its dialect's), which run in one task group owned by
+    /// ``run()``. What those tasks learn comes back as inputs.
+    private nonisolated let queue = LegQueue()
+    /// The state machine's timers that are armed.
+    var timers = LegTimers()
     /// Which round of local candidates is being trickled (an ICE restart starts a new one).
     var trickleRound = 0
-    var offer: SessionDescription?
-    /// The caller's answer to the first offer (its SDP origin is what its own later offers
-    /// continue).
-    var localAnswer: SessionDescription?
-    /// What this side's later offer (a hold's or a resume's) was written with, for its answer.
-    var reofferCapabilities: AudioCapabilities?
-    var negotiated: NegotiatedAudio?
-    /// This side's frame key share, made for the first offer or answer (CallLegFrameEncryption).
-    var frameAgreement: FrameKeyAgreement?
-    /// The call's frame keys, once both shares are known (or, with a page, once it accepted).
-    var frameKeys: FrameKeys?
-    /// The keys offered to a page (node to page, page to node).
-    var pageKeys: FrameKeys?
+    /// The call's offers and answers: this side's last offer, what was agreed.
+    var negotiation: CallNegotiation
+    /// The media the first offer and answer agreed.
+    var negotiated: NegotiatedAudio? { negotiation.negotiated }
+    /// End-to-end frame encryption: the shares in the SDP, the keys once agreed.
+    var frames: FrameKeyExchange
     /// The last error the peer reported, for the detail of the end that follows it.
     var peerErrorText: String?
     /// The setup's steps so far (each once), sent with `connected`.
@@ -149,7 +137,17 @@ actor CallLeg {
             iceRestartInterval: services.configuration.iceRestartInterval,
             resumeWindow: services.configuration.resumeWindow),
             sendsHoldAudio: services.configuration.holdAudio != .silence)
-        (work, workContinuation) = AsyncStream.makeStream(of: LegWork.self)
+        negotiation = CallNegotiation(configuration: services.configuration, peerKind: dialect.traits.peer)
+        frames = FrameKeyExchange(policy: services.configuration.frameEncryption, adjustment: services.configuration.frameKeyAdjustment,
+                                  peerKind: dialect.traits.peer, call: uuid, outgoing: outgoing, own: services.identity.fingerprint)
+    }
+
+    /// The call's frame keys, once agreed.
+    var frameKeys: FrameKeys? { frames.keys }
+
+    /// The code both people see (from both identities; a page's from its DTLS certificate).
+    var securityCode: String? {
+        frames.securityCode(peer: peer, peerDTLSFingerprint: negotiated?.dtls?.remoteFingerprint)
     }
 
     /// What the peer is (a node, a page, another dialect's), for what media it takes.
@@ -161,33 +159,30 @@ actor CallLeg {
     /// until the call has ended and every one of them has finished: when this returns, nothing
     /// of the call is left running. The router runs it once per leg.
     func run() async {
-        let work = self.work
-        await withDiscardingTaskGroup { group in
-            for await item in work {
-                switch item {
-                case let .input(input):
-                    // An ended leg takes no input: what waits for an answer gets its
-                    // fallback, an action of the manager fails.
-                    guard !ended else {
-                        if case let .perform(action) = input {
-                            try? await manager.report(.failed(action.id, reason: "the call has ended"))
-                        }
-                        input.refuse()
-                        continue
-                    }
-                    await take(input)
-                case let .child(child):
-                    if !ended { group.addTask(operation: child) }
-                }
-            }
-            group.cancelAll()
+        await queue.run { input in
+            await takeOrRefuse(input)
+        } runsChildren: {
+            !ended
         }
+    }
+
+    /// An ended leg takes no input: what waits for an answer gets its fallback, an action of
+    /// the manager fails.
+    private func takeOrRefuse(_ input: LegInput) async {
+        guard !ended else {
+            if case let .perform(action) = input {
+                try? await manager.report(.failed(action.id, reason: "the call has ended"))
+            }
+            input.refuse()
+            return
+        }
+        await take(input)
     }
 
     /// Ends a leg that never started (the manager refused the call): its group finishes.
     func discard() {
         ended = true
-        workContinuation.finish()
+        queue.finish()
     }
 
     /// Tells the router `report` and waits until it has taken it.
@@ -196,27 +191,17 @@ actor CallLeg {
     }
 
     /// Starts `work` as a child of the call (in ``run()``'s group); nothing once it has ended.
-    nonisolated func spawn(_ work: @escaping @Sendable () async -> Void) {
-        workContinuation.yield(.child(work))
-    }
+    nonisolated func spawn(_ work: @escaping @Sendable () async -> Void) { queue.spawn(work) }
 
-    /// Queues an input for the leg (from the router, or a task of the call). Returns false when
-    /// the leg has ended and takes no more.
+    /// Queues an input for the leg (from the router, the dialect, or a task of the call).
+    /// Returns false when the leg has ended and takes no more.
     @discardableResult
-    nonisolated func post(_ input: LegInput) -> Bool {
-        if case .terminated = workContinuation.yield(.input(input)) {
-            input.refuse()
-            return false
-        }
-        return true
-    }
+    nonisolated func post(_ input: LegInput) -> Bool { queue.post(input) }
 
     /// Queues an input that carries a reply and waits for the answer (the fallback when the
     /// leg has ended first). Only the call's tasks and the router ask: never the leg itself.
     nonisolated func ask<Value: Sendable>(fallback: Value, _ make: (LegReply<Value>) -> LegInput) async -> Value {
-        await withCheckedContinuation { continuation in
-            post(make(LegReply(fallback: fallback) { continuation.resume(returning: $0) }))
-        }
+        await queue.ask(fallback: fallback, make)
     }
 
     /// Queues an input and waits until the leg has taken it (the router, where what it does
@@ -225,8 +210,7 @@ actor CallLeg {
         _ = await ask(fallback: ()) { .event(event, done: $0) }
     }
 
-    /// One input, to completion. An ended leg takes none: what waits for an answer gets its
-    /// fallback, an action of the manager fails.
+    /// One input, to completion.
     private func take(_ input: LegInput) async {
         switch input {
         case let .invited(ring):
@@ -416,7 +400,7 @@ actor CallLeg {
             case let .arm(timer, delay):
                 arm(timer, after: delay)
             case let .cancel(timer):
-                timers[timer] = nil
+                timers.cancel(timer)
             case let .setMicrophone(muted):
                 do { try await media?.setMuted(muted) } catch { failure = failure ?? error }
             case let .startMedia(muted):
@@ -447,9 +431,9 @@ actor CallLeg {
                     if let answerAction { try? await manager.report(.failed(answerAction, reason: "\(error)")) }
                 }
             case .answerPeerOffer:
-                guard let (offer, current) = peerOffer else { break }
+                guard let offer = peerOffer else { break }
                 peerOffer = nil
-                do { try await answer(offer, current: current) } catch { await negotiationFailed(error) }
+                do { try await answer(offer) } catch { await negotiationFailed(error) }
             case .prepareMedia:
                 prepareMedia()
             case .reportMediaConnected:
@@ -499,13 +483,11 @@ actor CallLeg {
         post(.event(.end(.failed("\(error)")), done: nil))
     }
 
-    /// Arms a leg timer on the node's clock; its firing comes back as an event.
+    /// Arms a leg timer on the node's clock; its firing comes back as an input.
     func arm(_ timer: LegTimer, after delay: Duration) {
         let clock = configuration.clock
         let deadline = clock.now + delay
-        timerGeneration += 1
-        let generation = timerGeneration
-        timers[timer] = generation
+        let generation = timers.arm(timer)
         spawn { [weak self] in
             do { try await clock.sleep(until: deadline) } catch { return }
             self?.post(.timerFired(timer, generation: generation))
@@ -513,8 +495,7 @@ actor CallLeg {
     }
 
     func timerFired(_ timer: LegTimer, generation: UInt64) async {
-        guard timers[timer] == generation else { return }
-        timers[timer] = nil
+        guard timers.fire(timer, generation: generation) else { return }
         await legEvent(.timerFired(timer))
     }
 
@@ -528,7 +509,7 @@ actor CallLeg {
         var detail: String?
         if case let .ended(end) = state.phase { detail = end.detail }
         await report(.ended(detail: failure ?? detail, duration: duration))
-        timers.removeAll()
+        timers = LegTimers()
         if agent == nil, let ice {
             // An agent still being made (or made and never adopted) is closed here: nothing
             // else of the call will take it.
@@ -542,7 +523,7 @@ actor CallLeg {
         await dialect.close()
         // No more inputs or children; run() cancels those still running and returns once all
         // are done.
-        workContinuation.finish()
+        queue.finish()
         await report(.released)
     }
 

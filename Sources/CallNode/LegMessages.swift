@@ -74,12 +74,6 @@ enum LegReport: Sendable {
     case released
 }
 
-/// An item of a leg's one queue: an input to take, or a task to start in its group.
-enum LegWork: Sendable {
-    case input(LegInput)
-    case child(@Sendable () async -> Void)
-}
-
 /// The answer to an input that someone waits for, given exactly once: by the leg when it takes
 /// the input, or the fallback when the leg ended first.
 final class LegReply<Value: Sendable>: Sendable {

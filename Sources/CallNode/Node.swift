@@ -153,7 +153,7 @@ public actor CallNode: Service {
             if configuration.playbackOnly { await session.setAutomaticConfiguration(false) }
             try await Self.applyAudioModes(configuration, to: session)
             manager = try await CallManager(configuration: configuration.provider, audio: .appOwned, store: store, ringer: ringer,
-                                            clock: configuration.clock)
+                                            clock: configuration.clock, wallClock: configuration.wallClock)
         } else {
             let session = AudioSessionOwner<SystemOwned>(name: "callnode call audio", configuration: sessionConfiguration,
                                                          backend: configuration.audio, clock: configuration.clock)
@@ -162,7 +162,7 @@ public actor CallNode: Service {
             if configuration.playbackOnly { await session.setAutomaticConfiguration(false) }
             try await Self.applyAudioModes(configuration, to: session)
             manager = try await CallManager(configuration: configuration.provider, audio: .systemOwned(session), store: store, ringer: ringer,
-                                            clock: configuration.clock)
+                                            clock: configuration.clock, wallClock: configuration.wallClock)
         }
         if let address = configuration.listenAddress, configuration.signalNetwork != nil {
             listener = nil
@@ -278,7 +278,7 @@ public actor CallNode: Service {
                 while !Task.isCancelled {
                     do {
                         try await RelayClient.register(relay: relay.host, port: relay.port, identity: identity, limits: limits,
-                                                       registered: { broadcaster.send(.registered(relay)) }) { connection, messages in
+                                                       clock: timerClock, registered: { broadcaster.send(.registered(relay)) }) { connection, messages in
                             await weak.node?.serve(connection, messages)
                         }
                         // Cancelled (a new registration replaced this one, or shut-down): the
@@ -341,6 +341,7 @@ public actor CallNode: Service {
         case let .address(address): handleValue = address.description
         case let .pinned(_, fingerprint), let .relayed(fingerprint, _): handleValue = fingerprint.hex
         case .session: throw .sessionNeedsJoin
+        case let .handle(handle): throw .handleNeedsDialect(handle)
         case .webPage:
             guard freeWebPage() != nil else { throw .noWebPage }
             handleValue = WebSignalingServer.pagePeer.hex

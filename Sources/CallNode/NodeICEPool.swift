@@ -5,6 +5,15 @@ import Locking
 import SDP
 import Media
 
+extension CallNodeConfiguration {
+    /// The ICE settings a call's agent is made with: ``ice`` on the node's clock.
+    var iceSettings: IceConfiguration {
+        var settings = ice
+        settings.clock = clock
+        return settings
+    }
+}
+
 /// A call's ICE agent, gathering, and the local parameters for its SDP.
 struct PreparedICE: Sendable {
     let agent: any IcePath
@@ -54,7 +63,7 @@ final class IcePool: Sendable {
     init(configuration: CallNodeConfiguration) {
         size = configuration.iceAgentPool
         refreshInterval = configuration.iceAgentPoolRefresh
-        settings = configuration.ice
+        settings = configuration.iceSettings
         make = configuration.makeIcePath
         clock = configuration.clock
     }
@@ -86,7 +95,7 @@ final class IcePool: Sendable {
 
     /// The oldest pooled agent still fresh, if any, and the stale ones taken out before it
     /// (for the caller to close).
-    func take() -> (Task<PreparedICE, any Error>?, [Entry]) {
+    private func take() -> (Task<PreparedICE, any Error>?, [Entry]) {
         let now = clock.now
         return state.withLock { state in
             var stale: [Entry] = []
@@ -96,6 +105,27 @@ final class IcePool: Sendable {
                 stale.append(first)
             }
             return (nil, stale)
+        }
+    }
+
+    /// A call's agent in `role`, being made now: the oldest pooled one still fresh (switched to
+    /// `role`), or a new one. Taken from the pool at once, not when the task runs, so two calls
+    /// never share one; the pool refills when a call hears audio or ends.
+    func prepare(role: IceRole) -> Task<PreparedICE, any Error> {
+        let (pooled, stale) = take()
+        let settings = self.settings, make = self.make
+        return Task {
+            for entry in stale { await (try? await entry.task.value)?.agent.close() }
+            guard let pooled, let prepared = try? await pooled.value else {
+                return try await PreparedICE.make(settings, role: role, make: make)
+            }
+            do {
+                try await prepared.agent.setRole(role)
+            } catch {
+                await prepared.agent.close()
+                throw error
+            }
+            return prepared
         }
     }
 
@@ -137,5 +167,47 @@ final class IcePool: Sendable {
             return taken
         }
         for entry in pooled { await (try? await entry.task.value)?.agent.close() }
+    }
+}
+
+/// The peer's ICE candidates as its SDP or its trickle carries them: lines to parse, and names
+/// a browser hides its addresses behind (mDNS, `….local`) to resolve.
+enum RemoteCandidates {
+    /// The lines that parse and have an IP address, and those named by mDNS (to resolve);
+    /// `problem` hears each line that does not parse.
+    static func parse(_ lines: [String], problem: (String) -> Void) -> (ready: [IceCandidate], named: [IceCandidate]) {
+        var ready: [IceCandidate] = [], named: [IceCandidate] = []
+        for line in lines {
+            do {
+                let candidate = try IceCandidate(parsing: line)
+                if !candidate.hasIPAddress, HostNameResolver.isMDNSName(candidate.address) {
+                    named.append(candidate)
+                } else {
+                    ready.append(candidate)
+                }
+            } catch {
+                problem("\(error)")
+            }
+        }
+        return (ready, named)
+    }
+
+    /// Resolves each named candidate and adds it to `agent` when it resolves. Where one does
+    /// not (no mDNS here), the browser's checks still reach this node and ICE learns its
+    /// address as a peer-reflexive candidate.
+    static func resolve(_ named: [IceCandidate], into agent: any IcePath, clock: TimerClock, log: @escaping @Sendable (String) -> Void) async {
+        await withDiscardingTaskGroup { group in
+            for candidate in named {
+                group.addTask {
+                    guard let address = await HostNameResolver.resolve(candidate.address, clock: clock) else {
+                        log("the peer's candidate \(candidate.address) does not resolve here; its checks will reveal the address")
+                        return
+                    }
+                    var resolved = candidate
+                    resolved.address = address
+                    _ = try? await agent.addRemoteCandidates([resolved])
+                }
+            }
+        }
     }
 }

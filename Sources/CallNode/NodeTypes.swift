@@ -123,6 +123,8 @@ public struct CallNodeConfiguration: Sendable {
     /// timeouts and ICE restarts, the manager's ring and action timeouts, idle connections,
     /// the ICE pool's refresh. Continuous time by default; a manual one in tests.
     public var clock: TimerClock = .continuous
+    /// The calendar time recordings and Recents are stamped with (the system's by default).
+    public var wallClock: @Sendable () -> Date = { Date() }
     /// The clock that paces every call's media (one tick per frame for all calls): real time
     /// when nil (the default), made by the node; a manual one in tests, which the node then
     /// never runs by itself.
@@ -206,6 +208,9 @@ public enum CallTarget: Sendable, Hashable, CustomStringConvertible {
     /// The browser page connected to this node's web port most recently and not in a call
     /// (see ``CallNode/serveWeb(host:port:secret:)``): the node rings it.
     case webPage
+    /// A peer another dialect reaches, by the handle it was called with (see
+    /// ``CallNode/call(over:handle:title:)``).
+    case handle(String)
 
     public var description: String {
         switch self {
@@ -215,6 +220,7 @@ public enum CallTarget: Sendable, Hashable, CustomStringConvertible {
         case let .relayed(fingerprint, relay): "\(fingerprint.short) via relay \(relay)"
         case let .session(id): "session \(id)"
         case .webPage: "the web page"
+        case let .handle(handle): handle
         }
     }
 }
@@ -230,6 +236,8 @@ public enum CallNodeError: Error, Sendable, Equatable, CustomStringConvertible {
     case restartFailed(String)
     /// ``CallTarget/webPage`` with no page connected (or every page in a call).
     case noWebPage
+    /// ``CallTarget/handle(_:)`` is reached through its dialect (``CallNode/call(over:handle:title:)``).
+    case handleNeedsDialect(String)
 
     public var description: String {
         switch self {
@@ -241,6 +249,7 @@ public enum CallNodeError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .noSuchCall(uuid): "no connected call \(uuid)"
         case let .restartFailed(reason): "the ICE restart failed: \(reason)"
         case .noWebPage: "no web page is connected and free (open the node's web page first)"
+        case let .handleNeedsDialect(handle): "'\(handle)' is reached through its dialect: call(over:handle:title:)"
         }
     }
 }

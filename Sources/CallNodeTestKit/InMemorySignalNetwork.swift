@@ -45,7 +45,7 @@ public final class InMemorySignalNetwork: SignalNetwork {
             count += 1
             return "memory-caller-\(count):1"
         }
-        let (near, far) = SignalingConnection.inMemoryPair((identity.fingerprint, caller), (listener.identity.fingerprint, address.description))
+        let (near, far) = InMemorySignalPipe.pair((identity.fingerprint, caller), (listener.identity.fingerprint, address.description))
         live.withLock {
             $0[near.connection.id] = near.connection
             $0[far.connection.id] = far.connection

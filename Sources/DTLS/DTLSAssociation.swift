@@ -1,22 +1,5 @@
+@_exported import Clocks
 import Locking
-
-/// The time a ``DTLSAssociation`` keeps: now, and sleeping for a while. Continuous time by
-/// default; the node passes its own clock, so a handshake's timeout runs on manual time in tests.
-public struct DTLSClock: Sendable {
-    public let now: @Sendable () -> Duration
-    public let sleep: @Sendable (Duration) async throws -> Void
-
-    public init(now: @escaping @Sendable () -> Duration, sleep: @escaping @Sendable (Duration) async throws -> Void) {
-        self.now = now
-        self.sleep = sleep
-    }
-
-    /// Real time.
-    public static var continuous: DTLSClock {
-        let clock = ContinuousClock(), origin = ContinuousClock.now
-        return DTLSClock(now: { origin.duration(to: clock.now) }, sleep: { try await clock.sleep(for: $0) })
-    }
-}
 
 /// Runs a ``DTLSEndpoint`` over a datagram path for the life of a call: the handshake with
 /// its retransmissions, then whatever the peer still sends (a retransmitted last flight, a
@@ -49,7 +32,7 @@ public final class DTLSAssociation: Sendable {
     ///     ``DTLSError/timedOut(_:)``.
     ///   - clock: the time the timeout and the retransmission ticks keep.
     ///   - send: carries one datagram to the peer.
-    public init(endpoint: DTLSEndpoint, handshakeTimeout: Duration = .seconds(10), clock: DTLSClock = .continuous,
+    public init(endpoint: DTLSEndpoint, handshakeTimeout: Duration = .seconds(10), clock: TimerClock = .continuous,
                 send: @escaping @Sendable ([UInt8]) async -> Void) {
         self.endpoint = endpoint
         self.send = send
@@ -101,13 +84,13 @@ public final class DTLSAssociation: Sendable {
     }
 
     private static func run(_ endpoint: DTLSEndpoint, events: AsyncStream<Event>, ticks: AsyncStream<Event>.Continuation,
-                            timeout: Duration, clock: DTLSClock, send: @Sendable ([UInt8]) async -> Void, outcome: Locked<Outcome>) async {
-        let started = clock.now()
+                            timeout: Duration, clock: TimerClock, send: @Sendable ([UInt8]) async -> Void, outcome: Locked<Outcome>) async {
+        let started = clock.now
         // OpenSSL's retransmission timer starts at one second and doubles; a tick every 50 ms
         // is close enough to it, and stops once the handshake is over.
         let ticker = Task {
             while !Task.isCancelled {
-                try? await clock.sleep(.milliseconds(50))
+                try? await clock.sleep(for: .milliseconds(50))
                 ticks.yield(.tick)
             }
         }
@@ -119,7 +102,7 @@ public final class DTLSAssociation: Sendable {
             guard !reported else { return }
             switch state {
             case .handshaking: return
-            case let .connected(keys): report(.success(keys), to: outcome, after: clock.now() - started)
+            case let .connected(keys): report(.success(keys), to: outcome, after: clock.now - started)
             case let .failed(error): report(.failure(error), to: outcome, after: nil)
             case .closed: report(.failure(.closed), to: outcome, after: nil)
             }
@@ -132,7 +115,7 @@ public final class DTLSAssociation: Sendable {
             case let .datagram(bytes): progress = endpoint.receive(bytes)
             case .tick:
                 guard !reported else { continue }
-                if clock.now() - started > timeout {
+                if clock.now - started > timeout {
                     report(.failure(.timedOut(timeout)), to: outcome, after: nil)
                     reported = true
                     ticker.cancel()

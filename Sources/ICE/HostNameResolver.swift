@@ -17,17 +17,29 @@ public enum HostNameResolver {
     }
 
     /// The first address `name` resolves to, or `nil` when it does not resolve within
-    /// `timeout`. The lookup blocks, so it runs on a thread of its own, never on the
+    /// `timeout` on `clock`. The lookup blocks, so it runs on a thread of its own, never on the
     /// cooperative pool; a lookup that outlives the timeout finishes there unheard.
-    public static func resolve(_ name: String, timeout: Duration = .seconds(1)) async -> String? {
-        await withCheckedContinuation { (continuation: CheckedContinuation<String?, Never>) in
-            let once = Once(continuation)
-            let thread = Thread { once.resume(lookup(name)) }
+    public static func resolve(_ name: String, timeout: Duration = .seconds(1), clock: TimerClock = .continuous) async -> String? {
+        let deadline = clock.now + timeout
+        return await withTaskGroup(of: String?.self) { group in
+            let (lookedUp, done) = AsyncStream.makeStream(of: String?.self)
+            let thread = Thread {
+                done.yield(lookup(name))
+                done.finish()
+            }
             thread.name = "callnode-resolve"
             thread.start()
-            let (seconds, attoseconds) = timeout.components
-            let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
-            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { once.resume(nil) }
+            group.addTask {
+                for await address in lookedUp { return address }
+                return nil
+            }
+            group.addTask {
+                try? await clock.sleep(until: deadline)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
         }
     }
 
@@ -44,18 +56,5 @@ public enum HostNameResolver {
             return nil
         }
         return String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
-
-    /// Resumes a continuation once, whichever comes first: the lookup or the timeout.
-    private final class Once: Sendable {
-        private let continuation: Locked<CheckedContinuation<String?, Never>?>
-        init(_ continuation: CheckedContinuation<String?, Never>) { self.continuation = Locked(continuation) }
-        func resume(_ value: String?) {
-            let waiting = continuation.withLock { c -> CheckedContinuation<String?, Never>? in
-                defer { c = nil }
-                return c
-            }
-            waiting?.resume(returning: value)
-        }
     }
 }

@@ -33,7 +33,7 @@ public actor IceAgent {
     private let loop: GLibLoop
     private let handle: NiceHandle
     private let sink: AgentSink
-    private let clock: any Clock<Duration>
+    private let clock: TimerClock
     private let logger: Logger
     private let turnAddresses: [String]
 
@@ -52,13 +52,11 @@ public actor IceAgent {
     ///
     /// - Parameters:
     ///   - configuration: Role, servers, addresses and timing.
-    ///   - clock: Drives ``IceConfiguration/connectTimeout``; tests pass a manual clock.
     ///   - logger: Where state changes are logged (debug level).
     /// - Throws: ``IceError/invalidConfiguration(_:)`` for settings that cannot work,
     ///   ``IceError/unresolvableAddress(_:)`` for a server name that does not resolve.
     public init(
         configuration: IceConfiguration = IceConfiguration(),
-        clock: any Clock<Duration> = ContinuousClock(),
         logger: Logger = Logger(label: "callnode.ice")
     ) async throws(IceError) {
         try configuration.validate()
@@ -96,7 +94,7 @@ public actor IceAgent {
         self.role = configuration.role
         self.loop = loop
         self.sink = sink
-        self.clock = clock
+        clock = configuration.clock
         self.logger = logger
         (self.handle, self.credentials, self.turnAddresses) = created
         self.pendingGathering = (gatheringStream, gatheringContinuation)

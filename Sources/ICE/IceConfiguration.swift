@@ -1,3 +1,4 @@
+@_exported import Clocks
 /// A host and port, such as a STUN or TURN server's.
 public struct IceServerAddress: Sendable, Hashable, CustomStringConvertible {
     /// An IP literal or a host name (resolved once, when the agent starts).
@@ -64,6 +65,9 @@ public struct TurnServer: Sendable, Hashable {
 public struct IceConfiguration: Sendable {
     /// Controlling or controlled. Default: controlling.
     public var role: IceRole = .controlling
+    /// The clock ``connectTimeout`` runs on: continuous by default; a node gives its own (a
+    /// manual one in tests).
+    public var clock: TimerClock = .continuous
     /// A STUN server for server-reflexive candidates. Default: none.
     public var stunServer: IceServerAddress?
     /// TURN servers for relayed candidates. Default: none.

@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 import NIOSSL
+import Clocks
 import Locking
 
 /// Why the relay could not connect this node.
@@ -142,13 +143,13 @@ public enum RelayClient {
     /// the relay connection closes or goes silent (reconnecting is the caller's choice); throws
     /// if it cannot connect or the relay refuses the registration.
     public static func register(relay: String, port: Int, identity: NodeIdentity, limits: SignalingLimits = SignalingLimits(),
-                                keepAlive: Duration = .seconds(20),
+                                keepAlive: Duration = .seconds(20), clock: TimerClock = .continuous,
                                 registered: @Sendable () -> Void = {},
                                 incoming: @escaping @Sendable (SignalingConnection, SignalMessages) async -> Void) async throws {
         let (channel, messages) = try await open(relay, port: port, upgrade: nil)
         try await send(RelayMessage(op: "register", fingerprint: identity.fingerprint.hex,
                                     certificate: Data(identity.certificateDER).base64EncodedString()), on: channel)
-        let heard = Locked(ContinuousClock.now)
+        let heard = Locked(clock.now)
         let refusal = Locked<String?>(nil)
         await withDiscardingTaskGroup { group in
             group.addTask {
@@ -156,8 +157,8 @@ public enum RelayClient {
                 // closes the connection.
                 let gone = max(keepAlive * 3, .seconds(5))
                 while !Task.isCancelled {
-                    guard (try? await Task.sleep(for: keepAlive)) != nil else { return }
-                    if ContinuousClock.now - heard.withLock({ $0 }) > gone {
+                    guard (try? await clock.sleep(for: keepAlive)) != nil else { return }
+                    if clock.now - heard.withLock({ $0 }) > gone {
                         try? await channel.close()
                         return
                     }
@@ -165,7 +166,7 @@ public enum RelayClient {
                 }
             }
             for await message in messages {
-                heard.withLock { $0 = .now }
+                heard.withLock { $0 = clock.now }
                 switch message.op {
                 case "challenge":
                     guard let challenge = message.token,

@@ -28,8 +28,9 @@ public struct SignalingLimits: Sendable, Equatable {
 /// peer's fingerprint known. Sendable: any task may ``send(_:)``; the task that received it
 /// reads ``SignalMessages``. Closes when that task's scope ends or on ``close()``.
 ///
-/// A connection can also run over an in-memory pipe (``inMemoryPair(_:_:)``): the same frames and
-/// envelopes, no socket, for whole nodes in tests and simulations.
+/// A connection can also run over another transport of whole frames (``SignalFrameTransport``:
+/// the test kit's in-memory pipe): the same frames and envelopes, no socket, for whole nodes in
+/// tests and simulations.
 public struct SignalingConnection: Sendable {
     /// The peer's identity, proven by the TLS handshake (or given, in memory).
     public let peer: Fingerprint
@@ -41,7 +42,7 @@ public struct SignalingConnection: Sendable {
 
     enum Transport: Sendable {
         case channel(writer: NIOAsyncChannelOutboundWriter<ByteBuffer>, channel: any Channel)
-        case memory(InMemorySignalPipe.End)
+        case frames(any SignalFrameTransport)
     }
 
     init(peer: Fingerprint, remoteAddress: String, writer: NIOAsyncChannelOutboundWriter<ByteBuffer>, channel: any Channel) {
@@ -50,20 +51,13 @@ public struct SignalingConnection: Sendable {
         transport = .channel(writer: writer, channel: channel)
     }
 
-    init(peer: Fingerprint, remoteAddress: String, end: InMemorySignalPipe.End) {
+    /// A connection over another transport of whole frames (the test kit's in-memory pipe):
+    /// `peer` is the identity the transport vouches for, its frames are read as
+    /// ``SignalMessages/init(frames:)``.
+    public init(peer: Fingerprint, remoteAddress: String, transport: any SignalFrameTransport) {
         self.peer = peer
         self.remoteAddress = remoteAddress
-        transport = .memory(end)
-    }
-
-    /// Two connected ends in memory: `a` sees the peer `b.identity` at `b.address`, and back.
-    /// Closing either end ends both sides' messages. Each end is read by one task
-    /// (``InMemorySignalEnd/messages``).
-    public static func inMemoryPair(_ a: (identity: Fingerprint, address: String), _ b: (identity: Fingerprint, address: String))
-        -> (a: InMemorySignalEnd, b: InMemorySignalEnd) {
-        let pipe = InMemorySignalPipe()
-        return (InMemorySignalEnd(connection: SignalingConnection(peer: b.identity, remoteAddress: b.address, end: pipe.a), frames: pipe.a.inbound),
-                InMemorySignalEnd(connection: SignalingConnection(peer: a.identity, remoteAddress: a.address, end: pipe.b), frames: pipe.b.inbound))
+        self.transport = .frames(transport)
     }
 
     /// Sends one message.
@@ -76,7 +70,7 @@ public struct SignalingConnection: Sendable {
             buffer.writeInteger(UInt32(body.count))
             buffer.writeBytes(body)
             do { try await writer.write(buffer) } catch { throw .closed }
-        case let .memory(end):
+        case let .frames(end):
             try end.send(Array(body))
         }
     }
@@ -90,7 +84,7 @@ public struct SignalingConnection: Sendable {
     public var id: ObjectIdentifier {
         switch transport {
         case let .channel(_, channel): ObjectIdentifier(channel)
-        case let .memory(end): ObjectIdentifier(end)
+        case let .frames(end): ObjectIdentifier(end)
         }
     }
 
@@ -99,7 +93,7 @@ public struct SignalingConnection: Sendable {
     public var localHost: String? {
         switch transport {
         case let .channel(_, channel): channel.localAddress?.ipAddress
-        case .memory: nil
+        case .frames: nil
         }
     }
 
@@ -107,7 +101,7 @@ public struct SignalingConnection: Sendable {
     public func close() {
         switch transport {
         case let .channel(_, channel): channel.close(promise: nil)
-        case let .memory(end): end.close()
+        case let .frames(end): end.close()
         }
     }
 
@@ -116,65 +110,19 @@ public struct SignalingConnection: Sendable {
         switch transport {
         case let .channel(writer, _):
             do { try await writer.write(ByteBuffer(bytes: bytes)) } catch { throw .closed }
-        case let .memory(end):
+        case let .frames(end):
             try end.send(bytes)
         }
     }
 }
 
-/// One end of an in-memory signaling connection (``SignalingConnection/inMemoryPair(_:_:)``).
-public struct InMemorySignalEnd: Sendable {
-    /// Sends to the other end.
-    public let connection: SignalingConnection
-    let frames: AsyncStream<[UInt8]>
-    /// What the other end sends, in order; iterate it once, from one task.
-    public var messages: SignalMessages { SignalMessages(frames: frames) }
-}
-
-/// Two ends of an in-memory signaling connection: each end's frames arrive, whole and in order,
-/// at the other. Closing either end finishes both.
-public final class InMemorySignalPipe: Sendable {
-    /// One end: sends to the other, reads what the other sent.
-    public final class End: Sendable {
-        let inbound: AsyncStream<[UInt8]>
-        fileprivate let continuation: AsyncStream<[UInt8]>.Continuation
-        fileprivate let pipe: Locked<InMemorySignalPipe?>
-
-        fileprivate init() {
-            (inbound, continuation) = AsyncStream.makeStream(of: [UInt8].self)
-            pipe = Locked(nil)
-        }
-
-        func send(_ frame: [UInt8]) throws(SignalingError) {
-            guard let pipe = pipe.withLock({ $0 }) else { throw .closed }
-            try pipe.deliver(frame, from: self)
-        }
-
-        func close() { pipe.withLock { $0 }?.close() }
-    }
-
-    let a = End()
-    let b = End()
-    private let closed = Locked(false)
-
-    init() {
-        a.pipe.withLock { $0 = self }
-        b.pipe.withLock { $0 = self }
-    }
-
-    fileprivate func deliver(_ frame: [UInt8], from end: End) throws(SignalingError) {
-        guard !closed.withLock({ $0 }) else { throw .closed }
-        (end === a ? b : a).continuation.yield(frame)
-    }
-
-    fileprivate func close() {
-        guard !closed.withLock({ state in defer { state = true }; return state }) else { return }
-        a.continuation.finish()
-        b.continuation.finish()
-        // Break the ends' references back to the pipe.
-        a.pipe.withLock { $0 = nil }
-        b.pipe.withLock { $0 = nil }
-    }
+/// A transport of whole signaling frames other than a socket: what a ``SignalingConnection``
+/// sends goes to ``send(_:)``; the frames that arrive are read as ``SignalMessages``.
+public protocol SignalFrameTransport: AnyObject, Sendable {
+    /// Sends one frame. - Throws: ``SignalingError/closed`` once closed.
+    func send(_ frame: [UInt8]) throws(SignalingError)
+    /// Closes both directions; the reader's sequence ends.
+    func close()
 }
 
 /// The messages arriving on a connection, in order. A malformed frame yields a failure and the
@@ -190,7 +138,8 @@ public struct SignalMessages: AsyncSequence {
     }
 
     init(inbound: NIOAsyncChannelInboundStream<ByteBuffer>) { source = .channel(inbound) }
-    init(frames: AsyncStream<[UInt8]>) { source = .memory(frames) }
+    /// The messages in frames another transport delivers, in order.
+    public init(frames: AsyncStream<[UInt8]>) { source = .memory(frames) }
 
     public struct AsyncIterator: AsyncIteratorProtocol {
         enum Base {

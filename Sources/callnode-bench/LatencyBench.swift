@@ -1,3 +1,4 @@
+import CallNodeTestKit
 import ArgumentParser
 import Foundation
 import Media

@@ -255,7 +255,10 @@ import Testing
 
     @Test func connectTimeoutRunsOnTheInjectedClock() async throws {
         let clock = ManualClock()
-        let agent = try await IceAgent(configuration: Self.configuration(.controlling) { $0.connectTimeout = .seconds(30) }, clock: clock)
+        let agent = try await IceAgent(configuration: Self.configuration(.controlling) {
+            $0.connectTimeout = .seconds(30)
+            $0.clock = TimerClock(clock)
+        })
         let events = EventRecorder(agent)
         _ = try await agent.gather()
         try await agent.setRemoteCredentials(IceCredentials(ufrag: "nowh", pwd: "nowherenowherenowhere0"))

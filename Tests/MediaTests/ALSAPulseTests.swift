@@ -1,3 +1,4 @@
+import CallNodeTestKit
 import CallNodeTestSupport
 import Media
 import Testing

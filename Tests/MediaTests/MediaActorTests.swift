@@ -1,3 +1,4 @@
+import CallNodeTestKit
 import Media
 import RTP
 import Foundation

@@ -1,4 +1,6 @@
-/// A type-erased clock for timers, measured as offsets from when it was wrapped.
+/// The one clock the node's timers run on, type-erased, measured as offsets from when it was
+/// wrapped: leg timers, the call manager's timeouts, ICE's connect timeout, DTLS's handshake,
+/// the relay client's keep-alives and the host-name resolver's lookups.
 ///
 /// Actors that arm timeouts hold one of these instead of being generic over their clock:
 /// `TimerClock(.continuous)` in production, `TimerClock(manualClock)` in tests. Deadlines are
@@ -22,4 +24,7 @@ public struct TimerClock: Sendable {
 
     /// Sleeps until `deadline` (an offset from ``now``'s origin). Throws on cancellation.
     public func sleep(until deadline: Duration) async throws { try await sleepUntil(deadline) }
+
+    /// Sleeps for `duration` from now. Throws on cancellation.
+    public func sleep(for duration: Duration) async throws { try await sleepUntil(nowOffset() + duration) }
 }
