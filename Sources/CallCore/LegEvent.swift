@@ -43,6 +43,11 @@ public enum LegEvent: Sendable, Equatable {
     /// The peer offered again for the running call (a restart, a hold, a resume): whether to
     /// answer it, or to keep this side's own offer that crossed it, is the state's decision.
     case peerReoffered
+    /// An offer came from the peer: the first (answered if this side expects it: in this
+    /// protocol the caller does) or a later one (``peerReoffered``).
+    case offerArrived
+    /// An answer came from the peer: taken if this side has an offer out that it answers.
+    case answerArrived
     /// The call's signaling connection closed (`detail` says how); a call between nodes is
     /// `resumable` on a new connection.
     case signalingLost(String, resumable: Bool)

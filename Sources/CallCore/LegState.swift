@@ -173,6 +173,10 @@ public enum LegAction: Sendable, Equatable {
     /// Answer the peer's new offer for the running call (it did not cross one of this side's,
     /// or it crossed one and the peer's stands).
     case answerPeerOffer
+    /// Answer the peer's first offer and start ICE.
+    case answerFirstOffer
+    /// Take the peer's answer to this side's offer.
+    case takeAnswer
     /// Start building and keying the call's media (SDES: as soon as the offer and answer are
     /// done, so ICE connecting only has to start it; DTLS: once ICE connected, because the
     /// handshake runs over the selected pair). It comes back as ``LegEvent/mediaReady``.
@@ -433,6 +437,18 @@ public struct LegState: Sendable, Equatable {
             // The answer says this side's direction as it is now: nothing left to offer again.
             renegotiateAgain = false
             return [.answerPeerOffer]
+        case .offerArrived:
+            if phase.isNegotiated { return handle(.peerReoffered, now: now) }
+            // In this protocol the callee makes the first offer: only the caller answers one,
+            // and only before it has (a stray offer changes nothing).
+            switch phase {
+            case .dialing, .inviting, .ringing: return outgoing ? [.answerFirstOffer] : []
+            default: return []
+            }
+        case .answerArrived:
+            // The callee's first offer, or either side's later one still out.
+            if phase == .offering { return [.takeAnswer] }
+            return phase.isNegotiated && offerPending ? [.takeAnswer] : []
         case .restartRequested:
             guard phase.isNegotiated else { return [.restartRefused("the call has no offer to restart")] }
             guard !offerPending else { return [.restartRefused("an offer is already waiting for the peer's answer")] }

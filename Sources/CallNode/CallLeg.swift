@@ -57,12 +57,11 @@ actor CallLeg {
     /// The manager's actions whose requests the state is deciding, by the state's request id.
     var requests: [Int: ActionID] = [:]
     var nextRequest = 0
-    /// The peer's new offer for the running call, while the state decides whether to answer it.
+    /// The peer's offer or answer, while the state decides whether to take it.
     var peerOffer: SessionDescription?
-    var agent: (any IcePath)?
-    /// The agent being made and gathering, started before it is needed (the caller's at
-    /// dial, the callee's when it rings) so that answering does not wait for it.
-    var ice: Task<PreparedICE, any Error>?
+    var peerAnswer: SessionDescription?
+    /// The call's ICE path: its agent, candidates both ways, restarts.
+    let ice: CallIce
     var media: (any MediaPath)?
     /// The media started (its figures mean something).
     var mediaStarted = false
@@ -73,11 +72,9 @@ actor CallLeg {
     /// The leg's one queue: its inputs, and the tasks it starts (ICE and media event readers,
     /// timers, trickle, name lookups, its dialect's), which run in one task group owned by
     /// ``run()``. What those tasks learn comes back as inputs.
-    private nonisolated let queue = LegQueue()
+    private nonisolated let queue: LegQueue
     /// The state machine's timers that are armed.
     var timers = LegTimers()
-    /// Which round of local candidates is being trickled (an ICE restart starts a new one).
-    var trickleRound = 0
     /// The call's offers and answers: this side's last offer, what was agreed.
     var negotiation: CallNegotiation
     /// The media the first offer and answer agreed.
@@ -137,6 +134,10 @@ actor CallLeg {
             iceRestartInterval: services.configuration.iceRestartInterval,
             resumeWindow: services.configuration.resumeWindow),
             sendsHoldAudio: services.configuration.holdAudio != .silence)
+        let queue = LegQueue()
+        self.queue = queue
+        ice = CallIce(call: uuid, pool: services.icePool, queue: queue, fingerprint: services.dtlsCertificate.fingerprint.sdpValue,
+                      clock: services.configuration.clock, logger: services.logger, broadcaster: services.broadcaster)
         negotiation = CallNegotiation(configuration: services.configuration, peerKind: dialect.traits.peer)
         frames = FrameKeyExchange(policy: services.configuration.frameEncryption, adjustment: services.configuration.frameKeyAdjustment,
                                   peerKind: dialect.traits.peer, call: uuid, outgoing: outgoing, own: services.identity.fingerprint)
@@ -247,7 +248,7 @@ actor CallLeg {
         case let .statistics(reply):
             reply(await media?.statistics)
         case let .trickled(round, candidate):
-            guard round == trickleRound else { return }  // a restart replaced this round
+            guard await round == ice.trickleRound else { return }  // a restart replaced this round
             await send(.candidates(candidate.map { [$0] } ?? [], end: candidate == nil))
         }
     }
@@ -260,7 +261,7 @@ actor CallLeg {
             startAction = provider.id
             // The caller's ICE agent gets under way (from the pool if it has one) while the
             // invitation goes out and the callee rings.
-            await prepareICEEarly(role: .controlled)
+            await ice.prepareEarly(role: .controlled)
             await dialect.dial()
         case .answer:
             answerAction = provider.id
@@ -300,7 +301,7 @@ actor CallLeg {
     /// The incoming call was admitted: the callee's ICE agent gets under way (from the pool if
     /// it has one) before the call rings.
     func invited(ring: Bool) async {
-        await prepareICEEarly(role: .controlling)
+        await ice.prepareEarly(role: .controlling)
         await legEvent(.signalingReady)
         if ring { await send(.ringing) }
     }
@@ -320,7 +321,7 @@ actor CallLeg {
             case let .answer(sdp):
                 try await answered(sdp: sdp)
             case let .candidates(candidates, end):
-                await addRemoteCandidates(candidates, end: end)
+                await ice.add(candidates, end: end)
             case let .end(reason):
                 if reason == .failed, let text = peerErrorText {
                     await legEvent(.end(.failed("the other node ended the call: \(text)")))
@@ -430,12 +431,20 @@ actor CallLeg {
                     self.failure = "answering failed: \(error)"
                     if let answerAction { try? await manager.report(.failed(answerAction, reason: "\(error)")) }
                 }
-            case .answerPeerOffer:
+            case .answerPeerOffer, .answerFirstOffer:
                 guard let offer = peerOffer else { break }
                 peerOffer = nil
-                do { try await answer(offer) } catch { await negotiationFailed(error) }
+                do {
+                    if action == .answerFirstOffer { try await answer(first: offer) } else { try await answer(offer) }
+                } catch {
+                    await negotiationFailed(error)
+                }
+            case .takeAnswer:
+                guard let answer = peerAnswer else { break }
+                peerAnswer = nil
+                do { try await take(answer) } catch { await negotiationFailed(error) }
             case .prepareMedia:
-                prepareMedia()
+                await prepareMedia()
             case .reportMediaConnected:
                 await reportMediaConnected()
             case let .settle(id):
@@ -510,16 +519,11 @@ actor CallLeg {
         if case let .ended(end) = state.phase { detail = end.detail }
         await report(.ended(detail: failure ?? detail, duration: duration))
         timers = LegTimers()
-        if agent == nil, let ice {
-            // An agent still being made (or made and never adopted) is closed here: nothing
-            // else of the call will take it.
-            if let prepared = try? await ice.value { await prepared.agent.close() }
-        }
         mediaPreparation?.cancel()
         // close_notify goes out while the path is still there: a browser sees the end at once.
         await dtls?.close()
         await media?.stop()
-        await agent?.close()
+        await ice.close()
         await dialect.close()
         // No more inputs or children; run() cancels those still running and returns once all
         // are done.

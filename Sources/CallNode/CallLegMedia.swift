@@ -11,14 +11,6 @@ import Signaling
 
 /// A leg's ICE events, its media's keys (DTLS or SDES), building and starting its media, media events.
 extension CallLeg {
-    func watch(_ agent: any IcePath) {
-        spawn { [weak self] in
-            for await event in agent.events {
-                guard let self, self.post(.ice(event)) else { return }
-            }
-        }
-    }
-
     func iceEvent(_ event: IceEvent) async {
         switch event {
         case let .selectedPair(pair):
@@ -48,61 +40,29 @@ extension CallLeg {
     /// runs over the selected pair). Nothing is opened until it starts. The built media, or
     /// why it could not be built, comes back as ``LegInput/mediaPrepared(_:)``: nothing waits
     /// for the handshake (a hang-up does not).
-    func prepareMedia() {
-        guard mediaPreparation == nil, let agent, let negotiated else { return }
-        var base = configuration.media
-        let clock = self.clock
-        // Browsers take one redundant copy per packet (libwebrtc's RED), nodes up to three.
-        if peerKind == .webPage { base.maximumRedundancyDepth = 1 }
-        let systemSession = self.systemSession, appSession = self.appSession, standIn = configuration.audioStandIn
-        let playbackOnly = configuration.playbackOnly, frameKeys = self.frameKeys
-        let own: CallAudio?
+    func prepareMedia() async {
+        guard mediaPreparation == nil, let agent = await ice.agent, let negotiated else { return }
+        let name = peerKind == .webPage ? "web-page" : peer.map { store.contacts.withFingerprint($0.hex)?.name ?? $0.short }
+            ?? target?.description ?? "unknown"
         do {
-            own = try configuration.callAudio?(callAudioRequest())
+            let (association, preparation) = try CallMediaFactory.prepare(
+                negotiated: negotiated, over: agent, configuration: configuration, certificate: dtlsCertificate, clock: clock,
+                systemSession: systemSession, appSession: appSession, webPage: peerKind == .webPage, frameKeys: frameKeys,
+                audio: CallAudioRequest(call: uuid, outgoing: outgoing, peerName: name, peer: peer, started: configuration.wallClock(),
+                                        format: AudioFormat(sampleRate: 48_000, channels: 1)))
+            if association != nil { mark("dtls-started") }
+            dtls = association
+            mediaPreparation = preparation
+            spawn { [weak self] in
+                do {
+                    self?.post(.mediaPrepared(.success(try await preparation.value)))
+                } catch {
+                    self?.post(.mediaPrepared(.failure(error)))
+                }
+            }
         } catch {
             post(.mediaPrepared(.failure(error)))
-            return
         }
-        let transport = IceMediaTransport(agent: agent)
-        var association: DTLSAssociation?
-        if let dtls = negotiated.dtls {
-            do {
-                association = try CallMediaFactory.dtls(dtls, certificate: dtlsCertificate, clock: configuration.clock,
-                                                        handshakeTimeout: configuration.dtlsHandshakeTimeout, over: transport)
-            } catch {
-                post(.mediaPrepared(.failure(error)))
-                return
-            }
-            self.dtls = association
-            mark("dtls-started")
-        }
-        let preparation = Task.detached { [association] in
-            try await CallMediaFactory.make(negotiated: negotiated, base: base, transport: transport, dtls: association, clock: clock,
-                                     systemSession: systemSession, appSession: appSession, standIn: standIn, own: own,
-                                     playbackOnly: playbackOnly, frameKeys: frameKeys)
-        }
-        mediaPreparation = preparation
-        spawn { [weak self] in
-            do {
-                let prepared = try await preparation.value
-                self?.post(.mediaPrepared(.success(prepared)))
-            } catch {
-                self?.post(.mediaPrepared(.failure(error)))
-            }
-        }
-    }
-
-    /// Who this call's own audio is for.
-    func callAudioRequest() -> CallAudioRequest {
-        let name: String = if peerKind == .webPage {
-            "web-page"
-        } else if let peer {
-            store.contacts.withFingerprint(peer.hex)?.name ?? peer.short
-        } else {
-            target?.description ?? "unknown"
-        }
-        return CallAudioRequest(call: uuid, outgoing: outgoing, peerName: name, peer: peer, started: configuration.wallClock(),
-                                format: AudioFormat(sampleRate: 48_000, channels: 1))
     }
 
     /// The media is built and keyed: the call takes it (its bridge port, its recording, its
@@ -189,22 +149,9 @@ extension CallLeg {
         }
     }
 
-    /// Makes the media and the call's bridge port do what the flow says (RFC 3264 hold): a
-    /// call held here takes no microphone and plays nothing at the port, whatever arrives.
+    /// Makes the media and the call's bridge port do what the flow says (RFC 3264 hold).
     func apply(_ flow: MediaFlow) async -> (any Error)? {
-        if let port = bridgePort {
-            let mode: BridgePortMode = flow.heldHere ? .held : .active
-            if let systemSession { await systemSession.setMode(mode, of: port) }
-            if let appSession { await appSession.setMode(mode, of: port) }
-        }
-        guard let media else { return nil }
-        do {
-            let hold = flow.heldHere && flow.sending ? try configuration.holdAudio.makeSource(format: AudioFormat(sampleRate: 48_000, channels: 1)) : nil
-            try await media.setDirection(sending: flow.sending, receiving: flow.receiving, holdAudio: hold)
-            return nil
-        } catch {
-            return error
-        }
+        await CallMediaFactory.apply(flow, port: bridgePort, media: media, systemSession: systemSession, appSession: appSession,
+                                     holdAudio: configuration.holdAudio)
     }
 }
-

@@ -9,6 +9,51 @@ import SDP
 /// and limits, on the audio session's devices (the call's own port on its bridge). Nothing here
 /// keeps state: the leg calls it off its own actor and gets the media back as an input.
 enum CallMediaFactory {
+    /// Starts building a call's media over `agent` (a detached task; nothing is opened until it
+    /// starts), with its DTLS association when the SDP keyed it by DTLS. The call's own audio
+    /// (``CallNodeConfiguration/callAudio``) is asked for with `audio`.
+    static func prepare(negotiated: NegotiatedAudio, over agent: any IcePath, configuration: CallNodeConfiguration,
+                        certificate: DTLSCertificate, clock: MediaClock, systemSession: AudioSessionOwner<SystemOwned>?,
+                        appSession: AudioSessionOwner<AppOwned>?, webPage: Bool, frameKeys: FrameKeys?,
+                        audio: CallAudioRequest) throws -> (DTLSAssociation?, Task<PreparedMedia, any Error>) {
+        var base = configuration.media
+        // Browsers take one redundant copy per packet (libwebrtc's RED), nodes up to three.
+        if webPage { base.maximumRedundancyDepth = 1 }
+        let own = try configuration.callAudio?(audio)
+        let transport = IceMediaTransport(agent: agent)
+        let association = try negotiated.dtls.map {
+            try dtls($0, certificate: certificate, clock: configuration.clock, handshakeTimeout: configuration.dtlsHandshakeTimeout,
+                     over: transport)
+        }
+        let standIn = configuration.audioStandIn, playbackOnly = configuration.playbackOnly
+        let task = Task.detached {
+            try await make(negotiated: negotiated, base: base, transport: transport, dtls: association, clock: clock,
+                           systemSession: systemSession, appSession: appSession, standIn: standIn, own: own,
+                           playbackOnly: playbackOnly, frameKeys: frameKeys)
+        }
+        return (association, task)
+    }
+
+    /// Makes the media and the call's bridge port do what the flow says (RFC 3264 hold): a call
+    /// held here takes no microphone and plays nothing at the port, whatever arrives. Returns
+    /// the error if the media could not follow.
+    static func apply(_ flow: MediaFlow, port: BridgePortID?, media: (any MediaPath)?, systemSession: AudioSessionOwner<SystemOwned>?,
+                      appSession: AudioSessionOwner<AppOwned>?, holdAudio: HoldAudio) async -> (any Error)? {
+        if let port {
+            let mode: BridgePortMode = flow.heldHere ? .held : .active
+            if let systemSession { await systemSession.setMode(mode, of: port) }
+            if let appSession { await appSession.setMode(mode, of: port) }
+        }
+        guard let media else { return nil }
+        do {
+            let hold = flow.heldHere && flow.sending ? try holdAudio.makeSource(format: AudioFormat(sampleRate: 48_000, channels: 1)) : nil
+            try await media.setDirection(sending: flow.sending, receiving: flow.receiving, holdAudio: hold)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
     /// A DTLS association over `transport` in the role the SDP settled, checking the
     /// peer's certificate against the fingerprint its SDP carried.
     static func dtls(_ dtls: NegotiatedDTLS, certificate dtlsCertificate: DTLSCertificate, clock timers: TimerClock,

@@ -303,9 +303,10 @@ public actor MediaActor: MediaClockClient {
         if skipped > 0 { skip(frames: skipped, now: now) }
         if receivesOnTicks {
             transport.pollReceived()
-        } else if playedAudio && !clock.isManual {
+        } else if playedAudio {
             // From the first audio on (which played as it arrived), what arrives waits for
-            // the tick instead of waking a thread per packet.
+            // the tick instead of waking a thread per packet (transports that deliver on the
+            // clock's own ticks, as in-memory ones do, take no notice).
             receivesOnTicks = true
             transport.receiveOnTicks(true)
             transport.pollReceived()

@@ -37,6 +37,42 @@ import Testing
         #expect(caller.phase == .ringing)
     }
 
+    @Test func onlyTheCallerAnswersAFirstOfferAndOnlyBeforeNegotiation() {
+        var caller = LegState(outgoing: true, timings: Self.timings)
+        _ = Self.feed(&caller, [.signalingReady, .peerRinging])
+        #expect(caller.handle(.offerArrived, now: .zero) == [.answerFirstOffer])
+        var callee = LegState(outgoing: false, timings: Self.timings)
+        _ = Self.feed(&callee, [.signalingReady])
+        #expect(callee.handle(.offerArrived, now: .zero) == [], "a callee that has not answered takes no offer")
+        _ = callee.handle(.answering, now: .zero)
+        #expect(callee.handle(.offerArrived, now: .zero) == [], "nor once it made its own")
+        // Once negotiated, an offer is a later one: crossing offers decide.
+        var running = Self.connected(outgoing: true)
+        #expect(running.handle(.offerArrived, now: .zero) == [.answerPeerOffer])
+        _ = running.handle(.setHeld(true), now: .zero)
+        #expect(running.handle(.offerArrived, now: .zero) == [.answerPeerOffer], "the callee's stands")
+        var runningCallee = Self.connected(outgoing: false)
+        _ = runningCallee.handle(.setHeld(true), now: .zero)
+        #expect(runningCallee.handle(.offerArrived, now: .zero) == [], "ours stands")
+    }
+
+    @Test func anAnswerIsTakenOnlyWhenAnOfferOfOursIsOut() {
+        var callee = LegState(outgoing: false, timings: Self.timings)
+        _ = callee.handle(.signalingReady, now: .zero)
+        #expect(callee.handle(.answerArrived, now: .zero) == [], "nothing offered yet")
+        _ = callee.handle(.answering, now: .zero)
+        #expect(callee.handle(.answerArrived, now: .zero) == [.takeAnswer])
+        var caller = LegState(outgoing: true, timings: Self.timings)
+        _ = Self.feed(&caller, [.signalingReady, .peerRinging])
+        #expect(caller.handle(.answerArrived, now: .zero) == [], "the caller never offers first")
+        var running = Self.connected(outgoing: true)
+        #expect(running.handle(.answerArrived, now: .zero) == [], "no offer of ours is out")
+        _ = running.handle(.restartRequested, now: .zero)
+        #expect(running.handle(.answerArrived, now: .zero) == [.takeAnswer])
+        _ = running.handle(.end(.hangUp), now: .zero)
+        #expect(running.handle(.answerArrived, now: .zero) == [])
+    }
+
     // MARK: - When media is built
 
     @Test func sdesMediaIsBuiltWhileICEChecksAndConnectsWithICE() {
