@@ -70,10 +70,22 @@ let package = Package(
         // actions out), with no networking, media or concurrency, and the signals a call speaks
         // in its own terms (dialects map them to their wires).
         .target(name: "CallCore", dependencies: ["SDP"]),
+        // Opus (encoder, decoder, packet inspection): the codec, apart from where audio goes.
+        .target(name: "AudioCodec", dependencies: ["COpus"]),
+        // Audio endpoints: sources and sinks, ALSA devices on their own I/O threads, WAV files,
+        // tones and synthetic speech.
+        .target(name: "AudioDevices", dependencies: ["CALSA", "RTP", "Locking"]),
+        // End-to-end frame encryption (AES-256-GCM over each frame, keys agreed with P-256).
+        .target(
+            name: "FrameCrypto",
+            dependencies: ["CSSL", "SRTPKeys", .product(name: "Crypto", package: "swift-crypto")]),
+        // One call's media pipeline: the media actor (capture, voice processing, encoding, RTP
+        // with redundancy, SRTP, the jitter buffer, playout), the media clock and its threads.
         .target(
             name: "Media",
             dependencies: [
-                "RTP", "SRTPKeys", "COpus", "CSRTP", "CSRTPOpenSSL", "CALSA", "CSpeexDSP", "CSSL", "Locking",
+                "RTP", "SRTPKeys", "AudioCodec", "AudioDevices", "FrameCrypto", "CSRTP", "CSRTPOpenSSL", "CSpeexDSP", "CSSL",
+                "Locking",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]),
         // DTLS-SRTP (RFC 5763/5764): OpenSSL's DTLS over memory BIOs, keys into the SRTP path.

@@ -1,3 +1,6 @@
+@_exported import AudioCodec
+@_exported import AudioDevices
+@_exported import FrameCrypto
 import RTP
 import Locking
 import Synchronization

@@ -1,4 +1,5 @@
-@testable import Media
+@testable import FrameCrypto
+import Media
 import Testing
 
 /// The frame cipher against AES-256-GCM's published test vectors, and its failure cases.

@@ -1,6 +1,7 @@
 import Crypto
 internal import CSSL
 import Foundation
+import SRTPKeys
 
 /// An end-to-end layer over each Opus frame, under SRTP: AES-256-GCM with keys only the two
 /// peers hold (``FrameKeyAgreement``), so the audio stays private even if the SRTP keys leak or
@@ -92,26 +93,26 @@ public struct FrameKeyAgreement: Sendable {
 }
 
 /// Seals frames with the outbound key (counting them) and opens frames with the inbound one.
-struct FrameCipher {
-    static let tagLength = 16
-    static let overhead = tagLength + 4
-    let keys: FrameKeys
+package struct FrameCipher {
+    package static let tagLength = 16
+    package static let overhead = tagLength + 4
+    package let keys: FrameKeys
     private var counter: UInt32 = 0
     /// One OpenSSL AES-256-GCM context per direction, keyed once: a frame only sets its nonce
     /// (swift-crypto's one-shot API builds a context, a nonce, a box and a few arrays per call).
     private let sealing: GCMContext
     private let opening: GCMContext
 
-    init(keys: FrameKeys) {
+    package init(keys: FrameKeys) {
         self.keys = keys
         sealing = GCMContext(key: keys.outbound.key, encrypting: true)
         opening = GCMContext(key: keys.inbound.key, encrypting: false)
     }
 
-    mutating func seal(_ frame: [UInt8]) throws -> [UInt8] { try seal(frame[...]) }
+    package mutating func seal(_ frame: [UInt8]) throws -> [UInt8] { try seal(frame[...]) }
 
     /// Seals a frame where it lies (the encoder's output buffer): one array, the sealed frame.
-    mutating func seal(_ frame: ArraySlice<UInt8>) throws -> [UInt8] {
+    package mutating func seal(_ frame: ArraySlice<UInt8>) throws -> [UInt8] {
         let count = counter
         counter &+= 1
         guard let sealed = frame.withUnsafeBufferPointer({ sealing.seal($0, counter: count) }) else { throw FrameCipherError.sealFailed }
@@ -119,24 +120,24 @@ struct FrameCipher {
     }
 
     /// Appends the frame sealed to `out`, which is kept from frame to frame.
-    mutating func seal(_ frame: ArraySlice<UInt8>, appendingTo out: inout [UInt8]) throws {
+    package mutating func seal(_ frame: ArraySlice<UInt8>, appendingTo out: inout [UInt8]) throws {
         let count = counter
         counter &+= 1
         guard frame.withUnsafeBufferPointer({ sealing.seal($0, counter: count, appendingTo: &out) }) else { throw FrameCipherError.sealFailed }
     }
 
     /// `nil` when the frame was not sealed with the peer's key.
-    func open(_ sealed: [UInt8]) -> [UInt8]? { open(sealed[...]) }
+    package func open(_ sealed: [UInt8]) -> [UInt8]? { open(sealed[...]) }
 
     /// Opens a frame where it lies (in a received packet): one array, the frame.
-    func open(_ sealed: ArraySlice<UInt8>) -> [UInt8]? {
+    package func open(_ sealed: ArraySlice<UInt8>) -> [UInt8]? {
         guard sealed.count > Self.overhead else { return nil }
         return sealed.withUnsafeBufferPointer { opening.open($0) }
     }
 
     /// Opens a frame where it lies into `frame` (a buffer kept for reuse); false, `frame`
     /// unspecified, when it does not open.
-    func open(_ sealed: ArraySlice<UInt8>, into frame: inout [UInt8]) -> Bool {
+    package func open(_ sealed: ArraySlice<UInt8>, into frame: inout [UInt8]) -> Bool {
         guard sealed.count > Self.overhead else { return false }
         return sealed.withUnsafeBufferPointer { opening.open($0, into: &frame) }
     }

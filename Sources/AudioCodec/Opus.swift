@@ -76,8 +76,9 @@ public struct OpusConfiguration: Sendable, Equatable {
 }
 
 extension Duration {
-    var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
-    var nanoseconds: Int64 { components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000 }
+    /// Whole milliseconds (frame lengths are).
+    package var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
+    package var nanoseconds: Int64 { components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000 }
 }
 
 /// An Opus encoder. Owns its `OpusEncoder*`; use from one isolation domain.
