@@ -277,8 +277,7 @@ actor EnvelopeDialect: CallDialect {
                                                   limits: limits, body)
             }
         case let .relayed(relay, fingerprint):
-            try await RelayClient.dial(relay: relay.host, port: relay.port, fingerprint: fingerprint, identity: identity,
-                                       limits: limits, body)
+            try await configuration.relays.dial(fingerprint, at: relay, as: identity, body)
         }
     }
 

@@ -270,15 +270,15 @@ public actor CallNode: Service {
     func startRelayRegistration() {
         relayRegistration?.cancel()
         if let relay = configuration.relay, !isShutDown {
-            let identity = self.identity, limits = configuration.signalingLimits, broadcaster = self.broadcaster
+            let identity = self.identity, broadcaster = self.broadcaster, relays = configuration.relays
             let timerClock = configuration.clock
             let weak = WeakNode(self)
             relayRegistration = keepUntilDone {
                 // Stay registered; after a drop, retry every few seconds until shutdown.
                 while !Task.isCancelled {
                     do {
-                        try await RelayClient.register(relay: relay.host, port: relay.port, identity: identity, limits: limits,
-                                                       clock: timerClock, registered: { broadcaster.send(.registered(relay)) }) { connection, messages in
+                        try await relays.register(at: relay, as: identity, clock: timerClock,
+                                                  registered: { broadcaster.send(.registered(relay)) }) { connection, messages in
                             await weak.node?.serve(connection, messages)
                         }
                         // Cancelled (a new registration replaced this one, or shut-down): the
@@ -462,12 +462,12 @@ public actor CallNode: Service {
     ///   - title: Shown to the other participant.
     public func join(session: String, relay: SignalAddress, title: String? = nil, startMuted: Bool = false) throws(CallNodeError) {
         guard isStarted, !isShutDown else { throw .notRunning }
-        let identity = self.identity, limits = configuration.signalingLimits, broadcaster = self.broadcaster
+        let identity = self.identity, broadcaster = self.broadcaster, relays = configuration.relays
         let weak = WeakNode(self)
         keepUntilDone {
             do {
-                try await RelayClient.join(relay: relay.host, port: relay.port, session: session, identity: identity, limits: limits,
-                                           waiting: { broadcaster.send(.sessionWaiting(session)) }) { connection, messages, isClient in
+                try await relays.join(session, at: relay, as: identity,
+                                      waiting: { broadcaster.send(.sessionWaiting(session)) }) { connection, messages, isClient in
                     guard let node = weak.node else { return }
                     await node.joined(connection, session: session, placesCall: isClient, title: title, startMuted: startMuted)
                     await node.read(messages, on: connection)

@@ -136,6 +136,12 @@ public struct CallNodeConfiguration: Sendable {
     /// (the default); an in-memory network in tests (`CallNodeTestKit`'s `InMemorySignalNetwork`),
     /// where ``listenAddress`` is the node's name on it. Relays and the web port stay on TCP.
     public var signalNetwork: (any SignalNetwork)?
+    /// How the node reaches its relay (``relay``): its own TCP and TLS client when nil (the
+    /// default); an in-memory relay in tests (`CallNodeTestKit`'s `InMemoryRelay`).
+    public var relayNetwork: (any RelayNetwork)?
+
+    /// The relay network the node uses: ``relayNetwork``, or its own client.
+    var relays: any RelayNetwork { relayNetwork ?? TCPRelayNetwork(limits: signalingLimits) }
     /// A stand-in for the node's audio session, for the ownership study only (package access:
     /// an embedder cannot set it). See ``AudioOwnerStandIn``.
     package var audioStandIn: (any AudioOwnerStandIn)?
@@ -161,6 +167,45 @@ public protocol SignalNetwork: Sendable {
     /// calling task is cancelled.
     func serve(_ address: SignalAddress, as identity: NodeIdentity,
                _ handler: @escaping @Sendable (SignalingConnection, SignalMessages) async -> Void) async
+}
+
+/// How a node reaches a rendezvous relay: registering there to be called, calling a node
+/// registered there, joining a session. The node's own TCP and TLS client (``RelayClient``) by
+/// default; the test kit's in-memory relay in tests and simulations.
+public protocol RelayNetwork: Sendable {
+    /// Stays registered at `relay` as `identity` (`registered` once it is), running `incoming`
+    /// for each call the relay splices in; returns when the relay drops the registration.
+    func register(at relay: SignalAddress, as identity: NodeIdentity, clock: TimerClock, registered: @escaping @Sendable () -> Void,
+                  incoming: @escaping @Sendable (SignalingConnection, SignalMessages) async -> Void) async throws
+    /// Calls the node registered at `relay` under `fingerprint`, running `body` on the connection.
+    func dial(_ fingerprint: Fingerprint, at relay: SignalAddress, as identity: NodeIdentity,
+              _ body: @escaping @Sendable (SignalingConnection, SignalMessages) async -> Void) async throws
+    /// Joins `session` at `relay`: waits for the other participant (`waiting` if first), then
+    /// runs `body` (`isClient`: this side places the call).
+    func join(_ session: String, at relay: SignalAddress, as identity: NodeIdentity, waiting: @escaping @Sendable () -> Void,
+              _ body: @escaping @Sendable (SignalingConnection, SignalMessages, _ isClient: Bool) async -> Void) async throws
+}
+
+/// The node's own relay client, over TCP and TLS.
+struct TCPRelayNetwork: RelayNetwork {
+    let limits: SignalingLimits
+
+    func register(at relay: SignalAddress, as identity: NodeIdentity, clock: TimerClock, registered: @escaping @Sendable () -> Void,
+                  incoming: @escaping @Sendable (SignalingConnection, SignalMessages) async -> Void) async throws {
+        try await RelayClient.register(relay: relay.host, port: relay.port, identity: identity, limits: limits, clock: clock,
+                                       registered: registered, incoming: incoming)
+    }
+
+    func dial(_ fingerprint: Fingerprint, at relay: SignalAddress, as identity: NodeIdentity,
+              _ body: @escaping @Sendable (SignalingConnection, SignalMessages) async -> Void) async throws {
+        try await RelayClient.dial(relay: relay.host, port: relay.port, fingerprint: fingerprint, identity: identity, limits: limits, body)
+    }
+
+    func join(_ session: String, at relay: SignalAddress, as identity: NodeIdentity, waiting: @escaping @Sendable () -> Void,
+              _ body: @escaping @Sendable (SignalingConnection, SignalMessages, Bool) async -> Void) async throws {
+        try await RelayClient.join(relay: relay.host, port: relay.port, session: session, identity: identity, limits: limits,
+                                   waiting: waiting, body)
+    }
 }
 
 /// `HOST:PORT`.
