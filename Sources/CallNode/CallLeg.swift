@@ -34,7 +34,6 @@ actor CallLeg {
 
     // The node's parts a call uses (all of them safe to share).
     let configuration: CallNodeConfiguration
-    let identity: NodeIdentity
     let dtlsCertificate: DTLSCertificate
     let store: CallStore
     let manager: CallManager
@@ -119,7 +118,6 @@ actor CallLeg {
         reportToRouter = services.report
         icePool = services.icePool
         configuration = services.configuration
-        identity = services.identity
         dtlsCertificate = services.dtlsCertificate
         store = services.store
         manager = services.manager

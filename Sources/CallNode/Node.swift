@@ -50,9 +50,9 @@ public actor CallNode: Service {
     var legRuns: [UUID: Task<Void, Never>] = [:]
     var endDetails: [UUID: (detail: String?, duration: Duration?)] = [:]
     var audioActive = false
-    /// The app-owned session's activation while it runs (CallKit-free mode: this node is its
-    /// one owner), so calls whose media is ready at once wait for the one activation.
-    var appActivation: Task<(any Error)?, Never>?
+    /// Calls waiting for the app-owned session's one activation while it runs (CallKit-free
+    /// mode: this node is its one owner).
+    var waitingForAudio: [UUID] = []
     /// Each call's port on the audio session's bridge, once its media is built.
     var ports: [UUID: BridgePortID] = [:]
     /// Why the audio session last failed to activate (system-owned mode), until it next works.

@@ -60,7 +60,6 @@ extension CallNode {
             if legs.isEmpty, let appSession, await appSession.isActive {
                 try? await appSession.deactivate()
                 audioActive = false
-                appActivation = nil
             }
         }
     }
@@ -69,26 +68,28 @@ extension CallNode {
     /// provider activates it (``handle(_:)`` hears `didActivate`); app-owned, this node is the
     /// one owner and activates it now, once for all the calls that need it.
     func audioWanted(by uuid: UUID) async {
-        guard let leg = legs[uuid] else { return }
-        if let appSession {
-            let activation = appActivation ?? Task {
-                if await appSession.isActive { return nil }
-                do {
-                    _ = try await appSession.activate()
-                    return nil
-                } catch {
-                    return error
-                }
-            }
-            appActivation = activation
-            if let error = await activation.value {
-                appActivation = nil
-                leg.post(.event(.end(.failed("audio could not start: \(error)")), done: nil))
-                return
-            }
-            audioActive = true
+        guard legs[uuid] != nil else { return }
+        guard let appSession, !audioActive else {
+            if audioActive { legs[uuid]?.post(.audioActive) }
+            return
         }
-        if audioActive { leg.post(.audioActive) }
+        // Calls whose media is ready while the one activation runs wait for its outcome.
+        waitingForAudio.append(uuid)
+        guard waitingForAudio.count == 1 else { return }
+        var failure: (any Error)?
+        if await !appSession.isActive {
+            do { _ = try await appSession.activate() } catch { failure = error }
+        }
+        audioActive = failure == nil
+        let waiting = waitingForAudio
+        waitingForAudio.removeAll()
+        for call in waiting {
+            if let failure {
+                legs[call]?.post(.event(.end(.failed("audio could not start: \(failure)")), done: nil))
+            } else {
+                legs[call]?.post(.audioActive)
+            }
+        }
     }
 
     /// A call joined `other`'s group (or left its group, `other` nil): the bridge joins their

@@ -80,13 +80,7 @@ public final class InMemoryRelay: RelayNetwork {
             throw RelayError("no node \(fingerprint.short) is registered at the relay")
         }
         let (near, far) = splice(identity.fingerprint, callee.identity.fingerprint, relay)
-        async let served: Void = {
-            await callee.incoming(far.connection, far.messages)
-            far.connection.close()
-        }()
-        await body(near.connection, near.messages)
-        near.connection.close()
-        await served
+        await InMemorySignalPipe.carry(near, to: far, served: callee.incoming, body)
         unsplice(near, far)
     }
 

@@ -52,13 +52,7 @@ public final class InMemorySignalNetwork: SignalNetwork {
         }
         defer { live.withLock { $0[near.connection.id] = nil; $0[far.connection.id] = nil } }
         // The served side runs as a server's connection would, until its messages end.
-        async let served: Void = {
-            await listener.handler(far.connection, far.messages)
-            far.connection.close()
-        }()
-        await body(near.connection, near.messages)
-        near.connection.close()
-        await served
+        await InMemorySignalPipe.carry(near, to: far, served: listener.handler, body)
     }
 
     /// Closes every open connection, as a reset of each would: both ends see them end.

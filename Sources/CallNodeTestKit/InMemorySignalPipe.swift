@@ -51,6 +51,20 @@ public final class InMemorySignalPipe: Sendable {
                 InMemorySignalEnd(connection: SignalingConnection(peer: a.identity, remoteAddress: a.address, transport: pipe.b), frames: pipe.b.inbound))
     }
 
+    /// Runs `served` on `far` (as a server runs a connection it accepted) beside `body` on
+    /// `near`, each closing its end when done; returns when both have.
+    public static func carry(_ near: InMemorySignalEnd, to far: InMemorySignalEnd,
+                             served: @escaping @Sendable (SignalingConnection, SignalMessages) async -> Void,
+                             _ body: @escaping @Sendable (SignalingConnection, SignalMessages) async -> Void) async {
+        async let serving: Void = {
+            await served(far.connection, far.messages)
+            far.connection.close()
+        }()
+        await body(near.connection, near.messages)
+        near.connection.close()
+        await serving
+    }
+
     init() {
         a.pipe.withLock { $0 = self }
         b.pipe.withLock { $0 = self }

@@ -367,15 +367,7 @@ import Testing
 
     // MARK: - Every phase, every ending
 
-    static let everyPhase: [(name: String, outgoing: Bool, events: [LegEvent])] = [
-        ("dialing", true, []),
-        ("inviting", true, [.signalingReady]),
-        ("ringing there", true, [.signalingReady, .peerRinging]),
-        ("ringing here", false, [.signalingReady]),
-        ("offering", false, [.signalingReady, .answering]),
-        ("checking", true, [.signalingReady, .peerRinging, .negotiated(dtls: false)]),
-        ("securing", false, [.signalingReady, .answering, .negotiated(dtls: true), .iceConnected]),
-        ("awaiting audio", true, [.signalingReady, .peerRinging, .negotiated(dtls: false), .iceConnected, .mediaReady]),
+    static let everyPhase: [(name: String, outgoing: Bool, events: [LegEvent])] = LegStateTests.phasesBeforeMedia + [
         ("connected", false, [.signalingReady, .answering, .negotiated(dtls: false), .iceConnected, .mediaReady, .audioActivated]),
         ("reconnecting", true, [.signalingReady, .peerRinging, .negotiated(dtls: false), .iceConnected, .mediaReady, .audioActivated,
                                 .iceDisconnected]),
