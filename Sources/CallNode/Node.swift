@@ -214,7 +214,7 @@ public actor CallNode: Service {
             }
         })
         let clock = self.clock
-        if !clock.isManual { keep(Task { _ = await clock.run() }) }
+        keep(Task { _ = await clock.run() })  // a manual clock's returns at once
         // One-time costs that would otherwise fall on the first call's setup: libsrtp's start
         // (its crypto kernel tests every cipher, ~15 ms, between the keys and the first packet)
         // and the TLS settings a dial uses.

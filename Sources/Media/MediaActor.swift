@@ -188,14 +188,13 @@ public actor MediaActor: MediaClockClient {
             throw .device(error)
         }
         let inbox = self.inbox, clock = self.clock
-        // The first packet is played as it arrives rather than at the next tick (a real-time
-        // clock only: manual clocks stay deterministic).
-        let wakeOnFirstPacket = !clock.isManual
+        // The first packet is played as soon as the clock can (at once in real time, at the
+        // next step of a manual clock) rather than waiting for this call's tick.
         transport.setReceiveHandler { [weak self] bytes in
             inbox.put(bytes, arrival: clock.now)
-            if wakeOnFirstPacket, inbox.firstAudio.load(ordering: .relaxed) == 0, let self,
+            if inbox.firstAudio.load(ordering: .relaxed) == 0, let self,
                inbox.firstAudio.compareExchange(expected: 0, desired: 1, ordering: .relaxed).exchanged {
-                Task { await self.playOnArrival() }
+                clock.soon { await self.playOnArrival() }
             }
         }
         state = .running

@@ -68,6 +68,8 @@ public final class MediaClock: Sendable {
     }
 
     private let clients = Locked<[Entry]>([])
+    /// Work asked for with ``soon(_:)`` on a manual clock, run at its next step.
+    private let pendingSoon = Locked<[@Sendable () async -> Void]>([])
     /// Per lane, the ticks it claimed for its current step and has not started yet; the other
     /// lanes take from the back when they run out of their own.
     private let claimed = Locked<[[Claimed]]>([])
@@ -250,12 +252,25 @@ public final class MediaClock: Sendable {
         manualNow.withLock { $0 += duration }
     }
 
+    /// Runs `work` as soon as this clock can, outside any client's tick: at once on a task of
+    /// its own for a real-time clock, at the start of the next step for a manual one (before
+    /// that step's ticks, at that step's time). Media uses it to play a call's first packet as
+    /// it arrives rather than at the next tick.
+    public func soon(_ work: @escaping @Sendable () async -> Void) {
+        if manual {
+            pendingSoon.withLock { $0.append(work) }
+        } else {
+            Task { await work() }
+        }
+    }
+
     /// Manual clocks: moves time forward `frames` periods, ticking every client in order each time.
     public func advance(frames: Int = 1) async {
         precondition(manual, "advance(frames:) is for manual clocks")
         var ticks: [Claimed] = []  // one list for every step
         for _ in 0..<frames {
             let now = manualNow.withLock { $0 += frameDuration; return $0 }
+            for work in pendingSoon.withLock({ list in defer { list = [] }; return list }) { await work() }
             due(at: now, into: &ticks)
             for claimed in ticks { await tick(claimed) }
             ticks.removeAll(keepingCapacity: true)
@@ -268,10 +283,13 @@ public final class MediaClock: Sendable {
     /// (the process was paused, or the machine is overloaded), it moves on to the present instead
     /// of bursting, and each client's next tick says how many it skipped.
     ///
+    /// A manual clock returns at once with an empty report: it moves only by ``advance(frames:)``,
+    /// so whoever runs the clock (a node) need not know which kind it was given.
+    ///
     /// - Returns: How punctual the ticks were (all lanes together).
     @discardableResult
     public func run() async -> MediaClockReport {
-        precondition(!manual, "run() is for real-time clocks")
+        guard !manual else { return MediaClockReport() }
         let made = (0..<lanes).map { MediaThread(name: lanes == 1 ? "callnode-media" : "callnode-media\($0)") }
         threads.withLock { $0 = made }
         claimed.withLock { $0 = Array(repeating: [], count: lanes) }
