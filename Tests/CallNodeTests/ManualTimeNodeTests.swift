@@ -158,7 +158,11 @@ typealias ManualTimeNodes = InMemoryNodes
         let incoming = try await f.waitFor("bob") { if case .incoming = $0 { true } else { false } }
         guard case let .incoming(bobCall, _, _, _) = incoming.event else { return }
         try await f.waitFor("alice") { if case .ringing = $0 { true } else { false } }
+        // Both mute while the call rings, before any media exists, and are shown muted.
         try await alice.setMuted(call, true)
+        try await bob.setMuted(bobCall, true)
+        try await f.waitFor("alice") { if case .state(call, _, _, true) = $0 { true } else { false } }
+        try await f.waitFor("bob") { if case .state(bobCall, _, _, true) = $0 { true } else { false } }
         try await bob.answer(bobCall)
         try await f.waitFor("bob") { if case .connected = $0 { true } else { false } }
         for _ in 0..<50 { await f.step() }
@@ -169,6 +173,13 @@ typealias ManualTimeNodes = InMemoryNodes
         #expect(await alice.manager.state(of: call)?.isMuted == true)
         let received = try #require(await bob.statistics(bobCall)).packetsReceived
         #expect(received >= 90, "the path carried \(received) packets")  // none while held
+        // Nothing of Bob's muted tone reached Alice either; the path works: Bob unmutes and
+        // Alice hears him.
+        #expect(try #require(await alice.statistics(call)).receiveLevel < -60)
+        try await bob.setMuted(bobCall, false)
+        for _ in 0..<25 { await f.step() }
+        let heard = try #require(await alice.statistics(call)).receiveLevel
+        #expect(heard > -40, "alice hears bob at \(heard) dBFS once he unmutes")
         try await alice.hangUp(call)
         try await f.waitFor("bob") { if case .ended = $0 { true } else { false } }
         await f.shutdown()
