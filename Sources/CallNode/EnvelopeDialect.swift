@@ -146,18 +146,13 @@ actor EnvelopeDialect: CallDialect {
         guard connection.id == self.connection?.id else { return }  // a connection the call left
         if traits.resumable, !signals.accept(envelope) { return }  // sent again after a resumption: had it
         switch envelope.message {
-        case .invite, .keepAlive, .resume, .resumed, .resumeRefused:
+        case .invite, .keepAlive:
             break
         case .hold:
             // Older nodes said hold in a message of their own; the offer and answer say it now.
             logger.debug("call \(uuid): a hold message (the offer and answer say hold)")
-        case .ringing: call?.received(.ringing)
-        case let .offer(sdp): call?.received(.offer(sdp: sdp))
-        case let .answer(sdp): call?.received(.answer(sdp: sdp))
-        case let .candidates(lines, end): call?.received(.candidates(lines, end: end))
-        case let .end(reason): call?.received(.end(reason))
-        case let .reject(reason): call?.received(.reject(reason))
-        case let .error(text): call?.received(.error(text))
+        default:
+            if let signal = CallSignal(envelope.message) { call?.received(signal) }
         }
     }
 
@@ -229,7 +224,9 @@ actor EnvelopeDialect: CallDialect {
     }
 
     func close() {
-        connection?.close()
+        // A page's connection is the page's, not the call's: it stays open for its next call
+        // (closing it left the page unreachable until it reconnected, a second later).
+        if traits.peer != .webPage { connection?.close() }
         pendingConnection?.close()
     }
 

@@ -98,8 +98,9 @@ final class LegReply<Value: Sendable>: Sendable {
 }
 
 extension SignalMessage {
-    /// A call's signal as a node envelope's message (an invitation without a resume token).
-    init(_ signal: CallSignal) {
+    /// A call's signal as a node envelope's message (an invitation without a resume token):
+    /// what a dialect on node envelopes or the page's WebSocket sends.
+    public init(_ signal: CallSignal) {
         switch signal {
         case let .invite(invitation):
             self = .invite(Invitation(displayName: invitation.displayName, title: invitation.title, session: invitation.session))
@@ -111,6 +112,26 @@ extension SignalMessage {
         case let .reject(reason): self = .reject(reason)
         case let .error(text): self = .error(text)
         case .keepAlive: self = .keepAlive
+        }
+    }
+}
+
+extension CallSignal {
+    /// A node envelope's message as a call's signal; nil for what only the wire speaks (the
+    /// resumption handshake) and for the old hold message (offers and answers say hold now).
+    public init?(_ message: SignalMessage) {
+        switch message {
+        case let .invite(invitation):
+            self = .invite(CallInvitation(displayName: invitation.displayName, title: invitation.title, session: invitation.session))
+        case .ringing: self = .ringing
+        case let .offer(sdp): self = .offer(sdp: sdp)
+        case let .answer(sdp): self = .answer(sdp: sdp)
+        case let .candidates(lines, end): self = .candidates(lines, end: end)
+        case let .end(reason): self = .end(reason)
+        case let .reject(reason): self = .reject(reason)
+        case let .error(text): self = .error(text)
+        case .keepAlive: self = .keepAlive
+        case .hold, .resume, .resumed, .resumeRefused: return nil
         }
     }
 }

@@ -86,6 +86,17 @@ extension CallNode {
     /// Web pages connected now, oldest first.
     public var connectedWebPages: Int { webPages.count }
 
+    /// Serves one call page whose WebSocket the embedder carries (a web server of its own, or
+    /// the test kit's in-memory page): `transport` sends this node's frames to the page,
+    /// `frames` are the page's, each a node envelope as the page's JavaScript sends it. The page
+    /// is admitted already (the embedder checked its secret). Returns when `frames` end; the
+    /// page can call this node meanwhile, and ``call(_:title:)`` with ``CallTarget/webPage``
+    /// rings it, as a page on ``serveWeb(host:port:secret:https:)``'s port.
+    public nonisolated func servePage(over transport: any SignalFrameTransport, frames: AsyncStream<[UInt8]>,
+                                      remoteAddress: String) async {
+        await servePage(.webPage(remoteAddress: remoteAddress, transport: transport), SignalMessages(frames: frames))
+    }
+
     nonisolated func servePage(_ connection: SignalingConnection, _ messages: SignalMessages) async {
         await pageConnected(connection)
         await serve(connection, messages)

@@ -3,13 +3,16 @@ import Locking
 
 /// One end of an in-memory signaling connection (``InMemorySignalPipe/pair(_:_:)``).
 public struct InMemorySignalEnd: Sendable {
-    public init(connection: SignalingConnection, frames: AsyncStream<[UInt8]>) {
+    public init(connection: SignalingConnection, frames: AsyncStream<[UInt8]>, transport: any SignalFrameTransport) {
         self.connection = connection
         self.frames = frames
+        self.transport = transport
     }
 
     /// Sends to the other end.
     public let connection: SignalingConnection
+    /// The frames this end sends to the other, beneath ``connection``.
+    public let transport: any SignalFrameTransport
     public let frames: AsyncStream<[UInt8]>
     /// What the other end sends, in order; iterate it once, from one task.
     public var messages: SignalMessages { SignalMessages(frames: frames) }
@@ -47,8 +50,10 @@ public final class InMemorySignalPipe: Sendable {
     public static func pair(_ a: (identity: Fingerprint, address: String), _ b: (identity: Fingerprint, address: String))
         -> (a: InMemorySignalEnd, b: InMemorySignalEnd) {
         let pipe = InMemorySignalPipe()
-        return (InMemorySignalEnd(connection: SignalingConnection(peer: b.identity, remoteAddress: b.address, transport: pipe.a), frames: pipe.a.inbound),
-                InMemorySignalEnd(connection: SignalingConnection(peer: a.identity, remoteAddress: a.address, transport: pipe.b), frames: pipe.b.inbound))
+        return (InMemorySignalEnd(connection: SignalingConnection(peer: b.identity, remoteAddress: b.address, transport: pipe.a),
+                                  frames: pipe.a.inbound, transport: pipe.a),
+                InMemorySignalEnd(connection: SignalingConnection(peer: a.identity, remoteAddress: a.address, transport: pipe.b),
+                                  frames: pipe.b.inbound, transport: pipe.b))
     }
 
     /// Runs `served` on `far` (as a server runs a connection it accepted) beside `body` on

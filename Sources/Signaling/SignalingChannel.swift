@@ -60,6 +60,15 @@ public struct SignalingConnection: Sendable {
         self.transport = .frames(transport)
     }
 
+    /// A call page's connection over a transport of whole frames the embedder carries (its own
+    /// web server's WebSocket, or the test kit's in-memory page): no certificate, so its peer is
+    /// ``WebSignalingServer/pagePeer``, as on the node's own web port.
+    public static func webPage(remoteAddress: String, transport: any SignalFrameTransport) -> SignalingConnection {
+        var connection = SignalingConnection(peer: WebSignalingServer.pagePeer, remoteAddress: remoteAddress, transport: transport)
+        connection.origin = .webPage
+        return connection
+    }
+
     /// Sends one message.
     /// - Throws: ``SignalingError/closed`` once the connection is gone.
     public func send(_ envelope: SignalEnvelope) async throws(SignalingError) {
