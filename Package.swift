@@ -47,6 +47,14 @@ let package = Package(
         .systemLibrary(
             name: "CSSL", pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(
+            name: "CSofiaSIP", pkgConfig: "sofia-sip-ua",
+            providers: [.apt(["libsofia-sip-ua-dev"])]),
+        // sofia-sip's user agent behind plain C: its tag lists are variadic macros, and all of
+        // it runs on the agent's own thread.
+        .target(name: "CSofiaShim", dependencies: ["CSofiaSIP"]),
+        // SIP on sofia-sip: the user agent (its thread, its events) in Swift's terms.
+        .target(name: "SIP", dependencies: ["CSofiaShim", "Locking"]),
 
         // libsrtp's ciphers (AES-ICM, AES-GCM, HMAC-SHA1) on OpenSSL, replacing the NSS ones
         // Debian's libsrtp2 is built with (a context made per packet).
@@ -123,7 +131,7 @@ let package = Package(
         .target(
             name: "CallNode",
             dependencies: [
-                "CallCore", "ICE", "RTP", "SDP", "Media", "DTLS", "AudioSession", "Calls", "Signaling", "Locking",
+                "CallCore", "ICE", "RTP", "SDP", "Media", "DTLS", "AudioSession", "Calls", "Signaling", "SIP", "Locking",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -211,6 +219,9 @@ let package = Package(
         .testTarget(
             name: "DTLSTests",
             dependencies: ["DTLS", "Media", "Signaling", "Locking", "CallNodeTestSupport"]),
+        .testTarget(
+            name: "SIPTests",
+            dependencies: ["SIP", "CallNodeTestSupport"]),
         .testTarget(
             name: "SDPTests",
             dependencies: ["SDP", "CallNodeTestSupport"]),

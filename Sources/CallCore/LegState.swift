@@ -46,13 +46,22 @@ public struct LegState: Sendable, Equatable {
     /// The manager's requests whose actions are being performed, each with the request that
     /// undoes it (the mute or hold as it was before) if they fail.
     public private(set) var requests: [Int: LegRequest] = [:]
+    /// Which side makes the first offer (the dialect's wire says: the callee on node
+    /// envelopes and the page, the caller in SIP's INVITE).
+    public let firstOffer: FirstOffer
+    /// Incoming, the caller offering: its first offer is here, waiting for the user to answer.
+    public private(set) var offerWaiting = false
+    /// Outgoing, the caller offering: this side's first offer is out, its answer not in yet.
+    public private(set) var firstOfferOut = false
 
     /// A new leg: an outgoing one dialing, an incoming one ringing here.
-    public init(outgoing: Bool, muted: Bool = false, timings: LegTimings = LegTimings(), sendsHoldAudio: Bool = false) {
+    public init(outgoing: Bool, muted: Bool = false, timings: LegTimings = LegTimings(), sendsHoldAudio: Bool = false,
+                firstOffer: FirstOffer = .byCallee) {
         self.outgoing = outgoing
         self.timings = timings
         self.muted = muted
         self.sendsHoldAudio = sendsHoldAudio
+        self.firstOffer = firstOffer
         phase = outgoing ? .dialing : .ringing
     }
 
@@ -83,22 +92,38 @@ public struct LegState: Sendable, Equatable {
         if case .ended = phase { return [] }  // over: a second ending, a late timer, a stray event
         switch event {
         case .signalingReady:
-            if phase == .dialing { phase = .inviting }
-            guard !armed.contains(.keepAlive) else { return [] }
+            var actions: [LegAction] = []
+            if phase == .dialing {
+                phase = .inviting
+                // The caller offering: its offer follows the invitation (SIP sends both in the
+                // INVITE).
+                if outgoing && firstOffer == .byCaller {
+                    firstOfferOut = true
+                    actions.append(.makeOffer)
+                }
+            }
+            guard !armed.contains(.keepAlive) else { return actions }
             armed.insert(.keepAlive)
-            return [.arm(.keepAlive, after: timings.keepAliveInterval)]
+            return [.arm(.keepAlive, after: timings.keepAliveInterval)] + actions
         case .peerRinging:
             if phase == .inviting || phase == .dialing { phase = .ringing }
             return []
         case .answering:
-            // In this protocol the callee makes the first offer, once it answers.
             guard !outgoing, phase == .ringing else { return [] }
+            // The caller's offer came with its invitation: the answer says yes to both.
+            if offerWaiting {
+                offerWaiting = false
+                return [.answerFirstOffer]
+            }
+            // Otherwise the callee makes the first offer, once it answers (node envelopes and
+            // the page always; SIP when the INVITE came without one).
             phase = .offering
             return [.makeOffer]
         case let .negotiated(dtls):
             switch phase {
             case .dialing, .inviting, .ringing, .offering:
                 phase = .checking
+                firstOfferOut = false
                 keyedByDTLS = dtls
                 // SDES keys are known now: build the media while the checks run.
                 return dtls ? [] : [.prepareMedia]
@@ -211,15 +236,22 @@ public struct LegState: Sendable, Equatable {
             return [.answerPeerOffer]
         case .offerArrived:
             if phase.isNegotiated { return handle(.peerReoffered, now: now) }
-            // In this protocol the callee makes the first offer: only the caller answers one,
-            // and only before it has (a stray offer changes nothing).
-            switch phase {
-            case .dialing, .inviting, .ringing: return outgoing ? [.answerFirstOffer] : []
-            default: return []
+            switch (firstOffer, outgoing, phase) {
+            case (.byCallee, true, .dialing), (.byCallee, true, .inviting), (.byCallee, true, .ringing):
+                // The callee's first offer: the caller answers it at once.
+                return [.answerFirstOffer]
+            case (.byCaller, false, .ringing) where !offerWaiting:
+                // The caller's, with its invitation: kept until the user answers.
+                offerWaiting = true
+                return []
+            default:
+                return []  // out of turn (a stray offer changes nothing)
             }
         case .answerArrived:
-            // The callee's first offer, or either side's later one still out.
+            // The callee's first offer, the caller's (the answer says the callee took the
+            // call), or either side's later one still out.
             if phase == .offering { return [.takeAnswer] }
+            if firstOfferOut, phase == .inviting || phase == .ringing { return [.takeAnswer] }
             return phase.isNegotiated && offerPending ? [.takeAnswer] : []
         case .restartRequested:
             guard phase.isNegotiated else { return [.restartRefused("the call has no offer to restart")] }

@@ -160,3 +160,12 @@ public struct MediaFlow: Sendable, Equatable {
 
     public static let both = MediaFlow(sending: true, receiving: true, heldHere: false)
 }
+
+/// Which side of a call makes the first offer: its dialect's wire decides.
+public enum FirstOffer: Sendable, Equatable {
+    /// The callee, once it answers (node envelopes, the call page; SIP's delayed offer).
+    case byCallee
+    /// The caller, with its invitation (SIP's INVITE with SDP); the callee's answer says it
+    /// took the call.
+    case byCaller
+}

@@ -54,10 +54,14 @@ public struct DialectTraits: Sendable, Equatable {
     /// Whether a call can outlive its connection (resumed on a new one by a handshake of the
     /// dialect's own).
     public var resumable: Bool
+    /// Which side makes the first offer: the callee, once it answers (node envelopes, the
+    /// page), or the caller with its invitation (SIP's INVITE).
+    public var firstOffer: FirstOffer
 
-    public init(peer: Peer, resumable: Bool) {
+    public init(peer: Peer, resumable: Bool, firstOffer: FirstOffer = .byCallee) {
         self.peer = peer
         self.resumable = resumable
+        self.firstOffer = firstOffer
     }
 }
 

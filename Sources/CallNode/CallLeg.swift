@@ -131,7 +131,7 @@ actor CallLeg {
             connectionLostTimeout: services.configuration.connectionLostTimeout,
             iceRestartInterval: services.configuration.iceRestartInterval,
             resumeWindow: services.configuration.resumeWindow),
-            sendsHoldAudio: services.configuration.holdAudio != .silence)
+            sendsHoldAudio: services.configuration.holdAudio != .silence, firstOffer: dialect.traits.firstOffer)
         let queue = LegQueue()
         self.queue = queue
         ice = CallIce(call: uuid, pool: services.icePool, queue: queue, fingerprint: services.dtlsCertificate.fingerprint.sdpValue,
@@ -259,7 +259,7 @@ actor CallLeg {
             startAction = provider.id
             // The caller's ICE agent gets under way (from the pool if it has one) while the
             // invitation goes out and the callee rings.
-            await ice.prepareEarly(role: .controlled)
+            await ice.prepareEarly(role: state.firstOffer == .byCallee ? .controlled : .controlling)
             await dialect.dial()
         case .answer:
             answerAction = provider.id
@@ -299,7 +299,8 @@ actor CallLeg {
     /// The incoming call was admitted: the callee's ICE agent gets under way (from the pool if
     /// it has one) before the call rings.
     func invited(ring: Bool) async {
-        await ice.prepareEarly(role: .controlling)
+        // The side that offers first controls ICE (the callee here, unless the caller offered).
+        await ice.prepareEarly(role: state.firstOffer == .byCallee ? .controlling : .controlled)
         await legEvent(.signalingReady)
         if ring { await send(.ringing) }
     }
@@ -313,7 +314,11 @@ actor CallLeg {
             case .ringing:
                 mark("ringing")
                 await legEvent(.peerRinging)
-                if let peer { broadcaster.send(.ringing(uuid, callee: peer)) }
+                // A callee without a certificate (another dialect's: SIP, a line) is named by
+                // the hash of the handle it was called at, as such callers are.
+                if let callee = peer ?? target.map({ Fingerprint(certificateDER: Array($0.description.utf8)) }) {
+                    broadcaster.send(.ringing(uuid, callee: callee))
+                }
             case let .offer(sdp):
                 try await offered(sdp: sdp)
             case let .answer(sdp):
@@ -342,7 +347,6 @@ actor CallLeg {
     func signalingUp(peer: Fingerprint?) async {
         self.peer = peer ?? self.peer
         mark("signaling-connected")
-        await legEvent(.signalingReady)
         // The call counts as connecting before the invitation leaves: a peer that answers at
         // once (a web page on the same machine) can have its offer here while the send is
         // still being awaited.
@@ -354,6 +358,8 @@ actor CallLeg {
         // is the leg's next input, so the peer gets this invitation first and the end after it.
         await send(.invite(CallInvitation(displayName: configuration.displayName, title: title, session: session)))
         mark("invite-sent")
+        // After the invitation: where the caller offers, its offer follows it.
+        await legEvent(.signalingReady)
     }
 
     /// The call's wire closed (`detail` says how): a resumable call waits to be resumed on a
@@ -425,6 +431,8 @@ actor CallLeg {
             case .makeOffer:
                 do {
                     try await sendOffer()
+                } catch where outgoing {
+                    await negotiationFailed(error)  // the caller's offer (SIP)
                 } catch {
                     self.failure = "answering failed: \(error)"
                     if let answerAction { try? await manager.report(.failed(answerAction, reason: "\(error)")) }

@@ -20,9 +20,10 @@ extension CallLeg {
         offer.frameKey = frames.ownKey()
         offer.pageFrameKeys = frames.pageKeysValue()
         negotiation.record(offer: offer)
-        // The call manager hears of the offer before it goes out: the answer is a later input,
-        // but an answer to an offer the manager does not know of would end the call.
-        try await manager.report(.progress(uuid, .offerSent))
+        // The call manager hears of the callee's offer before it goes out: the answer is a
+        // later input, but an answer to an offer the manager does not know of would end the
+        // call. (A caller's offer goes with its invitation: the manager knows of that.)
+        if !outgoing { try await manager.report(.progress(uuid, .offerSent)) }
         await send(.offer(sdp: offer.serialized))
         mark("offer-sent")
         await ice.trickle(prepared.gathering, skipping: Set(prepared.local.candidates))
@@ -33,7 +34,8 @@ extension CallLeg {
     func offered(sdp: String) async throws {
         peerOffer = try SessionDescription(parsing: sdp)
         await legEvent(.offerArrived)
-        if peerOffer != nil {
+        // The caller's offer with its invitation waits for the user's answer.
+        if peerOffer != nil, !state.offerWaiting {
             peerOffer = nil
             logger.info("call \(uuid): an offer not answered (it crossed ours, which stands, or came out of turn)")
         }
@@ -59,8 +61,9 @@ extension CallLeg {
         negotiation.agree(negotiated, answer: answer)
         await legEvent(.negotiated(dtls: negotiated.dtls != nil))
         // The call manager hears of both before the answer leaves: ICE and DTLS finish (and
-        // media connects) only after the peer has it.
-        try await manager.report(.progress(uuid, .offerReceived))
+        // media connects) only after the peer has it. (A callee answering the caller's offer
+        // takes the call by its answer.)
+        if outgoing { try await manager.report(.progress(uuid, .offerReceived)) }
         try await manager.report(.progress(uuid, .answerSent))
         await send(.answer(sdp: answer.serialized))
         mark("answer-sent")

@@ -77,6 +77,8 @@ public actor CallNode: Service {
     var sessionConnections: [ObjectIdentifier: (session: String, startMuted: Bool)] = [:]
     /// The web port's servers (see ``serveWeb(host:port:secret:)``) and the pages connected to them.
     var webServers: [WebSignalingServer] = []
+    /// SIP's agent and calls, once ``listenSIP(_:)`` was called.
+    var sipRouter: SIPRouter?
     var webPages: [SignalingConnection] = []
 
     /// What every call's leg shares with the node.
@@ -316,6 +318,7 @@ public actor CallNode: Service {
             await appSession.shutdown()
         }
         await listener?.close()
+        await sipRouter?.stop()
         for server in webServers { await server.close() }
         for page in webPages { page.close() }
         store.stopWatching()
@@ -342,6 +345,7 @@ public actor CallNode: Service {
         case let .pinned(_, fingerprint), let .relayed(fingerprint, _): handleValue = fingerprint.hex
         case .session: throw .sessionNeedsJoin
         case let .handle(handle): throw .handleNeedsDialect(handle)
+        case let .sip(uri): return try await callSIP(uri, title: title)
         case .webPage:
             guard freeWebPage() != nil else { throw .noWebPage }
             handleValue = WebSignalingServer.pagePeer.hex

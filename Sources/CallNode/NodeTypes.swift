@@ -256,6 +256,9 @@ public enum CallTarget: Sendable, Hashable, CustomStringConvertible {
     /// A peer another dialect reaches, by the handle it was called with (see
     /// ``CallNode/call(over:handle:title:)``).
     case handle(String)
+    /// A SIP address (`sip:bob@example.org`, `sip:bob@192.0.2.7:5062`), called over SIP (see
+    /// ``CallNode/listenSIP(_:)``).
+    case sip(String)
 
     public var description: String {
         switch self {
@@ -266,6 +269,7 @@ public enum CallTarget: Sendable, Hashable, CustomStringConvertible {
         case let .session(id): "session \(id)"
         case .webPage: "the web page"
         case let .handle(handle): handle
+        case let .sip(uri): uri
         }
     }
 }
@@ -283,6 +287,8 @@ public enum CallNodeError: Error, Sendable, Equatable, CustomStringConvertible {
     case noWebPage
     /// ``CallTarget/handle(_:)`` is reached through its dialect (``CallNode/call(over:handle:title:)``).
     case handleNeedsDialect(String)
+    /// SIP: not listening for it, a URI that is not SIP, or an address it cannot listen at.
+    case sip(String)
 
     public var description: String {
         switch self {
@@ -295,6 +301,7 @@ public enum CallNodeError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .restartFailed(reason): "the ICE restart failed: \(reason)"
         case .noWebPage: "no web page is connected and free (open the node's web page first)"
         case let .handleNeedsDialect(handle): "'\(handle)' is reached through its dialect: call(over:handle:title:)"
+        case let .sip(problem): "SIP: \(problem)"
         }
     }
 }

@@ -12,18 +12,26 @@ import Locking
 /// A line that does not parse is answered with `ERROR` and changes nothing. Its calls cannot be
 /// resumed: when the pipe closes, the call ends.
 public actor LineDialect: CallDialect {
-    public nonisolated let traits = DialectTraits(peer: .other, resumable: false)
+    public nonisolated let traits: DialectTraits
     private let end: LinePipe.End
     private var call: DialectCall?
 
     /// A dialect for one call on `end` (the caller's, or the callee's after ``LineListener``
-    /// read its invitation).
-    public init(_ end: LinePipe.End) {
+    /// read its invitation). `firstOffer`: who offers first on this line (both ends must agree,
+    /// as a wire's specification would say): the callee once it answers, or the caller right
+    /// after its invitation, as SIP does.
+    public init(_ end: LinePipe.End, firstOffer: FirstOffer = .byCallee, early: [CallSignal] = []) {
         self.end = end
+        self.early = early
+        traits = DialectTraits(peer: .other, resumable: false, firstOffer: firstOffer)
     }
+
+    /// What the listener read before the call existed (the caller's offer after its invitation).
+    private let early: [CallSignal]
 
     public func start(_ call: DialectCall) {
         self.call = call
+        for signal in early { call.received(signal) }
         let end = self.end
         call.run {
             while let line = await end.receive() {
@@ -187,13 +195,20 @@ public enum LineListener {
     /// Anything else is refused with `ERROR` and the line is closed. Returns the call's UUID,
     /// or nil when there was none.
     @discardableResult
-    public static func accept(_ end: LinePipe.End, from handle: String, on node: CallNode) async -> UUID? {
+    public static func accept(_ end: LinePipe.End, from handle: String, on node: CallNode,
+                              firstOffer: FirstOffer = .byCallee) async -> UUID? {
         guard let first = await end.receive() else { return nil }
         guard case let .invite(invitation) = LineDialect.decode(first) else {
             end.send(LineDialect.encode(.error("the first line of a call must be its invitation")))
             end.close()
             return nil
         }
-        return await node.admit(LineDialect(end), handle: handle, invitation: invitation)
+        // Where the caller offers, its offer is part of the invitation: read with it, so the
+        // call has it before anyone answers.
+        var early: [CallSignal] = []
+        if firstOffer == .byCaller, let next = await end.receive() {
+            if let signal = LineDialect.decode(next) { early.append(signal) }
+        }
+        return await node.admit(LineDialect(end, firstOffer: firstOffer, early: early), handle: handle, invitation: invitation)
     }
 }

@@ -354,6 +354,9 @@ public actor CallManager {
             arm(.ring(uuid), after: configuration.ringTimeout)
         case .offerReceived:
             disarm(.ring(uuid))
+        case .answerReceived where calls[uuid]?.state.isOutgoing == true:
+            // The callee answered the caller's offer (SIP): it took the call.
+            disarm(.ring(uuid))
         default:
             break
         }

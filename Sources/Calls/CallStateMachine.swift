@@ -5,6 +5,8 @@ import Foundation
 ///
 /// Outgoing: waitingForCapabilities → invitationSent → offerReceived → answerSent → connected.
 /// Incoming: invitationReceived → accepted → offerSent → answerReceived → connected.
+/// Where the caller offers with its invitation (SIP), the answer is the callee taking the call:
+/// outgoing invitationSent → answerReceived, incoming accepted → answerSent.
 /// Any phase → ended.
 public enum CallPhase: Sendable, Equatable, CustomStringConvertible {
     /// Outgoing: the start action is being performed; no invitation sent yet.
@@ -13,7 +15,8 @@ public enum CallPhase: Sendable, Equatable, CustomStringConvertible {
     case invitationSent
     /// Outgoing: the callee answered and sent its offer.
     case offerReceived
-    /// Outgoing: our answer is sent; connectivity checks run.
+    /// Our answer is sent (outgoing: to the callee's offer; incoming, the caller offering: to
+    /// the caller's, taking the call); connectivity checks run.
     case answerSent
     /// Incoming: ringing here.
     case invitationReceived
@@ -21,7 +24,8 @@ public enum CallPhase: Sendable, Equatable, CustomStringConvertible {
     case accepted
     /// Incoming: our offer is sent.
     case offerSent
-    /// Incoming: the caller's answer arrived; connectivity checks run.
+    /// The peer's answer arrived (incoming: the caller's; outgoing, the caller offering: the
+    /// callee's, which took the call); connectivity checks run.
     case answerReceived
     /// Media flows.
     case connected
@@ -134,12 +138,16 @@ public struct CallState: Sendable, Equatable {
         if hasEnded { throw illegal("the call has ended") }
         switch event {
         case let .progress(progress):
-            let expected: (from: CallPhase, to: CallPhase, direction: CallDirection) = switch progress {
-            case .invitationSent: (.waitingForCapabilities, .invitationSent, .outgoing)
-            case .offerReceived: (.invitationSent, .offerReceived, .outgoing)
-            case .answerSent: (.offerReceived, .answerSent, .outgoing)
-            case .offerSent: (.accepted, .offerSent, .incoming)
-            case .answerReceived: (.offerSent, .answerReceived, .incoming)
+            let expected: (from: CallPhase, to: CallPhase, direction: CallDirection) = switch (progress, direction) {
+            case (.invitationSent, _): (.waitingForCapabilities, .invitationSent, .outgoing)
+            case (.offerReceived, _): (.invitationSent, .offerReceived, .outgoing)
+            // The caller offered with its invitation: answering it takes the call.
+            case (.answerSent, .incoming): (.accepted, .answerSent, .incoming)
+            case (.answerSent, .outgoing): (.offerReceived, .answerSent, .outgoing)
+            case (.offerSent, _): (.accepted, .offerSent, .incoming)
+            // The callee's answer to the caller's offer says it took the call.
+            case (.answerReceived, .outgoing): (.invitationSent, .answerReceived, .outgoing)
+            case (.answerReceived, .incoming): (.offerSent, .answerReceived, .incoming)
             }
             guard direction == expected.direction else { throw illegal("\(progress) happens only in \(expected.direction) calls") }
             guard phase == expected.from else { throw illegal("\(progress) follows \(expected.from)") }

@@ -27,13 +27,16 @@ import Testing
         }
     }
 
-    @Test func aWholeCallRunsOverALineHoldsAndEndsOnce() async throws {
+    /// Either side may offer first (node envelopes: the callee; SIP: the caller, with its
+    /// invitation): the same call, hold and end either way.
+    @Test(arguments: [FirstOffer.byCallee, .byCaller])
+    func aWholeCallRunsOverALineHoldsAndEndsOnce(firstOffer: FirstOffer) async throws {
         let nodes = try InMemoryNodes()
         let alice = try await nodes.node("alice", input: .tone(440))
         let bob = try await nodes.node("bob", input: .tone(660))
         let (a, b) = LinePipe.make()
-        let accepted = Task { await LineListener.accept(b, from: "line:alice", on: bob) }
-        let call = try await alice.call(over: LineDialect(a), handle: "line:bob", title: "over a line")
+        let accepted = Task { await LineListener.accept(b, from: "line:alice", on: bob, firstOffer: firstOffer) }
+        let call = try await alice.call(over: LineDialect(a, firstOffer: firstOffer), handle: "line:bob", title: "over a line")
         try await nodes.waitFor("alice", advancing: true, Self.isConnected)
         try await nodes.waitFor("bob", advancing: true, Self.isConnected)
         let bobCall = try #require(await accepted.value)

@@ -14,6 +14,9 @@ import Testing
 
     static let outgoingPath: [CallStateEvent] = [.progress(.invitationSent), .progress(.offerReceived), .progress(.answerSent), .mediaConnected]
     static let incomingPath: [CallStateEvent] = [.answered, .progress(.offerSent), .progress(.answerReceived), .mediaConnected]
+    /// The caller offering with its invitation (SIP): the answer is the callee taking the call.
+    static let callerOffersOutgoingPath: [CallStateEvent] = [.progress(.invitationSent), .progress(.answerReceived), .mediaConnected]
+    static let callerOffersIncomingPath: [CallStateEvent] = [.answered, .progress(.answerSent), .mediaConnected]
 
     /// Every state worth distinguishing, with a name for failure messages.
     static var allStates: [(String, CallState)] {
@@ -27,6 +30,13 @@ import Testing
             states.append(("\(name):held", reach([.held(true)], from: connected)))
             states.append(("\(name):reconnecting", reach([.connectionLost], from: connected)))
             states.append(("\(name):ended", reach([.ended(.remoteEnded)], from: start)))
+        }
+        for (name, start, path) in [("out-offering", CallState.outgoing(), callerOffersOutgoingPath),
+                                    ("in-answering", CallState.incoming(), callerOffersIncomingPath)] {
+            for length in 2...path.count {
+                let state = reach(Array(path.prefix(length)), from: start)
+                states.append(("\(name):\(state.phase)", state))
+            }
         }
         return states
     }
@@ -46,9 +56,13 @@ import Testing
         switch event {
         case .progress(.invitationSent): return state.isOutgoing && phase == .waitingForCapabilities ? .invitationSent : nil
         case .progress(.offerReceived): return state.isOutgoing && phase == .invitationSent ? .offerReceived : nil
-        case .progress(.answerSent): return state.isOutgoing && phase == .offerReceived ? .answerSent : nil
+        case .progress(.answerSent):
+            // Outgoing: the answer to the callee's offer; incoming: to the caller's, taking the call.
+            return (state.isOutgoing ? phase == .offerReceived : phase == .accepted) ? .answerSent : nil
         case .progress(.offerSent): return !state.isOutgoing && phase == .accepted ? .offerSent : nil
-        case .progress(.answerReceived): return !state.isOutgoing && phase == .offerSent ? .answerReceived : nil
+        case .progress(.answerReceived):
+            // Incoming: the answer to the callee's offer; outgoing: the callee's to the caller's.
+            return (state.isOutgoing ? phase == .invitationSent : phase == .offerSent) ? .answerReceived : nil
         case .answered: return !state.isOutgoing && phase == .invitationReceived ? .accepted : nil
         case .mediaConnected: return phase == .answerSent || phase == .answerReceived ? .connected : nil
         case .held(true): return phase == .connected && !state.isOnHold ? phase : nil

@@ -1,0 +1,431 @@
+/* The C shim over sofia-sip's nua: see include/csip.h. Everything that touches sofia-sip runs
+ * on the agent's own thread (the one that made its su_root and runs it); other threads only
+ * queue commands and wake that thread through a pipe. */
+
+#define _GNU_SOURCE
+#include "csip.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define NUA_MAGIC_T struct csip_agent
+#define NUA_HMAGIC_T void
+#define SU_ROOT_MAGIC_T struct csip_agent
+#define SU_WAKEUP_ARG_T struct csip_agent
+
+#include <sofia-sip/nua.h>
+#include <sofia-sip/nua_tag.h>
+#include <sofia-sip/sip_header.h>
+#include <sofia-sip/sip_status.h>
+#include <sofia-sip/su_tag.h>
+#include <sofia-sip/su_wait.h>
+#include <sofia-sip/url.h>
+
+enum command_op { OP_INVITE, OP_RESPOND, OP_BYE, OP_CANCEL, OP_INFO, OP_SHUTDOWN };
+
+struct command {
+    enum command_op op;
+    long call;
+    int status;
+    char *a, *b, *c;
+    struct command *next;
+};
+
+struct call_entry {
+    long id;
+    nua_handle_t *handle;
+};
+
+struct csip_agent {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t ready_cond;
+    int ready;            /* 1: running, -1: failed to start */
+    char error[256];
+
+    char *url, *sips_url, *certificate_dir, *from, *user_agent;
+    csip_event_f callback;
+    void *context;
+
+    int wake[2];
+    struct command *head, *tail;
+    long next_id;
+
+    /* The agent's thread only. */
+    su_home_t home[1];
+    su_root_t *root;
+    nua_t *nua;
+    su_wait_t wait[1];
+    struct call_entry *calls;
+    size_t call_count, call_capacity;
+    int stopping;
+};
+
+static char *copy(const char *text) { return text ? strdup(text) : NULL; }
+
+/* MARK: calls by id (the agent's thread) */
+
+static nua_handle_t *call_handle(csip_agent *agent, long id) {
+    for (size_t i = 0; i < agent->call_count; i++)
+        if (agent->calls[i].id == id) return agent->calls[i].handle;
+    return NULL;
+}
+
+static void add_call(csip_agent *agent, long id, nua_handle_t *handle) {
+    if (agent->call_count == agent->call_capacity) {
+        size_t capacity = agent->call_capacity ? agent->call_capacity * 2 : 16;
+        struct call_entry *grown = realloc(agent->calls, capacity * sizeof *grown);
+        if (!grown) return;
+        agent->calls = grown;
+        agent->call_capacity = capacity;
+    }
+    agent->calls[agent->call_count++] = (struct call_entry){ id, handle };
+}
+
+static void remove_call(csip_agent *agent, long id) {
+    for (size_t i = 0; i < agent->call_count; i++) {
+        if (agent->calls[i].id == id) {
+            agent->calls[i] = agent->calls[--agent->call_count];
+            return;
+        }
+    }
+}
+
+static long new_id(csip_agent *agent) {
+    return __atomic_add_fetch(&agent->next_id, 1, __ATOMIC_RELAXED);
+}
+
+/* MARK: events */
+
+static void emit(csip_agent *agent, csip_event_kind kind, int status, const char *phrase, long call, sip_t const *sip) {
+    char from_uri[512] = "", to_uri[512] = "", reason[256] = "", content_type[128] = "";
+    char *body = NULL;
+    csip_event event = { .kind = kind, .status = status, .phrase = phrase, .call = call };
+    if (sip) {
+        if (sip->sip_from) {
+            url_e(from_uri, sizeof from_uri, sip->sip_from->a_url);
+            from_uri[sizeof from_uri - 1] = 0;
+            event.from_uri = from_uri;
+            event.from_display = sip->sip_from->a_display;
+        }
+        if (sip->sip_to) {
+            url_e(to_uri, sizeof to_uri, sip->sip_to->a_url);
+            to_uri[sizeof to_uri - 1] = 0;
+            event.to_uri = to_uri;
+        }
+        if (sip->sip_call_id) event.call_id = sip->sip_call_id->i_id;
+        if (sip->sip_content_type && sip->sip_content_type->c_type) {
+            snprintf(content_type, sizeof content_type, "%s", sip->sip_content_type->c_type);
+            event.content_type = content_type;
+        }
+        if (sip->sip_payload && sip->sip_payload->pl_data && sip->sip_payload->pl_len > 0) {
+            body = malloc(sip->sip_payload->pl_len + 1);
+            if (body) {
+                memcpy(body, sip->sip_payload->pl_data, sip->sip_payload->pl_len);
+                body[sip->sip_payload->pl_len] = 0;
+                event.body = body;
+            }
+        }
+        if (sip->sip_reason) {
+            snprintf(reason, sizeof reason, "%s;cause=%s;text=%s", sip->sip_reason->re_protocol ? sip->sip_reason->re_protocol : "",
+                     sip->sip_reason->re_cause ? sip->sip_reason->re_cause : "", sip->sip_reason->re_text ? sip->sip_reason->re_text : "");
+            event.reason = reason;
+        }
+    }
+    agent->callback(agent->context, &event);
+    free(body);
+}
+
+static void on_event(nua_event_t event, int status, char const *phrase, nua_t *nua, csip_agent *agent,
+                     nua_handle_t *nh, void *hmagic, sip_t const *sip, tagi_t tags[]) {
+    (void)nua;
+    long call = (long)(intptr_t)hmagic;
+    switch (event) {
+    case nua_i_invite:
+        if (!call) {
+            call = new_id(agent);
+            nua_handle_bind(nh, (void *)(intptr_t)call);
+            add_call(agent, call, nh);
+        }
+        emit(agent, CSIP_EVENT_INVITE, status, phrase, call, sip);
+        break;
+    case nua_r_invite:
+        emit(agent, CSIP_EVENT_RESPONSE, status, phrase, call, sip);
+        break;
+    case nua_i_cancel:
+        emit(agent, CSIP_EVENT_CANCEL, status, phrase, call, sip);
+        break;
+    case nua_i_bye:
+        emit(agent, CSIP_EVENT_BYE, status, phrase, call, sip);
+        break;
+    case nua_r_bye:
+        emit(agent, CSIP_EVENT_BYE_RESPONSE, status, phrase, call, sip);
+        break;
+    case nua_i_ack:
+        emit(agent, CSIP_EVENT_ACK, status, phrase, call, sip);
+        break;
+    case nua_i_info:
+        emit(agent, CSIP_EVENT_INFO, status, phrase, call, sip);
+        break;
+    case nua_i_state: {
+        int state = nua_callstate_init;
+        tl_gets(tags, NUTAG_CALLSTATE_REF(state), TAG_END());
+        if (state == nua_callstate_terminated && call) {
+            emit(agent, CSIP_EVENT_TERMINATED, status, phrase, call, NULL);
+            remove_call(agent, call);
+            nua_handle_destroy(nh);
+        }
+        break;
+    }
+    case nua_i_error:
+        emit(agent, CSIP_EVENT_ERROR, status, phrase, call, NULL);
+        break;
+    case nua_r_shutdown:
+        if (status >= 200) {
+            nua_destroy(agent->nua);
+            agent->nua = NULL;
+            su_root_break(agent->root);
+        }
+        break;
+    default:
+        /* OPTIONS, CANCEL and BYE are answered by the stack itself; other requests, and
+         * handles nobody wanted (an incoming SUBSCRIBE, a MESSAGE) are let go. */
+        if (nh && !call && event != nua_r_set_params && event != nua_r_get_params) nua_handle_destroy(nh);
+        break;
+    }
+}
+
+/* MARK: commands (the agent's thread) */
+
+static void perform(csip_agent *agent, struct command *command) {
+    nua_handle_t *handle = call_handle(agent, command->call);
+    switch (command->op) {
+    case OP_INVITE:
+        if (!handle) {
+            if (!command->a || agent->stopping) break;
+            handle = nua_handle(agent->nua, (void *)(intptr_t)command->call, SIPTAG_TO_STR(command->a), TAG_END());
+            if (!handle) {
+                csip_event event = { .kind = CSIP_EVENT_RESPONSE, .status = 400, .phrase = "the address is not a SIP URI", .call = command->call };
+                agent->callback(agent->context, &event);
+                break;
+            }
+            add_call(agent, command->call, handle);
+            if (command->b) {
+                char from[640];
+                snprintf(from, sizeof from, "\"%s\" %s", command->b, agent->from);
+                nua_invite(handle, SIPTAG_FROM_STR(from), TAG_IF(command->c != NULL, SIPTAG_CONTENT_TYPE_STR("application/sdp")),
+                           TAG_IF(command->c != NULL, SIPTAG_PAYLOAD_STR(command->c)), TAG_END());
+                break;
+            }
+        }
+        nua_invite(handle, TAG_IF(command->c != NULL, SIPTAG_CONTENT_TYPE_STR("application/sdp")),
+                   TAG_IF(command->c != NULL, SIPTAG_PAYLOAD_STR(command->c)), TAG_END());
+        break;
+    case OP_RESPOND:
+        if (!handle) break;
+        /* nua keeps the phrase's pointer until its stack thread sends the response: it lives
+         * in the agent's home (a few bytes per response, freed when the agent stops). */
+        nua_respond(handle, command->status, command->a ? su_strdup(agent->home, command->a) : sip_status_phrase(command->status),
+                    TAG_IF(command->b != NULL, SIPTAG_CONTENT_TYPE_STR("application/sdp")),
+                    TAG_IF(command->b != NULL, SIPTAG_PAYLOAD_STR(command->b)), TAG_END());
+        break;
+    case OP_BYE:
+        if (handle) nua_bye(handle, TAG_END());
+        break;
+    case OP_CANCEL:
+        if (handle) nua_cancel(handle, TAG_END());
+        break;
+    case OP_INFO:
+        if (handle) nua_info(handle, SIPTAG_CONTENT_TYPE_STR(command->a), SIPTAG_PAYLOAD_STR(command->b), TAG_END());
+        break;
+    case OP_SHUTDOWN:
+        if (!agent->stopping && agent->nua) {
+            agent->stopping = 1;
+            nua_shutdown(agent->nua);
+        }
+        break;
+    }
+}
+
+static int on_wake(csip_agent *agent, su_wait_t *wait, csip_agent *arg) {
+    (void)wait; (void)arg;
+    char drain[64];
+    while (read(agent->wake[0], drain, sizeof drain) > 0) {}
+    for (;;) {
+        pthread_mutex_lock(&agent->lock);
+        struct command *command = agent->head;
+        if (command) {
+            agent->head = command->next;
+            if (!agent->head) agent->tail = NULL;
+        }
+        pthread_mutex_unlock(&agent->lock);
+        if (!command) break;
+        perform(agent, command);
+        free(command->a);
+        free(command->b);
+        free(command->c);
+        free(command);
+    }
+    return 0;
+}
+
+static void enqueue(csip_agent *agent, enum command_op op, long call, int status, const char *a, const char *b, const char *c) {
+    struct command *command = calloc(1, sizeof *command);
+    if (!command) return;
+    *command = (struct command){ .op = op, .call = call, .status = status, .a = copy(a), .b = copy(b), .c = copy(c) };
+    pthread_mutex_lock(&agent->lock);
+    if (agent->tail) agent->tail->next = command; else agent->head = command;
+    agent->tail = command;
+    pthread_mutex_unlock(&agent->lock);
+    char byte = 1;
+    ssize_t written = write(agent->wake[1], &byte, 1);
+    (void)written;  /* a full pipe has a wake-up pending already */
+}
+
+/* MARK: the thread */
+
+static pthread_once_t su_once = PTHREAD_ONCE_INIT;
+static void su_start(void) { su_init(); }
+
+static void started(csip_agent *agent, int ready) {
+    pthread_mutex_lock(&agent->lock);
+    agent->ready = ready;
+    pthread_cond_signal(&agent->ready_cond);
+    pthread_mutex_unlock(&agent->lock);
+}
+
+static void *run(void *argument) {
+    csip_agent *agent = argument;
+    su_home_init(agent->home);
+    agent->root = su_root_create(agent);
+    if (!agent->root) {
+        snprintf(agent->error, sizeof agent->error, "sofia-sip could not make its event loop");
+        su_home_deinit(agent->home);
+        started(agent, -1);
+        return NULL;
+    }
+    su_wait_create(agent->wait, agent->wake[0], SU_WAIT_IN);
+    su_root_register(agent->root, agent->wait, on_wake, agent, 0);
+    agent->nua = nua_create(agent->root, on_event, agent,
+                            NUTAG_URL(agent->url),
+                            TAG_IF(agent->sips_url != NULL, NUTAG_SIPS_URL(agent->sips_url)),
+                            TAG_IF(agent->certificate_dir != NULL, NUTAG_CERTIFICATE_DIR(agent->certificate_dir)),
+                            TAG_END());
+    if (!agent->nua) {
+        snprintf(agent->error, sizeof agent->error, "cannot listen for SIP at %s%s%s: %s", agent->url,
+                 agent->sips_url ? " and " : "", agent->sips_url ? agent->sips_url : "", strerror(errno));
+        su_root_destroy(agent->root);
+        su_home_deinit(agent->home);
+        started(agent, -1);
+        return NULL;
+    }
+    /* SDP passes through untouched (the node negotiates); no automatic answers or alerts. */
+    nua_set_params(agent->nua,
+                   NUTAG_MEDIA_ENABLE(0),
+                   NUTAG_AUTOALERT(0),
+                   NUTAG_AUTOANSWER(0),
+                   NUTAG_AUTOACK(1),
+                   NUTAG_ENABLEINVITE(1),
+                   NUTAG_ALLOW("INVITE, ACK, BYE, CANCEL, OPTIONS, INFO"),
+                   SIPTAG_FROM_STR(agent->from),
+                   TAG_IF(agent->user_agent != NULL, SIPTAG_USER_AGENT_STR(agent->user_agent)),
+                   TAG_END());
+    started(agent, 1);
+    su_root_run(agent->root);
+    /* Stopped: every handle went with nua_destroy. */
+    su_root_unregister(agent->root, agent->wait, on_wake, agent);
+    su_root_destroy(agent->root);
+    su_home_deinit(agent->home);
+    csip_event event = { .kind = CSIP_EVENT_SHUTDOWN, .status = 200, .phrase = "stopped" };
+    agent->callback(agent->context, &event);
+    return NULL;
+}
+
+/* MARK: the API */
+
+csip_agent *csip_start(const char *url, const char *sips_url, const char *certificate_dir, const char *from,
+                       const char *user_agent, csip_event_f callback, void *context, char *error, size_t error_size) {
+    pthread_once(&su_once, su_start);
+    csip_agent *agent = calloc(1, sizeof *agent);
+    if (!agent) {
+        snprintf(error, error_size, "out of memory");
+        return NULL;
+    }
+    agent->url = copy(url);
+    agent->sips_url = copy(sips_url);
+    agent->certificate_dir = copy(certificate_dir);
+    agent->from = copy(from);
+    agent->user_agent = copy(user_agent);
+    agent->callback = callback;
+    agent->context = context;
+    pthread_mutex_init(&agent->lock, NULL);
+    pthread_cond_init(&agent->ready_cond, NULL);
+    if (pipe2(agent->wake, O_NONBLOCK | O_CLOEXEC) != 0) {
+        snprintf(error, error_size, "cannot make a pipe: %s", strerror(errno));
+        free(agent);
+        return NULL;
+    }
+    if (pthread_create(&agent->thread, NULL, run, agent) != 0) {
+        snprintf(error, error_size, "cannot start the SIP thread");
+        close(agent->wake[0]);
+        close(agent->wake[1]);
+        free(agent);
+        return NULL;
+    }
+    pthread_mutex_lock(&agent->lock);
+    while (agent->ready == 0) pthread_cond_wait(&agent->ready_cond, &agent->lock);
+    int ready = agent->ready;
+    pthread_mutex_unlock(&agent->lock);
+    if (ready < 0) {
+        pthread_join(agent->thread, NULL);
+        snprintf(error, error_size, "%s", agent->error);
+        close(agent->wake[0]);
+        close(agent->wake[1]);
+        free(agent->url); free(agent->sips_url); free(agent->certificate_dir); free(agent->from); free(agent->user_agent);
+        free(agent);
+        return NULL;
+    }
+    return agent;
+}
+
+long csip_new_call(csip_agent *agent) { return new_id(agent); }
+
+void csip_invite(csip_agent *agent, long call, const char *to, const char *from_display, const char *sdp) {
+    enqueue(agent, OP_INVITE, call, 0, to, from_display, sdp);
+}
+
+void csip_respond(csip_agent *agent, long call, int status, const char *phrase, const char *sdp) {
+    enqueue(agent, OP_RESPOND, call, status, phrase, sdp, NULL);
+}
+
+void csip_bye(csip_agent *agent, long call) { enqueue(agent, OP_BYE, call, 0, NULL, NULL, NULL); }
+
+void csip_cancel(csip_agent *agent, long call) { enqueue(agent, OP_CANCEL, call, 0, NULL, NULL, NULL); }
+
+void csip_info(csip_agent *agent, long call, const char *content_type, const char *body) {
+    enqueue(agent, OP_INFO, call, 0, content_type, body, NULL);
+}
+
+void csip_stop(csip_agent *agent) {
+    enqueue(agent, OP_SHUTDOWN, 0, 0, NULL, NULL, NULL);
+    pthread_join(agent->thread, NULL);
+    struct command *command = agent->head;
+    while (command) {
+        struct command *next = command->next;
+        free(command->a); free(command->b); free(command->c); free(command);
+        command = next;
+    }
+    close(agent->wake[0]);
+    close(agent->wake[1]);
+    free(agent->calls);
+    free(agent->url); free(agent->sips_url); free(agent->certificate_dir); free(agent->from); free(agent->user_agent);
+    pthread_mutex_destroy(&agent->lock);
+    pthread_cond_destroy(&agent->ready_cond);
+    free(agent);
+}

@@ -1,0 +1,72 @@
+#ifndef CSIP_H
+#define CSIP_H
+
+/* A SIP user agent on sofia-sip's nua, behind plain C: its event loop runs on a thread of its
+ * own; every call below queues a command for that thread and returns at once; events come back
+ * through one callback, on that thread, with strings valid only during the call. Calls are
+ * named by ids (positive integers): csip_new_call() makes one for an outgoing call, incoming
+ * INVITEs get theirs from the agent. Media is the caller's business: SDP goes through as text. */
+
+#include <stddef.h>
+
+typedef struct csip_agent csip_agent;
+
+typedef enum {
+    CSIP_EVENT_INVITE = 1,     /* an INVITE (new, or a re-INVITE of a known call); body: its SDP */
+    CSIP_EVENT_RESPONSE,       /* a response to our INVITE (status, phrase; body: its SDP) */
+    CSIP_EVENT_CANCEL,         /* the caller cancelled (reason: its Reason header) */
+    CSIP_EVENT_BYE,            /* the peer hung up */
+    CSIP_EVENT_ACK,            /* the ACK to our final response (body: SDP, for a delayed offer) */
+    CSIP_EVENT_TERMINATED,     /* the call is over; its id is no longer valid */
+    CSIP_EVENT_INFO,           /* an INFO (content type and body) */
+    CSIP_EVENT_BYE_RESPONSE,   /* the response to our BYE */
+    CSIP_EVENT_ERROR,          /* something failed in the stack (phrase says what) */
+    CSIP_EVENT_SHUTDOWN,       /* the agent has stopped */
+} csip_event_kind;
+
+typedef struct {
+    csip_event_kind kind;
+    int status;
+    const char *phrase;
+    long call;
+    const char *from_uri;
+    const char *from_display;
+    const char *to_uri;
+    const char *call_id;
+    const char *content_type;
+    const char *body;
+    const char *reason;
+} csip_event;
+
+typedef void (*csip_event_f)(void *context, const csip_event *event);
+
+/* Starts an agent listening at `url` ("sip:127.0.0.1:5062", "sip:*:5060;transport=udp", ...)
+ * and, when `sips_url` is set with `certificate_dir` (agent.pem, cafile.pem), at that TLS url.
+ * `from` is the address it calls from. Returns NULL (with `error` filled) if it cannot bind. */
+csip_agent *csip_start(const char *url, const char *sips_url, const char *certificate_dir, const char *from,
+                       const char *user_agent, csip_event_f callback, void *context, char *error, size_t error_size);
+
+/* An id for a new outgoing call. */
+long csip_new_call(csip_agent *agent);
+
+/* An INVITE: a new call to `to` (with `from_display`), or a re-INVITE of a known call (`to`
+ * ignored). `sdp` may be NULL (a delayed offer). */
+void csip_invite(csip_agent *agent, long call, const char *to, const char *from_display, const char *sdp);
+
+/* Responds to the call's INVITE (provisional or final), with `sdp` as its body if not NULL. */
+void csip_respond(csip_agent *agent, long call, int status, const char *phrase, const char *sdp);
+
+/* Ends an established call. */
+void csip_bye(csip_agent *agent, long call);
+
+/* Cancels an outgoing call not answered yet. */
+void csip_cancel(csip_agent *agent, long call);
+
+/* Sends an INFO in the call. */
+void csip_info(csip_agent *agent, long call, const char *content_type, const char *body);
+
+/* Stops: ends every call, closes the transports, ends the thread. Blocks until it has (call it
+ * from a thread that may wait). Frees the agent. */
+void csip_stop(csip_agent *agent);
+
+#endif

@@ -1,0 +1,136 @@
+import Foundation
+import Logging
+import SIP
+
+/// Where a node listens for SIP and who it is there.
+public struct SIPListenSettings: Sendable, Equatable {
+    /// The address to listen at (UDP and TCP): `127.0.0.1`, `0.0.0.0`.
+    public var host: String
+    public var port: Int
+    /// The user part of this node's SIP address (`sip:USER@HOST:PORT`).
+    public var user: String
+
+    public init(host: String, port: Int, user: String = "callnode") {
+        self.host = host
+        self.port = port
+        self.user = user
+    }
+
+    /// This node's SIP address.
+    public var uri: String { "sip:\(user)@\(host.contains(":") ? "[\(host)]" : host):\(port)" }
+}
+
+/// The node's SIP calls: its agent, and the dialect of each call by the agent's id for it.
+/// Incoming INVITEs go through the node's admission as any call does; everything else of a
+/// dialog goes to its call's dialect.
+actor SIPRouter {
+    let agent: SIPAgent
+    let settings: SIPListenSettings
+    private var dialects: [Int: SIPDialect] = [:]
+    private let logger: Logger
+    private weak var node: CallNode?
+
+    init(agent: SIPAgent, settings: SIPListenSettings, node: CallNode, logger: Logger) {
+        self.agent = agent
+        self.settings = settings
+        self.node = node
+        self.logger = logger
+    }
+
+    /// Reads the agent's events until it stops.
+    func run() async {
+        for await event in agent.events {
+            await route(event)
+        }
+    }
+
+    private func route(_ event: SIPEvent) async {
+        if let dialect = dialects[event.call] {
+            await dialect.received(event)
+            if event.kind == .terminated { dialects[event.call] = nil }
+            return
+        }
+        guard event.kind == .invite else { return }
+        await invited(event)
+    }
+
+    /// A new INVITE: a call admitted (or refused) by the node, its offer waiting in its dialect.
+    private func invited(_ event: SIPEvent) async {
+        guard let node else { return }
+        let from = event.fromURI ?? "sip:unknown"
+        let dialect = makeDialect(call: event.call, outgoing: false, uri: nil)
+        if let sdp = event.sdp {
+            await dialect.received(SIPEvent(kind: .invite, call: event.call, contentType: "application/sdp", body: sdp))
+        }
+        logger.info("SIP INVITE from \(from)\(event.sdp == nil ? " (no offer)" : "")")
+        let name = event.fromDisplay.flatMap { $0.trimmingCharacters(in: CharacterSet(charactersIn: "\" ")).nilIfEmpty }
+        let admitted = await node.admit(dialect, handle: from, invitation: CallInvitation(displayName: name, title: nil))
+        if admitted == nil { dialects[event.call] = nil }
+    }
+
+    /// A dialect for a new outgoing call to `uri`.
+    func outgoing(to uri: String) -> SIPDialect {
+        makeDialect(call: agent.newCall(), outgoing: true, uri: uri)
+    }
+
+    private func makeDialect(call: Int, outgoing: Bool, uri: String?) -> SIPDialect {
+        let dialect = SIPDialect(agent: agent, call: call, outgoing: outgoing, uri: uri, logger: logger) { [weak self] call, onWire in
+            // A dialog on the wire is forgotten when it has ended there (its BYE answered, a
+            // late CANCEL); an INVITE that never went out, now.
+            guard !onWire else { return }
+            Task { await self?.forget(call) }
+        }
+        dialects[call] = dialect
+        return dialect
+    }
+
+    private func forget(_ call: Int) {
+        dialects[call] = nil
+    }
+
+    func stop() async {
+        await agent.stop()
+    }
+}
+
+extension String {
+    fileprivate var nilIfEmpty: String? { isEmpty ? nil : self }
+}
+
+extension CallNode {
+    /// Listens for SIP at `settings`' address (UDP and TCP): SIP softphones, PBXs and other
+    /// nodes can call this node at ``SIPListenSettings/uri``, and ``call(_:title:)`` with
+    /// ``CallTarget/sip(_:)`` calls them. Incoming SIP calls go through the same admission as
+    /// any other (the block list, do-not-disturb, the maximum of calls), ring and appear in
+    /// Recents under their `sip:` address.
+    ///
+    /// - Returns: this node's SIP address.
+    /// - Throws: ``CallNodeError/sip(_:)`` when it cannot listen there.
+    @discardableResult
+    public func listenSIP(_ settings: SIPListenSettings) async throws(CallNodeError) -> String {
+        guard isStarted, !isShutDown else { throw .notRunning }
+        guard sipRouter == nil else { throw .sip("this node listens for SIP already") }
+        let host = settings.host.contains(":") ? "[\(settings.host)]" : settings.host
+        let from = "<sip:\(settings.user)@\(host):\(settings.port)>"
+        let agent: SIPAgent
+        do {
+            agent = try await SIPAgent.start(listening: "sip:\(host):\(settings.port)", from: from,
+                                             userAgent: "CallNode")
+        } catch {
+            throw .sip(error.description)
+        }
+        let router = SIPRouter(agent: agent, settings: settings, node: self, logger: logger)
+        sipRouter = router
+        keep(Task { await router.run() })
+        logger.info("listening for SIP at \(settings.uri) (UDP and TCP)")
+        return settings.uri
+    }
+
+    /// Places a SIP call to `uri`.
+    func callSIP(_ uri: String, title: String?) async throws(CallNodeError) -> UUID {
+        guard let sipRouter else { throw .sip("this node does not speak SIP: listen for it first (--sip)") }
+        guard uri.hasPrefix("sip:") || uri.hasPrefix("sips:") else { throw .sip("'\(uri)' is not a SIP URI (sip:user@host[:port])") }
+        let dialect = await sipRouter.outgoing(to: uri)
+        return try await call(over: dialect, handle: uri, title: title)
+    }
+}

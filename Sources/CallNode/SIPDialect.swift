@@ -1,0 +1,247 @@
+import Foundation
+import Logging
+import SIP
+
+/// SIP as a dialect of the call core: one call's signals as a SIP dialog on the node's
+/// ``SIPAgent`` (sofia-sip). The caller's offer goes in its INVITE, the callee's answer in its
+/// 200 OK; 180 rings; holds and restarts are re-INVITEs; BYE and CANCEL end; refusals are
+/// 486, 603, 480, 403; a final failure from the peer ends the call with its status.
+///
+/// SIP has no trickle: the SDP of the INVITE and of the 200 OK carries every candidate, so the
+/// first offer or answer waits here until the call's gathering ends and goes out with the
+/// candidates that came after it. An INVITE without SDP (a delayed offer) is answered with the
+/// callee's offer in the 200 OK, and the caller's answer comes in the ACK.
+actor SIPDialect: CallDialect {
+    nonisolated let traits = DialectTraits(peer: .other, resumable: false, firstOffer: .byCaller)
+    private let agent: SIPAgent
+    /// The call's id at the agent.
+    nonisolated let sipCall: Int
+    private let outgoing: Bool
+    /// Outgoing: whom to call (a `sip:` URI).
+    private let uri: String?
+    private let logger: Logger
+    private let closed: @Sendable (Int, Bool) -> Void
+    private var call: DialectCall?
+    /// What arrived before the call started (an INVITE's offer).
+    private var early: [CallSignal] = []
+    private var displayName: String?
+    /// The INVITE went out (outgoing).
+    private var invited = false
+    /// The dialog is established: a 2xx was sent or received.
+    private var established = false
+    /// The peer said it rings (outgoing): said to the call once.
+    private var rang = false
+    /// Over: nothing more goes out or in.
+    private var ended = false
+    /// An offer or answer waiting for the end of its candidates.
+    private var pending: Pending?
+    /// Outgoing: the last INVITE carried no offer (the answer goes in the ACK).
+    private var offerInAnswer = false
+
+    private struct Pending {
+        enum Kind { case invite, ok, reinvite }
+        var kind: Kind
+        var sdp: String
+        var candidates: [String] = []
+    }
+
+    init(agent: SIPAgent, call sipCall: Int, outgoing: Bool, uri: String?, logger: Logger, closed: @escaping @Sendable (Int, Bool) -> Void) {
+        self.agent = agent
+        self.sipCall = sipCall
+        self.outgoing = outgoing
+        self.uri = uri
+        self.logger = logger
+        self.closed = closed
+    }
+
+    // MARK: - The call's side
+
+    func start(_ call: DialectCall) {
+        self.call = call
+        for signal in early { call.received(signal) }
+        early = []
+    }
+
+    func dial() {
+        // The dialog starts with the INVITE, which waits for the offer: the wire is "up".
+        call?.signalingUp(peer: nil)
+    }
+
+    func send(_ signal: CallSignal) {
+        guard !ended else { return }
+        switch signal {
+        case let .invite(invitation):
+            displayName = invitation.displayName
+        case let .offer(sdp):
+            if outgoing && !invited {
+                pending = Pending(kind: .invite, sdp: sdp)
+            } else if established {
+                // A hold or resume, or an ICE restart: its SDP has what the call has now.
+                agent.invite(sipCall, sdp: sdp)
+            } else {
+                // The INVITE came without an offer: the callee's goes in its 200 OK.
+                pending = Pending(kind: .ok, sdp: sdp)
+            }
+        case let .answer(sdp):
+            if established {
+                agent.respond(sipCall, status: 200, sdp: sdp)  // to a re-INVITE
+            } else if !outgoing {
+                pending = Pending(kind: .ok, sdp: sdp)
+            } else {
+                logger.info("SIP call \(sipCall): an answer with no offer to answer (dropped)")
+            }
+        case let .candidates(lines, end):
+            guard var waiting = pending else { return }  // SIP has no trickle after the SDP
+            waiting.candidates += lines
+            pending = waiting
+            if end { flush() }
+        case .ringing:
+            if !outgoing && !established { agent.respond(sipCall, status: 180, phrase: "Ringing") }
+        case let .reject(reason):
+            guard !outgoing, !established else { return }
+            let (status, phrase) = Self.status(for: reason)
+            agent.respond(sipCall, status: status, phrase: phrase)
+            ended = true
+        case let .end(reason):
+            ended = true
+            if established {
+                agent.bye(sipCall)
+            } else if outgoing {
+                if invited { agent.cancel(sipCall) }
+            } else {
+                let (status, phrase) = Self.status(for: reason)
+                agent.respond(sipCall, status: status, phrase: phrase)
+            }
+        case .error, .keepAlive:
+            break  // SIP dialogs carry neither; failures end with their status
+        }
+    }
+
+    /// The offer or answer goes out with its candidates, now the call's gathering has ended.
+    private func flush() {
+        guard let waiting = pending else { return }
+        pending = nil
+        let sdp = Self.adding(waiting.candidates, to: waiting.sdp)
+        switch waiting.kind {
+        case .invite:
+            guard let uri else { return }
+            invited = true
+            agent.invite(sipCall, to: uri, displayName: displayName, sdp: sdp)
+        case .ok:
+            established = true
+            agent.respond(sipCall, status: 200, sdp: sdp)
+        case .reinvite:
+            agent.invite(sipCall, sdp: sdp)
+        }
+    }
+
+    func close() {
+        ended = true
+        closed(sipCall, !outgoing || invited)
+    }
+
+    // MARK: - The wire's side
+
+    /// An event of this call's dialog, from the node's SIP router.
+    func received(_ event: SIPEvent) {
+        switch event.kind {
+        case .invite:
+            // A re-INVITE (the first one made the call): a new offer, or the peer asking for ours.
+            guard let sdp = event.sdp else {
+                agent.respond(sipCall, status: 488, phrase: "Not Acceptable Here (a re-INVITE needs an offer)")
+                return
+            }
+            deliver(.offer(sdp: sdp))
+        case .response:
+            responded(event)
+        case .cancel, .bye:
+            guard !ended else { return }
+            ended = true
+            deliver(.end(.hangup))
+        case .ack:
+            if let sdp = event.sdp { deliver(.answer(sdp: sdp)) }  // a delayed offer's answer
+        case .terminated:
+            guard !ended else { return }
+            ended = true
+            call?.signalingLost("the SIP dialog ended", resumable: false)
+        case .info, .byeResponse, .error, .shutdown:
+            break
+        }
+    }
+
+    private func responded(_ event: SIPEvent) {
+        guard !ended else { return }
+        switch event.status {
+        case 100..<200:
+            if event.status == 180 || event.status == 183, !rang {
+                rang = true
+                deliver(.ringing)
+            }
+        case 200..<300:
+            let first = !established
+            established = true
+            guard let sdp = event.sdp else {
+                if first { fail("the SIP peer answered without SDP") }
+                return
+            }
+            deliver(.answer(sdp: sdp))
+        default:
+            if established {
+                // A re-INVITE refused (491 when both offered at once): the call goes on as it was.
+                logger.info("SIP call \(sipCall): the peer refused a re-INVITE: \(event.status) \(event.phrase)")
+                return
+            }
+            ended = true
+            switch event.status {
+            case 486, 600: deliver(.reject(.busy))
+            case 603: deliver(.reject(.declined))
+            default: fail("the SIP peer answered \(event.status) \(event.phrase)")
+            }
+        }
+    }
+
+    private func fail(_ detail: String) {
+        ended = true
+        deliver(.error(detail))
+        deliver(.end(.failed))
+    }
+
+    private func deliver(_ signal: CallSignal) {
+        if let call { call.received(signal) } else { early.append(signal) }
+    }
+
+    // MARK: - Wire shapes
+
+    /// The SIP status a refusal or an unanswered call's end is told with.
+    static func status(for reason: RejectReason) -> (Int, String) {
+        switch reason {
+        case .busy: (486, "Busy Here")
+        case .declined: (603, "Decline")
+        case .doNotDisturb: (480, "Temporarily Unavailable (do not disturb)")
+        case .blocked: (403, "Forbidden")
+        case .unknownCaller: (403, "Forbidden (unknown caller)")
+        }
+    }
+
+    static func status(for reason: HangupReason) -> (Int, String) {
+        switch reason {
+        case .hangup: (487, "Request Terminated")
+        case .failed: (488, "Not Acceptable Here")
+        case .timeout: (480, "Temporarily Unavailable")
+        case .shutdown: (503, "Service Unavailable")
+        }
+    }
+
+    /// `sdp` with `candidates` added to its audio section (SIP carries them there, RFC 8839),
+    /// and the end of candidates said.
+    static func adding(_ candidates: [String], to sdp: String) -> String {
+        guard !candidates.isEmpty || sdp.contains("a=candidate:") else { return sdp }
+        var lines = sdp.components(separatedBy: "\r\n")
+        while lines.last?.isEmpty == true { lines.removeLast() }
+        // One audio section: the candidates go at its end (after any earlier ones).
+        let added = candidates.map { $0.hasPrefix("a=") ? $0 : "a=" + $0 }.filter { !lines.contains($0) }
+        lines += added
+        if !lines.contains("a=end-of-candidates") { lines.append("a=end-of-candidates") }
+        return lines.joined(separator: "\r\n") + "\r\n"
+    }
+}

@@ -1,0 +1,225 @@
+import CSofiaShim
+import Foundation
+import Locking
+
+/// What a SIP agent hears, in Swift's terms (copied out of the stack's thread).
+public struct SIPEvent: Sendable, Equatable {
+    public enum Kind: Sendable, Equatable {
+        /// An INVITE: a new call (an id the agent has not named before) or a re-INVITE.
+        case invite
+        /// A response to an INVITE this agent sent.
+        case response
+        /// The caller cancelled its INVITE.
+        case cancel
+        /// The peer ended the call.
+        case bye
+        /// The ACK to this agent's final response.
+        case ack
+        /// The call is over; its id names nothing any more.
+        case terminated
+        /// An INFO within the call.
+        case info
+        /// The response to this agent's BYE.
+        case byeResponse
+        /// Something in the stack failed.
+        case error
+        /// The agent has stopped.
+        case shutdown
+    }
+
+    public var kind: Kind
+    public var status: Int
+    public var phrase: String
+    public var call: Int
+    public var fromURI: String?
+    public var fromDisplay: String?
+    public var toURI: String?
+    public var callID: String?
+    public var contentType: String?
+    public var body: String?
+    /// The Reason header (`SIP;cause=200;text=…`), when there was one.
+    public var reason: String?
+
+    public init(kind: Kind, status: Int = 0, phrase: String = "", call: Int = 0, fromURI: String? = nil, fromDisplay: String? = nil,
+                toURI: String? = nil, callID: String? = nil, contentType: String? = nil, body: String? = nil, reason: String? = nil) {
+        self.kind = kind
+        self.status = status
+        self.phrase = phrase
+        self.call = call
+        self.fromURI = fromURI
+        self.fromDisplay = fromDisplay
+        self.toURI = toURI
+        self.callID = callID
+        self.contentType = contentType
+        self.body = body
+        self.reason = reason
+    }
+
+    /// The body, if it is SDP.
+    public var sdp: String? {
+        guard let body, contentType?.lowercased().hasPrefix("application/sdp") ?? false else { return nil }
+        return body
+    }
+}
+
+/// Why a SIP agent could not start.
+public struct SIPError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// A SIP user agent: sofia-sip's stack on a thread of its own, behind the C shim. Requests go
+/// to that thread and return at once; what happens comes back as ``events``. SDP passes through
+/// as text: the node negotiates media itself.
+///
+/// Calls are named by ids: ``newCall()`` for an outgoing one, the agent's own for incoming
+/// INVITEs. OPTIONS, and the answers to CANCEL and BYE, the stack gives itself.
+public final class SIPAgent: Sendable {
+    /// Everything the agent hears, in order, until it has stopped.
+    public let events: AsyncStream<SIPEvent>
+    private let handle: Handle
+    private let stopped = Locked(false)
+
+    /// The C agent's pointer, used from any thread through the shim's thread-safe calls.
+    private struct Handle: @unchecked Sendable {
+        let pointer: OpaquePointer
+    }
+
+    /// The sink's address as the C side holds it (it is released only after the last event).
+    private struct Context: @unchecked Sendable {
+        let pointer: UnsafeMutableRawPointer
+    }
+
+    /// The continuation events go to, kept alive for the C side until the agent stops.
+    private final class Sink: Sendable {
+        let continuation: AsyncStream<SIPEvent>.Continuation
+        init(_ continuation: AsyncStream<SIPEvent>.Continuation) { self.continuation = continuation }
+    }
+
+    private init(handle: Handle, events: AsyncStream<SIPEvent>) {
+        self.handle = handle
+        self.events = events
+    }
+
+    /// Starts an agent that listens at `url` (`sip:127.0.0.1:5062`; UDP and TCP) and, with
+    /// `tls` (`sips:127.0.0.1:5063` and a directory holding `agent.pem` and `cafile.pem`),
+    /// over TLS. Calls go out from `from` (`"name" <sip:user@host>`).
+    ///
+    /// - Throws: ``SIPError`` when it cannot listen there.
+    public static func start(listening url: String, tls: (url: String, certificateDirectory: String)? = nil,
+                             from: String, userAgent: String = "CallNode") async throws(SIPError) -> SIPAgent {
+        let (events, continuation) = AsyncStream.makeStream(of: SIPEvent.self)
+        let sink = Unmanaged.passRetained(Sink(continuation))
+        let context = Context(pointer: UnsafeMutableRawPointer(sink.toOpaque()))
+        // Binding the transports waits for the stack's thread: not on the cooperative pool.
+        let result: Result<Handle, SIPError> = await withCheckedContinuation { done in
+            let thread = Thread {
+                var error = [CChar](repeating: 0, count: 512)
+                let pointer = csip_start(url, tls?.url, tls?.certificateDirectory, from, userAgent, { context, event in
+                    guard let context, let event else { return }
+                    let sink = Unmanaged<Sink>.fromOpaque(context).takeUnretainedValue()
+                    let copied = SIPAgent.copy(event.pointee)
+                    sink.continuation.yield(copied)
+                    if copied.kind == .shutdown {
+                        sink.continuation.finish()
+                        Unmanaged<Sink>.fromOpaque(context).release()
+                    }
+                }, context.pointer, &error, error.count)
+                if let pointer {
+                    done.resume(returning: .success(Handle(pointer: pointer)))
+                } else {
+                    let text = error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+                    done.resume(returning: .failure(SIPError(String(decoding: text, as: UTF8.self))))
+                }
+            }
+            thread.name = "callnode-sip-start"
+            thread.start()
+        }
+        switch result {
+        case let .success(handle):
+            return SIPAgent(handle: handle, events: events)
+        case let .failure(error):
+            sink.release()
+            continuation.finish()
+            throw error
+        }
+    }
+
+    private static func copy(_ event: csip_event) -> SIPEvent {
+        func text(_ pointer: UnsafePointer<CChar>?) -> String? { pointer.map { String(cString: $0) } }
+        let kind: SIPEvent.Kind = switch event.kind {
+        case CSIP_EVENT_INVITE: .invite
+        case CSIP_EVENT_RESPONSE: .response
+        case CSIP_EVENT_CANCEL: .cancel
+        case CSIP_EVENT_BYE: .bye
+        case CSIP_EVENT_ACK: .ack
+        case CSIP_EVENT_TERMINATED: .terminated
+        case CSIP_EVENT_INFO: .info
+        case CSIP_EVENT_BYE_RESPONSE: .byeResponse
+        case CSIP_EVENT_SHUTDOWN: .shutdown
+        default: .error
+        }
+        return SIPEvent(kind: kind, status: Int(event.status), phrase: text(event.phrase) ?? "", call: event.call,
+                        fromURI: text(event.from_uri), fromDisplay: text(event.from_display), toURI: text(event.to_uri),
+                        callID: text(event.call_id), contentType: text(event.content_type), body: text(event.body),
+                        reason: text(event.reason))
+    }
+
+    /// An id for a new outgoing call.
+    public func newCall() -> Int { csip_new_call(handle.pointer) }
+
+    /// Sends an INVITE: a new call to `uri` (a `sip:` or `sips:` URI) from `displayName`, or,
+    /// for a call that exists, a re-INVITE. `sdp` nil: an INVITE without an offer.
+    public func invite(_ call: Int, to uri: String? = nil, displayName: String? = nil, sdp: String?) {
+        guard !isStopped else { return }
+        csip_invite(handle.pointer, call, uri, displayName ?? (uri == nil ? nil : ""), sdp)
+    }
+
+    /// Responds to the call's INVITE: `180` rings, `200` answers (with `sdp`), `486`, `603`…
+    public func respond(_ call: Int, status: Int, phrase: String? = nil, sdp: String? = nil) {
+        guard !isStopped else { return }
+        csip_respond(handle.pointer, call, Int32(status), phrase, sdp)
+    }
+
+    /// Ends an established call.
+    public func bye(_ call: Int) {
+        guard !isStopped else { return }
+        csip_bye(handle.pointer, call)
+    }
+
+    /// Cancels an outgoing call that has not been answered.
+    public func cancel(_ call: Int) {
+        guard !isStopped else { return }
+        csip_cancel(handle.pointer, call)
+    }
+
+    /// Sends an INFO in the call.
+    public func info(_ call: Int, contentType: String, body: String) {
+        guard !isStopped else { return }
+        csip_info(handle.pointer, call, contentType, body)
+    }
+
+    private var isStopped: Bool { stopped.withLock { $0 } }
+
+    /// Stops the agent: its calls end, its transports close, its thread ends; ``events``
+    /// finishes after `shutdown`. Idempotent.
+    public func stop() async {
+        guard !stopped.withLock({ state in defer { state = true }; return state }) else { return }
+        let handle = self.handle
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            let thread = Thread {
+                csip_stop(handle.pointer)
+                done.resume()
+            }
+            thread.name = "callnode-sip-stop"
+            thread.start()
+        }
+    }
+
+    deinit {
+        // An agent dropped without stop(): stop it on a thread of its own, not waited for.
+        guard !stopped.withLock({ $0 }) else { return }
+        let handle = self.handle
+        Thread { csip_stop(handle.pointer) }.start()
+    }
+}

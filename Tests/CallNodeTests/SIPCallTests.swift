@@ -1,0 +1,138 @@
+import CallNode
+import CallNodeTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Calls over SIP between two real nodes: sofia-sip's agents on loopback carrying the call
+/// core's offer and answer (the caller's in its INVITE, the callee's in its 200 OK), libnice
+/// ICE and SRTP beneath, as between nodes on their own signaling.
+extension RealTimeTests {
+@Suite struct SIPCallTests {
+    typealias Fixture = TwoNodeTests.Fixture
+
+    static func freePort() -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                bind(descriptor, raw, length) == 0 && getsockname(descriptor, raw, &length) == 0
+            }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// Alice and Bob, each listening for SIP on loopback; returns Bob's SIP address too.
+    static func nodes(_ f: Fixture, bobAnswers: Bool = true, keyExchange: KeyExchange = .sdes) async throws -> (CallNode, CallNode, String, String) {
+        let alice = try await f.node("alice", input: .tone(440), output: .wav(f.path("alice-out.wav")), keyExchange: keyExchange)
+        let bob = try await f.node("bob", input: .tone(660), output: .wav(f.path("bob-out.wav")), autoAnswer: bobAnswers, keyExchange: keyExchange)
+        let aliceURI = try await alice.listenSIP(SIPListenSettings(host: "127.0.0.1", port: Self.freePort(), user: "alice"))
+        let bobURI = try await bob.listenSIP(SIPListenSettings(host: "127.0.0.1", port: Self.freePort(), user: "bob"))
+        return (alice, bob, aliceURI, bobURI)
+    }
+
+    static func hearing(_ events: AsyncStream<NodeEvent>, beyond packets: Int = 0) async throws -> MediaStatistics {
+        let event = try await TwoNodeTests.next(events) {
+            if case let .statistics(_, s) = $0 { s.packetsReceived >= packets + 25 && s.receiveLevel > -40 } else { false }
+        }
+        guard case let .statistics(_, statistics) = event else { throw TestFailure("not statistics") }
+        return statistics
+    }
+
+    @Test(arguments: [KeyExchange.sdes, .dtls])
+    func twoNodesCallOverSIPHearEachOtherHoldAndHangUp(keyExchange: KeyExchange) async throws {
+        let f = try Fixture()
+        let (alice, bob, aliceURI, bobURI) = try await Self.nodes(f, keyExchange: keyExchange)
+        let aliceEvents = alice.events(), bobEvents = bob.events()
+        let call = try await alice.call(.sip(bobURI))
+        guard case let .incoming(bobCall, _, name, known) = try await TwoNodeTests.next(bobEvents, where: { if case .incoming = $0 { true } else { false } })
+        else { return }
+        #expect(name == "alice" && !known, "\(name ?? "-")")
+        let bobHeard = try await Self.hearing(bobEvents)
+        let aliceHeard = try await Self.hearing(aliceEvents)
+        #expect(bobHeard.packetsLost == 0 && aliceHeard.packetsLost == 0)
+
+        // Hold and resume are re-INVITEs: Bob hears the hold, then audio again.
+        try await alice.setHeld(call, true)
+        _ = try await TwoNodeTests.next(bobEvents) { $0 == .remoteHold(bobCall, true) }
+        try await alice.setHeld(call, false)
+        _ = try await TwoNodeTests.next(bobEvents) { $0 == .remoteHold(bobCall, false) }
+        let resumed = try #require(await bob.statistics(bobCall))
+        _ = try await Self.hearing(bobEvents, beyond: resumed.packetsReceived)
+
+        try await alice.hangUp(call)
+        guard case let .ended(_, reason, _, _) = try await TwoNodeTests.next(bobEvents, where: { if case .ended(bobCall, _, _, _) = $0 { true } else { false } })
+        else { return }
+        #expect(reason == .remoteEnded)
+        // Bob's Recents name Alice by her SIP address.
+        try await bob.store.flush()
+        let recent = try #require(try await bob.store.recents().first { $0.id == bobCall })
+        #expect(recent.handle == aliceURI)
+        await alice.shutdown()
+        await bob.shutdown()
+        // What each heard was the other's tone.
+        let heardByBob = try WAV.read(path: f.path("bob-out.wav")).samples
+        let heardByAlice = try WAV.read(path: f.path("alice-out.wav")).samples
+        #expect(Goertzel.power(of: 440, in: heardByBob) > 10 * Goertzel.power(of: 660, in: heardByBob))
+        #expect(Goertzel.power(of: 660, in: heardByAlice) > 10 * Goertzel.power(of: 440, in: heardByAlice))
+    }
+
+    @Test func aSIPCalleeDeclinesOrIsBusyAndACallerHangingUpWhileItRingsCancels() async throws {
+        let f = try Fixture()
+        var oneCall = ProviderConfiguration(localizedName: "bob")
+        oneCall.maximumCallGroups = 1
+        oneCall.maximumCallsPerCallGroup = 1
+        let alice = try await f.node("alice")
+        let bob = try await f.node("bob", autoAnswer: false, provider: oneCall)
+        _ = try await alice.listenSIP(SIPListenSettings(host: "127.0.0.1", port: Self.freePort(), user: "alice"))
+        let bobURI = try await bob.listenSIP(SIPListenSettings(host: "127.0.0.1", port: Self.freePort(), user: "bob"))
+        let aliceEvents = alice.events(), bobEvents = bob.events()
+
+        // Declined: 603.
+        let declined = try await alice.call(.sip(bobURI))
+        guard case let .incoming(ringing, _, _, _) = try await TwoNodeTests.next(bobEvents, where: { if case .incoming = $0 { true } else { false } })
+        else { return }
+        _ = try await TwoNodeTests.next(aliceEvents) { if case .ringing(declined, _) = $0 { true } else { false } }
+        try await bob.hangUp(ringing)
+        _ = try await TwoNodeTests.next(aliceEvents) { $0 == .rejected(declined, .declined) }
+
+        // Busy: 486 while another call rings there.
+        let first = try await alice.call(.sip(bobURI))
+        guard case let .incoming(bobFirst, _, _, _) = try await TwoNodeTests.next(bobEvents, where: {
+            if case let .incoming(uuid, _, _, _) = $0 { uuid != ringing } else { false }
+        }) else { return }
+        let second = try await alice.call(.sip(bobURI))
+        _ = try await TwoNodeTests.next(aliceEvents) { $0 == .rejected(second, .busy) }
+
+        // The caller hangs up while it rings: a CANCEL ends it at Bob.
+        try await alice.hangUp(first)
+        guard case let .ended(_, reason, _, _) = try await TwoNodeTests.next(bobEvents, where: { if case .ended(bobFirst, _, _, _) = $0 { true } else { false } })
+        else { return }
+        #expect(reason == .remoteEnded || reason == .unanswered, "\(reason)")
+        #expect(await bob.liveCalls.isEmpty)
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+
+    @Test func callingSIPWithoutListeningOrAnAddressThatIsNotSIPIsAClearError() async throws {
+        let f = try Fixture()
+        let alice = try await f.node("alice")
+        await #expect(throws: CallNodeError.self) { _ = try await alice.call(.sip("sip:bob@127.0.0.1:5099")) }
+        _ = try await alice.listenSIP(SIPListenSettings(host: "127.0.0.1", port: Self.freePort(), user: "alice"))
+        do {
+            _ = try await alice.call(.sip("bob@example.org"))
+            Issue.record("a URI without sip: was called")
+        } catch {
+            #expect(error.description.contains("not a SIP URI"), "\(error)")
+        }
+        await alice.shutdown()
+    }
+}
+}
