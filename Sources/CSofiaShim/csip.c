@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include <sofia-sip/nua_tag.h>
 #include <sofia-sip/sip_header.h>
 #include <sofia-sip/sip_status.h>
+#include <sofia-sip/su_log.h>
 #include <sofia-sip/su_tag.h>
 #include <sofia-sip/su_wait.h>
 #include <sofia-sip/url.h>
@@ -291,7 +293,21 @@ static void enqueue(csip_agent *agent, enum command_op op, long call, int status
 /* MARK: the thread */
 
 static pthread_once_t su_once = PTHREAD_ONCE_INIT;
-static void su_start(void) { su_init(); }
+
+/* sofia-sip's own log lines (transport errors, transaction traces) go to standard error by
+ * default: the node reports what matters through its events. CALLNODE_SIP_LOG=1 keeps them. */
+static void discard_log(void *stream, char const *format, va_list arguments) {
+    (void)stream; (void)format; (void)arguments;
+}
+
+static void su_start(void) {
+    su_init();
+    const char *keep = getenv("CALLNODE_SIP_LOG");
+    if (!keep || !*keep || strcmp(keep, "0") == 0) {
+        su_log_redirect(NULL, discard_log, NULL);
+        su_log_redirect(su_log_global, discard_log, NULL);
+    }
+}
 
 static void started(csip_agent *agent, int ready) {
     pthread_mutex_lock(&agent->lock);

@@ -327,7 +327,8 @@ actor CallLeg {
                 await ice.add(candidates, end: end)
             case let .end(reason):
                 if reason == .failed, let text = peerErrorText {
-                    await legEvent(.end(.failed("the other node ended the call: \(text)")))
+                    // Another dialect's error says whose it is (the SIP peer's status).
+                    await legEvent(.end(.failed(peerKind == .other ? text : "the other node ended the call: \(text)")))
                 } else {
                     await legEvent(.end(.peerEnded(reason)))
                 }

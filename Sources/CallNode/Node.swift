@@ -40,6 +40,13 @@ public actor CallNode: Service {
     let clock: MediaClock
     let logger: Logger
     let broadcaster = EventBroadcaster<NodeEvent>()
+    /// The handle each call carried by another dialect has (`sip:alice@example.org`): events
+    /// name such peers by its hash, a person by the handle (``handle(of:)``).
+    let dialectHandles = Locked<[UUID: String]>([:])
+
+    /// The handle of a live call another dialect carries (a SIP address, a line's name); nil
+    /// for calls with nodes and pages, named by their fingerprints.
+    public nonisolated func handle(of call: UUID) -> String? { dialectHandles.withLock { $0[call] } }
     /// Every event the node sends, as metrics for the process's metrics backend.
     let metrics = NodeMetrics()
 

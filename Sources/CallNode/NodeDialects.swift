@@ -13,10 +13,12 @@ extension CallNode {
     public func call(over dialect: some CallDialect, handle: String, title: String? = nil) async throws(CallNodeError) -> UUID {
         guard isStarted, !isShutDown else { throw .notRunning }
         let uuid = UUID()
+        dialectHandles.withLock { $0[uuid] = handle }
         _ = await makeLeg(uuid, outgoing: true, dialect: dialect, target: .handle(handle), title: title)
         do {
             _ = try await manager.controller.request(.start(call: uuid, handle: CallHandle(.generic, handle)))
         } catch {
+            dialectHandles.withLock { $0[uuid] = nil }
             await discardLeg(uuid)
             await dialect.close()
             throw .request(error)
@@ -64,6 +66,7 @@ extension CallNode {
             broadcaster.send(.refused(uuid, from: from, refusal))
             return nil
         }
+        dialectHandles.withLock { $0[uuid] = handle }
         let leg = await makeLeg(uuid, outgoing: false, dialect: dialect, title: invitation.title)
         broadcaster.send(.incoming(uuid, from: from, name: invitation.displayName, known: false))
         leg.post(.invited(ring: true))

@@ -55,6 +55,7 @@ extension CallNode {
             ports[uuid] = nil
             endDetails[uuid] = (detail, duration)
         case .released:
+            dialectHandles.withLock { $0[uuid] = nil }
             // Refill the ICE pool, and release the app-owned session after the last call.
             icePool.fill()
             if legs.isEmpty, let appSession, await appSession.isActive {

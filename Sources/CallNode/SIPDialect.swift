@@ -195,7 +195,12 @@ actor SIPDialect: CallDialect {
             switch event.status {
             case 486, 600: deliver(.reject(.busy))
             case 603: deliver(.reject(.declined))
-            default: fail("the SIP peer answered \(event.status) \(event.phrase)")
+            case 408, 503:
+                // Also what the stack answers itself when nothing answered at that address or
+                // its transport failed (a refused port, no route).
+                fail("the SIP peer did not take the call: \(event.status) \(event.phrase) (it refused, or nothing answers at that address)")
+            default:
+                fail("the SIP peer answered \(event.status) \(event.phrase)")
             }
         }
     }

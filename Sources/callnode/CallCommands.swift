@@ -43,6 +43,24 @@ func openNode(_ options: NodeOptions, defaultListen: String?,
     return (try await openNode(configuration), setup)
 }
 
+/// Starts SIP on the node when the settings ask for it, and says where (or exits with one
+/// clear line).
+func startSIP(_ node: CallNode, _ setup: NodeSetup, runner: CallRunner) async throws {
+    guard let settings = setup.sipSettings else { return }
+    do {
+        let uri = try await node.listenSIP(settings)
+        if runner.json {
+            runner.emit(["event": "sip", "uri": uri])
+        } else {
+            print("SIP: \(uri)")
+        }
+    } catch {
+        printError("callnode: \(error)")
+        await node.shutdown()
+        throw ExitCode(1)
+    }
+}
+
 struct Listen: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Wait for calls.",
@@ -76,6 +94,7 @@ struct Listen: AsyncParsableCommand {
         let runner = CallRunner(node: node, json: options.json, duration: setup.duration, exitAfterCalls: calls)
         runner.attach()
         await node.start()
+        try await startSIP(node, setup, runner: runner)
         let outcome = await runner.run(calling: nil)
         await node.shutdown()
         if case let .failed(message) = outcome {
@@ -185,6 +204,7 @@ struct Web: AsyncParsableCommand {
                                 exitAfterCalls: calls, ringsWebPage: page.ringPage)
         runner.attach()
         await node.start()
+        try await startSIP(node, setup, runner: runner)
         do {
             let bound = try await node.serveWeb(host: page.address.host, port: page.address.port, secret: page.secret,
                                                 https: page.https)
@@ -220,14 +240,15 @@ struct Call: AsyncParsableCommand {
         abstract: "Call another node.",
         discussion: """
             TARGET is a contact name, HOST:PORT, FINGERPRINT@HOST:PORT (the callee must present \
-            that identity), or a FINGERPRINT reached through --relay HOST:PORT. Calling HOST:PORT \
+            that identity), a FINGERPRINT reached through --relay HOST:PORT, or a SIP address \
+            (sip:USER@HOST[:PORT], with --sip HOST:PORT for this node's side). Calling HOST:PORT \
             alone shows the callee's identity without checking it.
             Exit status 0 when the call connected and ended normally; 1 with one line saying why \
             otherwise (unreachable, rejected with its reason, ICE failure, device error).
             Keys on a terminal: \(callKeysHelp)
             """)
 
-    @Argument(help: ArgumentHelp("Contact name, HOST:PORT, or FINGERPRINT@HOST:PORT.", valueName: "TARGET"))
+    @Argument(help: ArgumentHelp("Contact name, HOST:PORT, FINGERPRINT@HOST:PORT, or sip:USER@HOST[:PORT].", valueName: "TARGET"))
     var target: String
 
     @OptionGroup var options: NodeOptions
@@ -236,7 +257,13 @@ struct Call: AsyncParsableCommand {
         let settings = try await loadSettings(home: options.home.home)
         let setup = try options.setup(settings, defaultListen: nil)
         let callTarget: CallTarget
-        if let at = target.firstIndex(of: "@"), let fingerprint = Fingerprint(String(target[..<at])),
+        if target.hasPrefix("sip:") || target.hasPrefix("sips:") {
+            guard setup.sip != nil else {
+                printError("callnode: calling a SIP address needs --sip HOST:PORT: the address this node speaks SIP on (e.g. --sip 192.0.2.10:5070)")
+                throw ExitCode(1)
+            }
+            callTarget = .sip(target)
+        } else if let at = target.firstIndex(of: "@"), let fingerprint = Fingerprint(String(target[..<at])),
            let address = SignalAddress(String(target[target.index(after: at)...])) {
             callTarget = .pinned(address, fingerprint)
         } else if let address = SignalAddress(target) {
@@ -255,6 +282,7 @@ struct Call: AsyncParsableCommand {
         let runner = CallRunner(node: node, json: options.json, duration: setup.duration, exitAfterCalls: 1)
         runner.attach()
         await node.start()
+        try await startSIP(node, setup, runner: runner)
         let outcome = await runner.run(calling: callTarget)
         await node.shutdown()
         if case let .failed(message) = outcome {

@@ -308,8 +308,14 @@ final class CallRunner {
             peers[uuid] = target.description
             line("calling \(target)…")
         case let .incoming(uuid, from, name, known):
-            peers[uuid] = name ?? from.short
-            line("incoming call from \(name ?? "unknown caller") \(known ? "" : "(not a contact) ")— \(from)")
+            if let handle = node.handle(of: uuid) {
+                // Another dialect's caller (SIP): its address is who it is.
+                peers[uuid] = name ?? handle
+                line("incoming call from \(name.map { "\($0) <\(handle)>" } ?? handle)")
+            } else {
+                peers[uuid] = name ?? from.short
+                line("incoming call from \(name ?? "unknown caller") \(known ? "" : "(not a contact) ")— \(from)")
+            }
             if keyboard != nil, !node.configuration.autoAnswer {
                 line(connectedCalls.isEmpty ? "  a answer, d decline"
                      : "  a answer (holding the call in progress), e answer (ending it), d decline")

@@ -107,6 +107,12 @@ struct NodeOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Serve Prometheus metrics (calls, setup times, loss, jitter, RTT, rejects) over HTTP at http://HOST:PORT/metrics.", valueName: "HOST:PORT"))
     var metrics: String?
 
+    @Option(name: .long, help: ArgumentHelp("Speak SIP on this address too (UDP and TCP): SIP softphones, PBXs and other nodes call this node at sip:USER@HOST:PORT, and `call sip:…` calls them.", valueName: "HOST:PORT"))
+    var sip: String?
+
+    @Option(name: .long, help: ArgumentHelp("The user part of this node's SIP address (default callnode).", valueName: "NAME"))
+    var sipUser: String?
+
     @Flag(name: .long, help: "Print one JSON object per line on stdout for every event.")
     var json = false
 
@@ -126,7 +132,7 @@ struct NodeOptions: ParsableArguments {
         put("complexity-follows-load", complexityFollowsLoad)
         put("frame-ms", frameMs); put("redundancy", redundancy); put("ice-restart", iceRestart)
         put("resume-window", resumeWindow); put("key-exchange", keyExchange); put("frame-encryption", frameEncryption); put("playback-only", playbackOnly)
-        put("hold-audio", holdAudio); put("metrics", metrics)
+        put("hold-audio", holdAudio); put("metrics", metrics); put("sip", sip); put("sip-user", sipUser)
         put("stun", network.stun); put("turn-file", network.turnFile); put("relay-only", network.relayOnly)
         put("ice-tcp", network.iceTcp); put("consent-freshness", network.consentFreshness)
         if !network.turn.isEmpty { given["turn"] = network.turn }
@@ -196,6 +202,10 @@ struct NodeOptions: ParsableArguments {
         }
         setup.holdAudio = hold
         setup.metrics = try read.address("metrics", metrics)
+        setup.sip = try read.address("sip", sip)
+        setup.sipUser = try read.parsed("sip-user", sipUser, "a SIP user name (letters, digits, - . _ ! ~ * ' ( ))") { name in
+            name.isEmpty || name.contains(where: { !($0.isLetter || $0.isNumber || "-._!~*'()".contains($0)) }) ? nil : name
+        } ?? "callnode"
         if setup.conference && !setup.autoAnswer { throw ValidationError("--conference merges auto-answered calls: give --auto-answer too") }
         setup.ice = try network.iceConfiguration(role: .controlling, read)
         return setup
@@ -232,7 +242,14 @@ struct NodeSetup {
     var playbackOnly = false
     var holdAudio = HoldAudio.silence
     var metrics: SignalAddress?
+    var sip: SignalAddress?
+    var sipUser = "callnode"
     var ice = IceConfiguration(role: .controlling)
+
+    /// Where this node speaks SIP, if it does.
+    var sipSettings: SIPListenSettings? {
+        sip.map { SIPListenSettings(host: $0.host, port: $0.port, user: sipUser) }
+    }
 
     /// Each call plays a WAV input from its start, and records to its own file when the output
     /// is a directory.

@@ -34,6 +34,8 @@ let settingKeys: [SettingKey] = [
     SettingKey("playback-only", .flag, default: "false"),
     SettingKey("hold-audio", default: "silence"),
     SettingKey("metrics"),
+    SettingKey("sip"),
+    SettingKey("sip-user", default: "callnode"),
     SettingKey("stun"),
     SettingKey("turn", .list, secret: true),
     SettingKey("turn-file"),
