@@ -79,6 +79,9 @@ public struct LocalAudioParameters: Sendable, Equatable {
     /// `a=msid` and `a=ssrc … cname` for WebRTC peers: the stream, track and SSRC this node
     /// sends. `nil` leaves them out.
     public var stream: LocalStream?
+    /// Without ICE (a SIP peer that does not speak it): where this node's RTP is, written in
+    /// the `c=` and `m=` lines; the ICE lines are left out. `nil`: ICE.
+    public var plainRTP: RTPEndpoint?
 
     public init(iceUfrag: String, icePwd: String, candidates: [String] = [], endOfCandidates: Bool = false,
                 keys: [String: String], direction: MediaDirection = .sendrecv, address: String = "0.0.0.0",
@@ -92,6 +95,20 @@ public struct LocalAudioParameters: Sendable, Equatable {
         self.direction = direction
         self.address = address
     }
+}
+
+/// Where RTP goes without ICE: the `c=` address and `m=` port of a description (RTP and RTCP
+/// on that one port, `a=rtcp-mux`; symmetric RTP, RFC 4961).
+public struct RTPEndpoint: Sendable, Hashable, CustomStringConvertible {
+    public var address: String
+    public var port: Int
+
+    public init(address: String, port: Int) {
+        self.address = address
+        self.port = port
+    }
+
+    public var description: String { address.contains(":") ? "[\(address)]:\(port)" : "\(address):\(port)" }
 }
 
 /// The media stream this node sends, as WebRTC names it (RFC 8830 `a=msid`, RFC 5576 `a=ssrc`).
@@ -142,6 +159,17 @@ public struct NegotiatedAudio: Sendable, Equatable {
     public var dtls: NegotiatedDTLS?
     /// The media stream's `a=mid` (the offer's), for BUNDLE peers.
     public var mid: String?
+    /// The peer speaks no ICE (its description has no credentials): where its RTP goes, from its
+    /// `c=` and `m=` lines. `nil` with ICE.
+    public var remoteRTP: RTPEndpoint?
+}
+
+extension SessionDescription {
+    /// Whether the audio stream speaks ICE (has `a=ice-ufrag` and `a=ice-pwd`).
+    public var audioUsesICE: Bool {
+        guard let media = media.first(where: { $0.media == "audio" }) else { return false }
+        return media.iceUfrag != nil && media.icePwd != nil
+    }
 }
 
 /// Why an offer or answer cannot be used.
@@ -228,7 +256,7 @@ public enum OfferAnswer {
                               mid: media.mid, proto: media.proto, bundle: bundles(offer, media))
         var negotiated = try negotiate(remote: media, payloadType: payloadType, capabilities: capabilities,
                                        telephoneEvent: telephoneEvent, suite: suite, localKey: localKey,
-                                       remoteKey: remoteKey, direction: answerLocal.direction)
+                                       remoteKey: remoteKey, direction: answerLocal.direction, session: offer.connection)
         negotiated.dtls = dtls
         negotiated.redundancyPayloadType = redundancy
         return (answer, negotiated)
@@ -286,7 +314,7 @@ public enum OfferAnswer {
         }
         var negotiated = try negotiate(remote: media, payloadType: payloadType, capabilities: capabilities,
                                        telephoneEvent: telephoneEvent, suite: suite, localKey: localKey,
-                                       remoteKey: remoteKey, direction: direction)
+                                       remoteKey: remoteKey, direction: direction, session: answer.connection)
         negotiated.dtls = dtls
         // Redundancy only if this side offered it and the answer kept the offered payload type.
         negotiated.redundancyPayloadType = redundancyPayloadType(in: media, opus: payloadType).flatMap { pt in
@@ -339,9 +367,18 @@ public enum OfferAnswer {
 
     static func negotiate(remote media: MediaDescription, payloadType: Int, capabilities: AudioCapabilities, telephoneEvent: Int?,
                           suite: String, localKey: String, remoteKey: String,
-                          direction: MediaDirection) throws(NegotiationError) -> NegotiatedAudio {
-        guard let ufrag = media.iceUfrag, let pwd = media.icePwd else {
-            throw NegotiationError("no a=ice-ufrag / a=ice-pwd in the audio stream")
+                          direction: MediaDirection, session: SDPConnection? = nil) throws(NegotiationError) -> NegotiatedAudio {
+        // Without ICE credentials the peer's RTP is where its c= and m= lines say (a SIP peer
+        // without ICE); a description with neither says nowhere to send.
+        var remoteRTP: RTPEndpoint?
+        if media.iceUfrag == nil || media.icePwd == nil {
+            guard let connection = media.connection ?? session, !connection.address.isEmpty,
+                  connection.address != "0.0.0.0" || !direction.sends else {
+                throw NegotiationError("no a=ice-ufrag / a=ice-pwd in the audio stream, and no c= address to send RTP to")
+            }
+            // "a.b.c.d/ttl" for multicast: the address alone.
+            let address = String(connection.address.split(separator: "/").first ?? Substring(connection.address))
+            remoteRTP = RTPEndpoint(address: address, port: media.port)
         }
         let fmtp = media.formatParameters(for: payloadType)
         return NegotiatedAudio(
@@ -352,9 +389,9 @@ public enum OfferAnswer {
             packetTime: media.packetTime ?? capabilities.packetTime,
             telephoneEventPayloadType: telephoneEvent,
             cryptoSuite: suite, localKey: localKey, remoteKey: remoteKey,
-            remoteIceUfrag: ufrag, remoteIcePwd: pwd,
-            remoteCandidates: media.candidates, remoteEndOfCandidates: media.endOfCandidates,
-            direction: direction, mid: media.mid)
+            remoteIceUfrag: media.iceUfrag ?? "", remoteIcePwd: media.icePwd ?? "",
+            remoteCandidates: remoteRTP == nil ? media.candidates : [], remoteEndOfCandidates: media.endOfCandidates || remoteRTP != nil,
+            direction: direction, mid: media.mid, remoteRTP: remoteRTP)
     }
 
     /// Writes one audio stream. Offers BUNDLE their one stream (as browsers do); answers
@@ -362,7 +399,6 @@ public enum OfferAnswer {
     static func describe(sessionID: String, payloadType: Int, telephoneEvent: Int?, redundancy: Int?,
                          capabilities: AudioCapabilities, local: LocalAudioParameters, keying: Keying,
                          mid: String?, proto: String? = nil, bundle: Bool = true) -> SessionDescription {
-        let addressType = local.address.contains(":") ? "IP6" : "IP4"
         var formats = [String(payloadType)]
         if let redundancy { formats.append(String(redundancy)) }
         if let telephoneEvent { formats.append(String(telephoneEvent)) }
@@ -370,8 +406,10 @@ public enum OfferAnswer {
         case .sdes: "RTP/SAVP"
         case .dtls: "UDP/TLS/RTP/SAVPF"
         }
-        var media = MediaDescription(media: "audio", port: 9, proto: proto ?? defaultProto, formats: formats)
-        media.connection = SDPConnection(addressType: addressType, address: local.address)
+        let address = local.plainRTP?.address ?? local.address
+        let addressType = address.contains(":") ? "IP6" : "IP4"
+        var media = MediaDescription(media: "audio", port: local.plainRTP?.port ?? 9, proto: proto ?? defaultProto, formats: formats)
+        media.connection = SDPConnection(addressType: addressType, address: address)
         var fmtp = "useinbandfec=\(capabilities.useInbandFEC ? 1 : 0);usedtx=\(capabilities.useDTX ? 1 : 0)"
         fmtp += ";maxaveragebitrate=\(capabilities.maxAverageBitrate)"
         if let mid { media.attributes.append(SDPAttribute("mid", mid)) }
@@ -386,14 +424,16 @@ public enum OfferAnswer {
             media.attributes.append(SDPAttribute("fmtp", "\(telephoneEvent) 0-15"))
         }
         media.attributes.append(SDPAttribute("ptime", String(capabilities.packetTime)))
-        media.attributes.append(SDPAttribute("ice-ufrag", local.iceUfrag))
-        media.attributes.append(SDPAttribute("ice-pwd", local.icePwd))
-        media.attributes.append(SDPAttribute("ice-options", "trickle"))
-        for candidate in local.candidates {
-            let value = candidate.hasPrefix("candidate:") ? String(candidate.dropFirst("candidate:".count)) : candidate
-            media.attributes.append(SDPAttribute("candidate", value))
+        if local.plainRTP == nil {
+            media.attributes.append(SDPAttribute("ice-ufrag", local.iceUfrag))
+            media.attributes.append(SDPAttribute("ice-pwd", local.icePwd))
+            media.attributes.append(SDPAttribute("ice-options", "trickle"))
+            for candidate in local.candidates {
+                let value = candidate.hasPrefix("candidate:") ? String(candidate.dropFirst("candidate:".count)) : candidate
+                media.attributes.append(SDPAttribute("candidate", value))
+            }
+            if local.endOfCandidates { media.attributes.append(SDPAttribute("end-of-candidates")) }
         }
-        if local.endOfCandidates { media.attributes.append(SDPAttribute("end-of-candidates")) }
         switch keying {
         case let .sdes(cryptos):
             for crypto in cryptos { media.attributes.append(crypto.attribute) }
@@ -407,7 +447,7 @@ public enum OfferAnswer {
             media.attributes.append(SDPAttribute("msid", "\(stream.streamID) \(stream.trackID)"))
             if let ssrc = stream.ssrc { media.attributes.append(SDPAttribute("ssrc", "\(ssrc) cname:\(stream.cname)")) }
         }
-        var description = SessionDescription(origin: SDPOrigin(sessionID: sessionID, addressType: addressType, address: local.address),
+        var description = SessionDescription(origin: SDPOrigin(sessionID: sessionID, addressType: addressType, address: address),
                                              sessionName: "-", media: [media])
         if bundle, let mid {
             description.attributes.append(SDPAttribute("group", "BUNDLE \(mid)"))

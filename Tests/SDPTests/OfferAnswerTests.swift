@@ -243,10 +243,67 @@ import Testing
         #expect(throws: NegotiationError("the audio stream is refused (port 0)")) {
             try OfferAnswer.answer(to: refused, sessionID: "2", capabilities: AudioCapabilities(), local: Self.local("a", keys: Self.answererKeys))
         }
+        // Without ICE, the c= line must say where RTP goes (0.0.0.0 says nowhere).
         var noICE = good
         noICE.media[0].attributes.removeAll { $0.name == "ice-ufrag" }
-        #expect(throws: NegotiationError("no a=ice-ufrag / a=ice-pwd in the audio stream")) {
+        #expect(throws: NegotiationError("no a=ice-ufrag / a=ice-pwd in the audio stream, and no c= address to send RTP to")) {
             try OfferAnswer.answer(to: noICE, sessionID: "2", capabilities: AudioCapabilities(), local: Self.local("a", keys: Self.answererKeys))
         }
+    }
+
+    /// A SIP softphone's offer without ICE: RTP/SAVP with a=crypto, its RTP where c= and m= say.
+    static let plainOffer = """
+        v=0\r
+        o=softphone 1 1 IN IP4 192.0.2.5\r
+        s=-\r
+        c=IN IP4 192.0.2.5\r
+        t=0 0\r
+        m=audio 40000 RTP/SAVP 111 0 101\r
+        a=rtpmap:111 opus/48000/2\r
+        a=fmtp:111 useinbandfec=1\r
+        a=rtpmap:0 PCMU/8000\r
+        a=rtpmap:101 telephone-event/48000\r
+        a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:\(String(repeating: "A", count: 40))\r
+        a=sendrecv\r
+
+        """
+
+    @Test func anOfferWithoutICEIsAnsweredWithoutICEAndItsRTPAddressIsKept() throws {
+        let offer = try SessionDescription(parsing: Self.plainOffer)
+        #expect(!offer.audioUsesICE)
+        var local = Self.local("a", keys: Self.answererKeys)
+        local.plainRTP = RTPEndpoint(address: "192.0.2.9", port: 41000)
+        let (answer, negotiated) = try OfferAnswer.answer(to: offer, sessionID: "2", capabilities: AudioCapabilities(), local: local)
+        #expect(negotiated.remoteRTP == RTPEndpoint(address: "192.0.2.5", port: 40000))
+        #expect(negotiated.remoteCandidates.isEmpty)
+        #expect(negotiated.cryptoSuite == "AES_CM_128_HMAC_SHA1_80")
+        // The answer says where this side's RTP is, in the offer's profile, and nothing of ICE.
+        let wire = try SessionDescription(parsing: answer.serialized)
+        let audio = try #require(wire.media.first)
+        #expect(audio.port == 41000 && audio.proto == "RTP/SAVP")
+        #expect((audio.connection ?? wire.connection)?.address == "192.0.2.9")
+        #expect(audio.iceUfrag == nil && audio.icePwd == nil && audio.candidates.isEmpty)
+        #expect(!answer.serialized.contains("ice-"), "\(answer.serialized)")
+        // Session-level c= serves too.
+        let sessionLevel = try SessionDescription(parsing: Self.plainOffer.replacingOccurrences(of: "c=IN IP4 192.0.2.5\r\nt=", with: "c=IN IP4 192.0.2.6\r\nt="))
+        #expect(try OfferAnswer.answer(to: sessionLevel, sessionID: "3", capabilities: AudioCapabilities(), local: local).negotiated.remoteRTP?.address == "192.0.2.6")
+    }
+
+    @Test func anOfferWrittenWithoutICEIsAcceptedFromAnAnswerWithoutICE() throws {
+        var offererLocal = Self.local("offr", keys: Self.offererKeys)
+        offererLocal.plainRTP = RTPEndpoint(address: "192.0.2.1", port: 42000)
+        var sdes = AudioCapabilities()
+        sdes.keyExchange = .sdes
+        let offer = OfferAnswer.offer(sessionID: "1", capabilities: sdes, local: offererLocal)
+        #expect(!offer.audioUsesICE)
+        #expect(offer.media[0].port == 42000)
+        var answererLocal = Self.local("answ", keys: Self.answererKeys)
+        answererLocal.plainRTP = RTPEndpoint(address: "192.0.2.2", port: 43000)
+        let (answer, atAnswerer) = try OfferAnswer.answer(to: try SessionDescription(parsing: offer.serialized), sessionID: "2",
+                                                          capabilities: AudioCapabilities(), local: answererLocal)
+        #expect(atAnswerer.remoteRTP == RTPEndpoint(address: "192.0.2.1", port: 42000))
+        let atOfferer = try OfferAnswer.accept(answer: try SessionDescription(parsing: answer.serialized), to: offer, capabilities: sdes)
+        #expect(atOfferer.remoteRTP == RTPEndpoint(address: "192.0.2.2", port: 43000))
+        #expect(atOfferer.localKey == atAnswerer.remoteKey && atOfferer.remoteKey == atAnswerer.localKey)
     }
 }
