@@ -57,11 +57,19 @@ public struct DialectTraits: Sendable, Equatable {
     /// Which side makes the first offer: the callee, once it answers (node envelopes, the
     /// page), or the caller with its invitation (SIP's INVITE).
     public var firstOffer: FirstOffer
+    /// Whether this side's offers use ICE (false: plain RTP from one UDP port, for peers that
+    /// do not speak ICE, as most SIP phones). Answers follow the offer either way.
+    public var offersICE: Bool
+    /// Without ICE: the address of this host to take RTP on (nil: the one the route to the peer
+    /// leaves from).
+    public var mediaAddress: String?
 
-    public init(peer: Peer, resumable: Bool, firstOffer: FirstOffer = .byCallee) {
+    public init(peer: Peer, resumable: Bool, firstOffer: FirstOffer = .byCallee, offersICE: Bool = true, mediaAddress: String? = nil) {
         self.peer = peer
         self.resumable = resumable
         self.firstOffer = firstOffer
+        self.offersICE = offersICE
+        self.mediaAddress = mediaAddress
     }
 }
 

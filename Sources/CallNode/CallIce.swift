@@ -46,6 +46,23 @@ actor CallIce {
         preparation = pool.prepare(role: role)
     }
 
+    /// The call goes without ICE, on a plain RTP path from `address` (this host's address the
+    /// route to `peer` leaves from, when nil): an agent made ahead is closed. Before
+    /// ``prepared(role:)`` only.
+    func usePlainRTP(address: String?, toward peer: String?) throws {
+        guard agent == nil else { throw NegotiationError("the call has its ICE agent already") }
+        if let early = preparation {
+            preparation = nil
+            queue.spawn { await (try? early.value)?.agent.close() }
+        }
+        let local = address ?? peer.flatMap(PlainRTPPath.localAddress(toward:)) ?? PlainRTPPath.localAddress(toward: "192.0.2.1") ?? "127.0.0.1"
+        preparation = Task {
+            try await PreparedICE.make(IceConfiguration(role: .controlling), role: .controlling) { _ in
+                try PlainRTPPath(bindingTo: local)
+            }
+        }
+    }
+
     /// The call's agent (waiting for the early preparation, or making it now), with every
     /// candidate gathered so far in its local parameters; from now on its events reach the leg.
     func prepared(role: IceRole) async throws -> PreparedICE {
@@ -61,7 +78,15 @@ actor CallIce {
         }
         prepared.local.candidates = ((try? await prepared.agent.localCandidates()) ?? []).map(\.description)
         prepared.local.fingerprint = fingerprint
+        Self.describePlainPath(prepared.agent, in: &prepared.local)
         return prepared
+    }
+
+    /// Without ICE, the SDP says where the path's socket is.
+    private static func describePlainPath(_ agent: any IcePath, in local: inout LocalAudioParameters) {
+        guard let plain = agent as? PlainRTPPath else { return }
+        local.plainRTP = RTPEndpoint(address: plain.local.address, port: Int(plain.local.port))
+        local.address = plain.local.address
     }
 
     /// This side's ICE parameters now, for a later offer or answer: the agent's credentials and
@@ -74,6 +99,7 @@ actor CallIce {
         local.icePwd = credentials.pwd
         local.candidates = ((try? await agent.localCandidates()) ?? []).map(\.description)
         local.direction = direction
+        Self.describePlainPath(agent, in: &local)
         return local
     }
 
@@ -86,6 +112,21 @@ actor CallIce {
     /// Gives the agent the peer's credentials and the candidates its SDP carried, in one step.
     func setRemote(_ negotiated: NegotiatedAudio) async throws {
         guard let agent else { throw NegotiationError("the call has no ICE agent") }
+        if let rtp = negotiated.remoteRTP {
+            // The peer speaks no ICE: its RTP address, as the one candidate of a plain path.
+            guard agent is PlainRTPPath, let port = UInt16(exactly: rtp.port) else {
+                throw NegotiationError("the peer's description has no ICE, and this call's offer had")
+            }
+            var targets = [IceCandidate(foundation: "sdp", priority: 1, address: rtp.address, port: port, type: .host)]
+            // RTCP to its own port when the peer does not mux it.
+            if let rtcp = negotiated.remoteRTCP, let rtcpPort = UInt16(exactly: rtcp.port) {
+                targets.append(IceCandidate(foundation: "sdp", component: 2, priority: 1, address: rtcp.address, port: rtcpPort, type: .host))
+            }
+            for problem in try await agent.setRemote(IceCredentials(ufrag: "", pwd: ""), candidates: targets, endOfCandidates: true) {
+                throw NegotiationError("cannot send RTP to \(rtp): \(problem)")
+            }
+            return
+        }
         let skipped = try await agent.setRemote(IceCredentials(ufrag: negotiated.remoteIceUfrag, pwd: negotiated.remoteIcePwd),
                                                 candidates: remoteCandidates(negotiated.remoteCandidates, agent: agent),
                                                 endOfCandidates: negotiated.remoteEndOfCandidates)

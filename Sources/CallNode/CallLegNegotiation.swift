@@ -15,6 +15,10 @@ extension CallLeg {
     /// This side makes the first offer (the state said so): gather, send the SDP offer, trickle
     /// the rest.
     func sendOffer() async throws {
+        // A dialect whose peers do not speak ICE (SIP's, by default) offers plain RTP.
+        if !dialect.traits.offersICE, await ice.agent == nil {
+            try await ice.usePlainRTP(address: dialect.traits.mediaAddress, toward: nil)
+        }
         let prepared = try await ice.prepared(role: .controlling)
         var offer = negotiation.firstOffer(local: prepared.local)
         offer.frameKey = frames.ownKey()
@@ -51,6 +55,11 @@ extension CallLeg {
     /// Answers the peer's first offer and starts ICE.
     func answer(first offer: SessionDescription) async throws {
         mark("offer-received")
+        // An offer without ICE (a SIP phone's) is answered on a plain RTP path.
+        if !offer.audioUsesICE, await ice.agent == nil {
+            let peer = offer.media.first { $0.media == "audio" }.flatMap { ($0.connection ?? offer.connection)?.address }
+            try await ice.usePlainRTP(address: dialect.traits.mediaAddress, toward: peer)
+        }
         let prepared = try await ice.prepared(role: .controlled)
         var (answer, negotiated) = try negotiation.answer(first: offer, local: prepared.local)
         answer.frameKey = try frames.answerKey(offered: offer.frameKey, peer: peer)

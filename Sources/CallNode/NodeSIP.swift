@@ -9,12 +9,20 @@ public struct SIPListenSettings: Sendable, Equatable {
     public var port: Int
     /// The user part of this node's SIP address (`sip:USER@HOST:PORT`).
     public var user: String
+    /// Whether this node's offers to SIP peers use ICE (off by default: most SIP phones and
+    /// PBXs do not speak it, and get plain RTP from one port). Offers with ICE are answered
+    /// with ICE either way.
+    public var offersICE: Bool
 
-    public init(host: String, port: Int, user: String = "callnode") {
+    public init(host: String, port: Int, user: String = "callnode", offersICE: Bool = false) {
         self.host = host
         self.port = port
         self.user = user
+        self.offersICE = offersICE
     }
+
+    /// The address RTP is taken on without ICE: the SIP address when it is a specific one.
+    var mediaAddress: String? { ["0.0.0.0", "::", "*"].contains(host) ? nil : host }
 
     /// This node's SIP address.
     public var uri: String { "sip:\(user)@\(host.contains(":") ? "[\(host)]" : host):\(port)" }
@@ -74,7 +82,9 @@ actor SIPRouter {
     }
 
     private func makeDialect(call: Int, outgoing: Bool, uri: String?) -> SIPDialect {
-        let dialect = SIPDialect(agent: agent, call: call, outgoing: outgoing, uri: uri, logger: logger) { [weak self] call, onWire in
+        let traits = DialectTraits(peer: .other, resumable: false, firstOffer: .byCaller, offersICE: settings.offersICE,
+                                   mediaAddress: settings.mediaAddress)
+        let dialect = SIPDialect(agent: agent, call: call, outgoing: outgoing, uri: uri, traits: traits, logger: logger) { [weak self] call, onWire in
             // A dialog on the wire is forgotten when it has ended there (its BYE answered, a
             // late CANCEL); an INVITE that never went out, now.
             guard !onWire else { return }

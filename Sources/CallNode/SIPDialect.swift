@@ -12,7 +12,7 @@ import SIP
 /// candidates that came after it. An INVITE without SDP (a delayed offer) is answered with the
 /// callee's offer in the 200 OK, and the caller's answer comes in the ACK.
 actor SIPDialect: CallDialect {
-    nonisolated let traits = DialectTraits(peer: .other, resumable: false, firstOffer: .byCaller)
+    nonisolated let traits: DialectTraits
     private let agent: SIPAgent
     /// The call's id at the agent.
     nonisolated let sipCall: Int
@@ -45,7 +45,9 @@ actor SIPDialect: CallDialect {
         var candidates: [String] = []
     }
 
-    init(agent: SIPAgent, call sipCall: Int, outgoing: Bool, uri: String?, logger: Logger, closed: @escaping @Sendable (Int, Bool) -> Void) {
+    init(agent: SIPAgent, call sipCall: Int, outgoing: Bool, uri: String?, traits: DialectTraits, logger: Logger,
+         closed: @escaping @Sendable (Int, Bool) -> Void) {
+        self.traits = traits
         self.agent = agent
         self.sipCall = sipCall
         self.outgoing = outgoing

@@ -162,6 +162,9 @@ public struct NegotiatedAudio: Sendable, Equatable {
     /// The peer speaks no ICE (its description has no credentials): where its RTP goes, from its
     /// `c=` and `m=` lines. `nil` with ICE.
     public var remoteRTP: RTPEndpoint?
+    /// Without ICE and without `a=rtcp-mux` from the peer: where its RTCP goes (its `a=rtcp`,
+    /// else the port after its RTP's). `nil` when RTP and RTCP share the port.
+    public var remoteRTCP: RTPEndpoint?
 }
 
 extension SessionDescription {
@@ -251,9 +254,11 @@ public enum OfferAnswer {
         var answerLocal = local
         // The answer's direction is the offer's, mirrored, narrowed by what this node wants.
         answerLocal.direction = media.direction.answer(wanting: local.direction)
+        // RTP and RTCP on one port only if the offer asked for it (RFC 5761 §5.1.1).
         let answer = describe(sessionID: sessionID, payloadType: payloadType, telephoneEvent: telephoneEvent,
                               redundancy: redundancy, capabilities: capabilities, local: answerLocal, keying: keying,
-                              mid: media.mid, proto: media.proto, bundle: bundles(offer, media))
+                              mid: media.mid, proto: media.proto, bundle: bundles(offer, media),
+                              rtcpMux: media.attribute("rtcp-mux") != nil)
         var negotiated = try negotiate(remote: media, payloadType: payloadType, capabilities: capabilities,
                                        telephoneEvent: telephoneEvent, suite: suite, localKey: localKey,
                                        remoteKey: remoteKey, direction: answerLocal.direction, session: offer.connection)
@@ -380,6 +385,13 @@ public enum OfferAnswer {
             let address = String(connection.address.split(separator: "/").first ?? Substring(connection.address))
             remoteRTP = RTPEndpoint(address: address, port: media.port)
         }
+        // RFC 3605 `a=rtcp:PORT [IN IP4 ADDRESS]`, else the next port, unless muxed.
+        var remoteRTCP: RTPEndpoint?
+        if let rtp = remoteRTP, media.attribute("rtcp-mux") == nil {
+            let fields = media.attribute("rtcp")?.value?.split(separator: " ").map(String.init) ?? []
+            let port = fields.first.flatMap { Int($0) } ?? rtp.port + 1
+            remoteRTCP = RTPEndpoint(address: fields.count >= 4 ? fields[3] : rtp.address, port: port)
+        }
         let fmtp = media.formatParameters(for: payloadType)
         return NegotiatedAudio(
             payloadType: payloadType,
@@ -391,14 +403,14 @@ public enum OfferAnswer {
             cryptoSuite: suite, localKey: localKey, remoteKey: remoteKey,
             remoteIceUfrag: media.iceUfrag ?? "", remoteIcePwd: media.icePwd ?? "",
             remoteCandidates: remoteRTP == nil ? media.candidates : [], remoteEndOfCandidates: media.endOfCandidates || remoteRTP != nil,
-            direction: direction, mid: media.mid, remoteRTP: remoteRTP)
+            direction: direction, mid: media.mid, remoteRTP: remoteRTP, remoteRTCP: remoteRTCP)
     }
 
     /// Writes one audio stream. Offers BUNDLE their one stream (as browsers do); answers
     /// BUNDLE it when the offer did, and keep the offer's `mid` and transport protocol.
     static func describe(sessionID: String, payloadType: Int, telephoneEvent: Int?, redundancy: Int?,
                          capabilities: AudioCapabilities, local: LocalAudioParameters, keying: Keying,
-                         mid: String?, proto: String? = nil, bundle: Bool = true) -> SessionDescription {
+                         mid: String?, proto: String? = nil, bundle: Bool = true, rtcpMux: Bool = true) -> SessionDescription {
         var formats = [String(payloadType)]
         if let redundancy { formats.append(String(redundancy)) }
         if let telephoneEvent { formats.append(String(telephoneEvent)) }
@@ -441,7 +453,9 @@ public enum OfferAnswer {
             media.attributes.append(SDPAttribute("fingerprint", fingerprint))
             media.attributes.append(SDPAttribute("setup", setup.rawValue))
         }
-        media.attributes.append(SDPAttribute("rtcp-mux"))
+        if rtcpMux { media.attributes.append(SDPAttribute("rtcp-mux")) }
+        // Without ICE, RTCP comes to the RTP port too, muxed or not (RFC 3605).
+        if let plain = local.plainRTP { media.attributes.append(SDPAttribute("rtcp", String(plain.port))) }
         media.setDirection(local.direction)
         if let stream = local.stream {
             media.attributes.append(SDPAttribute("msid", "\(stream.streamID) \(stream.trackID)"))

@@ -30,11 +30,12 @@ extension RealTimeTests {
     }
 
     /// Alice and Bob, each listening for SIP on loopback; returns Bob's SIP address too.
-    static func nodes(_ f: Fixture, bobAnswers: Bool = true, keyExchange: KeyExchange = .sdes) async throws -> (CallNode, CallNode, String, String) {
+    static func nodes(_ f: Fixture, bobAnswers: Bool = true, keyExchange: KeyExchange = .sdes,
+                      ice: Bool = false) async throws -> (CallNode, CallNode, String, String) {
         let alice = try await f.node("alice", input: .tone(440), output: .wav(f.path("alice-out.wav")), keyExchange: keyExchange)
         let bob = try await f.node("bob", input: .tone(660), output: .wav(f.path("bob-out.wav")), autoAnswer: bobAnswers, keyExchange: keyExchange)
-        let aliceURI = try await alice.listenSIP(SIPListenSettings(host: "127.0.0.1", port: Self.freePort(), user: "alice"))
-        let bobURI = try await bob.listenSIP(SIPListenSettings(host: "127.0.0.1", port: Self.freePort(), user: "bob"))
+        let aliceURI = try await alice.listenSIP(SIPListenSettings(host: "127.0.0.1", port: Self.freePort(), user: "alice", offersICE: ice))
+        let bobURI = try await bob.listenSIP(SIPListenSettings(host: "127.0.0.1", port: Self.freePort(), user: "bob", offersICE: ice))
         return (alice, bob, aliceURI, bobURI)
     }
 
@@ -46,10 +47,11 @@ extension RealTimeTests {
         return statistics
     }
 
-    @Test(arguments: [KeyExchange.sdes, .dtls])
-    func twoNodesCallOverSIPHearEachOtherHoldAndHangUp(keyExchange: KeyExchange) async throws {
+    /// SDES or DTLS keys; plain RTP from one port (what SIP peers get by default) or ICE.
+    @Test(arguments: [(KeyExchange.sdes, false), (.dtls, false), (.sdes, true), (.dtls, true)])
+    func twoNodesCallOverSIPHearEachOtherHoldAndHangUp(keyExchange: KeyExchange, ice: Bool) async throws {
         let f = try Fixture()
-        let (alice, bob, aliceURI, bobURI) = try await Self.nodes(f, keyExchange: keyExchange)
+        let (alice, bob, aliceURI, bobURI) = try await Self.nodes(f, keyExchange: keyExchange, ice: ice)
         let aliceEvents = alice.events(), bobEvents = bob.events()
         let call = try await alice.call(.sip(bobURI))
         guard case let .incoming(bobCall, _, name, known) = try await TwoNodeTests.next(bobEvents, where: { if case .incoming = $0 { true } else { false } })

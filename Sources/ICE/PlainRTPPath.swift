@@ -1,0 +1,305 @@
+import Foundation
+import Locking
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A media path without ICE, for peers that do not speak it (most SIP phones and PBXs): one
+/// UDP socket carrying RTP and RTCP, sending to where the peer's SDP says (its `c=` and `m=`
+/// lines, given as the one remote candidate) and, once the peer's first RTP or RTCP packet
+/// arrives from elsewhere (a peer behind NAT), to that address instead (symmetric RTP, RFC
+/// 4961). It latches once: later packets from other addresses are dropped, so a stranger who
+/// guesses the port cannot take the call's media over.
+///
+/// It is "connected" as soon as it knows where to send; its reader runs on a thread of its own.
+public final class PlainRTPPath: IcePath, DatagramPort {
+    public let events: AsyncStream<IceEvent>
+    public let datagrams: AsyncStream<IceDatagram>
+    /// This side's address, as a host candidate (its address and port go in the SDP).
+    public let local: IceCandidate
+    private let eventsContinuation: AsyncStream<IceEvent>.Continuation
+    private let datagramsContinuation: AsyncStream<IceDatagram>.Continuation
+    private let descriptor: Int32
+    private let family: Int32
+    private let state = Locked(State())
+
+    private struct State {
+        var remote: sockaddr_storage?
+        /// Where RTCP goes when the peer does not mux it with RTP (nil: with RTP).
+        var rtcpRemote: sockaddr_storage?
+        var remoteCandidate: IceCandidate?
+        var latched = false
+        var receiver: (@Sendable (UnsafeRawBufferPointer) -> Void)?
+        var closed = false
+        /// Packets dropped for coming from an address that is not the peer's.
+        var strangers = 0
+    }
+
+    /// Opens a UDP socket on `address` (an IPv4 or IPv6 address of this host; port 0: any).
+    ///
+    /// - Throws: ``IceError/invalidConfiguration(_:)`` when the address is not an IP address or
+    ///   cannot be bound.
+    public init(bindingTo address: String, port: UInt16 = 0) throws(IceError) {
+        var storage = sockaddr_storage()
+        guard let length = Self.fill(&storage, address: address, port: port) else {
+            throw .invalidConfiguration("'\(address)' is not an IP address of this host to send RTP from")
+        }
+        let family = Int32(storage.ss_family)
+        let descriptor = socket(family, Int32(SOCK_DGRAM.rawValue), 0)
+        guard descriptor >= 0 else { throw .invalidConfiguration("cannot open a UDP socket: \(String(cString: strerror(errno)))") }
+        var bound = storage
+        let ok = withUnsafeMutablePointer(to: &bound) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw -> Bool in
+                var size = socklen_t(MemoryLayout<sockaddr_storage>.size)
+                return bind(descriptor, raw, length) == 0 && getsockname(descriptor, raw, &size) == 0
+            }
+        }
+        guard ok, let endpoint = Self.endpoint(bound) else {
+            let reason = String(cString: strerror(errno))
+            Glibc.close(descriptor)
+            throw .invalidConfiguration("cannot bind a UDP socket on \(address): \(reason)")
+        }
+        // Wake up now and then to see whether the path was closed.
+        var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        self.family = family
+        self.descriptor = descriptor
+        local = IceCandidate(foundation: "rtp", priority: 1, address: endpoint.address, port: endpoint.port, type: .host)
+        (events, eventsContinuation) = AsyncStream.makeStream(of: IceEvent.self)
+        (datagrams, datagramsContinuation) = AsyncStream.makeStream(of: IceDatagram.self)
+        let thread = Thread { [descriptor, state, datagramsContinuation, family] in
+            Self.read(descriptor, family: family, state: state, datagrams: datagramsContinuation)
+        }
+        thread.name = "callnode-rtp"
+        thread.start()
+    }
+
+    deinit {
+        let closed = state.withLock { state in defer { state.closed = true }; return state.closed }
+        if !closed {
+            // The reader sees the flag within its timeout and closes the socket.
+            eventsContinuation.finish()
+        }
+    }
+
+    // MARK: - IcePath
+
+    public var localCredentials: IceCredentials { get async { IceCredentials(ufrag: "", pwd: "") } }
+
+    public func gather() async throws(IceError) -> IceGathering {
+        let (candidates, continuation) = AsyncStream.makeStream(of: IceCandidate.self)
+        continuation.yield(local)
+        continuation.finish()
+        return IceGathering(credentials: IceCredentials(ufrag: "", pwd: ""), candidates: candidates)
+    }
+
+    public func localCandidates() async throws(IceError) -> [IceCandidate] { [local] }
+
+    public func setRole(_ role: IceRole) async throws(IceError) {}
+
+    /// The first component-1 candidate with an IP address is where RTP goes (the peer's `c=` and
+    /// `m=`); a component-2 one, where RTCP goes when the peer does not mux it.
+    public func setRemote(_ remote: IceCredentials, candidates: [IceCandidate], endOfCandidates: Bool) async throws(IceError) -> [IceError] {
+        var rtcp: sockaddr_storage?
+        if let rtcpTarget = candidates.first(where: { $0.component == 2 && $0.hasIPAddress }) {
+            var storage = sockaddr_storage()
+            if Self.fill(&storage, address: rtcpTarget.address, port: rtcpTarget.port) != nil { rtcp = storage }
+        }
+        guard let target = candidates.first(where: { $0.component == 1 && $0.hasIPAddress }) else {
+            return candidates.map { .unusableRemoteCandidate($0, reason: "not an IP address to send RTP to") }
+        }
+        var storage = sockaddr_storage()
+        guard Self.fill(&storage, address: target.address, port: target.port) != nil, Int32(storage.ss_family) == family else {
+            return [.unusableRemoteCandidate(target, reason: "not reachable from this path's \(family == AF_INET6 ? "IPv6" : "IPv4") socket")]
+        }
+        let wasSet = state.withLock { state -> Bool in
+            defer {
+                state.remote = storage
+                state.rtcpRemote = rtcp
+                state.remoteCandidate = target
+            }
+            return state.remote != nil
+        }
+        eventsContinuation.yield(.selectedPair(IceCandidatePair(local: local, remote: target)))
+        if !wasSet { eventsContinuation.yield(.stateChanged(.connected)) }
+        return []
+    }
+
+    public func addRemoteCandidates(_ candidates: [IceCandidate]) async throws(IceError) -> [IceError] { [] }
+
+    public func endOfRemoteCandidates() async throws(IceError) {}
+
+    public func send(_ bytes: [UInt8]) async throws(IceError) {
+        guard send(bytes) else { throw .notConnected(state.withLock { $0.remote == nil } ? .checking : .closed) }
+    }
+
+    /// No ICE to restart: the same address, and this path goes on.
+    public func restart() async throws(IceError) -> IceGathering {
+        try await gather()
+    }
+
+    public func close() async {
+        let closed = state.withLock { state in defer { state.closed = true }; return state.closed }
+        guard !closed else { return }
+        eventsContinuation.yield(.stateChanged(.closed))
+        eventsContinuation.finish()
+    }
+
+    public var datagramPort: (any DatagramPort)? { self }
+
+    /// Packets dropped so far for coming from another address than the peer's.
+    public var droppedFromStrangers: Int { state.withLock { $0.strangers } }
+
+    // MARK: - DatagramPort
+
+    @discardableResult
+    public func send(_ bytes: [UInt8]) -> Bool {
+        let rtcp = Self.isRTCP(bytes)
+        guard var remote = state.withLock({ $0.closed ? nil : rtcp ? ($0.rtcpRemote ?? $0.remote) : $0.remote }) else { return false }
+        let length = socklen_t(remote.ss_family == sa_family_t(AF_INET6) ? MemoryLayout<sockaddr_in6>.size : MemoryLayout<sockaddr_in>.size)
+        let sent = bytes.withUnsafeBytes { buffer in
+            withUnsafePointer(to: &remote) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                    sendto(descriptor, buffer.baseAddress, buffer.count, 0, raw, length)
+                }
+            }
+        }
+        return sent == bytes.count
+    }
+
+    public func setReceiver(_ receiver: (@Sendable (UnsafeRawBufferPointer) -> Void)?) {
+        state.withLock { $0.receiver = receiver }
+    }
+
+    // MARK: - The reader
+
+    private static func read(_ descriptor: Int32, family: Int32, state: Locked<State>, datagrams: AsyncStream<IceDatagram>.Continuation) {
+        var buffer = [UInt8](repeating: 0, count: 2_048)
+        var source = sockaddr_storage()
+        while true {
+            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            let count = buffer.withUnsafeMutableBytes { bytes in
+                withUnsafeMutablePointer(to: &source) { pointer in
+                    pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                        recvfrom(descriptor, bytes.baseAddress, bytes.count, 0, raw, &length)
+                    }
+                }
+            }
+            if state.withLock({ $0.closed }) { break }
+            guard count > 0 else { continue }  // the timeout, or an ICMP error on the socket
+            // RTP and RTCP both start with version 2 (the top two bits); RTCP's packet types
+            // sit where RTP's marker and payload type do not go (RFC 5761 §4).
+            let looksLikeRTP = count >= 8 && buffer[0] >> 6 == 2 && !(192...223).contains(buffer[1])
+            let receiver = state.withLock { state -> (@Sendable (UnsafeRawBufferPointer) -> Void)?? in
+                guard let remote = state.remote else { return .some(nil) }  // nowhere to send yet: still take it
+                if Self.same(source, remote) { return .some(state.receiver) }
+                // The peer's RTCP from its own port, when it does not mux.
+                if let rtcp = state.rtcpRemote, Self.same(source, rtcp) { return .some(state.receiver) }
+                // The peer's first packet from another address (its NAT's): latch to it, once.
+                if !state.latched && looksLikeRTP {
+                    state.latched = true
+                    state.remote = source
+                    return .some(state.receiver)
+                }
+                state.strangers += 1
+                return .none
+            }
+            guard let receiver else { continue }
+            if let receiver {
+                buffer.withUnsafeBytes { receiver(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+            } else {
+                datagrams.yield(IceDatagram(bytes: Array(buffer[..<count])))
+            }
+            // A packet from the address the SDP named: the peer is where it said; no latching later.
+            state.withLock { if !$0.latched, let remote = $0.remote, Self.same(source, remote) { $0.latched = true } }
+        }
+        datagrams.finish()
+        Glibc.close(descriptor)
+    }
+
+    /// Whether a packet is RTCP (RFC 5761's demultiplexing: its second byte in 192–223).
+    static func isRTCP(_ bytes: [UInt8]) -> Bool {
+        bytes.count >= 2 && (192...223).contains(bytes[1])
+    }
+
+    // MARK: - Addresses
+
+    /// The address of this host that packets to `host` leave from (the route's source), or nil
+    /// when `host` is not an IP address or there is no route to it.
+    public static func localAddress(toward host: String) -> String? {
+        var storage = sockaddr_storage()
+        guard let length = fill(&storage, address: host, port: 9) else { return nil }
+        let probe = socket(Int32(storage.ss_family), Int32(SOCK_DGRAM.rawValue), 0)
+        guard probe >= 0 else { return nil }
+        defer { Glibc.close(probe) }
+        var source = sockaddr_storage()
+        let found = withUnsafeMutablePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in connect(probe, raw, length) == 0 }
+        } && withUnsafeMutablePointer(to: &source) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                var size = socklen_t(MemoryLayout<sockaddr_storage>.size)
+                return getsockname(probe, raw, &size) == 0
+            }
+        }
+        return found ? endpoint(source)?.address : nil
+    }
+
+    /// Fills `storage` with `address`:`port`; returns its length, or nil if it is not an IP address.
+    static func fill(_ storage: inout sockaddr_storage, address: String, port: UInt16) -> socklen_t? {
+        let bare = address.hasPrefix("[") && address.hasSuffix("]") ? String(address.dropFirst().dropLast()) : address
+        return withUnsafeMutablePointer(to: &storage) { pointer -> socklen_t? in
+            var v4 = in_addr()
+            if inet_pton(AF_INET, bare, &v4) == 1 {
+                return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { sin in
+                    sin.pointee = sockaddr_in()
+                    sin.pointee.sin_family = sa_family_t(AF_INET)
+                    sin.pointee.sin_port = port.bigEndian
+                    sin.pointee.sin_addr = v4
+                    return socklen_t(MemoryLayout<sockaddr_in>.size)
+                }
+            }
+            var v6 = in6_addr()
+            if inet_pton(AF_INET6, bare, &v6) == 1 {
+                return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { sin6 in
+                    sin6.pointee = sockaddr_in6()
+                    sin6.pointee.sin6_family = sa_family_t(AF_INET6)
+                    sin6.pointee.sin6_port = port.bigEndian
+                    sin6.pointee.sin6_addr = v6
+                    return socklen_t(MemoryLayout<sockaddr_in6>.size)
+                }
+            }
+            return nil
+        }
+    }
+
+    /// The address and port in `storage`.
+    static func endpoint(_ storage: sockaddr_storage) -> (address: String, port: UInt16)? {
+        var storage = storage
+        let family = Int32(storage.ss_family)
+        return withUnsafePointer(to: &storage) { pointer -> (String, UInt16)? in
+            var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+            switch family {
+            case AF_INET:
+                return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { sin in
+                    var address = sin.pointee.sin_addr
+                    guard inet_ntop(AF_INET, &address, &text, socklen_t(text.count)) != nil else { return nil }
+                    return (String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self), UInt16(bigEndian: sin.pointee.sin_port))
+                }
+            case AF_INET6:
+                return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { sin6 in
+                    var address = sin6.pointee.sin6_addr
+                    guard inet_ntop(AF_INET6, &address, &text, socklen_t(text.count)) != nil else { return nil }
+                    return (String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self), UInt16(bigEndian: sin6.pointee.sin6_port))
+                }
+            default:
+                return nil
+            }
+        }
+    }
+
+    static func same(_ a: sockaddr_storage, _ b: sockaddr_storage) -> Bool {
+        guard a.ss_family == b.ss_family, let left = endpoint(a), let right = endpoint(b) else { return false }
+        return left.address == right.address && left.port == right.port
+    }
+}

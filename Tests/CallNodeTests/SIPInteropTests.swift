@@ -1,0 +1,128 @@
+import CallNode
+import CallNodeTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A node and a real SIP softphone, baresip (Debian's `baresip-core`), on this machine: plain
+/// SIP over UDP, no ICE (baresip's ice module refuses loopback), SRTP keyed by SDES (its
+/// `srtp-mand`: RTP/SAVP with `a=crypto`), Opus. Each side plays a tone and what each heard is
+/// checked by frequency: the node records the call, baresip dumps what it decoded (`sndfile`).
+extension RealTimeTests {
+@Suite(.serialized, .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/baresip"), "needs baresip (scripts/bootstrap installs it)"))
+struct SIPInteropTests {
+    typealias Fixture = TwoNodeTests.Fixture
+
+    /// A baresip configuration in `directory`: listening on 127.0.0.1:`port`, auto-answering,
+    /// playing a 550 Hz tone, dumping what it decodes into `directory/snd`. The account module
+    /// comes after the codecs and SRTP it names; no stdio module (its stdin is not a terminal).
+    static func baresip(in directory: String, port: Int, mediaEncryption: String = "srtp-mand") throws {
+        try FileManager.default.createDirectory(atPath: directory + "/snd", withIntermediateDirectories: true)
+        let config = """
+            sip_listen 127.0.0.1:\(port)
+            module_path /usr/lib/baresip/modules
+            module menu.so
+            module opus.so
+            module g711.so
+            module aufile.so
+            module srtp.so
+            module sndfile.so
+            module account.so
+            audio_source aufile,\(directory)/tone.wav
+            audio_player aufile,\(directory)/played.wav
+            snd_path \(directory)/snd
+            """
+        try config.write(toFile: directory + "/config", atomically: true, encoding: .utf8)
+        let account = "<sip:b@127.0.0.1:\(port)>;regint=0;answermode=auto;mediaenc=\(mediaEncryption);audio_codecs=opus/48000/2\n"
+        try account.write(toFile: directory + "/accounts", atomically: true, encoding: .utf8)
+        // aufile takes opus/48000/2's two channels.
+        let seconds = 12, rate = 48_000
+        var samples: [Int16] = []
+        samples.reserveCapacity(seconds * rate * 2)
+        for i in 0..<(seconds * rate) {
+            let value = Int16(8_000 * sin(2 * Double.pi * 550 * Double(i) / Double(rate)))
+            samples.append(value)
+            samples.append(value)
+        }
+        try WAV.write(samples, format: AudioFormat(sampleRate: 48_000, channels: 2), path: directory + "/tone.wav")
+    }
+
+    /// What baresip decoded (its `sndfile` dump), one channel.
+    static func baresipHeard(in directory: String) throws -> [Int16] {
+        let files = try FileManager.default.contentsOfDirectory(atPath: directory + "/snd").filter { $0.hasSuffix("-dec.wav") }
+        let file = try #require(files.first, "baresip dumped nothing it decoded")
+        let (format, samples) = try WAV.read(path: directory + "/snd/" + file)
+        return format.channels == 2 ? stride(from: 0, to: samples.count, by: 2).map { samples[$0] } : samples
+    }
+
+    /// The middle second of `samples` holds `frequency` far more than `other`.
+    static func holds(_ samples: [Int16], _ frequency: Double, over other: Double) -> Bool {
+        guard samples.count > 96_000 else { return false }
+        let middle = samples[48_000..<96_000]
+        return Goertzel.power(of: frequency, in: middle) > 20 * Goertzel.power(of: other, in: middle)
+    }
+
+    @Test func baresipCallsTheNodeAndEachHearsTheOther() async throws {
+        let f = try Fixture()
+        let phone = f.path("baresip"), phonePort = SIPCallTests.freePort()
+        try Self.baresip(in: phone, port: phonePort)
+        let node = try await f.node("bob", input: .tone(660), output: .wav(f.path("bob-out.wav")), keyExchange: .sdes)
+        let uri = try await node.listenSIP(SIPListenSettings(host: "127.0.0.1", port: SIPCallTests.freePort(), user: "bob"))
+        let events = node.events()
+        let baresip = try ChildProcess("/usr/bin/baresip", ["-f", phone, "-4", "-e", "/dial \(uri)", "-t", "12"], output: f.path("baresip.log"),
+                                       stdin: open("/dev/null", O_RDONLY))
+        defer { baresip.stop() }
+        guard case let .incoming(call, _, _, _) = try await TwoNodeTests.next(events, where: { if case .incoming = $0 { true } else { false } })
+        else { return }
+        #expect(node.handle(of: call) == "sip:b@127.0.0.1:\(phonePort)")
+        guard case let .secured(_, security) = try await TwoNodeTests.next(events, where: { if case .secured(call, _) = $0 { true } else { false } })
+        else { return }
+        #expect(security.keyExchange == .sdes, "\(security)")
+        let heard = try await SIPCallTests.hearing(events, beyond: 100)
+        #expect(heard.packetsLost == 0)
+        try await node.hangUp(call)
+        _ = try await TwoNodeTests.next(events) { if case .ended(call, .localEnded, _, _) = $0 { true } else { false } }
+        await node.shutdown()
+        // baresip ends too when the BYE reaches it, and has dumped what it decoded.
+        baresip.stop()
+        #expect(Self.holds(try WAV.read(path: f.path("bob-out.wav")).samples, 550, over: 660), "the node did not hear baresip's 550 Hz")
+        #expect(Self.holds(try Self.baresipHeard(in: phone), 660, over: 550), "baresip did not hear the node's 660 Hz")
+    }
+
+    @Test func theNodeCallsBaresipAndEachHearsTheOther() async throws {
+        let f = try Fixture()
+        let phone = f.path("baresip"), phonePort = SIPCallTests.freePort()
+        try Self.baresip(in: phone, port: phonePort)
+        let baresip = try ChildProcess("/usr/bin/baresip", ["-f", phone, "-4", "-t", "15"], output: f.path("baresip.log"),
+                                       stdin: open("/dev/null", O_RDONLY))
+        defer { baresip.stop() }
+        let node = try await f.node("alice", input: .tone(660), output: .wav(f.path("alice-out.wav")), keyExchange: .sdes)
+        _ = try await node.listenSIP(SIPListenSettings(host: "127.0.0.1", port: SIPCallTests.freePort(), user: "alice"))
+        let events = node.events()
+        // baresip takes a moment to listen: the first INVITE may find nothing there yet.
+        var call: UUID?
+        for _ in 0..<20 where call == nil {
+            let attempt = try await node.call(.sip("sip:b@127.0.0.1:\(phonePort)"))
+            let outcome = try await TwoNodeTests.next(events) {
+                switch $0 {
+                case .connected(attempt, _), .ended(attempt, _, _, _): true
+                default: false
+                }
+            }
+            if case .connected = outcome { call = attempt } else { try await Task.sleep(for: .milliseconds(250)) }
+        }
+        let connected = try #require(call, "baresip never answered")
+        let heard = try await SIPCallTests.hearing(events, beyond: 100)
+        #expect(heard.packetsLost == 0)
+        try await node.hangUp(connected)
+        _ = try await TwoNodeTests.next(events) { if case .ended(connected, .localEnded, _, _) = $0 { true } else { false } }
+        await node.shutdown()
+        baresip.stop()
+        #expect(Self.holds(try WAV.read(path: f.path("alice-out.wav")).samples, 550, over: 660), "the node did not hear baresip's 550 Hz")
+        #expect(Self.holds(try Self.baresipHeard(in: phone), 660, over: 550), "baresip did not hear the node's 660 Hz")
+    }
+}
+}
