@@ -192,7 +192,7 @@ public final class PlainRTPPath: IcePath, DatagramPort {
             // sit where RTP's marker and payload type do not go (RFC 5761 §4).
             let looksLikeRTP = count >= 8 && buffer[0] >> 6 == 2 && !(192...223).contains(buffer[1])
             let receiver = state.withLock { state -> (@Sendable (UnsafeRawBufferPointer) -> Void)?? in
-                guard let remote = state.remote else { return .some(nil) }  // nowhere to send yet: still take it
+                guard let remote = state.remote else { return .some(state.receiver) }  // nowhere to send yet: still take it
                 if Self.same(source, remote) { return .some(state.receiver) }
                 // The peer's RTCP from its own port, when it does not mux.
                 if let rtcp = state.rtcpRemote, Self.same(source, rtcp) { return .some(state.receiver) }

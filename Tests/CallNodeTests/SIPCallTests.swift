@@ -123,6 +123,74 @@ extension RealTimeTests {
         await bob.shutdown()
     }
 
+    /// Sends `request` over UDP to 127.0.0.1:`port` and returns the final response (nil: none in 5 s).
+    static func finalResponse(to request: String, port: Int) -> String? {
+        let descriptor = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(descriptor) }
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bytes = Array(request.utf8)
+        _ = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(descriptor, bytes, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        for _ in 0..<10 {
+            let count = recv(descriptor, &buffer, buffer.count, 0)
+            guard count > 0 else { return nil }
+            let text = String(decoding: buffer[..<count], as: UTF8.self)
+            if let code = Int(text.dropFirst("SIP/2.0 ".count).prefix(3)), code >= 200 { return text }
+        }
+        return nil
+    }
+
+    static func invite(port: Int, sdp: String) -> String {
+        let lines = [
+            "INVITE sip:bob@127.0.0.1:\(port) SIP/2.0",
+            "Via: SIP/2.0/UDP 127.0.0.1:5999;rport;branch=z9hG4bK\(UUID().uuidString.prefix(8))",
+            "Max-Forwards: 70",
+            "From: <sip:probe@127.0.0.1:5999>;tag=\(UUID().uuidString.prefix(6))",
+            "To: <sip:bob@127.0.0.1:\(port)>",
+            "Call-ID: \(UUID().uuidString)",
+            "CSeq: 1 INVITE",
+            "Contact: <sip:probe@127.0.0.1:5999>",
+            "Content-Type: application/sdp",
+            "Content-Length: \(sdp.utf8.count)",
+        ]
+        return lines.joined(separator: "\r\n") + "\r\n\r\n" + sdp
+    }
+
+    /// Offers a node cannot take get a 4xx with the reason, and the node takes the next call.
+    @Test func offersTheNodeCannotTakeAreRefusedAndItServesOn() async throws {
+        let f = try Fixture()
+        let (alice, bob, _, bobURI) = try await Self.nodes(f)
+        let port = Int(bobURI.split(separator: ":").last ?? "") ?? 0
+        let noMedia = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n"
+        let pcmuOnly = noMedia + "m=audio 40000 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n"
+        let garbage = "this is not SDP at all"
+        for sdp in [noMedia, pcmuOnly, garbage] {
+            let response = try #require(Self.finalResponse(to: Self.invite(port: port, sdp: sdp), port: port), "no final answer to \(sdp.prefix(20))")
+            #expect(response.hasPrefix("SIP/2.0 4"), "\(response.prefix(60))")
+        }
+        // The refused calls end (the leg's teardown follows the response).
+        var live = await bob.liveCalls
+        for _ in 0..<100 where !live.isEmpty {
+            try await Task.sleep(for: .milliseconds(20))
+            live = await bob.liveCalls
+        }
+        #expect(live.isEmpty, "\(live)")
+        // The node still takes a call.
+        let events = alice.events()
+        let call = try await alice.call(.sip(bobURI))
+        _ = try await TwoNodeTests.next(events) { if case .connected(call, _) = $0 { true } else { false } }
+        try await alice.hangUp(call)
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+
     @Test func callingSIPWithoutListeningOrAnAddressThatIsNotSIPIsAClearError() async throws {
         let f = try Fixture()
         let alice = try await f.node("alice")

@@ -1,0 +1,103 @@
+import Foundation
+import ICE
+import Locking
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The media path without ICE, on loopback sockets: RTP goes where the SDP said, turns to
+/// where the peer's first packet came from (symmetric RTP), and then to nowhere else.
+@Suite struct PlainRTPPathTests {
+    /// An RTP packet (version 2, payload type 111) carrying `marker`.
+    static func rtp(_ marker: UInt8) -> [UInt8] { [0x80, 111, 0, 1, 0, 0, 0, 1, 0, 0, 0, 7, marker] }
+    /// An RTCP receiver report header.
+    static let rtcp: [UInt8] = [0x80, 201, 0, 1, 0, 0, 0, 7]
+
+    /// Collects what `path` receives.
+    final class Received: Sendable {
+        let packets = Locked<[[UInt8]]>([])
+        init(_ path: PlainRTPPath) {
+            path.setReceiver { [packets] bytes in packets.withLock { $0.append(Array(bytes)) } }
+        }
+        func wait(for count: Int) async -> [[UInt8]] {
+            for _ in 0..<200 {
+                let now = packets.withLock { $0 }
+                if now.count >= count { return now }
+                try? await Task.sleep(for: .milliseconds(10))
+            }
+            return packets.withLock { $0 }
+        }
+    }
+
+    static func candidate(_ path: PlainRTPPath, component: Int = 1) -> IceCandidate {
+        IceCandidate(foundation: "sdp", component: component, priority: 1, address: path.local.address, port: path.local.port, type: .host)
+    }
+
+    @Test func rtpGoesWhereTheSDPSaidBothWays() async throws {
+        let a = try PlainRTPPath(bindingTo: "127.0.0.1"), b = try PlainRTPPath(bindingTo: "127.0.0.1")
+        let atA = Received(a), atB = Received(b)
+        #expect(!a.send(Self.rtp(1)), "nowhere to send before the peer's address is known")
+        var events = a.events.makeAsyncIterator()
+        #expect(try await a.setRemote(IceCredentials(ufrag: "", pwd: ""), candidates: [Self.candidate(b)], endOfCandidates: true).isEmpty)
+        #expect(await events.next() == .selectedPair(IceCandidatePair(local: a.local, remote: Self.candidate(b))))
+        #expect(await events.next() == .stateChanged(.connected))
+        _ = try await b.setRemote(IceCredentials(ufrag: "", pwd: ""), candidates: [Self.candidate(a)], endOfCandidates: true)
+        #expect(a.send(Self.rtp(1)) && b.send(Self.rtp(2)))
+        #expect(await atB.wait(for: 1) == [Self.rtp(1)])
+        #expect(await atA.wait(for: 1) == [Self.rtp(2)])
+        await a.close()
+        await b.close()
+    }
+
+    @Test func itLatchesOnceToThePeersRealAddressAndDropsStrangers() async throws {
+        // The SDP names an address the peer does not send from (a NAT's inside address).
+        let a = try PlainRTPPath(bindingTo: "127.0.0.1"), peer = try PlainRTPPath(bindingTo: "127.0.0.1")
+        let stranger = try PlainRTPPath(bindingTo: "127.0.0.1"), elsewhere = try PlainRTPPath(bindingTo: "127.0.0.1")
+        let atA = Received(a), atPeer = Received(peer)
+        _ = try await a.setRemote(IceCredentials(ufrag: "", pwd: ""), candidates: [Self.candidate(elsewhere)], endOfCandidates: true)
+        _ = try await peer.setRemote(IceCredentials(ufrag: "", pwd: ""), candidates: [Self.candidate(a)], endOfCandidates: true)
+        _ = try await stranger.setRemote(IceCredentials(ufrag: "", pwd: ""), candidates: [Self.candidate(a)], endOfCandidates: true)
+        #expect(peer.send(Self.rtp(1)))
+        #expect(await atA.wait(for: 1).count == 1)
+        // A answers to where the packet came from, not to the SDP's address.
+        #expect(a.send(Self.rtp(9)))
+        #expect(await atPeer.wait(for: 1) == [Self.rtp(9)])
+        // Latched: a stranger's RTP is dropped and counted, and A's media still goes to the peer.
+        #expect(stranger.send(Self.rtp(66)))
+        #expect(peer.send(Self.rtp(2)))
+        let received = await atA.wait(for: 2)
+        #expect(received == [Self.rtp(1), Self.rtp(2)], "\(received)")
+        for _ in 0..<100 where a.droppedFromStrangers == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(a.droppedFromStrangers == 1)
+        #expect(a.send(Self.rtp(10)))
+        #expect(await atPeer.wait(for: 2) == [Self.rtp(9), Self.rtp(10)])
+        for path in [a, peer, stranger, elsewhere] { await path.close() }
+    }
+
+    @Test func rtcpGoesToItsOwnPortWhenThePeerDoesNotMuxAndIsTakenFromIt() async throws {
+        let a = try PlainRTPPath(bindingTo: "127.0.0.1"), rtpPort = try PlainRTPPath(bindingTo: "127.0.0.1")
+        let rtcpPort = try PlainRTPPath(bindingTo: "127.0.0.1")
+        let atA = Received(a), atRTP = Received(rtpPort), atRTCP = Received(rtcpPort)
+        _ = try await a.setRemote(IceCredentials(ufrag: "", pwd: ""),
+                                  candidates: [Self.candidate(rtpPort), Self.candidate(rtcpPort, component: 2)], endOfCandidates: true)
+        #expect(a.send(Self.rtp(1)) && a.send(Self.rtcp))
+        #expect(await atRTP.wait(for: 1) == [Self.rtp(1)])
+        #expect(await atRTCP.wait(for: 1) == [Self.rtcp])
+        // The peer's RTCP from its RTCP port is the peer's, not a stranger's.
+        for path in [rtpPort, rtcpPort] {
+            _ = try await path.setRemote(IceCredentials(ufrag: "", pwd: ""), candidates: [Self.candidate(a)], endOfCandidates: true)
+        }
+        #expect(rtpPort.send(Self.rtp(2)) && rtcpPort.send(Self.rtcp))
+        #expect(await atA.wait(for: 2).count == 2)
+        #expect(a.droppedFromStrangers == 0)
+        for path in [a, rtpPort, rtcpPort] { await path.close() }
+    }
+
+    @Test func anAddressThatIsNotThisHostsIsAClearError() {
+        #expect(throws: IceError.self) { _ = try PlainRTPPath(bindingTo: "not-an-address") }
+        #expect(throws: IceError.self) { _ = try PlainRTPPath(bindingTo: "192.0.2.123") }
+        #expect(PlainRTPPath.localAddress(toward: "127.0.0.1") == "127.0.0.1")
+    }
+}
