@@ -63,13 +63,18 @@ public struct DialectTraits: Sendable, Equatable {
     /// Without ICE: the address of this host to take RTP on (nil: the one the route to the peer
     /// leaves from).
     public var mediaAddress: String?
+    /// Whether the call's media may go unencrypted: SRTP always between nodes and with pages;
+    /// a SIP peer that speaks no SRTP may be allowed plain RTP (``MediaEncryption``).
+    public var mediaEncryption: MediaEncryption
 
-    public init(peer: Peer, resumable: Bool, firstOffer: FirstOffer = .byCallee, offersICE: Bool = true, mediaAddress: String? = nil) {
+    public init(peer: Peer, resumable: Bool, firstOffer: FirstOffer = .byCallee, offersICE: Bool = true, mediaAddress: String? = nil,
+                mediaEncryption: MediaEncryption = .required) {
         self.peer = peer
         self.resumable = resumable
         self.firstOffer = firstOffer
         self.offersICE = offersICE
         self.mediaAddress = mediaAddress
+        self.mediaEncryption = mediaEncryption
     }
 }
 

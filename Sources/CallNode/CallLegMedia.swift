@@ -100,7 +100,7 @@ extension CallLeg {
             broadcaster.send(.secured(uuid, MediaSecurity(
                 keyExchange: dtls == nil ? .sdes : .dtls, suite: suite, handshake: dtls?.handshakeTime,
                 peerFingerprint: negotiated.dtls?.remoteFingerprint, frameEncryption: frameKeys != nil,
-                securityCode: securityCode)))
+                securityCode: securityCode, unencrypted: negotiated.unencrypted)))
         }
         do {
             try await manager.report(.mediaConnected(uuid))

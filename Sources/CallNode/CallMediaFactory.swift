@@ -80,7 +80,9 @@ enum CallMediaFactory {
                      standIn: (any AudioOwnerStandIn)? = nil, own: CallAudio? = nil,
                      playbackOnly: Bool = false, frameKeys: FrameKeys? = nil) async throws -> PreparedMedia {
         var keys: MediaKeys
-        if let dtls {
+        if negotiated.unencrypted {
+            keys = .unencrypted  // plain RTP, as the offer and answer agreed (only where allowed)
+        } else if let dtls {
             let exported = try await dtls.keys()
             keys = MediaKeys(outbound: exported.outbound, inbound: exported.inbound)
         } else {

@@ -22,7 +22,7 @@ struct CallNegotiation: Sendable {
     /// The media agreed, once the first offer was answered.
     private(set) var negotiated: NegotiatedAudio?
 
-    init(configuration: CallNodeConfiguration, peerKind: DialectTraits.Peer) {
+    init(configuration: CallNodeConfiguration, peerKind: DialectTraits.Peer, mediaEncryption: MediaEncryption = .required) {
         var capabilities = AudioCapabilities()
         let media = configuration.media
         capabilities.opusPayloadType = Int(media.payloadType)
@@ -31,6 +31,7 @@ struct CallNegotiation: Sendable {
         capabilities.useDTX = media.opus.discontinuousTransmission
         capabilities.telephoneEventPayloadType = Int(media.telephoneEventPayloadType)
         capabilities.keyExchange = configuration.keyExchange
+        capabilities.mediaEncryption = mediaEncryption
         base = capabilities
         self.peerKind = peerKind
         encryptsFrames = configuration.frameEncryption != .off

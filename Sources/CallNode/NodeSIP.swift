@@ -13,12 +13,18 @@ public struct SIPListenSettings: Sendable, Equatable {
     /// PBXs do not speak it, and get plain RTP from one port). Offers with ICE are answered
     /// with ICE either way.
     public var offersICE: Bool
+    /// Whether SIP calls' media must be SRTP: ``MediaEncryption/preferred`` (the default)
+    /// offers SRTP keyed by SDES or DTLS and takes a phone's plain RTP offer; `required`
+    /// refuses it (488); `off` offers plain RTP.
+    public var mediaEncryption: MediaEncryption
 
-    public init(host: String, port: Int, user: String = "callnode", offersICE: Bool = false) {
+    public init(host: String, port: Int, user: String = "callnode", offersICE: Bool = false,
+                mediaEncryption: MediaEncryption = .preferred) {
         self.host = host
         self.port = port
         self.user = user
         self.offersICE = offersICE
+        self.mediaEncryption = mediaEncryption
     }
 
     /// The address RTP is taken on without ICE: the SIP address when it is a specific one.
@@ -83,7 +89,7 @@ actor SIPRouter {
 
     private func makeDialect(call: Int, outgoing: Bool, uri: String?) -> SIPDialect {
         let traits = DialectTraits(peer: .other, resumable: false, firstOffer: .byCaller, offersICE: settings.offersICE,
-                                   mediaAddress: settings.mediaAddress)
+                                   mediaAddress: settings.mediaAddress, mediaEncryption: settings.mediaEncryption)
         let dialect = SIPDialect(agent: agent, call: call, outgoing: outgoing, uri: uri, traits: traits, logger: logger) { [weak self] call, onWire in
             // A dialog on the wire is forgotten when it has ended there (its BYE answered, a
             // late CANCEL); an INVITE that never went out, now.

@@ -418,9 +418,12 @@ public struct MediaSecurity: Sendable, Equatable, CustomStringConvertible {
     public var frameEncryption: Bool
     /// The code both sides show (``SecurityCode``), from both identities.
     public var securityCode: String?
+    /// Plain RTP: nothing protects the media (a SIP peer without SRTP, where allowed).
+    public var unencrypted: Bool
 
     public init(keyExchange: KeyExchange, suite: String, handshake: Duration? = nil, peerFingerprint: String? = nil,
-                frameEncryption: Bool = false, securityCode: String? = nil) {
+                frameEncryption: Bool = false, securityCode: String? = nil, unencrypted: Bool = false) {
+        self.unencrypted = unencrypted
         self.keyExchange = keyExchange
         self.suite = suite
         self.handshake = handshake
@@ -430,7 +433,8 @@ public struct MediaSecurity: Sendable, Equatable, CustomStringConvertible {
     }
 
     public var description: String {
-        switch keyExchange {
+        if unencrypted { return "NOT encrypted: plain RTP (the peer speaks no SRTP; --sip-media-encryption required refuses such calls)" }
+        return switch keyExchange {
         case .sdes: "SRTP \(suite), keyed by SDES" + frames
         case .dtls:
             "SRTP \(suite), keyed by DTLS" + (handshake.map { String(format: " (handshake %.1f ms)", Double($0.components.attoseconds) / 1e15 + Double($0.components.seconds) * 1000) } ?? "") + frames

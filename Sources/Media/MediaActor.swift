@@ -136,10 +136,17 @@ public actor MediaActor: MediaClockClient {
             throw .codec(error.description)
         }
         do throws(SRTPError) {
-            outbound = try SRTPSession(key: keys.outbound, direction: .outbound)
-            inbound = try SRTPSession(key: keys.inbound, direction: .inbound)
+            if let outboundKey = keys.outbound, let inboundKey = keys.inbound {
+                outbound = try SRTPSession(key: outboundKey, direction: .outbound)
+                inbound = try SRTPSession(key: inboundKey, direction: .inbound)
+            } else if keys.outbound == nil && keys.inbound == nil {
+                outbound = SRTPSession(unprotected: .outbound)
+                inbound = SRTPSession(unprotected: .inbound)
+            } else {
+                throw SRTPError(function: "keys", status: -1)
+            }
         } catch {
-            throw .crypto(error.description)
+            throw .crypto(keys.outbound == nil || keys.inbound == nil ? "SRTP needs a key each way, or none (plain RTP)" : error.description)
         }
         frameCipher = keys.frameEncryption.map { FrameCipher(keys: $0) }
         self.configuration = configuration

@@ -161,11 +161,16 @@ extension MediaConfiguration {
 /// The keys of a call: our SRTP key protects what we send, the peer's checks what we receive;
 /// optional frame keys add end-to-end encryption of every frame under SRTP.
 public struct MediaKeys: Sendable, Equatable {
-    public var outbound: SRTPKey
-    public var inbound: SRTPKey
+    /// SRTP's keys each way; both nil: plain RTP, nothing protected (``unencrypted``).
+    public var outbound: SRTPKey?
+    public var inbound: SRTPKey?
     /// When set, frames are sealed end to end under SRTP (``FrameKeyAgreement``).
     public var frameEncryption: FrameKeys?
-    public init(outbound: SRTPKey, inbound: SRTPKey, frameEncryption: FrameKeys? = nil) {
+
+    /// Plain RTP and RTCP, in the clear: for a SIP peer that speaks no SRTP, when allowed.
+    public static let unencrypted = MediaKeys(outbound: nil, inbound: nil)
+
+    public init(outbound: SRTPKey?, inbound: SRTPKey?, frameEncryption: FrameKeys? = nil) {
         self.outbound = outbound
         self.inbound = inbound
         self.frameEncryption = frameEncryption

@@ -62,11 +62,20 @@ public final class SRTPSession {
 
     private var session: srtp_t?
     public let direction: Direction
+    /// Plain RTP: packets pass as they are (a SIP peer without SRTP, when allowed).
+    public let isPassthrough: Bool
+
+    /// A session that protects nothing: RTP and RTCP go and come in the clear.
+    public init(unprotected direction: Direction) {
+        self.direction = direction
+        isPassthrough = true
+    }
 
     /// - Throws: ``SRTPError`` if libsrtp cannot be initialised or rejects the key.
     public init(key: SRTPKey, direction: Direction) throws(SRTPError) {
         guard srtpInitialized else { throw SRTPError(function: "srtp_init", status: -1) }
         self.direction = direction
+        isPassthrough = false
         var policy = srtp_policy_t()
         switch key.suite {
         case .aesCM128HmacSHA1_80: csrtp_policy_aes_cm_128_hmac_sha1_80(&policy)
@@ -156,6 +165,7 @@ public final class SRTPSession {
 
     private func runInPlace(_ packet: inout [UInt8], overhead: Int,
                             _ call: (srtp_t, UnsafeMutablePointer<UInt8>, UnsafeMutablePointer<Int32>) -> srtp_err_status_t) -> srtp_err_status_t {
+        if isPassthrough { return srtp_err_status_ok }
         guard let session else { return srtp_err_status_fail }
         let count = packet.count
         // libsrtp writes the tag (and may read a little) past the packet's length.

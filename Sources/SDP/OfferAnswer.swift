@@ -21,8 +21,21 @@ public struct AudioCapabilities: Sendable, Equatable {
     /// How this node's offers key SRTP. Answers follow the offer: either kind is answered
     /// when this node has what it needs (a certificate fingerprint, SDES keys).
     public var keyExchange: KeyExchange = .dtls
+    /// Whether media may go unencrypted (plain RTP/AVP, for SIP peers that speak no SRTP).
+    public var mediaEncryption: MediaEncryption = .required
 
     public init() {}
+}
+
+/// Whether a call's media must be SRTP.
+public enum MediaEncryption: String, Sendable, Equatable, CaseIterable {
+    /// SRTP or nothing: an offer without it is refused (the default between nodes).
+    case required
+    /// Offers are SRTP; an offer of plain RTP (`RTP/AVP` without `a=crypto` or
+    /// `a=fingerprint`) is answered in plain RTP.
+    case preferred
+    /// Offers are plain RTP; an offer with SRTP is still answered with it.
+    case off
 }
 
 /// How SRTP is keyed.
@@ -159,6 +172,8 @@ public struct NegotiatedAudio: Sendable, Equatable {
     public var dtls: NegotiatedDTLS?
     /// The media stream's `a=mid` (the offer's), for BUNDLE peers.
     public var mid: String?
+    /// Plain RTP: nothing keyed, nothing protected (only where ``MediaEncryption`` allows).
+    public var unencrypted = false
     /// The peer speaks no ICE (its description has no credentials): where its RTP goes, from its
     /// `c=` and `m=` lines. `nil` with ICE.
     public var remoteRTP: RTPEndpoint?
@@ -190,6 +205,12 @@ public enum OfferAnswer {
     /// With ``KeyExchange/dtls`` and a fingerprint in `local`, the offer is WebRTC's
     /// `UDP/TLS/RTP/SAVPF` with `a=fingerprint` and `a=setup` instead of `a=crypto` lines.
     public static func offer(sessionID: String, capabilities: AudioCapabilities, local: LocalAudioParameters) -> SessionDescription {
+        if capabilities.mediaEncryption == .off {
+            return describe(sessionID: sessionID, payloadType: capabilities.opusPayloadType,
+                            telephoneEvent: capabilities.telephoneEventPayloadType,
+                            redundancy: capabilities.redundancyPayloadType, capabilities: capabilities,
+                            local: local, keying: .plain, mid: "0")
+        }
         if capabilities.keyExchange == .dtls, let fingerprint = local.fingerprint {
             return describe(sessionID: sessionID, payloadType: capabilities.opusPayloadType,
                             telephoneEvent: capabilities.telephoneEventPayloadType,
@@ -210,6 +231,14 @@ public enum OfferAnswer {
     enum Keying {
         case sdes([SDPCrypto])
         case dtls(fingerprint: String, setup: DTLSSetup)
+        /// Plain RTP/AVP: no keys at all.
+        case plain
+    }
+
+    /// Whether a description's audio is plain RTP: no `a=fingerprint`, no `a=crypto`, an
+    /// unsecured profile (`RTP/AVP`, `RTP/AVPF`).
+    static func isPlain(_ description: SessionDescription, media: MediaDescription) -> Bool {
+        dtlsOffer(in: description, media: media) == nil && media.cryptos.isEmpty && !media.proto.uppercased().contains("SAVP")
     }
 
     /// The peer's `a=fingerprint` (media level, else session level) and `a=setup`, if it offers DTLS.
@@ -234,7 +263,14 @@ public enum OfferAnswer {
         let keying: Keying
         var dtls: NegotiatedDTLS?
         var suite = "", localKey = "", remoteKey = ""
-        if let offeredDTLS = dtlsOffer(in: offer, media: media) {
+        var unencrypted = false
+        if isPlain(offer, media: media) {
+            guard capabilities.mediaEncryption != .required else {
+                throw NegotiationError("the offer is plain RTP (\(media.proto) without a=crypto or a=fingerprint), and this node requires SRTP")
+            }
+            keying = .plain
+            unencrypted = true
+        } else if let offeredDTLS = dtlsOffer(in: offer, media: media) {
             guard let fingerprint = local.fingerprint else {
                 throw NegotiationError("the offer keys SRTP with DTLS (a=fingerprint), and this node has no DTLS certificate")
             }
@@ -264,6 +300,7 @@ public enum OfferAnswer {
                                        remoteKey: remoteKey, direction: answerLocal.direction, session: offer.connection)
         negotiated.dtls = dtls
         negotiated.redundancyPayloadType = redundancy
+        negotiated.unencrypted = unencrypted
         return (answer, negotiated)
     }
 
@@ -293,7 +330,13 @@ public enum OfferAnswer {
         // How the answer keys SRTP: the DTLS role it picked, or the offered suite it chose.
         var dtls: NegotiatedDTLS?
         var suite = "", localKey = "", remoteKey = ""
-        if dtlsOffer(in: offer, media: offered) != nil {
+        let unencrypted = isPlain(offer, media: offered)
+        if unencrypted {
+            // This side offered plain RTP; the answer keeps the offer's profile.
+            guard isPlain(answer, media: media) else {
+                throw NegotiationError("the offer was plain RTP, and the answer keys SRTP (\(media.proto))")
+            }
+        } else if dtlsOffer(in: offer, media: offered) != nil {
             guard let answered = dtlsOffer(in: answer, media: media) else {
                 throw NegotiationError("the offer asked for DTLS-SRTP, and the answer has no a=fingerprint")
             }
@@ -321,6 +364,7 @@ public enum OfferAnswer {
                                        telephoneEvent: telephoneEvent, suite: suite, localKey: localKey,
                                        remoteKey: remoteKey, direction: direction, session: answer.connection)
         negotiated.dtls = dtls
+        negotiated.unencrypted = unencrypted
         // Redundancy only if this side offered it and the answer kept the offered payload type.
         negotiated.redundancyPayloadType = redundancyPayloadType(in: media, opus: payloadType).flatMap { pt in
             redundancyPayloadType(in: offered, opus: payloadType) == pt ? pt : nil
@@ -417,6 +461,7 @@ public enum OfferAnswer {
         let defaultProto: String = switch keying {
         case .sdes: "RTP/SAVP"
         case .dtls: "UDP/TLS/RTP/SAVPF"
+        case .plain: "RTP/AVP"
         }
         let address = local.plainRTP?.address ?? local.address
         let addressType = address.contains(":") ? "IP6" : "IP4"
@@ -452,6 +497,8 @@ public enum OfferAnswer {
         case let .dtls(fingerprint, setup):
             media.attributes.append(SDPAttribute("fingerprint", fingerprint))
             media.attributes.append(SDPAttribute("setup", setup.rawValue))
+        case .plain:
+            break
         }
         if rtcpMux { media.attributes.append(SDPAttribute("rtcp-mux")) }
         // Without ICE, RTCP comes to the RTP port too, muxed or not (RFC 3605).

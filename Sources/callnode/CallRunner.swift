@@ -340,7 +340,7 @@ final class CallRunner {
             line("connected in \(Self.milliseconds(setup)) ms")
         case let .secured(uuid, security):
             securities[uuid] = security
-            line("media secured: \(security)")
+            line(security.unencrypted ? "media \(security)" : "media secured: \(security)")
             if let code = security.securityCode {
                 line("security code: \(code)  (the other side sees the same digits: compare them aloud)")
             }

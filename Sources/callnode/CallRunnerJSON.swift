@@ -15,7 +15,8 @@ extension CallRunner {
         case let .webPage(connected, from):
             return ["event": "web-page", "connected": connected, "from": from]
         case let .secured(uuid, security):
-            var object: [String: Any] = ["event": "secured", "call": uuid.uuidString, "key_exchange": security.keyExchange.rawValue,
+            var object: [String: Any] = ["event": "secured", "call": uuid.uuidString, "encrypted": !security.unencrypted,
+                                         "key_exchange": security.unencrypted ? "none" : security.keyExchange.rawValue,
                                          "suite": security.suite]
             if let handshake = security.handshake { object["handshake_ms"] = milliseconds(handshake) }
             if let fingerprint = security.peerFingerprint { object["peer_fingerprint"] = fingerprint }

@@ -113,6 +113,9 @@ struct NodeOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("The user part of this node's SIP address (default callnode).", valueName: "NAME"))
     var sipUser: String?
 
+    @Option(name: .long, help: ArgumentHelp("SIP calls' media: preferred (the default: offer SRTP, take a phone's plain RTP, and say so), required (refuse plain RTP with 488) or off (offer plain RTP).", valueName: "WHEN"))
+    var sipMediaEncryption: String?
+
     @Flag(name: .long, help: "Print one JSON object per line on stdout for every event.")
     var json = false
 
@@ -133,6 +136,7 @@ struct NodeOptions: ParsableArguments {
         put("frame-ms", frameMs); put("redundancy", redundancy); put("ice-restart", iceRestart)
         put("resume-window", resumeWindow); put("key-exchange", keyExchange); put("frame-encryption", frameEncryption); put("playback-only", playbackOnly)
         put("hold-audio", holdAudio); put("metrics", metrics); put("sip", sip); put("sip-user", sipUser)
+        put("sip-media-encryption", sipMediaEncryption)
         put("stun", network.stun); put("turn-file", network.turnFile); put("relay-only", network.relayOnly)
         put("ice-tcp", network.iceTcp); put("consent-freshness", network.consentFreshness)
         if !network.turn.isEmpty { given["turn"] = network.turn }
@@ -206,6 +210,8 @@ struct NodeOptions: ParsableArguments {
         setup.sipUser = try read.parsed("sip-user", sipUser, "a SIP user name (letters, digits, - . _ ! ~ * ' ( ))") { name in
             name.isEmpty || name.contains(where: { !($0.isLetter || $0.isNumber || "-._!~*'()".contains($0)) }) ? nil : name
         } ?? "callnode"
+        setup.sipMediaEncryption = try read.parsed("sip-media-encryption", sipMediaEncryption, "preferred, required or off",
+                                                   MediaEncryption.init(rawValue:)) ?? .preferred
         if setup.conference && !setup.autoAnswer { throw ValidationError("--conference merges auto-answered calls: give --auto-answer too") }
         setup.ice = try network.iceConfiguration(role: .controlling, read)
         return setup
@@ -244,11 +250,12 @@ struct NodeSetup {
     var metrics: SignalAddress?
     var sip: SignalAddress?
     var sipUser = "callnode"
+    var sipMediaEncryption = MediaEncryption.preferred
     var ice = IceConfiguration(role: .controlling)
 
     /// Where this node speaks SIP, if it does.
     var sipSettings: SIPListenSettings? {
-        sip.map { SIPListenSettings(host: $0.host, port: $0.port, user: sipUser) }
+        sip.map { SIPListenSettings(host: $0.host, port: $0.port, user: sipUser, mediaEncryption: sipMediaEncryption) }
     }
 
     /// Each call plays a WAV input from its start, and records to its own file when the output

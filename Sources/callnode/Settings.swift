@@ -36,6 +36,7 @@ let settingKeys: [SettingKey] = [
     SettingKey("metrics"),
     SettingKey("sip"),
     SettingKey("sip-user", default: "callnode"),
+    SettingKey("sip-media-encryption", default: MediaEncryption.preferred.rawValue),
     SettingKey("stun"),
     SettingKey("turn", .list, secret: true),
     SettingKey("turn-file"),

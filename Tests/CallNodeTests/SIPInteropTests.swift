@@ -36,7 +36,8 @@ struct SIPInteropTests {
             snd_path \(directory)/snd
             """
         try config.write(toFile: directory + "/config", atomically: true, encoding: .utf8)
-        let account = "<sip:b@127.0.0.1:\(port)>;regint=0;answermode=auto;mediaenc=\(mediaEncryption);audio_codecs=opus/48000/2\n"
+        let encryption = mediaEncryption.isEmpty ? "" : ";mediaenc=\(mediaEncryption)"
+        let account = "<sip:b@127.0.0.1:\(port)>;regint=0;answermode=auto\(encryption);audio_codecs=opus/48000/2\n"
         try account.write(toFile: directory + "/accounts", atomically: true, encoding: .utf8)
         // aufile takes opus/48000/2's two channels.
         let seconds = 12, rate = 48_000
@@ -65,10 +66,13 @@ struct SIPInteropTests {
         return Goertzel.power(of: frequency, in: middle) > 20 * Goertzel.power(of: other, in: middle)
     }
 
-    @Test func baresipCallsTheNodeAndEachHearsTheOther() async throws {
+    /// baresip's SRTP (`srtp-mand`: RTP/SAVP with SDES keys) or none (RTP/AVP, which the node
+    /// takes by default and says so).
+    @Test(arguments: ["srtp-mand", ""])
+    func baresipCallsTheNodeAndEachHearsTheOther(baresipEncryption: String) async throws {
         let f = try Fixture()
         let phone = f.path("baresip"), phonePort = SIPCallTests.freePort()
-        try Self.baresip(in: phone, port: phonePort)
+        try Self.baresip(in: phone, port: phonePort, mediaEncryption: baresipEncryption)
         let node = try await f.node("bob", input: .tone(660), output: .wav(f.path("bob-out.wav")), keyExchange: .sdes)
         let uri = try await node.listenSIP(SIPListenSettings(host: "127.0.0.1", port: SIPCallTests.freePort(), user: "bob"))
         let events = node.events()
@@ -80,7 +84,8 @@ struct SIPInteropTests {
         #expect(node.handle(of: call) == "sip:b@127.0.0.1:\(phonePort)")
         guard case let .secured(_, security) = try await TwoNodeTests.next(events, where: { if case .secured(call, _) = $0 { true } else { false } })
         else { return }
-        #expect(security.keyExchange == .sdes, "\(security)")
+        #expect(security.unencrypted == baresipEncryption.isEmpty, "\(security)")
+        if !security.unencrypted { #expect(security.keyExchange == .sdes, "\(security)") }
         let heard = try await SIPCallTests.hearing(events, beyond: 100)
         #expect(heard.packetsLost == 0)
         try await node.hangUp(call)
@@ -92,16 +97,40 @@ struct SIPInteropTests {
         #expect(Self.holds(try Self.baresipHeard(in: phone), 660, over: 550), "baresip did not hear the node's 660 Hz")
     }
 
-    @Test func theNodeCallsBaresipAndEachHearsTheOther() async throws {
+    @Test func aNodeThatRequiresSRTPRefusesBaresipsPlainRTPWith488() async throws {
         let f = try Fixture()
         let phone = f.path("baresip"), phonePort = SIPCallTests.freePort()
-        try Self.baresip(in: phone, port: phonePort)
+        try Self.baresip(in: phone, port: phonePort, mediaEncryption: "")
+        let node = try await f.node("bob", input: .tone(660), keyExchange: .sdes)
+        let uri = try await node.listenSIP(SIPListenSettings(host: "127.0.0.1", port: SIPCallTests.freePort(), user: "bob",
+                                                             mediaEncryption: .required))
+        let events = node.events()
+        let baresip = try ChildProcess("/usr/bin/baresip", ["-f", phone, "-4", "-e", "/dial \(uri)", "-t", "5"], output: f.path("baresip.log"),
+                                       stdin: open("/dev/null", O_RDONLY))
+        defer { baresip.stop() }
+        guard case let .ended(_, reason, detail, _) = try await TwoNodeTests.next(events, where: { if case .ended = $0 { true } else { false } })
+        else { return }
+        #expect(reason == .failed)
+        #expect(detail?.contains("requires SRTP") == true, "\(detail ?? "-")")
+        _ = baresip.wait()
+        let log = (try? String(contentsOfFile: f.path("baresip.log"), encoding: .utf8)) ?? ""
+        #expect(log.contains("488"), "baresip was not told 488: \(log.suffix(300))")
+        await node.shutdown()
+    }
+
+    /// The node offers SRTP keyed by SDES, or (`--sip-media-encryption off`) plain RTP.
+    @Test(arguments: [MediaEncryption.preferred, .off])
+    func theNodeCallsBaresipAndEachHearsTheOther(encryption: MediaEncryption) async throws {
+        let f = try Fixture()
+        let phone = f.path("baresip"), phonePort = SIPCallTests.freePort()
+        try Self.baresip(in: phone, port: phonePort, mediaEncryption: encryption == .off ? "" : "srtp-mand")
         let baresip = try ChildProcess("/usr/bin/baresip", ["-f", phone, "-4", "-t", "15"], output: f.path("baresip.log"),
                                        stdin: open("/dev/null", O_RDONLY))
         defer { baresip.stop() }
         let node = try await f.node("alice", input: .tone(660), output: .wav(f.path("alice-out.wav")), keyExchange: .sdes)
-        _ = try await node.listenSIP(SIPListenSettings(host: "127.0.0.1", port: SIPCallTests.freePort(), user: "alice"))
-        let events = node.events()
+        _ = try await node.listenSIP(SIPListenSettings(host: "127.0.0.1", port: SIPCallTests.freePort(), user: "alice",
+                                                       mediaEncryption: encryption))
+        let events = node.events(), security = node.events()
         // baresip takes a moment to listen: the first INVITE may find nothing there yet.
         var call: UUID?
         for _ in 0..<20 where call == nil {
@@ -115,6 +144,9 @@ struct SIPInteropTests {
             if case .connected = outcome { call = attempt } else { try await Task.sleep(for: .milliseconds(250)) }
         }
         let connected = try #require(call, "baresip never answered")
+        guard case let .secured(_, secured) = try await TwoNodeTests.next(security, where: { if case .secured(connected, _) = $0 { true } else { false } })
+        else { return }
+        #expect(secured.unencrypted == (encryption == .off), "\(secured)")
         let heard = try await SIPCallTests.hearing(events, beyond: 100)
         #expect(heard.packetsLost == 0)
         try await node.hangUp(connected)

@@ -289,6 +289,41 @@ import Testing
         #expect(try OfferAnswer.answer(to: sessionLevel, sessionID: "3", capabilities: AudioCapabilities(), local: local).negotiated.remoteRTP?.address == "192.0.2.6")
     }
 
+    /// Plain RTP (RTP/AVP, no keys): refused where SRTP is required (the default), answered in
+    /// kind where it is preferred, offered where encryption is off.
+    @Test func plainRTPIsTakenOnlyWhereAllowed() throws {
+        let plain = try SessionDescription(parsing: Self.plainOffer
+            .replacingOccurrences(of: "RTP/SAVP", with: "RTP/AVP")
+            .replacingOccurrences(of: "a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:\(String(repeating: "A", count: 40))\r\n", with: ""))
+        var local = Self.local("a", keys: Self.answererKeys)
+        local.plainRTP = RTPEndpoint(address: "192.0.2.9", port: 41000)
+        do {
+            _ = try OfferAnswer.answer(to: plain, sessionID: "2", capabilities: AudioCapabilities(), local: local)
+            Issue.record("plain RTP was answered where SRTP is required")
+        } catch {
+            #expect(error.reason.contains("requires SRTP"), "\(error)")
+        }
+        var preferred = AudioCapabilities()
+        preferred.mediaEncryption = .preferred
+        let (answer, negotiated) = try OfferAnswer.answer(to: plain, sessionID: "2", capabilities: preferred, local: local)
+        #expect(negotiated.unencrypted && negotiated.cryptoSuite.isEmpty && negotiated.dtls == nil)
+        #expect(answer.media[0].proto == "RTP/AVP" && answer.media[0].cryptos.isEmpty)
+        #expect(answer.media[0].attribute("fingerprint") == nil)
+        // An SRTP offer is still answered with SRTP where it is only preferred.
+        let sdes = try OfferAnswer.answer(to: try SessionDescription(parsing: Self.plainOffer), sessionID: "3", capabilities: preferred, local: local)
+        #expect(!sdes.negotiated.unencrypted && sdes.negotiated.cryptoSuite == "AES_CM_128_HMAC_SHA1_80")
+        // Off: the offer is plain; an answer that keys SRTP to it is refused.
+        var off = AudioCapabilities()
+        off.mediaEncryption = .off
+        let offer = OfferAnswer.offer(sessionID: "4", capabilities: off, local: local)
+        #expect(offer.media[0].proto == "RTP/AVP" && offer.media[0].cryptos.isEmpty && offer.media[0].attribute("fingerprint") == nil)
+        let (plainAnswer, _) = try OfferAnswer.answer(to: offer, sessionID: "5", capabilities: preferred, local: local)
+        #expect(try OfferAnswer.accept(answer: plainAnswer, to: offer, capabilities: off).unencrypted)
+        #expect(throws: NegotiationError.self) {
+            try OfferAnswer.accept(answer: answer.replacingProfile("RTP/SAVP"), to: offer, capabilities: off)
+        }
+    }
+
     @Test func anOfferWrittenWithoutICEIsAcceptedFromAnAnswerWithoutICE() throws {
         var offererLocal = Self.local("offr", keys: Self.offererKeys)
         offererLocal.plainRTP = RTPEndpoint(address: "192.0.2.1", port: 42000)
@@ -305,5 +340,16 @@ import Testing
         let atOfferer = try OfferAnswer.accept(answer: try SessionDescription(parsing: answer.serialized), to: offer, capabilities: sdes)
         #expect(atOfferer.remoteRTP == RTPEndpoint(address: "192.0.2.2", port: 43000))
         #expect(atOfferer.localKey == atAnswerer.remoteKey && atOfferer.remoteKey == atAnswerer.localKey)
+    }
+}
+
+extension SessionDescription {
+    /// The same description with its audio in `profile` and an SDES key (an answer that keys
+    /// SRTP).
+    fileprivate func replacingProfile(_ profile: String) -> SessionDescription {
+        var copy = self
+        copy.media[0].proto = profile
+        copy.media[0].attributes.append(SDPAttribute("crypto", "1 AES_CM_128_HMAC_SHA1_80 inline:\(String(repeating: "B", count: 40))"))
+        return copy
     }
 }
