@@ -1,3 +1,4 @@
+import Dispatch
 import Locking
 
 #if canImport(Glibc)
@@ -202,8 +203,17 @@ public final class WAVFileSource: AudioSource {
     }
 }
 
-/// Records the call's incoming audio to a 16-bit PCM WAV file as it plays; the header's
-/// lengths are filled in on ``stop()``.
+/// Records the call's incoming audio to a 16-bit PCM WAV file as it plays, playable at any
+/// moment: about once a second the audio so far is handed to the kernel and the header's RIFF
+/// and `data` sizes are brought up to it, then the file is synced to disk on a thread of its
+/// own. A process killed mid-call (an OOM kill, `kill -9`) or a power cut leaves a valid file
+/// missing at most about the last second. The header is kept current rather than repaired on
+/// the next start: a recording someone copies off the disk mid-call is valid too, and nothing
+/// depends on the node starting again.
+///
+/// A write that fails (a full disk, the directory removed) stops the recording where it
+/// succeeded: the header says that much, the file is closed, the call goes on, and
+/// ``failure`` (and the `failed` handler) says why.
 public final class WAVFileSink: AudioSink {
     public let format: AudioFormat
     public let path: String
@@ -211,37 +221,106 @@ public final class WAVFileSink: AudioSink {
         var fileBits: UInt?  // the FILE* as a bit pattern (pointers are not Sendable); used only under the lock
         var file: UnsafeMutablePointer<FILE>? { fileBits.flatMap { UnsafeMutablePointer(bitPattern: $0) } }
         var samples = 0
+        /// Samples the header says the file holds (as of the last sync).
+        var synced = 0
         var buffer: [UInt8] = []
+        var failure: String?
+        var failed: (@Sendable (String) -> Void)?
     }
     private let state = Locked(State())
+    /// How many samples between syncs: one second.
+    private var syncInterval: Int { format.sampleRate * format.channels }
+    /// Where files are synced to disk, away from the media threads that write them.
+    private static let syncQueue = DispatchQueue(label: "callnode-recording-sync", qos: .utility)
 
     public init(path: String, format: AudioFormat = AudioFormat()) {
         self.path = path
         self.format = format
     }
 
+    /// Called once, on the writing thread, if a write fails (with the reason); the recording has
+    /// stopped at what was written.
+    public func onFailure(_ handler: @escaping @Sendable (String) -> Void) {
+        state.withLock { $0.failed = handler }
+    }
+
+    /// Why the recording stopped early, if it did.
+    public var failure: String? { state.withLock { $0.failure } }
+
     /// Creates the file (so a bad path fails at start, not at hang-up).
     public func start() throws(AudioDeviceError) {
         let opened = fopen(path, "wb")
         guard let opened else { throw .failed("cannot create \(path): \(String(cString: strerror(errno)))") }
         let header = WAV.encode([], format: format)
-        fwrite(header, 1, header.count, opened)
+        guard fwrite(header, 1, header.count, opened) == header.count, fflush(opened) == 0 else {
+            let reason = String(cString: strerror(errno))
+            fclose(opened)
+            throw .failed("cannot write \(path): \(reason)")
+        }
         let bits = UInt(bitPattern: opened)
-        state.withLock { $0.fileBits = bits; $0.samples = 0 }
+        state.withLock { $0.fileBits = bits; $0.samples = 0; $0.synced = 0; $0.failure = nil }
     }
 
     public func write(_ frame: [Int16]) {
-        state.withLock { s in
-            guard let file = s.file else { return }
+        let failed = state.withLock { s -> (@Sendable (String) -> Void, String)? in
+            guard let file = s.file else { return nil }
             s.buffer.removeAll(keepingCapacity: true)
             for sample in frame {
                 let bits = UInt16(bitPattern: sample)
                 s.buffer.append(UInt8(bits & 0xFF))
                 s.buffer.append(UInt8(bits >> 8))
             }
-            fwrite(s.buffer, 1, s.buffer.count, file)
+            guard fwrite(s.buffer, 1, s.buffer.count, file) == s.buffer.count else {
+                return fail(&s, file, String(cString: strerror(errno)))
+            }
             s.samples += frame.count
+            guard s.samples - s.synced >= syncInterval else { return nil }
+            guard sync(&s, file) else { return fail(&s, file, String(cString: strerror(errno))) }
+            return nil
         }
+        if let (handler, reason) = failed { handler(reason) }
+    }
+
+    /// Hands what was written to the kernel, brings the header's sizes up to it, and syncs the
+    /// file to disk in the background. False when a write failed.
+    private func sync(_ s: inout State, _ file: UnsafeMutablePointer<FILE>) -> Bool {
+        guard fflush(file) == 0 else { return false }
+        guard patchHeader(file, samples: s.samples) else { return false }
+        s.synced = s.samples
+        // fsync may take long on a busy disk: on a duplicate descriptor, off the media thread.
+        let descriptor = dup(fileno(file))
+        if descriptor >= 0 {
+            Self.syncQueue.async {
+                fsync(descriptor)
+                close(descriptor)
+            }
+        }
+        return true
+    }
+
+    /// Writes the RIFF and `data` sizes for `samples`, then returns to the end.
+    private func patchHeader(_ file: UnsafeMutablePointer<FILE>, samples: Int) -> Bool {
+        let dataBytes = UInt32(truncatingIfNeeded: 2 * samples)
+        func put(_ value: UInt32, at offset: Int) -> Bool {
+            var le = value.littleEndian
+            return fseek(file, offset, SEEK_SET) == 0 && fwrite(&le, 4, 1, file) == 1
+        }
+        let ok = put(36 &+ dataBytes, at: 4) && put(dataBytes, at: 40)
+        return fseek(file, 0, SEEK_END) == 0 && fflush(file) == 0 && ok
+    }
+
+    /// A write failed: the file keeps what the kernel took (its header says so) and closes.
+    private func fail(_ s: inout State, _ file: UnsafeMutablePointer<FILE>, _ reason: String) -> (@Sendable (String) -> Void, String)? {
+        let seconds = Double(s.synced) / Double(max(1, syncInterval))
+        let message = "the recording \(path) stopped after \((seconds * 10).rounded() / 10) s: \(reason)"
+        // What reached the file for sure is what the last sync covered; say that much.
+        _ = patchHeader(file, samples: s.synced)
+        fclose(file)
+        s.fileBits = nil
+        s.failure = message
+        guard let handler = s.failed else { return nil }
+        s.failed = nil
+        return (handler, message)
     }
 
     /// Silence for the time the process was paused, so the recording stays on real time.
@@ -258,19 +337,17 @@ public final class WAVFileSink: AudioSink {
     public var samplesWritten: Int { state.withLock { $0.samples } }
 
     public func stop() {
-        state.withLock { s in
-            guard let file = s.file else { return }
-            s.fileBits = nil
-            // Patch the RIFF and data sizes now that the length is known.
-            let dataBytes = UInt32(2 * s.samples)
-            func put(_ value: UInt32, at offset: Int) {
-                var le = value.littleEndian
-                fseek(file, offset, SEEK_SET)
-                fwrite(&le, 4, 1, file)
+        let failed = state.withLock { s -> (@Sendable (String) -> Void, String)? in
+            guard let file = s.file else { return nil }
+            // The lengths as they are now, and the file closed.
+            guard fflush(file) == 0, patchHeader(file, samples: s.samples) else {
+                return fail(&s, file, String(cString: strerror(errno)))
             }
-            put(36 + dataBytes, at: 4)
-            put(dataBytes, at: 40)
+            s.fileBits = nil
+            fsync(fileno(file))
             fclose(file)
+            return nil
         }
+        if let (handler, reason) = failed { handler(reason) }
     }
 }

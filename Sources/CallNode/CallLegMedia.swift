@@ -78,7 +78,18 @@ extension CallLeg {
         let actor = prepared.path
         media = actor
         bridgePort = prepared.port
-        if let recording = prepared.recording { await manager.setRecording(recording, of: uuid) }
+        if let recording = prepared.recording {
+            await manager.setRecording(recording, of: uuid)
+            // A recording that stops early (a full disk) is said, and the call goes on.
+            if let sink = prepared.recordingSink {
+                let broadcaster = self.broadcaster, manager = self.manager, logger = self.logger, uuid = self.uuid
+                sink.onFailure { reason in
+                    logger.error("call \(uuid): \(reason)")
+                    broadcaster.send(.recordingFailed(uuid, path: recording, reason: reason))
+                    Task { await manager.setRecordingProblem(reason, of: uuid) }
+                }
+            }
+        }
         await report(.mediaPort(prepared.port))
         if let group, let other = group { await report(.group(other)) }
         spawn { [weak self] in

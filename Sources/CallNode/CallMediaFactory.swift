@@ -127,7 +127,7 @@ enum CallMediaFactory {
         }
         return PreparedMedia(path: try MediaActor(configuration: media, transport: transport, keys: keys,
                                                   source: own?.source ?? source, sink: own?.sink ?? sink, clock: clock),
-                             port: port, recording: own?.recording)
+                             port: port, recording: own?.recording, recordingSink: own?.sink as? WAVFileSink)
     }
 }
 
@@ -137,4 +137,6 @@ struct PreparedMedia: Sendable {
     let port: BridgePortID?
     /// Where the call's own sink records, if it has one.
     let recording: String?
+    /// That sink, when it is a WAV file (to hear if it fails).
+    var recordingSink: WAVFileSink? = nil
 }

@@ -55,7 +55,8 @@ public final class NodeMetrics: Sendable {
         // Counters appear at 0 before the first call, so a scrape shows them (and rates work).
         for direction in ["incoming", "outgoing"] { counter("callnode_calls_total", [("direction", direction)]).increment(by: 0) }
         for name in ["callnode_signaling_errors_total", "callnode_dtls_failures_total", "callnode_relay_registrations_total",
-                     "callnode_relay_lost_total", "callnode_connection_lost_total", "callnode_signaling_lost_total"] {
+                     "callnode_relay_lost_total", "callnode_connection_lost_total", "callnode_signaling_lost_total",
+                     "callnode_recording_failures_total"] {
             counter(name).increment(by: 0)
         }
     }
@@ -85,6 +86,8 @@ public final class NodeMetrics: Sendable {
             counter("callnode_ice_restarts_total", [("by", byPeer ? "peer" : "local")]).increment()
         case .connectionLost:
             counter("callnode_connection_lost_total").increment()
+        case .recordingFailed:
+            counter("callnode_recording_failures_total").increment()
         case .signalingLost:
             counter("callnode_signaling_lost_total").increment()
         case let .statistics(uuid, statistics):

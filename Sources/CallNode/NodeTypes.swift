@@ -346,6 +346,9 @@ public enum NodeEvent: Sendable, Equatable {
     /// The call's signaling connection dropped; the call goes on and is being resumed on a
     /// new one (whichever side can reach the other reconnects).
     case signalingLost(UUID)
+    /// The call's own recording stopped early (a full disk, the directory removed): the file is
+    /// valid up to `reason`'s time, the call goes on, Recents marks the recording incomplete.
+    case recordingFailed(UUID, path: String, reason: String)
     /// The call carries on over a new signaling connection.
     case signalingResumed(UUID)
     /// This host's addresses or default route changed.

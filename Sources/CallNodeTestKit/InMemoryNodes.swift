@@ -139,6 +139,7 @@ public final class InMemoryNodes: @unchecked Sendable {  // the event log is beh
         case .connectionLost: "connection-lost"
         case .connectionRestored: "connection-restored"
         case .signalingLost: "signaling-lost"
+        case .recordingFailed: "recording-failed"
         case .signalingResumed: "signaling-resumed"
         case .hostNetworkChanged: "network-changed"
         case let .playoutReset(_, reset): "playout-reset(\(reset.reason.rawValue))"

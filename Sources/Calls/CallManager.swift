@@ -531,6 +531,13 @@ public actor CallManager {
         persist(call)
     }
 
+    /// The call's recording stopped early, for `reason`: Recents says it is incomplete.
+    public func setRecordingProblem(_ reason: String, of call: UUID) {
+        guard calls[call] != nil else { return }
+        calls[call]?.recent.recordingProblem = reason
+        persist(call)
+    }
+
     private func persist(_ uuid: UUID) {
         guard configuration.includesCallsInRecents, let store, let call = calls[uuid] else { return }
         store.save(call.recent)

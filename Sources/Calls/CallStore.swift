@@ -23,6 +23,8 @@ public struct RecentCall: Sendable, Equatable, Codable, FetchableRecord, Persist
     public var reason: CallEndReason?
     /// Where the call's own recording went (per-call audio), if it had one.
     public var recording: String?
+    /// Why the recording stopped before the call did (a full disk), if it did.
+    public var recordingProblem: String?
 
     public init(id: UUID, handle: String, handleKind: String, direction: CallDirection, state: String, started: Date,
                 connected: Date? = nil, ended: Date? = nil, duration: Double? = nil, reason: CallEndReason? = nil,
@@ -110,6 +112,9 @@ public final class CallStore: Sendable {
             }
             migrator.registerMigration("v3-recordings") { db in
                 try db.alter(table: "recents") { t in t.add(column: "recording", .text) }
+            }
+            migrator.registerMigration("v4-recording-problems") { db in
+                try db.alter(table: "recents") { t in t.add(column: "recordingProblem", .text) }
             }
             try migrator.migrate(pool)
             let blocked = try pool.read { db in try String.fetchSet(db, sql: "SELECT handle FROM blocked") }

@@ -361,6 +361,8 @@ final class CallRunner {
             line("connection lost — trying to recover")
         case .connectionRestored:
             line("connection restored")
+        case let .recordingFailed(_, path, reason):
+            line("recording failed: \(reason) (\(path) is valid up to there; the call goes on)")
         case .signalingLost:
             line("signaling connection lost — resuming the call on a new one (audio goes on)")
         case .signalingResumed:

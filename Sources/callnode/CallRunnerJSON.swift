@@ -47,6 +47,8 @@ extension CallRunner {
         case let .connectionLost(uuid): return ["event": "connection-lost", "call": uuid.uuidString]
         case let .connectionRestored(uuid): return ["event": "connection-restored", "call": uuid.uuidString]
         case let .signalingLost(uuid): return ["event": "signaling-lost", "call": uuid.uuidString]
+        case let .recordingFailed(uuid, path, reason):
+            return ["event": "recording-failed", "call": uuid.uuidString, "path": path, "reason": reason]
         case let .signalingResumed(uuid): return ["event": "signaling-resumed", "call": uuid.uuidString]
         case let .audioRouteChanged(reason, route):
             var event: [String: Any] = ["event": "route-change", "input": route?.input ?? NSNull(), "output": route?.output ?? NSNull()]

@@ -167,7 +167,7 @@ struct Recents: AsyncParsableCommand {
         for row in rows {
             let who = store.contacts.withFingerprint(row.handle)?.name ?? row.handle
             let duration = row.duration.map { String(format: "%.1f s", $0) } ?? "-"
-            let recording = row.recording.map { "\t\($0)" } ?? ""
+            let recording = row.recording.map { "\t\($0)" + (row.recordingProblem == nil ? "" : " (incomplete)") } ?? ""
             print("\(formatter.string(from: row.started))  \(row.direction.rawValue)\t\(who)\t\(row.reason?.rawValue ?? row.state)\t\(duration)\(recording)")
         }
     }
