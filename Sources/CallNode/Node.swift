@@ -161,7 +161,7 @@ public actor CallNode: Service {
             systemSession = nil
             if configuration.playbackOnly { await session.setAutomaticConfiguration(false) }
             try await Self.applyAudioModes(configuration, to: session)
-            manager = try await CallManager(configuration: configuration.provider, audio: .appOwned, store: store, ringer: ringer,
+            manager = try await CallManager(configuration: Self.provider(configuration), audio: .appOwned, store: store, ringer: ringer,
                                             clock: configuration.clock, wallClock: configuration.wallClock)
         } else {
             let session = AudioSessionOwner<SystemOwned>(name: "callnode call audio", configuration: sessionConfiguration,
@@ -170,7 +170,7 @@ public actor CallNode: Service {
             appSession = nil
             if configuration.playbackOnly { await session.setAutomaticConfiguration(false) }
             try await Self.applyAudioModes(configuration, to: session)
-            manager = try await CallManager(configuration: configuration.provider, audio: .systemOwned(session), store: store, ringer: ringer,
+            manager = try await CallManager(configuration: Self.provider(configuration), audio: .systemOwned(session), store: store, ringer: ringer,
                                             clock: configuration.clock, wallClock: configuration.wallClock)
         }
         if let address = configuration.listenAddress, configuration.signalNetwork != nil {
@@ -312,6 +312,18 @@ public actor CallNode: Service {
     }
 
     /// Hangs up every call, stops media, releases the audio devices and closes every socket.
+    /// The call manager's configuration: ``CallNodeConfiguration/maximumCalls``, when set, is the
+    /// one limit a user meets (CallKit's default of two call groups would refuse a third
+    /// independent caller of an answering service first).
+    static func provider(_ configuration: CallNodeConfiguration) -> ProviderConfiguration {
+        var provider = configuration.provider
+        if let limit = configuration.maximumCalls {
+            provider.maximumCallGroups = max(provider.maximumCallGroups, limit)
+            provider.maximumCallsPerCallGroup = max(provider.maximumCallsPerCallGroup, limit)
+        }
+        return provider
+    }
+
     public func shutdown() async {
         guard !isShutDown else { return }
         isShutDown = true

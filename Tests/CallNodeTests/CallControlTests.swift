@@ -237,3 +237,42 @@ import Testing
 extension NodeEvent {
     fileprivate var isFirstAudio: Bool { if case .firstAudio = self { true } else { false } }
 }
+
+/// `--max-calls` is the one limit: an answering service takes as many independent callers as
+/// it is set to (not CallKit's two call groups), each kept apart, and refuses the next as busy.
+@Suite struct MaximumCallsTests {
+    @Test func anAnsweringServiceTakesAsManyCallersAsItsLimitAndRefusesTheNext() async throws {
+        let f = try InMemoryNodes()
+        let service = try await f.node("service") { configuration in
+            configuration.maximumCalls = 4
+            configuration.autoAnswerOthers = .keep
+            configuration.acceptUnknownCallers = true
+        }
+        var callers: [(String, CallNode)] = []
+        for index in 1...5 {
+            let name = "caller\(index)"
+            let caller = try await f.node(name, input: .tone(300 + Double(index) * 100))
+            try await caller.store.contacts.add(Contact(name: "service", fingerprint: service.identity.fingerprint.hex,
+                                                        address: service.listenAddress?.description))
+            callers.append((name, caller))
+        }
+        var calls: [UUID] = []
+        for (name, caller) in callers.prefix(4) {
+            calls.append(try await caller.call(.contact("service")))
+            try await f.waitFor(name, advancing: true) { if case .connected = $0 { true } else { false } }
+        }
+        #expect(await service.liveCalls.count == 4)
+        // None of them was held for another: each keeps sending and being heard.
+        for _ in 0..<50 { await f.step() }
+        for call in await service.liveCalls {
+            let heard = try #require(await service.statistics(call))
+            #expect(heard.receiveLevel > -40, "a caller is not heard (\(heard.receiveLevel) dB)")
+        }
+        // The fifth finds the service busy.
+        let (name, fifth) = callers[4]
+        let refused = try await fifth.call(.contact("service"))
+        try await f.waitFor(name, advancing: true) { $0 == .rejected(refused, .busy) }
+        for ((_, caller), call) in zip(callers, calls) { try await caller.hangUp(call) }
+        await f.shutdown()
+    }
+}
