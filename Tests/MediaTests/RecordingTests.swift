@@ -69,11 +69,13 @@ final class FullAfterSink: Sendable {
         try? sink.start()
         // Every descriptor now writes into /dev/full: the file's own descriptor is replaced.
         let full = open("/dev/full", O_WRONLY)
-        for descriptor in 3..<256 where descriptor != full {
+        // Every open descriptor (a whole test run has many more than a few hundred).
+        let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd"))?.compactMap { Int32($0) } ?? []
+        for descriptor in descriptors where descriptor > 2 && descriptor != full {
             var link = [CChar](repeating: 0, count: 512)
             let count = readlink("/proc/self/fd/\(descriptor)", &link, link.count - 1)
             if count > 0, String(decoding: link[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) == path {
-                dup2(full, Int32(descriptor))
+                dup2(full, descriptor)
             }
         }
         close(full)
