@@ -43,6 +43,9 @@ public struct LegState: Sendable, Equatable {
     public private(set) var mediaBuilt = false
     /// Tries at a new signaling connection since the signaling was lost.
     public private(set) var reconnectAttempts = 0
+    /// The signaling connection being resumed was closed from the other end (not given up
+    /// here): with the media stopped too, the peer may be gone.
+    public private(set) var signalingClosedByPeer = false
     /// The manager's requests whose actions are being performed, each with the request that
     /// undoes it (the mute or hold as it was before) if they fail.
     public private(set) var requests: [Int: LegRequest] = [:]
@@ -273,7 +276,9 @@ public struct LegState: Sendable, Equatable {
         case let .signalingLost(detail, resumable):
             guard signaling.isUp else { return [] }
             guard resumable, phase != .dialing else { return end(.signalingClosed(detail)) }
-            return loseSignaling(now: now)
+            let actions = loseSignaling(now: now)
+            signalingClosedByPeer = true
+            return actions + peerMayBeGone()
         case .signalingResumed:
             guard !signaling.isUp else { return [] }
             signaling = .up
@@ -281,6 +286,7 @@ public struct LegState: Sendable, Equatable {
             var actions: [LegAction] = []
             if armed.remove(.resumeWindow) != nil { actions.append(.cancel(.resumeWindow)) }
             if armed.remove(.reconnect) != nil { actions.append(.cancel(.reconnect)) }
+            if armed.remove(.peerGone) != nil { actions.append(.cancel(.peerGone)) }
             actions.append(.reportSignaling(lost: false))
             return actions
         case .reconnectFailed:
@@ -312,8 +318,21 @@ public struct LegState: Sendable, Equatable {
         }
     }
 
+    /// The signaling connection closed from the other end (it is being resumed) and the media
+    /// has stopped: what a peer whose process died leaves (its kernel closes the connection,
+    /// its media stops at once). A network that breaks closes nothing, and a relay that
+    /// restarts leaves the media going: neither arms this. The call ends unless either comes
+    /// back within ``LegTimings/peerGoneAfter``.
+    private mutating func peerMayBeGone() -> [LegAction] {
+        guard !signaling.isUp, signalingClosedByPeer, case let .reconnecting(lost) = phase, lost.signals.contains(.media),
+              !armed.contains(.peerGone) else { return [] }
+        armed.insert(.peerGone)
+        return [.arm(.peerGone, after: timings.peerGoneAfter)]
+    }
+
     private mutating func loseSignaling(now: Duration) -> [LegAction] {
         signaling = .resuming(since: now)
+        signalingClosedByPeer = false  // this side gave it up (its address went), unless told otherwise
         reconnectAttempts = 1
         armed.insert(.resumeWindow)
         // Whichever side can reach the other reconnects (the leg knows whether it can).
@@ -349,11 +368,11 @@ public struct LegState: Sendable, Equatable {
             // comes in on a TCP connection until this side sends on it (a restart offer from
             // the peer would wait for the next keep-alive, seconds later).
             actions.append(.send(.keepAlive))
-            return actions
+            return actions + peerMayBeGone()
         case var .reconnecting(lost):
             lost.signals.insert(signal)
             phase = .reconnecting(lost)
-            return []
+            return peerMayBeGone()
         default:
             return []  // before media, a lost path is ICE's and the setup timeouts' business
         }
@@ -368,7 +387,7 @@ public struct LegState: Sendable, Equatable {
         }
         phase = .connected(since: lost.connectedSince)
         var actions: [LegAction] = []
-        for timer in [LegTimer.connectionLost, .iceRestart] where armed.contains(timer) {
+        for timer in [LegTimer.connectionLost, .iceRestart, .peerGone] where armed.contains(timer) {
             armed.remove(timer)
             actions.append(.cancel(timer))
         }
@@ -404,6 +423,10 @@ public struct LegState: Sendable, Equatable {
             guard !signaling.isUp else { return [] }
             reconnectAttempts += 1
             return [.reconnectSignaling]
+        case .peerGone:
+            guard !signaling.isUp, case let .reconnecting(lost) = phase, lost.signals.contains(.media) else { return [] }
+            let seconds = (now - lost.lostAt).components.seconds
+            return end(.failed("the other node went away: its signaling connection closed without ending the call and its media stopped \(seconds) s ago"))
         }
     }
 

@@ -91,6 +91,9 @@ public enum LegTimer: Hashable, Sendable, CaseIterable {
     case resumeWindow
     /// Tries a new signaling connection again (backing off from 0.25 s to 2 s between tries).
     case reconnect
+    /// Ends a call whose signaling connection the other end closed while its media stopped
+    /// (the peer's process is gone), unless either comes back first.
+    case peerGone
 }
 
 /// Whether a call's signaling connection is up, or lost and being resumed on a new one.
@@ -132,13 +135,18 @@ public struct LegTimings: Sendable, Equatable {
     public var iceRestartInterval: Duration?
     /// How long a call whose signaling connection dropped waits to be resumed on a new one.
     public var resumeWindow: Duration
+    /// How long a call waits once its signaling connection was closed from the other end and
+    /// its media has stopped too — what a peer whose process is gone leaves — before it ends.
+    public var peerGoneAfter: Duration
 
     public init(keepAliveInterval: Duration = .seconds(15), connectionLostTimeout: Duration = .seconds(30),
-                iceRestartInterval: Duration? = .seconds(5), resumeWindow: Duration = .seconds(30)) {
+                iceRestartInterval: Duration? = .seconds(5), resumeWindow: Duration = .seconds(30),
+                peerGoneAfter: Duration = .seconds(5)) {
         self.keepAliveInterval = keepAliveInterval
         self.connectionLostTimeout = connectionLostTimeout
         self.iceRestartInterval = iceRestartInterval
         self.resumeWindow = resumeWindow
+        self.peerGoneAfter = peerGoneAfter
     }
 }
 

@@ -203,3 +203,41 @@ import Testing
         await f.shutdown()
     }
 }
+
+/// A peer whose process dies closes its signaling connection (its kernel does) and its media
+/// stops: the survivor ends the call within seconds, saying the other node went away. A
+/// network that breaks closes nothing: that call waits, restarting ICE, as before.
+@Suite struct PeerGoneTests {
+    @Test func aPeerWhoseProcessDiedIsNoticedWithinSeconds() async throws {
+        let f = try InMemoryNodes()
+        let (alice, bob, _) = try await ManualTimeNodeTests.connectedCall(f)
+        for _ in 0..<50 { await f.step() }
+        let diedAt = f.timers.now.offset
+        // Bob's process is gone: nothing answers at his address, his connection closes, his media
+        // stops (and, in this one process, his node cannot reach Alice's either).
+        f.signaling.setReachable(try #require(bob.listenAddress), false)
+        f.signaling.setReachable(try #require(alice.listenAddress), false)
+        f.network.setConditions(.init(partitioned: true))
+        f.signaling.dropConnections()
+        let ended = try await f.waitFor("alice", advancing: true, frames: 1_000) { if case .ended = $0 { true } else { false } }
+        guard case let .ended(_, reason, detail, _) = ended.event else { return }
+        #expect(reason == .failed)
+        #expect(detail?.contains("went away") == true, "\(detail ?? "-")")
+        // The media stall (1 s) and the grace (5 s), not the resume window (30 s).
+        #expect(ended.at - diedAt <= .seconds(8), "ended \(ended.at - diedAt) after the peer died")
+        await f.shutdown()
+    }
+
+    @Test func aBrokenNetworkThatClosesNothingIsWaitedFor() async throws {
+        let f = try InMemoryNodes()
+        _ = try await ManualTimeNodeTests.connectedCall(f)
+        for _ in 0..<50 { await f.step() }
+        f.network.setConditions(.init(partitioned: true))
+        for _ in 0..<(15 * 50) { await f.step() }  // 15 s: past the stall, the grace and two restarts
+        #expect(!f.events("alice").contains { if case .ended = $0 { true } else { false } })
+        // The network comes back: the call goes on.
+        f.network.setConditions(.init())
+        try await f.waitFor("alice", advancing: true, frames: 500) { if case .connectionRestored = $0 { true } else { false } }
+        await f.shutdown()
+    }
+}
