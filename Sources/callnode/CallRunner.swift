@@ -10,7 +10,8 @@ import Glibc
 /// What a running `listen` or `call` reacts to.
 enum RunnerInput: Sendable {
     case node(NodeEvent)
-    case interrupt
+    /// Ctrl-C (SIGINT) or a stop (SIGTERM: systemctl stop, a container's stop).
+    case interrupt(terminal: Bool)
     case durationElapsed(UUID)
     case key(UInt8)
     case nodeFinished
@@ -42,6 +43,8 @@ final class CallRunner {
     private var tasks: [Task<Void, Never>] = []
     private var signalSources: [any DispatchSourceSignal] = []
     private var connected: Set<UUID> = []
+    /// The call this run placed (`call`, `join`, a rung page), whose failure is its exit status.
+    private var dialedCall: UUID?
     private var lastPair: [UUID: SelectedPairInfo] = [:]
     private var lastStats: [UUID: MediaStatistics] = [:]
     private var current: UUID?
@@ -87,7 +90,8 @@ final class CallRunner {
         for number in [SIGINT, SIGTERM] {
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { continuation.yield(.interrupt) }
+            let fromTerminal = number == SIGINT
+            source.setEventHandler { continuation.yield(.interrupt(terminal: fromTerminal)) }
             source.resume()
             signalSources.append(source)
         }
@@ -103,6 +107,7 @@ final class CallRunner {
         if let target {
             do {
                 dialed = try await node.call(target)
+                dialedCall = dialed
                 current = dialed
             } catch {
                 return .failed("callnode: \(error)")
@@ -137,6 +142,7 @@ final class CallRunner {
                 case let .dialing(uuid, _) where dialed == nil && target == nil:
                     // A session join places its own call.
                     dialed = uuid
+                    dialedCall = uuid
                     current = uuid
                 case let .sessionFailed(reason):
                     outcome = .failed("callnode: cannot join the session: \(reason)")
@@ -153,8 +159,11 @@ final class CallRunner {
                     }
                     endedCalls += 1
                     if uuid == dialed || (target == nil && exitAfterCalls.map { endedCalls >= $0 } == true) {
-                        if case .failed = outcome {} else if !connected.contains(uuid) && !interrupted {
-                            outcome = .failed("callnode: the call did not connect: \(detail ?? reason.rawValue)")
+                        if case .failed = outcome {} else if !connected.contains(uuid) && (!interrupted || uuid == dialed) {
+                            // Hung up here before it was answered is not a call that connected
+                            // and ended normally (exit 0 says that).
+                            let why = interrupted ? "hung up before it was answered" : detail ?? reason.rawValue
+                            outcome = .failed("callnode: the call did not connect: \(why)")
                         } else if reason == .failed, !interrupted {
                             outcome = .failed("callnode: the call failed: \(detail ?? "unknown reason")")
                         }
@@ -165,11 +174,12 @@ final class CallRunner {
                 }
             case let .durationElapsed(uuid):
                 try? await node.hangUp(uuid)
-            case .interrupt:
+            case let .interrupt(fromTerminal):
                 if interrupted { break loop }  // a second Ctrl-C: stop at once
                 interrupted = true
                 clearStatus()
-                printError("callnode: hanging up (Ctrl-C again to force)")
+                // A service's stop is not a person at a keyboard: no Ctrl-C hint in its journal.
+                printError(fromTerminal ? "callnode: hanging up (Ctrl-C again to force)" : "callnode: stopping (SIGTERM): hanging up")
                 if let call = current ?? dialed {
                     try? await node.hangUp(call)
                     if target == nil && exitAfterCalls == nil { break loop }
@@ -398,7 +408,9 @@ final class CallRunner {
             break  // in --json: the terminal says "connected in … ms"
         case let .ended(uuid, reason, detail, duration):
             var text = "call ended: \(reason.rawValue)"
-            if let detail { text += " (\(detail))" }
+            // The placed call's failure is said once, by the line the run ends with (stderr).
+            let failsTheRun = uuid == dialedCall && (reason == .failed || !connected.contains(uuid))
+            if let detail, !failsTheRun { text += " (\(detail))" }
             if let duration { text += " after \(String(format: "%.1f", Self.seconds(duration))) s" }
             if let stats = lastStats[uuid] {
                 text += "; sent \(stats.packetsSent) packets, received \(stats.packetsReceived), lost \(stats.packetsLost)"

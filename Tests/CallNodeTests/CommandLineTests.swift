@@ -193,6 +193,27 @@ extension RealTimeTests {
         }
     }
 
+    /// Ctrl-C while the call rings: it never connected, so the exit status is 1 with the reason.
+    @Test func aCallHungUpWhileItRingsExitsNonZero() async throws {
+        let directory = "/tmp/callnode-cli-\(getpid())-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let executable = try BuildProducts.executable("callnode")
+        let port = Int(TwoNodeTests.bindLoopback() ?? 7699)
+        let callee = try ChildProcess(executable, ["listen", "--home", directory + "/b", "--listen", "127.0.0.1:\(port)", "--accept-unknown",
+                                                   "--bind", "127.0.0.1"], output: directory + "/b.log")
+        defer { callee.stop() }
+        _ = try await Self.waitForLine(in: directory + "/b.log", process: callee) { $0.contains("listening on") }
+        let caller = try ChildProcess(executable, ["call", "127.0.0.1:\(port)", "--home", directory + "/a", "--bind", "127.0.0.1"],
+                                      output: directory + "/a.log")
+        _ = try await Self.waitForLine(in: directory + "/a.log", process: caller) { $0.contains("ringing") }
+        kill(caller.pid, SIGINT)
+        let status = caller.wait()
+        let output = (try? String(contentsOfFile: directory + "/a.log", encoding: .utf8)) ?? ""
+        #expect(status == 1, "\(output)")
+        #expect(output.contains("the call did not connect: hung up before it was answered"), "\(output)")
+    }
+
     @Test func failuresExitNonZeroWithOneClearLine() async throws {
         let directory = "/tmp/callnode-cli-\(getpid())-\(UUID().uuidString.prefix(8))"
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -200,6 +221,8 @@ extension RealTimeTests {
         let unreachable = try Self.run(["call", "127.0.0.1:9", "--home", directory + "/a", "--bind", "127.0.0.1"], log: directory + ".1.log")
         #expect(unreachable.status == 1)
         #expect(unreachable.output.contains("cannot reach 127.0.0.1:9"), "\(unreachable.output)")
+        // One line says why, not two (the `call ended` line leaves it to the last line).
+        #expect(unreachable.output.components(separatedBy: "cannot reach 127.0.0.1:9").count == 2, "\(unreachable.output)")
         let badFlag = try Self.run(["call", "127.0.0.1:9", "--input", "microphone", "--home", directory + "/a"], log: directory + ".2.log")
         #expect(badFlag.status != 0)
         #expect(badFlag.output.contains("--input 'microphone' is not"), "\(badFlag.output)")

@@ -191,6 +191,9 @@ extension RealTimeTests {
         _ = try await CommandLineTests.waitForLine(in: log, process: listener) { $0.contains("\"listening\"") }
         kill(listener.pid, SIGTERM)
         #expect(listener.wait() == 0, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+        // A service's journal says what stopped it, not to press Ctrl-C.
+        let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        #expect(output.contains("stopping (SIGTERM)") && !output.contains("Ctrl-C"), "\(output)")
     }
 }
 }
