@@ -94,6 +94,7 @@ struct Listen: AsyncParsableCommand {
         let runner = CallRunner(node: node, json: options.json, duration: setup.duration, exitAfterCalls: calls)
         runner.attach()
         await node.start()
+        if setup.doNotDisturb { await node.manager.setDoNotDisturb(true) }
         try await startSIP(node, setup, runner: runner)
         let outcome = await runner.run(calling: nil)
         await node.shutdown()

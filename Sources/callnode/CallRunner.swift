@@ -213,6 +213,13 @@ final class CallRunner {
             return
         }
         let character = Character(UnicodeScalar(key))
+        if character == "n" {
+            // Do-not-disturb: callers are refused (they hear why) until it is off again.
+            let on = await !node.manager.isDoNotDisturbOn
+            await node.manager.setDoNotDisturb(on)
+            line(on ? "do not disturb: on (callers are refused)" : "do not disturb: off")
+            return
+        }
         if character == "d", let ringing = ringing.last {
             // Decline the newest ringing call (q would hang up the call in progress, if any).
             do { try await node.hangUp(ringing) } catch { line("cannot decline: \(error)") }

@@ -44,6 +44,9 @@ struct NodeOptions: ParsableArguments {
     @Flag(name: .long, inversion: .prefixedNo, help: "Let callers who are not contacts ring (their fingerprint is shown).")
     var acceptUnknown: Bool?
 
+    @Flag(name: .long, inversion: .prefixedNo, help: "Do not disturb: refuse callers (they are told so) until it is turned off (the n key toggles it).")
+    var dnd: Bool?
+
     @Option(name: .long, help: ArgumentHelp("Microphone: wav:PATH (looped), tone[:HZ], silence or alsa:DEVICE (default tone:440).", valueName: "SPEC"))
     var input: String?
 
@@ -128,7 +131,7 @@ struct NodeOptions: ParsableArguments {
         func put(_ key: String, _ value: Bool?) { if let value { given[key] = [value ? "true" : "false"] } }
         put("listen", listen ?? signal); put("relay", relay); put("name", name)
         put("auto-answer", autoAnswer); put("conference", conference); put("max-calls", maxCalls)
-        put("accept-unknown", acceptUnknown); put("input", input); put("output", output); put("speaker", speaker)
+        put("accept-unknown", acceptUnknown); put("dnd", dnd); put("input", input); put("output", output); put("speaker", speaker)
         put("fallback-input", fallbackInput); put("fallback-output", fallbackOutput)
         put("voice-processing", voiceProcessing); put("prepare-recording", prepareRecording)
         put("app-owned-audio", appOwnedAudio); put("duration", duration); put("bitrate", bitrate); put("opus-complexity", opusComplexity)
@@ -157,6 +160,7 @@ struct NodeOptions: ParsableArguments {
         setup.conference = try read.flag("conference", conference)
         setup.maxCalls = try read.integer("max-calls", maxCalls, 1...100_000, "a number of calls (at least 1)")
         setup.acceptUnknown = try read.flag("accept-unknown", acceptUnknown)
+        setup.doNotDisturb = try read.flag("dnd", dnd)
         let inputSetting = try read.resolved("input", input)
         guard let inputSpec = inputSetting.value, let parsedInput = NodeAudioInput(spec: inputSpec) else {
             throw ValidationError("\(inputSetting.origin) '\(inputSetting.value ?? "")' is not wav:PATH, tone, tone:HZ, silence or alsa:DEVICE")
@@ -227,6 +231,7 @@ struct NodeSetup {
     var conference = false
     var maxCalls: Int?
     var acceptUnknown = false
+    var doNotDisturb = false
     var input: NodeAudioInput = .tone(440)
     var output: NodeAudioOutput = .null
     var speaker: NodeAudioOutput?

@@ -13,6 +13,7 @@ let settingKeys: [SettingKey] = [
     SettingKey("conference", .flag, default: "false"),
     SettingKey("max-calls"),
     SettingKey("accept-unknown", .flag, default: "false"),
+    SettingKey("dnd", .flag, default: "false"),
     SettingKey("input", default: "tone:440"),
     SettingKey("output", default: "null"),
     SettingKey("speaker"),

@@ -214,6 +214,24 @@ extension RealTimeTests {
         #expect(output.contains("the call did not connect: hung up before it was answered"), "\(output)")
     }
 
+    /// `listen --dnd`: callers are refused with the reason, and the caller exits 1 saying so.
+    @Test func aNodeListeningWithDoNotDisturbRefusesCallers() async throws {
+        let directory = "/tmp/callnode-cli-\(getpid())-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let executable = try BuildProducts.executable("callnode")
+        let port = Int(TwoNodeTests.bindLoopback() ?? 7698)
+        let callee = try ChildProcess(executable, ["listen", "--home", directory + "/b", "--listen", "127.0.0.1:\(port)", "--accept-unknown",
+                                                   "--dnd", "--bind", "127.0.0.1"], output: directory + "/b.log")
+        defer { callee.stop() }
+        _ = try await Self.waitForLine(in: directory + "/b.log", process: callee) { $0.contains("listening on") }
+        let caller = try Self.run(["call", "127.0.0.1:\(port)", "--home", directory + "/a", "--bind", "127.0.0.1"], log: directory + "/a.log")
+        #expect(caller.status == 1)
+        #expect(caller.output.contains("do-not-disturb"), "\(caller.output)")
+        let calleeOutput = (try? String(contentsOfFile: directory + "/b.log", encoding: .utf8)) ?? ""
+        #expect(calleeOutput.contains("refused a call") && calleeOutput.contains("do-not-disturb"), "\(calleeOutput)")
+    }
+
     @Test func failuresExitNonZeroWithOneClearLine() async throws {
         let directory = "/tmp/callnode-cli-\(getpid())-\(UUID().uuidString.prefix(8))"
         defer { try? FileManager.default.removeItem(atPath: directory) }
