@@ -468,8 +468,9 @@ public struct LegState: Sendable, Equatable {
             end = LegEnd(reason: .remoteEnded, detail: detail)
             report = .remoteEnded
         case let .peerRejected(reason):
-            end = LegEnd(reason: reason == .declined || reason == .busy ? .remoteEnded : .failed,
-                         detail: "rejected: \(reason.rawValue)")
+            // Every refusal is the other side's decision, whatever its reason: one family
+            // (busy, declined, do-not-disturb, blocked, unknown caller alike), the reason in the detail.
+            end = LegEnd(reason: .remoteEnded, detail: "rejected: \(reason.rawValue)")
             report = end.reason
         case let .failed(detail):
             actions.append(.send(.end(.failed)))

@@ -221,12 +221,13 @@ import Testing
         var a = Self.connected(outgoing: true)
         #expect(a.handle(.end(.peerEnded(.shutdown)), now: .zero).last == .reportEnded(.remoteEnded))
         #expect(a.phase == .ended(LegEnd(reason: .remoteEnded, detail: "the other node shut down")))
-        var b = LegState(outgoing: true, timings: Self.timings)
-        Self.feed(&b, [.signalingReady])
-        #expect(b.handle(.end(.peerRejected(.unknownCaller)), now: .zero).last == .reportEnded(.failed))
-        var c = LegState(outgoing: true, timings: Self.timings)
-        Self.feed(&c, [.signalingReady])
-        #expect(c.handle(.end(.peerRejected(.busy)), now: .zero).last == .reportEnded(.remoteEnded))
+        // Every refusal ends the same way (the other side's decision), its reason in the detail.
+        for reason in [RejectReason.unknownCaller, .busy, .blocked, .declined, .doNotDisturb] {
+            var b = LegState(outgoing: true, timings: Self.timings)
+            Self.feed(&b, [.signalingReady])
+            #expect(b.handle(.end(.peerRejected(reason)), now: .zero).last == .reportEnded(.remoteEnded), "\(reason)")
+            #expect(b.phase == .ended(LegEnd(reason: .remoteEnded, detail: "rejected: \(reason.rawValue)")))
+        }
     }
 
     @Test func nothingHappensAfterTheEnd() {
