@@ -42,7 +42,8 @@ public enum CallEndReason: String, Sendable, Codable, CaseIterable {
     /// connect in time).
     case failed
     case remoteEnded
-    /// Nobody answered before the ring timeout.
+    /// Nobody answered: before the ring timeout, or (incoming) before the caller gave up — a
+    /// missed call.
     case unanswered
     case answeredElsewhere
     case declinedElsewhere

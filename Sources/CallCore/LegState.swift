@@ -456,6 +456,11 @@ public struct LegState: Sendable, Equatable {
             // Ending a call that still rings here declines it.
             actions.append(.send(ringingHere ? .reject(.declined) : .end(.hangup)))
             end = LegEnd(reason: ringingHere ? .declined : .localEnded, detail: nil)
+        case let .peerEnded(reason) where ringingHere:
+            // The caller gave up while it rang here: a missed call (CallKit's unanswered).
+            end = LegEnd(reason: .unanswered, detail: reason == .hangup ? "missed: the caller hung up before it was answered"
+                                                                        : "missed: the caller's call ended before it was answered (\(reason.rawValue))")
+            report = .unanswered
         case let .peerEnded(reason):
             // The peer's own reason, when it is not a plain hang-up, is what the user here
             // needs to hear: the call did not end by anything on this side.

@@ -12,6 +12,7 @@ import Metrics
 /// - `callnode_calls_total{direction}`: calls placed (`outgoing`) and received (`incoming`).
 /// - `callnode_calls{state}`: calls now `ringing`, `connecting`, `connected` or `held`.
 /// - `callnode_calls_ended_total{reason}`: ended calls by ``CallEndReason``.
+/// - `callnode_calls_missed_total`: incoming calls nobody answered (the caller gave up, or the ring timed out).
 /// - `callnode_call_setup_seconds`: dial or answer to connected media (histogram).
 /// - `callnode_ice_selected_pairs_total{local,remote}`: selected pairs by candidate type.
 /// - `callnode_ice_restarts_total{by}`, `callnode_connection_lost_total`, `callnode_signaling_lost_total`.
@@ -30,6 +31,8 @@ public final class NodeMetrics: Sendable {
     private struct State {
         var phases: [UUID: String] = [:]
         var perCall: [UUID: PerCall] = [:]
+        /// Incoming calls not yet ended (an unanswered one is a missed call).
+        var incoming: Set<UUID> = []
         var stateMeters: [String: Meter] = [:]
     }
 
@@ -56,7 +59,7 @@ public final class NodeMetrics: Sendable {
         for direction in ["incoming", "outgoing"] { counter("callnode_calls_total", [("direction", direction)]).increment(by: 0) }
         for name in ["callnode_signaling_errors_total", "callnode_dtls_failures_total", "callnode_relay_registrations_total",
                      "callnode_relay_lost_total", "callnode_connection_lost_total", "callnode_signaling_lost_total",
-                     "callnode_recording_failures_total"] {
+                     "callnode_recording_failures_total", "callnode_calls_missed_total"] {
             counter(name).increment(by: 0)
         }
     }
@@ -73,6 +76,7 @@ public final class NodeMetrics: Sendable {
             setPhase(uuid, "connecting")
         case let .incoming(uuid, _, _, _):
             counter("callnode_calls_total", [("direction", "incoming")]).increment()
+            state.withLock { _ = $0.incoming.insert(uuid) }
             setPhase(uuid, "ringing")
         case let .state(uuid, phase, held, _):
             if let bucket = Self.bucket(phase) { setPhase(uuid, held ? "held" : bucket) } else { end(uuid) }
@@ -100,6 +104,9 @@ public final class NodeMetrics: Sendable {
             counter("callnode_signaling_errors_total").increment()
         case let .ended(uuid, reason, detail, _):
             counter("callnode_calls_ended_total", [("reason", reason.rawValue)]).increment()
+            if state.withLock({ $0.incoming.remove(uuid) }) != nil, reason == .unanswered {
+                counter("callnode_calls_missed_total").increment()
+            }
             if reason == .failed, let detail, detail.localizedCaseInsensitiveContains("DTLS") {
                 counter("callnode_dtls_failures_total").increment()
             }

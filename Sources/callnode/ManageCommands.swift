@@ -168,7 +168,9 @@ struct Recents: AsyncParsableCommand {
             let who = store.contacts.withFingerprint(row.handle)?.name ?? row.handle
             let duration = row.duration.map { String(format: "%.1f s", $0) } ?? "-"
             let recording = row.recording.map { "\t\($0)" + (row.recordingProblem == nil ? "" : " (incomplete)") } ?? ""
-            print("\(formatter.string(from: row.started))  \(row.direction.rawValue)\t\(who)\t\(row.reason?.rawValue ?? row.state)\t\(duration)\(recording)")
+            // An incoming call nobody answered is a missed call.
+            let outcome = row.direction == .incoming && row.connected == nil && row.reason == .unanswered ? "missed" : row.reason?.rawValue ?? row.state
+            print("\(formatter.string(from: row.started))  \(row.direction.rawValue)\t\(who)\t\(outcome)\t\(duration)\(recording)")
         }
     }
 }

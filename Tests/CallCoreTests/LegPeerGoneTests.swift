@@ -67,3 +67,20 @@ import Testing
         #expect(!state.armed.contains(.peerGone), "ICE alone (media may still come) does not say the peer is gone")
     }
 }
+
+/// A caller that gives up while the call rings here leaves a missed call: unanswered, said so.
+@Suite struct LegMissedCallTests {
+    @Test func aCallerThatHangsUpWhileItRingsHereLeavesAMissedCall() {
+        var callee = LegState(outgoing: false, timings: LegPeerGoneTests.timings)
+        _ = callee.handle(.signalingReady, now: .zero)
+        let actions = callee.handle(.end(.peerEnded(.hangup)), now: .seconds(3))
+        #expect(actions.last == .reportEnded(.unanswered))
+        #expect(callee.phase == .ended(LegEnd(reason: .unanswered, detail: "missed: the caller hung up before it was answered")))
+        #expect(!actions.contains { if case .send = $0 { true } else { false } }, "nothing goes back to a caller that left")
+        // Once answered, the caller hanging up is a plain remote end.
+        var answered = LegState(outgoing: false, timings: LegPeerGoneTests.timings)
+        _ = answered.handle(.signalingReady, now: .zero)
+        _ = answered.handle(.answering, now: .zero)
+        #expect(answered.handle(.end(.peerEnded(.hangup)), now: .seconds(3)).last == .reportEnded(.remoteEnded))
+    }
+}

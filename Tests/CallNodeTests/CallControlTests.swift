@@ -276,3 +276,26 @@ extension NodeEvent {
         await f.shutdown()
     }
 }
+
+/// The caller gives up while the call rings: the callee has a missed call, in its events and Recents.
+@Suite struct MissedCallTests {
+    @Test func aCallerThatGivesUpWhileItRingsLeavesAMissedCall() async throws {
+        let f = try InMemoryNodes()
+        let alice = try await f.node("alice")
+        let bob = try await f.node("bob", autoAnswer: false)
+        try await f.trust(alice, as: "alice", bob, as: "bob")
+        let call = try await alice.call(.contact("bob"))
+        let rang = try await f.waitFor("bob", advancing: true) { if case .incoming = $0 { true } else { false } }
+        guard case let .incoming(bobCall, _, _, _) = rang.event else { return }
+        for _ in 0..<100 { await f.step() }  // two seconds of ringing
+        try await alice.hangUp(call)
+        let ended = try await f.waitFor("bob", advancing: true) { if case .ended(bobCall, _, _, _) = $0 { true } else { false } }
+        guard case let .ended(_, reason, detail, _) = ended.event else { return }
+        #expect(reason == .unanswered)
+        #expect(detail?.hasPrefix("missed") == true, "\(detail ?? "-")")
+        try await bob.store.flush()
+        let recent = try #require(try await bob.store.recents().first { $0.id == bobCall })
+        #expect(recent.reason == .unanswered && recent.connected == nil && recent.direction == .incoming)
+        await f.shutdown()
+    }
+}
