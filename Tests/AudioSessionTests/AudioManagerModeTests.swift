@@ -291,8 +291,10 @@ final class EchoRoomBackend: AudioDeviceBackend {
     @Test func aPreparedMicrophoneHasAudioInTheFirstFrameOfACall() async throws {
         try await ALSATestLock.withLock {
             for attempt in 1...3 {
+                // A machine starved by the rest of a parallel run can deliver the device's audio
+                // late (a frame partly padded): measured again, up to three times.
                 guard let (frame, buffered) = try await Self.firstFrameOfAPreparedCall(),
-                      frame.contains(where: { $0 != 0 }) || attempt == 3 else { continue }
+                      frame.filter({ $0 == 0 }).count <= 48 || attempt == 3 else { continue }
                 // The first read after activation is captured audio, all of it: the device was
                 // running, and the backlog was cut to the newest 20 ms, not handed out.
                 let silent = frame.filter { $0 == 0 }.count
