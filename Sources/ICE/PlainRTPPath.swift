@@ -1,3 +1,4 @@
+internal import CNice  // (its GLib headers own the socket types' declarations in a clean build)
 import Foundation
 import Locking
 
