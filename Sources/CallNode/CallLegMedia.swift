@@ -83,10 +83,11 @@ extension CallLeg {
             // A recording that stops early (a full disk) is said, and the call goes on.
             if let sink = prepared.recordingSink {
                 let broadcaster = self.broadcaster, manager = self.manager, logger = self.logger, uuid = self.uuid
-                sink.onFailure { reason in
+                sink.onFailure { [weak self] reason in
                     logger.error("call \(uuid): \(reason)")
                     broadcaster.send(.recordingFailed(uuid, path: recording, reason: reason))
-                    Task { await manager.setRecordingProblem(reason, of: uuid) }
+                    // A child of the call (the failure comes on a media thread).
+                    self?.spawn { await manager.setRecordingProblem(reason, of: uuid) }
                 }
             }
         }

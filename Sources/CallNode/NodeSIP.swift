@@ -94,7 +94,7 @@ actor SIPRouter {
             // A dialog on the wire is forgotten when it has ended there (its BYE answered, a
             // late CANCEL); an INVITE that never went out, now.
             guard !onWire else { return }
-            Task { await self?.forget(call) }
+            await self?.forget(call)
         }
         dialects[call] = dialect
         return dialect

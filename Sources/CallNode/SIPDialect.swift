@@ -20,7 +20,7 @@ actor SIPDialect: CallDialect {
     /// Outgoing: whom to call (a `sip:` URI).
     private let uri: String?
     private let logger: Logger
-    private let closed: @Sendable (Int, Bool) -> Void
+    private let closed: @Sendable (Int, Bool) async -> Void
     private var call: DialectCall?
     /// What arrived before the call started (an INVITE's offer).
     private var early: [CallSignal] = []
@@ -46,7 +46,7 @@ actor SIPDialect: CallDialect {
     }
 
     init(agent: SIPAgent, call sipCall: Int, outgoing: Bool, uri: String?, traits: DialectTraits, logger: Logger,
-         closed: @escaping @Sendable (Int, Bool) -> Void) {
+         closed: @escaping @Sendable (Int, Bool) async -> Void) {
         self.traits = traits
         self.agent = agent
         self.sipCall = sipCall
@@ -137,9 +137,9 @@ actor SIPDialect: CallDialect {
         }
     }
 
-    func close() {
+    func close() async {
         ended = true
-        closed(sipCall, !outgoing || invited)
+        await closed(sipCall, !outgoing || invited)
     }
 
     // MARK: - The wire's side

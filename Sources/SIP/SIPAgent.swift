@@ -81,12 +81,12 @@ public final class SIPAgent: Sendable {
     private let stopped = Locked(false)
 
     /// The C agent's pointer, used from any thread through the shim's thread-safe calls.
-    private struct Handle: @unchecked Sendable {
+    private struct Handle: @unchecked Sendable {  // the shim's calls only queue work for its own thread (csip.h)
         let pointer: OpaquePointer
     }
 
     /// The sink's address as the C side holds it (it is released only after the last event).
-    private struct Context: @unchecked Sendable {
+    private struct Context: @unchecked Sendable {  // an address the C side holds; read only on the agent's thread
         let pointer: UnsafeMutableRawPointer
     }
 
