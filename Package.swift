@@ -73,7 +73,7 @@ let package = Package(
         // SRTP key and suite values, shared by key exchange (SDES, DTLS) and the media path.
         .target(name: "SRTPKeys"),
         .target(name: "RTP"),
-        .target(name: "SDP"),
+        .target(name: "SDP", dependencies: ["RTP"]),
         // One call's state machine: every decision of a call as a plain value (inputs in,
         // actions out), with no networking, media or concurrency, and the signals a call speaks
         // in its own terms (dialects map them to their wires).

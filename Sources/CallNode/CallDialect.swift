@@ -66,9 +66,13 @@ public struct DialectTraits: Sendable, Equatable {
     /// Whether the call's media may go unencrypted: SRTP always between nodes and with pages;
     /// a SIP peer that speaks no SRTP may be allowed plain RTP (``MediaEncryption``).
     public var mediaEncryption: MediaEncryption
+    /// The codecs the call may use, most wanted first: Opus between nodes and with pages; SIP
+    /// peers may also get G.711 (``SIPListenSettings/codecs``).
+    public var codecs: [AudioEncoding]
 
     public init(peer: Peer, resumable: Bool, firstOffer: FirstOffer = .byCallee, offersICE: Bool = true, mediaAddress: String? = nil,
-                mediaEncryption: MediaEncryption = .required) {
+                mediaEncryption: MediaEncryption = .required, codecs: [AudioEncoding] = [.opus]) {
+        self.codecs = codecs
         self.peer = peer
         self.resumable = resumable
         self.firstOffer = firstOffer

@@ -137,7 +137,7 @@ actor CallLeg {
         ice = CallIce(call: uuid, pool: services.icePool, queue: queue, fingerprint: services.dtlsCertificate.fingerprint.sdpValue,
                       clock: services.configuration.clock, logger: services.logger, broadcaster: services.broadcaster)
         negotiation = CallNegotiation(configuration: services.configuration, peerKind: dialect.traits.peer,
-                                      mediaEncryption: dialect.traits.mediaEncryption)
+                                      mediaEncryption: dialect.traits.mediaEncryption, codecs: dialect.traits.codecs)
         frames = FrameKeyExchange(policy: services.configuration.frameEncryption, adjustment: services.configuration.frameKeyAdjustment,
                                   peerKind: dialect.traits.peer, call: uuid, outgoing: outgoing, own: services.identity.fingerprint)
     }

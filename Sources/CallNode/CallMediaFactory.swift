@@ -94,10 +94,12 @@ enum CallMediaFactory {
         }
         keys.frameEncryption = frameKeys
         var media = base
+        media.encoding = negotiated.encoding
         media.payloadType = UInt8(negotiated.payloadType)
         if let pt = negotiated.telephoneEventPayloadType { media.telephoneEventPayloadType = UInt8(pt) }
         // A peer's odd choice (a static type, one already in use) means no redundancy, not a failed call.
-        media.redundancyPayloadType = negotiated.redundancyPayloadType.flatMap { media.isUsableRedundancyPayloadType($0) ? UInt8($0) : nil }
+        media.redundancyPayloadType = negotiated.encoding != .opus ? nil
+            : negotiated.redundancyPayloadType.flatMap { media.isUsableRedundancyPayloadType($0) ? UInt8($0) : nil }
         if let limit = negotiated.maxSendBitrate { media.opus.bitrate = max(6_000, min(media.opus.bitrate, limit)) }
         media.opus.inbandFEC = negotiated.sendInbandFEC
         media.opus.discontinuousTransmission = negotiated.sendDTX

@@ -22,8 +22,10 @@ struct CallNegotiation: Sendable {
     /// The media agreed, once the first offer was answered.
     private(set) var negotiated: NegotiatedAudio?
 
-    init(configuration: CallNodeConfiguration, peerKind: DialectTraits.Peer, mediaEncryption: MediaEncryption = .required) {
+    init(configuration: CallNodeConfiguration, peerKind: DialectTraits.Peer, mediaEncryption: MediaEncryption = .required,
+         codecs: [AudioEncoding] = [.opus]) {
         var capabilities = AudioCapabilities()
+        capabilities.codecs = codecs.isEmpty ? [.opus] : codecs
         let media = configuration.media
         capabilities.opusPayloadType = Int(media.payloadType)
         capabilities.maxAverageBitrate = media.opus.bitrate
@@ -57,8 +59,15 @@ struct CallNegotiation: Sendable {
     func runningCallCapabilities(_ current: NegotiatedAudio, local: inout LocalAudioParameters) -> AudioCapabilities {
         if let settled = current.dtls?.setup { local.offerSetup = settled }
         var capabilities = self.capabilities(local: &local)
-        capabilities.opusPayloadType = current.payloadType
-        capabilities.telephoneEventPayloadType = current.telephoneEventPayloadType
+        capabilities.codecs = [current.encoding]
+        if current.encoding == .opus {
+            capabilities.opusPayloadType = current.payloadType
+            capabilities.telephoneEventPayloadType = current.telephoneEventPayloadType
+        } else {
+            // G.711's events on its 8 kHz clock, on the payload type agreed (or none).
+            if let agreed = current.telephoneEventPayloadType { capabilities.narrowbandTelephoneEventPayloadType = agreed }
+            capabilities.telephoneEventPayloadType = current.telephoneEventPayloadType
+        }
         capabilities.redundancyPayloadType = current.redundancyPayloadType
         capabilities.keyExchange = current.dtls == nil ? .sdes : .dtls
         if current.dtls == nil {

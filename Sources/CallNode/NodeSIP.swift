@@ -17,9 +17,13 @@ public struct SIPListenSettings: Sendable, Equatable {
     /// offers SRTP keyed by SDES or DTLS and takes a phone's plain RTP offer; `required`
     /// refuses it (488); `off` offers plain RTP.
     public var mediaEncryption: MediaEncryption
+    /// The codecs offered and taken, most wanted first: Opus, then G.711 µ-law and A-law (what
+    /// every SIP phone speaks), by default.
+    public var codecs: [AudioEncoding]
 
     public init(host: String, port: Int, user: String = "callnode", offersICE: Bool = false,
-                mediaEncryption: MediaEncryption = .preferred) {
+                mediaEncryption: MediaEncryption = .preferred, codecs: [AudioEncoding] = [.opus, .pcmu, .pcma]) {
+        self.codecs = codecs
         self.host = host
         self.port = port
         self.user = user
@@ -89,7 +93,8 @@ actor SIPRouter {
 
     private func makeDialect(call: Int, outgoing: Bool, uri: String?) -> SIPDialect {
         let traits = DialectTraits(peer: .other, resumable: false, firstOffer: .byCaller, offersICE: settings.offersICE,
-                                   mediaAddress: settings.mediaAddress, mediaEncryption: settings.mediaEncryption)
+                                   mediaAddress: settings.mediaAddress, mediaEncryption: settings.mediaEncryption,
+                                   codecs: settings.codecs)
         let dialect = SIPDialect(agent: agent, call: call, outgoing: outgoing, uri: uri, traits: traits, logger: logger) { [weak self] call, onWire in
             // A dialog on the wire is forgotten when it has ended there (its BYE answered, a
             // late CANCEL); an INVITE that never went out, now.

@@ -7,7 +7,8 @@ import Glibc
 #endif
 
 /// One call's media: capture → mixer → Opus → RTP → SRTP → transport, and transport → SRTP →
-/// RTP → jitter buffer → Opus (FEC, PLC) → playback, with RTCP reports both ways.
+/// RTP → jitter buffer → Opus (FEC, PLC) → playback, with RTCP reports both ways. A call with a
+/// SIP peer may code G.711 instead (``MediaConfiguration/encoding``), resampled to 8 kHz.
 ///
 /// Driven by a ``MediaClock`` (one per node; a manual one in tests): every tick sends one
 /// frame and plays one frame. The actor owns its codec and SRTP state; endpoints buffer on
@@ -23,8 +24,11 @@ public actor MediaActor: MediaClockClient {
 
     let transport: any MediaTransport
     let clock: MediaClock
-    let encoder: OpusEncoder
-    let decoder: OpusDecoder
+    /// Opus's encoder and decoder, or `nil` for a G.711 call.
+    let encoder: OpusEncoder?
+    let decoder: OpusDecoder?
+    /// G.711's path, or `nil` for an Opus call.
+    let narrowband: NarrowbandCodec?
     let outbound: SRTPSession
     let inbound: SRTPSession
     var frameCipher: FrameCipher?
@@ -125,15 +129,29 @@ public actor MediaActor: MediaClockClient {
         guard opus.frameDuration == clock.frameDuration, configuration.jitterBuffer.frameDuration == clock.frameDuration else {
             throw .invalidConfiguration("the media clock ticks every \(clock.frameDuration); Opus frames and the jitter buffer must match it")
         }
-        guard configuration.payloadType >= 96 && configuration.payloadType <= 127 else {
-            throw .invalidConfiguration("Opus needs a dynamic payload type (96–127), got \(configuration.payloadType)")
-        }
         if let problem = configuration.redundancyProblem { throw .invalidConfiguration(problem) }
-        do throws(OpusError) {
-            encoder = try OpusEncoder(configuration: opus)
-            decoder = try OpusDecoder(sampleRate: sink.format.sampleRate, channels: 1)
-        } catch {
-            throw .codec(error.description)
+        let encoding = configuration.encoding
+        if encoding == .opus {
+            guard configuration.payloadType >= 96 && configuration.payloadType <= 127 else {
+                throw .invalidConfiguration("Opus needs a dynamic payload type (96–127), got \(configuration.payloadType)")
+            }
+            do throws(OpusError) {
+                encoder = try OpusEncoder(configuration: opus)
+                decoder = try OpusDecoder(sampleRate: sink.format.sampleRate, channels: 1)
+            } catch {
+                throw .codec(error.description)
+            }
+            narrowband = nil
+        } else {
+            guard configuration.payloadType <= 127 else {
+                throw .invalidConfiguration("an RTP payload type is 0–127, got \(configuration.payloadType)")
+            }
+            let playbackSamples = Int(Int64(sink.format.sampleRate) * opus.frameDuration.milliseconds / 1000)
+            guard let codec = NarrowbandCodec(encoding: encoding, frameDuration: opus.frameDuration, captureRate: source.format.sampleRate,
+                                              playbackRate: sink.format.sampleRate, playbackSamples: playbackSamples) else {
+                throw .codec("no resampler from \(source.format.sampleRate) Hz to \(encoding.clockRate) Hz and back")
+            }
+            (encoder, decoder, narrowband) = (nil, nil, codec)
         }
         do throws(SRTPError) {
             if let outboundKey = keys.outbound, let inboundKey = keys.inbound {
@@ -158,10 +176,13 @@ public actor MediaActor: MediaClockClient {
         ssrc = UInt32.random(in: 1...UInt32.max, using: &rng)
         sequence = UInt16.random(in: 0...UInt16.max, using: &rng)
         timestamp = UInt32.random(in: 0...UInt32.max, using: &rng)
-        timestampStep = UInt32(48_000 * opus.frameDuration.milliseconds / 1000)
-        jitter = JitterBuffer(configuration: configuration.jitterBuffer)
-        // Opus FEC is there only when the encoder put LBRR data in the packet.
-        jitter.carriesFEC = { OpusPacket.carriesFEC($0) }
+        timestampStep = UInt32(Int64(encoding.clockRate) * opus.frameDuration.milliseconds / 1000)
+        reception = ReceptionStatistics(clockRate: encoding.clockRate)
+        var jitterConfiguration = configuration.jitterBuffer
+        jitterConfiguration.clockRate = encoding.clockRate
+        jitter = JitterBuffer(configuration: jitterConfiguration)
+        // Opus FEC is there only when the encoder put LBRR data in the packet; G.711 has none.
+        if encoding == .opus { jitter.carriesFEC = { OpusPacket.carriesFEC($0) } }
         jitter.timeStretching = configuration.timeStretching
         captureFrame = [Int16](repeating: 0, count: opus.samplesPerFrame)
         appFrame = captureFrame
@@ -170,7 +191,8 @@ public actor MediaActor: MediaClockClient {
         let meterFrames = Int(200 / max(1, opus.frameDuration.milliseconds))
         sendMeter = LevelMeter(frames: meterFrames)
         receiveMeter = LevelMeter(frames: meterFrames)
-        redundancyActive = configuration.redundancyPayloadType != nil && configuration.redundancy != .off
+        stats.encoding = encoding
+        redundancyActive = encoding == .opus && configuration.redundancyPayloadType != nil && configuration.redundancy != .off
         (events, eventsContinuation) = AsyncStream.makeStream(of: MediaEvent.self, bufferingPolicy: .bufferingNewest(64))
     }
 
@@ -288,8 +310,8 @@ public actor MediaActor: MediaClockClient {
         s.receiveLevel = receiveMeter.level
         s.jitter = reception.jitterDuration
         s.packetsLost = Int(reception.cumulativeLost)
-        s.fecExpectedLossPercent = encoder.expectedLossPercent
-        s.opusComplexity = encoder.complexity
+        s.fecExpectedLossPercent = encoder?.expectedLossPercent ?? 0
+        s.opusComplexity = encoder?.complexity ?? 0
         s.sendingRedundancy = redundancyActive
         s.redundancyDepth = redundancyActive ? redundancyDepth : 0
         s.redundancySpread = redundancyActive && redundancyDepth > 1 && spreadCopies
@@ -302,7 +324,7 @@ public actor MediaActor: MediaClockClient {
 
     public func tick(now: Duration, skipped: Int) async {
         guard state == .running else { return }
-        if configuration.complexityFollowsLoad {
+        if configuration.complexityFollowsLoad, let encoder {
             let wanted = min(configuration.opus.complexity, clock.complexityCap)
             if wanted != encoder.complexity { try? encoder.setComplexity(wanted) }
         }
@@ -480,8 +502,16 @@ public actor MediaActor: MediaClockClient {
             await transport.send(protected)
             return
         }
-        guard let payload = try? encoder.encode(captureFrame) else { return }
-        if configuration.opus.discontinuousTransmission && payload.count <= 2 {
+        let payload: ArraySlice<UInt8>
+        if let encoder {
+            guard let encoded = try? encoder.encode(captureFrame) else { return }
+            payload = encoded
+        } else if let narrowband {
+            payload = narrowband.encode(captureFrame)
+        } else {
+            return
+        }
+        if encoder != nil && configuration.opus.discontinuousTransmission && payload.count <= 2 {
             stats.framesNotSent += 1  // DTX: the encoder says there is nothing worth sending
             return
         }

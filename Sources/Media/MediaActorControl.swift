@@ -159,6 +159,12 @@ extension MediaActor {
                 spreadCopies = false
             }
         }
+        if let encoder { planFEC(encoder) }
+        if let rtt = block.roundTripTime(arrivalNTP: NTPTime.middle(ntp(arrival))) { stats.roundTripTime = rtt }
+    }
+
+    /// Opus's in-band FEC planned for the loss the peer reports (G.711 calls have none).
+    func planFEC(_ encoder: OpusEncoder) {
         if configuration.adaptiveFEC && configuration.opus.inbandFEC && redundancyActive {
             // Redundancy rebuilds single losses whole; in-band FEC would only cost the primary bits.
             if encoder.expectedLossPercent != 0 { try? encoder.setExpectedLoss(percent: 0) }
@@ -173,7 +179,6 @@ extension MediaActor {
             let next = min(30, Int((current == 0 ? seen : (Double(current) + seen) / 2).rounded()))
             if next != current { try? encoder.setExpectedLoss(percent: next) }
         }
-        if let rtt = block.roundTripTime(arrivalNTP: NTPTime.middle(ntp(arrival))) { stats.roundTripTime = rtt }
     }
 
     /// NTP time on this call's clock (consistent with itself, which is all RTT needs).

@@ -54,9 +54,10 @@ extension MediaActor {
         deliver(playFrame)
     }
 
-    /// Decodes what the jitter buffer said to play into `frame`; `false` if libopus refused
+    /// Decodes what the jitter buffer said to play into `frame`; `false` if the codec refused
     /// the payload (the frame is then concealed, or silence).
     func decode(_ action: PlayoutAction, into frame: inout [Int16]) -> Bool {
+        guard let decoder else { return decodeNarrowband(action, into: &frame) }
         var ok = true
         switch action {
         case .waiting, .silence:
@@ -75,6 +76,27 @@ extension MediaActor {
             if (try? decoder.conceal(into: &frame)) == nil { for i in frame.indices { frame[i] = 0 } }
         }
         return ok
+    }
+
+    /// G.711: a payload decoded and resampled, a missing one concealed (no FEC to recover from).
+    func decodeNarrowband(_ action: PlayoutAction, into frame: inout [Int16]) -> Bool {
+        guard let narrowband else { return false }
+        switch action {
+        case .waiting, .silence:
+            for i in frame.indices { frame[i] = 0 }
+            return true
+        case let .play(payload):
+            let ok = narrowband.decode(payload, into: &frame)
+            recycle(payload)
+            if !ok {
+                stats.malformedDropped += 1
+                narrowband.conceal(into: &frame)
+            }
+            return ok
+        case .recover, .conceal:
+            narrowband.conceal(into: &frame)
+            return true
+        }
     }
 
     func deliver(_ frame: [Int16]) {

@@ -36,8 +36,13 @@ public enum RedundancyPolicy: String, Sendable, CaseIterable {
 public struct MediaConfiguration: Sendable, Equatable {
     /// The encoder profile. Its sample rate is replaced by the source's rate.
     public var opus: OpusConfiguration
-    /// The RTP payload type for Opus (dynamic; 111 by default, RFC 7587).
+    /// The RTP payload type of the audio (for Opus dynamic: 111 by default, RFC 7587; for
+    /// G.711 the static 0 or 8).
     public var payloadType: UInt8
+    /// The codec: Opus (the default), or G.711 for SIP peers that speak nothing else. G.711
+    /// runs its RTP clock at 8 kHz, has no FEC and no redundancy, and its telephone events
+    /// run at 8 kHz too.
+    public var encoding: AudioEncoding = .opus
     public var jitterBuffer: JitterBufferConfiguration
     /// How often RTCP reports are sent.
     public var rtcpInterval: Duration
@@ -202,6 +207,8 @@ public enum MediaError: Error, Sendable, Equatable, CustomStringConvertible {
 
 /// A snapshot of one call's media.
 public struct MediaStatistics: Sendable, Equatable {
+    /// The call's codec.
+    public var encoding: AudioEncoding = .opus
     public var packetsSent = 0
     public var bytesSent = 0
     public var packetsReceived = 0

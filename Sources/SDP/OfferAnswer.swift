@@ -1,6 +1,12 @@
+@_exported import enum RTP.AudioEncoding
+
 /// What this node can send and would like to receive: the parameters it writes into an offer
 /// or answer.
 public struct AudioCapabilities: Sendable, Equatable {
+    /// The codecs this node speaks, most wanted first: offers list them in this order, and an
+    /// answer takes the first of them the offer has. Opus alone between nodes and with pages;
+    /// SIP peers may get G.711 (PCMU, PCMA) too.
+    public var codecs: [AudioEncoding] = [.opus]
     /// The payload type offered for Opus (answers reuse the offer's).
     public var opusPayloadType = 111
     /// Ask the peer for in-band FEC (`useinbandfec=1`).
@@ -11,8 +17,11 @@ public struct AudioCapabilities: Sendable, Equatable {
     public var maxAverageBitrate = 40_000
     /// Frame duration in ms (`a=ptime`).
     public var packetTime = 20
-    /// RFC 4733 telephone events, or `nil` to leave them out.
+    /// RFC 4733 telephone events on Opus's 48 kHz clock, or `nil` to leave telephone events out.
     public var telephoneEventPayloadType: Int? = 101
+    /// The payload type offered for telephone events on G.711's 8 kHz clock (offered when a
+    /// G.711 codec is, and telephone events are at all).
+    public var narrowbandTelephoneEventPayloadType = 100
     /// RFC 2198 redundant audio carrying Opus (`red/48000/2`, as browsers offer it), or `nil`
     /// to leave it out. Answers reuse the offer's payload type.
     public var redundancyPayloadType: Int? = 63
@@ -141,7 +150,9 @@ public struct LocalStream: Sendable, Equatable {
 
 /// The outcome of an offer/answer exchange, from one side's point of view.
 public struct NegotiatedAudio: Sendable, Equatable {
-    /// The Opus payload type both sides use.
+    /// The codec both sides use.
+    public var encoding: AudioEncoding = .opus
+    /// Its payload type.
     public var payloadType: Int
     /// The peer asked for in-band FEC: encode with it.
     public var sendInbandFEC: Bool
@@ -197,7 +208,8 @@ public struct NegotiationError: Error, Sendable, Equatable, CustomStringConverti
     public var description: String { "SDP negotiation failed: \(reason)" }
 }
 
-/// RFC 3264 offer/answer for one Opus audio stream over ICE with SDES-keyed SRTP.
+/// RFC 3264 offer/answer for one audio stream (Opus, or G.711 with SIP peers) over ICE or plain
+/// RTP, keyed by SDES or DTLS, or unencrypted where allowed.
 public enum OfferAnswer {
     /// Writes an offer: every suite in `capabilities.cryptoSuites` that has a key in `local`,
     /// one `a=crypto` line each, in order of preference.
@@ -205,26 +217,35 @@ public enum OfferAnswer {
     /// With ``KeyExchange/dtls`` and a fingerprint in `local`, the offer is WebRTC's
     /// `UDP/TLS/RTP/SAVPF` with `a=fingerprint` and `a=setup` instead of `a=crypto` lines.
     public static func offer(sessionID: String, capabilities: AudioCapabilities, local: LocalAudioParameters) -> SessionDescription {
+        let codecs = capabilities.codecs.map { Codec(encoding: $0, payloadType: $0.staticPayloadType ?? capabilities.opusPayloadType) }
+        var events: [TelephoneEvents] = []
+        if let events48k = capabilities.telephoneEventPayloadType {
+            if capabilities.codecs.contains(.opus) { events.append(TelephoneEvents(payloadType: events48k, clockRate: 48_000)) }
+            if capabilities.codecs.contains(where: \.isG711) {
+                events.append(TelephoneEvents(payloadType: capabilities.narrowbandTelephoneEventPayloadType, clockRate: 8_000))
+            }
+        }
+        let redundancy = capabilities.codecs.contains(.opus) ? capabilities.redundancyPayloadType : nil
+        let keying: Keying
         if capabilities.mediaEncryption == .off {
-            return describe(sessionID: sessionID, payloadType: capabilities.opusPayloadType,
-                            telephoneEvent: capabilities.telephoneEventPayloadType,
-                            redundancy: capabilities.redundancyPayloadType, capabilities: capabilities,
-                            local: local, keying: .plain, mid: "0")
+            keying = .plain
+        } else if capabilities.keyExchange == .dtls, let fingerprint = local.fingerprint {
+            keying = .dtls(fingerprint: fingerprint, setup: local.offerSetup)
+        } else {
+            var cryptos: [SDPCrypto] = []
+            for suite in capabilities.cryptoSuites {
+                if let key = local.keys[suite] { cryptos.append(SDPCrypto(tag: cryptos.count + 1, suite: suite, keyParameters: key)) }
+            }
+            keying = .sdes(cryptos)
         }
-        if capabilities.keyExchange == .dtls, let fingerprint = local.fingerprint {
-            return describe(sessionID: sessionID, payloadType: capabilities.opusPayloadType,
-                            telephoneEvent: capabilities.telephoneEventPayloadType,
-                            redundancy: capabilities.redundancyPayloadType, capabilities: capabilities,
-                            local: local, keying: .dtls(fingerprint: fingerprint, setup: local.offerSetup), mid: "0")
-        }
-        var cryptos: [SDPCrypto] = []
-        for suite in capabilities.cryptoSuites {
-            if let key = local.keys[suite] { cryptos.append(SDPCrypto(tag: cryptos.count + 1, suite: suite, keyParameters: key)) }
-        }
-        return describe(sessionID: sessionID, payloadType: capabilities.opusPayloadType,
-                        telephoneEvent: capabilities.telephoneEventPayloadType,
-                        redundancy: capabilities.redundancyPayloadType, capabilities: capabilities,
-                        local: local, keying: .sdes(cryptos), mid: "0")
+        return describe(sessionID: sessionID, codecs: codecs, telephoneEvents: events, redundancy: redundancy,
+                        capabilities: capabilities, local: local, keying: keying, mid: "0")
+    }
+
+    /// RFC 4733 telephone events: their payload type and the clock they run on (their codec's).
+    struct TelephoneEvents: Equatable {
+        var payloadType: Int
+        var clockRate: Int
     }
 
     /// How a description keys SRTP.
@@ -256,7 +277,12 @@ public enum OfferAnswer {
     public static func answer(to offer: SessionDescription, sessionID: String, capabilities: AudioCapabilities,
                               local: LocalAudioParameters) throws(NegotiationError) -> (answer: SessionDescription, negotiated: NegotiatedAudio) {
         let media = try audio(in: offer)
-        let payloadType = try opusPayloadType(in: media)
+        // This node's most wanted codec among the offered ones.
+        let offered = codecs(in: media, speaking: capabilities.codecs)
+        guard let codec = capabilities.codecs.lazy.compactMap({ wanted in offered.first { $0.encoding == wanted } }).first else {
+            throw noCodec(in: media, speaking: capabilities.codecs)
+        }
+        let payloadType = codec.payloadType
         // How to key SRTP: DTLS when the offer carries a fingerprint (an offer's `actpass` or
         // `passive` makes this node the client, `active` the server), else the first offered
         // SDES suite this node supports.
@@ -285,17 +311,20 @@ public enum OfferAnswer {
             (suite, localKey, remoteKey) = (chosen.suite, local.keys[chosen.suite] ?? "", chosen.keyParameters)
             keying = .sdes([SDPCrypto(tag: chosen.tag, suite: chosen.suite, keyParameters: localKey)])
         }
-        let telephoneEvent = capabilities.telephoneEventPayloadType == nil ? nil : telephoneEventPayloadType(in: media)
-        let redundancy = capabilities.redundancyPayloadType == nil ? nil : redundancyPayloadType(in: media, opus: payloadType)
+        let telephoneEvent = capabilities.telephoneEventPayloadType == nil ? nil
+            : telephoneEventPayloadType(in: media, clockRate: codec.encoding.clockRate)
+        let redundancy = capabilities.redundancyPayloadType == nil || codec.encoding != .opus ? nil
+            : redundancyPayloadType(in: media, opus: payloadType)
         var answerLocal = local
         // The answer's direction is the offer's, mirrored, narrowed by what this node wants.
         answerLocal.direction = media.direction.answer(wanting: local.direction)
         // RTP and RTCP on one port only if the offer asked for it (RFC 5761 §5.1.1).
-        let answer = describe(sessionID: sessionID, payloadType: payloadType, telephoneEvent: telephoneEvent,
+        let answer = describe(sessionID: sessionID, codecs: [codec],
+                              telephoneEvents: telephoneEvent.map { [TelephoneEvents(payloadType: $0, clockRate: codec.encoding.clockRate)] } ?? [],
                               redundancy: redundancy, capabilities: capabilities, local: answerLocal, keying: keying,
                               mid: media.mid, proto: media.proto, bundle: bundles(offer, media),
                               rtcpMux: media.attribute("rtcp-mux") != nil)
-        var negotiated = try negotiate(remote: media, payloadType: payloadType, capabilities: capabilities,
+        var negotiated = try negotiate(remote: media, encoding: codec.encoding, payloadType: payloadType, capabilities: capabilities,
                                        telephoneEvent: telephoneEvent, suite: suite, localKey: localKey,
                                        remoteKey: remoteKey, direction: answerLocal.direction, session: offer.connection)
         negotiated.dtls = dtls
@@ -323,9 +352,14 @@ public enum OfferAnswer {
                               capabilities: AudioCapabilities) throws(NegotiationError) -> NegotiatedAudio {
         let offered = try audio(in: offer)
         let media = try audio(in: answer)
-        let payloadType = try opusPayloadType(in: media)
-        guard payloadType == (try opusPayloadType(in: offered)) else {
-            throw NegotiationError("the answer uses Opus payload type \(payloadType), not the offered one")
+        // The answer's first codec of those offered (RFC 3264 §6.1), on the offered payload type.
+        let offeredCodecs = codecs(in: offered, speaking: capabilities.codecs)
+        guard let codec = codecs(in: media, speaking: offeredCodecs.map(\.encoding)).first else {
+            throw noCodec(in: media, speaking: offeredCodecs.map(\.encoding))
+        }
+        let payloadType = codec.payloadType
+        guard offeredCodecs.contains(where: { $0 == codec }) else {
+            throw NegotiationError("the answer uses \(codec.encoding.rtpName) with payload type \(payloadType), not the offered one")
         }
         // How the answer keys SRTP: the DTLS role it picked, or the offered suite it chose.
         var dtls: NegotiatedDTLS?
@@ -352,21 +386,22 @@ public enum OfferAnswer {
             }
             (suite, localKey, remoteKey) = (chosen.suite, mine.keyParameters, chosen.keyParameters)
         }
-        let telephoneEvent = telephoneEventPayloadType(in: media).flatMap { pt in
-            telephoneEventPayloadType(in: offered) == pt ? pt : nil
+        let clockRate = codec.encoding.clockRate
+        let telephoneEvent = telephoneEventPayloadType(in: media, clockRate: clockRate).flatMap { pt in
+            telephoneEventPayloadType(in: offered, clockRate: clockRate) == pt ? pt : nil
         }
         let direction: MediaDirection = switch media.direction {
         case .sendonly: .recvonly
         case .recvonly: .sendonly
         default: media.direction
         }
-        var negotiated = try negotiate(remote: media, payloadType: payloadType, capabilities: capabilities,
+        var negotiated = try negotiate(remote: media, encoding: codec.encoding, payloadType: payloadType, capabilities: capabilities,
                                        telephoneEvent: telephoneEvent, suite: suite, localKey: localKey,
                                        remoteKey: remoteKey, direction: direction, session: answer.connection)
         negotiated.dtls = dtls
         negotiated.unencrypted = unencrypted
-        // Redundancy only if this side offered it and the answer kept the offered payload type.
-        negotiated.redundancyPayloadType = redundancyPayloadType(in: media, opus: payloadType).flatMap { pt in
+        // Redundancy only with Opus, if this side offered it and the answer kept the offered payload type.
+        negotiated.redundancyPayloadType = codec.encoding != .opus ? nil : redundancyPayloadType(in: media, opus: payloadType).flatMap { pt in
             redundancyPayloadType(in: offered, opus: payloadType) == pt ? pt : nil
         }
         return negotiated
@@ -382,21 +417,41 @@ public enum OfferAnswer {
         return media
     }
 
-    static func opusPayloadType(in media: MediaDescription) throws(NegotiationError) -> Int {
-        let offered = Set(media.formats.compactMap { Int($0) })
-        guard let map = media.rtpMaps.first(where: {
-            $0.encoding.lowercased() == "opus" && $0.clockRate == 48_000 && offered.contains($0.payloadType)
-        }) else {
-            throw NegotiationError("no opus/48000/2 among the audio formats \(media.formats.joined(separator: " "))")
+    /// The codecs of `media` among `speaking`, in the description's order (its `m=` formats, most
+    /// wanted first): an `a=rtpmap` names a format, else RFC 3551's static types (0 PCMU, 8 PCMA).
+    static func codecs(in media: MediaDescription, speaking: [AudioEncoding]) -> [Codec] {
+        var found: [Codec] = []
+        let maps = media.rtpMaps
+        for format in media.formats {
+            guard let payloadType = Int(format), (0...127).contains(payloadType) else { continue }
+            let encoding: AudioEncoding?
+            if let map = maps.first(where: { $0.payloadType == payloadType }) {
+                encoding = AudioEncoding.allCases.first { $0.rtpName.lowercased() == map.encoding.lowercased() && $0.clockRate == map.clockRate }
+            } else {
+                encoding = AudioEncoding.forStaticPayloadType(payloadType)
+            }
+            if let encoding, speaking.contains(encoding), !found.contains(where: { $0.encoding == encoding }) {
+                found.append(Codec(encoding: encoding, payloadType: payloadType))
+            }
         }
-        return map.payloadType
+        return found
     }
 
-    static func telephoneEventPayloadType(in media: MediaDescription) -> Int? {
+    /// One codec of a description and its payload type.
+    struct Codec: Equatable {
+        var encoding: AudioEncoding
+        var payloadType: Int
+    }
+
+    static func noCodec(in media: MediaDescription, speaking: [AudioEncoding]) -> NegotiationError {
+        NegotiationError("no \(speaking.map(\.description).joined(separator: " or ")) among the audio formats \(media.formats.joined(separator: " "))")
+    }
+
+    static func telephoneEventPayloadType(in media: MediaDescription, clockRate: Int) -> Int? {
         let offered = Set(media.formats.compactMap { Int($0) })
-        // RFC 4733 events run on the audio codec's clock: Opus's 48 kHz (browsers also offer 8 kHz).
+        // RFC 4733 events run on the audio codec's clock: Opus's 48 kHz, G.711's 8 kHz.
         return media.rtpMaps.first {
-            $0.encoding.lowercased() == "telephone-event" && $0.clockRate == 48_000 && offered.contains($0.payloadType)
+            $0.encoding.lowercased() == "telephone-event" && $0.clockRate == clockRate && offered.contains($0.payloadType)
         }?.payloadType
     }
 
@@ -414,7 +469,7 @@ public enum OfferAnswer {
         return nil
     }
 
-    static func negotiate(remote media: MediaDescription, payloadType: Int, capabilities: AudioCapabilities, telephoneEvent: Int?,
+    static func negotiate(remote media: MediaDescription, encoding: AudioEncoding, payloadType: Int, capabilities: AudioCapabilities, telephoneEvent: Int?,
                           suite: String, localKey: String, remoteKey: String,
                           direction: MediaDirection, session: SDPConnection? = nil) throws(NegotiationError) -> NegotiatedAudio {
         // Without ICE credentials the peer's RTP is where its c= and m= lines say (a SIP peer
@@ -436,8 +491,9 @@ public enum OfferAnswer {
             let port = fields.first.flatMap { Int($0) } ?? rtp.port + 1
             remoteRTCP = RTPEndpoint(address: fields.count >= 4 ? fields[3] : rtp.address, port: port)
         }
-        let fmtp = media.formatParameters(for: payloadType)
+        let fmtp = encoding == .opus ? media.formatParameters(for: payloadType) : [:]
         return NegotiatedAudio(
+            encoding: encoding,
             payloadType: payloadType,
             sendInbandFEC: fmtp["useinbandfec"] == "1",
             sendDTX: fmtp["usedtx"] == "1",
@@ -452,12 +508,14 @@ public enum OfferAnswer {
 
     /// Writes one audio stream. Offers BUNDLE their one stream (as browsers do); answers
     /// BUNDLE it when the offer did, and keep the offer's `mid` and transport protocol.
-    static func describe(sessionID: String, payloadType: Int, telephoneEvent: Int?, redundancy: Int?,
+    static func describe(sessionID: String, codecs: [Codec], telephoneEvents: [TelephoneEvents], redundancy: Int?,
                          capabilities: AudioCapabilities, local: LocalAudioParameters, keying: Keying,
                          mid: String?, proto: String? = nil, bundle: Bool = true, rtcpMux: Bool = true) -> SessionDescription {
-        var formats = [String(payloadType)]
+        var formats = codecs.map { String($0.payloadType) }
+        let opus = codecs.first { $0.encoding == .opus }?.payloadType
+        let redundancy = opus == nil ? nil : redundancy
         if let redundancy { formats.append(String(redundancy)) }
-        if let telephoneEvent { formats.append(String(telephoneEvent)) }
+        formats += telephoneEvents.map { String($0.payloadType) }
         let defaultProto: String = switch keying {
         case .sdes: "RTP/SAVP"
         case .dtls: "UDP/TLS/RTP/SAVPF"
@@ -470,15 +528,18 @@ public enum OfferAnswer {
         var fmtp = "useinbandfec=\(capabilities.useInbandFEC ? 1 : 0);usedtx=\(capabilities.useDTX ? 1 : 0)"
         fmtp += ";maxaveragebitrate=\(capabilities.maxAverageBitrate)"
         if let mid { media.attributes.append(SDPAttribute("mid", mid)) }
-        media.attributes.append(RTPMap(payloadType: payloadType, encoding: "opus", clockRate: 48_000, channels: 2).attribute)
-        media.attributes.append(SDPAttribute("fmtp", "\(payloadType) \(fmtp)"))
-        if let redundancy {
-            media.attributes.append(RTPMap(payloadType: redundancy, encoding: "red", clockRate: 48_000, channels: 2).attribute)
-            media.attributes.append(SDPAttribute("fmtp", "\(redundancy) \(payloadType)/\(payloadType)"))
+        for codec in codecs {
+            media.attributes.append(RTPMap(payloadType: codec.payloadType, encoding: codec.encoding.rtpName,
+                                           clockRate: codec.encoding.clockRate, channels: codec.encoding.rtpChannels).attribute)
+            if codec.encoding == .opus { media.attributes.append(SDPAttribute("fmtp", "\(codec.payloadType) \(fmtp)")) }
         }
-        if let telephoneEvent {
-            media.attributes.append(RTPMap(payloadType: telephoneEvent, encoding: "telephone-event", clockRate: 48_000).attribute)
-            media.attributes.append(SDPAttribute("fmtp", "\(telephoneEvent) 0-15"))
+        if let redundancy, let opus {
+            media.attributes.append(RTPMap(payloadType: redundancy, encoding: "red", clockRate: 48_000, channels: 2).attribute)
+            media.attributes.append(SDPAttribute("fmtp", "\(redundancy) \(opus)/\(opus)"))
+        }
+        for events in telephoneEvents {
+            media.attributes.append(RTPMap(payloadType: events.payloadType, encoding: "telephone-event", clockRate: events.clockRate).attribute)
+            media.attributes.append(SDPAttribute("fmtp", "\(events.payloadType) 0-15"))
         }
         media.attributes.append(SDPAttribute("ptime", String(capabilities.packetTime)))
         if local.plainRTP == nil {

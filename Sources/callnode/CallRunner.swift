@@ -460,14 +460,14 @@ final class CallRunner {
             : peers[uuid].map { " with \($0)" } ?? ""
         let keys = !ringing.isEmpty ? "a e d m h s c u 0-9 q" : connectedCalls.count > 1 ? "m h s c u 0-9 q" : "m h 0-9 o q"
         let e2e = securities[uuid].map { $0.frameEncryption ? "e2e \($0.securityCode ?? "")" : "no e2e" }
-        let load = Self.loadNote(configured: node.configuration.media, current: s.opusComplexity)
+        let load = s.encoding == .opus ? Self.loadNote(configured: node.configuration.media, current: s.opusComplexity) : nil
         // Each part with its rank: on a narrow terminal the lowest-ranked go first, so who the
         // call is with, the keys and whether audio gets through stay (the security code was
         // printed when the call was secured).
         let parts: [(text: String?, rank: Int)] = [
             ("● \(what)\(with)\(others)", 0), (e2e, 5), ("pair \(pair)", 7), ("RTT \(rtt)", 4),
             ("loss \(s.packetsLost)", 3), ("jitter \(Self.milliseconds(s.jitter)) ms", 6),
-            ("\(s.sendBitrate / 1000)/\(s.receiveBitrate / 1000) kbit/s", 8),
+            ("\(s.sendBitrate / 1000)/\(s.receiveBitrate / 1000) kbit/s" + (s.encoding == .opus ? "" : " \(s.encoding.rtpName)"), 8),
             ("level \(Int(s.sendLevel))/\(Int(s.receiveLevel)) dB", 9), (load, 1), (keys, 2),
         ]
         let line = Terminal.statusLine(parts.compactMap { part in part.text.map { ($0, part.rank) } }, columns: Terminal.columns())

@@ -30,7 +30,7 @@ extension CallRunner {
         case let .connected(uuid, setup):
             return ["event": "connected", "call": uuid.uuidString, "setup_ms": milliseconds(setup)]
         case let .statistics(uuid, s):
-            return ["event": "stats", "call": uuid.uuidString, "packets_sent": s.packetsSent, "packets_received": s.packetsReceived,
+            return ["event": "stats", "call": uuid.uuidString, "codec": s.encoding.rtpName, "packets_sent": s.packetsSent, "packets_received": s.packetsReceived,
                     "packets_lost": s.packetsLost, "jitter_ms": milliseconds(s.jitter),
                     "rtt_ms": s.roundTripTime.map { milliseconds($0) as Any } ?? NSNull(),
                     "send_bitrate": s.sendBitrate, "receive_bitrate": s.receiveBitrate,

@@ -31,11 +31,12 @@ extension RealTimeTests {
 
     /// Alice and Bob, each listening for SIP on loopback; returns Bob's SIP address too.
     static func nodes(_ f: Fixture, bobAnswers: Bool = true, keyExchange: KeyExchange = .sdes,
-                      ice: Bool = false) async throws -> (CallNode, CallNode, String, String) {
+                      ice: Bool = false, bobCodecs: [AudioEncoding] = [.opus, .pcmu, .pcma]) async throws -> (CallNode, CallNode, String, String) {
         let alice = try await f.node("alice", input: .tone(440), output: .wav(f.path("alice-out.wav")), keyExchange: keyExchange)
         let bob = try await f.node("bob", input: .tone(660), output: .wav(f.path("bob-out.wav")), autoAnswer: bobAnswers, keyExchange: keyExchange)
         let aliceURI = try await alice.listenSIP(SIPListenSettings(host: "127.0.0.1", port: Self.freePort(), user: "alice", offersICE: ice))
-        let bobURI = try await bob.listenSIP(SIPListenSettings(host: "127.0.0.1", port: Self.freePort(), user: "bob", offersICE: ice))
+        let bobURI = try await bob.listenSIP(SIPListenSettings(host: "127.0.0.1", port: Self.freePort(), user: "bob", offersICE: ice,
+                                                               codecs: bobCodecs))
         return (alice, bob, aliceURI, bobURI)
     }
 
@@ -47,11 +48,13 @@ extension RealTimeTests {
         return statistics
     }
 
-    /// SDES or DTLS keys; plain RTP from one port (what SIP peers get by default) or ICE.
-    @Test(arguments: [(KeyExchange.sdes, false), (.dtls, false), (.sdes, true), (.dtls, true)])
-    func twoNodesCallOverSIPHearEachOtherHoldAndHangUp(keyExchange: KeyExchange, ice: Bool) async throws {
+    /// SDES or DTLS keys; plain RTP from one port (what SIP peers get by default) or ICE; Opus,
+    /// or G.711 when Bob speaks only that (the re-INVITEs of hold and resume keep it).
+    @Test(arguments: [(KeyExchange.sdes, false, AudioEncoding.opus), (.dtls, false, .opus), (.sdes, true, .opus), (.dtls, true, .opus),
+                      (.sdes, false, .pcmu)])
+    func twoNodesCallOverSIPHearEachOtherHoldAndHangUp(keyExchange: KeyExchange, ice: Bool, codec: AudioEncoding) async throws {
         let f = try Fixture()
-        let (alice, bob, aliceURI, bobURI) = try await Self.nodes(f, keyExchange: keyExchange, ice: ice)
+        let (alice, bob, aliceURI, bobURI) = try await Self.nodes(f, keyExchange: keyExchange, ice: ice, bobCodecs: [codec])
         let aliceEvents = alice.events(), bobEvents = bob.events()
         let call = try await alice.call(.sip(bobURI))
         guard case let .incoming(bobCall, _, name, known) = try await TwoNodeTests.next(bobEvents, where: { if case .incoming = $0 { true } else { false } })
@@ -60,6 +63,7 @@ extension RealTimeTests {
         let bobHeard = try await Self.hearing(bobEvents)
         let aliceHeard = try await Self.hearing(aliceEvents)
         #expect(bobHeard.packetsLost == 0 && aliceHeard.packetsLost == 0)
+        #expect(bobHeard.encoding == codec && aliceHeard.encoding == codec)
 
         // Hold and resume are re-INVITEs: Bob hears the hold, then audio again.
         try await alice.setHeld(call, true)
@@ -67,7 +71,7 @@ extension RealTimeTests {
         try await alice.setHeld(call, false)
         _ = try await TwoNodeTests.next(bobEvents) { $0 == .remoteHold(bobCall, false) }
         let resumed = try #require(await bob.statistics(bobCall))
-        _ = try await Self.hearing(bobEvents, beyond: resumed.packetsReceived)
+        #expect(try await Self.hearing(bobEvents, beyond: resumed.packetsReceived).encoding == codec)
 
         try await alice.hangUp(call)
         guard case let .ended(_, reason, _, _) = try await TwoNodeTests.next(bobEvents, where: { if case .ended(bobCall, _, _, _) = $0 { true } else { false } })
@@ -169,9 +173,9 @@ extension RealTimeTests {
         let (alice, bob, _, bobURI) = try await Self.nodes(f)
         let port = Int(bobURI.split(separator: ":").last ?? "") ?? 0
         let noMedia = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n"
-        let pcmuOnly = noMedia + "m=audio 40000 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n"
+        let unknownCodecs = noMedia + "m=audio 40000 RTP/AVP 9 18\r\na=rtpmap:9 G722/8000\r\na=rtpmap:18 G729/8000\r\n"
         let garbage = "this is not SDP at all"
-        for sdp in [noMedia, pcmuOnly, garbage] {
+        for sdp in [noMedia, unknownCodecs, garbage] {
             let response = try #require(Self.finalResponse(to: Self.invite(port: port, sdp: sdp), port: port), "no final answer to \(sdp.prefix(20))")
             #expect(response.hasPrefix("SIP/2.0 4"), "\(response.prefix(60))")
         }

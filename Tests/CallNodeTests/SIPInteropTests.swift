@@ -9,17 +9,18 @@ import Glibc
 
 /// A node and a real SIP softphone, baresip (Debian's `baresip-core`), on this machine: plain
 /// SIP over UDP, no ICE (baresip's ice module refuses loopback), SRTP keyed by SDES (its
-/// `srtp-mand`: RTP/SAVP with `a=crypto`), Opus. Each side plays a tone and what each heard is
-/// checked by frequency: the node records the call, baresip dumps what it decoded (`sndfile`).
+/// `srtp-mand`: RTP/SAVP with `a=crypto`) or plain RTP, Opus or G.711 (µ-law, A-law). Each side
+/// plays a tone and what each heard is checked by frequency: the node records the call, baresip
+/// dumps what it decoded (`sndfile`).
 extension RealTimeTests {
 @Suite(.serialized, .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/baresip"), "needs baresip (scripts/bootstrap installs it)"))
 struct SIPInteropTests {
     typealias Fixture = TwoNodeTests.Fixture
 
-    /// A baresip configuration in `directory`: listening on 127.0.0.1:`port`, auto-answering,
-    /// playing a 550 Hz tone, dumping what it decodes into `directory/snd`. The account module
+    /// A baresip configuration in `directory`: listening on 127.0.0.1:`port`, auto-answering with
+    /// `codec` only, playing a 550 Hz tone, dumping what it decodes into `directory/snd`. The account module
     /// comes after the codecs and SRTP it names; no stdio module (its stdin is not a terminal).
-    static func baresip(in directory: String, port: Int, mediaEncryption: String = "srtp-mand") throws {
+    static func baresip(in directory: String, port: Int, mediaEncryption: String = "srtp-mand", codec: String = "opus/48000/2") throws {
         try FileManager.default.createDirectory(atPath: directory + "/snd", withIntermediateDirectories: true)
         let config = """
             sip_listen 127.0.0.1:\(port)
@@ -37,42 +38,48 @@ struct SIPInteropTests {
             """
         try config.write(toFile: directory + "/config", atomically: true, encoding: .utf8)
         let encryption = mediaEncryption.isEmpty ? "" : ";mediaenc=\(mediaEncryption)"
-        let account = "<sip:b@127.0.0.1:\(port)>;regint=0;answermode=auto\(encryption);audio_codecs=opus/48000/2\n"
+        let account = "<sip:b@127.0.0.1:\(port)>;regint=0;answermode=auto\(encryption);audio_codecs=\(codec)\n"
         try account.write(toFile: directory + "/accounts", atomically: true, encoding: .utf8)
-        // aufile takes opus/48000/2's two channels.
-        let seconds = 12, rate = 48_000
+        // aufile takes the codec's own rate and channels: opus/48000/2's two, G.711's one at 8 kHz.
+        let seconds = 12, rate = codec.hasPrefix("opus") ? 48_000 : 8_000, channels = codec.hasPrefix("opus") ? 2 : 1
         var samples: [Int16] = []
-        samples.reserveCapacity(seconds * rate * 2)
+        samples.reserveCapacity(seconds * rate * channels)
         for i in 0..<(seconds * rate) {
             let value = Int16(8_000 * sin(2 * Double.pi * 550 * Double(i) / Double(rate)))
-            samples.append(value)
-            samples.append(value)
+            for _ in 0..<channels { samples.append(value) }
         }
-        try WAV.write(samples, format: AudioFormat(sampleRate: 48_000, channels: 2), path: directory + "/tone.wav")
+        try WAV.write(samples, format: AudioFormat(sampleRate: rate, channels: channels), path: directory + "/tone.wav")
     }
 
-    /// What baresip decoded (its `sndfile` dump), one channel.
-    static func baresipHeard(in directory: String) throws -> [Int16] {
+    /// What baresip decoded (its `sndfile` dump, at the codec's rate), one channel.
+    static func baresipHeard(in directory: String) throws -> (samples: [Int16], rate: Int) {
         let files = try FileManager.default.contentsOfDirectory(atPath: directory + "/snd").filter { $0.hasSuffix("-dec.wav") }
         let file = try #require(files.first, "baresip dumped nothing it decoded")
         let (format, samples) = try WAV.read(path: directory + "/snd/" + file)
-        return format.channels == 2 ? stride(from: 0, to: samples.count, by: 2).map { samples[$0] } : samples
+        return (format.channels == 2 ? stride(from: 0, to: samples.count, by: 2).map { samples[$0] } : samples, format.sampleRate)
     }
 
-    /// The middle second of `samples` holds `frequency` far more than `other`.
-    static func holds(_ samples: [Int16], _ frequency: Double, over other: Double) -> Bool {
-        guard samples.count > 96_000 else { return false }
-        let middle = samples[48_000..<96_000]
-        return Goertzel.power(of: frequency, in: middle) > 20 * Goertzel.power(of: other, in: middle)
+    /// The second second of `samples` holds `frequency` far more than `other`.
+    static func holds(_ samples: [Int16], _ frequency: Double, over other: Double, rate: Int = 48_000) -> Bool {
+        guard samples.count > 2 * rate else { return false }
+        let middle = samples[rate..<(2 * rate)]
+        return Goertzel.power(of: frequency, in: middle, rate: Double(rate)) > 20 * Goertzel.power(of: other, in: middle, rate: Double(rate))
     }
+
+    static func holds(_ heard: (samples: [Int16], rate: Int), _ frequency: Double, over other: Double) -> Bool {
+        holds(heard.samples, frequency, over: other, rate: heard.rate)
+    }
+
+    /// baresip's codec name and the node's encoding for it.
+    static let codecs: [String: AudioEncoding] = ["opus/48000/2": .opus, "PCMU/8000": .pcmu, "PCMA/8000": .pcma]
 
     /// baresip's SRTP (`srtp-mand`: RTP/SAVP with SDES keys) or none (RTP/AVP, which the node
-    /// takes by default and says so).
-    @Test(arguments: ["srtp-mand", ""])
-    func baresipCallsTheNodeAndEachHearsTheOther(baresipEncryption: String) async throws {
+    /// takes by default and says so), with Opus or G.711 (the only codec baresip offers).
+    @Test(arguments: [("srtp-mand", "opus/48000/2"), ("", "opus/48000/2"), ("", "PCMU/8000"), ("srtp-mand", "PCMA/8000")])
+    func baresipCallsTheNodeAndEachHearsTheOther(baresipEncryption: String, codec: String) async throws {
         let f = try Fixture()
         let phone = f.path("baresip"), phonePort = SIPCallTests.freePort()
-        try Self.baresip(in: phone, port: phonePort, mediaEncryption: baresipEncryption)
+        try Self.baresip(in: phone, port: phonePort, mediaEncryption: baresipEncryption, codec: codec)
         let node = try await f.node("bob", input: .tone(660), output: .wav(f.path("bob-out.wav")), keyExchange: .sdes)
         let uri = try await node.listenSIP(SIPListenSettings(host: "127.0.0.1", port: SIPCallTests.freePort(), user: "bob"))
         let events = node.events()
@@ -88,6 +95,8 @@ struct SIPInteropTests {
         if !security.unencrypted { #expect(security.keyExchange == .sdes, "\(security)") }
         let heard = try await SIPCallTests.hearing(events, beyond: 100)
         #expect(heard.packetsLost == 0)
+        #expect(heard.encoding == Self.codecs[codec])
+        if heard.encoding != .opus { #expect(heard.bytesReceived == heard.packetsReceived * 160, "G.711: 160 bytes a packet") }
         try await node.hangUp(call)
         _ = try await TwoNodeTests.next(events) { if case .ended(call, .localEnded, _, _) = $0 { true } else { false } }
         await node.shutdown()
@@ -118,12 +127,13 @@ struct SIPInteropTests {
         await node.shutdown()
     }
 
-    /// The node offers SRTP keyed by SDES, or (`--sip-media-encryption off`) plain RTP.
-    @Test(arguments: [MediaEncryption.preferred, .off])
-    func theNodeCallsBaresipAndEachHearsTheOther(encryption: MediaEncryption) async throws {
+    /// The node offers SRTP keyed by SDES, or (`--sip-media-encryption off`) plain RTP; Opus,
+    /// µ-law and A-law, and baresip answers with the one it speaks.
+    @Test(arguments: [(MediaEncryption.preferred, "opus/48000/2"), (.off, "opus/48000/2"), (.off, "PCMU/8000"), (.preferred, "PCMA/8000")])
+    func theNodeCallsBaresipAndEachHearsTheOther(encryption: MediaEncryption, codec: String) async throws {
         let f = try Fixture()
         let phone = f.path("baresip"), phonePort = SIPCallTests.freePort()
-        try Self.baresip(in: phone, port: phonePort, mediaEncryption: encryption == .off ? "" : "srtp-mand")
+        try Self.baresip(in: phone, port: phonePort, mediaEncryption: encryption == .off ? "" : "srtp-mand", codec: codec)
         let baresip = try ChildProcess("/usr/bin/baresip", ["-f", phone, "-4", "-t", "15"], output: f.path("baresip.log"),
                                        stdin: open("/dev/null", O_RDONLY))
         defer { baresip.stop() }
@@ -149,6 +159,7 @@ struct SIPInteropTests {
         #expect(secured.unencrypted == (encryption == .off), "\(secured)")
         let heard = try await SIPCallTests.hearing(events, beyond: 100)
         #expect(heard.packetsLost == 0)
+        #expect(heard.encoding == Self.codecs[codec])
         try await node.hangUp(connected)
         _ = try await TwoNodeTests.next(events) { if case .ended(connected, .localEnded, _, _) = $0 { true } else { false } }
         await node.shutdown()

@@ -1,0 +1,111 @@
+internal import CSpeexDSP
+import RTP
+
+/// speexdsp's resampler for one mono stream at fixed rates (quality 5: flat to 3.4 kHz going
+/// down to 8 kHz, images well below the noise of G.711 going up).
+final class Resampler {
+    private let state: OpaquePointer
+    let inputRate: Int, outputRate: Int
+
+    init?(from inputRate: Int, to outputRate: Int) {
+        var error: Int32 = 0
+        guard let state = speex_resampler_init(1, spx_uint32_t(inputRate), spx_uint32_t(outputRate), 5, &error),
+              error == 0 else { return nil }
+        // No ramp-up of zeros: the first frame comes out as long as every other.
+        speex_resampler_skip_zeros(state)
+        self.state = state
+        self.inputRate = inputRate
+        self.outputRate = outputRate
+    }
+
+    deinit { speex_resampler_destroy(state) }
+
+    /// Resamples `input` into `output`, which keeps its length: short output (the filter's
+    /// start) is padded by repeating its last sample, extra is dropped.
+    func process(_ input: [Int16], into output: inout [Int16]) {
+        let wanted = output.count
+        var inputLength = spx_uint32_t(input.count), outputLength = spx_uint32_t(wanted)
+        input.withUnsafeBufferPointer { source in
+            output.withUnsafeMutableBufferPointer { target in
+                _ = speex_resampler_process_int(state, 0, source.baseAddress, &inputLength, target.baseAddress, &outputLength)
+            }
+        }
+        let produced = Int(outputLength)
+        if produced < wanted {
+            let last = produced > 0 ? output[produced - 1] : 0
+            for i in produced..<wanted { output[i] = last }
+        }
+    }
+}
+
+/// A call's G.711 path: the endpoints' frames resampled to 8 kHz and coded a byte a sample,
+/// and back; a lost frame concealed by repeating the last one, fading out.
+final class NarrowbandCodec {
+    let law: G711.Law
+    /// Samples of one frame at 8 kHz.
+    let samplesPerFrame: Int
+    private let down: Resampler?
+    private let up: Resampler?
+    private var narrow: [Int16]
+    private var decoded: [Int16] = []
+    private var payload: [UInt8] = []
+    /// The last frame played (at the sink's rate) and how many frames have been concealed since.
+    private var last: [Int16]
+    private var concealed = 0
+
+    /// - Returns: `nil` when a resampler cannot be made for the rates.
+    init?(encoding: AudioEncoding, frameDuration: Duration, captureRate: Int, playbackRate: Int, playbackSamples: Int) {
+        guard encoding.isG711 else { return nil }
+        law = encoding == .pcmu ? .mu : .a
+        samplesPerFrame = Int(Int64(encoding.clockRate) * frameDuration.milliseconds / 1000)
+        if captureRate == encoding.clockRate {
+            down = nil
+        } else {
+            guard let resampler = Resampler(from: captureRate, to: encoding.clockRate) else { return nil }
+            down = resampler
+        }
+        if playbackRate == encoding.clockRate {
+            up = nil
+        } else {
+            guard let resampler = Resampler(from: encoding.clockRate, to: playbackRate) else { return nil }
+            up = resampler
+        }
+        narrow = [Int16](repeating: 0, count: samplesPerFrame)
+        last = [Int16](repeating: 0, count: playbackSamples)
+    }
+
+    /// One captured frame as a G.711 payload (a buffer reused frame after frame).
+    func encode(_ frame: [Int16]) -> ArraySlice<UInt8> {
+        if let down {
+            down.process(frame, into: &narrow)
+            G711.encode(narrow, law: law, into: &payload)
+        } else {
+            G711.encode(frame, law: law, into: &payload)
+        }
+        return payload[...]
+    }
+
+    /// Decodes one payload into `frame`; `false` (nothing written) for a payload that is not
+    /// one frame long (another packet time than the call's).
+    func decode(_ payload: [UInt8], into frame: inout [Int16]) -> Bool {
+        guard payload.count == samplesPerFrame else { return false }
+        G711.decode(payload, law: law, into: &decoded)
+        if let up {
+            up.process(decoded, into: &frame)
+        } else {
+            for i in frame.indices { frame[i] = i < decoded.count ? decoded[i] : 0 }
+        }
+        last = frame
+        concealed = 0
+        return true
+    }
+
+    /// A lost frame: the last one again at half the level each time, silence after three.
+    func conceal(into frame: inout [Int16]) {
+        concealed += 1
+        let shift = concealed
+        for i in frame.indices {
+            frame[i] = shift > 3 || i >= last.count ? 0 : last[i] >> shift
+        }
+    }
+}
