@@ -29,20 +29,24 @@
 #include <sofia-sip/su_wait.h>
 #include <sofia-sip/url.h>
 
-enum command_op { OP_INVITE, OP_RESPOND, OP_BYE, OP_CANCEL, OP_INFO, OP_SHUTDOWN };
+enum command_op { OP_INVITE, OP_RESPOND, OP_BYE, OP_CANCEL, OP_INFO, OP_REGISTER, OP_UNREGISTER, OP_SHUTDOWN };
 
 struct command {
     enum command_op op;
     long call;
     int status;
-    char *a, *b, *c;
+    char *a, *b, *c, *d;
     struct command *next;
 };
 
 struct call_entry {
     long id;
     nua_handle_t *handle;
+    int auth_tries;  /* digest challenges answered for its INVITE */
 };
+
+/* The registration's handle is bound to this id (calls' ids are positive). */
+#define REGISTRATION_ID (-1L)
 
 struct csip_agent {
     pthread_t thread;
@@ -67,16 +71,26 @@ struct csip_agent {
     struct call_entry *calls;
     size_t call_count, call_capacity;
     int stopping;
+    /* The registration: its handle, account and credentials, and the challenges answered
+     * since its last success. */
+    nua_handle_t *registration;
+    char *reg_user, *reg_password;
+    int reg_auth_tries;
 };
 
 static char *copy(const char *text) { return text ? strdup(text) : NULL; }
 
 /* MARK: calls by id (the agent's thread) */
 
-static nua_handle_t *call_handle(csip_agent *agent, long id) {
+static struct call_entry *call_entry(csip_agent *agent, long id) {
     for (size_t i = 0; i < agent->call_count; i++)
-        if (agent->calls[i].id == id) return agent->calls[i].handle;
+        if (agent->calls[i].id == id) return &agent->calls[i];
     return NULL;
+}
+
+static nua_handle_t *call_handle(csip_agent *agent, long id) {
+    struct call_entry *entry = call_entry(agent, id);
+    return entry ? entry->handle : NULL;
 }
 
 static void add_call(csip_agent *agent, long id, nua_handle_t *handle) {
@@ -87,7 +101,7 @@ static void add_call(csip_agent *agent, long id, nua_handle_t *handle) {
         agent->calls = grown;
         agent->call_capacity = capacity;
     }
-    agent->calls[agent->call_count++] = (struct call_entry){ id, handle };
+    agent->calls[agent->call_count++] = (struct call_entry){ id, handle, 0 };
 }
 
 static void remove_call(csip_agent *agent, long id) {
@@ -144,6 +158,36 @@ static void emit(csip_agent *agent, csip_event_kind kind, int status, const char
     free(body);
 }
 
+/* Answers a 401/407 challenge with the registration's credentials; 0 if there are none or the
+ * challenge names no realm. */
+static int answer_challenge(csip_agent *agent, nua_handle_t *nh, sip_t const *sip) {
+    if (!agent->reg_user || !agent->reg_password || !sip) return 0;
+    msg_auth_t const *challenge = sip->sip_www_authenticate ? sip->sip_www_authenticate : sip->sip_proxy_authenticate;
+    if (!challenge || !challenge->au_scheme) return 0;
+    char const *realm = msg_params_find(challenge->au_params, "realm=");
+    if (!realm) return 0;
+    /* "Digest:\"realm\":user:password", the realm quoted as the challenge gave it. */
+    size_t size = strlen(challenge->au_scheme) + strlen(realm) + strlen(agent->reg_user) + strlen(agent->reg_password) + 8;
+    char *credentials = malloc(size);
+    if (!credentials) return 0;
+    snprintf(credentials, size, "%s:%s%s%s:%s:%s", challenge->au_scheme, realm[0] == '"' ? "" : "\"", realm,
+             realm[0] == '"' ? "" : "\"", agent->reg_user, agent->reg_password);
+    nua_authenticate(nh, NUTAG_AUTH(credentials), TAG_END());
+    free(credentials);
+    return 1;
+}
+
+static void registration_result(csip_agent *agent, int status, char const *phrase, sip_t const *sip, int unregistering) {
+    csip_event event = { .kind = CSIP_EVENT_REGISTRATION, .status = status, .phrase = phrase, .call = REGISTRATION_ID };
+    if (status >= 200 && status < 300 && !unregistering) {
+        /* The expiry granted: our contact's, else the response's Expires. */
+        event.expires = sip && sip->sip_expires ? (int)sip->sip_expires->ex_delta : 0;
+        if (sip && sip->sip_contact && sip->sip_contact->m_expires) event.expires = atoi(sip->sip_contact->m_expires);
+        if (event.expires == 0) event.expires = 1;
+    }
+    agent->callback(agent->context, &event);
+}
+
 static void on_event(nua_event_t event, int status, char const *phrase, nua_t *nua, csip_agent *agent,
                      nua_handle_t *nh, void *hmagic, sip_t const *sip, tagi_t tags[]) {
     (void)nua;
@@ -157,8 +201,28 @@ static void on_event(nua_event_t event, int status, char const *phrase, nua_t *n
         }
         emit(agent, CSIP_EVENT_INVITE, status, phrase, call, sip);
         break;
-    case nua_r_invite:
+    case nua_r_invite: {
+        /* A proxy's challenge is answered once with the registration's credentials. */
+        struct call_entry *entry = call_entry(agent, call);
+        if ((status == 401 || status == 407) && entry && entry->auth_tries < 1 && answer_challenge(agent, nh, sip)) {
+            entry->auth_tries++;
+            break;
+        }
         emit(agent, CSIP_EVENT_RESPONSE, status, phrase, call, sip);
+        break;
+    }
+    case nua_r_register:
+    case nua_r_unregister:
+        if (call != REGISTRATION_ID || nh != agent->registration) break;  /* a replaced registration's */
+        if (status < 200) break;
+        /* Twice at most between successes: a fresh nonce after a registrar restart is answered,
+         * a password the registrar keeps refusing is not retried for ever. */
+        if ((status == 401 || status == 407) && agent->reg_auth_tries < 2 && answer_challenge(agent, nh, sip)) {
+            agent->reg_auth_tries++;
+            break;
+        }
+        agent->reg_auth_tries = 0;
+        registration_result(agent, status, phrase, sip, event == nua_r_unregister);
         break;
     case nua_i_cancel:
         emit(agent, CSIP_EVENT_CANCEL, status, phrase, call, sip);
@@ -246,6 +310,34 @@ static void perform(csip_agent *agent, struct command *command) {
     case OP_INFO:
         if (handle) nua_info(handle, SIPTAG_CONTENT_TYPE_STR(command->a), SIPTAG_PAYLOAD_STR(command->b), TAG_END());
         break;
+    case OP_REGISTER: {
+        if (agent->stopping) break;
+        if (agent->registration) nua_handle_destroy(agent->registration);
+        free(agent->reg_user);
+        free(agent->reg_password);
+        agent->reg_user = copy(command->c);
+        agent->reg_password = copy(command->d);
+        agent->reg_auth_tries = 0;
+        char from[640], expires[16];
+        snprintf(from, sizeof from, "<%s>", command->a);
+        snprintf(expires, sizeof expires, "%d", command->status > 0 ? command->status : 3600);
+        /* Calls go out through the registrar, from the address of record. */
+        free(agent->from);
+        agent->from = copy(from);
+        nua_set_params(agent->nua, NUTAG_PROXY(command->b), SIPTAG_FROM_STR(from), TAG_END());
+        agent->registration = nua_handle(agent->nua, (void *)(intptr_t)REGISTRATION_ID, SIPTAG_TO_STR(from), SIPTAG_FROM_STR(from), TAG_END());
+        if (!agent->registration) {
+            registration_result(agent, 400, "the address of record is not a SIP URI", NULL, 0);
+            break;
+        }
+        /* Plain RFC 3261 registration: no RFC 5626 outbound keep-alives or self-checks. */
+        nua_register(agent->registration, NUTAG_REGISTRAR(command->b), SIPTAG_EXPIRES_STR(expires),
+                     NUTAG_OUTBOUND("no-options-keepalive, no-validate"), TAG_END());
+        break;
+    }
+    case OP_UNREGISTER:
+        if (agent->registration && !agent->stopping) nua_unregister(agent->registration, TAG_END());
+        break;
     case OP_SHUTDOWN:
         if (!agent->stopping && agent->nua) {
             agent->stopping = 1;
@@ -272,15 +364,17 @@ static int on_wake(csip_agent *agent, su_wait_t *wait, csip_agent *arg) {
         free(command->a);
         free(command->b);
         free(command->c);
+        free(command->d);
         free(command);
     }
     return 0;
 }
 
-static void enqueue(csip_agent *agent, enum command_op op, long call, int status, const char *a, const char *b, const char *c) {
+static void enqueue4(csip_agent *agent, enum command_op op, long call, int status, const char *a, const char *b, const char *c,
+                     const char *d) {
     struct command *command = calloc(1, sizeof *command);
     if (!command) return;
-    *command = (struct command){ .op = op, .call = call, .status = status, .a = copy(a), .b = copy(b), .c = copy(c) };
+    *command = (struct command){ .op = op, .call = call, .status = status, .a = copy(a), .b = copy(b), .c = copy(c), .d = copy(d) };
     pthread_mutex_lock(&agent->lock);
     if (agent->tail) agent->tail->next = command; else agent->head = command;
     agent->tail = command;
@@ -288,6 +382,10 @@ static void enqueue(csip_agent *agent, enum command_op op, long call, int status
     char byte = 1;
     ssize_t written = write(agent->wake[1], &byte, 1);
     (void)written;  /* a full pipe has a wake-up pending already */
+}
+
+static void enqueue(csip_agent *agent, enum command_op op, long call, int status, const char *a, const char *b, const char *c) {
+    enqueue4(agent, op, call, status, a, b, c, NULL);
 }
 
 /* MARK: the thread */
@@ -428,18 +526,27 @@ void csip_info(csip_agent *agent, long call, const char *content_type, const cha
     enqueue(agent, OP_INFO, call, 0, content_type, body, NULL);
 }
 
+void csip_register(csip_agent *agent, const char *aor, const char *registrar, const char *user, const char *password,
+                   int expires) {
+    enqueue4(agent, OP_REGISTER, 0, expires, aor, registrar, user, password);
+}
+
+void csip_unregister(csip_agent *agent) { enqueue(agent, OP_UNREGISTER, 0, 0, NULL, NULL, NULL); }
+
 void csip_stop(csip_agent *agent) {
     enqueue(agent, OP_SHUTDOWN, 0, 0, NULL, NULL, NULL);
     pthread_join(agent->thread, NULL);
     struct command *command = agent->head;
     while (command) {
         struct command *next = command->next;
-        free(command->a); free(command->b); free(command->c); free(command);
+        free(command->a); free(command->b); free(command->c); free(command->d); free(command);
         command = next;
     }
     close(agent->wake[0]);
     close(agent->wake[1]);
     free(agent->calls);
+    free(agent->reg_user);
+    free(agent->reg_password);
     free(agent->url); free(agent->sips_url); free(agent->certificate_dir); free(agent->from); free(agent->user_agent);
     pthread_mutex_destroy(&agent->lock);
     pthread_cond_destroy(&agent->ready_cond);

@@ -31,11 +31,84 @@ public struct SIPListenSettings: Sendable, Equatable {
         self.mediaEncryption = mediaEncryption
     }
 
+    /// An account at a registrar (a PBX, Kamailio) to register with, or `nil`: then callers
+    /// reach this node at its own address only.
+    public var registration: SIPRegistrationSettings?
+
     /// The address RTP is taken on without ICE: the SIP address when it is a specific one.
     var mediaAddress: String? { ["0.0.0.0", "::", "*"].contains(host) ? nil : host }
 
     /// This node's SIP address.
     public var uri: String { "sip:\(user)@\(host.contains(":") ? "[\(host)]" : host):\(port)" }
+}
+
+/// An account at a SIP registrar: the node registers its address there, refreshes the binding
+/// before it expires and registers again after a failure; calls then go out through the
+/// registrar, from the address of record, answering its digest challenges.
+public struct SIPRegistrationSettings: Sendable, Equatable, CustomStringConvertible {
+    /// The address of record callers dial: `sip:alice@example.org`.
+    public var addressOfRecord: String
+    /// Where REGISTERs (and calls) go: `sip:pbx.example.org:5060`. `nil`: the address of
+    /// record's domain.
+    public var registrar: String?
+    /// The digest user name (`nil`: the address of record's user part).
+    public var user: String?
+    /// The digest password. Never printed (``description`` leaves it out).
+    public var password: String
+    /// How long a binding is asked to last (the registrar may shorten it); it is refreshed before.
+    public var expires: Duration
+    /// How long after a failure to try again (doubling up to ten times as long while it fails).
+    public var retryAfter: Duration
+
+    public init(addressOfRecord: String, registrar: String? = nil, user: String? = nil, password: String,
+                expires: Duration = .seconds(3600), retryAfter: Duration = .seconds(5)) {
+        self.addressOfRecord = addressOfRecord
+        self.registrar = registrar
+        self.user = user
+        self.password = password
+        self.expires = expires
+        self.retryAfter = retryAfter
+    }
+
+    /// The address of record's user and host parts (`sip:alice@example.org:5070` → alice,
+    /// example.org:5070), or `nil` when it is not a SIP URI with both.
+    var parts: (user: String, host: String)? {
+        let scheme = addressOfRecord.hasPrefix("sips:") ? "sips:" : addressOfRecord.hasPrefix("sip:") ? "sip:" : nil
+        guard let scheme else { return nil }
+        let rest = addressOfRecord.dropFirst(scheme.count).split(separator: ";").first ?? ""
+        let pieces = rest.split(separator: "@", maxSplits: 1)
+        guard pieces.count == 2, !pieces[0].isEmpty, !pieces[1].isEmpty else { return nil }
+        return (String(pieces[0]), String(pieces[1]))
+    }
+
+    /// Where REGISTERs go: ``registrar``, else `sip:` the address of record's host.
+    var registrarURI: String? {
+        if let registrar { return registrar.hasPrefix("sip:") || registrar.hasPrefix("sips:") ? registrar : "sip:" + registrar }
+        return parts.map { (addressOfRecord.hasPrefix("sips:") ? "sips:" : "sip:") + $0.host }
+    }
+
+    public var description: String {
+        "\(addressOfRecord) at \(registrarURI ?? "?") as \(user ?? parts?.user ?? "?")"
+    }
+}
+
+/// Where a node's SIP registration stands (``NodeEvent/sipRegistration(_:)``).
+public enum SIPRegistrationState: Sendable, Equatable, CustomStringConvertible {
+    /// Registered: calls to the address of record reach this node; refreshed before `expires`.
+    case registered(addressOfRecord: String, expires: Duration)
+    /// The registrar refused or did not answer; tried again after `retryIn`.
+    case failed(addressOfRecord: String, status: Int, reason: String, retryIn: Duration)
+    /// Removed (the node stopped, or the registrar dropped the binding).
+    case unregistered(addressOfRecord: String)
+
+    public var description: String {
+        switch self {
+        case let .registered(aor, expires): "registered as \(aor) (for \(expires.components.seconds) s, refreshed before)"
+        case let .failed(aor, status, reason, retry):
+            "registering \(aor) failed: \(status) \(reason)\(status == 403 ? " (check the user name and password)" : ""); trying again in \(retry.components.seconds) s"
+        case let .unregistered(aor): "\(aor) is no longer registered"
+        }
+    }
 }
 
 /// The node's SIP calls: its agent, and the dialect of each call by the agent's id for it.
@@ -47,6 +120,10 @@ actor SIPRouter {
     private var dialects: [Int: SIPDialect] = [:]
     private let logger: Logger
     private weak var node: CallNode?
+    /// The registration's state, and the retry waiting after a failure (with its delay).
+    private(set) var registration: SIPRegistrationState?
+    private var retry: Task<Void, Never>?
+    private var retryDelay: Duration = .zero
 
     init(agent: SIPAgent, settings: SIPListenSettings, node: CallNode, logger: Logger) {
         self.agent = agent
@@ -62,7 +139,47 @@ actor SIPRouter {
         }
     }
 
+    /// Registers at the settings' registrar (if any).
+    func register() {
+        guard let account = settings.registration, let registrar = account.registrarURI, let parts = account.parts else { return }
+        logger.info("registering \(account)")
+        agent.register(account.addressOfRecord, at: registrar, user: account.user ?? parts.user, password: account.password,
+                       expires: Int(account.expires.components.seconds))
+    }
+
+    private func registrationChanged(_ event: SIPEvent) async {
+        guard let account = settings.registration else { return }
+        let aor = account.addressOfRecord
+        let state: SIPRegistrationState
+        if (200..<300).contains(event.status) {
+            retryDelay = .zero
+            state = event.expires > 0 ? .registered(addressOfRecord: aor, expires: .seconds(event.expires)) : .unregistered(addressOfRecord: aor)
+        } else {
+            // Tried again later, waiting longer while it keeps failing (up to ten times the first wait).
+            retryDelay = retryDelay == .zero ? account.retryAfter : min(retryDelay * 2, account.retryAfter * 10)
+            state = .failed(addressOfRecord: aor, status: event.status, reason: event.phrase, retryIn: retryDelay)
+            let delay = retryDelay
+            retry?.cancel()
+            retry = Task { [weak self] in
+                try? await Task.sleep(for: delay)
+                guard !Task.isCancelled else { return }
+                await self?.register()
+            }
+        }
+        guard state != registration else { return }
+        registration = state
+        switch state {
+        case .failed: logger.warning("SIP: \(state)")
+        default: logger.info("SIP: \(state)")
+        }
+        node?.broadcaster.send(.sipRegistration(state))
+    }
+
     private func route(_ event: SIPEvent) async {
+        if event.kind == .registration {
+            await registrationChanged(event)
+            return
+        }
         if let dialect = dialects[event.call] {
             await dialect.received(event)
             if event.kind == .terminated { dialects[event.call] = nil }
@@ -110,6 +227,8 @@ actor SIPRouter {
     }
 
     func stop() async {
+        retry?.cancel()
+        retry = nil
         await agent.stop()
     }
 }
@@ -140,11 +259,21 @@ extension CallNode {
         } catch {
             throw .sip(error.description)
         }
+        if let account = settings.registration, account.parts == nil {
+            await agent.stop()
+            throw .sip("'\(account.addressOfRecord)' is not an address of record (sip:user@domain)")
+        }
         let router = SIPRouter(agent: agent, settings: settings, node: self, logger: logger)
         sipRouter = router
         keep(Task { await router.run() })
+        await router.register()
         logger.info("listening for SIP at \(settings.uri) (UDP and TCP)")
         return settings.uri
+    }
+
+    /// Where this node's SIP registration stands, if it registers (``SIPListenSettings/registration``).
+    public var sipRegistration: SIPRegistrationState? {
+        get async { await sipRouter?.registration }
     }
 
     /// Places a SIP call to `uri`.

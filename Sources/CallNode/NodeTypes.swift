@@ -387,6 +387,8 @@ public enum NodeEvent: Sendable, Equatable {
     case webPage(connected: Bool, from: String)
     /// A call's session status (joined, left, connection closed, timed out, …).
     case session(UUID, SessionStatus)
+    /// The SIP registration changed: registered, failed (and when it is tried again), removed.
+    case sipRegistration(SIPRegistrationState)
 }
 
 /// One step of a call's setup and when it happened, from the dial (the caller) or the

@@ -166,7 +166,7 @@ actor SIPDialect: CallDialect {
             guard !ended else { return }
             ended = true
             call?.signalingLost("the SIP dialog ended", resumable: false)
-        case .info, .byeResponse, .error, .shutdown:
+        case .info, .byeResponse, .error, .shutdown, .registration:
             break
         }
     }

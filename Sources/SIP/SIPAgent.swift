@@ -25,6 +25,9 @@ public struct SIPEvent: Sendable, Equatable {
         case error
         /// The agent has stopped.
         case shutdown
+        /// A registration's outcome: 2xx registered for ``SIPEvent/expires`` seconds (0:
+        /// unregistered), anything else failed. Challenges are answered, not reported.
+        case registration
     }
 
     public var kind: Kind
@@ -39,6 +42,8 @@ public struct SIPEvent: Sendable, Equatable {
     public var body: String?
     /// The Reason header (`SIP;cause=200;text=…`), when there was one.
     public var reason: String?
+    /// A registration's granted lifetime in seconds (0 when it was removed or failed).
+    public var expires = 0
 
     public init(kind: Kind, status: Int = 0, phrase: String = "", call: Int = 0, fromURI: String? = nil, fromDisplay: String? = nil,
                 toURI: String? = nil, callID: String? = nil, contentType: String? = nil, body: String? = nil, reason: String? = nil) {
@@ -157,12 +162,15 @@ public final class SIPAgent: Sendable {
         case CSIP_EVENT_INFO: .info
         case CSIP_EVENT_BYE_RESPONSE: .byeResponse
         case CSIP_EVENT_SHUTDOWN: .shutdown
+        case CSIP_EVENT_REGISTRATION: .registration
         default: .error
         }
-        return SIPEvent(kind: kind, status: Int(event.status), phrase: text(event.phrase) ?? "", call: event.call,
-                        fromURI: text(event.from_uri), fromDisplay: text(event.from_display), toURI: text(event.to_uri),
-                        callID: text(event.call_id), contentType: text(event.content_type), body: text(event.body),
-                        reason: text(event.reason))
+        var copied = SIPEvent(kind: kind, status: Int(event.status), phrase: text(event.phrase) ?? "", call: event.call,
+                              fromURI: text(event.from_uri), fromDisplay: text(event.from_display), toURI: text(event.to_uri),
+                              callID: text(event.call_id), contentType: text(event.content_type), body: text(event.body),
+                              reason: text(event.reason))
+        copied.expires = Int(event.expires)
+        return copied
     }
 
     /// An id for a new outgoing call.
@@ -197,6 +205,22 @@ public final class SIPAgent: Sendable {
     public func info(_ call: Int, contentType: String, body: String) {
         guard !isStopped else { return }
         csip_info(handle.pointer, call, contentType, body)
+    }
+
+    /// Registers `addressOfRecord` (`sip:alice@example.org`) at `registrar` (`sip:host:port`),
+    /// which becomes the outbound proxy of every call from then on, calls coming from the
+    /// address of record. Digest challenges of the REGISTER and of INVITEs are answered with
+    /// `user` and `password`; the stack refreshes the binding before it expires. The outcome
+    /// comes as a ``SIPEvent/Kind/registration`` event (and again at each refresh).
+    public func register(_ addressOfRecord: String, at registrar: String, user: String, password: String, expires: Int) {
+        guard !isStopped else { return }
+        csip_register(handle.pointer, addressOfRecord, registrar, user, password, Int32(clamping: expires))
+    }
+
+    /// Removes the registration (a REGISTER with expires 0).
+    public func unregister() {
+        guard !isStopped else { return }
+        csip_unregister(handle.pointer)
     }
 
     private var isStopped: Bool { stopped.withLock { $0 } }

@@ -425,6 +425,8 @@ final class CallRunner {
             line(text)
         case let .peerError(text):
             line("peer error: \(text)")
+        case let .sipRegistration(state):
+            line("SIP: \(state)")
         case let .registered(relay):
             line("registered at relay \(relay) — reachable by fingerprint \(node.identity.fingerprint)")
         case let .relayLost(reason):

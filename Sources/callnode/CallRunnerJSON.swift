@@ -80,6 +80,16 @@ extension CallRunner {
                     "duration_s": duration.map { seconds($0) as Any } ?? NSNull()]
         case let .peerError(text): return ["event": "peer-error", "message": text]
         case let .registered(relay): return ["event": "registered", "relay": relay.description]
+        case let .sipRegistration(state):
+            switch state {
+            case let .registered(aor, expires):
+                return ["event": "sip-registered", "address": aor, "expires_s": Int(expires.components.seconds)]
+            case let .failed(aor, status, reason, retry):
+                return ["event": "sip-registration-failed", "address": aor, "status": status, "reason": reason,
+                        "retry_s": Int(retry.components.seconds)]
+            case let .unregistered(aor):
+                return ["event": "sip-unregistered", "address": aor]
+            }
         case let .relayLost(reason): return ["event": "relay-lost", "reason": reason]
         case let .sessionWaiting(id): return ["event": "session-waiting", "session": id]
         case let .sessionFailed(reason): return ["event": "session-failed", "reason": reason]

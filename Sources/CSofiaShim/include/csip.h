@@ -22,6 +22,9 @@ typedef enum {
     CSIP_EVENT_BYE_RESPONSE,   /* the response to our BYE */
     CSIP_EVENT_ERROR,          /* something failed in the stack (phrase says what) */
     CSIP_EVENT_SHUTDOWN,       /* the agent has stopped */
+    CSIP_EVENT_REGISTRATION,   /* a REGISTER's outcome: 2xx registered for `expires` seconds (0:
+                                  unregistered), else failed (status, phrase); challenges are
+                                  answered by the agent and not reported */
 } csip_event_kind;
 
 typedef struct {
@@ -36,6 +39,7 @@ typedef struct {
     const char *content_type;
     const char *body;
     const char *reason;
+    int expires;
 } csip_event;
 
 typedef void (*csip_event_f)(void *context, const csip_event *event);
@@ -64,6 +68,16 @@ void csip_cancel(csip_agent *agent, long call);
 
 /* Sends an INFO in the call. */
 void csip_info(csip_agent *agent, long call, const char *content_type, const char *body);
+
+/* Registers `aor` ("sip:alice@example.org") at `registrar` ("sip:127.0.0.1:5060"), which also
+ * becomes the outbound proxy of every call, calls then coming from the AOR. Digest challenges
+ * (401, 407) of the REGISTER and of INVITEs are answered with `user` and `password`; the stack
+ * refreshes the binding before `expires` runs out. A new registration replaces the last one. */
+void csip_register(csip_agent *agent, const char *aor, const char *registrar, const char *user, const char *password,
+                   int expires);
+
+/* Removes the registration (REGISTER with expires 0). */
+void csip_unregister(csip_agent *agent);
 
 /* Stops: ends every call, closes the transports, ends the thread. Blocks until it has (call it
  * from a thread that may wait). Frees the agent. */
