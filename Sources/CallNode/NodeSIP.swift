@@ -81,6 +81,9 @@ public struct SIPRegistrationSettings: Sendable, Equatable, CustomStringConverti
         return (String(pieces[0]), String(pieces[1]))
     }
 
+    /// Whether ``addressOfRecord`` is a SIP URI with a user and a domain.
+    public var isAddressOfRecord: Bool { parts != nil }
+
     /// Where REGISTERs go: ``registrar``, else `sip:` the address of record's host.
     var registrarURI: String? {
         if let registrar { return registrar.hasPrefix("sip:") || registrar.hasPrefix("sips:") ? registrar : "sip:" + registrar }
@@ -169,7 +172,7 @@ actor SIPRouter {
         guard state != registration else { return }
         registration = state
         switch state {
-        case .failed: logger.warning("SIP: \(state)")
+        case .failed: logger.notice("SIP: \(state)")
         default: logger.info("SIP: \(state)")
         }
         node?.broadcaster.send(.sipRegistration(state))

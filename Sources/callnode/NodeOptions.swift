@@ -119,6 +119,18 @@ struct NodeOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("SIP calls' media: preferred (the default: offer SRTP, take a phone's plain RTP, and say so), required (refuse plain RTP with 488) or off (offer plain RTP).", valueName: "WHEN"))
     var sipMediaEncryption: String?
 
+    @Option(name: .long, help: ArgumentHelp("Register this address of record at a SIP registrar (needs --sip), so callers reach this node by it; calls then go out through the registrar. The password comes from CALLNODE_SIP_PASSWORD, config.yaml's sip-password or --sip-password-file, never the command line.", valueName: "sip:USER@DOMAIN"))
+    var sipRegister: String?
+
+    @Option(name: .long, help: ArgumentHelp("Where to register (default: the address of record's domain), e.g. sip:pbx.example.org:5060.", valueName: "URI"))
+    var sipRegistrar: String?
+
+    @Option(name: .long, help: ArgumentHelp("The user name to authenticate as (default: the address of record's user).", valueName: "NAME"))
+    var sipAuthUser: String?
+
+    @Option(name: .long, help: ArgumentHelp("Read the SIP password from this file (its first line).", valueName: "PATH"))
+    var sipPasswordFile: String?
+
     @Flag(name: .long, help: "Print one JSON object per line on stdout for every event.")
     var json = false
 
@@ -139,7 +151,8 @@ struct NodeOptions: ParsableArguments {
         put("frame-ms", frameMs); put("redundancy", redundancy); put("ice-restart", iceRestart)
         put("resume-window", resumeWindow); put("key-exchange", keyExchange); put("frame-encryption", frameEncryption); put("playback-only", playbackOnly)
         put("hold-audio", holdAudio); put("metrics", metrics); put("sip", sip); put("sip-user", sipUser)
-        put("sip-media-encryption", sipMediaEncryption)
+        put("sip-media-encryption", sipMediaEncryption); put("sip-register", sipRegister); put("sip-registrar", sipRegistrar)
+        put("sip-auth-user", sipAuthUser); put("sip-password-file", sipPasswordFile)
         put("stun", network.stun); put("turn-file", network.turnFile); put("relay-only", network.relayOnly)
         put("ice-tcp", network.iceTcp); put("consent-freshness", network.consentFreshness)
         if !network.turn.isEmpty { given["turn"] = network.turn }
@@ -216,9 +229,34 @@ struct NodeOptions: ParsableArguments {
         } ?? "callnode"
         setup.sipMediaEncryption = try read.parsed("sip-media-encryption", sipMediaEncryption, "preferred, required or off",
                                                    MediaEncryption.init(rawValue:)) ?? .preferred
+        setup.sipRegistration = try sipRegistration(read, listening: setup.sip != nil)
         if setup.conference && !setup.autoAnswer { throw ValidationError("--conference merges auto-answered calls: give --auto-answer too") }
         setup.ice = try network.iceConfiguration(role: .controlling, read)
         return setup
+    }
+}
+
+extension NodeOptions {
+    /// The SIP account to register, if one is set: its address of record checked, its password
+    /// from the environment, config.yaml or a file (never a flag: argv is visible to every user).
+    func sipRegistration(_ read: SettingsReader, listening: Bool) throws -> SIPRegistrationSettings? {
+        let aorSetting = try read.resolved("sip-register", sipRegister)
+        guard let aor = aorSetting.value else { return nil }
+        guard listening else { throw ValidationError("\(aorSetting.origin) registers a SIP address: give --sip HOST:PORT too (where this node speaks SIP)") }
+        var account = SIPRegistrationSettings(addressOfRecord: aor, password: "")
+        guard account.isAddressOfRecord else { throw ValidationError("\(aorSetting.origin) '\(aor)' is not an address of record (sip:USER@DOMAIN)") }
+        account.registrar = try read.string("sip-registrar", sipRegistrar)
+        if let registrar = account.registrar, !(registrar.hasPrefix("sip:") || registrar.hasPrefix("sips:")) {
+            throw ValidationError("--sip-registrar '\(registrar)' is not a SIP URI (sip:HOST[:PORT])")
+        }
+        account.user = try read.string("sip-auth-user", sipAuthUser)
+        var password = try read.resolved("sip-password", nil).value
+        if password == nil { password = try read.secretLines("sip-password-file", sipPasswordFile).first }
+        guard let password, !password.isEmpty else {
+            throw ValidationError("registering \(aor) needs its password: set CALLNODE_SIP_PASSWORD, sip-password in config.yaml, or --sip-password-file PATH")
+        }
+        account.password = password
+        return account
     }
 }
 
@@ -256,11 +294,16 @@ struct NodeSetup {
     var sip: SignalAddress?
     var sipUser = "callnode"
     var sipMediaEncryption = MediaEncryption.preferred
+    var sipRegistration: SIPRegistrationSettings?
     var ice = IceConfiguration(role: .controlling)
 
     /// Where this node speaks SIP, if it does.
     var sipSettings: SIPListenSettings? {
-        sip.map { SIPListenSettings(host: $0.host, port: $0.port, user: sipUser, mediaEncryption: sipMediaEncryption) }
+        sip.map { address in
+            var settings = SIPListenSettings(host: address.host, port: address.port, user: sipUser, mediaEncryption: sipMediaEncryption)
+            settings.registration = sipRegistration
+            return settings
+        }
     }
 
     /// Each call plays a WAV input from its start, and records to its own file when the output

@@ -165,5 +165,28 @@ struct SIPRegistrarTests {
         #expect(SIPInteropTests.holds(try WAV.read(path: f.path("alice-out.wav")).samples, 550, over: 660), "the node did not hear baresip")
         #expect(SIPInteropTests.holds(try SIPInteropTests.baresipHeard(in: phone), 660, over: 550), "baresip did not hear the node")
     }
+
+    /// `callnode listen --sip-register`: the password from the environment or a file (never a
+    /// flag); without one, a clear error before anything starts; registered, it says so.
+    @Test func theCommandLineRegistersWithThePasswordFromTheEnvironmentOrAFile() async throws {
+        let f = try Fixture()
+        let server = try Self.registrar(f)
+        defer { server.stop() }
+        let port = String(SIPCallTests.freePort())
+        let arguments = ["listen", "--home", f.path("cli"), "--listen", "127.0.0.1:0", "--sip", "127.0.0.1:" + port,
+                         "--sip-register", "sip:bob@\(Self.domain)", "--sip-registrar", server.uri]
+        let missing = try CommandLineTests.run(arguments, log: f.path("missing.log"))
+        #expect(missing.status == 64 && missing.output.contains("needs its password: set CALLNODE_SIP_PASSWORD"), "\(missing.output)")
+        try "bob-secret\n".write(toFile: f.path("password"), atomically: true, encoding: .utf8)
+        for (extra, environment) in [(["--sip-password-file", f.path("password")], [String: String]()), ([], ["CALLNODE_SIP_PASSWORD": "bob-secret"])] {
+            let log = f.path("listen-\(extra.count).log")
+            let node = try ChildProcess(try BuildProducts.executable("callnode"), arguments + extra, output: log, environment: environment)
+            defer { node.stop() }
+            let line = try await CommandLineTests.waitForLine(in: log, process: node) { $0.contains("SIP: registered") || $0.contains("failed") }
+            #expect(line.contains("SIP: registered as sip:bob@\(Self.domain)"), "\(line)")
+            node.stop()
+            #expect(!((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("bob-secret"), "the password was printed")
+        }
+    }
 }
 }
