@@ -24,6 +24,8 @@ actor CallIce {
     private var preparation: Task<PreparedICE, any Error>?
     /// The call's agent, once an offer or answer took it.
     private(set) var agent: (any IcePath)?
+    /// Whether the call goes without ICE, on a plain RTP path.
+    var usesPlainRTP: Bool { agent is PlainRTPPath }
     /// Which round of local candidates is being trickled (a restart starts a new one).
     private(set) var trickleRound = 0
 

@@ -19,7 +19,8 @@ extension CallLeg {
             broadcaster.send(.selectedPair(uuid, SelectedPairInfo(localType: pair.local.type, remoteType: pair.remote.type,
                                                                    transport: pair.local.transport,
                                                                    local: "\(pair.local.address):\(pair.local.port)",
-                                                                   remote: "\(pair.remote.address):\(pair.remote.port)")))
+                                                                   remote: "\(pair.remote.address):\(pair.remote.port)",
+                                                                   usesICE: !(await ice.usesPlainRTP))))
         case .stateChanged(.connected):
             mark("ice-connected")
             await legEvent(.iceConnected)

@@ -313,6 +313,9 @@ public struct SelectedPairInfo: Sendable, Equatable {
     public var transport: IceTransport
     public var local: String
     public var remote: String
+    /// Whether ICE chose the pair; `false` for a plain RTP path (a SIP peer without ICE: the
+    /// peer's address from its SDP, then where its packets come from).
+    public var usesICE = true
 }
 
 /// What a node reports, in order, to every subscriber of ``CallNode/events()``.

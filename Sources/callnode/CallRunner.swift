@@ -352,7 +352,11 @@ final class CallRunner {
             }
         case let .selectedPair(uuid, pair):
             lastPair[uuid] = pair
-            line("ICE pair: \(pair.localType.rawValue) \(pair.local) ↔ \(pair.remoteType.rawValue) \(pair.remote) (\(pair.transport.rawValue))")
+            if pair.usesICE {
+                line("ICE pair: \(pair.localType.rawValue) \(pair.local) ↔ \(pair.remoteType.rawValue) \(pair.remote) (\(pair.transport.rawValue))")
+            } else {
+                line("RTP without ICE: \(pair.local) ↔ \(pair.remote) (UDP; the peer speaks no ICE)")
+            }
         case let .connected(_, setup):
             line("connected in \(Self.milliseconds(setup)) ms")
         case let .secured(uuid, security):

@@ -26,7 +26,7 @@ extension CallRunner {
         case let .selectedPair(uuid, pair):
             return ["event": "selected-pair", "call": uuid.uuidString, "local_type": pair.localType.rawValue,
                     "remote_type": pair.remoteType.rawValue, "transport": pair.transport.rawValue,
-                    "local": pair.local, "remote": pair.remote]
+                    "local": pair.local, "remote": pair.remote, "ice": pair.usesICE]
         case let .connected(uuid, setup):
             return ["event": "connected", "call": uuid.uuidString, "setup_ms": milliseconds(setup)]
         case let .statistics(uuid, s):

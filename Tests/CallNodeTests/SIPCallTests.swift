@@ -55,8 +55,11 @@ extension RealTimeTests {
     func twoNodesCallOverSIPHearEachOtherHoldAndHangUp(keyExchange: KeyExchange, ice: Bool, codec: AudioEncoding) async throws {
         let f = try Fixture()
         let (alice, bob, aliceURI, bobURI) = try await Self.nodes(f, keyExchange: keyExchange, ice: ice, bobCodecs: [codec])
-        let aliceEvents = alice.events(), bobEvents = bob.events()
+        let aliceEvents = alice.events(), bobEvents = bob.events(), alicePairs = alice.events()
         let call = try await alice.call(.sip(bobURI))
+        guard case let .selectedPair(_, pair) = try await TwoNodeTests.next(alicePairs, where: { if case .selectedPair(call, _) = $0 { true } else { false } })
+        else { return }
+        #expect(pair.usesICE == ice, "the status line says whether ICE chose the path: \(pair)")
         guard case let .incoming(bobCall, _, name, known) = try await TwoNodeTests.next(bobEvents, where: { if case .incoming = $0 { true } else { false } })
         else { return }
         #expect(name == "alice" && !known, "\(name ?? "-")")
