@@ -198,6 +198,49 @@ extension RealTimeTests {
         await bob.shutdown()
     }
 
+    /// Hostile SIP: huge headers, a Content-Length that lies or is not a number, a request
+    /// without a Call-ID, a body that is not SDP, SDP without media, bytes that are not SIP at
+    /// all. Each request that can be answered is answered (4xx), no call is left of them, and
+    /// the node takes the next call.
+    @Test func hostileSIPMessagesAreAnsweredAndTheNodeServesOn() async throws {
+        let f = try Fixture()
+        let (alice, bob, _, bobURI) = try await Self.nodes(f)
+        let port = Int(bobURI.split(separator: ":").last ?? "") ?? 0
+        let noMedia = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n"
+        // Each a new transaction (its own Call-ID and branch), else it would be a retransmission.
+        func plain() -> String { Self.invite(port: port, sdp: noMedia) }
+        let length = "Content-Length: \(noMedia.utf8.count)"
+        let hostile: [(name: String, request: String, answer: String)] = [
+            ("a 20 000-byte header", plain().replacingOccurrences(of: "Max-Forwards: 70", with: "Max-Forwards: 70\r\nSubject: " + String(repeating: "A", count: 20_000)), "488"),
+            ("200 headers", plain().replacingOccurrences(of: "Max-Forwards: 70", with: "Max-Forwards: 70" + String(repeating: "\r\nX-Filler: x", count: 200)), "488"),
+            ("a Content-Length past the body", plain().replacingOccurrences(of: length, with: "Content-Length: 5000"), "400"),
+            ("a Content-Length that is not a number", plain().replacingOccurrences(of: length, with: "Content-Length: many"), "400"),
+            ("no Call-ID", plain().split(separator: "\r\n", omittingEmptySubsequences: false).filter { !$0.hasPrefix("Call-ID") }.joined(separator: "\r\n"), "400"),
+            ("a body that is not SDP", Self.invite(port: port, sdp: String(repeating: "\u{1}\u{2}garbage", count: 50)), "488"),
+            ("SDP with no media", plain(), "488"),
+        ]
+        for (name, request, answer) in hostile {
+            let response = Self.finalResponse(to: request, port: port)
+            #expect(response?.hasPrefix("SIP/2.0 \(answer)") == true, "\(name): \(response?.prefix(60) ?? "no answer")")
+        }
+        // Not SIP at all: nothing to answer, nothing breaks.
+        #expect(Self.finalResponse(to: "\u{0}\u{1}\u{2} not a request", port: port) == nil)
+        // No call is left of them.
+        var live = await bob.liveCalls
+        for _ in 0..<100 where !live.isEmpty {
+            try await Task.sleep(for: .milliseconds(20))
+            live = await bob.liveCalls
+        }
+        #expect(live.isEmpty, "\(live)")
+        // The node still takes a call.
+        let events = alice.events()
+        let call = try await alice.call(.sip(bobURI))
+        _ = try await TwoNodeTests.next(events) { if case .connected(call, _) = $0 { true } else { false } }
+        try await alice.hangUp(call)
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+
     @Test func callingSIPWithoutListeningOrAnAddressThatIsNotSIPIsAClearError() async throws {
         let f = try Fixture()
         let alice = try await f.node("alice")
