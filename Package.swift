@@ -174,7 +174,7 @@ let package = Package(
         .target(
             name: "FuzzTargets",
             dependencies: [
-                "SDP", "RTP", "Media", "ICE", "Signaling",
+                "SDP", "RTP", "Media", "ICE", "Signaling", "SIP",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]),

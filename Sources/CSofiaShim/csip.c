@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -20,6 +21,7 @@
 #define SU_ROOT_MAGIC_T struct csip_agent
 #define SU_WAKEUP_ARG_T struct csip_agent
 
+#include <sofia-sip/msg.h>
 #include <sofia-sip/nua.h>
 #include <sofia-sip/nua_tag.h>
 #include <sofia-sip/sip_header.h>
@@ -119,7 +121,8 @@ static long new_id(csip_agent *agent) {
 
 /* MARK: events */
 
-static void emit(csip_agent *agent, csip_event_kind kind, int status, const char *phrase, long call, sip_t const *sip) {
+static void report(csip_event_f callback, void *context, csip_event_kind kind, int status, const char *phrase, long call,
+                   sip_t const *sip) {
     char from_uri[512] = "", to_uri[512] = "", reason[256] = "", content_type[128] = "";
     char *body = NULL;
     csip_event event = { .kind = kind, .status = status, .phrase = phrase, .call = call };
@@ -154,8 +157,12 @@ static void emit(csip_agent *agent, csip_event_kind kind, int status, const char
             event.reason = reason;
         }
     }
-    agent->callback(agent->context, &event);
+    callback(context, &event);
     free(body);
+}
+
+static void emit(csip_agent *agent, csip_event_kind kind, int status, const char *phrase, long call, sip_t const *sip) {
+    report(agent->callback, agent->context, kind, status, phrase, call, sip);
 }
 
 /* Answers a 401/407 challenge with the registration's credentials; 0 if there are none or the
@@ -532,6 +539,23 @@ void csip_register(csip_agent *agent, const char *aor, const char *registrar, co
 }
 
 void csip_unregister(csip_agent *agent) { enqueue(agent, OP_UNREGISTER, 0, 0, NULL, NULL, NULL); }
+
+int csip_parse(const char *data, size_t size, csip_event_f callback, void *context) {
+    pthread_once(&su_once, su_start);
+    if (size > (size_t)SSIZE_MAX) return -1;
+    msg_t *msg = msg_make(sip_default_mclass(), 0, data, (ssize_t)size);
+    if (!msg) return -1;
+    sip_t const *sip = sip_object(msg);
+    int result = -1;
+    if (sip && sip->sip_request && sip->sip_request->rq_method_name) {
+        report(callback, context, CSIP_EVENT_INVITE, 0, sip->sip_request->rq_method_name, 0, sip);
+        result = 1;
+    } else if (sip && sip->sip_status) {
+        result = 0;
+    }
+    msg_destroy(msg);
+    return result;
+}
 
 void csip_stop(csip_agent *agent) {
     enqueue(agent, OP_SHUTDOWN, 0, 0, NULL, NULL, NULL);

@@ -5,6 +5,7 @@ import NIOCore
 import NIOEmbedded
 import RTP
 import SDP
+import SIP
 @_spi(Fuzzing) import Signaling
 
 /// The parsers a node runs on bytes from the network, each as a fuzz target: any input must
@@ -27,6 +28,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case srtp
     /// ICE candidate attributes.
     case candidate
+    /// SIP requests as sofia-sip's parser reads them off the wire, then an INVITE's offer through
+    /// what a SIP call negotiates (G.711 too, plain RTP, SRTP only preferred).
+    case sip
 
     /// Runs one input. Returns normally for every input that is handled correctly.
     public func run(_ bytes: [UInt8]) {
@@ -37,6 +41,34 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .rtcp: Self.rtcp(bytes)
         case .srtp: Self.srtp(bytes)
         case .candidate: Self.candidate(bytes)
+        case .sip: Self.sip(bytes)
+        }
+    }
+
+    // MARK: - SIP
+
+    /// What a node's SIP calls may use (``SIPListenSettings``' defaults).
+    static var sipCapabilities: AudioCapabilities {
+        var capabilities = AudioCapabilities()
+        capabilities.codecs = [.opus, .pcmu, .pcma]
+        capabilities.mediaEncryption = .preferred
+        capabilities.keyExchange = .sdes
+        return capabilities
+    }
+
+    static func sip(_ bytes: [UInt8]) {
+        guard let (method, event) = SIPAgent.parse(bytes) else { return }
+        check(!method.isEmpty, "a request without a method")
+        guard method == "INVITE", let text = event.sdp, let offer = try? SessionDescription(parsing: text) else { return }
+        // As a SIP call answers: without ICE, from a plain RTP port, when the offer has none.
+        var local = LocalAudioParameters(iceUfrag: "fuzz", icePwd: "fuzzfuzzfuzzfuzzfuzzfuzz", keys: keys)
+        if !offer.audioUsesICE { local.plainRTP = RTPEndpoint(address: "192.0.2.9", port: 41000) }
+        let capabilities = sipCapabilities
+        guard let (answer, negotiated) = try? OfferAnswer.answer(to: offer, sessionID: "1", capabilities: capabilities, local: local) else { return }
+        check(capabilities.codecs.contains(negotiated.encoding), "a codec this node does not speak was agreed")
+        check(negotiated.encoding == .opus || negotiated.redundancyPayloadType == nil, "redundancy agreed with G.711")
+        do { _ = try SessionDescription(parsing: answer.serialized) } catch {
+            preconditionFailure("this node's answer to a SIP offer does not parse: \(error)")
         }
     }
 
@@ -208,6 +240,7 @@ extension FuzzTarget {
                 return (try? SignalEnvelope.decode(body)) != nil || RelayMessage.decode(ByteBuffer(bytes: body)) != nil
             }()
         case .srtp: true
+        case .sip: SIPAgent.parse(bytes) != nil
         }
     }
 }

@@ -17,7 +17,48 @@ extension FuzzTarget {
         case .rtcp: Self.rtcpSeeds
         case .srtp: Self.srtpSeeds
         case .candidate: Self.candidateSeeds
+        case .sip: Self.sipSeeds
         }
+    }
+
+    /// A SIP request as phones send them (CRLF lines, Content-Length of the body).
+    static func sipRequest(_ method: String, _ uri: String, extra: [String] = [], body: String = "", type: String = "application/sdp") -> [UInt8] {
+        var lines = [
+            "\(method) \(uri) SIP/2.0",
+            "Via: SIP/2.0/UDP 192.0.2.5:5060;rport;branch=z9hG4bK-seed-\(method.lowercased())",
+            "Max-Forwards: 70",
+            "From: \"Carol\" <sip:carol@example.org>;tag=seed1",
+            "To: <\(uri)>",
+            "Call-ID: seed-\(method.lowercased())@192.0.2.5",
+            "CSeq: 1 \(method)",
+            "Contact: <sip:carol@192.0.2.5:5060>",
+        ] + extra
+        if !body.isEmpty { lines.append("Content-Type: \(type)") }
+        lines.append("Content-Length: \(body.utf8.count)")
+        return Array((lines.joined(separator: "\r\n") + "\r\n\r\n" + body).utf8)
+    }
+
+    static var sipSeeds: [(name: String, bytes: [UInt8])] {
+        let phone = [
+            "v=0", "o=carol 1 1 IN IP4 192.0.2.5", "s=-", "c=IN IP4 192.0.2.5", "t=0 0",
+            "m=audio 40000 RTP/AVP 0 8 101", "a=rtpmap:101 telephone-event/8000", "a=fmtp:101 0-16", "a=ptime:20", "a=sendrecv", "",
+        ].joined(separator: "\r\n")
+        let sdes = [
+            "v=0", "o=carol 2 2 IN IP4 192.0.2.5", "s=-", "c=IN IP4 192.0.2.5", "t=0 0",
+            "m=audio 40002 RTP/SAVP 96 0", "a=rtpmap:96 opus/48000/2", "a=fmtp:96 useinbandfec=1",
+            "a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:\(String(repeating: "A", count: 40))", "a=rtcp:40003", "a=sendrecv", "",
+        ].joined(separator: "\r\n")
+        let uri = "sip:alice@192.0.2.9:5070"
+        return [
+            ("invite-g711", sipRequest("INVITE", uri, extra: ["Allow: INVITE, ACK, BYE, CANCEL, OPTIONS, INFO"], body: phone)),
+            ("invite-ice", sipRequest("INVITE", uri, body: offer.serialized)),
+            ("invite-sdes", sipRequest("INVITE", uri, extra: ["Subject: seed", "User-Agent: seed/1.0"], body: sdes)),
+            ("options", sipRequest("OPTIONS", uri, extra: ["Accept: application/sdp"])),
+            ("register", sipRequest("REGISTER", "sip:example.org", extra: ["Expires: 3600",
+                "Authorization: Digest username=\"carol\", realm=\"example.org\", nonce=\"abc\", uri=\"sip:example.org\", response=\"0123456789abcdef0123456789abcdef\""])),
+            ("bye", sipRequest("BYE", uri, extra: ["Reason: SIP;cause=200;text=\"Call completed elsewhere\""])),
+            ("info-dtmf", sipRequest("INFO", uri, body: "Signal=5\r\nDuration=160\r\n", type: "application/dtmf-relay")),
+        ]
     }
 
     static let candidateLines = [

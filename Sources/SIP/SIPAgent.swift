@@ -173,6 +173,26 @@ public final class SIPAgent: Sendable {
         return copied
     }
 
+    /// A SIP request as the agent's transports would read it off the wire (sofia-sip's parser),
+    /// with what the agent would report of it; `nil` for a response or bytes that do not parse.
+    /// No agent is needed: it is how the path from the wire to a call is fuzzed.
+    public static func parse(_ bytes: [UInt8]) -> (method: String, event: SIPEvent)? {
+        guard !bytes.isEmpty else { return nil }
+        final class Box { var event: SIPEvent? }
+        let box = Unmanaged.passRetained(Box())
+        defer { box.release() }
+        let result = bytes.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { text in
+                csip_parse(text.baseAddress, text.count, { context, event in
+                    guard let context, let event else { return }
+                    Unmanaged<Box>.fromOpaque(context).takeUnretainedValue().event = SIPAgent.copy(event.pointee)
+                }, box.toOpaque())
+            }
+        }
+        guard result == 1, let event = box.takeUnretainedValue().event else { return nil }
+        return (event.phrase, event)
+    }
+
     /// An id for a new outgoing call.
     public func newCall() -> Int { csip_new_call(handle.pointer) }
 

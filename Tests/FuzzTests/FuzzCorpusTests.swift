@@ -38,6 +38,7 @@ import Testing
         for seed in FuzzTarget.candidate.seeds { #expect(FuzzTarget.parses(.candidate, seed.bytes), "\(seed.name)") }
         for seed in FuzzTarget.rtp.seeds { #expect(FuzzTarget.parses(.rtp, seed.bytes), "\(seed.name)") }
         for seed in FuzzTarget.rtcp.seeds { #expect(FuzzTarget.parses(.rtcp, seed.bytes), "\(seed.name)") }
+        for seed in FuzzTarget.sip.seeds { #expect(FuzzTarget.parses(.sip, seed.bytes), "\(seed.name)") }
         for seed in FuzzTarget.signaling.seeds { #expect(FuzzTarget.parses(.signaling, seed.bytes), "\(seed.name)") }
     }
 }
