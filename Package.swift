@@ -233,7 +233,7 @@ let package = Package(
             dependencies: ["Media", "RTP", "CallNodeTestKit", "CallNodeTestSupport"]),
         .testTarget(
             name: "CallNodeTests",
-            dependencies: ["CallNode", "CallNodeTestKit", "CallNodeTestSupport", "NodeSettings"]),
+            dependencies: ["CallNode", "CallNodeTestKit", "CallNodeTestSupport", "NodeSettings", "SIP"]),
         .testTarget(
             name: "SignalingTests",
             dependencies: [

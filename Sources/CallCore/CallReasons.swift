@@ -32,6 +32,11 @@ public enum HangupReason: String, Sendable, Codable, CaseIterable {
     case timeout
     /// The node is shutting down.
     case shutdown
+    /// The caller's call was answered on another of the callee's devices (SIP's CANCEL with
+    /// `Reason: SIP;cause=200`): not a missed call here.
+    case answeredElsewhere
+    /// The callee declined it on another device (`Reason: SIP;cause=600` or `603`).
+    case declinedElsewhere
 }
 
 

@@ -456,6 +456,11 @@ public struct LegState: Sendable, Equatable {
             // Ending a call that still rings here declines it.
             actions.append(.send(ringingHere ? .reject(.declined) : .end(.hangup)))
             end = LegEnd(reason: ringingHere ? .declined : .localEnded, detail: nil)
+        case let .peerEnded(reason) where ringingHere && (reason == .answeredElsewhere || reason == .declinedElsewhere):
+            // Another device of this account took the call, or turned it down: nothing was missed.
+            end = LegEnd(reason: reason == .answeredElsewhere ? .answeredElsewhere : .declinedElsewhere,
+                         detail: reason == .answeredElsewhere ? "answered on another device" : "declined on another device")
+            report = end.reason
         case let .peerEnded(reason) where ringingHere:
             // The caller gave up while it rang here: a missed call (CallKit's unanswered).
             end = LegEnd(reason: .unanswered, detail: reason == .hangup ? "missed: the caller hung up before it was answered"
@@ -469,6 +474,8 @@ public struct LegState: Sendable, Equatable {
             case .failed: "the other node ended the call after a failure on its side (its log says which)"
             case .timeout: "the other node gave up waiting"
             case .shutdown: "the other node shut down"
+            case .answeredElsewhere: "answered on another device"
+            case .declinedElsewhere: "declined on another device"
             }
             end = LegEnd(reason: .remoteEnded, detail: detail)
             report = .remoteEnded

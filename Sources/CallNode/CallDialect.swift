@@ -123,6 +123,12 @@ public struct DialectCall: Sendable {
         leg?.post(.event(.reconnectFailed, done: nil))
     }
 
+    /// The peer sent a DTMF digit on the wire (SIP INFO) rather than in its media: it is
+    /// reported as a digit heard in the call (``NodeEvent/dtmf(_:_:)``).
+    public func receivedDTMF(_ digit: Character) {
+        leg?.post(.media(.dtmf(digit)))
+    }
+
     /// Something on the wire makes the call impossible (`detail` says what): it ends as failed.
     public func failed(_ detail: String) {
         leg?.post(.event(.end(.failed(detail)), done: nil))

@@ -159,16 +159,51 @@ actor SIPDialect: CallDialect {
         case .cancel, .bye:
             guard !ended else { return }
             ended = true
-            deliver(.end(.hangup))
+            deliver(.end(event.kind == .cancel ? Self.cancelReason(event.reason) : .hangup))
         case .ack:
             if let sdp = event.sdp { deliver(.answer(sdp: sdp)) }  // a delayed offer's answer
         case .terminated:
             guard !ended else { return }
             ended = true
             call?.signalingLost("the SIP dialog ended", resumable: false)
-        case .info, .byeResponse, .error, .shutdown, .registration:
+        case .info:
+            // DTMF some phones send as INFO instead of RFC 4733 events (the stack answers 200).
+            if let digit = Self.dtmfDigit(contentType: event.contentType, body: event.body) { call?.receivedDTMF(digit) }
+        case .byeResponse, .error, .shutdown, .registration:
             break
         }
+    }
+
+    /// Why a caller cancelled (RFC 3326 `Reason: SIP;cause=…`): 200, another device answered;
+    /// 600 or 603, another device declined; anything else (or none), the caller gave up.
+    static func cancelReason(_ reason: String?) -> HangupReason {
+        guard let reason, reason.uppercased().hasPrefix("SIP;") else { return .hangup }
+        let cause = reason.split(separator: ";").first { $0.lowercased().hasPrefix("cause=") }?.dropFirst("cause=".count)
+        switch cause.flatMap({ Int($0) }) {
+        case 200: return .answeredElsewhere
+        case 600, 603: return .declinedElsewhere
+        default: return .hangup
+        }
+    }
+
+    /// The digit of a DTMF INFO: `application/dtmf-relay` (`Signal=5`, `Duration=160`) or
+    /// `application/dtmf` (`5`); `nil` for anything else.
+    static func dtmfDigit(contentType: String?, body: String?) -> Character? {
+        guard let type = contentType?.lowercased(), let body else { return nil }
+        var value: Substring?
+        if type.hasPrefix("application/dtmf-relay") {
+            for line in body.split(whereSeparator: \.isNewline) {
+                let parts = line.split(separator: "=", maxSplits: 1)
+                if parts.count == 2, parts[0].trimmingCharacters(in: .whitespaces).lowercased() == "signal" {
+                    value = parts[1].drop { $0 == " " || $0 == "\t" }
+                }
+            }
+        } else if type.hasPrefix("application/dtmf") {
+            value = Substring(body.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        guard let text = value?.trimmingCharacters(in: .whitespaces).uppercased(), text.count == 1, let digit = text.first,
+              "0123456789*#ABCD".contains(digit) else { return nil }
+        return digit
     }
 
     private func responded(_ event: SIPEvent) {
@@ -236,6 +271,7 @@ actor SIPDialect: CallDialect {
         case .failed: (488, "Not Acceptable Here")
         case .timeout: (480, "Temporarily Unavailable")
         case .shutdown: (503, "Service Unavailable")
+        case .answeredElsewhere, .declinedElsewhere: (487, "Request Terminated")
         }
     }
 

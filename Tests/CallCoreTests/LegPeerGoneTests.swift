@@ -83,4 +83,17 @@ import Testing
         _ = answered.handle(.answering, now: .zero)
         #expect(answered.handle(.end(.peerEnded(.hangup)), now: .seconds(3)).last == .reportEnded(.remoteEnded))
     }
+
+    /// A SIP caller's CANCEL because another device of the account answered (or declined): the
+    /// call here ends as answered or declined elsewhere, not as missed.
+    @Test(arguments: [(HangupReason.answeredElsewhere, CallEndReason.answeredElsewhere, "answered on another device"),
+                      (.declinedElsewhere, .declinedElsewhere, "declined on another device")])
+    func aCallTakenOnAnotherDeviceIsNotMissed(reason: HangupReason, expected: CallEndReason, detail: String) {
+        var callee = LegState(outgoing: false, timings: LegPeerGoneTests.timings)
+        _ = callee.handle(.signalingReady, now: .zero)
+        let actions = callee.handle(.end(.peerEnded(reason)), now: .seconds(2))
+        #expect(actions.last == .reportEnded(expected))
+        #expect(callee.phase == .ended(LegEnd(reason: expected, detail: detail)))
+        #expect(!actions.contains { if case .send = $0 { true } else { false } })
+    }
 }

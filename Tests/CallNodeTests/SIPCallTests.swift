@@ -1,6 +1,7 @@
 import CallNode
 import CallNodeTestSupport
 import Foundation
+import SIP
 import Testing
 
 #if canImport(Glibc)
@@ -67,6 +68,10 @@ extension RealTimeTests {
         let aliceHeard = try await Self.hearing(aliceEvents)
         #expect(bobHeard.packetsLost == 0 && aliceHeard.packetsLost == 0)
         #expect(bobHeard.encoding == codec && aliceHeard.encoding == codec)
+        // DTMF as RFC 4733 events, on the codec's clock (8 kHz with G.711).
+        try await alice.playDTMF(call, "7#")
+        _ = try await TwoNodeTests.next(bobEvents) { $0 == .dtmf(bobCall, "7") }
+        _ = try await TwoNodeTests.next(bobEvents) { $0 == .dtmf(bobCall, "#") }
 
         // Hold and resume are re-INVITEs: Bob hears the hold, then audio again.
         try await alice.setHeld(call, true)
@@ -238,6 +243,41 @@ extension RealTimeTests {
         _ = try await TwoNodeTests.next(events) { if case .connected(call, _) = $0 { true } else { false } }
         try await alice.hangUp(call)
         await alice.shutdown()
+        await bob.shutdown()
+    }
+
+    /// A phone that sends DTMF as SIP INFO (`application/dtmf-relay`, `application/dtmf`): each
+    /// digit is reported as heard in the call. The phone here is a bare SIP agent offering G.711.
+    @Test func dtmfSentAsSIPInfoIsHeard() async throws {
+        let f = try Fixture()
+        let bob = try await f.node("bob", acceptUnknown: true, keyExchange: .sdes)
+        let bobURI = try await bob.listenSIP(SIPListenSettings(host: "127.0.0.1", port: Self.freePort(), user: "bob"))
+        let events = bob.events()
+        let phonePort = Self.freePort()
+        let phone = try await SIPAgent.start(listening: "sip:127.0.0.1:\(phonePort)", from: "<sip:phone@127.0.0.1:\(phonePort)>")
+        let offer = "v=0\r\no=phone 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n"
+            + "m=audio \(Self.freePort()) RTP/AVP 0\r\na=sendrecv\r\n"
+        let sipCall = phone.newCall()
+        phone.invite(sipCall, to: bobURI, sdp: offer)
+        var answered = false
+        for await event in phone.events where event.call == sipCall && event.kind == .response && event.status >= 200 {
+            answered = event.status == 200
+            break
+        }
+        #expect(answered)
+        guard case let .connected(call, _) = try await TwoNodeTests.next(events, where: { if case .connected = $0 { true } else { false } })
+        else { return }
+        phone.info(sipCall, contentType: "application/dtmf-relay", body: "Signal=5\r\nDuration=160\r\n")
+        _ = try await TwoNodeTests.next(events) { $0 == .dtmf(call, "5") }
+        phone.info(sipCall, contentType: "application/dtmf", body: "*")
+        _ = try await TwoNodeTests.next(events) { $0 == .dtmf(call, "*") }
+        // Not a digit: nothing is heard, the call goes on.
+        phone.info(sipCall, contentType: "application/dtmf-relay", body: "Signal=hello\r\n")
+        phone.info(sipCall, contentType: "application/dtmf", body: "9")
+        _ = try await TwoNodeTests.next(events) { $0 == .dtmf(call, "9") }
+        phone.bye(sipCall)
+        _ = try await TwoNodeTests.next(events) { if case .ended(call, .remoteEnded, _, _) = $0 { true } else { false } }
+        await phone.stop()
         await bob.shutdown()
     }
 
