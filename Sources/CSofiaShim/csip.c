@@ -45,6 +45,7 @@ struct call_entry {
     long id;
     nua_handle_t *handle;
     int auth_tries;  /* digest challenges answered for its INVITE */
+    int tls;         /* its dialog runs over TLS */
 };
 
 /* The registration's handle is bound to this id (calls' ids are positive). */
@@ -78,6 +79,9 @@ struct csip_agent {
     nua_handle_t *registration;
     char *reg_user, *reg_password;
     int reg_auth_tries;
+    /* With TLS: the Contact of dialogs over it, `<sip:HOST:PORT;transport=tls>` (sofia would say
+     * `sips:`, which many phones cannot route to). */
+    char *tls_contact;
 };
 
 static char *copy(const char *text) { return text ? strdup(text) : NULL; }
@@ -103,7 +107,7 @@ static void add_call(csip_agent *agent, long id, nua_handle_t *handle) {
         agent->calls = grown;
         agent->call_capacity = capacity;
     }
-    agent->calls[agent->call_count++] = (struct call_entry){ id, handle, 0 };
+    agent->calls[agent->call_count++] = (struct call_entry){ id, handle, 0, 0 };
 }
 
 static void remove_call(csip_agent *agent, long id) {
@@ -205,6 +209,9 @@ static void on_event(nua_event_t event, int status, char const *phrase, nua_t *n
             call = new_id(agent);
             nua_handle_bind(nh, (void *)(intptr_t)call);
             add_call(agent, call, nh);
+            struct call_entry *entry = call_entry(agent, call);
+            if (entry && sip && sip->sip_via && sip->sip_via->v_protocol && strcasestr(sip->sip_via->v_protocol, "TLS"))
+                entry->tls = 1;
         }
         emit(agent, CSIP_EVENT_INVITE, status, phrase, call, sip);
         break;
@@ -282,32 +289,59 @@ static void perform(csip_agent *agent, struct command *command) {
     case OP_INVITE:
         if (!handle) {
             if (!command->a || agent->stopping) break;
-            handle = nua_handle(agent->nua, (void *)(intptr_t)command->call, SIPTAG_TO_STR(command->a), TAG_END());
+            /* A bare URI in angle brackets, so that its parameters (;transport=tls) stay the URI's
+             * and not the To header's. */
+            char *to = command->a;
+            char *bracketed = NULL;
+            if (!strchr(to, '<')) {
+                size_t size = strlen(to) + 3;
+                bracketed = malloc(size);
+                if (bracketed) {
+                    snprintf(bracketed, size, "<%s>", to);
+                    to = bracketed;
+                }
+            }
+            handle = nua_handle(agent->nua, (void *)(intptr_t)command->call, SIPTAG_TO_STR(to), TAG_END());
+            free(bracketed);
             if (!handle) {
                 csip_event event = { .kind = CSIP_EVENT_RESPONSE, .status = 400, .phrase = "the address is not a SIP URI", .call = command->call };
                 agent->callback(agent->context, &event);
                 break;
             }
             add_call(agent, command->call, handle);
+            struct call_entry *entry = call_entry(agent, command->call);
+            if (entry && (strncasecmp(command->a, "sips:", 5) == 0 || strcasestr(command->a, "transport=tls")))
+                entry->tls = 1;
             if (command->b) {
                 char from[640];
                 snprintf(from, sizeof from, "\"%s\" %s", command->b, agent->from);
-                nua_invite(handle, SIPTAG_FROM_STR(from), TAG_IF(command->c != NULL, SIPTAG_CONTENT_TYPE_STR("application/sdp")),
+                int tls = entry && entry->tls && agent->tls_contact;
+                nua_invite(handle, SIPTAG_FROM_STR(from), TAG_IF(tls, SIPTAG_CONTACT_STR(agent->tls_contact)),
+                           TAG_IF(command->c != NULL, SIPTAG_CONTENT_TYPE_STR("application/sdp")),
                            TAG_IF(command->c != NULL, SIPTAG_PAYLOAD_STR(command->c)), TAG_END());
                 break;
             }
         }
-        nua_invite(handle, TAG_IF(command->c != NULL, SIPTAG_CONTENT_TYPE_STR("application/sdp")),
-                   TAG_IF(command->c != NULL, SIPTAG_PAYLOAD_STR(command->c)), TAG_END());
+        {
+            struct call_entry *entry = call_entry(agent, command->call);
+            int tls = entry && entry->tls && agent->tls_contact;
+            nua_invite(handle, TAG_IF(tls, SIPTAG_CONTACT_STR(agent->tls_contact)),
+                       TAG_IF(command->c != NULL, SIPTAG_CONTENT_TYPE_STR("application/sdp")),
+                       TAG_IF(command->c != NULL, SIPTAG_PAYLOAD_STR(command->c)), TAG_END());
+        }
         break;
-    case OP_RESPOND:
+    case OP_RESPOND: {
         if (!handle) break;
+        struct call_entry *entry = call_entry(agent, command->call);
+        int tls = entry && entry->tls && agent->tls_contact;
         /* nua keeps the phrase's pointer until its stack thread sends the response: it lives
          * in the agent's home (a few bytes per response, freed when the agent stops). */
         nua_respond(handle, command->status, command->a ? su_strdup(agent->home, command->a) : sip_status_phrase(command->status),
+                    TAG_IF(tls, SIPTAG_CONTACT_STR(agent->tls_contact)),
                     TAG_IF(command->b != NULL, SIPTAG_CONTENT_TYPE_STR("application/sdp")),
                     TAG_IF(command->b != NULL, SIPTAG_PAYLOAD_STR(command->b)), TAG_END());
         break;
+    }
     case OP_BYE:
         if (handle) nua_bye(handle, TAG_END());
         break;
@@ -483,6 +517,11 @@ csip_agent *csip_start(const char *url, const char *sips_url, const char *certif
     agent->certificate_dir = copy(certificate_dir);
     agent->from = copy(from);
     agent->user_agent = copy(user_agent);
+    if (sips_url && strncmp(sips_url, "sips:", 5) == 0) {
+        size_t size = strlen(sips_url) + 32;
+        agent->tls_contact = malloc(size);
+        if (agent->tls_contact) snprintf(agent->tls_contact, size, "<sip:%s;transport=tls>", sips_url + 5);
+    }
     agent->callback = callback;
     agent->context = context;
     pthread_mutex_init(&agent->lock, NULL);
@@ -509,6 +548,7 @@ csip_agent *csip_start(const char *url, const char *sips_url, const char *certif
         close(agent->wake[0]);
         close(agent->wake[1]);
         free(agent->url); free(agent->sips_url); free(agent->certificate_dir); free(agent->from); free(agent->user_agent);
+        free(agent->tls_contact);
         free(agent);
         return NULL;
     }
@@ -571,6 +611,7 @@ void csip_stop(csip_agent *agent) {
     free(agent->calls);
     free(agent->reg_user);
     free(agent->reg_password);
+    free(agent->tls_contact);
     free(agent->url); free(agent->sips_url); free(agent->certificate_dir); free(agent->from); free(agent->user_agent);
     pthread_mutex_destroy(&agent->lock);
     pthread_cond_destroy(&agent->ready_cond);

@@ -10,8 +10,10 @@ public enum LegEvent: Sendable, Equatable {
     /// Incoming: the call was answered; the offer is being made.
     case answering
     /// The offer and answer are done (the first time; later ones change ICE only), the media
-    /// keyed by a DTLS handshake over the selected pair (`dtls`) or by keys the SDP carried.
-    case negotiated(dtls: Bool)
+    /// keyed by a DTLS handshake over the selected pair (`dtls`) or by keys the SDP carried; the
+    /// path found by ICE, or (`ice` false: a SIP peer without it) a plain RTP path, which has
+    /// nothing to restart.
+    case negotiated(dtls: Bool, ice: Bool = true)
     case iceConnected
     case iceDisconnected
     /// ICE gave up: no pair worked, or the selected one failed (consent expired).

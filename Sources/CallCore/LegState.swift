@@ -39,6 +39,8 @@ public struct LegState: Sendable, Equatable {
     public let sendsHoldAudio: Bool
     /// The offer and answer keyed the media with DTLS (known once negotiated).
     public private(set) var keyedByDTLS = false
+    /// Whether ICE found the call's path (false: a plain RTP path, never restarted).
+    public private(set) var pathUsesICE = true
     /// The media is built and keyed, waiting for ICE to connect (SDES: built while checking).
     public private(set) var mediaBuilt = false
     /// Tries at a new signaling connection since the signaling was lost.
@@ -122,12 +124,13 @@ public struct LegState: Sendable, Equatable {
             // the page always; SIP when the INVITE came without one).
             phase = .offering
             return [.makeOffer]
-        case let .negotiated(dtls):
+        case let .negotiated(dtls, ice):
             switch phase {
             case .dialing, .inviting, .ringing, .offering:
                 phase = .checking
                 firstOfferOut = false
                 keyedByDTLS = dtls
+                pathUsesICE = ice
                 // SDES keys are known now: build the media while the checks run.
                 return dtls ? [] : [.prepareMedia]
             default:
@@ -258,6 +261,7 @@ public struct LegState: Sendable, Equatable {
             return phase.isNegotiated && offerPending ? [.takeAnswer] : []
         case .restartRequested:
             guard phase.isNegotiated else { return [.restartRefused("the call has no offer to restart")] }
+            guard pathUsesICE else { return [.restartRefused("the call goes without ICE (plain RTP): there is nothing to restart")] }
             guard !offerPending else { return [.restartRefused("an offer is already waiting for the peer's answer")] }
             restartPending = true
             return [.restartICE]
@@ -308,7 +312,7 @@ public struct LegState: Sendable, Equatable {
             // rather than after the loss timer. A change elsewhere leaves a working path alone.
             var lost = false
             if case .reconnecting = phase { lost = true }
-            if phase.isNegotiated && !offerPending && (pathAffected || lost) {
+            if phase.isNegotiated && !offerPending && pathUsesICE && (pathAffected || lost) {
                 restartPending = true
                 actions.append(.restartICE)
             }
@@ -355,7 +359,7 @@ public struct LegState: Sendable, Equatable {
             phase = .reconnecting(.init(connectedSince: since, lostAt: now, signals: [signal]))
             var actions: [LegAction] = [.arm(.connectionLost, after: timings.connectionLostTimeout)]
             armed.insert(.connectionLost)
-            if let interval = timings.iceRestartInterval, interval > .zero {
+            if pathUsesICE, let interval = timings.iceRestartInterval, interval > .zero {
                 // The first restart after one interval: a path that comes back by itself is
                 // kept. Either side restarts (a break in one direction is lost only on one
                 // side); the caller waits half an interval longer, so that when both lost the

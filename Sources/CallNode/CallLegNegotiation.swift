@@ -68,7 +68,7 @@ extension CallLeg {
         }
         try frames.pageAccepted(offer.pageFrameKeys)
         negotiation.agree(negotiated, answer: answer)
-        await legEvent(.negotiated(dtls: negotiated.dtls != nil))
+        await legEvent(.negotiated(dtls: negotiated.dtls != nil, ice: negotiated.remoteRTP == nil))
         // The call manager hears of both before the answer leaves: ICE and DTLS finish (and
         // media connects) only after the peer has it. (A callee answering the caller's offer
         // takes the call by its answer.)
@@ -96,7 +96,7 @@ extension CallLeg {
             try frames.accept(answered: answer.frameKey, offered: offer.frameKey != nil, peer: peer)
             try frames.pageAccepted(answer.pageFrameKeys)
             negotiation.agree(negotiated)
-            await legEvent(.negotiated(dtls: negotiated.dtls != nil))
+            await legEvent(.negotiated(dtls: negotiated.dtls != nil, ice: negotiated.remoteRTP == nil))
             await peerAnswered(answer, to: offer)
             // The manager hears of the answer before ICE starts: ICE connecting (and media
             // with it) is a later input, but the manager must know the call is past its offer.

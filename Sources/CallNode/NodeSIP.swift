@@ -31,6 +31,11 @@ public struct SIPListenSettings: Sendable, Equatable {
         self.mediaEncryption = mediaEncryption
     }
 
+    /// A port to take SIP over TLS on too (on ``host``), or `nil`: TLS presents the node's
+    /// identity certificate (self-signed: peers that check certificates against authorities
+    /// need it trusted). Calls to `sips:` addresses or `;transport=tls` go out over TLS.
+    public var tlsPort: Int?
+
     /// An account at a registrar (a PBX, Kamailio) to register with, or `nil`: then callers
     /// reach this node at its own address only.
     public var registration: SIPRegistrationSettings?
@@ -40,6 +45,11 @@ public struct SIPListenSettings: Sendable, Equatable {
 
     /// This node's SIP address.
     public var uri: String { "sip:\(user)@\(host.contains(":") ? "[\(host)]" : host):\(port)" }
+
+    /// This node's SIP address over TLS, if it takes TLS.
+    public var tlsURI: String? {
+        tlsPort.map { "sip:\(user)@\(host.contains(":") ? "[\(host)]" : host):\($0);transport=tls" }
+    }
 }
 
 /// An account at a SIP registrar: the node registers its address there, refreshes the binding
@@ -257,10 +267,16 @@ extension CallNode {
         let from = "<sip:\(settings.user)@\(host):\(settings.port)>"
         let agent: SIPAgent
         do {
-            agent = try await SIPAgent.start(listening: "sip:\(host):\(settings.port)", from: from,
+            var tls: (url: String, certificateDirectory: String)?
+            if let tlsPort = settings.tlsPort {
+                tls = ("sips:\(host):\(tlsPort)", try writeSIPCertificate())
+            }
+            agent = try await SIPAgent.start(listening: "sip:\(host):\(settings.port)", tls: tls, from: from,
                                              userAgent: "CallNode")
-        } catch {
+        } catch let error as SIPError {
             throw .sip(error.description)
+        } catch {
+            throw .sip("cannot prepare the TLS certificate: \(error)")
         }
         if let account = settings.registration, account.parts == nil {
             await agent.stop()
@@ -270,8 +286,30 @@ extension CallNode {
         sipRouter = router
         keep(Task { await router.run() })
         await router.register()
-        logger.info("listening for SIP at \(settings.uri) (UDP and TCP)")
+        logger.info("listening for SIP at \(settings.uri) (UDP and TCP)\(settings.tlsURI.map { " and \($0)" } ?? "")")
         return settings.uri
+    }
+
+    /// The node's identity (key and certificate) where sofia-sip's TLS reads it: `agent.pem`
+    /// (key then certificate, mode 0600) and `cafile.pem` in the home's `sip-tls` directory.
+    private func writeSIPCertificate() throws -> String {
+        let directory = configuration.home + "/sip-tls"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+        let base64 = Data(identity.certificateDER).base64EncodedString()
+        var lines: [Substring] = []
+        var rest = Substring(base64)
+        while !rest.isEmpty {
+            lines.append(rest.prefix(64))
+            rest = rest.dropFirst(64)
+        }
+        let certificate = "-----BEGIN CERTIFICATE-----\n" + lines.joined(separator: "\n") + "\n-----END CERTIFICATE-----\n"
+        let key = identity.privateKeyPEM.hasSuffix("\n") ? identity.privateKeyPEM : identity.privateKeyPEM + "\n"
+        let agentPath = directory + "/agent.pem"
+        _ = FileManager.default.createFile(atPath: agentPath, contents: nil, attributes: [.posixPermissions: 0o600])
+        try (key + certificate).write(toFile: agentPath, atomically: false, encoding: .utf8)
+        try certificate.write(toFile: directory + "/cafile.pem", atomically: true, encoding: .utf8)
+        return directory
     }
 
     /// Where this node's SIP registration stands, if it registers (``SIPListenSettings/registration``).

@@ -50,9 +50,11 @@ func startSIP(_ node: CallNode, _ setup: NodeSetup, runner: CallRunner) async th
     do {
         let uri = try await node.listenSIP(settings)
         if runner.json {
-            runner.emit(["event": "sip", "uri": uri])
+            var event: [String: Any] = ["event": "sip", "uri": uri]
+            if let tls = settings.tlsURI { event["tls_uri"] = tls }
+            runner.emit(event)
         } else {
-            print("SIP: \(uri)")
+            print("SIP: \(uri)" + (settings.tlsURI.map { " and \($0)" } ?? ""))
         }
     } catch {
         printError("callnode: \(error)")

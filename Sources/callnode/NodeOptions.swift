@@ -110,7 +110,7 @@ struct NodeOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Serve Prometheus metrics (calls, setup times, loss, jitter, RTT, rejects) over HTTP at http://HOST:PORT/metrics.", valueName: "HOST:PORT"))
     var metrics: String?
 
-    @Option(name: .long, help: ArgumentHelp("Speak SIP on this address too (UDP and TCP): SIP softphones, PBXs and other nodes call this node at sip:USER@HOST:PORT, and `call sip:…` calls them.", valueName: "HOST:PORT"))
+    @Option(name: .long, help: ArgumentHelp("Speak SIP on this address too (UDP and TCP): SIP softphones, PBXs and other nodes call this node at sip:USER@HOST:PORT, and `call sip:…` calls them. Add TLS on a port of its own with udp:HOST:PORT,tls:HOST:PORT (the node's identity certificate).", valueName: "HOST:PORT"))
     var sip: String?
 
     @Option(name: .long, help: ArgumentHelp("The user part of this node's SIP address (default callnode).", valueName: "NAME"))
@@ -223,7 +223,9 @@ struct NodeOptions: ParsableArguments {
         }
         setup.holdAudio = hold
         setup.metrics = try read.address("metrics", metrics)
-        setup.sip = try read.address("sip", sip)
+        if let listen = try read.parsed("sip", sip, "HOST:PORT or udp:HOST:PORT,tls:HOST:PORT (TLS on the same host)", Self.sipListen) {
+            (setup.sip, setup.sipTLSPort) = (listen.address, listen.tlsPort)
+        }
         setup.sipUser = try read.parsed("sip-user", sipUser, "a SIP user name (letters, digits, - . _ ! ~ * ' ( ))") { name in
             name.isEmpty || name.contains(where: { !($0.isLetter || $0.isNumber || "-._!~*'()".contains($0)) }) ? nil : name
         } ?? "callnode"
@@ -237,6 +239,27 @@ struct NodeOptions: ParsableArguments {
 }
 
 extension NodeOptions {
+    /// `--sip`'s value: `HOST:PORT` (UDP and TCP), or a list of `udp:`/`tcp:` (one port for
+    /// both) and `tls:` addresses, TLS on the same host.
+    static func sipListen(_ value: String) -> (address: SignalAddress, tlsPort: Int?)? {
+        var plain: SignalAddress?, tls: SignalAddress?
+        for entry in value.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) {
+            let lowered = entry.lowercased()
+            if lowered.hasPrefix("tls:") {
+                guard tls == nil, let address = SignalAddress(String(entry.dropFirst(4))) else { return nil }
+                tls = address
+            } else {
+                let text = lowered.hasPrefix("udp:") || lowered.hasPrefix("tcp:") ? String(entry.dropFirst(4)) : entry
+                guard let address = SignalAddress(text) else { return nil }
+                if let plain, plain != address { return nil }  // UDP and TCP share one address
+                plain = address
+            }
+        }
+        guard let plain else { return nil }
+        if let tls, tls.host != plain.host || tls.port == plain.port { return nil }
+        return (plain, tls?.port)
+    }
+
     /// The SIP account to register, if one is set: its address of record checked, its password
     /// from the environment, config.yaml or a file (never a flag: argv is visible to every user).
     func sipRegistration(_ read: SettingsReader, listening: Bool) throws -> SIPRegistrationSettings? {
@@ -292,6 +315,7 @@ struct NodeSetup {
     var holdAudio = HoldAudio.silence
     var metrics: SignalAddress?
     var sip: SignalAddress?
+    var sipTLSPort: Int?
     var sipUser = "callnode"
     var sipMediaEncryption = MediaEncryption.preferred
     var sipRegistration: SIPRegistrationSettings?
@@ -302,6 +326,7 @@ struct NodeSetup {
         sip.map { address in
             var settings = SIPListenSettings(host: address.host, port: address.port, user: sipUser, mediaEncryption: sipMediaEncryption)
             settings.registration = sipRegistration
+            settings.tlsPort = sipTLSPort
             return settings
         }
     }

@@ -205,6 +205,23 @@ import Testing
         #expect(state.handle(.restartRequested, now: .zero) == [.restartICE])
     }
 
+    /// A plain RTP path (a SIP peer without ICE) has nothing to restart: a loss waits for the
+    /// media to come back or the loss timer, a host change restarts nothing, and the embedder's
+    /// restart is refused with the reason.
+    @Test func aCallWithoutICENeverRestartsIt() {
+        var state = LegState(outgoing: true, timings: Self.timings)
+        _ = Self.feed(&state, [.signalingReady, .peerRinging, .negotiated(dtls: false, ice: false), .iceConnected, .mediaReady,
+                               .audioActivated], at: .seconds(1))
+        #expect(!state.pathUsesICE)
+        let lost = state.handle(.mediaStalled, now: .seconds(2))
+        #expect(lost.contains(.arm(.connectionLost, after: .seconds(30))))
+        #expect(!lost.contains { if case .arm(.iceRestart, _) = $0 { true } else { false } }, "\(lost)")
+        _ = state.handle(.hostAddressesChanged(signalingAddressGone: false, pathAffected: true), now: .seconds(3))
+        #expect(!state.handle(.restartSettled, now: .seconds(3)).contains(.restartICE))
+        #expect(state.handle(.restartRequested, now: .seconds(4))
+                == [.restartRefused("the call goes without ICE (plain RTP): there is nothing to restart")])
+    }
+
     @Test func aRestartDecidedIsPendingAtOnceSoNoHoldOfferCrossesIt() {
         var state = Self.connected(outgoing: false)
         _ = state.handle(.mediaStalled, now: .seconds(2))

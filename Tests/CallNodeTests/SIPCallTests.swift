@@ -246,6 +246,39 @@ extension RealTimeTests {
         await bob.shutdown()
     }
 
+    /// SIP over TLS between two nodes: Bob takes TLS on a port of its own (his identity
+    /// certificate), Alice calls `;transport=tls` there; the call's media is SDES-SRTP, its keys
+    /// inside the TLS. The port speaks nothing but TLS, so a call that connects went over it.
+    @Test func twoNodesCallOverSIPOverTLS() async throws {
+        let f = try Fixture()
+        let alice = try await f.node("alice", input: .tone(440), output: .wav(f.path("alice-out.wav")), keyExchange: .sdes)
+        let bob = try await f.node("bob", input: .tone(660), output: .wav(f.path("bob-out.wav")), keyExchange: .sdes)
+        var aliceSettings = SIPListenSettings(host: "127.0.0.1", port: Self.freePort(), user: "alice")
+        aliceSettings.tlsPort = Self.freePort()
+        var bobSettings = SIPListenSettings(host: "127.0.0.1", port: Self.freePort(), user: "bob")
+        bobSettings.tlsPort = Self.freePort()
+        try await alice.listenSIP(aliceSettings)
+        try await bob.listenSIP(bobSettings)
+        let bobTLS = try #require(bobSettings.tlsURI)
+        #expect(bobTLS.hasSuffix(";transport=tls"))
+        let aliceEvents = alice.events(), bobEvents = bob.events(), security = alice.events()
+        let call = try await alice.call(.sip(bobTLS))
+        guard case let .secured(_, secured) = try await TwoNodeTests.next(security, where: { if case .secured(call, _) = $0 { true } else { false } })
+        else { return }
+        #expect(secured.keyExchange == .sdes && !secured.unencrypted, "\(secured)")
+        let heard = try await Self.hearing(bobEvents)
+        #expect(heard.packetsLost == 0)
+        _ = try await Self.hearing(aliceEvents)
+        try await alice.hangUp(call)
+        _ = try await TwoNodeTests.next(bobEvents) { if case .ended(_, .remoteEnded, _, _) = $0 { true } else { false } }
+        // The certificate sofia-sip presents is the node's own, its key private to the node.
+        let agent = f.path("bob") + "/sip-tls/agent.pem"
+        var status = stat()
+        #expect(stat(agent, &status) == 0 && status.st_mode & 0o077 == 0, "agent.pem is readable by others")
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+
     /// A phone that sends DTMF as SIP INFO (`application/dtmf-relay`, `application/dtmf`): each
     /// digit is reported as heard in the call. The phone here is a bare SIP agent offering G.711.
     @Test func dtmfSentAsSIPInfoIsHeard() async throws {

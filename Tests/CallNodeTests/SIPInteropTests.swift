@@ -22,8 +22,17 @@ struct SIPInteropTests {
     /// comes after the codecs and SRTP it names; no stdio module (its stdin is not a terminal).
     static func baresip(in directory: String, port: Int, mediaEncryption: String = "srtp-mand", codec: String = "opus/48000/2") throws {
         try FileManager.default.createDirectory(atPath: directory + "/snd", withIntermediateDirectories: true)
+        // A certificate of its own for its TLS listener (port + 1), so requests over TLS reach it.
+        let made = try ChildProcess.run("/usr/bin/openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                                                             "-nodes", "-keyout", directory + "/key.pem", "-out", directory + "/cert.pem",
+                                                             "-days", "2", "-subj", "/CN=baresip"], output: directory + "/openssl.log")
+        guard made == 0 else { throw TestFailure("openssl could not make baresip's certificate") }
+        let pem = try String(contentsOfFile: directory + "/key.pem", encoding: .utf8) + String(contentsOfFile: directory + "/cert.pem", encoding: .utf8)
+        try pem.write(toFile: directory + "/baresip.pem", atomically: true, encoding: .utf8)
         let config = """
             sip_listen 127.0.0.1:\(port)
+            sip_certificate \(directory)/baresip.pem
+            sip_verify_server no
             module_path /usr/lib/baresip/modules
             module menu.so
             module opus.so
@@ -74,14 +83,19 @@ struct SIPInteropTests {
     static let codecs: [String: AudioEncoding] = ["opus/48000/2": .opus, "PCMU/8000": .pcmu, "PCMA/8000": .pcma]
 
     /// baresip's SRTP (`srtp-mand`: RTP/SAVP with SDES keys) or none (RTP/AVP, which the node
-    /// takes by default and says so), with Opus or G.711 (the only codec baresip offers).
-    @Test(arguments: [("srtp-mand", "opus/48000/2"), ("", "opus/48000/2"), ("", "PCMU/8000"), ("srtp-mand", "PCMA/8000")])
-    func baresipCallsTheNodeAndEachHearsTheOther(baresipEncryption: String, codec: String) async throws {
+    /// takes by default and says so), with Opus or G.711 (the only codec baresip offers); over
+    /// UDP, or over TLS to the node's TLS port (the SDES keys inside the TLS).
+    @Test(arguments: [("srtp-mand", "opus/48000/2", false), ("", "opus/48000/2", false), ("", "PCMU/8000", false),
+                      ("srtp-mand", "PCMA/8000", false), ("srtp-mand", "opus/48000/2", true), ("srtp-mand", "PCMU/8000", true)])
+    func baresipCallsTheNodeAndEachHearsTheOther(baresipEncryption: String, codec: String, tls: Bool) async throws {
         let f = try Fixture()
         let phone = f.path("baresip"), phonePort = SIPCallTests.freePort()
         try Self.baresip(in: phone, port: phonePort, mediaEncryption: baresipEncryption, codec: codec)
         let node = try await f.node("bob", input: .tone(660), output: .wav(f.path("bob-out.wav")), keyExchange: .sdes)
-        let uri = try await node.listenSIP(SIPListenSettings(host: "127.0.0.1", port: SIPCallTests.freePort(), user: "bob"))
+        var settings = SIPListenSettings(host: "127.0.0.1", port: SIPCallTests.freePort(), user: "bob")
+        if tls { settings.tlsPort = SIPCallTests.freePort() }
+        let plainURI = try await node.listenSIP(settings)
+        let uri = tls ? try #require(settings.tlsURI) : plainURI
         let events = node.events()
         let baresip = try ChildProcess("/usr/bin/baresip", ["-f", phone, "-4", "-e", "/dial \(uri)", "-t", "12"], output: f.path("baresip.log"),
                                        stdin: open("/dev/null", O_RDONLY))
@@ -128,9 +142,11 @@ struct SIPInteropTests {
     }
 
     /// The node offers SRTP keyed by SDES, or (`--sip-media-encryption off`) plain RTP; Opus,
-    /// µ-law and A-law, and baresip answers with the one it speaks.
-    @Test(arguments: [(MediaEncryption.preferred, "opus/48000/2"), (.off, "opus/48000/2"), (.off, "PCMU/8000"), (.preferred, "PCMA/8000")])
-    func theNodeCallsBaresipAndEachHearsTheOther(encryption: MediaEncryption, codec: String) async throws {
+    /// µ-law and A-law, and baresip answers with the one it speaks; over UDP, or over TLS to
+    /// baresip's TLS port (its own port + 1).
+    @Test(arguments: [(MediaEncryption.preferred, "opus/48000/2", false), (.off, "opus/48000/2", false), (.off, "PCMU/8000", false),
+                      (.preferred, "PCMA/8000", false), (.preferred, "opus/48000/2", true)])
+    func theNodeCallsBaresipAndEachHearsTheOther(encryption: MediaEncryption, codec: String, tls: Bool) async throws {
         let f = try Fixture()
         let phone = f.path("baresip"), phonePort = SIPCallTests.freePort()
         try Self.baresip(in: phone, port: phonePort, mediaEncryption: encryption == .off ? "" : "srtp-mand", codec: codec)
@@ -138,13 +154,15 @@ struct SIPInteropTests {
                                        stdin: open("/dev/null", O_RDONLY))
         defer { baresip.stop() }
         let node = try await f.node("alice", input: .tone(660), output: .wav(f.path("alice-out.wav")), keyExchange: .sdes)
-        _ = try await node.listenSIP(SIPListenSettings(host: "127.0.0.1", port: SIPCallTests.freePort(), user: "alice",
-                                                       mediaEncryption: encryption))
+        var settings = SIPListenSettings(host: "127.0.0.1", port: SIPCallTests.freePort(), user: "alice", mediaEncryption: encryption)
+        if tls { settings.tlsPort = SIPCallTests.freePort() }
+        _ = try await node.listenSIP(settings)
+        let target = tls ? "sip:b@127.0.0.1:\(phonePort + 1);transport=tls" : "sip:b@127.0.0.1:\(phonePort)"
         let events = node.events(), security = node.events()
         // baresip takes a moment to listen: the first INVITE may find nothing there yet.
         var call: UUID?
         for _ in 0..<20 where call == nil {
-            let attempt = try await node.call(.sip("sip:b@127.0.0.1:\(phonePort)"))
+            let attempt = try await node.call(.sip(target))
             let outcome = try await TwoNodeTests.next(events) {
                 switch $0 {
                 case .connected(attempt, _), .ended(attempt, _, _, _): true
