@@ -77,13 +77,14 @@ struct FrameKeyExchange: Sendable {
         guard peerKind == .node else { return nil }
         guard let offered else {
             if policy == .required {
-                throw NegotiationError("the callee does not encrypt frames end to end, and this node requires it (--frame-encryption required)")
+                // Said the same on both sides (the callee hears it as the caller's reason): no "this node".
+                throw NegotiationError("the callee does not encrypt frames end to end, and the caller requires it (--frame-encryption required)")
             }
             return nil
         }
         guard let own = ownKey() else {
             if offered.required {
-                throw NegotiationError("the callee requires frames encrypted end to end, and this node has frame encryption off")
+                throw NegotiationError("the callee requires frames encrypted end to end, and the caller has frame encryption off")
             }
             return nil
         }
@@ -98,7 +99,7 @@ struct FrameKeyExchange: Sendable {
         guard peerKind == .node else { return }
         guard offered, let answered else {
             if policy == .required {
-                throw NegotiationError("the caller does not encrypt frames end to end, and this node requires it (--frame-encryption required)")
+                throw NegotiationError("the caller does not encrypt frames end to end, and the callee requires it (--frame-encryption required)")
             }
             return
         }

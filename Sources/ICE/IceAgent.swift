@@ -35,7 +35,8 @@ public actor IceAgent {
     private let sink: AgentSink
     private let clock: TimerClock
     private let logger: Logger
-    private let turnAddresses: [String]
+    /// Each TURN server's address (`nil`: its name did not resolve, and it is left out).
+    private let turnAddresses: [String?]
 
     private var credentials: IceCredentials
     /// The agent's role: the configuration's, unless ``setRole(_:)`` changed it.
@@ -67,13 +68,23 @@ public actor IceAgent {
         let loop = try GLibLoop(name: "callnode-ice")
 
         let (gatheringStream, gatheringContinuation) = AsyncStream.makeStream(of: IceCandidate.self)
-        let created: (NiceHandle, IceCredentials, [String])
+        let created: (NiceHandle, IceCredentials, [String?])
         do throws(IceError) {
-            created = try await loop.run { () throws(IceError) -> (NiceHandle, IceCredentials, [String]) in
-                // Name resolution blocks, so it happens here on the agent's own thread.
-                let stun = try configuration.stunServer.map { s throws(IceError) in try resolveToIPAddress(s.host) }
-                var turn: [String] = []
-                for server in configuration.turnServers { turn.append(try resolveToIPAddress(server.address.host)) }
+            created = try await loop.run { () throws(IceError) -> (NiceHandle, IceCredentials, [String?]) in
+                // Name resolution blocks, so it happens here on the agent's own thread. A server
+                // whose name does not resolve is left out with a warning, not the whole call: the
+                // others (and the host's own candidates) may still connect it.
+                var stun: String?
+                if let server = configuration.stunServer {
+                    stun = try? resolveToIPAddress(server.host)
+                    if stun == nil { logger.warning("cannot resolve the STUN server '\(server.host)': gathering goes on without it") }
+                }
+                var turn: [String?] = []
+                for server in configuration.turnServers {
+                    let address = try? resolveToIPAddress(server.address.host)
+                    if address == nil { logger.warning("cannot resolve the TURN server '\(server.address.host)': gathering goes on without it") }
+                    turn.append(address)
+                }
                 let handle = try NiceHandle(loop: loop, sink: sink, configuration: configuration, stunAddress: stun)
                 do throws(IceError) {
                     let credentials = try handle.newStream(configuration: configuration, turnAddresses: turn)

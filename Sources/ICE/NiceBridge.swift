@@ -221,7 +221,8 @@ final class NiceHandle: @unchecked Sendable {  // confined: its pointer is used 
 
     /// Adds a fresh stream (removing the old one), configures TURN and ports, attaches the
     /// receive callback and returns the stream's credentials. Must run on the loop thread.
-    func newStream(configuration: IceConfiguration, turnAddresses: [String]) throws(IceError) -> IceCredentials {
+    /// `turnAddresses`: each TURN server's address, `nil` for one that did not resolve (left out).
+    func newStream(configuration: IceConfiguration, turnAddresses: [String?]) throws(IceError) -> IceCredentials {
         if streamID != 0 {
             port.use(stream: 0)
             nice_agent_attach_recv(agent, streamID, 1, loop.context, nil, nil)
@@ -237,6 +238,7 @@ final class NiceHandle: @unchecked Sendable {  // confined: its pointer is used 
             nice_agent_set_port_range(agent, stream, 1, UInt32(range.lowerBound), UInt32(range.upperBound))
         }
         for (server, address) in zip(configuration.turnServers, turnAddresses) {
+            guard let address else { continue }
             let type = server.transport == .udp ? NICE_RELAY_TYPE_TURN_UDP : NICE_RELAY_TYPE_TURN_TCP
             guard nice_agent_set_relay_info(agent, stream, 1, address, UInt32(server.address.port),
                                             server.username, server.password, type) != 0 else {

@@ -56,6 +56,7 @@ func startSIP(_ node: CallNode, _ setup: NodeSetup, runner: CallRunner) async th
         } else {
             print("SIP: \(uri)" + (settings.tlsURI.map { " and \($0)" } ?? ""))
         }
+        fflush(nil)
     } catch {
         printError("callnode: \(error)")
         await node.shutdown()
@@ -66,6 +67,7 @@ func startSIP(_ node: CallNode, _ setup: NodeSetup, runner: CallRunner) async th
 struct Listen: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Wait for calls.",
+        usage: "callnode listen [<options>]",
         discussion: """
             Listens for signaling on --listen (default 0.0.0.0:7600). Callers must be contacts \
             (callnode contacts add) unless --accept-unknown is given. Incoming calls ring until \
@@ -110,6 +112,7 @@ struct Listen: AsyncParsableCommand {
 struct Web: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Serve a call page: a browser calls this node, and the node rings the browser.",
+        usage: "callnode web [<options>]",
         discussion: """
             Serves one page and a WebSocket on --page. Open the printed address in a browser: \
             the page calls the node (it answers per its policy: --auto-answer, or press a) and \
@@ -224,6 +227,9 @@ struct Web: AsyncParsableCommand {
                     print("certificate fingerprint: \(https.fingerprint.short) (what the browser shows for the page's certificate)")
                 }
             }
+            // Out now, terminal or not: a service's journal (or `callnode web > log`) shows the
+            // address while the node runs, not at its exit.
+            fflush(nil)
         } catch {
             printError("callnode: \(error)")
             await node.shutdown()
@@ -279,6 +285,14 @@ struct Call: AsyncParsableCommand {
             callTarget = .relayed(fingerprint, relay: relay)
         } else {
             callTarget = .contact(target)
+        }
+        var callsSIP = false
+        if case .sip = callTarget { callsSIP = true }
+        if let chosen = options.keyExchange, !callsSIP {
+            // Between nodes the callee makes the offer, so its key exchange keys the call: said,
+            // not silently ignored (a SIP call is offered by this node, and takes it).
+            printError("callnode: note: --key-exchange \(chosen) applies to calls this node answers and to SIP calls; "
+                       + "between nodes the callee makes the offer, so the callee's key exchange keys this call (the `secured` line says which)")
         }
         _ = try await serveMetrics(setup, json: options.json)
         let node = try await openNode(try setup.configuration(home: options.home.home))

@@ -2,6 +2,13 @@ import ArgumentParser
 import CallNode
 import Foundation
 
+/// Opens the database of a node that exists, for commands that only read it; `nil` (nothing
+/// created) when `home` holds no node yet.
+func openExistingStore(_ home: String) throws -> CallStore? {
+    guard FileManager.default.fileExists(atPath: home + "/callnode.sqlite") else { return nil }
+    return try openStore(home)
+}
+
 /// Opens the node's database (and identity) without starting anything.
 func openStore(_ home: String) throws -> CallStore {
     do {
@@ -65,7 +72,10 @@ struct Contacts: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List contacts.")
         @OptionGroup var home: HomeOption
         func run() async throws {
-            let store = try openStore(home.home)
+            guard let store = try openExistingStore(home.home) else {
+                print("no contacts (no node in \(home.home) yet; add one with: callnode contacts add NAME FINGERPRINT [HOST:PORT])")
+                return
+            }
             let contacts = store.contacts.all
             if contacts.isEmpty { print("no contacts (add one with: callnode contacts add NAME FINGERPRINT [HOST:PORT])") }
             for contact in contacts {
@@ -82,8 +92,8 @@ struct Contacts: AsyncParsableCommand {
         @OptionGroup var home: HomeOption
         @Argument(help: "The contact's name.") var name: String
         func run() async throws {
-            let store = try openStore(home.home)
-            guard let contact = store.contacts.named(name), let theirs = Fingerprint(contact.fingerprint) else {
+            guard let store = try openExistingStore(home.home), let contact = store.contacts.named(name),
+                  let theirs = Fingerprint(contact.fingerprint) else {
                 printError("callnode: no contact named '\(name)' (see callnode contacts list)")
                 throw ExitCode(1)
             }
@@ -155,7 +165,10 @@ struct Recents: AsyncParsableCommand {
     @Flag(name: .long, help: "Delete every recent call.") var clear = false
 
     func run() async throws {
-        let store = try openStore(home.home)
+        guard let store = try openExistingStore(home.home) else {
+            print(clear ? "recents cleared (no node in \(home.home) yet)" : "no recent calls (no node in \(home.home) yet)")
+            return
+        }
         if clear {
             try await store.clearRecents()
             print("recents cleared")

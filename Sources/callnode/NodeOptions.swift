@@ -210,6 +210,10 @@ struct NodeOptions: ParsableArguments {
         setup.frameEncryption = try read.parsed("frame-encryption", frameEncryption, "required, preferred or off",
                                                 FrameEncryptionPolicy.init(rawValue:)) ?? .preferred
         setup.playbackOnly = try read.flag("playback-only", playbackOnly)
+        if setup.playbackOnly && inputSetting.source != .default {
+            // Said, not silently dropped: the input given is never opened.
+            printError("callnode: warning: --playback-only never opens a microphone: \(inputSetting.origin) '\(inputSpec)' is not used (calls send silence)")
+        }
         let holdSetting = try read.resolved("hold-audio", holdAudio)
         guard let hold = HoldAudio(holdSetting.value ?? "silence") else {
             throw ValidationError("\(holdSetting.origin) '\(holdSetting.value ?? "")' is not silence, tone or wav:PATH")

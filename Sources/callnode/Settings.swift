@@ -156,6 +156,8 @@ struct Config: AsyncParsableCommand {
             _ = try options.setup(settings, defaultListen: nil)
             let flags = options.givenFlags
             print("# \(settings.filePath)\(settings.fileExists ? "" : " (not present)")")
+            // Columns as wide as their longest entry: nothing is cut.
+            var rows: [(key: String, value: String, source: String)] = []
             for key in settingKeys.map(\.name).sorted() {
                 let resolved: ResolvedSetting
                 do { resolved = try settings.resolve(key, flag: flags[key] ?? []) } catch {
@@ -166,9 +168,14 @@ struct Config: AsyncParsableCommand {
                     let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
                     print(String(decoding: data, as: UTF8.self))
                 } else {
-                    let value = resolved.shown.isEmpty ? "(unset)" : resolved.shown.joined(separator: ", ")
-                    print("\(key.padding(toLength: 18, withPad: " ", startingAt: 0)) \(value.padding(toLength: 28, withPad: " ", startingAt: 0)) \(resolved.source.rawValue)")
+                    rows.append((key, resolved.shown.isEmpty ? "(unset)" : resolved.shown.joined(separator: ", "), resolved.source.rawValue))
                 }
+            }
+            let keyWidth = rows.map(\.key.count).max() ?? 0, valueWidth = rows.map(\.value.count).max() ?? 0
+            for row in rows {
+                let key = row.key + String(repeating: " ", count: keyWidth - row.key.count)
+                let value = row.value + String(repeating: " ", count: valueWidth - row.value.count)
+                print("\(key)  \(value)  \(row.source)")
             }
         }
     }

@@ -269,5 +269,36 @@ extension RealTimeTests {
         try? FileManager.default.removeItem(atPath: directory + ".2.log")
         try? FileManager.default.removeItem(atPath: directory + ".3.log")
     }
+
+    /// Corners a newcomer hits: a read-only command on a new home creates nothing, `config show`
+    /// cuts no key or value, an input that playback-only never opens is said, the usage line does
+    /// not read as if options were required, and a caller's key exchange that the callee's offer
+    /// overrides is said.
+    @Test func cornersANewcomerHitsAreSaid() throws {
+        let directory = "/tmp/callnode-cli-\(getpid())-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let recents = try Self.run(["recents", "--home", directory + "/new"], log: directory + ".1.log")
+        #expect(recents.status == 0 && recents.output.contains("no recent calls"), "\(recents.output)")
+        let contacts = try Self.run(["contacts", "list", "--home", directory + "/new"], log: directory + ".2.log")
+        #expect(contacts.status == 0 && contacts.output.contains("no contacts"), "\(contacts.output)")
+        #expect(!FileManager.default.fileExists(atPath: directory + "/new/identity.key"), "a read-only command created an identity")
+        #expect(!FileManager.default.fileExists(atPath: directory + "/new/callnode.sqlite"), "a read-only command created a database")
+
+        let shown = try Self.run(["config", "show", "--home", directory + "/a", "--turn", "user:hunter2pw@turn.example.org:3478"],
+                                 log: directory + ".3.log")
+        #expect(shown.status == 0, "\(shown.output)")
+        #expect(shown.output.contains("complexity-follows-load "), "\(shown.output)")
+        #expect(shown.output.contains("turn.example.org:3478"), "\(shown.output)")
+        #expect(!shown.output.contains("hunter2pw"), "the TURN password was shown")
+
+        let help = try Self.run(["listen", "--help"], log: directory + ".4.log")
+        #expect(help.output.contains("USAGE: callnode listen [<options>]"), "\(help.output.prefix(600))")
+
+        let playback = try Self.run(["call", "127.0.0.1:9", "--home", directory + "/a", "--bind", "127.0.0.1", "--playback-only",
+                                     "--input", "tone:440", "--key-exchange", "sdes"], log: directory + ".5.log")
+        #expect(playback.output.contains("--playback-only never opens a microphone: --input 'tone:440' is not used"), "\(playback.output)")
+        #expect(playback.output.contains("--key-exchange sdes applies to calls this node answers"), "\(playback.output)")
+        for n in 1...5 { try? FileManager.default.removeItem(atPath: directory + ".\(n).log") }
+    }
 }
 }

@@ -280,11 +280,17 @@ import Testing
         await #expect(throws: IceError.invalidConfiguration("local address 'eth0' is not an IP address")) {
             _ = try await IceAgent(configuration: Self.configuration(.controlling) { $0.localAddresses = ["eth0"] })
         }
-        await #expect(throws: IceError.unresolvableAddress("no-such-host.invalid")) {
-            _ = try await IceAgent(configuration: Self.configuration(.controlling) {
-                $0.stunServer = IceServerAddress(host: "no-such-host.invalid", port: 3478)
-            })
-        }
+        // A STUN or TURN server whose name does not resolve is left out (with a warning), not
+        // fatal: the agent gathers its host candidates without it (a sample config's
+        // turn.example.org used to fail every call).
+        let unresolved = try await IceAgent(configuration: Self.configuration(.controlling) {
+            $0.stunServer = IceServerAddress(host: "no-such-host.invalid", port: 3478)
+            $0.turnServers = [TurnServer(address: IceServerAddress(host: "turn.no-such-host.invalid", port: 3478), username: "u", password: "p")]
+        })
+        var gathered: [IceCandidate] = []
+        for await candidate in try await unresolved.gather().candidates { gathered.append(candidate) }
+        #expect(gathered.contains { $0.type == .host } && !gathered.contains { $0.type == .relay }, "\(gathered)")
+        await unresolved.close()
         let agent = try await IceAgent(configuration: Self.configuration(.controlling))
         await #expect(throws: IceError.notConnected(.new)) { try await agent.send([1]) }
         let rtcp = IceCandidate(foundation: "1", component: 2, priority: 1, address: "127.0.0.1", port: 9, type: .host)
