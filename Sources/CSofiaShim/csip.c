@@ -473,8 +473,10 @@ static void *run(void *argument) {
                             TAG_IF(agent->certificate_dir != NULL, NUTAG_CERTIFICATE_DIR(agent->certificate_dir)),
                             TAG_END());
     if (!agent->nua) {
-        snprintf(agent->error, sizeof agent->error, "cannot listen for SIP at %s%s%s: %s", agent->url,
-                 agent->sips_url ? " and " : "", agent->sips_url ? agent->sips_url : "", strerror(errno));
+        /* errno says nothing reliable by now ("Success"): name the likely causes instead. */
+        snprintf(agent->error, sizeof agent->error,
+                 "cannot listen for SIP at %s%s%s (a port in use for UDP or TCP, an address not this host's, or an unusable TLS certificate)",
+                 agent->url, agent->sips_url ? " and " : "", agent->sips_url ? agent->sips_url : "");
         su_root_destroy(agent->root);
         su_home_deinit(agent->home);
         started(agent, -1);

@@ -5,8 +5,11 @@ import Foundation
 import Testing
 
 /// Real libnice agents on loopback. Serialized: the hygiene test counts the process's file
-/// descriptors and threads, which other agents running alongside would disturb.
-@Suite(.serialized) struct IceAgentTests {
+/// descriptors and threads, which other agents running alongside would disturb. And never beside
+/// the real-time call tests (``TestLock/processResources``, each test in turn): seventy seconds of
+/// agents beside them on two cores is the likeliest reason a fallback device's recording came
+/// out 60 % silent in a whole run and whole when run alone.
+@Suite(.serialized, .exclusiveProcessResources) struct IceAgentTests {
     static func configuration(_ role: IceRole, _ edit: (inout IceConfiguration) -> Void = { _ in }) -> IceConfiguration {
         var c = IceConfiguration(role: role)
         c.localAddresses = ["127.0.0.1"]
@@ -307,7 +310,7 @@ import Testing
         await agent.close()  // idempotent
     }
 
-    @Test(.exclusiveProcessResources) func hundredAgentsLeaveNoFileDescriptorsOrThreadsBehind() async throws {
+    @Test func hundredAgentsLeaveNoFileDescriptorsOrThreadsBehind() async throws {
         // Warm up once: GLib and the test runtime create process-wide state on first use.
         try await Self.connectedPair(Self.configuration(.controlling), Self.configuration(.controlled)).close()
         let before = ProcessResourceCounts.current()
