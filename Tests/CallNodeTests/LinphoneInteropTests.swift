@@ -33,8 +33,9 @@ struct LinphoneInteropTests {
         return (samples, format.sampleRate)
     }
 
-    /// linphone calls the node: plain PCMU, or Opus under mandatory SDES-SRTP. Digits both ways.
-    @Test(arguments: [("PCMU", "none", false), ("opus", "srtp", true)])
+    /// linphone calls the node: plain PCMU, Opus under mandatory SDES-SRTP, or Opus under
+    /// mandatory DTLS-SRTP (the handshake on the plain RTP path). Digits both ways with PCMU.
+    @Test(arguments: [("PCMU", "none", false), ("opus", "srtp", true), ("opus", "dtls", true)])
     func linphoneCallsTheNodeAndEachHearsTheOther(codec: String, encryption: String, mandatory: Bool) async throws {
         let f = try Fixture()
         let phone = try await Self.phone(f, codec: codec == "PCMU" ? .pcmu : .opus, encryption: encryption, mandatory: mandatory)
@@ -49,6 +50,8 @@ struct LinphoneInteropTests {
         guard case let .secured(_, secured) = try await TwoNodeTests.next(security, where: { if case .secured(call, _) = $0 { true } else { false } })
         else { return }
         #expect(secured.unencrypted == (encryption == "none"), "\(secured)")
+        if encryption == "dtls" { #expect(secured.keyExchange == .dtls, "\(secured)") }
+        if encryption == "srtp" { #expect(secured.keyExchange == .sdes, "\(secured)") }
         let heard = try await SIPCallTests.hearing(events, beyond: 100)
         #expect(heard.encoding == (codec == "PCMU" ? .pcmu : .opus))
         #expect(heard.packetsLost == 0)

@@ -15,39 +15,8 @@ extension RealTimeTests {
 @Suite struct SIPCallTests {
     typealias Fixture = TwoNodeTests.Fixture
 
-    /// A port free for both UDP and TCP on 127.0.0.1 (SIP takes both): one the kernel picks for
-    /// UDP, tried again until TCP can have it too.
-    static func freePort() -> Int {
-        for _ in 0..<50 {
-            let port = freeUDPPort()
-            let tcp = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            defer { close(tcp) }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            address.sin_port = UInt16(port).bigEndian
-            let bound = withUnsafePointer(to: &address) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(tcp, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-            }
-            if bound { return port }
-        }
-        return freeUDPPort()
-    }
-
-    private static func freeUDPPort() -> Int {
-        let descriptor = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-                bind(descriptor, raw, length) == 0 && getsockname(descriptor, raw, &length) == 0
-            }
-        }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
+    /// A port free for UDP and TCP (a SIP agent takes both).
+    static func freePort() -> Int { FreePort.udpAndTCP() }
 
     /// Alice and Bob, each listening for SIP on loopback; returns Bob's SIP address too.
     static func nodes(_ f: Fixture, bobAnswers: Bool = true, keyExchange: KeyExchange = .sdes,

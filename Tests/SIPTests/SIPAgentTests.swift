@@ -11,23 +11,7 @@ import Glibc
 /// request gets, and that nothing a peer sends stops it serving.
 @Suite(.serialized) struct SIPAgentTests {
     /// A UDP port on 127.0.0.1 free a moment ago (and its TCP twin).
-    static func freePort() -> Int {
-        for _ in 0..<20 {
-            let descriptor = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let bound = withUnsafeMutablePointer(to: &address) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-                    bind(descriptor, raw, length) == 0 && getsockname(descriptor, raw, &length) == 0
-                }
-            }
-            close(descriptor)
-            if bound { return Int(UInt16(bigEndian: address.sin_port)) }
-        }
-        return 0
-    }
+    static func freePort() -> Int { FreePort.udpAndTCP() }
 
     /// Reads `agent`'s events until one matches, or fails after `timeout`.
     final class Events: Sendable {
