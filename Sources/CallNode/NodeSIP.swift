@@ -138,8 +138,12 @@ actor SIPRouter {
     private var retry: Task<Void, Never>?
     private var retryDelay: Duration = .zero
 
-    init(agent: SIPAgent, settings: SIPListenSettings, node: CallNode, logger: Logger) {
+    /// The node's timer clock (a manual one in tests): the retry after a failure waits on it.
+    private let clock: TimerClock
+
+    init(agent: SIPAgent, settings: SIPListenSettings, node: CallNode, clock: TimerClock, logger: Logger) {
         self.agent = agent
+        self.clock = clock
         self.settings = settings
         self.node = node
         self.logger = logger
@@ -171,10 +175,10 @@ actor SIPRouter {
             // Tried again later, waiting longer while it keeps failing (up to ten times the first wait).
             retryDelay = retryDelay == .zero ? account.retryAfter : min(retryDelay * 2, account.retryAfter * 10)
             state = .failed(addressOfRecord: aor, status: event.status, reason: event.phrase, retryIn: retryDelay)
-            let delay = retryDelay
+            let delay = retryDelay, clock = self.clock
             retry?.cancel()
             retry = Task { [weak self] in
-                try? await Task.sleep(for: delay)
+                try? await clock.sleep(for: delay)
                 guard !Task.isCancelled else { return }
                 await self?.register()
             }
@@ -282,7 +286,7 @@ extension CallNode {
             await agent.stop()
             throw .sip("'\(account.addressOfRecord)' is not an address of record (sip:user@domain)")
         }
-        let router = SIPRouter(agent: agent, settings: settings, node: self, logger: logger)
+        let router = SIPRouter(agent: agent, settings: settings, node: self, clock: configuration.clock, logger: logger)
         sipRouter = router
         keep(Task { await router.run() })
         await router.register()

@@ -15,6 +15,16 @@ extension RealTimeTests {
 @Suite struct SIPCallTests {
     typealias Fixture = TwoNodeTests.Fixture
 
+    /// Whether `node` has no call left, polled for up to two seconds (a refused call's leg tears
+    /// down after its response went out).
+    static func noCallsLeft(_ node: CallNode) async throws -> Bool {
+        for _ in 0..<100 {
+            if await node.liveCalls.isEmpty { return true }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return await node.liveCalls.isEmpty
+    }
+
     /// A port free for UDP and TCP (a SIP agent takes both).
     static func freePort() -> Int { FreePort.udpAndTCP() }
 
@@ -180,12 +190,7 @@ extension RealTimeTests {
             #expect(response.hasPrefix("SIP/2.0 4"), "\(response.prefix(60))")
         }
         // The refused calls end (the leg's teardown follows the response).
-        var live = await bob.liveCalls
-        for _ in 0..<100 where !live.isEmpty {
-            try await Task.sleep(for: .milliseconds(20))
-            live = await bob.liveCalls
-        }
-        #expect(live.isEmpty, "\(live)")
+        #expect(try await Self.noCallsLeft(bob))
         // The node still takes a call.
         let events = alice.events()
         let call = try await alice.call(.sip(bobURI))
@@ -223,12 +228,7 @@ extension RealTimeTests {
         // Not SIP at all: nothing to answer, nothing breaks.
         #expect(Self.finalResponse(to: "\u{0}\u{1}\u{2} not a request", port: port) == nil)
         // No call is left of them.
-        var live = await bob.liveCalls
-        for _ in 0..<100 where !live.isEmpty {
-            try await Task.sleep(for: .milliseconds(20))
-            live = await bob.liveCalls
-        }
-        #expect(live.isEmpty, "\(live)")
+        #expect(try await Self.noCallsLeft(bob))
         // The node still takes a call.
         let events = alice.events()
         let call = try await alice.call(.sip(bobURI))
