@@ -8,7 +8,7 @@ import Glibc
 
 /// A media path without ICE, for peers that do not speak it (most SIP phones and PBXs): one
 /// UDP socket carrying RTP and RTCP, sending to where the peer's SDP says (its `c=` and `m=`
-/// lines, given as the one remote candidate) and, once the peer's first RTP or RTCP packet
+/// lines, given as the one remote candidate) and, once the peer's first RTP, RTCP or DTLS packet
 /// arrives from elsewhere (a peer behind NAT), to that address instead (symmetric RTP, RFC
 /// 4961). It latches once: later packets from other addresses are dropped, so a stranger who
 /// guesses the port cannot take the call's media over.
@@ -191,14 +191,18 @@ public final class PlainRTPPath: IcePath, DatagramPort {
             guard count > 0 else { continue }  // the timeout, or an ICMP error on the socket
             // RTP and RTCP both start with version 2 (the top two bits); RTCP's packet types
             // sit where RTP's marker and payload type do not go (RFC 5761 §4).
+            // DTLS records start with a content type in 20–63 (RFC 7983): a DTLS-SRTP peer's
+            // handshake may be its first packet, from an address its SDP did not name.
             let looksLikeRTP = count >= 8 && buffer[0] >> 6 == 2 && !(192...223).contains(buffer[1])
+            let looksLikeDTLS = count >= 13 && (20...63).contains(buffer[0])
             let receiver = state.withLock { state -> (@Sendable (UnsafeRawBufferPointer) -> Void)?? in
                 guard let remote = state.remote else { return .some(state.receiver) }  // nowhere to send yet: still take it
                 if Self.same(source, remote) { return .some(state.receiver) }
                 // The peer's RTCP from its own port, when it does not mux.
                 if let rtcp = state.rtcpRemote, Self.same(source, rtcp) { return .some(state.receiver) }
-                // The peer's first packet from another address (its NAT's): latch to it, once.
-                if !state.latched && looksLikeRTP {
+                // The peer's first RTP or DTLS packet from another address (its NAT's): latch to
+                // it, once.
+                if !state.latched && (looksLikeRTP || looksLikeDTLS) {
                     state.latched = true
                     state.remote = source
                     return .some(state.receiver)

@@ -39,6 +39,7 @@ struct SIPInteropTests {
             module g711.so
             module aufile.so
             module srtp.so
+            module dtls_srtp.so
             module sndfile.so
             module account.so
             audio_source aufile,\(directory)/tone.wav
@@ -86,7 +87,8 @@ struct SIPInteropTests {
     /// takes by default and says so), with Opus or G.711 (the only codec baresip offers); over
     /// UDP, or over TLS to the node's TLS port (the SDES keys inside the TLS).
     @Test(arguments: [("srtp-mand", "opus/48000/2", false), ("", "opus/48000/2", false), ("", "PCMU/8000", false),
-                      ("srtp-mand", "PCMA/8000", false), ("srtp-mand", "opus/48000/2", true), ("srtp-mand", "PCMU/8000", true)])
+                      ("srtp-mand", "PCMA/8000", false), ("srtp-mand", "opus/48000/2", true), ("srtp-mand", "PCMU/8000", true),
+                      ("dtls_srtp", "opus/48000/2", false), ("dtls_srtp", "PCMU/8000", false)])
     func baresipCallsTheNodeAndEachHearsTheOther(baresipEncryption: String, codec: String, tls: Bool) async throws {
         let f = try Fixture()
         let phone = f.path("baresip"), phonePort = SIPCallTests.freePort()
@@ -106,7 +108,7 @@ struct SIPInteropTests {
         guard case let .secured(_, security) = try await TwoNodeTests.next(events, where: { if case .secured(call, _) = $0 { true } else { false } })
         else { return }
         #expect(security.unencrypted == baresipEncryption.isEmpty, "\(security)")
-        if !security.unencrypted { #expect(security.keyExchange == .sdes, "\(security)") }
+        if !security.unencrypted { #expect(security.keyExchange == (baresipEncryption.hasPrefix("dtls") ? .dtls : .sdes), "\(security)") }
         let heard = try await SIPCallTests.hearing(events, beyond: 100)
         #expect(heard.packetsLost == 0)
         #expect(heard.encoding == Self.codecs[codec])
@@ -144,16 +146,20 @@ struct SIPInteropTests {
     /// The node offers SRTP keyed by SDES, or (`--sip-media-encryption off`) plain RTP; Opus,
     /// µ-law and A-law, and baresip answers with the one it speaks; over UDP, or over TLS to
     /// baresip's TLS port (its own port + 1).
-    @Test(arguments: [(MediaEncryption.preferred, "opus/48000/2", false), (.off, "opus/48000/2", false), (.off, "PCMU/8000", false),
-                      (.preferred, "PCMA/8000", false), (.preferred, "opus/48000/2", true)])
-    func theNodeCallsBaresipAndEachHearsTheOther(encryption: MediaEncryption, codec: String, tls: Bool) async throws {
+    /// With the node's key exchange DTLS, it offers DTLS-SRTP (UDP/TLS/RTP/SAVP) and baresip's
+    /// `dtls_srtp` answers.
+    @Test(arguments: [(MediaEncryption.preferred, "opus/48000/2", false, KeyExchange.sdes), (.off, "opus/48000/2", false, .sdes),
+                      (.off, "PCMU/8000", false, .sdes), (.preferred, "PCMA/8000", false, .sdes), (.preferred, "opus/48000/2", true, .sdes),
+                      (.preferred, "opus/48000/2", false, .dtls), (.required, "PCMA/8000", false, .dtls)])
+    func theNodeCallsBaresipAndEachHearsTheOther(encryption: MediaEncryption, codec: String, tls: Bool, keyExchange: KeyExchange) async throws {
         let f = try Fixture()
         let phone = f.path("baresip"), phonePort = SIPCallTests.freePort()
-        try Self.baresip(in: phone, port: phonePort, mediaEncryption: encryption == .off ? "" : "srtp-mand", codec: codec)
+        let baresipEncryption = encryption == .off ? "" : keyExchange == .dtls ? "dtls_srtp" : "srtp-mand"
+        try Self.baresip(in: phone, port: phonePort, mediaEncryption: baresipEncryption, codec: codec)
         let baresip = try ChildProcess("/usr/bin/baresip", ["-f", phone, "-4", "-t", "15"], output: f.path("baresip.log"),
                                        stdin: open("/dev/null", O_RDONLY))
         defer { baresip.stop() }
-        let node = try await f.node("alice", input: .tone(660), output: .wav(f.path("alice-out.wav")), keyExchange: .sdes)
+        let node = try await f.node("alice", input: .tone(660), output: .wav(f.path("alice-out.wav")), keyExchange: keyExchange)
         var settings = SIPListenSettings(host: "127.0.0.1", port: SIPCallTests.freePort(), user: "alice", mediaEncryption: encryption)
         if tls { settings.tlsPort = SIPCallTests.freePort() }
         _ = try await node.listenSIP(settings)
@@ -175,6 +181,7 @@ struct SIPInteropTests {
         guard case let .secured(_, secured) = try await TwoNodeTests.next(security, where: { if case .secured(connected, _) = $0 { true } else { false } })
         else { return }
         #expect(secured.unencrypted == (encryption == .off), "\(secured)")
+        if !secured.unencrypted { #expect(secured.keyExchange == keyExchange, "\(secured)") }
         let heard = try await SIPCallTests.hearing(events, beyond: 100)
         #expect(heard.packetsLost == 0)
         #expect(heard.encoding == Self.codecs[codec])

@@ -76,6 +76,31 @@ import Glibc
         for path in [a, peer, stranger, elsewhere] { await path.close() }
     }
 
+    /// A DTLS record's header (content type 22, a handshake; DTLS 1.2), then `marker`.
+    static func dtls(_ marker: UInt8) -> [UInt8] { [22, 0xFE, 0xFD, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, marker] }
+
+    /// A DTLS-SRTP peer's first packet is its handshake, not RTP: it latches too (baresip answers
+    /// a node's ClientHello from loopback while its SDP named the host's other address). Bytes
+    /// that are neither RTP nor DTLS do not.
+    @Test func aDTLSPeersFirstHandshakeFromElsewhereLatchesAndNoiseDoesNot() async throws {
+        let a = try PlainRTPPath(bindingTo: "127.0.0.1"), peer = try PlainRTPPath(bindingTo: "127.0.0.1")
+        let noisy = try PlainRTPPath(bindingTo: "127.0.0.1"), elsewhere = try PlainRTPPath(bindingTo: "127.0.0.1")
+        let atA = Received(a), atPeer = Received(peer), atElsewhere = Received(elsewhere)
+        _ = try await a.setRemote(IceCredentials(ufrag: "", pwd: ""), candidates: [Self.candidate(elsewhere)], endOfCandidates: true)
+        for path in [peer, noisy] {
+            _ = try await path.setRemote(IceCredentials(ufrag: "", pwd: ""), candidates: [Self.candidate(a)], endOfCandidates: true)
+        }
+        #expect(noisy.send(Array("not a media packet".utf8)))
+        for _ in 0..<100 where a.droppedFromStrangers == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(a.droppedFromStrangers == 1, "noise from elsewhere is dropped, not latched to")
+        #expect(peer.send(Self.dtls(1)))
+        #expect(await atA.wait(for: 1) == [Self.dtls(1)])
+        #expect(a.send(Self.dtls(2)))
+        #expect(await atPeer.wait(for: 1) == [Self.dtls(2)], "the answer goes to where the handshake came from")
+        #expect(await atElsewhere.wait(for: 0).isEmpty)
+        for path in [a, peer, noisy, elsewhere] { await path.close() }
+    }
+
     @Test func rtcpGoesToItsOwnPortWhenThePeerDoesNotMuxAndIsTakenFromIt() async throws {
         let a = try PlainRTPPath(bindingTo: "127.0.0.1"), rtpPort = try PlainRTPPath(bindingTo: "127.0.0.1")
         let rtcpPort = try PlainRTPPath(bindingTo: "127.0.0.1")
