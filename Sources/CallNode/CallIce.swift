@@ -117,7 +117,7 @@ actor CallIce {
         if let rtp = negotiated.remoteRTP {
             // The peer speaks no ICE: its RTP address, as the one candidate of a plain path.
             guard agent is PlainRTPPath, let port = UInt16(exactly: rtp.port) else {
-                throw NegotiationError("the peer's description has no ICE, and this call's offer had")
+                throw NegotiationError("the peer answered without ICE an offer made with it: call this peer without offering ICE (--sip-ice off)")
             }
             var targets = [IceCandidate(foundation: "sdp", priority: 1, address: rtp.address, port: port, type: .host)]
             // RTCP to its own port when the peer does not mux it.

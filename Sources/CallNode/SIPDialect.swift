@@ -79,14 +79,14 @@ actor SIPDialect: CallDialect {
                 pending = Pending(kind: .invite, sdp: sdp)
             } else if established {
                 // A hold or resume, or an ICE restart: its SDP has what the call has now.
-                agent.invite(sipCall, sdp: sdp)
+                agent.invite(sipCall, sdp: Self.adding([], to: sdp))
             } else {
                 // The INVITE came without an offer: the callee's goes in its 200 OK.
                 pending = Pending(kind: .ok, sdp: sdp)
             }
         case let .answer(sdp):
             if established {
-                agent.respond(sipCall, status: 200, sdp: sdp)  // to a re-INVITE
+                agent.respond(sipCall, status: 200, sdp: Self.adding([], to: sdp))  // to a re-INVITE
             } else if !outgoing {
                 pending = Pending(kind: .ok, sdp: sdp)
             } else {
@@ -276,7 +276,7 @@ actor SIPDialect: CallDialect {
     }
 
     /// `sdp` with `candidates` added to its audio section (SIP carries them there, RFC 8839),
-    /// and the end of candidates said.
+    /// the end of candidates said, and the default candidate on the `c=` and `m=` lines.
     static func adding(_ candidates: [String], to sdp: String) -> String {
         guard !candidates.isEmpty || sdp.contains("a=candidate:") else { return sdp }
         var lines = sdp.components(separatedBy: "\r\n")
@@ -285,6 +285,49 @@ actor SIPDialect: CallDialect {
         let added = candidates.map { $0.hasPrefix("a=") ? $0 : "a=" + $0 }.filter { !lines.contains($0) }
         lines += added
         if !lines.contains("a=end-of-candidates") { lines.append("a=end-of-candidates") }
-        return lines.joined(separator: "\r\n") + "\r\n"
+        return withDefaultCandidate(lines).joined(separator: "\r\n") + "\r\n"
+    }
+
+    /// A candidate's address and port from its `a=candidate:` line, with its component and type.
+    private struct CandidateLine {
+        let component: Int, address: String, port: Int, type: String
+
+        init?(_ line: String) {
+            // candidate:FOUNDATION COMPONENT TRANSPORT PRIORITY ADDRESS PORT typ TYPE …
+            let fields = line.dropFirst("a=candidate:".count).split(separator: " ").map(String.init)
+            guard line.hasPrefix("a=candidate:"), fields.count >= 8, fields[2].lowercased() == "udp", fields[6] == "typ",
+                  let component = Int(fields[1]), let port = Int(fields[5]), !fields[4].hasSuffix(".local") else { return nil }
+            (self.component, address, self.port, type) = (component, fields[4], port, fields[7])
+        }
+    }
+
+    /// The `c=` line and the `m=` line's port name the default candidate (RFC 8839 §4.2.1.2):
+    /// a SIP peer's ICE takes the offer as ICE only when the default destination is among the
+    /// candidates (baresip answers a `c=0.0.0.0` / port 9 offer as one without ICE), and a peer
+    /// without ICE sends there. The relayed candidate reaches the most peers, then the
+    /// server-reflexive one, then a host address; RTCP's (`a=rtcp:`) is its component 2, or the
+    /// same port when muxed.
+    static func withDefaultCandidate(_ lines: [String]) -> [String] {
+        let candidates = lines.compactMap(CandidateLine.init)
+        let rank = ["relay": 0, "srflx": 1, "prflx": 2, "host": 3]
+        func best(_ component: Int) -> CandidateLine? {
+            candidates.filter { $0.component == component }.min { (rank[$0.type] ?? 4) < (rank[$1.type] ?? 4) }
+        }
+        guard let rtp = best(1) else { return lines }
+        let rtcp = candidates.first { $0.component == 2 && $0.type == rtp.type } ?? best(2)
+        let family = rtp.address.contains(":") ? "IP6" : "IP4"
+        return lines.map { line in
+            if line.hasPrefix("c=IN ") { return "c=IN \(family) \(rtp.address)" }
+            if line.hasPrefix("m=audio ") {
+                var fields = line.split(separator: " ", omittingEmptySubsequences: false).map(String.init)
+                fields[1] = String(rtp.port)
+                return fields.joined(separator: " ")
+            }
+            if line.hasPrefix("a=rtcp:") {
+                let target = rtcp ?? rtp
+                return "a=rtcp:\(target.port) IN \(family) \(target.address)"
+            }
+            return line
+        }
     }
 }

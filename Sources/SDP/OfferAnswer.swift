@@ -196,8 +196,21 @@ public struct NegotiatedAudio: Sendable, Equatable {
 extension SessionDescription {
     /// Whether the audio stream speaks ICE (has `a=ice-ufrag` and `a=ice-pwd`).
     public var audioUsesICE: Bool {
-        guard let media = media.first(where: { $0.media == "audio" }) else { return false }
+        guard let media = media.first(where: { $0.media == "audio" })?.inheriting(from: self) else { return false }
         return media.iceUfrag != nil && media.icePwd != nil
+    }
+}
+
+extension MediaDescription {
+    /// The attributes RFC 8839 lets a description give once for all its streams (`ice-ufrag`,
+    /// `ice-pwd`, `ice-options`, `ice-lite`), taken from the session level where this stream
+    /// does not give its own: baresip, for one, puts its ICE credentials there.
+    func inheriting(from description: SessionDescription) -> MediaDescription {
+        var media = self
+        for name in ["ice-ufrag", "ice-pwd", "ice-options", "ice-lite"] where media.attribute(name) == nil {
+            if let attribute = description.attribute(name) { media.attributes.append(attribute) }
+        }
+        return media
     }
 }
 
@@ -414,7 +427,7 @@ public enum OfferAnswer {
             throw NegotiationError("no m=audio line")
         }
         guard media.port != 0 else { throw NegotiationError("the audio stream is refused (port 0)") }
-        return media
+        return media.inheriting(from: description)
     }
 
     /// The codecs of `media` among `speaking`, in the description's order (its `m=` formats, most

@@ -119,6 +119,9 @@ struct NodeOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("SIP calls' media: preferred (the default: offer SRTP, take a phone's plain RTP, and say so), required (refuse plain RTP with 488) or off (offer plain RTP).", valueName: "WHEN"))
     var sipMediaEncryption: String?
 
+    @Flag(name: .long, inversion: .prefixedNo, help: "Offer ICE on SIP calls this node places (host, STUN and TURN candidates): for peers behind NATs that speak ICE. Off by default: most SIP phones and PBXs do not, and an offer they can take without it is answered either way. Answers follow the caller's offer.")
+    var sipIce: Bool?
+
     @Option(name: .long, help: ArgumentHelp("Register this address of record at a SIP registrar (needs --sip), so callers reach this node by it; calls then go out through the registrar. The password comes from CALLNODE_SIP_PASSWORD, config.yaml's sip-password or --sip-password-file, never the command line.", valueName: "sip:USER@DOMAIN"))
     var sipRegister: String?
 
@@ -151,7 +154,7 @@ struct NodeOptions: ParsableArguments {
         put("frame-ms", frameMs); put("redundancy", redundancy); put("ice-restart", iceRestart)
         put("resume-window", resumeWindow); put("key-exchange", keyExchange); put("frame-encryption", frameEncryption); put("playback-only", playbackOnly)
         put("hold-audio", holdAudio); put("metrics", metrics); put("sip", sip); put("sip-user", sipUser)
-        put("sip-media-encryption", sipMediaEncryption); put("sip-register", sipRegister); put("sip-registrar", sipRegistrar)
+        put("sip-media-encryption", sipMediaEncryption); put("sip-ice", sipIce); put("sip-register", sipRegister); put("sip-registrar", sipRegistrar)
         put("sip-auth-user", sipAuthUser); put("sip-password-file", sipPasswordFile)
         put("stun", network.stun); put("turn-file", network.turnFile); put("relay-only", network.relayOnly)
         put("ice-tcp", network.iceTcp); put("consent-freshness", network.consentFreshness)
@@ -235,6 +238,7 @@ struct NodeOptions: ParsableArguments {
         } ?? "callnode"
         setup.sipMediaEncryption = try read.parsed("sip-media-encryption", sipMediaEncryption, "preferred, required or off",
                                                    MediaEncryption.init(rawValue:)) ?? .preferred
+        setup.sipOffersICE = try read.flag("sip-ice", sipIce)
         setup.sipRegistration = try sipRegistration(read, listening: setup.sip != nil)
         if setup.conference && !setup.autoAnswer { throw ValidationError("--conference merges auto-answered calls: give --auto-answer too") }
         setup.ice = try network.iceConfiguration(role: .controlling, read)
@@ -322,13 +326,15 @@ struct NodeSetup {
     var sipTLSPort: Int?
     var sipUser = "callnode"
     var sipMediaEncryption = MediaEncryption.preferred
+    var sipOffersICE = false
     var sipRegistration: SIPRegistrationSettings?
     var ice = IceConfiguration(role: .controlling)
 
     /// Where this node speaks SIP, if it does.
     var sipSettings: SIPListenSettings? {
         sip.map { address in
-            var settings = SIPListenSettings(host: address.host, port: address.port, user: sipUser, mediaEncryption: sipMediaEncryption)
+            var settings = SIPListenSettings(host: address.host, port: address.port, user: sipUser, offersICE: sipOffersICE,
+                                             mediaEncryption: sipMediaEncryption)
             settings.registration = sipRegistration
             settings.tlsPort = sipTLSPort
             return settings

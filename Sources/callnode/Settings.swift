@@ -38,6 +38,7 @@ let settingKeys: [SettingKey] = [
     SettingKey("sip"),
     SettingKey("sip-user", default: "callnode"),
     SettingKey("sip-media-encryption", default: MediaEncryption.preferred.rawValue),
+    SettingKey("sip-ice", .flag, default: "false"),
     SettingKey("sip-register"),
     SettingKey("sip-registrar"),
     SettingKey("sip-auth-user"),

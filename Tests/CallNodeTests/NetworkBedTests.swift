@@ -79,6 +79,16 @@ final class Bed {
         return process
     }
 
+    /// Starts another program (a SIP softphone) inside `host`, stopped with the bed.
+    func start(_ host: String, program: String, _ arguments: [String], log: String) throws -> BedProcess {
+        let path = directory + "/" + log
+        let child = try ChildProcess(NetworkBed.script, ["--prefix", prefix, "exec", host, program] + arguments, output: path,
+                                     stdin: open("/dev/null", O_RDONLY))
+        let process = BedProcess(child: child, log: path)
+        processes.append(process)
+        return process
+    }
+
     /// Runs `callnode ARGUMENTS` outside the namespaces (identities, contacts, recents).
     func callnode(_ arguments: [String]) throws -> (status: Int32, output: String) {
         let log = directory + "/cli-\(UUID().uuidString.prefix(6)).log"

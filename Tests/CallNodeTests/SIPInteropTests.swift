@@ -20,7 +20,10 @@ struct SIPInteropTests {
     /// A baresip configuration in `directory`: listening on 127.0.0.1:`port`, auto-answering with
     /// `codec` only, playing a 550 Hz tone, dumping what it decodes into `directory/snd`. The account module
     /// comes after the codecs and SRTP it names; no stdio module (its stdin is not a terminal).
-    static func baresip(in directory: String, port: Int, mediaEncryption: String = "srtp-mand", codec: String = "opus/48000/2") throws {
+    /// With `stun` (HOST:PORT), baresip speaks ICE (its `ice` module, STUN from there, RTP and
+    /// RTCP muxed) on `host`, an address of a test bed's namespace.
+    static func baresip(in directory: String, host: String = "127.0.0.1", port: Int, mediaEncryption: String = "srtp-mand",
+                        codec: String = "opus/48000/2", stun: String? = nil) throws {
         try FileManager.default.createDirectory(atPath: directory + "/snd", withIntermediateDirectories: true)
         // A certificate of its own for its TLS listener (port + 1), so requests over TLS reach it.
         let made = try ChildProcess.run("/usr/bin/openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
@@ -29,8 +32,9 @@ struct SIPInteropTests {
         guard made == 0 else { throw TestFailure("openssl could not make baresip's certificate") }
         let pem = try String(contentsOfFile: directory + "/key.pem", encoding: .utf8) + String(contentsOfFile: directory + "/cert.pem", encoding: .utf8)
         try pem.write(toFile: directory + "/baresip.pem", atomically: true, encoding: .utf8)
+        let ice = stun == nil ? "" : "module stun.so\nmodule ice.so\nrtcp_mux yes\n"
         let config = """
-            sip_listen 127.0.0.1:\(port)
+            sip_listen \(host):\(port)
             sip_certificate \(directory)/baresip.pem
             sip_verify_server no
             module_path /usr/lib/baresip/modules
@@ -40,7 +44,7 @@ struct SIPInteropTests {
             module aufile.so
             module srtp.so
             module dtls_srtp.so
-            module sndfile.so
+            \(ice)module sndfile.so
             module account.so
             audio_source aufile,\(directory)/tone.wav
             audio_player aufile,\(directory)/played.wav
@@ -48,7 +52,8 @@ struct SIPInteropTests {
             """
         try config.write(toFile: directory + "/config", atomically: true, encoding: .utf8)
         let encryption = mediaEncryption.isEmpty ? "" : ";mediaenc=\(mediaEncryption)"
-        let account = "<sip:b@127.0.0.1:\(port)>;regint=0;answermode=auto\(encryption);audio_codecs=\(codec)\n"
+        let nat = stun.map { ";medianat=ice;stunserver=stun:\($0)" } ?? ""
+        let account = "<sip:b@\(host):\(port)>;regint=0;answermode=auto\(encryption)\(nat);audio_codecs=\(codec)\n"
         try account.write(toFile: directory + "/accounts", atomically: true, encoding: .utf8)
         // aufile takes the codec's own rate and channels: opus/48000/2's two, G.711's one at 8 kHz.
         let seconds = 12, rate = codec.hasPrefix("opus") ? 48_000 : 8_000, channels = codec.hasPrefix("opus") ? 2 : 1

@@ -289,6 +289,30 @@ import Testing
         #expect(try OfferAnswer.answer(to: sessionLevel, sessionID: "3", capabilities: AudioCapabilities(), local: local).negotiated.remoteRTP?.address == "192.0.2.6")
     }
 
+    /// baresip's ICE offer: its credentials at the session level (RFC 8839 allows either), the
+    /// candidates in the audio section. It is an ICE offer, answered with ICE, not plain RTP to c=.
+    @Test func iceCredentialsAtTheSessionLevelServeTheAudioStream() throws {
+        let offer = try SessionDescription(parsing: """
+            v=0\r\no=- 1 1 IN IP4 10.10.2.2\r\ns=-\r\nc=IN IP4 10.10.2.2\r\nt=0 0\r\n\
+            a=ice-ufrag:c9bD2f6\r\na=ice-pwd:L9uGoJMggvSK276El3ln8sa8N21FLt2\r\n\
+            m=audio 35292 RTP/SAVP 96\r\nc=IN IP4 100.64.2.2\r\na=rtpmap:96 opus/48000/2\r\n\
+            a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:WVNfX19zZW1jdGwgKCkgewkyMjA7fQp9CnVubGVz\r\na=rtcp-mux\r\n\
+            a=candidate:0a0a0202 1 UDP 2113929471 10.10.2.2 35292 typ host\r\n\
+            a=candidate:64400203 1 UDP 1677721855 100.64.2.2 35292 typ srflx raddr 10.10.2.2 rport 35292\r\n
+            """)
+        #expect(offer.audioUsesICE)
+        let (answer, negotiated) = try OfferAnswer.answer(to: offer, sessionID: "2", capabilities: AudioCapabilities(),
+                                                          local: Self.local("b", keys: Self.answererKeys))
+        #expect(negotiated.remoteRTP == nil)
+        #expect(negotiated.remoteIceUfrag == "c9bD2f6" && negotiated.remoteIcePwd == "L9uGoJMggvSK276El3ln8sa8N21FLt2")
+        #expect(negotiated.remoteCandidates.count == 2)
+        #expect(answer.serialized.contains("a=ice-ufrag:b"))
+        // A stream's own credentials win over the session's.
+        let both = try SessionDescription(parsing: offer.serialized.replacingOccurrences(of: "a=rtcp-mux", with: "a=rtcp-mux\r\na=ice-ufrag:own\r\na=ice-pwd:own-password-0123456789"))
+        #expect(try OfferAnswer.answer(to: both, sessionID: "3", capabilities: AudioCapabilities(),
+                                       local: Self.local("b", keys: Self.answererKeys)).negotiated.remoteIceUfrag == "own")
+    }
+
     /// Plain RTP (RTP/AVP, no keys): refused where SRTP is required (the default), answered in
     /// kind where it is preferred, offered where encryption is off.
     @Test func plainRTPIsTakenOnlyWhereAllowed() throws {

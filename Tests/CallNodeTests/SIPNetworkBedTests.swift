@@ -1,0 +1,88 @@
+import CallNode
+import CallNodeTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// ICE with a real SIP softphone across a NAT, in the network test bed: baresip (its `ice` and
+/// `dtls_srtp` modules, STUN from the bed's coturn) on the public router while a node behind
+/// NAT A calls it, and baresip behind NAT B calling a node on the router. Without ICE neither
+/// call has media (the side behind the NAT names its private address, and baresip sends only
+/// where the SDP says); with it, the pair is a server-reflexive candidate, DTLS-SRTP keys the
+/// media, and each side hears the other's tone.
+extension RealTimeTests {
+@Suite(.serialized, .enabled(if: NetworkBed.isAvailable && FileManager.default.isExecutableFile(atPath: "/usr/bin/baresip"),
+                             "needs root, network namespaces and baresip"))
+struct SIPNetworkBedTests {
+    static let baresipPort = 5070, nodeSIPPort = 5080, nodeListenPort = 7610
+
+    /// What the node's `--json` said about the call's media: its selected pair and its security.
+    static func expectICEAndDTLS(_ node: BedProcess, localType: String, remoteType: String) {
+        let pair = node.events("selected-pair").last
+        #expect(pair?["ice"] as? Bool == true, "\(pair ?? [:])")
+        #expect(pair?["local_type"] as? String == localType && pair?["remote_type"] as? String == remoteType, "\(pair ?? [:])")
+        let secured = node.events("secured").last
+        #expect(secured?["key_exchange"] as? String == "dtls", "\(secured ?? [:])")
+        let stats = node.events("stats").last
+        #expect((stats?["packets_received"] as? Int ?? 0) > 100, "\(stats ?? [:])")
+    }
+
+    @Test func aNodeBehindNATCallsBaresipWithICEAndDTLS() async throws {
+        let bed = try Bed("sip-ice-out")
+        defer { bed.down() }
+        let phone = bed.directory + "/baresip"
+        try SIPInteropTests.baresip(in: phone, host: NetworkBed.publicAddress, port: Self.baresipPort, mediaEncryption: "dtls_srtp",
+                                    stun: NetworkBed.stun)
+        let baresip = try bed.start("router", program: "/usr/bin/baresip", ["-f", phone, "-4", "-t", "20"], log: "baresip.log")
+        let alice = try bed.identity("alice")
+        let recording = bed.directory + "/alice-heard.wav"
+        // baresip takes a moment to listen: the first INVITE may find nothing there yet.
+        var node: BedProcess?
+        for attempt in 0..<10 where node == nil {
+            let process = try bed.start("a", [
+                "call", "sip:b@\(NetworkBed.publicAddress):\(Self.baresipPort)", "--home", alice.home,
+                "--listen", "10.10.1.2:\(Self.nodeListenPort)", "--sip", "10.10.1.2:\(Self.nodeSIPPort)", "--sip-ice",
+                "--stun", NetworkBed.stun, "--input", "tone:660", "--output", "wav:" + recording, "--duration", "5", "--json",
+            ], log: "alice-\(attempt).log")
+            let status = try await process.exit(timeout: .seconds(40))
+            if status == 0 { node = process } else { try await Task.sleep(for: .milliseconds(300)) }
+        }
+        let caller = try #require(node, "the node's call to baresip never connected")
+        Self.expectICEAndDTLS(caller, localType: "srflx", remoteType: "host")
+        baresip.child.stop()
+        #expect(SIPInteropTests.holds(try WAV.read(path: recording).samples, 550, over: 660), "the node did not hear baresip's 550 Hz")
+        #expect(SIPInteropTests.holds(try SIPInteropTests.baresipHeard(in: phone), 660, over: 550), "baresip did not hear the node's 660 Hz")
+    }
+
+    @Test func baresipBehindNATCallsTheNodeWithICEAndDTLS() async throws {
+        let bed = try Bed("sip-ice-in")
+        defer { bed.down() }
+        let bob = try bed.identity("bob")
+        let recording = bed.directory + "/bob-heard.wav"
+        let node = try bed.start("router", [
+            "listen", "--home", bob.home, "--listen", "\(NetworkBed.publicAddress):\(Self.nodeListenPort)",
+            "--sip", "\(NetworkBed.publicAddress):\(Self.nodeSIPPort)", "--stun", NetworkBed.stun, "--auto-answer", "--accept-unknown",
+            // The router's address towards B (its public one sits on loopback, which ICE skips).
+            "--bind", "100.64.2.1",
+            "--input", "tone:660", "--output", "wav:" + recording, "--calls", "1", "--json",
+        ], log: "bob.log")
+        try await node.waitFor("listening", timeout: .seconds(30))
+        let phone = bed.directory + "/baresip"
+        try SIPInteropTests.baresip(in: phone, host: "10.10.2.2", port: Self.baresipPort, mediaEncryption: "dtls_srtp", stun: NetworkBed.stun)
+        let baresip = try bed.start("b", program: "/usr/bin/baresip",
+                                    ["-f", phone, "-4", "-e", "/dial sip:callnode@\(NetworkBed.publicAddress):\(Self.nodeSIPPort)", "-t", "15"],
+                                    log: "baresip.log")
+        // baresip hangs up when its tone file ends (12 s): the node's BYE would go to the
+        // Contact baresip gave, its private address behind the NAT, which nothing routes to.
+        #expect(try await node.exit(timeout: .seconds(40)) == 0, "\(node.text)")
+        #expect(node.events("ended").last?["reason"] as? String == "remoteEnded", "\(node.events("ended"))")
+        Self.expectICEAndDTLS(node, localType: "host", remoteType: "srflx")
+        baresip.child.stop()
+        #expect(SIPInteropTests.holds(try WAV.read(path: recording).samples, 550, over: 660), "the node did not hear baresip's 550 Hz")
+        #expect(SIPInteropTests.holds(try SIPInteropTests.baresipHeard(in: phone), 660, over: 550), "baresip did not hear the node's 660 Hz")
+    }
+}
+}
