@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import SIP
+import Signaling
 
 /// Where a node listens for SIP and who it is there.
 public struct SIPListenSettings: Sendable, Equatable {
@@ -35,6 +36,10 @@ public struct SIPListenSettings: Sendable, Equatable {
     /// identity certificate (self-signed: peers that check certificates against authorities
     /// need it trusted). Calls to `sips:` addresses or `;transport=tls` go out over TLS.
     public var tlsPort: Int?
+    /// The certificate chain and private key (PEM files) SIP over TLS presents instead of the
+    /// node's self-signed identity: one a CA signed for this host, for phones and proxies that
+    /// check certificates.
+    public var tlsCertificate: SIPCertificate?
 
     /// An account at a registrar (a PBX, Kamailio) to register with, or `nil`: then callers
     /// reach this node at its own address only.
@@ -49,6 +54,17 @@ public struct SIPListenSettings: Sendable, Equatable {
     /// This node's SIP address over TLS, if it takes TLS.
     public var tlsURI: String? {
         tlsPort.map { "sip:\(user)@\(host.contains(":") ? "[\(host)]" : host):\($0);transport=tls" }
+    }
+}
+
+/// A certificate chain and its private key, PEM files, for SIP over TLS.
+public struct SIPCertificate: Sendable, Equatable {
+    public var certificatePath: String
+    public var keyPath: String
+
+    public init(certificatePath: String, keyPath: String) {
+        self.certificatePath = certificatePath
+        self.keyPath = keyPath
     }
 }
 
@@ -273,12 +289,14 @@ extension CallNode {
         do {
             var tls: (url: String, certificateDirectory: String)?
             if let tlsPort = settings.tlsPort {
-                tls = ("sips:\(host):\(tlsPort)", try writeSIPCertificate())
+                tls = ("sips:\(host):\(tlsPort)", try writeSIPCertificate(settings.tlsCertificate))
             }
             agent = try await SIPAgent.start(listening: "sip:\(host):\(settings.port)", tls: tls, from: from,
                                              userAgent: "CallNode")
         } catch let error as SIPError {
             throw .sip(error.description)
+        } catch let error as CallNodeError {
+            throw error
         } catch {
             throw .sip("cannot prepare the TLS certificate: \(error)")
         }
@@ -294,12 +312,30 @@ extension CallNode {
         return settings.uri
     }
 
-    /// The node's identity (key and certificate) where sofia-sip's TLS reads it: `agent.pem`
-    /// (key then certificate, mode 0600) and `cafile.pem` in the home's `sip-tls` directory.
-    private func writeSIPCertificate() throws -> String {
+    /// The node's identity (key and certificate), or the given certificate chain and key, where
+    /// sofia-sip's TLS reads it: `agent.pem` (key then certificates, mode 0600) and `cafile.pem`
+    /// in the home's `sip-tls` directory.
+    private func writeSIPCertificate(_ given: SIPCertificate?) throws -> String {
         let directory = configuration.home + "/sip-tls"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o700])
+        let agentPath = directory + "/agent.pem"
+        if let given {
+            // Checked as a TLS server would load them: both readable, and the key the chain's.
+            do {
+                _ = try WebPageCertificate(certificatePath: given.certificatePath, keyPath: given.keyPath)
+            } catch {
+                guard case let .cannotListen(_, reason) = error else { throw CallNodeError.sip("the TLS certificate: \(error)") }
+                throw CallNodeError.sip("the TLS certificate: \(reason)")
+            }
+            let chain = try String(contentsOfFile: given.certificatePath, encoding: .utf8)
+            var key = try String(contentsOfFile: given.keyPath, encoding: .utf8)
+            if !key.hasSuffix("\n") { key += "\n" }
+            _ = FileManager.default.createFile(atPath: agentPath, contents: nil, attributes: [.posixPermissions: 0o600])
+            try (key + chain).write(toFile: agentPath, atomically: false, encoding: .utf8)
+            try chain.write(toFile: directory + "/cafile.pem", atomically: true, encoding: .utf8)
+            return directory
+        }
         let base64 = Data(identity.certificateDER).base64EncodedString()
         var lines: [Substring] = []
         var rest = Substring(base64)
@@ -309,7 +345,6 @@ extension CallNode {
         }
         let certificate = "-----BEGIN CERTIFICATE-----\n" + lines.joined(separator: "\n") + "\n-----END CERTIFICATE-----\n"
         let key = identity.privateKeyPEM.hasSuffix("\n") ? identity.privateKeyPEM : identity.privateKeyPEM + "\n"
-        let agentPath = directory + "/agent.pem"
         _ = FileManager.default.createFile(atPath: agentPath, contents: nil, attributes: [.posixPermissions: 0o600])
         try (key + certificate).write(toFile: agentPath, atomically: false, encoding: .utf8)
         try certificate.write(toFile: directory + "/cafile.pem", atomically: true, encoding: .utf8)

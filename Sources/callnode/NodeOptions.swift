@@ -119,6 +119,12 @@ struct NodeOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("SIP calls' media: preferred (the default: offer SRTP, take a phone's plain RTP, and say so), required (refuse plain RTP with 488) or off (offer plain RTP).", valueName: "WHEN"))
     var sipMediaEncryption: String?
 
+    @Option(name: .long, help: ArgumentHelp("SIP over TLS presents this certificate chain (PEM) rather than the node's self-signed identity: one a CA signed for this host, for phones and proxies that check. Needs a tls: address in --sip and --sip-certificate-key.", valueName: "PATH"))
+    var sipCertificate: String?
+
+    @Option(name: .long, help: ArgumentHelp("The private key (PEM) of --sip-certificate.", valueName: "PATH"))
+    var sipCertificateKey: String?
+
     @Flag(name: .long, inversion: .prefixedNo, help: "Offer ICE on SIP calls this node places (host, STUN and TURN candidates): for peers behind NATs that speak ICE. Off by default: most SIP phones and PBXs do not, and an offer they can take without it is answered either way. Answers follow the caller's offer.")
     var sipIce: Bool?
 
@@ -154,7 +160,7 @@ struct NodeOptions: ParsableArguments {
         put("frame-ms", frameMs); put("redundancy", redundancy); put("ice-restart", iceRestart)
         put("resume-window", resumeWindow); put("key-exchange", keyExchange); put("frame-encryption", frameEncryption); put("playback-only", playbackOnly)
         put("hold-audio", holdAudio); put("metrics", metrics); put("sip", sip); put("sip-user", sipUser)
-        put("sip-media-encryption", sipMediaEncryption); put("sip-ice", sipIce); put("sip-register", sipRegister); put("sip-registrar", sipRegistrar)
+        put("sip-media-encryption", sipMediaEncryption); put("sip-ice", sipIce); put("sip-certificate", sipCertificate); put("sip-certificate-key", sipCertificateKey); put("sip-register", sipRegister); put("sip-registrar", sipRegistrar)
         put("sip-auth-user", sipAuthUser); put("sip-password-file", sipPasswordFile)
         put("stun", network.stun); put("turn-file", network.turnFile); put("relay-only", network.relayOnly)
         put("ice-tcp", network.iceTcp); put("consent-freshness", network.consentFreshness)
@@ -239,6 +245,15 @@ struct NodeOptions: ParsableArguments {
         setup.sipMediaEncryption = try read.parsed("sip-media-encryption", sipMediaEncryption, "preferred, required or off",
                                                    MediaEncryption.init(rawValue:)) ?? .preferred
         setup.sipOffersICE = try read.flag("sip-ice", sipIce)
+        switch (try read.string("sip-certificate", sipCertificate), try read.string("sip-certificate-key", sipCertificateKey)) {
+        case let (certificate?, key?):
+            guard setup.sipTLSPort != nil else {
+                throw ValidationError("--sip-certificate is for SIP over TLS: give --sip udp:HOST:PORT,tls:HOST:PORT")
+            }
+            setup.sipCertificate = SIPCertificate(certificatePath: certificate, keyPath: key)
+        case (nil, nil): break
+        default: throw ValidationError("--sip-certificate and --sip-certificate-key go together")
+        }
         setup.sipRegistration = try sipRegistration(read, listening: setup.sip != nil)
         if setup.conference && !setup.autoAnswer { throw ValidationError("--conference merges auto-answered calls: give --auto-answer too") }
         setup.ice = try network.iceConfiguration(role: .controlling, read)
@@ -327,6 +342,7 @@ struct NodeSetup {
     var sipUser = "callnode"
     var sipMediaEncryption = MediaEncryption.preferred
     var sipOffersICE = false
+    var sipCertificate: SIPCertificate?
     var sipRegistration: SIPRegistrationSettings?
     var ice = IceConfiguration(role: .controlling)
 
@@ -337,6 +353,7 @@ struct NodeSetup {
                                              mediaEncryption: sipMediaEncryption)
             settings.registration = sipRegistration
             settings.tlsPort = sipTLSPort
+            settings.tlsCertificate = sipCertificate
             return settings
         }
     }

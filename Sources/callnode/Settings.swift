@@ -39,6 +39,8 @@ let settingKeys: [SettingKey] = [
     SettingKey("sip-user", default: "callnode"),
     SettingKey("sip-media-encryption", default: MediaEncryption.preferred.rawValue),
     SettingKey("sip-ice", .flag, default: "false"),
+    SettingKey("sip-certificate"),
+    SettingKey("sip-certificate-key"),
     SettingKey("sip-register"),
     SettingKey("sip-registrar"),
     SettingKey("sip-auth-user"),

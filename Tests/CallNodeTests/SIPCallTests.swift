@@ -271,6 +271,63 @@ extension RealTimeTests {
         await bob.shutdown()
     }
 
+    /// SIP over TLS presents a CA-signed certificate when given one (`--sip-certificate`): a
+    /// client that checks certificates against the CA accepts it, where the node's self-signed
+    /// identity fails the same check; a key that is not the certificate's is a clear error.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl"), "needs openssl"))
+    func sipOverTLSPresentsTheGivenCertificate() async throws {
+        let f = try Fixture()
+        func openssl(_ arguments: [String], input: String = "") throws -> String {
+            let log = f.path("openssl-\(UUID().uuidString.prefix(6)).log")
+            _ = try ChildProcess.run("/usr/bin/openssl", arguments, input: input, output: log)
+            return (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        }
+        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        _ = try openssl(["req", "-x509"] + ec + ["-keyout", f.path("ca.key"), "-out", f.path("ca.pem"), "-days", "2", "-subj", "/CN=Test CA"])
+        _ = try openssl(["req"] + ec + ["-keyout", f.path("node.key"), "-out", f.path("node.csr"), "-subj", "/CN=127.0.0.1"])
+        try "subjectAltName=IP:127.0.0.1\n".write(toFile: f.path("ext"), atomically: true, encoding: .utf8)
+        _ = try openssl(["x509", "-req", "-in", f.path("node.csr"), "-CA", f.path("ca.pem"), "-CAkey", f.path("ca.key"), "-CAcreateserial",
+                         "-out", f.path("node.pem"), "-days", "2", "-extfile", f.path("ext")])
+        /// What a client checking against the CA says of the node's TLS port.
+        func verify(_ port: Int) throws -> String {
+            try openssl(["s_client", "-connect", "127.0.0.1:\(port)", "-CAfile", f.path("ca.pem"), "-verify_ip", "127.0.0.1",
+                         "-verify_return_error", "-brief"], input: "")
+        }
+        let signed = try await f.node("signed")
+        var settings = SIPListenSettings(host: "127.0.0.1", port: Self.freePort(), user: "signed")
+        settings.tlsPort = Self.freePort()
+        settings.tlsCertificate = SIPCertificate(certificatePath: f.path("node.pem"), keyPath: f.path("node.key"))
+        try await signed.listenSIP(settings)
+        let accepted = try verify(try #require(settings.tlsPort))
+        #expect(accepted.contains("Verification: OK"), "\(accepted)")
+        await signed.shutdown()
+
+        let selfSigned = try await f.node("self")
+        var own = SIPListenSettings(host: "127.0.0.1", port: Self.freePort(), user: "self")
+        own.tlsPort = Self.freePort()
+        try await selfSigned.listenSIP(own)
+        let refused = try verify(try #require(own.tlsPort))
+        #expect(!refused.contains("Verification: OK") && refused.contains("verify error"), "\(refused)")
+        await selfSigned.shutdown()
+
+        let mismatched = try await f.node("mismatched")
+        var wrong = SIPListenSettings(host: "127.0.0.1", port: Self.freePort(), user: "mismatched")
+        wrong.tlsPort = Self.freePort()
+        wrong.tlsCertificate = SIPCertificate(certificatePath: f.path("node.pem"), keyPath: f.path("ca.key"))
+        await #expect {
+            try await mismatched.listenSIP(wrong)
+        } throws: { error in
+            "\(error)".contains("TLS certificate") && "\(error)".contains("match")
+        }
+        wrong.tlsCertificate = SIPCertificate(certificatePath: f.path("missing.pem"), keyPath: f.path("node.key"))
+        await #expect {
+            try await mismatched.listenSIP(wrong)
+        } throws: { error in
+            "\(error)".contains("missing.pem")
+        }
+        await mismatched.shutdown()
+    }
+
     /// A phone that sends DTMF as SIP INFO (`application/dtmf-relay`, `application/dtmf`): each
     /// digit is reported as heard in the call. The phone here is a bare SIP agent offering G.711.
     @Test func dtmfSentAsSIPInfoIsHeard() async throws {
