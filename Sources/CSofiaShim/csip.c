@@ -65,6 +65,8 @@ struct csip_agent {
     int wake[2];
     struct command *head, *tail;
     long next_id;
+    /* What an OPTIONS outside a dialog is answered with (csip_set_availability; the lock). */
+    int options_status, options_retry_after;
 
     /* The agent's thread only. */
     su_home_t home[1];
@@ -253,6 +255,20 @@ static void on_event(nua_event_t event, int status, char const *phrase, nua_t *n
     case nua_i_info:
         emit(agent, CSIP_EVENT_INFO, status, phrase, call, sip);
         break;
+    case nua_i_options: {
+        /* A proxy's probe (a dispatcher's keep-alive) or a peer asking what this node takes:
+         * answered with the node's availability, 503 with Retry-After while it takes no calls. */
+        pthread_mutex_lock(&agent->lock);
+        int answer = call ? 200 : agent->options_status, retry = agent->options_retry_after;
+        pthread_mutex_unlock(&agent->lock);
+        char retry_after[16];
+        snprintf(retry_after, sizeof retry_after, "%d", retry > 0 ? retry : 0);
+        nua_respond(nh, answer, sip_status_phrase(answer), NUTAG_WITH_THIS(nua),
+                    TAG_IF(answer >= 300 && retry > 0, SIPTAG_RETRY_AFTER_STR(retry_after)),
+                    SIPTAG_ACCEPT_STR("application/sdp"), TAG_END());
+        if (!call) nua_handle_destroy(nh);
+        break;
+    }
     case nua_i_state: {
         int state = nua_callstate_init;
         tl_gets(tags, NUTAG_CALLSTATE_REF(state), TAG_END());
@@ -274,7 +290,7 @@ static void on_event(nua_event_t event, int status, char const *phrase, nua_t *n
         }
         break;
     default:
-        /* OPTIONS, CANCEL and BYE are answered by the stack itself; other requests, and
+        /* CANCEL and BYE are answered by the stack itself; other requests, and
          * handles nobody wanted (an incoming SUBSCRIBE, a MESSAGE) are let go. */
         if (nh && !call && event != nua_r_set_params && event != nua_r_get_params) nua_handle_destroy(nh);
         break;
@@ -339,7 +355,8 @@ static void perform(csip_agent *agent, struct command *command) {
         nua_respond(handle, command->status, command->a ? su_strdup(agent->home, command->a) : sip_status_phrase(command->status),
                     TAG_IF(tls, SIPTAG_CONTACT_STR(agent->tls_contact)),
                     TAG_IF(command->b != NULL, SIPTAG_CONTENT_TYPE_STR("application/sdp")),
-                    TAG_IF(command->b != NULL, SIPTAG_PAYLOAD_STR(command->b)), TAG_END());
+                    TAG_IF(command->b != NULL, SIPTAG_PAYLOAD_STR(command->b)),
+                    TAG_IF(command->c != NULL, SIPTAG_HEADER_STR(command->c ? su_strdup(agent->home, command->c) : NULL)), TAG_END());
         break;
     }
     case OP_BYE:
@@ -490,6 +507,7 @@ static void *run(void *argument) {
                    NUTAG_AUTOACK(1),
                    NUTAG_ENABLEINVITE(1),
                    NUTAG_ALLOW("INVITE, ACK, BYE, CANCEL, OPTIONS, INFO"),
+                   NUTAG_APPL_METHOD("OPTIONS"),
                    SIPTAG_FROM_STR(agent->from),
                    TAG_IF(agent->user_agent != NULL, SIPTAG_USER_AGENT_STR(agent->user_agent)),
                    TAG_END());
@@ -514,6 +532,7 @@ csip_agent *csip_start(const char *url, const char *sips_url, const char *certif
         snprintf(error, error_size, "out of memory");
         return NULL;
     }
+    agent->options_status = 200;
     agent->url = copy(url);
     agent->sips_url = copy(sips_url);
     agent->certificate_dir = copy(certificate_dir);
@@ -565,6 +584,18 @@ void csip_invite(csip_agent *agent, long call, const char *to, const char *from_
 
 void csip_respond(csip_agent *agent, long call, int status, const char *phrase, const char *sdp) {
     enqueue(agent, OP_RESPOND, call, status, phrase, sdp, NULL);
+}
+
+void csip_respond_with_headers(csip_agent *agent, long call, int status, const char *phrase, const char *sdp,
+                               const char *headers) {
+    enqueue(agent, OP_RESPOND, call, status, phrase, sdp, headers);
+}
+
+void csip_set_availability(csip_agent *agent, int status, int retry_after) {
+    pthread_mutex_lock(&agent->lock);
+    agent->options_status = status;
+    agent->options_retry_after = retry_after;
+    pthread_mutex_unlock(&agent->lock);
 }
 
 void csip_bye(csip_agent *agent, long call) { enqueue(agent, OP_BYE, call, 0, NULL, NULL, NULL); }

@@ -10,6 +10,9 @@ public enum RejectReason: String, Sendable, Codable, CaseIterable, CustomStringC
     case unknownCaller = "unknown-caller"
     /// The callee has do-not-disturb on.
     case doNotDisturb = "do-not-disturb"
+    /// The callee is draining: it finishes the calls it has and takes no new ones (a rolling
+    /// restart behind a proxy; SIP's 503 with Retry-After, so a dispatcher tries another node).
+    case draining
 
     public var description: String {
         switch self {
@@ -18,6 +21,7 @@ public enum RejectReason: String, Sendable, Codable, CaseIterable, CustomStringC
         case .blocked: "blocked"
         case .unknownCaller: "unknown caller (add the caller to the callee's contacts, or start the callee with --accept-unknown)"
         case .doNotDisturb: "do-not-disturb"
+        case .draining: "draining (the callee is stopping and takes no new calls)"
         }
     }
 }

@@ -41,6 +41,8 @@ extension CallNode {
         var refusal: RejectReason?
         if !isStarted || isShutDown {
             refusal = .busy
+        } else if isDraining {
+            refusal = .draining
         } else if let limit = configuration.maximumCalls, legs.count >= limit {
             refusal = .busy
         } else if store.directory.isBlocked(callHandle) {

@@ -14,6 +14,7 @@ extension CallNode {
                           title: title, session: session, startMuted: startMuted, services: services)
         legs[uuid] = leg
         if let connection { legConnections[uuid] = connection.id }
+        await availabilityChanged()
         // What arrives for the call goes to the leg from now on (queued until it runs).
         await dialect.start(DialectCall(leg: leg))
         // The leg's inputs and children run in its own group; the router keeps the task that
@@ -34,6 +35,15 @@ extension CallNode {
     func discardLeg(_ uuid: UUID) async {
         legConnections[uuid] = nil
         await legs.removeValue(forKey: uuid)?.discard()
+        await availabilityChanged()
+        resumeNoCallsWaiters()
+    }
+
+    /// Those waiting for the last call to end (a drain) go on once none is left.
+    func resumeNoCallsWaiters() {
+        guard legs.isEmpty else { return }
+        for waiter in noCallsWaiters { waiter.resume() }
+        noCallsWaiters = []
     }
 
     /// What a leg tells the router, taken before the leg goes on.
@@ -54,10 +64,12 @@ extension CallNode {
             legConnections[uuid] = nil
             ports[uuid] = nil
             endDetails[uuid] = (detail, duration)
+            await availabilityChanged()
         case .released:
             dialectHandles.withLock { $0[uuid] = nil }
             // Refill the ICE pool, and release the app-owned session after the last call.
             icePool.fill()
+            resumeNoCallsWaiters()
             if legs.isEmpty, let appSession, await appSession.isActive {
                 try? await appSession.deactivate()
                 audioActive = false

@@ -264,6 +264,20 @@ actor SIPRouter {
         retry = nil
         await agent.stop()
     }
+
+    /// What OPTIONS probes are answered with (told only when it changes): 200 while the node
+    /// takes calls, 503 with Retry-After while it is full (a few seconds) or draining (longer).
+    private var lastAvailability: (takingCalls: Bool, draining: Bool) = (true, false)
+
+    func setAvailability(takingCalls: Bool, draining: Bool) {
+        guard lastAvailability != (takingCalls, draining) else { return }
+        lastAvailability = (takingCalls, draining)
+        if takingCalls {
+            agent.setAvailability(status: 200)
+        } else {
+            agent.setAvailability(status: 503, retryAfter: draining ? SIPDialect.drainingRetryAfter : SIPDialect.fullRetryAfter)
+        }
+    }
 }
 
 extension String {

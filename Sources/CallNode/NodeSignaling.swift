@@ -193,6 +193,8 @@ extension CallNode {
             } catch {
                 refusal = .busy
             }
+        } else if isDraining {
+            refusal = .draining
         } else if let limit = configuration.maximumCalls, legs.count >= limit {
             refusal = .busy
         } else if store.directory.isBlocked(handle) {

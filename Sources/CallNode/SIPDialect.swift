@@ -102,7 +102,7 @@ actor SIPDialect: CallDialect {
         case let .reject(reason):
             guard !outgoing, !established else { return }
             let (status, phrase) = Self.status(for: reason)
-            agent.respond(sipCall, status: status, phrase: phrase)
+            agent.respond(sipCall, status: status, phrase: phrase, retryAfter: reason == .draining ? Self.drainingRetryAfter : nil)
             ended = true
         case let .end(reason):
             ended = true
@@ -254,10 +254,19 @@ actor SIPDialect: CallDialect {
 
     // MARK: - Wire shapes
 
-    /// The SIP status a refusal or an unanswered call's end is told with.
+    /// The Retry-After (seconds) of a draining node's 503s: long enough for a dispatcher to
+    /// leave it out for the rest of a rolling restart.
+    static let drainingRetryAfter = 60
+    /// The Retry-After of a full node's 503 to OPTIONS: a call may end any moment.
+    static let fullRetryAfter = 5
+
+    /// The SIP status a refusal or an unanswered call's end is told with. A full node is busy
+    /// (486) to the caller; a draining one is unavailable (503 with Retry-After): a dispatcher
+    /// moves on from both.
     static func status(for reason: RejectReason) -> (Int, String) {
         switch reason {
         case .busy: (486, "Busy Here")
+        case .draining: (503, "Service Unavailable (draining)")
         case .declined: (603, "Decline")
         case .doNotDisturb: (480, "Temporarily Unavailable (do not disturb)")
         case .blocked: (403, "Forbidden")

@@ -203,10 +203,23 @@ public final class SIPAgent: Sendable {
         csip_invite(handle.pointer, call, uri, displayName ?? (uri == nil ? nil : ""), sdp)
     }
 
-    /// Responds to the call's INVITE: `180` rings, `200` answers (with `sdp`), `486`, `603`…
-    public func respond(_ call: Int, status: Int, phrase: String? = nil, sdp: String? = nil) {
+    /// Responds to the call's INVITE: `180` rings, `200` answers (with `sdp`), `486`, `603`…;
+    /// `retryAfter` adds a Retry-After header (a 503's "not now, in so many seconds").
+    public func respond(_ call: Int, status: Int, phrase: String? = nil, sdp: String? = nil, retryAfter: Int? = nil) {
         guard !isStopped else { return }
-        csip_respond(handle.pointer, call, Int32(status), phrase, sdp)
+        if let retryAfter {
+            csip_respond_with_headers(handle.pointer, call, Int32(status), phrase, sdp, "Retry-After: \(max(0, retryAfter))")
+        } else {
+            csip_respond(handle.pointer, call, Int32(status), phrase, sdp)
+        }
+    }
+
+    /// What OPTIONS requests (a proxy's probes) are answered with from now on: 200 while the
+    /// node takes calls, or `status` (503) with a Retry-After of `retryAfter` seconds while it is
+    /// full or draining, so that a dispatcher sends calls elsewhere.
+    public func setAvailability(status: Int, retryAfter: Int? = nil) {
+        guard !isStopped else { return }
+        csip_set_availability(handle.pointer, Int32(status), Int32(retryAfter ?? 0))
     }
 
     /// Ends an established call.

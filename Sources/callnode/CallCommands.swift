@@ -95,7 +95,8 @@ struct Listen: AsyncParsableCommand {
 
     func run() async throws {
         let (node, setup) = try await openNode(options, defaultListen: "0.0.0.0:7600")
-        let runner = CallRunner(node: node, json: options.json, duration: setup.duration, exitAfterCalls: calls)
+        let runner = CallRunner(node: node, json: options.json, duration: setup.duration, exitAfterCalls: calls,
+                                drainGrace: setup.drainGrace)
         runner.attach()
         await node.start()
         if setup.doNotDisturb { await node.manager.setDoNotDisturb(true) }
@@ -207,7 +208,7 @@ struct Web: AsyncParsableCommand {
             throw error
         }
         let runner = CallRunner(node: node, json: options.json, duration: setup.duration,
-                                exitAfterCalls: calls, ringsWebPage: page.ringPage)
+                                exitAfterCalls: calls, ringsWebPage: page.ringPage, drainGrace: setup.drainGrace)
         runner.attach()
         await node.start()
         try await startSIP(node, setup, runner: runner)

@@ -15,6 +15,8 @@ enum RunnerInput: Sendable {
     case durationElapsed(UUID)
     case key(UInt8)
     case nodeFinished
+    /// A drain is over: no call is left (`hungUp` were hung up when its grace ran out).
+    case drained(hungUp: Int)
 }
 
 /// How a run ended, for the exit status.
@@ -67,10 +69,14 @@ final class CallRunner {
     private var keyboard: RawKeyboard?
     /// Ring the first web page that connects (`callnode web --ring-page`).
     private var ringsWebPage: Bool
+    /// SIGTERM drains for at most this long (`--drain-grace`) rather than hanging up at once.
+    private let drainGrace: Duration?
+    private var draining = false
 
     /// - Parameter duration: Each call is hung up this long after it connects.
-    init(node: CallNode, json: Bool, duration: Double?, exitAfterCalls: Int?, ringsWebPage: Bool = false) {
+    init(node: CallNode, json: Bool, duration: Double?, exitAfterCalls: Int?, ringsWebPage: Bool = false, drainGrace: Double? = nil) {
         self.ringsWebPage = ringsWebPage
+        self.drainGrace = drainGrace.map { .milliseconds(Int64($0 * 1000)) }
         self.node = node
         self.json = json
         self.duration = duration.map { .milliseconds(Int64($0 * 1000)) }
@@ -178,6 +184,21 @@ final class CallRunner {
                 if interrupted { break loop }  // a second Ctrl-C: stop at once
                 interrupted = true
                 clearStatus()
+                if !fromTerminal, target == nil, let grace = drainGrace {
+                    // A rolling restart: finish what is in progress, take nothing new.
+                    draining = true
+                    let calls = connectedCalls.count + ringing.count
+                    let seconds = Double(grace.components.seconds) + Double(grace.components.attoseconds) / 1e18
+                    printError("callnode: draining (SIGTERM): taking no new calls; \(calls) in progress, "
+                               + "hanging up what is left after \(String(format: "%g", seconds)) s (SIGTERM again: now)")
+                    if json { emit(["event": "draining", "calls": calls, "grace_s": seconds]) }
+                    let node = self.node, continuation = self.continuation
+                    tasks.append(Task {
+                        let hungUp = await node.drain(grace: grace)
+                        continuation.yield(.drained(hungUp: hungUp))
+                    })
+                    continue
+                }
                 // A service's stop is not a person at a keyboard: no Ctrl-C hint in its journal.
                 printError(fromTerminal ? "callnode: hanging up (Ctrl-C again to force)" : "callnode: stopping (SIGTERM): hanging up")
                 if let call = current ?? dialed {
@@ -189,6 +210,11 @@ final class CallRunner {
             case let .key(key):
                 await handleKey(key)
             case .nodeFinished:
+                break loop
+            case let .drained(hungUp):
+                printError(hungUp == 0 ? "callnode: drained: every call has ended"
+                                       : "callnode: drained: the grace period ran out; \(hungUp) calls hung up")
+                if json { emit(["event": "drained", "hung_up": hungUp]) }
                 break loop
             }
         }

@@ -41,6 +41,9 @@ struct NodeOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Refuse callers as busy while this many calls are in progress.", valueName: "N"))
     var maxCalls: String?
 
+    @Option(name: .long, help: ArgumentHelp("Drain on SIGTERM: take no new calls (SIP callers and a proxy's OPTIONS probes get 503 with Retry-After), let the calls in progress finish for at most this long, then hang up the rest and exit 0. A second SIGTERM (or Ctrl-C) hangs up at once. Without it SIGTERM hangs up at once.", valueName: "SECONDS"))
+    var drainGrace: String?
+
     @Flag(name: .long, inversion: .prefixedNo, help: "Let callers who are not contacts ring (their fingerprint is shown).")
     var acceptUnknown: Bool?
 
@@ -151,7 +154,7 @@ struct NodeOptions: ParsableArguments {
         func put(_ key: String, _ value: String?) { if let value { given[key] = [value] } }
         func put(_ key: String, _ value: Bool?) { if let value { given[key] = [value ? "true" : "false"] } }
         put("listen", listen ?? signal); put("relay", relay); put("name", name)
-        put("auto-answer", autoAnswer); put("conference", conference); put("max-calls", maxCalls)
+        put("auto-answer", autoAnswer); put("conference", conference); put("max-calls", maxCalls); put("drain-grace", drainGrace)
         put("accept-unknown", acceptUnknown); put("dnd", dnd); put("input", input); put("output", output); put("speaker", speaker)
         put("fallback-input", fallbackInput); put("fallback-output", fallbackOutput)
         put("voice-processing", voiceProcessing); put("prepare-recording", prepareRecording)
@@ -181,6 +184,7 @@ struct NodeOptions: ParsableArguments {
         setup.autoAnswer = try read.flag("auto-answer", autoAnswer)
         setup.conference = try read.flag("conference", conference)
         setup.maxCalls = try read.integer("max-calls", maxCalls, 1...100_000, "a number of calls (at least 1)")
+        setup.drainGrace = try read.number("drain-grace", drainGrace, 0...86_400, "a number of seconds (0–86400)")
         setup.acceptUnknown = try read.flag("accept-unknown", acceptUnknown)
         setup.doNotDisturb = try read.flag("dnd", dnd)
         let inputSetting = try read.resolved("input", input)
@@ -314,6 +318,7 @@ struct NodeSetup {
     var autoAnswer = false
     var conference = false
     var maxCalls: Int?
+    var drainGrace: Double?
     var acceptUnknown = false
     var doNotDisturb = false
     var input: NodeAudioInput = .tone(440)

@@ -12,6 +12,7 @@ let settingKeys: [SettingKey] = [
     SettingKey("auto-answer", .flag, default: "false"),
     SettingKey("conference", .flag, default: "false"),
     SettingKey("max-calls"),
+    SettingKey("drain-grace"),
     SettingKey("accept-unknown", .flag, default: "false"),
     SettingKey("dnd", .flag, default: "false"),
     SettingKey("input", default: "tone:440"),

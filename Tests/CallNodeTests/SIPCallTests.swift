@@ -271,6 +271,58 @@ extension RealTimeTests {
         await bob.shutdown()
     }
 
+    static func options(port: Int) -> String {
+        [
+            "OPTIONS sip:127.0.0.1:\(port) SIP/2.0",
+            "Via: SIP/2.0/UDP 127.0.0.1:5999;rport;branch=z9hG4bK\(UUID().uuidString.prefix(8))",
+            "Max-Forwards: 70",
+            "From: <sip:dispatcher@127.0.0.1:5999>;tag=\(UUID().uuidString.prefix(6))",
+            "To: <sip:127.0.0.1:\(port)>",
+            "Call-ID: \(UUID().uuidString)",
+            "CSeq: 1 OPTIONS",
+            "Content-Length: 0", "", "",
+        ].joined(separator: "\r\n")
+    }
+
+    /// A proxy's probes: OPTIONS is answered 200 while the node takes calls, 503 with a short
+    /// Retry-After while it is at its maximum of calls, and 503 with a long one (and an INVITE
+    /// 503 too) once it drains.
+    @Test func optionsSayWhetherTheNodeTakesCallsAndADrainingNodeRefusesWith503() async throws {
+        let f = try Fixture()
+        let alice = try await f.node("alice", keyExchange: .sdes)
+        let bob = try await f.node("bob", keyExchange: .sdes, maximumCalls: 1)
+        try await alice.listenSIP(SIPListenSettings(host: "127.0.0.1", port: Self.freePort(), user: "alice"))
+        let port = Self.freePort()
+        let bobURI = try await bob.listenSIP(SIPListenSettings(host: "127.0.0.1", port: port, user: "bob"))
+        let idle = try #require(Self.finalResponse(to: Self.options(port: port), port: port))
+        #expect(idle.hasPrefix("SIP/2.0 200"), "\(idle.prefix(80))")
+        #expect(!idle.contains("Retry-After"))
+
+        let events = alice.events()
+        let call = try await alice.call(.sip(bobURI))
+        _ = try await TwoNodeTests.next(events) { if case .connected(call, _) = $0 { true } else { false } }
+        let full = try #require(Self.finalResponse(to: Self.options(port: port), port: port))
+        #expect(full.hasPrefix("SIP/2.0 503") && full.contains("Retry-After: 5"), "\(full.prefix(200))")
+
+        try await alice.hangUp(call)
+        _ = try await TwoNodeTests.next(events) { if case .ended(call, _, _, _) = $0 { true } else { false } }
+        var answer = ""
+        for _ in 0..<50 {
+            answer = Self.finalResponse(to: Self.options(port: port), port: port) ?? ""
+            if answer.hasPrefix("SIP/2.0 200") { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(answer.hasPrefix("SIP/2.0 200"), "not taking calls again after the call ended: \(answer.prefix(80))")
+
+        #expect(await bob.drain(grace: .seconds(1)) == 0)
+        let draining = try #require(Self.finalResponse(to: Self.options(port: port), port: port))
+        #expect(draining.hasPrefix("SIP/2.0 503") && draining.contains("Retry-After: 60"), "\(draining.prefix(200))")
+        let refused = try #require(Self.finalResponse(to: Self.invite(port: port, sdp: "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 40000 RTP/AVP 0\r\n"), port: port))
+        #expect(refused.hasPrefix("SIP/2.0 503") && refused.contains("Retry-After: 60"), "\(refused.prefix(200))")
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+
     /// SIP over TLS presents a CA-signed certificate when given one (`--sip-certificate`): a
     /// client that checks certificates against the CA accepts it, where the node's self-signed
     /// identity fails the same check; a key that is not the certificate's is a clear error.

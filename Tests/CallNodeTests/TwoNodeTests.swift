@@ -22,13 +22,16 @@ extension RealTimeTests {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         }
 
-        deinit { try? FileManager.default.removeItem(atPath: directory) }
+        /// CALLNODE_KEEP_TEST_FILES=1 keeps the directory (logs, recordings) to read after a failure.
+        deinit {
+            if ProcessInfo.processInfo.environment["CALLNODE_KEEP_TEST_FILES"] == nil { try? FileManager.default.removeItem(atPath: directory) }
+        }
 
         func node(_ name: String, input: NodeAudioInput = .silence, output: NodeAudioOutput = .null,
                   speaker: NodeAudioOutput? = nil, autoAnswer: Bool = true, acceptUnknown: Bool = false,
                   appOwned: Bool = false, provider: ProviderConfiguration? = nil, iceAgentPool: Int = 1,
                   voiceProcessing: Bool? = nil, prepared: Bool = false, signalingLimits: SignalingLimits? = nil,
-                  keyExchange: KeyExchange = .dtls) async throws -> CallNode {
+                  keyExchange: KeyExchange = .dtls, maximumCalls: Int? = nil) async throws -> CallNode {
             var configuration = CallNodeConfiguration(home: path(name))
             configuration.displayName = name
             configuration.listenAddress = SignalAddress(host: "127.0.0.1", port: 0)
@@ -41,6 +44,7 @@ extension RealTimeTests {
             configuration.voiceProcessing = voiceProcessing
             configuration.recordingAlwaysPrepared = prepared
             configuration.keyExchange = keyExchange
+            configuration.maximumCalls = maximumCalls
             if let provider { configuration.provider = provider }
             if let signalingLimits { configuration.signalingLimits = signalingLimits }
             let node = try await CallNode(configuration: configuration)

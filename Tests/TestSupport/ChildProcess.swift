@@ -35,7 +35,22 @@ public final class ChildProcess: Sendable {
         for (name, value) in environment { variables.append(strdup("\(name)=\(value)")) }
         variables.append(nil)
         defer { for variable in variables { free(variable) } }
-        let rc = posix_spawn(&pid, path, &actions, nil, argv, variables)
+        // A child starts as from a shell: no signal blocked, every signal's default action. The
+        // spawning thread is often one of libdispatch's, which block signals, and a child would
+        // inherit that mask (Kamailio's timer process then never ran: no retransmission, no
+        // failover, no probes).
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t(), all = sigset_t()
+        sigemptyset(&none)
+        sigfillset(&all)
+        sigdelset(&all, SIGKILL)
+        sigdelset(&all, SIGSTOP)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        let rc = posix_spawn(&pid, path, &actions, &attributes, argv, variables)
         guard rc == 0 else { throw TestFailure("cannot start \(path): \(String(cString: strerror(rc)))") }
         self.pid = pid
     }

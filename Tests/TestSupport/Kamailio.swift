@@ -37,6 +37,8 @@ public final class KamailioServer: Sendable {
     public var uri: String { "sip:127.0.0.1:\(port)" }
 
     private let process = Locked<ChildProcess?>(nil)
+    /// Preprocessor defines given on the command line (`-A NAME=VALUE`).
+    public let defines: [String]
 
     /// Writes the configuration into `directory` (created if missing); ``start()`` runs it.
     /// - Parameters:
@@ -53,9 +55,24 @@ public final class KamailioServer: Sendable {
         self.port = port
         self.domain = domain
         self.users = users
+        defines = []
         let config = try Self.config(port: port, domain: domain, users: users, authenticateCalls: authenticateCalls)
         try FileManager.default.createDirectory(atPath: directory + "/run", withIntermediateDirectories: true)
         try config.write(toFile: configPath, atomically: true, encoding: .utf8)
+    }
+
+    /// Runs a configuration file of one's own (`contrib/kamailio/kamailio.cfg`), copied into
+    /// `directory`, with `defines` (`-A`); it must listen on UDP 127.0.0.1:`port` and answer an
+    /// OPTIONS to itself with 200.
+    public init(directory: String, port: Int, configuration file: String, defines: [String]) throws {
+        self.directory = directory
+        self.port = port
+        domain = "127.0.0.1"
+        users = [:]
+        self.defines = defines
+        try FileManager.default.createDirectory(atPath: directory + "/run", withIntermediateDirectories: true)
+        try? FileManager.default.removeItem(atPath: directory + "/kamailio.cfg")
+        try FileManager.default.copyItem(atPath: file, toPath: directory + "/kamailio.cfg")
     }
 
     deinit { stop() }
@@ -75,7 +92,7 @@ public final class KamailioServer: Sendable {
         let child = try ChildProcess(Self.executable, [
             "-f", configPath, "-DD", "-E", "-Y", directory + "/run", "-P", directory + "/kamailio.pid",
             "-m", "32", "-M", "8",
-        ], output: logPath, stdin: null >= 0 ? null : nil)
+        ] + defines.flatMap { ["-A", $0] }, output: logPath, stdin: null >= 0 ? null : nil)
         process.withLock { $0 = child }
         do {
             try waitUntilAnswering(child, deadline: .now + .seconds(10))

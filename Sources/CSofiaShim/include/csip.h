@@ -60,6 +60,15 @@ void csip_invite(csip_agent *agent, long call, const char *to, const char *from_
 /* Responds to the call's INVITE (provisional or final), with `sdp` as its body if not NULL. */
 void csip_respond(csip_agent *agent, long call, int status, const char *phrase, const char *sdp);
 
+/* As csip_respond, with `headers` ("Name: value", CRLF between several) added if not NULL. */
+void csip_respond_with_headers(csip_agent *agent, long call, int status, const char *phrase, const char *sdp,
+                               const char *headers);
+
+/* What an OPTIONS request outside a dialog is answered with from now on: `status` (200 when
+ * taking calls, 503 when full or draining) and, above 299, a Retry-After of `retry_after`
+ * seconds if positive. */
+void csip_set_availability(csip_agent *agent, int status, int retry_after);
+
 /* Ends an established call. */
 void csip_bye(csip_agent *agent, long call);
 
