@@ -72,6 +72,8 @@ final class CallRunner {
     /// SIGTERM drains for at most this long (`--drain-grace`) rather than hanging up at once.
     private let drainGrace: Duration?
     private var draining = false
+    /// The drain is over; the run ends once the end events of its last calls are reported.
+    private var drainedWaitingForEnds = false
 
     /// - Parameter duration: Each call is hung up this long after it connects.
     init(node: CallNode, json: Bool, duration: Double?, exitAfterCalls: Int?, ringsWebPage: Bool = false, drainGrace: Double? = nil) {
@@ -215,8 +217,11 @@ final class CallRunner {
                 printError(hungUp == 0 ? "callnode: drained: every call has ended"
                                        : "callnode: drained: the grace period ran out; \(hungUp) calls hung up")
                 if json { emit(["event": "drained", "hung_up": hungUp]) }
-                break loop
+                // The last calls' end events may still be on their way here: report them first.
+                if connectedCalls.isEmpty && ringing.isEmpty { break loop }
+                drainedWaitingForEnds = true
             }
+            if drainedWaitingForEnds && connectedCalls.isEmpty && ringing.isEmpty { break loop }
         }
         clearStatus()
         keyboard = nil
