@@ -56,17 +56,69 @@ struct SIPScaleOutTests {
     }
 
     /// Kamailio with the operator's configuration, the nodes in its dispatcher list, probing
-    /// every second and failing over after 1.5 s of silence.
-    static func startKamailio(_ f: Fixture, nodes: [ServiceNode]) throws -> KamailioServer {
+    /// every second and failing over after 1.5 s of silence; with `tlsPort`, TLS towards callers
+    /// there too (`WITH_TLS`, a certificate made with openssl).
+    static func startKamailio(_ f: Fixture, nodes: [ServiceNode], tlsPort: Int? = nil) throws -> KamailioServer {
         let port = FreePort.udpAndTCP()
         let list = f.path("dispatcher.list")
         try nodes.map { "1 sip:127.0.0.1:\($0.sipPort)\n" }.joined().write(toFile: list, atomically: true, encoding: .utf8)
-        let kamailio = try KamailioServer(directory: f.path("kamailio"), port: port, configuration: Self.configuration, defines: [
+        var defines = [
             "LISTEN=udp:127.0.0.1:\(port)", "LISTEN_TCP=tcp:127.0.0.1:\(port)", "DISPATCHER_LIST=\"\(list)\"",
             "PROBE_INTERVAL=1", "NODE_TIMEOUT_MS=1500",
-        ])
+        ]
+        if let tlsPort {
+            let made = try ChildProcess.run("/usr/bin/openssl", [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", f.path("proxy.key"),
+                "-out", f.path("proxy.pem"), "-days", "2", "-subj", "/CN=127.0.0.1",
+            ], output: f.path("openssl.log"))
+            guard made == 0 else { throw TestFailure("openssl could not make the proxy's certificate") }
+            try """
+                [server:default]
+                method = TLSv1.2+
+                verify_certificate = no
+                require_certificate = no
+                private_key = \(f.path("proxy.key"))
+                certificate = \(f.path("proxy.pem"))
+
+                [client:default]
+                method = TLSv1.2+
+                verify_certificate = no
+                require_certificate = no
+
+                """.write(toFile: f.path("tls.cfg"), atomically: true, encoding: .utf8)
+            defines += ["WITH_TLS", "TLS_LISTEN=tls:127.0.0.1:\(tlsPort)", "TLS_CONFIG=\"\(f.path("tls.cfg"))\""]
+        }
+        let kamailio = try KamailioServer(directory: f.path("kamailio"), port: port, configuration: Self.configuration, defines: defines)
         try kamailio.start()
         return kamailio
+    }
+
+    static var hasKamailioTLS: Bool {
+        FileManager.default.fileExists(atPath: "/usr/lib/x86_64-linux-gnu/kamailio/modules/tls.so")
+            || FileManager.default.fileExists(atPath: "/usr/lib/aarch64-linux-gnu/kamailio/modules/tls.so")
+    }
+
+    /// A caller reaches the service over TLS (`WITH_TLS`); Kamailio carries the call on to a
+    /// node over UDP, and the caller and the node hear each other.
+    @Test(.enabled(if: Self.hasKamailioTLS, "needs kamailio-tls-modules (scripts/bootstrap installs it)"))
+    func aCallerReachesTheServiceOverTLS() async throws {
+        let f = try Fixture()
+        let node = try await Self.startNode(f, "node1")
+        defer { node.process.child.stop() }
+        let tlsPort = FreePort.udpAndTCP()
+        let kamailio = try Self.startKamailio(f, nodes: [node], tlsPort: tlsPort)
+        defer { kamailio.stop() }
+        let caller = try await f.node("caller", input: .tone(700), keyExchange: .sdes)
+        var settings = SIPListenSettings(host: "127.0.0.1", port: FreePort.udpAndTCP(), user: "caller")
+        settings.tlsPort = FreePort.udpAndTCP()
+        try await caller.listenSIP(settings)
+        let setup = try await Self.call(caller, "sip:service@127.0.0.1:\(tlsPort);transport=tls", seconds: 2)
+        #expect(setup != nil, "the call over TLS did not connect: \(kamailio.logText().suffix(800))")
+        #expect(node.connectedCalls == 1)
+        await caller.shutdown()
+        node.process.child.stop()
+        _ = try await node.process.exit(timeout: .seconds(40))
+        #expect(try node.recordedTones(among: [500, 700, 900]) == [700])
     }
 
     /// A caller that plays `tone`, speaking SIP on a port of its own.
