@@ -17,32 +17,42 @@ final class StoreWatcher: Sendable {
     private let wake: Int32
     private let finished = Locked(false)
 
-    /// Starts watching; nil when inotify is unavailable (the caches then stay as loaded).
-    init?(path: String, changed: @escaping @Sendable () -> Void) {
+    /// How often the files are looked at when inotify cannot be had.
+    static let pollInterval: Int32 = 500
+
+    /// Starts watching: with inotify, or, when the host has none to give (its per-user limit
+    /// of instances, 128 by default, is shared by every process of the user), by looking at the
+    /// database's files twice a second. Nil only when not even a pipe can be made.
+    /// `inotify` false looks at the files from the start (what a host without inotify gets).
+    init?(path: String, inotify useInotify: Bool = true, changed: @escaping @Sendable () -> Void) {
         let directory = (path as NSString).deletingLastPathComponent
         let name = (path as NSString).lastPathComponent
-        let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
-        guard fd >= 0 else { return nil }
+        var fd = useInotify ? inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK)) : -1
         let mask = UInt32(IN_MODIFY) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_TO) | UInt32(IN_CREATE)
-        guard inotify_add_watch(fd, directory.isEmpty ? "." : directory, mask) >= 0 else {
+        if fd >= 0 && inotify_add_watch(fd, directory.isEmpty ? "." : directory, mask) < 0 {
             close(fd)
-            return nil
+            fd = -1
         }
         var ends: [Int32] = [0, 0]
         guard pipe(&ends) == 0 else {
-            close(fd)
+            if fd >= 0 { close(fd) }
             return nil
         }
+        let inotify = fd
         for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
         let (stopRead, stopWrite) = (ends[0], ends[1])
         self.wake = stopWrite
         let finished = self.finished
         let watching = Thread {
-            Self.loop(fd: fd, wake: stopRead, name: name, finished: finished, changed: changed)
+            if inotify >= 0 {
+                Self.loop(fd: inotify, wake: stopRead, name: name, finished: finished, changed: changed)
+            } else {
+                Self.pollLoop(path: path, wake: stopRead, finished: finished, changed: changed)
+            }
             // Under the lock `stop()` writes under: no write can reach a closed (or reused) fd.
             finished.withLock { done in
                 done = true
-                close(fd)
+                if inotify >= 0 { close(inotify) }
                 close(stopRead)
                 close(stopWrite)
             }
@@ -63,6 +73,32 @@ final class StoreWatcher: Sendable {
     }
 
     deinit { stop() }
+
+    /// The database's files as `stat` sees them (the file and its write-ahead log): any write
+    /// changes a size or a modification time.
+    static func signature(of path: String) -> [Int64] {
+        [path, path + "-wal"].flatMap { file -> [Int64] in
+            var status = stat()
+            guard stat(file, &status) == 0 else { return [-1, -1, -1, -1] }
+            return [Int64(status.st_ino), Int64(status.st_size), Int64(status.st_mtim.tv_sec), Int64(status.st_mtim.tv_nsec)]
+        }
+    }
+
+    /// Without inotify: the files looked at every ``pollInterval`` milliseconds.
+    private static func pollLoop(path: String, wake: Int32, finished: Locked<Bool>, changed: @Sendable () -> Void) {
+        var last = signature(of: path)
+        while !finished.withLock({ $0 }) {
+            var fds = [pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
+            let ready = poll(&fds, 1, pollInterval)
+            if ready < 0 && errno != EINTR { return }
+            if ready > 0 && fds[0].revents != 0 { return }
+            let now = signature(of: path)
+            if now != last {
+                last = now
+                if !finished.withLock({ $0 }) { changed() }
+            }
+        }
+    }
 
     private static func loop(fd: Int32, wake: Int32, name: String, finished: Locked<Bool>, changed: @Sendable () -> Void) {
         var buffer = [UInt8](repeating: 0, count: 4096)

@@ -13,11 +13,12 @@ import Glibc
 /// holds what was written before.
 @Suite struct RecordingFailureTests {
     /// Points every descriptor open on `path` at /dev/full (writes fail with ENOSPC), as a disk
-    /// that filled up would.
+    /// that filled up would; returns how many files under `path` were open.
     static func fillDisk(under path: String) -> Int {
         let full = open("/dev/full", O_WRONLY)
         defer { close(full) }
-        var swapped = 0
+        // Files, not descriptors: a recording's background fsync holds a duplicate for a moment.
+        var swapped: Set<String> = []
         // Every open descriptor (a whole test run has many more than a thousand).
         let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd"))?.compactMap { Int32($0) } ?? []
         for descriptor in descriptors where descriptor > 2 && descriptor != full {
@@ -27,10 +28,10 @@ import Glibc
             let target = String(decoding: link[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
             if target.hasPrefix(path) {
                 dup2(full, descriptor)
-                swapped += 1
+                swapped.insert(target)
             }
         }
-        return swapped
+        return swapped.count
     }
 
     @Test func aRecordingThatFailsMidCallIsReportedAndTheCallGoesOn() async throws {

@@ -289,8 +289,10 @@ extension RealTimeTests {
     /// 503 too) once it drains.
     @Test func optionsSayWhetherTheNodeTakesCallsAndADrainingNodeRefusesWith503() async throws {
         let f = try Fixture()
-        let alice = try await f.node("alice", keyExchange: .sdes)
-        let bob = try await f.node("bob", keyExchange: .sdes, maximumCalls: 1)
+        // Devices of their own (two nodes on one silent input share it: the second to activate
+        // would interrupt the first's session).
+        let alice = try await f.node("alice", input: .tone(440), keyExchange: .sdes)
+        let bob = try await f.node("bob", input: .tone(660), keyExchange: .sdes, maximumCalls: 1)
         try await alice.listenSIP(SIPListenSettings(host: "127.0.0.1", port: Self.freePort(), user: "alice"))
         let port = Self.freePort()
         let bobURI = try await bob.listenSIP(SIPListenSettings(host: "127.0.0.1", port: port, user: "bob"))

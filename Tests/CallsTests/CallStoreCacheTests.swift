@@ -65,6 +65,23 @@ import Testing
         #expect(store.contacts.named("carol")?.fingerprint == String(repeating: "c", count: 64))
         #expect(store.directory.isBlocked(CallHandle(.generic, "mallory")))
     }
+
+    /// A host out of inotify instances (a per-user limit, 128 by default, that every process of
+    /// the user shares) still sees another writer's change: the watcher looks at the files.
+    @Test func withoutInotifyAnotherWritersChangeIsSeenByLookingAtTheFiles() async throws {
+        let (store, directory) = try Self.temporaryStore()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let seen = Atomic<Int>(0)
+        let watcher = try #require(StoreWatcher(path: directory + "/node.sqlite", inotify: false) { seen.add(1, ordering: .relaxed) })
+        defer { watcher.stop() }
+        try await Task.sleep(for: .milliseconds(Int64(StoreWatcher.pollInterval) * 2))
+        #expect(seen.load(ordering: .relaxed) == 0, "a change seen where there was none")
+        let other = try CallStore(path: directory + "/node.sqlite")
+        try await other.contacts.add(Contact(name: "carol", fingerprint: String(repeating: "c", count: 64)))
+        for _ in 0..<500 where seen.load(ordering: .relaxed) == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(seen.load(ordering: .relaxed) >= 1, "the other writer's change was not seen")
+        _ = store
+    }
 }
 
 /// A stop flag for a plain thread, and a wait for it to have stopped.
