@@ -188,17 +188,7 @@ final class CallRunner {
                 clearStatus()
                 if !fromTerminal, target == nil, let grace = drainGrace {
                     // A rolling restart: finish what is in progress, take nothing new.
-                    draining = true
-                    let calls = connectedCalls.count + ringing.count
-                    let seconds = Double(grace.components.seconds) + Double(grace.components.attoseconds) / 1e18
-                    printError("callnode: draining (SIGTERM): taking no new calls; \(calls) in progress, "
-                               + "hanging up what is left after \(String(format: "%g", seconds)) s (SIGTERM again: now)")
-                    if json { emit(["event": "draining", "calls": calls, "grace_s": seconds]) }
-                    let node = self.node, continuation = self.continuation
-                    tasks.append(Task {
-                        let hungUp = await node.drain(grace: grace)
-                        continuation.yield(.drained(hungUp: hungUp))
-                    })
+                    startDrain(grace: grace, by: "SIGTERM", now: "SIGTERM again")
                     continue
                 }
                 // A service's stop is not a person at a keyboard: no Ctrl-C hint in its journal.
@@ -230,6 +220,23 @@ final class CallRunner {
         return outcome
     }
 
+    /// Takes no new calls from now on; the run ends once the calls in progress have (or, after
+    /// `grace`, were hung up).
+    private func startDrain(grace: Duration?, by: String, now: String) {
+        guard !draining else { return }
+        draining = true
+        let calls = connectedCalls.count + ringing.count
+        let seconds = grace.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
+        let limit = seconds.map { "hanging up what is left after \(String(format: "%g", $0)) s" } ?? "exiting when the last one ends"
+        printError("callnode: draining (\(by)): taking no new calls; \(calls) in progress, \(limit) (\(now): now)")
+        if json { emit(["event": "draining", "calls": calls, "grace_s": seconds.map { $0 as Any } ?? NSNull()]) }
+        let node = self.node, continuation = self.continuation
+        tasks.append(Task {
+            let hungUp = await node.drain(grace: grace)
+            continuation.yield(.drained(hungUp: hungUp))
+        })
+    }
+
     private func ringWebPage() async {
         do {
             current = try await node.call(.webPage)
@@ -249,6 +256,12 @@ final class CallRunner {
             let on = await !node.manager.isDoNotDisturbOn
             await node.manager.setDoNotDisturb(on)
             line(on ? "do not disturb: on (callers are refused)" : "do not disturb: off")
+            return
+        }
+        if character == "D", dialedCall == nil {
+            // Drain by hand: take no new calls, exit once those in progress have ended.
+            clearStatus()
+            startDrain(grace: drainGrace, by: "D", now: "Ctrl-C")
             return
         }
         if character == "d", let ringing = ringing.last {

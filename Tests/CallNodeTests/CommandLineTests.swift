@@ -103,6 +103,44 @@ extension RealTimeTests {
     /// written to it): an incoming call says which keys answer or decline it, `d` declines it
     /// (the caller hears why), `a` answers the next, and the status line, redrawn in place
     /// every second, stays on one row of the terminal with the keys still on it.
+    /// `D` on a terminal drains by hand: new callers are refused as draining, the call in
+    /// progress runs to its end, then the node exits 0.
+    @Test func theDrainKeyFinishesTheCallTakesNoNewOneAndExits() async throws {
+        let directory = "/tmp/callnode-cli-\(getpid())-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let callnode = try BuildProducts.executable("callnode")
+        var keys: [Int32] = [0, 0]
+        #expect(pipe(&keys) == 0)
+        for fd in keys { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        defer { close(keys[1]) }
+        let listenLog = directory + "/listen.log"
+        let command = "exec \(callnode) listen --home \(directory)/bob --listen 127.0.0.1:0 --bind 127.0.0.1 --accept-unknown"
+            + " --auto-answer --input tone:440 --output null"
+        let listener = try ChildProcess("/usr/bin/script", ["-qfec", command, "/dev/null"], output: listenLog, stdin: keys[0])
+        close(keys[0])
+        defer { listener.stop() }
+        let listening = try await Self.waitForLine(in: listenLog, process: listener) { $0.contains("listening on ") }
+        let address = try #require(listening.split(separator: " ").first { $0.hasPrefix("127.0.0.1:") }.map(String.init))
+        let firstLog = directory + "/first.log"
+        let first = try ChildProcess(callnode, ["call", address, "--home", directory + "/alice", "--bind", "127.0.0.1", "--duration", "4"],
+                                     output: firstLog)
+        defer { first.stop() }
+        _ = try await Self.waitForLine(in: firstLog, process: first) { $0.contains("connected in") }
+        _ = "D".withCString { write(keys[1], $0, 1) }
+        _ = try await Self.waitForLine(in: listenLog, process: listener) { $0.contains("draining (D): taking no new calls; 1 in progress") }
+        let secondLog = directory + "/second.log"
+        let second = try ChildProcess(callnode, ["call", address, "--home", directory + "/carol", "--bind", "127.0.0.1"], output: secondLog)
+        defer { second.stop() }
+        #expect(second.wait() == 1)
+        let refused = (try? String(contentsOfFile: secondLog, encoding: .utf8)) ?? ""
+        #expect(refused.contains("draining"), "\(refused)")
+        #expect(first.wait() == 0, "the call in progress was cut: \((try? String(contentsOfFile: firstLog, encoding: .utf8)) ?? "")")
+        #expect(listener.wait() == 0)
+        let listened = (try? String(contentsOfFile: listenLog, encoding: .utf8)) ?? ""
+        #expect(listened.contains("drained: every call has ended"), "\(listened.suffix(600))")
+    }
+
     @Test func onANarrowTerminalKeysAnswerOrDeclineAndTheStatusLineKeepsToOneRow() async throws {
         let directory = "/tmp/callnode-cli-\(getpid())-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
