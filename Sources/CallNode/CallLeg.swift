@@ -31,6 +31,8 @@ actor CallLeg {
     private let reportToRouter: @Sendable (UUID, LegReport) async -> Void
     /// Agents made ahead of calls, shared with the node.
     let icePool: IcePool
+    /// The handles of calls other dialects carry (this call's, if it is one of them).
+    let dialectHandles: Locked<[UUID: String]>
 
     // The node's parts a call uses (all of them safe to share).
     let configuration: CallNodeConfiguration
@@ -117,6 +119,7 @@ actor CallLeg {
         began = services.configuration.clock.now
         reportToRouter = services.report
         icePool = services.icePool
+        dialectHandles = services.dialectHandles
         configuration = services.configuration
         dtlsCertificate = services.dtlsCertificate
         store = services.store

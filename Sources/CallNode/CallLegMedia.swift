@@ -43,8 +43,9 @@ extension CallLeg {
     /// for the handshake (a hang-up does not).
     func prepareMedia() async {
         guard mediaPreparation == nil, let agent = await ice.agent, let negotiated else { return }
+        // A SIP caller is named by its address (sip:alice@example.org), as Recents names it.
         let name = peerKind == .webPage ? "web-page" : peer.map { store.contacts.withFingerprint($0.hex)?.name ?? $0.short }
-            ?? target?.description ?? "unknown"
+            ?? target?.description ?? dialectHandles.withLock { $0[uuid] } ?? "unknown"
         do {
             let (association, preparation) = try CallMediaFactory.prepare(
                 negotiated: negotiated, over: agent, configuration: configuration, certificate: dtlsCertificate, clock: clock,

@@ -105,6 +105,8 @@ public actor CallNode: Service {
         let systemSession: AudioSessionOwner<SystemOwned>?
         let appSession: AudioSessionOwner<AppOwned>?
         let icePool: IcePool
+        /// The handle of each call another dialect carries (`sip:alice@example.org`).
+        let dialectHandles: Locked<[UUID: String]>
         /// How a leg tells the router what it keeps of the call.
         let report: @Sendable (UUID, LegReport) async -> Void
         /// Reads a connection's messages and routes them.
@@ -115,7 +117,7 @@ public actor CallNode: Service {
         let weak = WeakNode(self)
         return Services(configuration: configuration, identity: identity, dtlsCertificate: dtlsCertificate, store: store,
                         manager: manager, broadcaster: broadcaster, logger: logger, clock: clock, systemSession: systemSession,
-                        appSession: appSession, icePool: icePool,
+                        appSession: appSession, icePool: icePool, dialectHandles: dialectHandles,
                         report: { uuid, report in await weak.node?.legReport(uuid, report) },
                         read: { messages, connection in await weak.node?.read(messages, on: connection) })
     }

@@ -119,6 +119,9 @@ struct SIPScaleOutTests {
         node.process.child.stop()
         _ = try await node.process.exit(timeout: .seconds(40))
         #expect(try node.recordedTones(among: [500, 700, 900]) == [700])
+        // The recording is named after the SIP caller, as Recents names it.
+        let files = try FileManager.default.contentsOfDirectory(atPath: node.recordings)
+        #expect(files.count == 1 && files[0].contains("_sip-caller-127-0-0-1-"), "\(files)")
     }
 
     /// A caller that plays `tone`, speaking SIP on a port of its own.
