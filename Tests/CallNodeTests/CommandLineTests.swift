@@ -99,10 +99,36 @@ extension RealTimeTests {
         #expect(recents.output.contains("outgoing") && recents.output.contains("localEnded"))
     }
 
-    /// On a terminal (a pseudo-terminal 60 columns wide, made by util-linux `script`, keys
-    /// written to it): an incoming call says which keys answer or decline it, `d` declines it
-    /// (the caller hears why), `a` answers the next, and the status line, redrawn in place
-    /// every second, stays on one row of the terminal with the keys still on it.
+    /// `callnode listen` on a pseudo-terminal (util-linux `script`; `stty` first, if given)
+    /// with keys written to it, logging to `directory/listen.log`, listening on loopback.
+    final class TerminalListener {
+        let process: ChildProcess
+        let log: String
+        let address: String
+        private let keys: Int32
+
+        init(directory: String, stty: String? = nil, arguments: String) async throws {
+            var ends: [Int32] = [0, 0]
+            guard pipe(&ends) == 0 else { throw TestFailure("pipe failed") }
+            for fd in ends { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+            keys = ends[1]
+            log = directory + "/listen.log"
+            let command = (stty.map { "stty \($0); " } ?? "") + "exec \(try BuildProducts.executable("callnode")) listen --home \(directory)/bob"
+                + " --listen 127.0.0.1:0 --bind 127.0.0.1 " + arguments
+            process = try ChildProcess("/usr/bin/script", ["-qfec", command, "/dev/null"], output: log, stdin: ends[0])
+            close(ends[0])
+            let listening = try await CommandLineTests.waitForLine(in: log, process: process) { $0.contains("listening on ") }
+            address = try #require(listening.split(separator: " ").first { $0.hasPrefix("127.0.0.1:") }.map(String.init))
+        }
+
+        func press(_ key: String) { _ = key.withCString { write(keys, $0, 1) } }
+
+        deinit {
+            close(keys)
+            process.stop()
+        }
+    }
+
     /// `D` on a terminal drains by hand: new callers are refused as draining, the call in
     /// progress runs to its end, then the node exits 0.
     @Test func theDrainKeyFinishesTheCallTakesNoNewOneAndExits() async throws {
@@ -110,24 +136,14 @@ extension RealTimeTests {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let callnode = try BuildProducts.executable("callnode")
-        var keys: [Int32] = [0, 0]
-        #expect(pipe(&keys) == 0)
-        for fd in keys { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        defer { close(keys[1]) }
-        let listenLog = directory + "/listen.log"
-        let command = "exec \(callnode) listen --home \(directory)/bob --listen 127.0.0.1:0 --bind 127.0.0.1 --accept-unknown"
-            + " --auto-answer --input tone:440 --output null"
-        let listener = try ChildProcess("/usr/bin/script", ["-qfec", command, "/dev/null"], output: listenLog, stdin: keys[0])
-        close(keys[0])
-        defer { listener.stop() }
-        let listening = try await Self.waitForLine(in: listenLog, process: listener) { $0.contains("listening on ") }
-        let address = try #require(listening.split(separator: " ").first { $0.hasPrefix("127.0.0.1:") }.map(String.init))
+        let terminal = try await TerminalListener(directory: directory, arguments: "--accept-unknown --auto-answer --input tone:440 --output null")
+        let (listener, listenLog, address) = (terminal.process, terminal.log, terminal.address)
         let firstLog = directory + "/first.log"
         let first = try ChildProcess(callnode, ["call", address, "--home", directory + "/alice", "--bind", "127.0.0.1", "--duration", "4"],
                                      output: firstLog)
         defer { first.stop() }
         _ = try await Self.waitForLine(in: firstLog, process: first) { $0.contains("connected in") }
-        _ = "D".withCString { write(keys[1], $0, 1) }
+        terminal.press("D")
         _ = try await Self.waitForLine(in: listenLog, process: listener) { $0.contains("draining (D): taking no new calls; 1 in progress") }
         let secondLog = directory + "/second.log"
         let second = try ChildProcess(callnode, ["call", address, "--home", directory + "/carol", "--bind", "127.0.0.1"], output: secondLog)
@@ -141,24 +157,19 @@ extension RealTimeTests {
         #expect(listened.contains("drained: every call has ended"), "\(listened.suffix(600))")
     }
 
+    /// On a terminal (a pseudo-terminal 60 columns wide, made by util-linux `script`, keys
+    /// written to it): an incoming call says which keys answer or decline it, `d` declines it
+    /// (the caller hears why), `a` answers the next, and the status line, redrawn in place
+    /// every second, stays on one row of the terminal with the keys still on it.
     @Test func onANarrowTerminalKeysAnswerOrDeclineAndTheStatusLineKeepsToOneRow() async throws {
         let directory = "/tmp/callnode-cli-\(getpid())-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let callnode = try BuildProducts.executable("callnode")
-        var keys: [Int32] = [0, 0]
-        #expect(pipe(&keys) == 0)
-        for fd in keys { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        defer { close(keys[1]) }
-        let listenLog = directory + "/listen.log"
-        let command = "stty cols 60 rows 24; exec \(callnode) listen --home \(directory)/bob --listen 127.0.0.1:0"
-            + " --bind 127.0.0.1 --accept-unknown --input tone:440 --output null --calls 2"
-        let listener = try ChildProcess("/usr/bin/script", ["-qfec", command, "/dev/null"], output: listenLog, stdin: keys[0])
-        close(keys[0])
-        defer { listener.stop() }
-        func press(_ key: String) { _ = key.withCString { write(keys[1], $0, 1) } }
-        let listening = try await Self.waitForLine(in: listenLog, process: listener) { $0.contains("listening on ") }
-        let address = try #require(listening.split(separator: " ").first { $0.hasPrefix("127.0.0.1:") }.map(String.init))
+        let terminal = try await TerminalListener(directory: directory, stty: "cols 60 rows 24",
+                                                  arguments: "--accept-unknown --input tone:440 --output null --calls 2")
+        let (listener, listenLog, address) = (terminal.process, terminal.log, terminal.address)
+        func press(_ key: String) { terminal.press(key) }
 
         // The first call: declined with `d`.
         let declinedLog = directory + "/declined.log"
