@@ -136,6 +136,16 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
+        // The control API: a running node driven over HTTP and JSON (a Unix socket, or TCP on
+        // loopback with a token), its events streamed; the objects `--json` prints.
+        .target(
+            name: "NodeControl",
+            dependencies: [
+                "CallNode", "Locking",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]),
         // The command line's settings: flags over CALLNODE_* environment variables over the
         // node's config.yaml over defaults, with secrets kept out of argv and out of output.
         .target(
@@ -147,7 +157,10 @@ let package = Package(
         .executableTarget(
             name: "callnode",
             dependencies: [
-                "CallNode", "NodeSettings",
+                "CallNode", "NodeSettings", "NodeControl",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -233,7 +246,7 @@ let package = Package(
             dependencies: ["Media", "RTP", "CallNodeTestKit", "CallNodeTestSupport"]),
         .testTarget(
             name: "CallNodeTests",
-            dependencies: ["CallNode", "CallNodeTestKit", "CallNodeTestSupport", "NodeSettings", "SIP"]),
+            dependencies: ["CallNode", "CallNodeTestKit", "CallNodeTestSupport", "NodeSettings", "NodeControl", "SIP"]),
         .testTarget(
             name: "SignalingTests",
             dependencies: [

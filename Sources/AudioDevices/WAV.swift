@@ -246,7 +246,6 @@ public final class WAVFileSink: AudioSink {
 
     /// Why the recording stopped early, if it did.
     public var failure: String? { state.withLock { $0.failure } }
-
     /// Creates the file (so a bad path fails at start, not at hang-up).
     public func start() throws(AudioDeviceError) {
         let opened = fopen(path, "wb")

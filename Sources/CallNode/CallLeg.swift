@@ -249,6 +249,23 @@ actor CallLeg {
             }
         case let .statistics(reply):
             reply(await media?.statistics)
+        case let .appAudio(source, volume, reply):
+            guard let media, mediaStarted else {
+                source?.stop()
+                return reply(.noMedia(uuid))
+            }
+            do throws(MediaError) { try await media.setAppAudio(source, volume: volume) } catch {
+                reply(.media("\(error)"))
+                return
+            }
+            reply(nil)
+        case let .recordingTap(sink, mixingSent, reply):
+            guard let media, mediaStarted else { return reply(.noMedia(uuid)) }
+            do throws(MediaError) { try await media.setTap(sink, mixingSent: mixingSent) } catch {
+                reply(.media("\(error)"))
+                return
+            }
+            reply(nil)
         case let .trickled(round, candidate):
             guard await round == ice.trickleRound else { return }  // a restart replaced this round
             await send(.candidates(candidate.map { [$0] } ?? [], end: candidate == nil))

@@ -41,6 +41,10 @@ enum LegInput: Sendable {
     case trickled(round: Int, candidate: String?)
     /// The call's media statistics now (nil before media).
     case statistics(LegReply<MediaStatistics?>)
+    /// Mix this into what the call sends (nil: stop); the reply is the error, if it could not.
+    case appAudio((any AudioSource)?, volume: Double, LegReply<CallNodeError?>)
+    /// Record the call into this sink from now on (nil: stop); the reply is the error, if any.
+    case recordingTap((any AudioSink)?, mixingSent: Bool, LegReply<CallNodeError?>)
 
     /// Answers whoever waits on this input with its fallback (the leg ended before taking it).
     func refuse() {
@@ -48,6 +52,7 @@ enum LegInput: Sendable {
         case let .event(_, done): done?.refuse()
         case let .restartICE(reply): reply.refuse()
         case let .statistics(reply): reply.refuse()
+        case let .appAudio(_, _, reply), let .recordingTap(_, _, reply): reply.refuse()
         default: break
         }
     }

@@ -282,6 +282,10 @@ public enum CallNodeError: Error, Sendable, Equatable, CustomStringConvertible {
     case notRunning
     case sessionNeedsJoin
     case noSuchCall(UUID)
+    /// The call has no audio yet (it has not connected) or any more.
+    case noMedia(UUID)
+    /// The call's media refused the request (a prompt or recording in the wrong format).
+    case media(String)
     case restartFailed(String)
     /// ``CallTarget/webPage`` with no page connected (or every page in a call).
     case noWebPage
@@ -298,6 +302,8 @@ public enum CallNodeError: Error, Sendable, Equatable, CustomStringConvertible {
         case .notRunning: "the node is not running"
         case .sessionNeedsJoin: "a session is entered with join(session:relay:), not called"
         case let .noSuchCall(uuid): "no connected call \(uuid)"
+        case let .noMedia(uuid): "the call \(uuid) has no audio yet (it has not connected)"
+        case let .media(problem): problem
         case let .restartFailed(reason): "the ICE restart failed: \(reason)"
         case .noWebPage: "no web page is connected and free (open the node's web page first)"
         case let .handleNeedsDialect(handle): "'\(handle)' is reached through its dialect: call(over:handle:title:)"

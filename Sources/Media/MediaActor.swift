@@ -63,6 +63,10 @@ public actor MediaActor: MediaClockClient {
     var holdAudio: (any AudioSource)?
     var microphoneVolume = 1.0
     var appAudio: (source: any AudioSource, volume: Double)?
+    /// A recording taken on demand: what is heard, and with `mixesSent` what is sent as well.
+    var tap: (sink: any AudioSink, mixesSent: Bool)?
+    /// What was sent this tick, for a tap that records both sides (silence while held).
+    var tapSentFrame: [Int16] = []
     var sourceEnded = false
     var nextRTCP = Duration.zero
     var nextStatistics = Duration.zero
@@ -256,6 +260,8 @@ public actor MediaActor: MediaClockClient {
             sink.stop()
             appAudio?.source.stop()
         }
+        tap?.sink.stop()
+        tap = nil
         eventsContinuation.finish()
     }
 
@@ -300,6 +306,22 @@ public actor MediaActor: MediaClockClient {
         }
         do throws(AudioDeviceError) { try source.start() } catch { throw .device(error) }
         appAudio = (source, max(0, min(4, volume)))
+    }
+
+    /// Records the call from now on into `sink` (mono, at the call's rate): what is heard, and
+    /// with `mixingSent` what is sent mixed in; `nil` stops the recording (its sink is stopped).
+    /// A held call records silence, so the recording keeps to the call's time.
+    /// - Throws: ``MediaError/device(_:)`` when the sink cannot start (nothing changes then).
+    public func setTap(_ sink: (any AudioSink)?, mixingSent: Bool = false) throws(MediaError) {
+        if let sink {
+            guard sink.format.sampleRate == self.sink.format.sampleRate, sink.format.channels == 1 else {
+                throw .invalidConfiguration("a recording must be mono at \(self.sink.format.sampleRate) Hz")
+            }
+            do throws(AudioDeviceError) { try sink.start() } catch { throw .device(error) }
+        }
+        tap?.sink.stop()
+        tap = sink.map { ($0, mixingSent) }
+        tapSentFrame = [Int16](repeating: 0, count: captureFrame.count)
     }
 
     /// The current statistics.
@@ -377,6 +399,7 @@ public actor MediaActor: MediaClockClient {
         timestamp &+= UInt32(truncatingIfNeeded: frames) &* timestampStep
         source.skip(samples: frames * captureFrame.count)
         sink.fillSkipped(samples: frames * playFrame.count)
+        tap?.sink.fillSkipped(samples: frames * playFrame.count)
         jitter.skip(frames: frames)
         lastInboundAt = now
     }
@@ -467,6 +490,7 @@ public actor MediaActor: MediaClockClient {
             // time) and is not sent. The timestamp moves on with the clock, so the peer sees
             // the pause as time passing when audio comes back.
             guard sendingAudio, let hold = holdAudio else {
+                if tap?.mixesSent == true { for i in tapSentFrame.indices { tapSentFrame[i] = 0 } }
                 sendMeter.add([])
                 timestamp &+= timestampStep
                 return
@@ -493,6 +517,7 @@ public actor MediaActor: MediaClockClient {
             }
         }
         sendMeter.add(captureFrame)
+        if tap?.mixesSent == true { tapSentFrame = captureFrame }
 
         defer { timestamp &+= timestampStep }
         if let event = nextTelephoneEvent() {

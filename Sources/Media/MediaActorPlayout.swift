@@ -102,5 +102,14 @@ extension MediaActor {
     func deliver(_ frame: [Int16]) {
         receiveMeter.add(frame)
         sink.write(frame)
+        if let tap {
+            guard tap.mixesSent, tapSentFrame.count == frame.count else {
+                tap.sink.write(frame)
+                return
+            }
+            var mixed = frame
+            for i in mixed.indices { mixed[i] = Int16(clamping: Int(frame[i]) + Int(tapSentFrame[i])) }
+            tap.sink.write(mixed)
+        }
     }
 }

@@ -106,6 +106,10 @@ public protocol MediaPath: AnyObject, Sendable {
     /// Which way audio flows (RFC 3264: hold), and what a held call sends instead of the
     /// microphone.
     func setDirection(sending: Bool, receiving: Bool, holdAudio: (any AudioSource)?) async throws(MediaError)
+    /// Mixes `source` (a prompt, music) into what is sent at `volume`; `nil` removes it.
+    func setAppAudio(_ source: (any AudioSource)?, volume: Double) async throws(MediaError)
+    /// Records the call into `sink` from now on (see ``MediaActor/setTap(_:mixingSent:)``).
+    func setTap(_ sink: (any AudioSink)?, mixingSent: Bool) async throws(MediaError)
     /// The current statistics.
     var statistics: MediaStatistics { get async }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import CallNode
 import Dispatch
 import Foundation
+import NodeControl
 import Logging
 import NodeSettings
 
@@ -101,7 +102,9 @@ struct Listen: AsyncParsableCommand {
         await node.start()
         if setup.doNotDisturb { await node.manager.setDoNotDisturb(true) }
         try await startSIP(node, setup, runner: runner)
+        let control = try await startControl(node, setup, home: options.home.home, runner: runner, byDefault: true)
         let outcome = await runner.run(calling: nil)
+        await control?.close()
         await node.shutdown()
         if case let .failed(message) = outcome {
             printError(message)
@@ -236,7 +239,9 @@ struct Web: AsyncParsableCommand {
             await node.shutdown()
             throw ExitCode(1)
         }
+        let control = try await startControl(node, setup, home: options.home.home, runner: runner, byDefault: true)
         let outcome = await runner.run(calling: nil)
+        await control?.close()
         await node.shutdown()
         if case let .failed(message) = outcome {
             printError(message)
@@ -267,25 +272,15 @@ struct Call: AsyncParsableCommand {
         let settings = try await loadSettings(home: options.home.home)
         let setup = try options.setup(settings, defaultListen: nil)
         let callTarget: CallTarget
-        if target.hasPrefix("sip:") || target.hasPrefix("sips:") {
-            guard setup.sip != nil else {
-                printError("callnode: calling a SIP address needs --sip HOST:PORT: the address this node speaks SIP on (e.g. --sip 192.0.2.10:5070)")
-                throw ExitCode(1)
-            }
-            callTarget = .sip(target)
-        } else if let at = target.firstIndex(of: "@"), let fingerprint = Fingerprint(String(target[..<at])),
-           let address = SignalAddress(String(target[target.index(after: at)...])) {
-            callTarget = .pinned(address, fingerprint)
-        } else if let address = SignalAddress(target) {
-            callTarget = .address(address)
-        } else if let fingerprint = Fingerprint(target) {
-            guard let relay = setup.relay else {
-                printError("callnode: calling a fingerprint needs --relay HOST:PORT (or use FINGERPRINT@HOST:PORT)")
-                throw ExitCode(1)
-            }
-            callTarget = .relayed(fingerprint, relay: relay)
-        } else {
-            callTarget = .contact(target)
+        switch CallTarget.parse(target, relay: setup.relay) {
+        case let .success(parsed): callTarget = parsed
+        case .failure:
+            printError("callnode: calling a fingerprint needs --relay HOST:PORT (or use FINGERPRINT@HOST:PORT)")
+            throw ExitCode(1)
+        }
+        if case .sip = callTarget, setup.sip == nil {
+            printError("callnode: calling a SIP address needs --sip HOST:PORT: the address this node speaks SIP on (e.g. --sip 192.0.2.10:5070)")
+            throw ExitCode(1)
         }
         var callsSIP = false
         if case .sip = callTarget { callsSIP = true }

@@ -12,7 +12,7 @@ struct CallNodeCommand: AsyncParsableCommand {
         commandName: "callnode",
         abstract: "A peer-to-peer audio call node: ICE (libnice), SRTP, Opus and ALSA.",
         version: CallNodeVersion.string,
-        subcommands: [Demo.self, Listen.self, Call.self, Web.self, Relay.self, Session.self, Config.self, Join.self, Identity.self, Contacts.self, Block.self, Unblock.self, Recents.self, Devices.self, Gather.self])
+        subcommands: [Demo.self, Listen.self, Call.self, Web.self, Relay.self, Session.self, Config.self, Join.self, Identity.self, Contacts.self, Block.self, Unblock.self, Recents.self, Devices.self, Gather.self, Ctl.self])
 
     /// ArgumentParser's own, except for a usage error found while a command runs (a value
     /// from config.yaml, a WAV that cannot be played, two options that exclude each other):

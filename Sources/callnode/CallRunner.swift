@@ -2,6 +2,7 @@ import ArgumentParser
 import CallNode
 import Dispatch
 import Foundation
+import NodeControl
 
 #if canImport(Glibc)
 import Glibc
@@ -17,6 +18,8 @@ enum RunnerInput: Sendable {
     case nodeFinished
     /// A drain is over: no call is left (`hungUp` were hung up when its grace ran out).
     case drained(hungUp: Int)
+    /// The control API asks for a drain (`POST /v1/drain`), with its grace if it gave one.
+    case drainRequested(grace: Duration?)
 }
 
 /// How a run ended, for the exit status.
@@ -203,6 +206,9 @@ final class CallRunner {
                 await handleKey(key)
             case .nodeFinished:
                 break loop
+            case let .drainRequested(grace):
+                clearStatus()
+                startDrain(grace: grace ?? drainGrace, by: "control API", now: "Ctrl-C")
             case let .drained(hungUp):
                 printError(hungUp == 0 ? "callnode: drained: every call has ended"
                                        : "callnode: drained: the grace period ran out; \(hungUp) calls hung up")
@@ -218,6 +224,18 @@ final class CallRunner {
         for source in signalSources { source.cancel() }
         for task in tasks { task.cancel() }
         return outcome
+    }
+
+    /// What the control API's drain request does: the same drain as `D` (the run ends once the
+    /// calls in progress have ended).
+    var drainRequester: @Sendable (Duration?) async -> Void {
+        let continuation = self.continuation
+        return { grace in continuation.yield(.drainRequested(grace: grace)) }
+    }
+
+    /// Runs `work` (the control API's server) until the run ends.
+    func keep(_ work: @escaping @Sendable () async -> Void) {
+        tasks.append(Task { await work() })
     }
 
     /// Takes no new calls from now on; the run ends once the calls in progress have (or, after
@@ -358,7 +376,7 @@ final class CallRunner {
 
     private func report(_ event: NodeEvent) {
         if json {
-            if let object = Self.json(event) { emitJSON(object) }
+            if let object = EventJSON.object(event) { emitJSON(object) }
             return
         }
         switch event {
@@ -402,7 +420,7 @@ final class CallRunner {
                 line("RTP without ICE: \(pair.local) ↔ \(pair.remote) (UDP; the peer speaks no ICE)")
             }
         case let .connected(_, setup):
-            line("connected in \(Self.milliseconds(setup)) ms")
+            line("connected in \(EventJSON.milliseconds(setup)) ms")
         case let .secured(uuid, security):
             securities[uuid] = security
             line(security.unencrypted ? "media \(security)" : "media secured: \(security)")
@@ -412,7 +430,7 @@ final class CallRunner {
         case let .webPage(connected, from):
             line(connected ? "a web page connected from \(from)" : "the web page at \(from) left")
         case let .firstAudio(_, after):
-            line("hearing the peer (first audio \(Self.milliseconds(after)) ms after the dial)")
+            line("hearing the peer (first audio \(EventJSON.milliseconds(after)) ms after the dial)")
         case let .statistics(uuid, stats):
             lastStats[uuid] = stats
             if isTerminal { status(uuid, stats) }
@@ -452,7 +470,7 @@ final class CallRunner {
             if routeChanged { parts.append("default route changed") }
             line("this host's network changed: \(parts.joined(separator: "; "))")
         case let .playoutReset(_, reset):
-            line("playout moved \(Self.milliseconds(reset.jump)) ms on the peer's stream (\(reset.reason.rawValue))")
+            line("playout moved \(EventJSON.milliseconds(reset.jump)) ms on the peer's stream (\(reset.reason.rawValue))")
         case let .iceRestarted(_, byPeer):
             line(byPeer ? "the peer restarted ICE; looking for a new path" : "restarting ICE to look for a new path")
         case let .rejected(_, reason):
@@ -466,7 +484,7 @@ final class CallRunner {
             // The placed call's failure is said once, by the line the run ends with (stderr).
             let failsTheRun = uuid == dialedCall && (reason == .failed || !connected.contains(uuid))
             if let detail, !failsTheRun { text += " (\(detail))" }
-            if let duration { text += " after \(String(format: "%.1f", Self.seconds(duration))) s" }
+            if let duration { text += " after \(String(format: "%.1f", EventJSON.seconds(duration))) s" }
             if let stats = lastStats[uuid] {
                 text += "; sent \(stats.packetsSent) packets, received \(stats.packetsReceived), lost \(stats.packetsLost)"
             }
@@ -498,7 +516,7 @@ final class CallRunner {
 
     private func status(_ uuid: UUID, _ s: MediaStatistics) {
         let pair = lastPair[uuid].map { "\($0.localType.rawValue)/\($0.remoteType.rawValue)" } ?? "-"
-        let rtt = s.roundTripTime.map { "\(Self.milliseconds($0)) ms" } ?? "-"
+        let rtt = s.roundTripTime.map { "\(EventJSON.milliseconds($0)) ms" } ?? "-"
         guard uuid == current else { return }  // the line shows the call the keys act on
         let state = held ? "held" : heldByPeer.contains(uuid) ? "on hold by \(peers[uuid] ?? "the peer")" : nil
         let what = (state.map { muted ? "\($0), muted" : $0 } ?? (muted ? "muted" : "in call"))
@@ -516,7 +534,7 @@ final class CallRunner {
         // printed when the call was secured).
         let parts: [(text: String?, rank: Int)] = [
             ("● \(what)\(with)\(others)", 0), (e2e, 5), ("pair \(pair)", 7), ("RTT \(rtt)", 4),
-            ("loss \(s.packetsLost)", 3), ("jitter \(Self.milliseconds(s.jitter)) ms", 6),
+            ("loss \(s.packetsLost)", 3), ("jitter \(EventJSON.milliseconds(s.jitter)) ms", 6),
             ("\(s.sendBitrate / 1000)/\(s.receiveBitrate / 1000) kbit/s" + (s.encoding == .opus ? "" : " \(s.encoding.rtpName)"), 8),
             ("level \(Int(s.sendLevel))/\(Int(s.receiveLevel)) dB", 9), (load, 1), (keys, 2),
         ]

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CallNode
 import Foundation
+import NodeControl
 import Metrics
 import Prometheus
 

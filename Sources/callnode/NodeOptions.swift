@@ -1,6 +1,7 @@
 import ArgumentParser
 import CallNode
 import Foundation
+import NodeControl
 import NodeSettings
 
 /// `--home`, shared by every command that opens the node's home directory.
@@ -113,6 +114,12 @@ struct NodeOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Serve Prometheus metrics (calls, setup times, loss, jitter, RTT, rejects) over HTTP at http://HOST:PORT/metrics.", valueName: "HOST:PORT"))
     var metrics: String?
 
+    @Option(name: .long, help: ArgumentHelp("Serve the control API (HTTP and JSON: list, place and answer calls, play prompts, record, stream events; `callnode ctl`) at unix:PATH (listen and web default: unix:HOME/control.sock, this user only), or tcp:HOST:PORT on loopback with a token (control-token in config.yaml, CALLNODE_CONTROL_TOKEN or --control-token-file); none turns it off.", valueName: "ADDRESS"))
+    var control: String?
+
+    @Option(name: .long, help: ArgumentHelp("Read the control API's token (for tcp:) from this file (its first line).", valueName: "PATH"))
+    var controlTokenFile: String?
+
     @Option(name: .long, help: ArgumentHelp("Speak SIP on this address too (UDP and TCP): SIP softphones, PBXs and other nodes call this node at sip:USER@HOST:PORT, and `call sip:…` calls them. Add TLS on a port of its own with udp:HOST:PORT,tls:HOST:PORT (the node's identity certificate).", valueName: "HOST:PORT"))
     var sip: String?
 
@@ -162,7 +169,7 @@ struct NodeOptions: ParsableArguments {
         put("complexity-follows-load", complexityFollowsLoad)
         put("frame-ms", frameMs); put("redundancy", redundancy); put("ice-restart", iceRestart)
         put("resume-window", resumeWindow); put("key-exchange", keyExchange); put("frame-encryption", frameEncryption); put("playback-only", playbackOnly)
-        put("hold-audio", holdAudio); put("metrics", metrics); put("sip", sip); put("sip-user", sipUser)
+        put("hold-audio", holdAudio); put("metrics", metrics); put("control", control); put("control-token-file", controlTokenFile); put("sip", sip); put("sip-user", sipUser)
         put("sip-media-encryption", sipMediaEncryption); put("sip-ice", sipIce); put("sip-certificate", sipCertificate); put("sip-certificate-key", sipCertificateKey); put("sip-register", sipRegister); put("sip-registrar", sipRegistrar)
         put("sip-auth-user", sipAuthUser); put("sip-password-file", sipPasswordFile)
         put("stun", network.stun); put("turn-file", network.turnFile); put("relay-only", network.relayOnly)
@@ -240,6 +247,22 @@ struct NodeOptions: ParsableArguments {
         }
         setup.holdAudio = hold
         setup.metrics = try read.address("metrics", metrics)
+        if let given = try read.string("control", control) {
+            if given == "none" {
+                setup.control = .off
+            } else {
+                guard let address = ControlAddress(given) else {
+                    throw ValidationError("--control '\(given)' is not unix:PATH, tcp:HOST:PORT or none")
+                }
+                setup.control = .at(address)
+            }
+        }
+        var token = try read.resolved("control-token", nil).value
+        if token == nil { token = try read.secretLines("control-token-file", controlTokenFile).first }
+        setup.controlToken = token
+        if case .at(.tcp) = setup.control, token?.isEmpty != false {
+            throw ValidationError("--control tcp: needs a token: control-token in config.yaml, CALLNODE_CONTROL_TOKEN, or --control-token-file PATH")
+        }
         if let listen = try read.parsed("sip", sip, "HOST:PORT or udp:HOST:PORT,tls:HOST:PORT (TLS on the same host)", Self.sipListen) {
             (setup.sip, setup.sipTLSPort) = (listen.address, listen.tlsPort)
         }
@@ -310,6 +333,12 @@ extension NodeOptions {
     }
 }
 
+/// Where the control API is served, as the settings say.
+enum ControlSetting: Equatable {
+    case off
+    case at(ControlAddress)
+}
+
 /// The merged, checked settings of `listen`, `call`, `web` and `join`.
 struct NodeSetup {
     var listen: SignalAddress?
@@ -342,6 +371,9 @@ struct NodeSetup {
     var playbackOnly = false
     var holdAudio = HoldAudio.silence
     var metrics: SignalAddress?
+    /// The control API: where the flag or settings put it (nil: the command's default).
+    var control: ControlSetting?
+    var controlToken: String?
     var sip: SignalAddress?
     var sipTLSPort: Int?
     var sipUser = "callnode"

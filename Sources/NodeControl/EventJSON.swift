@@ -1,9 +1,11 @@
 import CallNode
 import Foundation
 
-/// The `--json` objects a run prints for the node's events.
-extension CallRunner {
-    static func json(_ event: NodeEvent) -> [String: Any]? {
+/// The JSON objects that describe a node's events: the lines `--json` prints and what the
+/// control API streams, one shape for both.
+public enum EventJSON {
+    /// The object for `event` (its `event` key names it), or nil for one that has none.
+    public static func object(_ event: NodeEvent) -> [String: Any]? {
         switch event {
         case let .listening(address): return ["event": "listening", "address": address.description]
         case let .dialing(uuid, target): return ["event": "dialing", "call": uuid.uuidString, "target": target.description]
@@ -97,11 +99,11 @@ extension CallRunner {
         }
     }
 
-    static func milliseconds(_ d: Duration) -> Double {
+    public static func milliseconds(_ d: Duration) -> Double {
         (seconds(d) * 10_000).rounded() / 10
     }
 
-    static func seconds(_ d: Duration) -> Double {
+    public static func seconds(_ d: Duration) -> Double {
         Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
     }
 }

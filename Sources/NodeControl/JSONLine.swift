@@ -5,7 +5,7 @@ import Foundation
 /// Encoded with `JSONEncoder` (sorted keys) through a typed value: `JSONSerialization` took
 /// ~650 µs for a statistics line (it boxes every value into Foundation objects), the
 /// encoder ~35 µs, and a call writes that line every second for as long as it lasts.
-enum JSONLine {
+public enum JSONLine {
     private static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
@@ -14,17 +14,17 @@ enum JSONLine {
 
     /// The object as one line of JSON (with its newline), or nil if it holds something JSON
     /// cannot say.
-    static func data(_ object: [String: Any]) -> Data? {
+    public static func data(_ object: [String: Any]) -> Data? {
         guard let value = Value(object), var data = try? encoder.encode(value) else { return nil }
         data.append(0x0A)
         return data
     }
 
-    enum Value: Encodable, Equatable {
+    public enum Value: Encodable, Equatable {
         case string(String), int(Int), double(Double), bool(Bool), null
         case array([Value]), object([String: Value])
 
-        init?(_ any: Any) {
+        public init?(_ any: Any) {
             switch any {
             case let value as String: self = .string(value)
             case let value as Bool: self = .bool(value)
@@ -58,7 +58,7 @@ enum JSONLine {
             }
         }
 
-        func encode(to encoder: any Encoder) throws {
+        public func encode(to encoder: any Encoder) throws {
             switch self {
             case let .string(value): var c = encoder.singleValueContainer(); try c.encode(value)
             case let .int(value): var c = encoder.singleValueContainer(); try c.encode(value)

@@ -1,0 +1,555 @@
+import AudioDevices
+import Calls
+import CallNode
+import Foundation
+import Locking
+
+/// A request to the control API, as the server read it.
+public struct ControlRequest: Sendable {
+    public var method: String
+    /// The path without its query (`/v1/calls/…`).
+    public var path: String
+    public var query: [String: String]
+    public var body: [UInt8]
+
+    public init(method: String, path: String, query: [String: String] = [:], body: [UInt8] = []) {
+        self.method = method
+        self.path = path
+        self.query = query
+        self.body = body
+    }
+
+    /// Splits `uri` into its path and its (percent-decoded) query.
+    public init(method: String, uri: String, body: [UInt8] = []) {
+        let parts = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        var query: [String: String] = [:]
+        if parts.count == 2 {
+            for pair in parts[1].split(separator: "&") {
+                let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                let key = String(kv[0]).removingPercentEncoding ?? String(kv[0])
+                query[key] = kv.count == 2 ? (String(kv[1]).removingPercentEncoding ?? String(kv[1])) : ""
+            }
+        }
+        self.init(method: method, path: String(parts.first ?? ""), query: query, body: body)
+    }
+}
+
+/// The control API's answer: a status and a JSON body.
+public struct ControlResponse: Sendable {
+    public var status: Int
+    public var body: [UInt8]
+
+    init(_ status: Int, _ object: [String: Any]) {
+        self.status = status
+        var bytes = Array(JSONLine.data(object) ?? Data("{}\n".utf8))
+        if bytes.isEmpty { bytes = Array("{}\n".utf8) }
+        body = bytes
+    }
+
+    /// An error: `{"error": reason}` with a 4xx or 5xx status.
+    static func error(_ status: Int, _ reason: String) -> ControlResponse {
+        ControlResponse(status, ["error": reason])
+    }
+}
+
+/// What a request asks for, once its route is known.
+struct ControlRoute: Sendable, Equatable {
+    let method: String
+    /// Path components; `{id}` stands for a call (its ID or an unambiguous start of it).
+    let pattern: [String]
+
+    init(_ method: String, _ path: String) {
+        self.method = method
+        pattern = path.split(separator: "/").map(String.init)
+    }
+
+    var path: String { "/" + pattern.joined(separator: "/") }
+
+    /// The call ID in `components`, if they match this route.
+    func match(_ components: [String]) -> (matches: Bool, id: String?) {
+        guard components.count == pattern.count else { return (false, nil) }
+        var id: String?
+        for (component, expected) in zip(components, pattern) {
+            if expected == "{id}" {
+                id = component
+            } else if component != expected {
+                return (false, nil)
+            }
+        }
+        return (true, id)
+    }
+}
+
+/// The control API of a running node: every request a program may make, answered in JSON.
+/// The HTTP server (``ControlServer``) reads requests and streams events; this type decides
+/// what each request does, and can be called directly (tests, an embedder's own transport).
+///
+/// A request never blocks the node: each is a few actor calls, and those that wait for the
+/// peer (a hold's re-offer) return once the node has taken them, as the terminal's keys do.
+public final class ControlAPI: Sendable {
+    public let node: CallNode
+    public let events: ControlEvents
+    /// Starts a drain (the command line's: taking no new calls, exiting once the last ends).
+    private let drainHandler: DrainHandler
+    private struct Playback {
+        let id: UUID
+        let source: PromptSource
+    }
+    private struct Recording {
+        let path: String
+        let sink: WAVFileSink
+    }
+    private struct State {
+        var playbacks: [UUID: Playback] = [:]
+        var recordings: [UUID: Recording] = [:]
+        var drain: Task<Void, Never>?
+    }
+    private let state = Locked(State())
+
+    final class DrainHandler: Sendable {
+        let call: @Sendable (Duration?) async -> Void
+        init(_ call: @escaping @Sendable (Duration?) async -> Void) { self.call = call }
+    }
+
+    /// - Parameter drain: What `POST /v1/drain` does (default: the node's own drain, which
+    ///   returns when the calls have ended; the command line also exits then).
+    public init(node: CallNode, events: ControlEvents = ControlEvents(),
+                drain: (@Sendable (Duration?) async -> Void)? = nil) {
+        self.node = node
+        self.events = events
+        self.drainHandler = DrainHandler(drain ?? { [node] grace in _ = await node.drain(grace: grace) })
+    }
+
+    /// Every route the API serves, in the order the OpenAPI document lists them.
+    static let routes: [ControlRoute] = [
+        ControlRoute("GET", "/v1/node"),
+        ControlRoute("GET", "/v1/calls"),
+        ControlRoute("POST", "/v1/calls"),
+        ControlRoute("GET", "/v1/calls/{id}"),
+        ControlRoute("POST", "/v1/calls/{id}/answer"),
+        ControlRoute("POST", "/v1/calls/{id}/decline"),
+        ControlRoute("POST", "/v1/calls/{id}/hangup"),
+        ControlRoute("POST", "/v1/calls/{id}/hold"),
+        ControlRoute("POST", "/v1/calls/{id}/resume"),
+        ControlRoute("POST", "/v1/calls/{id}/mute"),
+        ControlRoute("POST", "/v1/calls/{id}/unmute"),
+        ControlRoute("POST", "/v1/calls/{id}/swap"),
+        ControlRoute("POST", "/v1/calls/{id}/merge"),
+        ControlRoute("POST", "/v1/calls/{id}/unmerge"),
+        ControlRoute("POST", "/v1/calls/{id}/dtmf"),
+        ControlRoute("POST", "/v1/calls/{id}/play"),
+        ControlRoute("DELETE", "/v1/calls/{id}/play"),
+        ControlRoute("POST", "/v1/calls/{id}/record"),
+        ControlRoute("DELETE", "/v1/calls/{id}/record"),
+        ControlRoute("PUT", "/v1/do-not-disturb"),
+        ControlRoute("POST", "/v1/drain"),
+        ControlRoute("GET", "/v1/events"),
+    ]
+
+    /// Every route as `METHOD /path` (`{id}` for a call), for the OpenAPI check.
+    public static var routeNames: [String] { routes.map { "\($0.method) \($0.path)" } }
+
+    /// Answers `request`. `GET /v1/events` is the server's (it streams); here it is a 400.
+    public func respond(to request: ControlRequest) async -> ControlResponse {
+        let components = request.path.split(separator: "/").map(String.init)
+        var pathKnown = false
+        for route in Self.routes {
+            let (matches, id) = route.match(components)
+            guard matches else { continue }
+            pathKnown = true
+            guard route.method == request.method else { continue }
+            let body: [String: Any]
+            switch Self.parseBody(request.body) {
+            case let .success(parsed): body = parsed
+            case let .failure(problem): return .error(400, problem.reason)
+            }
+            if let id {
+                switch resolve(id) {
+                case let .success(call): return await perform(route, call: call, body: body)
+                case let .failure(problem): return .error(problem.status, problem.reason)
+                }
+            }
+            return await perform(route, call: nil, body: body, query: request.query)
+        }
+        if pathKnown {
+            let allowed = Self.routes.filter { $0.match(components).matches }.map(\.method).joined(separator: ", ")
+            return .error(405, "\(request.method) is not served at \(request.path) (it takes \(allowed))")
+        }
+        return .error(404, "no such route: \(request.method) \(request.path) (docs/control-api.openapi.json lists them)")
+    }
+
+    struct Problem: Error {
+        let status: Int
+        let reason: String
+    }
+
+    static func parseBody(_ bytes: [UInt8]) -> Result<[String: Any], Problem> {
+        guard bytes.contains(where: { !($0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09) }) else { return .success([:]) }
+        guard let value = try? JSONSerialization.jsonObject(with: Data(bytes)) else {
+            return .failure(Problem(status: 400, reason: "the body is not JSON"))
+        }
+        guard let object = value as? [String: Any] else {
+            return .failure(Problem(status: 400, reason: "the body must be a JSON object"))
+        }
+        return .success(object)
+    }
+
+    /// The live call `id` names: its whole UUID, or a start of it no other live call shares.
+    func resolve(_ id: String) -> Result<ObservedCall, Problem> {
+        let calls = node.manager.observer.calls
+        let wanted = id.lowercased()
+        if let uuid = UUID(uuidString: id) {
+            if let call = calls.first(where: { $0.id == uuid }) { return .success(call) }
+            return .failure(Problem(status: 404, reason: "no call \(uuid.uuidString) (it has ended, or never was)"))
+        }
+        let matching = calls.filter { $0.id.uuidString.lowercased().hasPrefix(wanted) }
+        guard !wanted.isEmpty, let first = matching.first else {
+            return .failure(Problem(status: 404, reason: "no call whose ID starts with '\(id)' (GET /v1/calls lists them)"))
+        }
+        guard matching.count == 1 else {
+            return .failure(Problem(status: 409, reason: "'\(id)' starts \(matching.count) calls' IDs: give more of it"))
+        }
+        return .success(first)
+    }
+
+    private func perform(_ route: ControlRoute, call: ObservedCall?, body: [String: Any], query: [String: String] = [:]) async -> ControlResponse {
+        let action = route.pattern.last ?? ""
+        do {
+            if let call { return try await perform(action, method: route.method, call: call, body: body) }
+            switch (route.method, route.path) {
+            case ("GET", "/v1/node"): return await nodeStatus()
+            case ("GET", "/v1/calls"):
+                var list: [[String: Any]] = []
+                for call in node.manager.observer.calls { list.append(await describe(call)) }
+                return ControlResponse(200, ["calls": list])
+            case ("POST", "/v1/calls"): return try await placeCall(body)
+            case ("PUT", "/v1/do-not-disturb"):
+                guard let on = body["on"] as? Bool else { throw Problem(status: 400, reason: "give {\"on\": true} or {\"on\": false}") }
+                await node.manager.setDoNotDisturb(on)
+                return ControlResponse(200, ["do_not_disturb": on])
+            case ("POST", "/v1/drain"):
+                let grace = try number(body, "grace_s", in: 0...86_400)
+                let calls = node.manager.observer.calls.count
+                let handler = drainHandler
+                if await node.draining { return ControlResponse(200, ["draining": true, "calls": calls]) }
+                // The drain returns when the calls have ended: it is started, not waited for
+                // (the API keeps the task and ``close()`` cancels it).
+                let task = Task { await handler.call(grace.map { .milliseconds(Int64($0 * 1000)) }) }
+                state.withLock { $0.drain = task }
+                return ControlResponse(202, ["draining": true, "calls": calls, "grace_s": grace as Any? ?? NSNull()])
+            case ("GET", "/v1/events"):
+                return .error(400, "events stream over HTTP (GET /v1/events on the control socket)")
+            default:
+                return .error(404, "no such route: \(route.method) \(route.path)")
+            }
+        } catch let problem as Problem {
+            return .error(problem.status, problem.reason)
+        } catch {
+            return .error(500, "\(error)")
+        }
+    }
+
+    private func perform(_ action: String, method: String, call: ObservedCall, body: [String: Any]) async throws -> ControlResponse {
+        let id = call.id
+        switch (method, action) {
+        case ("GET", _):
+            return ControlResponse(200, await describe(call))
+        case ("POST", "answer"):
+            guard !call.isOutgoing, call.phase == .invitationReceived else {
+                throw Problem(status: 409, reason: "the call is not ringing here (it is \(Self.status(of: call))): only a ringing incoming call is answered")
+            }
+            let others = try (body["others"] as? String).map { name -> OtherCallsOnAnswer in
+                guard let others = OtherCallsOnAnswer(rawValue: name) else {
+                    throw Problem(status: 400, reason: "others must be one of \(OtherCallsOnAnswer.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                return others
+            } ?? .hold
+            try await request { () async throws(CallRequestError) in try await node.answer(id, others: others) }
+        case ("POST", "decline"):
+            guard !call.isOutgoing, call.phase == .invitationReceived else {
+                throw Problem(status: 409, reason: "the call is not ringing here (it is \(Self.status(of: call))): hang it up instead")
+            }
+            try await request { () async throws(CallRequestError) in try await node.hangUp(id) }
+        case ("POST", "hangup"):
+            try await request { () async throws(CallRequestError) in try await node.hangUp(id) }
+        case ("POST", "hold"), ("POST", "resume"):
+            guard call.hasConnected else {
+                throw Problem(status: 409, reason: "the call is \(Self.status(of: call)): only a connected call is held or resumed")
+            }
+            try await request { () async throws(CallRequestError) in try await node.setHeld(id, action == "hold") }
+        case ("POST", "mute"), ("POST", "unmute"):
+            try await request { () async throws(CallRequestError) in try await node.setMuted(id, action == "mute") }
+        case ("POST", "swap"):
+            guard call.hasConnected else { throw Problem(status: 409, reason: "the call is \(Self.status(of: call)): only a connected call is swapped to") }
+            try await request { () async throws(CallRequestError) in try await node.swap(to: id) }
+        case ("POST", "merge"):
+            guard let otherID = body["with"] as? String else { throw Problem(status: 400, reason: "give the call to merge with: {\"with\": ID}") }
+            let other: ObservedCall
+            switch resolve(otherID) {
+            case let .success(found): other = found
+            case let .failure(problem): throw problem
+            }
+            guard other.id != id else { throw Problem(status: 409, reason: "a call is not merged with itself") }
+            try await request { () async throws(CallRequestError) in try await node.merge(id, with: other.id) }
+        case ("POST", "unmerge"):
+            try await request { () async throws(CallRequestError) in try await node.unmerge(id) }
+        case ("POST", "dtmf"):
+            guard let digits = body["digits"] as? String, !digits.isEmpty else {
+                throw Problem(status: 400, reason: "give the digits: {\"digits\": \"123#\"} (0–9, *, #, A–D)")
+            }
+            guard digits.allSatisfy({ "0123456789*#ABCDabcd".contains($0) }) else {
+                throw Problem(status: 400, reason: "'\(digits)' has characters DTMF cannot send (0–9, *, #, A–D)")
+            }
+            guard call.hasConnected else { throw Problem(status: 409, reason: "the call is \(Self.status(of: call)): digits are sent on a connected call") }
+            try await request { () async throws(CallRequestError) in try await node.playDTMF(id, digits.uppercased()) }
+        case ("POST", "play"):
+            return try await play(into: call, body)
+        case ("DELETE", "play"):
+            let playing = state.withLock { $0.playbacks.removeValue(forKey: id) }
+            guard let playing else { throw Problem(status: 409, reason: "nothing is playing into the call") }
+            playing.source.stop()
+            try await nodeCall { () async throws(CallNodeError) in try await node.play(nil, into: id) }
+            events.publish(["event": "playback-stopped", "call": id.uuidString, "playback": playing.id.uuidString])
+            return ControlResponse(200, ["playback": playing.id.uuidString, "stopped": true])
+        case ("POST", "record"):
+            return try await record(call, body)
+        case ("DELETE", "record"):
+            guard let stopped = try await stopRecording(id, reason: "stopped") else {
+                throw Problem(status: 409, reason: "the call is not being recorded (POST …/record starts it)")
+            }
+            return ControlResponse(200, stopped)
+        default:
+            throw Problem(status: 405, reason: "\(method) \(action) is not served")
+        }
+        let now = node.manager.observer.calls.first { $0.id == id }
+        return ControlResponse(200, now.map { Self.summary($0) } ?? ["id": id.uuidString, "ended": true])
+    }
+
+    /// Runs a request of the call manager: its refusals are the caller's mistake (409).
+    private func request(_ body: () async throws(CallRequestError) -> Void) async throws {
+        do { try await body() } catch {
+            switch error {
+            case .unknownCall: throw Problem(status: 404, reason: error.description)
+            default: throw Problem(status: 409, reason: error.description)
+            }
+        }
+    }
+
+    private func nodeCall(_ body: () async throws(CallNodeError) -> Void) async throws {
+        do { try await body() } catch {
+            switch error {
+            case .noSuchCall: throw Problem(status: 404, reason: error.description)
+            case .media: throw Problem(status: 400, reason: error.description)
+            default: throw Problem(status: 409, reason: error.description)
+            }
+        }
+    }
+
+    private func number(_ body: [String: Any], _ key: String, in range: ClosedRange<Double>) throws -> Double? {
+        guard let value = body[key] else { return nil }
+        guard let number = value as? Double ?? (value as? Int).map(Double.init), range.contains(number) else {
+            throw Problem(status: 400, reason: "\(key) must be a number from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return number
+    }
+
+    private func placeCall(_ body: [String: Any]) async throws -> ControlResponse {
+        guard let text = body["to"] as? String, !text.isEmpty else {
+            throw Problem(status: 400, reason: "give whom to call: {\"to\": \"bob\"} (a contact, HOST:PORT, FINGERPRINT@HOST:PORT or sip:USER@HOST)")
+        }
+        let target: CallTarget
+        switch CallTarget.parse(text, relay: node.configuration.relay) {
+        case let .success(parsed): target = parsed
+        case let .failure(problem): throw Problem(status: 400, reason: problem.description)
+        }
+        do {
+            let id = try await node.call(target, title: body["title"] as? String)
+            return ControlResponse(201, ["id": id.uuidString, "target": target.description])
+        } catch {
+            switch error {
+            case .unknownContact, .contactWithoutAddress, .sip: throw Problem(status: 400, reason: error.description)
+            default: throw Problem(status: 409, reason: error.description)
+            }
+        }
+    }
+
+    private func play(into call: ObservedCall, _ body: [String: Any]) async throws -> ControlResponse {
+        guard call.hasConnected else {
+            throw Problem(status: 409, reason: "the call is \(Self.status(of: call)): prompts play into a connected call")
+        }
+        let loops = body["loop"] as? Bool ?? false
+        let volume = try number(body, "volume", in: 0...4) ?? 1
+        let playback = UUID(), id = call.id, events = self.events
+        let weakState = WeakState(self)
+        let finished: @Sendable () -> Void = {
+            // On the media path: only hand it over.
+            guard weakState.api?.finishPlayback(playback, of: id) == true else { return }
+            events.publish(["event": "playback-finished", "call": id.uuidString, "playback": playback.uuidString])
+        }
+        let source: PromptSource
+        do {
+            if let file = body["file"] as? String {
+                source = try PromptSource(path: file, loops: loops, finished: finished)
+            } else if let frequency = try number(body, "tone", in: 20...20_000) {
+                source = try PromptSource(tone: frequency, seconds: try number(body, "seconds", in: 0.01...600) ?? 1,
+                                          loops: loops, finished: finished)
+            } else {
+                throw Problem(status: 400, reason: "give a WAV file {\"file\": \"/path/prompt.wav\"} or a tone {\"tone\": 440, \"seconds\": 1}")
+            }
+        } catch let error as AudioDeviceError {
+            throw Problem(status: 400, reason: "\(error)")
+        }
+        let replaced = state.withLock { state -> Playback? in
+            let before = state.playbacks[id]
+            state.playbacks[id] = Playback(id: playback, source: source)
+            return before
+        }
+        replaced?.source.stop()
+        do {
+            try await nodeCall { () async throws(CallNodeError) in try await node.play(source, into: id, volume: volume) }
+        } catch {
+            state.withLock { state in
+                if state.playbacks[id]?.id == playback { state.playbacks[id] = nil }
+            }
+            throw error
+        }
+        if let replaced {
+            events.publish(["event": "playback-stopped", "call": id.uuidString, "playback": replaced.id.uuidString])
+        }
+        return ControlResponse(202, ["playback": playback.uuidString, "call": id.uuidString,
+                                     "seconds": EventJSON.seconds(source.duration), "loop": loops])
+    }
+
+    /// The playback finished on its own: forgotten (true), unless another replaced it.
+    fileprivate func finishPlayback(_ playback: UUID, of call: UUID) -> Bool {
+        state.withLock { state in
+            guard state.playbacks[call]?.id == playback else { return false }
+            state.playbacks[call] = nil
+            return true
+        }
+    }
+
+    private func record(_ call: ObservedCall, _ body: [String: Any]) async throws -> ControlResponse {
+        guard call.hasConnected else {
+            throw Problem(status: 409, reason: "the call is \(Self.status(of: call)): a connected call is recorded")
+        }
+        guard let path = body["path"] as? String, !path.isEmpty else {
+            throw Problem(status: 400, reason: "give where to record: {\"path\": \"/var/lib/callnode/message.wav\"}")
+        }
+        let sides = body["sides"] as? String ?? "both"
+        guard ["both", "received"].contains(sides) else {
+            throw Problem(status: 400, reason: "sides must be both (what is heard and sent, mixed) or received (what is heard)")
+        }
+        guard state.withLock({ $0.recordings[call.id] }) == nil else {
+            throw Problem(status: 409, reason: "the call is being recorded already (DELETE …/record stops it)")
+        }
+        let directory = (path as NSString).deletingLastPathComponent
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory.isEmpty ? "." : directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw Problem(status: 400, reason: "no directory \(directory) to record into")
+        }
+        let sink = WAVFileSink(path: path)
+        let id = call.id, events = self.events
+        try await nodeCall { () async throws(CallNodeError) in try await node.record(id, into: sink, mixingSent: sides == "both") }
+        let weakState = WeakState(self)
+        sink.onFailure { reason in
+            guard weakState.api?.state.withLock({ $0.recordings.removeValue(forKey: id) }) != nil else { return }
+            events.publish(["event": "recording-stopped", "call": id.uuidString, "path": path, "reason": "failed: \(reason)"])
+        }
+        state.withLock { $0.recordings[id] = Recording(path: path, sink: sink) }
+        events.publish(["event": "recording-started", "call": id.uuidString, "path": path, "sides": sides])
+        return ControlResponse(201, ["call": id.uuidString, "path": path, "sides": sides])
+    }
+
+    /// Stops `call`'s recording, if it has one: what it recorded, said to readers too.
+    private func stopRecording(_ call: UUID, reason: String) async throws -> [String: Any]? {
+        guard let recording = state.withLock({ $0.recordings.removeValue(forKey: call) }) else { return nil }
+        try? await nodeCall { () async throws(CallNodeError) in try await node.record(call, into: nil) }
+        recording.sink.stop()
+        let seconds = Double(recording.sink.samplesWritten) / Double(recording.sink.format.sampleRate)
+        let object: [String: Any] = ["event": "recording-stopped", "call": call.uuidString, "path": recording.path,
+                                     "seconds": (seconds * 100).rounded() / 100, "reason": reason]
+        events.publish(object)
+        var answer = object
+        answer["event"] = nil
+        return answer
+    }
+
+    /// A node event: published to readers, and the end of a call ends its prompt and recording.
+    public func nodeEvent(_ event: NodeEvent) async {
+        if let object = EventJSON.object(event) { events.publish(object) }
+        if case let .ended(call, _, _, _) = event {
+            let playing = state.withLock { $0.playbacks.removeValue(forKey: call) }
+            playing?.source.stop()
+            _ = try? await stopRecording(call, reason: "the call ended")
+        }
+    }
+
+    /// Stops what the API started: prompts, recordings (complete files), a drain it started.
+    public func close() async {
+        let (playbacks, calls, drain) = state.withLock { state in
+            let taken = (Array(state.playbacks.values), Array(state.recordings.keys), state.drain)
+            state.playbacks = [:]
+            state.drain = nil
+            return taken
+        }
+        for playback in playbacks { playback.source.stop() }
+        for call in calls { _ = try? await stopRecording(call, reason: "the control API closed") }
+        drain?.cancel()
+        events.finish()
+    }
+
+    private func nodeStatus() async -> ControlResponse {
+        let calls = node.manager.observer.calls
+        var object: [String: Any] = [
+            "name": node.identity.commonName, "fingerprint": node.identity.fingerprint.hex,
+            "calls": calls.count, "do_not_disturb": await node.manager.isDoNotDisturbOn,
+            "draining": await node.draining, "taking_calls": await node.isTakingCalls,
+            "event_readers": events.readers, "event_readers_dropped": events.droppedReaders,
+        ]
+        object["listen"] = node.listenAddress?.description ?? NSNull()
+        return ControlResponse(200, object)
+    }
+
+    /// What the list of calls says of each.
+    static func summary(_ call: ObservedCall) -> [String: Any] {
+        ["id": call.id.uuidString, "direction": call.isOutgoing ? "outgoing" : "incoming",
+         "peer": call.handle.value, "name": call.callerName ?? NSNull(),
+         "status": status(of: call), "state": call.phase.description,
+         "held": call.isOnHold, "muted": call.isMuted, "group": call.group?.uuidString ?? NSNull()]
+    }
+
+    private func describe(_ call: ObservedCall) async -> [String: Any] {
+        var object = Self.summary(call)
+        let (playing, recording) = state.withLock { ($0.playbacks[call.id]?.id, $0.recordings[call.id]?.path) }
+        object["playback"] = playing?.uuidString ?? NSNull()
+        object["recording"] = recording ?? NSNull()
+        if call.hasConnected, let statistics = await node.statistics(call.id),
+           var stats = EventJSON.object(.statistics(call.id, statistics)) {
+            stats["event"] = nil
+            stats["call"] = nil
+            object["stats"] = stats
+        } else {
+            object["stats"] = NSNull()
+        }
+        return object
+    }
+
+    /// One word for where a call is: ringing, dialing, connecting, connected (or held).
+    static func status(of call: ObservedCall) -> String {
+        if call.hasConnected { return call.isOnHold ? "held" : "connected" }
+        switch call.phase {
+        case .invitationReceived: return "ringing"
+        case .waitingForCapabilities, .invitationSent: return "dialing"
+        case .ended: return "ended"
+        default: return "connecting"
+        }
+    }
+}
+
+/// The API, weakly: a prompt's end handler lives in the media path, which must not keep the
+/// API alive.
+private final class WeakState: Sendable {
+    weak let api: ControlAPI?
+    init(_ api: ControlAPI) { self.api = api }
+}
