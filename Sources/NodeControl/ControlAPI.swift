@@ -231,11 +231,14 @@ public final class ControlAPI: Sendable {
                 let grace = try number(body, "grace_s", in: 0...86_400)
                 let calls = node.manager.observer.calls.count
                 let handler = drainHandler
-                if await node.draining { return ControlResponse(200, ["draining": true, "calls": calls]) }
                 // The drain returns when the calls have ended: it is started, not waited for
-                // (the API keeps the task and ``close()`` cancels it).
-                let task = Task { await handler.call(grace.map { .milliseconds(Int64($0 * 1000)) }) }
-                state.withLock { $0.drain = task }
+                // (the API keeps the task and ``close()`` cancels it). One drain at a time.
+                let started = state.withLock { state -> Bool in
+                    guard state.drain == nil else { return false }
+                    state.drain = Task { await handler.call(grace.map { .milliseconds(Int64($0 * 1000)) }) }
+                    return true
+                }
+                if !started { return ControlResponse(200, ["draining": true, "calls": calls]) }
                 return ControlResponse(202, ["draining": true, "calls": calls, "grace_s": grace as Any? ?? NSNull()])
             case ("GET", "/v1/events"):
                 return .error(400, "events stream over HTTP (GET /v1/events on the control socket)")
@@ -305,10 +308,14 @@ public final class ControlAPI: Sendable {
         case ("POST", "play"):
             return try await play(into: call, body)
         case ("DELETE", "play"):
-            let playing = state.withLock { $0.playbacks.removeValue(forKey: id) }
-            guard let playing else { throw Problem(status: 409, reason: "nothing is playing into the call") }
-            playing.source.stop()
+            guard let playing = state.withLock({ $0.playbacks[id] }) else {
+                throw Problem(status: 409, reason: "nothing is playing into the call")
+            }
             try await nodeCall { () async throws(CallNodeError) in try await node.play(nil, into: id) }
+            playing.source.stop()
+            state.withLock { state in
+                if state.playbacks[id]?.id == playing.id { state.playbacks[id] = nil }
+            }
             events.publish(["event": "playback-stopped", "call": id.uuidString, "playback": playing.id.uuidString])
             return ControlResponse(200, ["playback": playing.id.uuidString, "stopped": true])
         case ("POST", "record"):
@@ -377,6 +384,7 @@ public final class ControlAPI: Sendable {
         guard call.hasConnected else {
             throw Problem(status: 409, reason: "the call is \(Self.status(of: call)): prompts play into a connected call")
         }
+        guard body["loop"] == nil || body["loop"] is Bool else { throw Problem(status: 400, reason: "loop must be true or false") }
         let loops = body["loop"] as? Bool ?? false
         let volume = try number(body, "volume", in: 0...4) ?? 1
         let playback = UUID(), id = call.id, events = self.events
@@ -436,12 +444,10 @@ public final class ControlAPI: Sendable {
         guard let path = body["path"] as? String, !path.isEmpty else {
             throw Problem(status: 400, reason: "give where to record: {\"path\": \"/var/lib/callnode/message.wav\"}")
         }
+        guard body["sides"] == nil || body["sides"] is String else { throw Problem(status: 400, reason: "sides must be both or received") }
         let sides = body["sides"] as? String ?? "both"
         guard ["both", "received"].contains(sides) else {
             throw Problem(status: 400, reason: "sides must be both (what is heard and sent, mixed) or received (what is heard)")
-        }
-        guard state.withLock({ $0.recordings[call.id] }) == nil else {
-            throw Problem(status: 409, reason: "the call is being recorded already (DELETE …/record stops it)")
         }
         let directory = (path as NSString).deletingLastPathComponent
         var isDirectory: ObjCBool = false
@@ -450,13 +456,28 @@ public final class ControlAPI: Sendable {
         }
         let sink = WAVFileSink(path: path)
         let id = call.id, events = self.events
-        try await nodeCall { () async throws(CallNodeError) in try await node.record(id, into: sink, mixingSent: sides == "both") }
+        // The call's slot is taken before the media is asked, so two requests at once cannot
+        // both record (the second is refused).
+        let taken = state.withLock { state -> Bool in
+            guard state.recordings[id] == nil else { return false }
+            state.recordings[id] = Recording(path: path, sink: sink)
+            return true
+        }
+        guard taken else { throw Problem(status: 409, reason: "the call is being recorded already (DELETE …/record stops it)") }
         let weakState = WeakState(self)
         sink.onFailure { reason in
-            guard weakState.api?.state.withLock({ $0.recordings.removeValue(forKey: id) }) != nil else { return }
-            events.publish(["event": "recording-stopped", "call": id.uuidString, "path": path, "reason": "failed: \(reason)"])
+            guard let recording = weakState.api?.state.withLock({ $0.recordings.removeValue(forKey: id) }) else { return }
+            events.publish(["event": "recording-stopped", "call": id.uuidString, "path": path, "reason": "failed: \(reason)",
+                            "seconds": Double(recording.sink.samplesWritten) / Double(recording.sink.format.sampleRate)])
         }
-        state.withLock { $0.recordings[id] = Recording(path: path, sink: sink) }
+        do {
+            try await nodeCall { () async throws(CallNodeError) in try await node.record(id, into: sink, mixingSent: sides == "both") }
+        } catch {
+            state.withLock { state in
+                if state.recordings[id]?.sink === sink { state.recordings[id] = nil }
+            }
+            throw error
+        }
         events.publish(["event": "recording-started", "call": id.uuidString, "path": path, "sides": sides])
         return ControlResponse(201, ["call": id.uuidString, "path": path, "sides": sides])
     }
@@ -477,12 +498,14 @@ public final class ControlAPI: Sendable {
 
     /// A node event: published to readers, and the end of a call ends its prompt and recording.
     public func nodeEvent(_ event: NodeEvent) async {
-        if let object = EventJSON.object(event) { events.publish(object) }
         if case let .ended(call, _, _, _) = event {
+            // Its recording is complete (and said) before its end is: a reader may forget the
+            // call at its end.
             let playing = state.withLock { $0.playbacks.removeValue(forKey: call) }
             playing?.source.stop()
             _ = try? await stopRecording(call, reason: "the call ended")
         }
+        if let object = EventJSON.object(event) { events.publish(object) }
     }
 
     /// Stops what the API started: prompts, recordings (complete files), a drain it started.

@@ -27,6 +27,7 @@ public final class ControlEvents: Sendable {
         var next = 0
         var readers: [Int: Reader] = [:]
         var dropped = 0
+        var sequence = 0
         var finished = false
     }
     private let state = Locked(State())
@@ -74,7 +75,12 @@ public final class ControlEvents: Sendable {
         object["time"] = Date().timeIntervalSince1970
         guard let json = JSONLine.data(object) else { return }
         let call = (object["call"] as? String).flatMap(UUID.init(uuidString:))
-        var line = Array("data: ".utf8)
+        let sequence = state.withLock { state -> Int in
+            state.sequence += 1
+            return state.sequence
+        }
+        // `id:` numbers events, so a reader that was dropped can tell what it missed.
+        var line = Array("id: \(sequence)\ndata: ".utf8)
         line.append(contentsOf: json)  // ends with its newline
         line.append(0x0A)
         let readers = state.withLock { $0.readers }

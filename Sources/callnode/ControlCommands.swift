@@ -23,10 +23,11 @@ func startControl(_ node: CallNode, _ setup: NodeSetup, home: String, runner: Ca
     do {
         server = try await ControlServer(api: api, address: address, token: setup.controlToken)
     } catch {
-        if setup.control == nil, case .inUse = error {
-            // The default socket is taken by another node with this home: this one runs
-            // without an API rather than not at all.
-            printError("callnode: note: \(error)")
+        if setup.control == nil {
+            // The default socket cannot be had (another node with this home holds it, or the
+            // home's path is too long for a socket's): this node runs without an API rather
+            // than not at all. An address asked for is another matter.
+            printError("callnode: note: running without the control API: \(error)")
             return nil
         }
         printError("callnode: \(error)")
