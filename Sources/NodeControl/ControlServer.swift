@@ -1,5 +1,6 @@
 import CallNode
 import Foundation
+import Locking
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -89,6 +90,8 @@ public final class ControlServer: Sendable {
     private let token: [UInt8]?
     private let limits: Limits
     private let nodeEvents: AsyncStream<NodeEvent>
+    /// Requests being answered now (not event streams).
+    private let answering = Locked(0)
 
     /// Listens at `address`. A Unix socket is made readable and writable by this user only; a
     /// stale socket file (no node answers on it) is replaced.
@@ -169,11 +172,16 @@ public final class ControlServer: Sendable {
         }
     }
 
-    /// Stops listening, removes the socket file and closes the event streams.
+    /// Stops listening, removes the socket file, closes the event streams and lets the
+    /// requests being answered finish (for at most two seconds): a drain request's answer is
+    /// written before the node it drained exits.
     public func close() async {
         try? await server.channel.close()
         if case let .unix(path) = address { unlink(path) }
         await api.close()
+        for _ in 0..<200 where answering.withLock({ $0 }) > 0 {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
     }
 
     private func serve(_ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>) async {
@@ -205,6 +213,8 @@ public final class ControlServer: Sendable {
                     if request.method == "GET", request.path == "/v1/events" {
                         try await streamEvents(request, outbound: outbound, channel: connection.channel)
                     } else {
+                        answering.withLock { $0 += 1 }
+                        defer { answering.withLock { $0 -= 1 } }
                         try await Self.write(await api.respond(to: request), to: outbound)
                     }
                     return

@@ -105,6 +105,7 @@ struct Listen: AsyncParsableCommand {
         let control = try await startControl(node, setup, home: options.home.home, runner: runner, byDefault: true)
         let outcome = await runner.run(calling: nil)
         await control?.close()
+        await runner.waitForServers()
         await node.shutdown()
         if case let .failed(message) = outcome {
             printError(message)
@@ -242,6 +243,7 @@ struct Web: AsyncParsableCommand {
         let control = try await startControl(node, setup, home: options.home.home, runner: runner, byDefault: true)
         let outcome = await runner.run(calling: nil)
         await control?.close()
+        await runner.waitForServers()
         await node.shutdown()
         if case let .failed(message) = outcome {
             printError(message)

@@ -46,6 +46,7 @@ final class CallRunner {
     let inputs: AsyncStream<RunnerInput>
     private let continuation: AsyncStream<RunnerInput>.Continuation
     private var tasks: [Task<Void, Never>] = []
+    private var servers: [Task<Void, Never>] = []
     private var signalSources: [any DispatchSourceSignal] = []
     private var connected: Set<UUID> = []
     /// The call this run placed (`call`, `join`, a rung page), whose failure is its exit status.
@@ -150,8 +151,9 @@ final class CallRunner {
                     await ringWebPage()
                 case let .rejected(uuid, reason) where uuid == dialed:
                     outcome = .failed("callnode: the call was rejected: \(reason)")
-                case let .dialing(uuid, _) where dialed == nil && target == nil:
-                    // A session join places its own call.
+                case let .dialing(uuid, .session) where dialed == nil && target == nil:
+                    // A session join places its own call (a call the control API places on a
+                    // listening node is one of its calls, not the run's).
                     dialed = uuid
                     dialedCall = uuid
                     current = uuid
@@ -233,9 +235,15 @@ final class CallRunner {
         return { grace in continuation.yield(.drainRequested(grace: grace)) }
     }
 
-    /// Runs `work` (the control API's server) until the run ends.
-    func keep(_ work: @escaping @Sendable () async -> Void) {
-        tasks.append(Task { await work() })
+    /// Runs `work` (the control API's server), which ends on its own once closed; the run
+    /// does not cancel it (see `startControl`).
+    func keepUncancelled(_ work: @escaping @Sendable () async -> Void) {
+        servers.append(Task { await work() })
+    }
+
+    /// Waits for what ``keepUncancelled(_:)`` started, once it has been closed.
+    func waitForServers() async {
+        for server in servers { await server.value }
     }
 
     /// Takes no new calls from now on; the run ends once the calls in progress have (or, after

@@ -34,7 +34,9 @@ func startControl(_ node: CallNode, _ setup: NodeSetup, home: String, runner: Ca
         await node.shutdown()
         throw ExitCode(1)
     }
-    runner.keep { await server.run() }
+    // Served until the command closes it after the run (not cancelled with the run's own
+    // tasks: an answer being written, a drain's, is finished first).
+    runner.keepUncancelled { await server.run() }
     if runner.json {
         runner.emit(["event": "control", "address": server.address.description])
     } else {

@@ -131,5 +131,58 @@ extension RealTimeTests {
         #expect(try await Self.callnode(["ctl", "drain", "--home", bob.home], in: directory).status == 0)
         #expect(bob.0.wait() == 0)
     }
+
+    /// Whether `needles` appear in `sequence` in that order (others may come between).
+    static func inOrder(_ needles: [Double], in sequence: [Double]) -> Bool {
+        var rest = needles[...]
+        for value in sequence where value == rest.first { rest = rest.dropFirst() }
+        return rest.isEmpty
+    }
+
+    @Test func theIVRExampleAnswersPlaysItsMenuAndRecordsAMessageThroughTheAPIAlone() async throws {
+        let directory = try Directory()
+        let node = try await Self.listener("ivr-node", in: directory, ["--input", "silence"])
+        defer { node.0.stop() }
+        let messages = directory.path + "/messages"
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Examples/ivr/ivr.py").path
+        let ivrLog = directory.path + "/ivr.log"
+        let ivr = try ChildProcess("/usr/bin/python3", [script, "--socket", node.home + "/control.sock", "--messages", messages,
+                                                        "--calls", "1"], output: ivrLog)
+        defer { ivr.stop() }
+        _ = try await CommandLineTests.waitForLine(in: ivrLog, process: ivr) { $0.contains("ivr: serving") }
+
+        // A caller whose microphone plays 1300 Hz: what it says is the message.
+        let caller = try await Self.listener("caller", in: directory, ["--input", "tone:1300"])
+        defer { caller.0.stop() }
+        let placed = try await Self.callnode(["ctl", "call", "--home", caller.home, node.address], in: directory)
+        let call = try #require(placed.output.split(separator: "\n").compactMap { UUID(uuidString: String($0)) }.first, "\(placed.output)")
+        let short = String(call.uuidString.prefix(8)).lowercased()
+        _ = try await CommandLineTests.waitForLine(in: caller.log, process: caller.0) { $0.contains("\"connected\"") }
+        let heard = directory.path + "/caller-heard.wav"
+        #expect(try await Self.callnode(["ctl", "record", short, heard, "--received-only", "--home", caller.home], in: directory).status == 0)
+
+        // The greeting, then the menu; 1 leaves a message after the beep, # ends it.
+        _ = try await CommandLineTests.waitForLine(in: ivrLog, process: ivr) { $0.lowercased().contains("\(short): menu") }
+        try await Task.sleep(for: .milliseconds(1_300))
+        #expect(try await Self.callnode(["ctl", "dtmf", short, "1", "--home", caller.home], in: directory).status == 0)
+        try await Task.sleep(for: .milliseconds(2_500))
+        #expect(try await Self.callnode(["ctl", "dtmf", short, "#", "--home", caller.home], in: directory).status == 0)
+
+        // The IVR says goodbye and hangs up; it saved the message and exits after its one call.
+        _ = try await CommandLineTests.waitForLine(in: caller.log, process: caller.0) { $0.contains("\"ended\"") }
+        #expect(ivr.wait() == 0)
+        let output = (try? String(contentsOfFile: ivrLog, encoding: .utf8)) ?? ""
+        let saved = try #require(output.split(separator: "\n").first { $0.hasPrefix("saved message ") }, "\(output)")
+        let files = try FileManager.default.contentsOfDirectory(atPath: messages).filter { $0.hasSuffix(".wav") }
+        #expect(files.count == 1 && saved.contains(files.first ?? "?"), "\(files) \(saved)")
+        let message = messages + "/" + (files.first ?? "")
+        let length = Double(try WAV.read(path: message).samples.count) / 48_000
+        #expect(length > 1.5 && length < 4, "the message is \(length) s")
+        #expect(try Self.toneSequence(message, of: [440, 660, 1_000, 520, 1_300]) == [1_300], "the message holds only the caller")
+        // What the caller heard, in order: greeting, menu, beep, goodbye.
+        let prompts = try Self.toneSequence(heard, of: [440, 660, 1_000, 520, 1_300])
+        #expect(Self.inOrder([440, 660, 1_000, 520], in: prompts) && !prompts.contains(1_300), "\(prompts)")
+    }
 }
 }
