@@ -273,8 +273,11 @@ public final class ControlAPI: Sendable {
                 throw Problem(status: 409, reason: "the call is not ringing here (it is \(Self.status(of: call))): hang it up instead")
             }
             try await request { () async throws(CallRequestError) in try await node.hangUp(id) }
+            return ControlResponse(200, ["id": id.uuidString, "ended": true])
         case ("POST", "hangup"):
+            // The end is taken; the call's `ended` event follows once it is torn down.
             try await request { () async throws(CallRequestError) in try await node.hangUp(id) }
+            return ControlResponse(200, ["id": id.uuidString, "ended": true])
         case ("POST", "hold"), ("POST", "resume"):
             guard call.hasConnected else {
                 throw Problem(status: 409, reason: "the call is \(Self.status(of: call)): only a connected call is held or resumed")

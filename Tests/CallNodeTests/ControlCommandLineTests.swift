@@ -132,6 +132,104 @@ extension RealTimeTests {
         #expect(bob.0.wait() == 0)
     }
 
+    /// Polls `ctl calls --json` at `home` until `predicate` holds for the call list.
+    static func waitForCalls(_ home: String, in directory: Directory, _ predicate: ([[String: Any]]) -> Bool) async throws -> [[String: Any]] {
+        var calls: [[String: Any]] = []
+        for _ in 0..<100 {
+            let listed = try await Self.callnode(["ctl", "calls", "--home", home, "--json"], in: directory)
+            calls = CommandLineTests.jsonLines(listed.output).first?["calls"] as? [[String: Any]] ?? []
+            if predicate(calls) { return calls }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw TestFailure("the calls never matched: \(calls)")
+    }
+
+    @Test func everyCallRequestWorksFromCtlAndFromCurl() async throws {
+        let directory = try Directory()
+        let bob = try await Self.listener("bob", in: directory, ["--input", "silence"])
+        defer { bob.0.stop() }
+        let alice = try await Self.listener("alice", in: directory, ["--input", "tone:440"])
+        defer { alice.0.stop() }
+        let carol = try await Self.listener("carol", in: directory, ["--input", "tone:660"])
+        defer { carol.0.stop() }
+        let socket = bob.home + "/control.sock"
+        func ctl(_ arguments: [String]) async throws -> String {
+            let run = try await Self.callnode(["ctl"] + arguments + ["--home", bob.home], in: directory)
+            #expect(run.status == 0, "ctl \(arguments.joined(separator: " ")): \(run.output)")
+            return run.output
+        }
+        func curl(_ method: String, _ path: String, _ body: String? = nil) async throws -> String {
+            try await ControlServerTests.curl(["--unix-socket", socket, "-X", method] + (body.map { ["-d", $0] } ?? []) + ["http://node" + path]).output
+        }
+        func dial(_ caller: (ChildProcess, home: String, address: String, log: String)) async throws -> String {
+            let placed = try await Self.callnode(["ctl", "call", "--home", caller.home, bob.address], in: directory)
+            let call = try #require(placed.output.split(separator: "\n").compactMap { UUID(uuidString: String($0)) }.first, "\(placed.output)")
+            _ = try await Self.waitForCalls(bob.home, in: directory) { $0.contains { $0["id"] as? String == call.uuidString && $0["status"] as? String == "ringing" } }
+            return String(call.uuidString.prefix(8)).lowercased()
+        }
+
+        // Declined (ctl), then placed again and answered (curl); a second caller answered (ctl)
+        // with the first kept on.
+        let declined = try await dial(carol)
+        #expect(try await ctl(["decline", declined]).contains("ended"))
+        _ = try await CommandLineTests.waitForLine(in: carol.log, process: carol.0) { $0.contains("\"ended\"") }
+        let a = try await dial(alice)
+        #expect(try await curl("POST", "/v1/calls/\(a)/answer").contains("\"status\""))
+        let c = try await dial(carol)
+        _ = try await ctl(["answer", c, "--others", "keep"])
+        _ = try await Self.waitForCalls(bob.home, in: directory) { calls in calls.count == 2 && calls.allSatisfy { $0["status"] as? String == "connected" } }
+
+        // Mute and unmute, hold and resume: each from ctl, then from curl.
+        #expect(try await ctl(["mute", a]).contains("muted"))
+        #expect(!(try await ctl(["unmute", a]).contains("muted")))
+        #expect(try await curl("POST", "/v1/calls/\(a)/mute").contains("\"muted\":true"))
+        #expect(try await curl("POST", "/v1/calls/\(a)/unmute").contains("\"muted\":false"))
+        #expect(try await ctl(["hold", a]).contains("held"))
+        _ = try await CommandLineTests.waitForLine(in: alice.log, process: alice.0) { $0.contains("\"remote-hold\"") && $0.contains("true") }
+        #expect(try await ctl(["resume", a]).contains("connected"))
+        #expect(try await curl("POST", "/v1/calls/\(a)/hold").contains("\"held\":true"))
+        #expect(try await curl("POST", "/v1/calls/\(a)/resume").contains("\"held\":false"))
+
+        // A conference of the two, and out again; then a swap holds the other.
+        _ = try await ctl(["merge", a, c])
+        let merged = try await Self.waitForCalls(bob.home, in: directory) { calls in calls.count == 2 && calls.allSatisfy { !($0["group"] is NSNull) } }
+        #expect(Set(merged.compactMap { $0["group"] as? String }).count == 1)
+        #expect(try await ctl(["show", a]).contains("group: "))
+        _ = try await ctl(["unmerge", a])
+        _ = try await Self.waitForCalls(bob.home, in: directory) { calls in calls.contains { $0["id"] as? String != nil && ($0["id"] as! String).lowercased().hasPrefix(a) && $0["group"] is NSNull } }
+        _ = try await ctl(["swap", c])
+        _ = try await Self.waitForCalls(bob.home, in: directory) { calls in
+            calls.contains { ($0["id"] as? String ?? "").lowercased().hasPrefix(a) && $0["held"] as? Bool == true }
+                && calls.contains { ($0["id"] as? String ?? "").lowercased().hasPrefix(c) && $0["held"] as? Bool == false }
+        }
+
+        // Digits and a looping prompt (started and stopped) from ctl and from curl.
+        #expect(try await ctl(["dtmf", c, "7"]).contains("sent 7"))
+        _ = try await CommandLineTests.waitForLine(in: carol.log, process: carol.0) { $0.contains("\"dtmf\"") && $0.contains("\"7\"") }
+        #expect(try await curl("POST", "/v1/calls/\(c)/dtmf", #"{"digits": "9"}"#).contains("\"status\""))
+        _ = try await CommandLineTests.waitForLine(in: carol.log, process: carol.0) { $0.contains("\"dtmf\"") && $0.contains("\"9\"") }
+        #expect(try await ctl(["play", c, "--tone", "700", "--loop"]).contains("looping"))
+        #expect(try await ctl(["play", c, "--stop"]).contains("stopped"))
+        #expect(try await curl("POST", "/v1/calls/\(c)/play", #"{"tone": 700, "loop": true}"#).contains("\"playback\""))
+        #expect(try await curl("DELETE", "/v1/calls/\(c)/play").contains("\"stopped\":true"))
+        let recording = directory.path + "/bob-c.wav"
+        #expect(try await curl("POST", "/v1/calls/\(c)/record", #"{"path": "\#(recording)"}"#).contains("\"path\""))
+        try await Task.sleep(for: .milliseconds(600))
+        #expect(try await curl("DELETE", "/v1/calls/\(c)/record").contains("\"seconds\""))
+        #expect(try Self.toneSequence(recording, of: [440, 660]) == [660])
+
+        // Do-not-disturb and the node from curl; a hang-up from curl and one from ctl.
+        #expect(try await curl("PUT", "/v1/do-not-disturb", #"{"on": true}"#).contains("\"do_not_disturb\":true"))
+        #expect(try await curl("GET", "/v1/node").contains("\"do_not_disturb\":true"))
+        #expect(try await curl("POST", "/v1/calls/\(a)/hangup").contains("\"id\""))
+        _ = try await CommandLineTests.waitForLine(in: alice.log, process: alice.0) { $0.contains("\"ended\"") }
+        _ = try await ctl(["hangup", c])
+        _ = try await Self.waitForCalls(bob.home, in: directory) { $0.isEmpty }
+        // A drain from curl: the node exits once its (no) calls are over.
+        #expect(try await curl("POST", "/v1/drain").contains("\"draining\":true"))
+        #expect(bob.0.wait() == 0)
+    }
+
     /// Whether `needles` appear in `sequence` in that order (others may come between).
     static func inOrder(_ needles: [Double], in sequence: [Double]) -> Bool {
         var rest = needles[...]
