@@ -151,7 +151,11 @@ public final class ControlAPI: Sendable {
 
     /// Answers `request`. `GET /v1/events` is the server's (it streams); here it is a 400.
     public func respond(to request: ControlRequest) async -> ControlResponse {
-        let components = request.path.split(separator: "/").map(String.init)
+        // Empty components count (`/v1/calls//hangup` names no call, it is not `/v1/calls/hangup`);
+        // the leading slash and one trailing slash do not.
+        var components = request.path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        if components.first == "" { components.removeFirst() }
+        if components.count > 1, components.last == "" { components.removeLast() }
         var pathKnown = false
         for route in Self.routes {
             let (matches, id) = route.match(components)

@@ -8,7 +8,8 @@ import Foundation
 public enum JSONLine {
     private static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
+        // Paths and addresses as they are written (`/v1/calls`, not `\/v1\/calls`).
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return encoder
     }()
 

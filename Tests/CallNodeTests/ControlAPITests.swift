@@ -173,6 +173,7 @@ import Testing
             ("DELETE", "/v1/calls", nil, 405, "GET, POST"),
             ("POST", "/v1/calls/\(UUID().uuidString)/hangup", nil, 404, "no call"),
             ("POST", "/v1/calls/zzzz/hangup", nil, 404, "starts with"),
+            ("POST", "/v1/calls//hangup", nil, 404, "starts with ''"),
             ("POST", "/v1/calls/\(id)/dtmf", "{}", 400, "give the digits"),
             ("POST", "/v1/calls/\(id)/dtmf", #"{"digits": "12x"}"#, 400, "cannot send"),
             ("POST", "/v1/calls/\(id)/play", "{}", 400, "WAV file"),
