@@ -175,7 +175,12 @@ extension RealTimeTests {
         _ = try await CommandLineTests.waitForLine(in: carol.log, process: carol.0) { $0.contains("\"ended\"") }
         let a = try await dial(alice)
         #expect(try await curl("POST", "/v1/calls/\(a)/answer").contains("\"status\""))
-        let c = try await dial(carol)
+        // Carol's second call placed from curl on her node's socket.
+        let placed = try await ControlServerTests.curl(["--unix-socket", carol.home + "/control.sock", "-d", #"{"to": "\#(bob.address)"}"#,
+                                                        "http://node/v1/calls"]).output
+        let c = try #require(placed.split(separator: "\"").compactMap { UUID(uuidString: String($0)) }.first, "\(placed)")
+            .uuidString.prefix(8).lowercased()
+        _ = try await Self.waitForCalls(bob.home, in: directory) { $0.contains { ($0["id"] as? String ?? "").lowercased().hasPrefix(c) && $0["status"] as? String == "ringing" } }
         _ = try await ctl(["answer", c, "--others", "keep"])
         _ = try await Self.waitForCalls(bob.home, in: directory) { calls in calls.count == 2 && calls.allSatisfy { $0["status"] as? String == "connected" } }
 
@@ -208,10 +213,18 @@ extension RealTimeTests {
         _ = try await CommandLineTests.waitForLine(in: carol.log, process: carol.0) { $0.contains("\"dtmf\"") && $0.contains("\"7\"") }
         #expect(try await curl("POST", "/v1/calls/\(c)/dtmf", #"{"digits": "9"}"#).contains("\"status\""))
         _ = try await CommandLineTests.waitForLine(in: carol.log, process: carol.0) { $0.contains("\"dtmf\"") && $0.contains("\"9\"") }
+        // curl reads the events meanwhile (server-sent events).
+        let curlEvents = directory.path + "/curl-events.log"
+        let streaming = try ChildProcess("/usr/bin/curl", ["-s", "-N", "--max-time", "20", "--unix-socket", socket, "http://node/v1/events"], output: curlEvents)
+        defer { streaming.stop() }
+        try await Task.sleep(for: .milliseconds(300))
         #expect(try await ctl(["play", c, "--tone", "700", "--loop"]).contains("looping"))
         #expect(try await ctl(["play", c, "--stop"]).contains("stopped"))
         #expect(try await curl("POST", "/v1/calls/\(c)/play", #"{"tone": 700, "loop": true}"#).contains("\"playback\""))
         #expect(try await curl("DELETE", "/v1/calls/\(c)/play").contains("\"stopped\":true"))
+        let streamed = try await CommandLineTests.waitForLine(in: curlEvents, process: streaming) { $0.contains("playback-stopped") }
+        #expect(streamed.hasPrefix("data: {"), "\(streamed)")
+        streaming.stop()
         let recording = directory.path + "/bob-c.wav"
         #expect(try await curl("POST", "/v1/calls/\(c)/record", #"{"path": "\#(recording)"}"#).contains("\"path\""))
         try await Task.sleep(for: .milliseconds(600))
