@@ -259,6 +259,9 @@ actor CallLeg {
                 return
             }
             reply(nil)
+        case let .volumes(microphone, output, reply):
+            guard let media, mediaStarted else { return reply(nil) }
+            reply(await media.setVolumes(microphone: microphone, output: output))
         case let .recordingTap(sink, mixingSent, reply):
             guard let media, mediaStarted else { return reply(.noMedia(uuid)) }
             do throws(MediaError) { try await media.setTap(sink, mixingSent: mixingSent) } catch {

@@ -43,6 +43,8 @@ enum LegInput: Sendable {
     case statistics(LegReply<MediaStatistics?>)
     /// Mix this into what the call sends (nil: stop); the reply is the error, if it could not.
     case appAudio((any AudioSource)?, volume: Double, LegReply<CallNodeError?>)
+    /// Set the call's gains (nil leaves one); the reply is both as they are then (nil: no media).
+    case volumes(microphone: Double?, output: Double?, LegReply<CallVolumes?>)
     /// Record the call into this sink from now on (nil: stop); the reply is the error, if any.
     case recordingTap((any AudioSink)?, mixingSent: Bool, LegReply<CallNodeError?>)
 
@@ -53,6 +55,7 @@ enum LegInput: Sendable {
         case let .restartICE(reply): reply.refuse()
         case let .statistics(reply): reply.refuse()
         case let .appAudio(_, _, reply), let .recordingTap(_, _, reply): reply.refuse()
+        case let .volumes(_, _, reply): reply.refuse()
         default: break
         }
     }

@@ -31,4 +31,19 @@ extension CallNode {
         let error = await leg.ask(fallback: CallNodeError.noSuchCall(call)) { .recordingTap(sink, mixingSent: mixingSent, $0) }
         if let error { throw error }
     }
+
+    /// Sets `call`'s microphone gain (what the peer hears of this node) and output gain (how
+    /// loud the peer plays here), each 0–4 with 1 as it is; nil leaves one as it is. Returns
+    /// both as they are now. A recording of the call is not changed by the output's gain.
+    /// - Throws: ``CallNodeError/noSuchCall(_:)``, ``CallNodeError/noMedia(_:)`` before the
+    ///   call has connected.
+    @discardableResult
+    public func setVolumes(_ call: UUID, microphone: Double? = nil, output: Double? = nil) async throws(CallNodeError) -> CallVolumes {
+        guard let leg = legs[call] else { throw .noSuchCall(call) }
+        let noCall = CallVolumes(microphone: -1, output: -1)
+        let volumes = await leg.ask(fallback: noCall) { .volumes(microphone: microphone, output: output, $0) }
+        guard let volumes else { throw .noMedia(call) }
+        guard volumes != noCall else { throw .noSuchCall(call) }
+        return volumes
+    }
 }

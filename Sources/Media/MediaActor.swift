@@ -62,6 +62,8 @@ public actor MediaActor: MediaClockClient {
     /// What a held call sends instead of the microphone, if anything.
     var holdAudio: (any AudioSource)?
     var microphoneVolume = 1.0
+    /// Gain on what is played (not on a recording tap).
+    var outputVolume = 1.0
     var appAudio: (source: any AudioSource, volume: Double)?
     /// A recording taken on demand: what is heard, and with `mixesSent` what is sent as well.
     var tap: (sink: any AudioSink, mixesSent: Bool)?
@@ -294,6 +296,13 @@ public actor MediaActor: MediaClockClient {
     /// Microphone gain, 0–4 (1 = unchanged).
     public func setMicrophoneVolume(_ volume: Double) {
         microphoneVolume = max(0, min(4, volume))
+    }
+
+    /// Sets either gain (0–4; nil leaves it) and returns both as they are now.
+    public func setVolumes(microphone: Double?, output: Double?) -> CallVolumes {
+        if let microphone { microphoneVolume = max(0, min(4, microphone)) }
+        if let output { outputVolume = max(0, min(4, output)) }
+        return CallVolumes(microphone: microphoneVolume, output: outputVolume)
     }
 
     /// Mixes `source` (a prompt, music) into what is sent at `volume` (0–4); `nil` removes it.

@@ -101,7 +101,13 @@ extension MediaActor {
 
     func deliver(_ frame: [Int16]) {
         receiveMeter.add(frame)
-        sink.write(frame)
+        if outputVolume == 1 {
+            sink.write(frame)
+        } else {
+            var louder = frame
+            for i in louder.indices { louder[i] = Int16(clamping: Int((Double(frame[i]) * outputVolume).rounded())) }
+            sink.write(louder)
+        }
         if let tap {
             guard tap.mixesSent, tapSentFrame.count == frame.count else {
                 tap.sink.write(frame)

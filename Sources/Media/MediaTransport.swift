@@ -108,6 +108,8 @@ public protocol MediaPath: AnyObject, Sendable {
     func setDirection(sending: Bool, receiving: Bool, holdAudio: (any AudioSource)?) async throws(MediaError)
     /// Mixes `source` (a prompt, music) into what is sent at `volume`; `nil` removes it.
     func setAppAudio(_ source: (any AudioSource)?, volume: Double) async throws(MediaError)
+    /// Sets the microphone's and the output's gain (nil leaves one as it is); both, as now.
+    func setVolumes(microphone: Double?, output: Double?) async -> CallVolumes
     /// Records the call into `sink` from now on (see ``MediaActor/setTap(_:mixingSent:)``).
     func setTap(_ sink: (any AudioSink)?, mixingSent: Bool) async throws(MediaError)
     /// The current statistics.

@@ -276,3 +276,18 @@ public enum MediaEvent: Sendable, Equatable {
     /// timestamps jumped, its stream fell behind, or it started a new one.
     case playoutReset(PlayoutReset)
 }
+
+/// A call's two gains: the microphone's (what the peer hears of it) and the output's (how loud
+/// the peer plays here), each 0–4 with 1 as it is.
+public struct CallVolumes: Sendable, Equatable {
+    public var microphone: Double
+    public var output: Double
+
+    public init(microphone: Double = 1, output: Double = 1) {
+        self.microphone = microphone
+        self.output = output
+    }
+
+    /// The gain in decibels (-inf for 0).
+    public static func decibels(_ gain: Double) -> Double { 20 * log10(gain) }
+}

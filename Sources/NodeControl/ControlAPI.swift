@@ -3,6 +3,7 @@ import Calls
 import CallNode
 import Foundation
 import Locking
+import Media
 
 /// A request to the control API, as the server read it.
 public struct ControlRequest: Sendable {
@@ -137,6 +138,7 @@ public final class ControlAPI: Sendable {
         ControlRoute("POST", "/v1/calls/{id}/merge"),
         ControlRoute("POST", "/v1/calls/{id}/unmerge"),
         ControlRoute("POST", "/v1/calls/{id}/dtmf"),
+        ControlRoute("PUT", "/v1/calls/{id}/volume"),
         ControlRoute("POST", "/v1/calls/{id}/play"),
         ControlRoute("DELETE", "/v1/calls/{id}/play"),
         ControlRoute("POST", "/v1/calls/{id}/record"),
@@ -312,6 +314,14 @@ public final class ControlAPI: Sendable {
             }
             guard call.hasConnected else { throw Problem(status: 409, reason: "the call is \(Self.status(of: call)): digits are sent on a connected call") }
             try await request { () async throws(CallRequestError) in try await node.playDTMF(id, digits.uppercased()) }
+        case ("PUT", "volume"):
+            let microphone = try number(body, "microphone", in: 0...4), output = try number(body, "output", in: 0...4)
+            guard microphone != nil || output != nil else {
+                throw Problem(status: 400, reason: "give a gain, 0–4 (1: as it is): {\"microphone\": 0.5} and/or {\"output\": 2}")
+            }
+            var volumes = CallVolumes()
+            try await nodeCall { () async throws(CallNodeError) in volumes = try await node.setVolumes(id, microphone: microphone, output: output) }
+            return ControlResponse(200, ["id": id.uuidString, "microphone": volumes.microphone, "output": volumes.output])
         case ("POST", "play"):
             return try await play(into: call, body)
         case ("DELETE", "play"):

@@ -265,7 +265,7 @@ public final class ControlServer: Sendable {
             // The reader is behind: the notice is queued after what it has not read, and the
             // connection closes once it is written or in a second, whichever is first.
             var notice = Array("event: dropped\ndata: ".utf8)
-            notice.append(contentsOf: JSONLine.data(["event": "dropped", "reason": reason]) ?? Data())
+            notice.append(contentsOf: JSONLine.data(["event": "dropped", "reason": reason, "time": Date().timeIntervalSince1970]) ?? Data())
             notice.append(0x0A)
             let bytes = notice
             channel.eventLoop.execute {

@@ -373,6 +373,21 @@ final class CallRunner {
             bypassed.toggle()
             await node.setVoiceProcessingBypassed(bypassed)
             line(bypassed ? "voice processing bypassed" : "voice processing on")
+        case "+", "=", "-", "]", "[":
+            // ±3 dB on the output (+ -) or the microphone (] [), 0 to 4 (+12 dB).
+            let output = character == "+" || character == "=" || character == "-"
+            let step = character == "+" || character == "=" || character == "]" ? 1.4125 : 1 / 1.4125
+            do {
+                let now = try await node.setVolumes(call)
+                let current = output ? now.output : now.microphone
+                let wanted = current < 0.01 && step > 1 ? 0.0631 : current * step  // from silence: -24 dB
+                let set = try await node.setVolumes(call, microphone: output ? nil : wanted, output: output ? wanted : nil)
+                let gain = output ? set.output : set.microphone
+                let decibels = gain < 0.01 ? "off" : String(format: "%+.0f dB", CallVolumes.decibels(gain))
+                line("\(output ? "output" : "microphone") volume \(decibels)")
+            } catch {
+                line("cannot change the volume: \(error)")
+            }
         case "q":
             try? await node.hangUp(call)
         default:

@@ -141,7 +141,7 @@ struct Ctl: AsyncParsableCommand {
             """,
         subcommands: [CtlCalls.self, CtlShow.self, CtlCall.self, CtlAnswer.self, CtlDecline.self, CtlHangUp.self,
                       CtlHold.self, CtlResume.self, CtlMute.self, CtlUnmute.self, CtlSwap.self, CtlMerge.self,
-                      CtlUnmerge.self, CtlDTMF.self, CtlPlay.self, CtlRecord.self, CtlDoNotDisturb.self,
+                      CtlUnmerge.self, CtlDTMF.self, CtlVolume.self, CtlPlay.self, CtlRecord.self, CtlDoNotDisturb.self,
                       CtlDrain.self, CtlEvents.self, CtlNode.self])
 }
 
@@ -305,6 +305,28 @@ struct CtlDTMF: AsyncParsableCommand {
     }
 }
 
+struct CtlVolume: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "volume", abstract: "Set a call's microphone and output gains (0–4; 1 is as it is).")
+    @Argument(help: "The call's ID (or its start).") var id: String
+    @Option(name: .long, help: ArgumentHelp("What the peer hears of this node's microphone.", valueName: "GAIN")) var microphone: Double?
+    @Option(name: .long, help: ArgumentHelp("How loud the peer plays here.", valueName: "GAIN")) var output: Double?
+    @OptionGroup var options: CtlOptions
+
+    func validate() throws {
+        if microphone == nil && output == nil { throw ValidationError("give --microphone GAIN, --output GAIN or both") }
+    }
+
+    func run() async throws {
+        var body: [String: Any] = [:]
+        if let microphone { body["microphone"] = microphone }
+        if let output { body["output"] = output }
+        try await options.perform("PUT", callPath(id, "volume"), body: body) { object in
+            "microphone \(ctlText(object["microphone"])), output \(ctlText(object["output"]))"
+        }
+    }
+}
+
 struct CtlPlay: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "play", abstract: "Play a WAV file or a tone into a call (the peer hears it over the microphone).",
@@ -408,7 +430,7 @@ struct CtlNode: AsyncParsableCommand {
 struct CtlEvents: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "events", abstract: "Print the node's events as they happen (Ctrl-C stops).",
-        discussion: "The objects are those `listen --json` prints, plus the API's own (playback-finished, recording-stopped).")
+        discussion: "The objects are those `listen --json` prints, plus the API's own (playback-finished, playback-stopped, recording-started, recording-stopped).")
     @Option(name: .long, help: ArgumentHelp("Only this call's events.", valueName: "ID")) var call: String?
     @Option(name: .long, help: ArgumentHelp("Stop after this many events.", valueName: "N")) var count: Int?
     @OptionGroup var options: CtlOptions

@@ -63,6 +63,6 @@ let callKeysHelp = """
     ringing call, m mute, h hold or \
     resume, s swap to the next call, c merge the calls into a conference, u take this call out \
     of the conference, 0-9 * # send DTMF, o switch to --speaker and back, v bypass voice \
-    processing, n do-not-disturb on and off, D drain (take no new calls, exit after the last), q \
+    processing, + and - output volume, ] and [ microphone volume (3 dB a step), n do-not-disturb on and off, D drain (take no new calls, exit after the last), q \
     hang up; Ctrl-C hangs up and exits.
     """

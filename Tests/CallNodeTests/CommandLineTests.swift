@@ -157,6 +157,36 @@ extension RealTimeTests {
         #expect(listened.contains("drained: every call has ended"), "\(listened.suffix(600))")
     }
 
+    /// `[` and `]` lower and raise the microphone 3 dB a step, `-` and `+` the output: the
+    /// screen says each level, and the caller hears the microphone's change.
+    @Test func volumeKeysChangeWhatThePeerHearsAndSaySo() async throws {
+        let directory = "/tmp/callnode-cli-\(getpid())-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let terminal = try await TerminalListener(directory: directory, arguments: "--accept-unknown --auto-answer --input tone:440 --output null")
+        let callerLog = directory + "/caller.log"
+        let caller = try ChildProcess(try BuildProducts.executable("callnode"),
+                                      ["call", terminal.address, "--home", directory + "/alice", "--bind", "127.0.0.1", "--duration", "7", "--json"],
+                                      output: callerLog)
+        defer { caller.stop() }
+        func heardLevels() -> [Double] {
+            Self.jsonLines((try? String(contentsOfFile: callerLog, encoding: .utf8)) ?? "")
+                .filter { $0["event"] as? String == "stats" }.compactMap { $0["receive_level_db"] as? Double }
+        }
+        _ = try await Self.waitForLine(in: callerLog, process: caller) { $0.contains("\"connected\"") }
+        for _ in 0..<50 where heardLevels().count < 2 { try await Task.sleep(for: .milliseconds(100)) }
+        let before = try #require(heardLevels().last)
+        for _ in 0..<4 { terminal.press("[") }
+        _ = try await Self.waitForLine(in: terminal.log, process: terminal.process) { $0.contains("microphone volume -12 dB") }
+        terminal.press("-")
+        _ = try await Self.waitForLine(in: terminal.log, process: terminal.process) { $0.contains("output volume -3 dB") }
+        let counted = heardLevels().count
+        for _ in 0..<50 where heardLevels().count < counted + 2 { try await Task.sleep(for: .milliseconds(100)) }
+        let after = try #require(heardLevels().last)
+        #expect(abs((before - after) - 12) < 2, "the caller heard \(before) dB, then \(after) dB")
+        #expect(caller.wait() == 0)
+    }
+
     /// On a terminal (a pseudo-terminal 60 columns wide, made by util-linux `script`, keys
     /// written to it): an incoming call says which keys answer or decline it, `d` declines it
     /// (the caller hears why), `a` answers the next, and the status line, redrawn in place

@@ -24,11 +24,19 @@ import Testing
         let lines = Locked<[[UInt8]]>([])
         let task: Task<Void, Never>
 
-        init(_ api: ControlAPI, call: UUID? = nil) {
+        /// - Parameter feeding: Also feed the node's events to the API, as the server does.
+        init(_ api: ControlAPI, call: UUID? = nil, feeding: Bool = false) {
             let (_, stream) = api.events.subscribe(call: call) { _ in }
             let lines = self.lines
+            let nodeEvents = feeding ? api.node.events() : nil
             task = Task {
-                for await line in stream { lines.withLock { $0.append(line) } }
+                await withDiscardingTaskGroup { group in
+                    if let nodeEvents {
+                        group.addTask { for await event in nodeEvents { await api.nodeEvent(event) } }
+                    }
+                    for await line in stream { lines.withLock { $0.append(line) } }
+                    group.cancelAll()
+                }
             }
         }
 
@@ -36,12 +44,6 @@ import Testing
             lines.withLock { $0 }.compactMap(ControlClient.parseEvent).filter { $0["event"] as? String == name }
         }
         deinit { task.cancel() }
-    }
-
-    /// Feeds the node's events to the API as the server does.
-    static func feed(_ api: ControlAPI) -> Task<Void, Never> {
-        let events = api.node.events()
-        return Task { for await event in events { await api.nodeEvent(event) } }
     }
 
     /// Steps manual time until `condition` holds (at most `frames` frames).
@@ -71,6 +73,22 @@ import Testing
             let energy = frame.reduce(0.0) { $0 + Double($1) * Double($1) } / 960
             return energy > 1e6 && 2 * Goertzel.power(of: frequency, in: frame) / energy > 0.8
         }
+    }
+
+    /// Alice calls Bob, whose API (fed his node's events, as the server does) the test drives;
+    /// returned a second after the call connected, with the API's events collected.
+    static func connectedCall(alice aliceInput: NodeAudioInput, bob bobInput: NodeAudioInput) async throws
+        -> (InMemoryNodes, ControlAPI, Collected, UUID) {
+        let f = try InMemoryNodes()
+        let alice = try await f.node("alice", input: aliceInput)
+        let bob = try await f.node("bob", input: bobInput)
+        try await f.trust(alice, as: "alice", bob, as: "bob")
+        let api = ControlAPI(node: bob)
+        let events = Collected(api, feeding: true)
+        let call = try await alice.call(.contact("bob"))
+        try await f.waitFor("alice", advancing: true) { if case .connected(call, _) = $0 { true } else { false } }
+        for _ in 0..<50 { await f.step() }
+        return (f, api, events, call)
     }
 
     @Test func requestsTakeACallFromRingingToItsEndAndThePeerSeesEach() async throws {
@@ -208,17 +226,8 @@ import Testing
     }
 
     @Test func aPromptIsHeardByThePeerAndItsEndIsSaid() async throws {
-        let f = try InMemoryNodes()
-        let alice = try await f.node("alice")
-        let bob = try await f.node("bob", input: .silence)
-        try await f.trust(alice, as: "alice", bob, as: "bob")
-        let api = ControlAPI(node: bob)
-        let feeding = Self.feed(api)
-        defer { feeding.cancel() }
-        let events = Collected(api)
-        let call = try await alice.call(.contact("bob"))
-        try await f.waitFor("alice", advancing: true) { if case .connected(call, _) = $0 { true } else { false } }
-        for _ in 0..<50 { await f.step() }  // one second of silence first
+        let (f, api, events, call) = try await Self.connectedCall(alice: .silence, bob: .silence)
+        defer { events.task.cancel() }
 
         let played = await Self.send(api, "POST", "/v1/calls/\(call.uuidString)/play", ["tone": 1_000, "seconds": 1.0])
         #expect(played.status == 202 && played.object["seconds"] as? Double == 1.0, "\(played.object)")
@@ -246,17 +255,22 @@ import Testing
     }
 
     @Test func aCallIsRecordedOnDemandAndTheEndOfTheCallStopsTheRecording() async throws {
-        let f = try InMemoryNodes()
-        let alice = try await f.node("alice", input: .tone(440))
-        let bob = try await f.node("bob", input: .tone(660))
-        try await f.trust(alice, as: "alice", bob, as: "bob")
-        let api = ControlAPI(node: bob)
-        let feeding = Self.feed(api)
-        defer { feeding.cancel() }
-        let events = Collected(api)
-        let call = try await alice.call(.contact("bob"))
-        try await f.waitFor("alice", advancing: true) { if case .connected(call, _) = $0 { true } else { false } }
-        for _ in 0..<50 { await f.step() }
+        let (f, api, events, call) = try await Self.connectedCall(alice: .tone(440), bob: .tone(660))
+        defer { events.task.cancel() }
+        let alice = try #require(f.nodes["alice"])
+
+        // Gains: Bob's microphone down to a quarter (-12 dB) is what Alice hears; the output's
+        // gain leaves a recording as it was. Out of range, or none given, is refused.
+        let quieter = await Self.send(api, "PUT", "/v1/calls/\(call.uuidString)/volume", ["microphone": 0.25])
+        #expect(quieter.status == 200 && quieter.object["microphone"] as? Double == 0.25 && quieter.object["output"] as? Double == 1)
+        #expect(await Self.send(api, "PUT", "/v1/calls/\(call.uuidString)/volume", ["output": 5]).status == 400)
+        #expect(await Self.send(api, "PUT", "/v1/calls/\(call.uuidString)/volume", [:]).status == 400)
+        let levels = f.events("alice").compactMap { event -> Double? in if case let .statistics(_, s) = event { s.receiveLevel } else { nil } }
+        for _ in 0..<150 { await f.step() }
+        let after = f.events("alice").compactMap { event -> Double? in if case let .statistics(_, s) = event { s.receiveLevel } else { nil } }
+        let before = try #require(levels.last), now = try #require(after.last)
+        #expect(abs((before - now) - 12) < 1.5, "Alice heard Bob at \(before) dB, then \(now) dB after -12 dB")
+        _ = await Self.send(api, "PUT", "/v1/calls/\(call.uuidString)/volume", ["microphone": 1, "output": 0.5])
 
         // What Bob hears only: Alice's 440 Hz, none of his own 660 Hz.
         let heard = f.path("message.wav")
@@ -269,6 +283,10 @@ import Testing
         let seconds = try #require(stopped.object["seconds"] as? Double)
         #expect(abs(seconds - 2) < 0.1, "\(seconds) s recorded of 2 s")
         #expect(try Self.share(of: 440, in: heard, from: 0.5, to: 1.8) > 0.8)
+        // The output at half its gain: the recording still holds Alice at full level.
+        let recorded = try WAV.read(path: heard).samples[24_000..<86_400]
+        let rms = (recorded.reduce(0.0) { $0 + Double($1) * Double($1) } / Double(recorded.count)).squareRoot()
+        #expect(rms > 0.3 * 32_768 * 0.707 * 0.8, "the recording's level \(rms) was lowered with the output")
         #expect(try Self.share(of: 660, in: heard, from: 0.5, to: 1.8) < 0.05)
 
         // Both sides, mixed; the call's end stops it, and says so.

@@ -195,6 +195,10 @@ extension RealTimeTests {
         #expect(try await curl("POST", "/v1/calls/\(a)/hold").contains("\"held\":true"))
         #expect(try await curl("POST", "/v1/calls/\(a)/resume").contains("\"held\":false"))
 
+        // Volumes from ctl and curl.
+        #expect(try await ctl(["volume", a, "--output", "2"]).contains("output 2"))
+        #expect(try await curl("PUT", "/v1/calls/\(a)/volume", #"{"microphone": 0.5}"#).contains("\"microphone\":0.5"))
+
         // A conference of the two, and out again; then a swap holds the other.
         _ = try await ctl(["merge", a, c])
         let merged = try await Self.waitForCalls(bob.home, in: directory) { calls in calls.count == 2 && calls.allSatisfy { !($0["group"] is NSNull) } }
