@@ -54,6 +54,8 @@ extension CallNode {
     /// Makes `call` (and its conference) the active one: every other connected call is held,
     /// and `call`'s group resumed.
     public func swap(to call: UUID) async throws(CallRequestError) {
+        // Built from the calls' state: holds and groupings on their way first.
+        await manager.settleHoldsAndGroups()
         let connected = connectedCalls
         guard let target = connected.first(where: { $0.id == call }) else { throw .unknownCall(call) }
         let members = Set(connected.filter { $0.id == call || (target.group != nil && $0.group == target.group) }.map(\.id))
@@ -67,6 +69,8 @@ extension CallNode {
     /// the microphone and every other member; the speaker plays them all. Held members are
     /// resumed first.
     public func merge(_ call: UUID, with other: UUID) async throws(CallRequestError) {
+        // Built from the calls' state: holds and groupings on their way first.
+        await manager.settleHoldsAndGroups()
         let connected = connectedCalls
         guard let first = connected.first(where: { $0.id == call }) else { throw .unknownCall(call) }
         guard let second = connected.first(where: { $0.id == other }) else { throw .unknownCall(other) }
@@ -79,6 +83,8 @@ extension CallNode {
     /// Takes `call` out of its conference and keeps talking to it alone: the rest of the
     /// conference is held (a private talk, as a phone's "split").
     public func unmerge(_ call: UUID) async throws(CallRequestError) {
+        // Built from the calls' state: holds and groupings on their way first.
+        await manager.settleHoldsAndGroups()
         let connected = connectedCalls
         guard let target = connected.first(where: { $0.id == call }) else { throw .unknownCall(call) }
         guard let group = target.group else { throw .invalidAction("the call is not in a conference") }

@@ -128,6 +128,15 @@ public actor CallManager {
         return transaction.actions.map(begin)
     }
 
+    /// Waits until the hold and grouping actions being performed now have their outcomes, so a
+    /// request built next from the calls' state sees what they did: a merge that resumes the
+    /// held members must see a hold still on its way (an answer's "hold the others") as a hold,
+    /// or it leaves that member held in the conference.
+    public func settleHoldsAndGroups() async {
+        let performing = pending.filter { [.setHeld, .setGroup].contains($0.value.action.action.kind) }.map(\.key)
+        for id in performing { _ = try? await outcome(of: id) }
+    }
+
     /// Waits for an action's outcome (returns at once if it already finished).
     public func outcome(of id: ActionID) async throws(ActionError) -> ActionOutcome {
         if let done = outcomes[id] { return done }

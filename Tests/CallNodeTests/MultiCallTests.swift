@@ -161,6 +161,26 @@ import Testing
         await f.shutdown()
     }
 
+    /// A merge requested while a hold of one of its calls is still on its way (an answer that
+    /// holds the others, then a merge at once) resumes that call too: seen in a conference of
+    /// four where one member stayed held, hearing no one.
+    @Test func aMergeRightAfterAHoldResumesTheCallBeingHeld() async throws {
+        let f = try InMemoryNodes()
+        let (bob, _, _, _, _) = try await Self.twoCallers(f) { _ in }
+        try await f.waitFor("carol", advancing: true) { if case .connected = $0 { true } else { false } }
+        try await f.waitFor("alice", advancing: true, frames: 20) { if case .remoteHold(_, true) = $0 { true } else { false } }
+        let calls = bob.manager.controller.calls
+        let held = try #require(calls.first { $0.isOnHold }), active = try #require(calls.first { !$0.isOnHold })
+        // The active call's hold is requested (not waited for), and the merge follows at once.
+        _ = try await bob.manager.controller.request(.setHeld(call: active.id, onHold: true))
+        try await bob.merge(active.id, with: held.id)
+        for _ in 0..<20 { await f.step() }
+        let after = bob.manager.controller.calls
+        #expect(after.allSatisfy { !$0.isOnHold }, "held after the merge: \(after.filter(\.isOnHold).map(\.id))")
+        #expect(Set(bob.conference(of: held.id)) == [held.id, active.id])
+        await f.shutdown()
+    }
+
     @Test func withConferenceASecondCallerIsMergedIn() async throws {
         let f = try InMemoryNodes()
         let (bob, _, _, _, _) = try await Self.twoCallers(f) { $0.autoAnswerOthers = .merge }
