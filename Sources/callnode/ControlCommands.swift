@@ -58,7 +58,7 @@ struct CtlOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("The node's control API: unix:PATH or tcp:HOST:PORT (default: unix:HOME/control.sock).", valueName: "ADDRESS"))
     var control: String?
 
-    @Option(name: .long, help: ArgumentHelp("Read the token for a tcp: control API from this file (its first line); else CALLNODE_CONTROL_TOKEN.", valueName: "PATH"))
+    @Option(name: .long, help: ArgumentHelp("Read the token for a tcp: control API from this file (its first line that is not blank or a # comment); else CALLNODE_CONTROL_TOKEN.", valueName: "PATH"))
     var tokenFile: String?
 
     @Flag(name: .long, help: "Print the API's JSON answer (events: one object per line).")
@@ -79,7 +79,9 @@ struct CtlOptions: ParsableArguments {
             guard let text = try? String(contentsOfFile: tokenFile, encoding: .utf8) else {
                 throw ValidationError("cannot read the token file \(tokenFile)")
             }
-            token = text.split(whereSeparator: \.isNewline).first.map { $0.trimmingCharacters(in: .whitespaces) }
+            // As the node reads it: the first line that is not blank or a `#` comment.
+            token = text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
+                .first { !$0.isEmpty && !$0.hasPrefix("#") }
         }
         return ControlClient(address: address, token: token)
     }

@@ -247,6 +247,27 @@ extension RealTimeTests {
         #expect(bob.0.wait() == 0)
     }
 
+    @Test func overTCPTheAPINeedsItsTokenFromAFileAndCtlPresentsIt() async throws {
+        let directory = try Directory()
+        // No token: the node says how to give one and does not start.
+        let refused = try await Self.callnode(["listen", "--home", directory.path + "/n", "--listen", "127.0.0.1:0",
+                                               "--control", "tcp:127.0.0.1:0"], in: directory)
+        #expect(refused.status != 0 && refused.output.contains("needs a token"), "\(refused.output)")
+        let tokenFile = directory.path + "/token"
+        try "# the control API's token\nt-\(UUID().uuidString)\n".write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        let node = try await Self.listener("n", in: directory, ["--control", "tcp:127.0.0.1:0", "--control-token-file", tokenFile])
+        defer { node.0.stop() }
+        let control = try #require(CommandLineTests.jsonLines((try? String(contentsOfFile: node.log, encoding: .utf8)) ?? "")
+            .first { $0["event"] as? String == "control" }?["address"] as? String)
+        #expect(control.hasPrefix("tcp:127.0.0.1:"))
+        let withToken = try await Self.callnode(["ctl", "node", "--control", control, "--token-file", tokenFile], in: directory)
+        #expect(withToken.status == 0 && withToken.output.contains("taking_calls: true"), "\(withToken.output)")
+        let without = try await Self.callnode(["ctl", "node", "--control", control], in: directory)
+        #expect(without.status == 1 && without.output.contains("Authorization: Bearer"), "\(without.output)")
+        // Nothing was left at the home's default socket.
+        #expect(access(node.home + "/control.sock", F_OK) != 0)
+    }
+
     /// Whether `needles` appear in `sequence` in that order (others may come between).
     static func inOrder(_ needles: [Double], in sequence: [Double]) -> Bool {
         var rest = needles[...]
