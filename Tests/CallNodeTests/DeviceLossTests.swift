@@ -47,9 +47,11 @@ extension RealTimeTests {
 
         /// Records what the spare sink plays, from now until `stop()`.
         func recordSpare(to path: String) throws -> ChildProcess {
-            // Raw samples: a WAV header would only be finished on a clean exit.
+            // Raw samples: a WAV header would only be finished on a clean exit. A latency of
+            // 20 ms: without one the server may hand parec its audio in fragments of up to two
+            // seconds, and what it holds when parec is stopped is lost (a recording 1.5 s short).
             try ChildProcess("/usr/bin/env", ["PULSE_SERVER=unix:\(spare.socket)", "parec", "-d", "\(spare.sink).monitor",
-                                              "--rate=48000", "--channels=1", "--format=s16le", path])
+                                              "--rate=48000", "--channels=1", "--format=s16le", "--latency-msec=20", path])
         }
 
         func stop() {
