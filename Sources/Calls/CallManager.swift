@@ -435,6 +435,8 @@ public actor CallManager {
     private enum TimerKey: Hashable {
         case action(ActionID)
         case ring(UUID)
+        /// Connected calls' Recents rows note that they are still on.
+        case heartbeat
     }
 
     private func arm(_ key: TimerKey, after delay: Duration) {
@@ -469,9 +471,17 @@ public actor CallManager {
             switch key {
             case let .action(id): actionTimedOut(id)
             case let .ring(uuid): ringTimedOut(uuid)
+            case .heartbeat: heartbeat()
             }
         }
         if timerDeadline == nil, let next = timers.values.min() { scheduleTimerTask(at: next) }
+    }
+
+    /// Writes each connected call's row (its `lastSeen` now), and comes again while any is.
+    private func heartbeat() {
+        let connected = calls.filter { $0.value.state.hasConnected && !$0.value.state.hasEnded }.map(\.key)
+        for uuid in connected { persist(uuid) }
+        if !connected.isEmpty { arm(.heartbeat, after: configuration.recentsHeartbeat) }
     }
 
     private func ringTimedOut(_ uuid: UUID) {
@@ -548,7 +558,12 @@ public actor CallManager {
     }
 
     private func persist(_ uuid: UUID) {
-        guard configuration.includesCallsInRecents, let store, let call = calls[uuid] else { return }
+        guard configuration.includesCallsInRecents, let store, var call = calls[uuid] else { return }
+        if call.recent.ended == nil {
+            call.recent.lastSeen = wallClock()
+            calls[uuid] = call
+            if call.state.hasConnected, timers[.heartbeat] == nil { arm(.heartbeat, after: configuration.recentsHeartbeat) }
+        }
         store.save(call.recent)
     }
 

@@ -25,6 +25,9 @@ public struct RecentCall: Sendable, Equatable, Codable, FetchableRecord, Persist
     public var recording: String?
     /// Why the recording stopped before the call did (a full disk), if it did.
     public var recordingProblem: String?
+    /// When the node last knew the call was on (written while it is connected, every
+    /// ``ProviderConfiguration/recentsHeartbeat``).
+    public var lastSeen: Date?
 
     public init(id: UUID, handle: String, handleKind: String, direction: CallDirection, state: String, started: Date,
                 connected: Date? = nil, ended: Date? = nil, duration: Double? = nil, reason: CallEndReason? = nil,
@@ -44,6 +47,22 @@ public struct RecentCall: Sendable, Equatable, Codable, FetchableRecord, Persist
 
     /// Whether the call was still in progress when this row was last written.
     public var isInProgress: Bool { ended == nil }
+
+    /// A row left in progress by a node that stopped without ending it (killed, a power cut):
+    /// its last sign of life is older than `staleAfter` at `now`. Such a call lasted, as far as
+    /// the node knew, ``knownDuration``.
+    public func wasInterrupted(now: Date, staleAfter: TimeInterval = 30) -> Bool {
+        guard ended == nil else { return false }
+        return now.timeIntervalSince(lastSeen ?? started) > staleAfter
+    }
+
+    /// How long the call was connected: to its end, or to its last sign of life if it has
+    /// none (nil if it never connected).
+    public var knownDuration: Double? {
+        if let duration { return duration }
+        guard let connected else { return nil }
+        return max(0, (ended ?? lastSeen ?? connected).timeIntervalSince(connected))
+    }
 }
 
 extension CallDirection: DatabaseValueConvertible {}
@@ -115,6 +134,9 @@ public final class CallStore: Sendable {
             }
             migrator.registerMigration("v4-recording-problems") { db in
                 try db.alter(table: "recents") { t in t.add(column: "recordingProblem", .text) }
+            }
+            migrator.registerMigration("v5-last-seen") { db in
+                try db.alter(table: "recents") { t in t.add(column: "lastSeen", .datetime) }
             }
             try migrator.migrate(pool)
             let blocked = try pool.read { db in try String.fetchSet(db, sql: "SELECT handle FROM blocked") }

@@ -237,6 +237,10 @@ public struct ProviderConfiguration: Sendable, Equatable {
     /// How long each kind of action may stay unfulfilled. The answer timeout bounds how long an
     /// answered call may take to connect its media.
     public var actionTimeouts: [CallActionKind: Duration]
+    /// How often a connected call's Recents row notes that the call is still on
+    /// (``RecentCall/lastSeen``): a node that dies mid-call leaves a row that says how long the
+    /// call lasted to within this much.
+    public var recentsHeartbeat: Duration = .seconds(10)
 
     public static let defaultActionTimeouts: [CallActionKind: Duration] = [
         .start: .seconds(10), .answer: .seconds(30), .end: .seconds(5), .setHeld: .seconds(5),

@@ -177,12 +177,16 @@ struct Recents: AsyncParsableCommand {
         let rows = try await store.recents(limit: limit)
         if rows.isEmpty { print("no recent calls") }
         let formatter = ISO8601DateFormatter()
+        let now = Date()
         for row in rows {
             let who = store.contacts.withFingerprint(row.handle)?.name ?? row.handle
-            let duration = row.duration.map { String(format: "%.1f s", $0) } ?? "-"
+            // A call its node never ended (killed, a power cut) lasted as long as the node knew.
+            let interrupted = row.wasInterrupted(now: now)
+            let duration = row.knownDuration.map { String(format: interrupted ? "≥%.1f s" : "%.1f s", $0) } ?? "-"
             let recording = row.recording.map { "\t\($0)" + (row.recordingProblem == nil ? "" : " (incomplete)") } ?? ""
             // An incoming call nobody answered is a missed call.
-            let outcome = row.direction == .incoming && row.connected == nil && row.reason == .unanswered ? "missed" : row.reason?.rawValue ?? row.state
+            let outcome = row.direction == .incoming && row.connected == nil && row.reason == .unanswered ? "missed"
+                : interrupted ? "interrupted" : row.reason?.rawValue ?? (row.isInProgress ? "in progress" : row.state)
             print("\(formatter.string(from: row.started))  \(row.direction.rawValue)\t\(who)\t\(outcome)\t\(duration)\(recording)")
         }
     }

@@ -11,7 +11,9 @@ guard arguments.count == 4, let finished = UUID(uuidString: arguments[2]), let l
 }
 func run(database: String, finished: UUID, live: UUID) async throws {
     let store = try CallStore(path: database)
-    let manager = try await CallManager(audio: .appOwned, store: store)
+    var configuration = ProviderConfiguration()
+    configuration.recentsHeartbeat = .milliseconds(200)
+    let manager = try await CallManager(configuration: configuration, audio: .appOwned, store: store)
     var requests = manager.requests.makeAsyncIterator()
 
     let start = try await manager.controller.request(.start(call: finished, handle: CallHandle(.generic, "bob")))
@@ -29,6 +31,8 @@ func run(database: String, finished: UUID, live: UUID) async throws {
     try await manager.reportProgress(live, .offerSent)
     try await manager.reportProgress(live, .answerReceived)
     try await manager.reportMediaConnected(live)
+    // A second and a half on the call: its row says so (to within a heartbeat) after the kill.
+    try await Task.sleep(for: .milliseconds(1_500))
     try await store.flush()
     FileHandle.standardOutput.write(Data("READY\n".utf8))
     try await Task.sleep(for: .seconds(3600))

@@ -42,6 +42,12 @@ import Glibc
         let inProgress = try #require(rows.first { $0.id == live })
         #expect(inProgress.isInProgress && inProgress.state == "connected" && inProgress.connected != nil)
         #expect(inProgress.direction == .incoming && inProgress.handle == "alice")
+        // How long it lasted, as far as the node knew: its last heartbeat before the kill.
+        let lasted = try #require(inProgress.knownDuration)
+        #expect(lasted >= 1.2 && lasted <= 2, "the call lasted \(lasted) s as far as its row says (1.5 s before the kill)")
+        #expect(!inProgress.wasInterrupted(now: Date()), "a row seen a moment ago is not yet taken as interrupted")
+        #expect(inProgress.wasInterrupted(now: Date() + 60))
+        #expect(!done.wasInterrupted(now: Date() + 60) && done.knownDuration == done.duration)
         #expect(try await store.journalMode() == "wal")
     }
 }
