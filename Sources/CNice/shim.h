@@ -4,6 +4,35 @@
 #include <nice/agent.h>
 #include <glib.h>
 #include <glib-object.h>
+#include <gio/gio.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <time.h>
+
+/* The selected pair's socket descriptor with the kernel's receive stamps turned on, or -1 (no
+   pair, or a relayed one: libnice gives no socket for TURN). The first SIOCGSTAMPNS turns them
+   on (it answers ENOENT); SO_TIMESTAMPNS would not do: with it the stamp goes to a control
+   message libnice does not read, and the socket's last stamp is no longer kept. */
+static inline int cnice_selected_socket_timestamped(NiceAgent *agent, guint stream_id) {
+    GSocket *socket = nice_agent_get_selected_socket(agent, stream_id, 1);
+    if (socket == NULL) return -1;
+    int fd = g_socket_get_fd(socket);
+    g_object_unref(socket);
+    if (fd < 0) return -1;
+    struct timespec stamp;
+    (void)ioctl(fd, SIOCGSTAMPNS, &stamp);
+    return fd;
+}
+
+/* How long ago (ns) the datagram last read from `fd` reached this host, by the kernel's stamp;
+   -1 if the socket has none. */
+static inline long long cnice_last_datagram_age_ns(int fd) {
+    struct timespec stamp, now;
+    if (ioctl(fd, SIOCGSTAMPNS, &stamp) != 0) return -1;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return (long long)(now.tv_sec - stamp.tv_sec) * 1000000000LL + (now.tv_nsec - stamp.tv_nsec);
+}
 
 /* Signal callback shapes, one per libnice signal CallNode listens to. */
 typedef void (*cnice_state_changed_cb)(NiceAgent *agent, guint stream_id, guint component_id,

@@ -112,6 +112,8 @@ public final class IceMediaTransport: MediaTransport {
         port?.poll()
     }
 
+    public var arrivalAge: Duration { port?.lastArrivalAge ?? .zero }
+
     /// Sets where DTLS records go; those that arrived before are handed over first (the
     /// peer's ClientHello may come before this side has seen ICE connect).
     public func setDTLSHandler(_ handler: (@Sendable ([UInt8]) -> Void)?) {

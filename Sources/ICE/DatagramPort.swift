@@ -26,11 +26,15 @@ public protocol DatagramPort: AnyObject, Sendable {
     /// When polled: reads what arrived (the receiver is called on this thread) and runs the
     /// path's due work, without blocking. Otherwise nothing.
     func poll()
+    /// During the receiver's call: how long before it the datagram reached this host (the
+    /// kernel's stamp), zero when unknown.
+    var lastArrivalAge: Duration { get }
 }
 
 extension DatagramPort {
     public func setPolled(_ polled: Bool) {}
     public func poll() {}
+    public var lastArrivalAge: Duration { .zero }
 }
 
 extension IcePath {
@@ -99,6 +103,8 @@ final class NiceDatagramPort: DatagramPort {
     func setReceiver(_ receiver: (@Sendable (UnsafeRawBufferPointer) -> Void)?) {
         self.receiver.withLock { $0 = receiver.map(DatagramReceiver.init) }
     }
+
+    var lastArrivalAge: Duration { sink.lastArrivalAge }
 
     /// The receiver, if one is set (the sink's receive callback asks on every datagram).
     var currentReceiver: (@Sendable (UnsafeRawBufferPointer) -> Void)? { receiver.withLock { $0 }?.call }

@@ -14,7 +14,22 @@ final class AgentSink: Sendable {
     private let state = Locked(State())
     private let failedSends = Atomic<Int>(0)
 
+    /// The selected pair's socket, whose kernel receive stamps say when each datagram arrived
+    /// (-1: none, a relayed pair).
+    private let stampedSocket = Atomic<Int32>(-1)
+    /// How long before it was handed over the datagram being handed over now arrived (ns).
+    private let arrivalAge = Atomic<Int64>(0)
+
     var sendFailures: Int { failedSends.load(ordering: .relaxed) }
+
+    /// When the datagram being received now reached this host, before now: read by the
+    /// receiver during its call. A polled path reads a frame period's datagrams at once, and
+    /// stamping them when read made every RTCP report up to a frame late on each side (an RTT
+    /// of 16–37 ms on loopback).
+    var lastArrivalAge: Duration { .nanoseconds(arrivalAge.load(ordering: .relaxed)) }
+
+    /// The pair changed: its socket's stamps are the ones read from now on.
+    func useStamps(of socket: Int32) { stampedSocket.store(socket, ordering: .relaxed) }
     func countSendFailure() { failedSends.add(1, ordering: .relaxed) }
 
     private struct State {
@@ -94,6 +109,11 @@ final class AgentSink: Sendable {
     /// keeps; the datagram sequence gets a copy.
     func received(stream: UInt32, _ bytes: UnsafeRawBufferPointer) {
         if let receiver = port.withLock({ $0 })?.currentReceiver {
+            let socket = stampedSocket.load(ordering: .relaxed)
+            // A stamp older than half a second is not this datagram's (it came on another of
+            // the agent's sockets, during a change of pair).
+            let age = socket >= 0 ? cnice_last_datagram_age_ns(socket) : -1
+            arrivalAge.store((0..<500_000_000).contains(age) ? age : 0, ordering: .relaxed)
             receiver(bytes)
         } else {
             datagrams.yield(IceDatagram(bytes: [UInt8](bytes)))
@@ -211,10 +231,11 @@ final class NiceHandle: @unchecked Sendable {  // confined: its pointer is used 
         cnice_connect_gathering_done(agent, { _, stream, data in
             AgentSink.from(data).gatheringDone(stream: stream)
         }, context)
-        cnice_connect_selected_pair(agent, { _, stream, component, local, remote, data in
+        cnice_connect_selected_pair(agent, { agent, stream, component, local, remote, data in
             guard component == 1, let local, let remote else { return }
-            AgentSink.from(data).pairSelected(
-                stream: stream, IceCandidatePair(local: IceCandidate(nice: local), remote: IceCandidate(nice: remote)))
+            let sink = AgentSink.from(data)
+            sink.pairSelected(stream: stream, IceCandidatePair(local: IceCandidate(nice: local), remote: IceCandidate(nice: remote)))
+            sink.useStamps(of: agent.map { cnice_selected_socket_timestamped($0, stream) } ?? -1)
         }, context)
         signalsConnected = true
     }

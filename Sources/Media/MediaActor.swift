@@ -222,11 +222,13 @@ public actor MediaActor: MediaClockClient {
         } catch {
             throw .device(error)
         }
-        let inbox = self.inbox, clock = self.clock
+        let inbox = self.inbox, clock = self.clock, transport = self.transport
         // The first packet is played as soon as the clock can (at once in real time, at the
         // next step of a manual clock) rather than waiting for this call's tick.
         transport.setReceiveHandler { [weak self] bytes in
-            inbox.put(bytes, arrival: clock.now)
+            // Stamped when it reached the host, not when it was read: a tick reads a frame
+            // period's datagrams at once (RTCP's round trip and the jitter measure both use it).
+            inbox.put(bytes, arrival: clock.now - transport.arrivalAge)
             if inbox.firstAudio.load(ordering: .relaxed) == 0, let self,
                inbox.firstAudio.compareExchange(expected: 0, desired: 1, ordering: .relaxed).exchanged {
                 clock.soon { await self.playOnArrival() }

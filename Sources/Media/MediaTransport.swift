@@ -17,11 +17,15 @@ public protocol MediaTransport: AnyObject, Sendable {
     /// Called at the start of every tick while ``receiveOnTicks(_:)`` is on: hands over what
     /// arrived since the last one, on this thread. The default does nothing.
     func pollReceived()
+    /// During the receive handler's call: how long before it the datagram reached this host,
+    /// when the transport knows (zero otherwise). Arrival times are stamped with it.
+    var arrivalAge: Duration { get }
 }
 
 extension MediaTransport {
     public func receiveOnTicks(_ on: Bool) {}
     public func pollReceived() {}
+    public var arrivalAge: Duration { .zero }
 }
 
 /// Settings of an ``InMemoryMediaLink``.
