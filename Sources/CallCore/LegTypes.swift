@@ -141,7 +141,7 @@ public struct LegTimings: Sendable, Equatable {
 
     public init(keepAliveInterval: Duration = .seconds(15), connectionLostTimeout: Duration = .seconds(30),
                 iceRestartInterval: Duration? = .seconds(5), resumeWindow: Duration = .seconds(30),
-                peerGoneAfter: Duration = .seconds(5)) {
+                peerGoneAfter: Duration = .seconds(3)) {
         self.keepAliveInterval = keepAliveInterval
         self.connectionLostTimeout = connectionLostTimeout
         self.iceRestartInterval = iceRestartInterval

@@ -133,7 +133,8 @@ actor CallLeg {
             keepAliveInterval: services.configuration.keepAliveInterval,
             connectionLostTimeout: services.configuration.connectionLostTimeout,
             iceRestartInterval: services.configuration.iceRestartInterval,
-            resumeWindow: services.configuration.resumeWindow),
+            resumeWindow: services.configuration.resumeWindow,
+            peerGoneAfter: services.configuration.peerGoneAfter),
             sendsHoldAudio: services.configuration.holdAudio != .silence, firstOffer: dialect.traits.firstOffer)
         let queue = LegQueue()
         self.queue = queue

@@ -68,6 +68,12 @@ public struct CallNodeConfiguration: Sendable {
     /// the callee's offer goes first. A path that comes back sooner is kept; a restart waits
     /// while the last one's answer has not come. `nil` (or zero): never restart by itself.
     public var iceRestartInterval: Duration? = .seconds(5)
+    /// How long a call waits once its signaling connection was closed from the other end and
+    /// its media stopped (what a peer whose process died leaves) before it ends, saying the
+    /// other node went away. With the media's 1 s stall, a killed peer is noticed in about 4 s;
+    /// a peer that moves to another network resumes within it, and a break that closes nothing
+    /// waits for the resume window instead.
+    public var peerGoneAfter: Duration = .seconds(3)
     /// How long a call whose signaling connection dropped (a reset, a relay restart, this
     /// host's address changing) waits to carry on over a new one before it ends as failed. The
     /// caller reconnects (directly or through the relay, with the same pinned identities) and

@@ -223,8 +223,8 @@ import Testing
         guard case let .ended(_, reason, detail, _) = ended.event else { return }
         #expect(reason == .failed)
         #expect(detail?.contains("went away") == true, "\(detail ?? "-")")
-        // The media stall (1 s) and the grace (5 s), not the resume window (30 s).
-        #expect(ended.at - diedAt <= .seconds(8), "ended \(ended.at - diedAt) after the peer died")
+        // The media stall (1 s) and the grace (3 s), not the resume window (30 s).
+        #expect(ended.at - diedAt <= .seconds(5), "ended \(ended.at - diedAt) after the peer died")
         await f.shutdown()
     }
 
