@@ -31,6 +31,7 @@ struct CallNodeCommand: AsyncParsableCommand {
                 var command = command
                 try command.run()
             }
+            leave(0)
         } catch let error as ValidationError {
             var path = ["callnode"], level: any ParsableCommand.Type = CallNodeCommand.self
             for word in CommandLine.arguments.dropFirst() {
@@ -40,10 +41,23 @@ struct CallNodeCommand: AsyncParsableCommand {
             }
             printError("Error: \(error.message)")
             printError("See '\(path.joined(separator: " ")) --help'.")
-            exit(withError: ExitCode.validationFailure)
+            leave(ExitCode.validationFailure.rawValue)
         } catch {
-            exit(withError: error)
+            let message = fullMessage(for: error)
+            if !message.isEmpty { printError(message) }
+            leave(exitCode(for: error).rawValue)
         }
+    }
+
+    /// Ends the process once a command is done, without running exit handlers: libraries' own
+    /// threads (GLib's loop and resolver threads, libnice's, a late libsrtp start) can still be
+    /// running, and exit handlers and thread-local destructors that pull their state from under
+    /// them crashed a process that had finished its call (seen once as an exit by a signal after
+    /// a clean `ended`). What must outlive the process is written by then: recordings and the
+    /// database are closed by the node's shutdown, and standard output is flushed here.
+    static func leave(_ code: Int32) -> Never {
+        fflush(nil)
+        _exit(code)
     }
 }
 
