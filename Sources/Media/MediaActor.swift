@@ -295,46 +295,6 @@ public actor MediaActor: MediaClockClient {
     /// Digits queued or being sent.
     public var pendingDTMF: Int { dtmfQueue.count + (dtmfEvent == nil ? 0 : 1) }
 
-    /// Microphone gain, 0–4 (1 = unchanged).
-    public func setMicrophoneVolume(_ volume: Double) {
-        microphoneVolume = max(0, min(4, volume))
-    }
-
-    /// Sets either gain (0–4; nil leaves it) and returns both as they are now.
-    public func setVolumes(microphone: Double?, output: Double?) -> CallVolumes {
-        if let microphone { microphoneVolume = max(0, min(4, microphone)) }
-        if let output { outputVolume = max(0, min(4, output)) }
-        return CallVolumes(microphone: microphoneVolume, output: outputVolume)
-    }
-
-    /// Mixes `source` (a prompt, music) into what is sent at `volume` (0–4); `nil` removes it.
-    public func setAppAudio(_ source: (any AudioSource)?, volume: Double = 1) throws(MediaError) {
-        appAudio?.source.stop()
-        appAudio = nil
-        guard let source else { return }
-        guard source.format.sampleRate == self.source.format.sampleRate, source.format.channels == 1 else {
-            throw .invalidConfiguration("app audio must be mono at \(self.source.format.sampleRate) Hz")
-        }
-        do throws(AudioDeviceError) { try source.start() } catch { throw .device(error) }
-        appAudio = (source, max(0, min(4, volume)))
-    }
-
-    /// Records the call from now on into `sink` (mono, at the call's rate): what is heard, and
-    /// with `mixingSent` what is sent mixed in; `nil` stops the recording (its sink is stopped).
-    /// A held call records silence, so the recording keeps to the call's time.
-    /// - Throws: ``MediaError/device(_:)`` when the sink cannot start (nothing changes then).
-    public func setTap(_ sink: (any AudioSink)?, mixingSent: Bool = false) throws(MediaError) {
-        if let sink {
-            guard sink.format.sampleRate == self.sink.format.sampleRate, sink.format.channels == 1 else {
-                throw .invalidConfiguration("a recording must be mono at \(self.sink.format.sampleRate) Hz")
-            }
-            do throws(AudioDeviceError) { try sink.start() } catch { throw .device(error) }
-        }
-        tap?.sink.stop()
-        tap = sink.map { ($0, mixingSent) }
-        tapSentFrame = [Int16](repeating: 0, count: captureFrame.count)
-    }
-
     /// The current statistics.
     public var statistics: MediaStatistics {
         var s = stats

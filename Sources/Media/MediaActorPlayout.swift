@@ -113,9 +113,10 @@ extension MediaActor {
                 tap.sink.write(frame)
                 return
             }
-            var mixed = frame
-            for i in mixed.indices { mixed[i] = Int16(clamping: Int(frame[i]) + Int(tapSentFrame[i])) }
-            tap.sink.write(mixed)
+            // Mixed into what was sent this tick, in place: the send path writes it afresh
+            // next tick, so no frame is allocated for the mix.
+            for i in frame.indices { tapSentFrame[i] = Int16(clamping: Int(frame[i]) + Int(tapSentFrame[i])) }
+            tap.sink.write(tapSentFrame)
         }
     }
 }
