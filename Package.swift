@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "CallNodeTestKit", targets: ["CallNodeTestKit"]),
         .executable(name: "callnode", targets: ["callnode"]),
         .executable(name: "callnode-bench", targets: ["callnode-bench"]),
+        .executable(name: "callnode-sim", targets: ["callnode-sim"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -166,6 +167,22 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
+        // Deterministic simulation: whole nodes on one manual clock, every job of the process
+        // ordered by a seed, actions and faults from the same seed, invariants after each step.
+        .target(
+            name: "CallNodeSimulation",
+            dependencies: ["CallNode", "CallNodeTestKit", "CallCore", "Calls", "AudioDevices", "Locking"]),
+        // The host's randomness from a seed (getrandom, arc4random, /dev/urandom), for the
+        // simulator's executable only: it replaces C library symbols process-wide.
+        .target(name: "CSimHost"),
+        .executableTarget(
+            name: "callnode-sim",
+            dependencies: [
+                "CallNodeSimulation", "CSimHost",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            linkerSettings: [.unsafeFlags(["-Xlinker", "--export-dynamic"])]),
         // The bare C anchors (libnice, Opus + SRTP, SpeexDSP with no node around them) are the
         // one place outside the ICE and media modules that calls the C libraries: they measure
         // the C work the node's figures are read against.

@@ -58,6 +58,8 @@ public struct LegState: Sendable, Equatable {
     public private(set) var offerWaiting = false
     /// Outgoing, the caller offering: this side's first offer is out, its answer not in yet.
     public private(set) var firstOfferOut = false
+    /// A fixed defect put back for a simulation to find (never set by a node).
+    @_spi(Simulation) public var reintroducedBug: ReintroducedBug?
 
     /// A new leg: an outgoing one dialing, an incoming one ringing here.
     public init(outgoing: Bool, muted: Bool = false, timings: LegTimings = LegTimings(), sendsHoldAudio: Bool = false,
@@ -176,14 +178,16 @@ public struct LegState: Sendable, Equatable {
             guard case .awaitingAudio = phase else { return [] }
             phase = .connected(since: now)
             connectedSince = now
-            return [.startMedia(microphoneMuted: microphoneMuted)] + (flow == .both ? [] : [.setFlow(flow)])
+            let startsMuted = reintroducedBug == .muteLostBeforeMedia ? held : microphoneMuted
+            return [.startMedia(microphoneMuted: startsMuted)] + (flow == .both ? [] : [.setFlow(flow)])
         case let .setMuted(on):
             muted = on
             return phase.hasMedia ? [.setMicrophone(muted: microphoneMuted)] : []
         case let .setHeld(on):
             guard on != held else { return [] }
             held = on
-            var actions: [LegAction] = phase.hasMedia ? [.setMicrophone(muted: microphoneMuted), .setFlow(flow)] : []
+            let microphoneOff = reintroducedBug == .resumeUnmutes && !on ? false : microphoneMuted
+            var actions: [LegAction] = phase.hasMedia ? [.setMicrophone(muted: microphoneOff), .setFlow(flow)] : []
             guard phase.isNegotiated else { return actions }  // the first offer or answer carries it
             if offerPending {
                 renegotiateAgain = true

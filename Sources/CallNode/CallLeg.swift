@@ -1,3 +1,4 @@
+@_spi(Simulation) import CallCore
 import AudioSession
 import Calls
 import Foundation
@@ -136,6 +137,7 @@ actor CallLeg {
             resumeWindow: services.configuration.resumeWindow,
             peerGoneAfter: services.configuration.peerGoneAfter),
             sendsHoldAudio: services.configuration.holdAudio != .silence, firstOffer: dialect.traits.firstOffer)
+        state.reintroducedBug = services.configuration.reintroducedBug
         let queue = LegQueue()
         self.queue = queue
         ice = CallIce(call: uuid, pool: services.icePool, queue: queue, fingerprint: services.dtlsCertificate.fingerprint.sdpValue,

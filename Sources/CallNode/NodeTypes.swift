@@ -1,3 +1,4 @@
+@_spi(Simulation) import CallCore
 import AudioSession
 import Calls
 import Foundation
@@ -74,6 +75,8 @@ public struct CallNodeConfiguration: Sendable {
     /// a peer that moves to another network resumes within it, and a break that closes nothing
     /// waits for the resume window instead.
     public var peerGoneAfter: Duration = .seconds(3)
+    /// A fixed defect put back, for a simulation sweep to show it finds it (never set otherwise).
+    @_spi(Simulation) public var reintroducedBug: ReintroducedBug?
     /// How long a call whose signaling connection dropped (a reset, a relay restart, this
     /// host's address changing) waits to carry on over a new one before it ends as failed. The
     /// caller reconnects (directly or through the relay, with the same pinned identities) and

@@ -24,12 +24,15 @@ public final class InMemoryIceNetwork: MediaClockClient, Sendable {
         public var reordering: Double
         /// Nothing gets through, either way.
         public var partitioned: Bool
+        /// Share of datagrams delivered twice (the copy a tick later), 0–1.
+        public var duplication: Double
 
-        public init(loss: Double = 0, delayTicks: Int = 1, reordering: Double = 0, partitioned: Bool = false) {
+        public init(loss: Double = 0, delayTicks: Int = 1, reordering: Double = 0, partitioned: Bool = false, duplication: Double = 0) {
             self.loss = loss
             self.delayTicks = max(0, delayTicks)
             self.reordering = reordering
             self.partitioned = partitioned
+            self.duplication = duplication
         }
     }
 
@@ -127,6 +130,10 @@ public final class InMemoryIceNetwork: MediaClockClient, Sendable {
             if s.conditions.reordering > 0, Self.random(&s) < s.conditions.reordering { due += 1 }
             s.order += 1
             s.inFlight.append(Datagram(due: due, order: s.order, to: address, bytes: bytes))
+            if s.conditions.duplication > 0, Self.random(&s) < s.conditions.duplication {
+                s.order += 1
+                s.inFlight.append(Datagram(due: due + 1, order: s.order, to: address, bytes: bytes))
+            }
         }
     }
 

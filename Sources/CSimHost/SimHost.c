@@ -1,0 +1,128 @@
+#define _GNU_SOURCE
+#include "CSimHost.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <pthread.h>
+
+// The thread that seeded the stream (the simulation's one thread) draws from it; any other
+// thread (a library's, a database queue's) draws from a stream of its own, so that when such a
+// thread happens to draw does not shift the values the simulation sees.
+static uint64_t state = 1;
+static uint64_t other_state = 0x0DDBA11;
+static pthread_t seeding_thread;
+static int enabled = 0;
+
+void csimhost_seed(uint64_t seed) {
+    seeding_thread = pthread_self();
+    __atomic_store_n(&state, seed, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&other_state, seed ^ 0x0DDBA11, __ATOMIC_SEQ_CST);
+}
+void csimhost_set_enabled(int on) { __atomic_store_n(&enabled, on, __ATOMIC_SEQ_CST); }
+int csimhost_enabled(void) { return __atomic_load_n(&enabled, __ATOMIC_SEQ_CST); }
+
+static uint64_t next(void) {
+    uint64_t *stream = pthread_equal(pthread_self(), seeding_thread) ? &state : &other_state;
+    uint64_t z = __atomic_add_fetch(stream, 0x9E3779B97F4A7C15ull, __ATOMIC_SEQ_CST);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static void fill(void *buffer, size_t count) {
+    unsigned char *bytes = buffer;
+    while (count > 0) {
+        uint64_t value = next();
+        for (int i = 0; i < 8 && count > 0; i++, count--) {
+            *bytes++ = (unsigned char)(value & 0xff);
+            value >>= 8;
+        }
+    }
+}
+
+ssize_t getrandom(void *buffer, size_t count, unsigned int flags) {
+    if (csimhost_enabled()) {
+        fill(buffer, count);
+        return (ssize_t)count;
+    }
+    static ssize_t (*real)(void *, size_t, unsigned int);
+    if (!real) real = (ssize_t (*)(void *, size_t, unsigned int))dlsym(RTLD_NEXT, "getrandom");
+    return real(buffer, count, flags);
+}
+
+void arc4random_buf(void *buffer, size_t count) {
+    if (csimhost_enabled()) {
+        fill(buffer, count);
+        return;
+    }
+    static void (*real)(void *, size_t);
+    if (!real) real = (void (*)(void *, size_t))dlsym(RTLD_NEXT, "arc4random_buf");
+    real(buffer, count);
+}
+
+uint32_t arc4random(void) {
+    uint32_t value;
+    arc4random_buf(&value, sizeof value);
+    return value;
+}
+
+// Swift's runtime and Foundation ask the kernel directly: syscall(SYS_getrandom, ...).
+long syscall(long number, ...) {
+    va_list arguments;
+    va_start(arguments, number);
+    long a1 = va_arg(arguments, long), a2 = va_arg(arguments, long), a3 = va_arg(arguments, long);
+    long a4 = va_arg(arguments, long), a5 = va_arg(arguments, long), a6 = va_arg(arguments, long);
+    va_end(arguments);
+    if (number == SYS_getrandom && csimhost_enabled()) {
+        fill((void *)a1, (size_t)a2);
+        return a2;
+    }
+    static long (*real)(long, ...);
+    if (!real) real = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
+    return real(number, a1, a2, a3, a4, a5, a6);
+}
+
+// Foundation's UUID() reads /dev/urandom: each open gets a fresh in-memory file of seeded bytes.
+static int seeded_file(void) {
+    int descriptor = memfd_create("seeded-random", MFD_CLOEXEC);
+    if (descriptor < 0) return descriptor;
+    unsigned char bytes[4096];
+    fill(bytes, sizeof bytes);
+    if (write(descriptor, bytes, sizeof bytes) != (ssize_t)sizeof bytes || lseek(descriptor, 0, SEEK_SET) != 0) {
+        close(descriptor);
+        return -1;
+    }
+    return descriptor;
+}
+
+static int is_urandom(const char *path) { return strcmp(path, "/dev/urandom") == 0 || strcmp(path, "/dev/random") == 0; }
+
+int open(const char *path, int flags, ...) {
+    va_list arguments;
+    va_start(arguments, flags);
+    mode_t mode = (flags & (O_CREAT | O_TMPFILE)) ? (mode_t)va_arg(arguments, int) : 0;
+    va_end(arguments);
+    if (csimhost_enabled() && is_urandom(path)) return seeded_file();
+    static int (*real)(const char *, int, ...);
+    if (!real) real = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
+    return real(path, flags, mode);
+}
+
+int open64(const char *path, int flags, ...) {
+    va_list arguments;
+    va_start(arguments, flags);
+    mode_t mode = (flags & (O_CREAT | O_TMPFILE)) ? (mode_t)va_arg(arguments, int) : 0;
+    va_end(arguments);
+    if (csimhost_enabled() && is_urandom(path)) return seeded_file();
+    static int (*real)(const char *, int, ...);
+    if (!real) real = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open64");
+    return real(path, flags, mode);
+}

@@ -1,0 +1,183 @@
+@_spi(Simulation) import CallCore
+@_spi(Simulation) import CallNode
+import Calls
+import Foundation
+
+/// The rules every run keeps, checked after every step (20 ms of simulated time, once every
+/// message and reaction of that instant has run) and at the end.
+public enum Invariant: String, CaseIterable, Sendable {
+    /// Every call ends exactly once on each side it reached; once everyone has hung up, every
+    /// call ends within the run's tail.
+    case endsOnce = "ends-once"
+    /// The two sides' reasons for an ending agree: one hung up and the other was hung up on, or
+    /// a refusal, or both failed.
+    case reasonsAgree = "reasons-agree"
+    /// Nobody hears a side that is muted or held (after the frames already on their way have
+    /// played out).
+    case silenceWhenMutedOrHeld = "muted-or-held-is-silent"
+    /// A connected call, neither side held nor the speaker muted, over a network fit for
+    /// speech, carries each side's microphone to the other within two seconds.
+    case audioBothWays = "audio-both-ways"
+    /// The call manager's view of a call (connected, held, muted, ended) and its leg's agree.
+    case stateAgrees = "state-agrees"
+    /// One Recents row per call on each side, and none for calls that never were.
+    case recents = "one-recents-row"
+    /// After the calls end, nothing of them remains: legs, their tasks, bridge ports, media
+    /// endpoints, the manager's calls, ICE paths.
+    case nothingLeft = "nothing-left"
+    /// The audio session is active exactly when the call manager (its one owner) says it is,
+    /// and active while a call's media runs.
+    case oneAudioOwner = "one-audio-owner"
+    /// The nodes could not even start (not an invariant of calls: the run is void).
+    case setUp = "set-up"
+
+    /// What the rule means, for `--invariants` and the README.
+    public var meaning: String {
+        switch self {
+        case .endsOnce: "every call ends exactly once on each side it reached, and ends at all once everyone hangs up"
+        case .reasonsAgree: "the two sides' end reasons fit together (hung up / hung up on, declined, refused, failed)"
+        case .silenceWhenMutedOrHeld: "no frame of a muted or held side's microphone is heard once what was in flight has played (0.8 s)"
+        case .audioBothWays: "a connected call, not held, not muted, on a network fit for speech, carries each side's tone to the other within 2 s"
+        case .stateAgrees: "the call manager's state (connected, held, muted, ended) matches the leg's phase"
+        case .recents: "one Recents row per call on each side, none for calls that never were"
+        case .nothingLeft: "after the calls end: no legs, leg tasks, bridge ports, media endpoints, manager calls or ICE paths remain"
+        case .oneAudioOwner: "the audio session is active exactly when its owner (the call manager) has activated it, and while media runs"
+        case .setUp: "the nodes start"
+        }
+    }
+}
+
+extension Simulation {
+    /// Frames a mute or hold gets before the peer may no longer hear the microphone: what is on
+    /// the network (up to 6 frames) and in the jitter buffer plays out meanwhile.
+    static let silenceGrace = 40
+    /// Frames within which a call fit to carry audio must carry it.
+    static let audioBound = 100
+
+    func checkStep() async {
+        await checkStates()
+        checkAudio()
+        checkReasons()
+    }
+
+    /// The manager and the leg agree on each call, and the session on whether audio is active.
+    private func checkStates() async {
+        for (index, node) in nodesInOrder() {
+            let inside = inspection(index)
+            for uuid in callOrderFor(index) {
+                guard let leg = inside.legs[uuid] else { continue }
+                let state = await node.manager.state(of: uuid)
+                let call = callName(uuid)
+                let who = name(index)
+                switch leg.phase {
+                case .connected, .reconnecting:
+                    guard let state, !state.hasEnded else {
+                        return fail(.stateAgrees, "\(who)'s leg of call \(call) is \(phaseName(leg.phase)), but the manager has \(state == nil ? "no such call" : "ended it")")
+                    }
+                    guard state.phase == .connected else {
+                        return fail(.stateAgrees, "\(who)'s leg of call \(call) is \(phaseName(leg.phase)), but the manager says \(state.phase)")
+                    }
+                case .ended:
+                    break
+                default:
+                    if let state, state.phase == .connected {
+                        return fail(.stateAgrees, "the manager says call \(call) on \(who) is connected, but its leg is \(phaseName(leg.phase))")
+                    }
+                }
+                if let state, !state.hasEnded, !leg.requestPending, leg.phase.hasMedia {
+                    if state.isMuted != leg.muted {
+                        return fail(.stateAgrees, "the manager says call \(call) on \(who) is \(state.isMuted ? "" : "not ")muted, its leg that it is \(leg.muted ? "" : "not ")")
+                    }
+                    if state.isOnHold != leg.held {
+                        return fail(.stateAgrees, "the manager says call \(call) on \(who) is \(state.isOnHold ? "" : "not ")held, its leg that it is \(leg.held ? "" : "not ")")
+                    }
+                }
+            }
+            let managerActive = await node.manager.isAudioActive
+            if let session = inside.sessionActive, session != managerActive || inside.audioActive != managerActive {
+                return fail(.oneAudioOwner, "\(name(index))'s audio: the manager says \(managerActive ? "active" : "inactive"), the node \(inside.audioActive ? "active" : "inactive"), the session \(session ? "open" : "closed")")
+            }
+            if let running = inside.legs.first(where: { if case .connected = $0.value.phase { true } else { false } }), inside.sessionActive == false {
+                return fail(.oneAudioOwner, "call \(callName(running.key)) on \(name(index)) runs media, but its audio session is closed")
+            }
+        }
+    }
+
+    /// What each side hears against who may be heard.
+    private func checkAudio() {
+        for uuid in callOrder {
+            for node in calls[uuid]!.sides.keys.sorted() {
+                guard let peer = calls[uuid]!.peer(of: node), calls[uuid]!.sides[peer] != nil else { continue }
+                var side = calls[uuid]!.sides[node]!
+                defer { calls[uuid]!.sides[node] = side }
+                let here = inspection(node).legs[uuid], there = inspection(peer).legs[uuid]
+                let peerBit: UInt8 = 1 << UInt8(peer)
+                let heardPeer = side.pending.contains { $0 & peerBit != 0 }
+                side.pending = []
+                if heardPeer { side.lastHeardPeer = frame }
+                guard let here, let there, side.endCount == 0 else {
+                    side.silencedSince = nil
+                    side.eligibleSince = nil
+                    continue
+                }
+                // Silenced: the peer muted or held, or this side holds.
+                let silenced = there.muted || there.held || here.held
+                if silenced {
+                    side.silencedSince = side.silencedSince ?? frame
+                    if heardPeer, frame - side.silencedSince! > Self.silenceGrace {
+                        let why = there.muted ? "\(name(peer)) muted it" : there.held ? "\(name(peer)) holds it" : "\(name(node)) holds it"
+                        return fail(.silenceWhenMutedOrHeld,
+                                    "\(name(node)) hears \(name(peer))'s microphone on call \(callName(uuid)) \(frame - side.silencedSince!) frames after \(why)")
+                    }
+                } else {
+                    side.silencedSince = nil
+                }
+                // Eligible: both connected, nothing held or muted, a network fit for speech.
+                let connected = { (phase: LegPhase) -> Bool in if case .connected = phase { true } else { false } }
+                let eligible = connected(here.phase) && connected(there.phase) && !silenced && !here.heldByPeer && !there.heldByPeer
+                    && side.probe != nil && cleanSince != nil
+                if eligible {
+                    let since = max(side.eligibleSince ?? frame, cleanSince ?? frame)
+                    side.eligibleSince = side.eligibleSince ?? frame
+                    if frame - since > Self.audioBound, (side.lastHeardPeer ?? -1) < since {
+                        return fail(.audioBothWays,
+                                    "\(name(node)) has heard nothing of \(name(peer)) on call \(callName(uuid)) for \(frame - since) frames, though it is connected, not held or muted, on a network fit for speech")
+                    }
+                } else {
+                    side.eligibleSince = nil
+                }
+            }
+        }
+    }
+
+    /// Once both sides of a call have ended, their reasons fit.
+    private func checkReasons() {
+        for uuid in callOrder {
+            let call = calls[uuid]!
+            guard let caller = call.caller, let callee = call.callee,
+                  let first = call.sides[caller]?.ended, let second = call.sides[callee]?.ended,
+                  !call.reasonsChecked
+            else { continue }
+            calls[uuid]!.reasonsChecked = true
+            if !Self.agree(caller: first, callee: second) {
+                return fail(.reasonsAgree, "call \(callName(uuid)) ended on \(name(caller)) (the caller) as \(first.rawValue) and on \(name(callee)) as \(second.rawValue)")
+            }
+        }
+    }
+
+    /// The pairs of end reasons (caller's, callee's) that tell one story.
+    static func agree(caller: CallEndReason, callee: CallEndReason) -> Bool {
+        switch (caller, callee) {
+        case (.localEnded, .remoteEnded), (.remoteEnded, .localEnded): true
+        case (.localEnded, .localEnded): true  // both hung up at once: the ends crossed
+        case (.localEnded, .unanswered): true  // the caller gave up while it rang
+        case (.localEnded, .declined): true  // the caller gave up as the callee declined
+        case (.remoteEnded, .declined), (.failed, .declined): true
+        case (.unanswered, .unanswered), (.unanswered, .remoteEnded): true  // rang out
+        case (.failed, .failed): true
+        default: false
+        }
+    }
+
+    func nodesInOrder() -> [(Int, CallNode)] { Array(nodesList.enumerated()) }
+}

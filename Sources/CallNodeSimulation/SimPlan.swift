@@ -1,0 +1,166 @@
+/// What happens in one simulated run besides the nodes' own work: the users' actions and the
+/// faults, each at a frame (20 ms of simulated time). Made from a seed by ``generate(seed:options:)``;
+/// a shrunk plan is the same seed with fewer steps.
+public struct SimPlan: Sendable, Equatable {
+    public var seed: UInt64
+    /// Frames of activity; a quiet end follows (faults healed, every call hung up).
+    public var frames: Int
+    public var steps: [SimStep]
+
+    public init(seed: UInt64, frames: Int, steps: [SimStep]) {
+        self.seed = seed
+        self.frames = frames
+        self.steps = steps.sorted { $0.frame < $1.frame }
+    }
+}
+
+/// One action or fault at a frame.
+public struct SimStep: Sendable, Equatable, CustomStringConvertible {
+    public var frame: Int
+    public var move: SimMove
+
+    public init(frame: Int, move: SimMove) {
+        self.frame = frame
+        self.move = move
+    }
+
+    public var description: String { "@\(frame) \(move)" }
+}
+
+/// A user's action on a node, or a fault of the world. Calls are picked by their place among the
+/// node's calls at that moment (oldest first, wrapping), so a step means something whatever
+/// calls exist when it comes; with none, it does nothing.
+public enum SimMove: Sendable, Equatable, CustomStringConvertible {
+    case dial(from: Int, to: Int)
+    case answer(node: Int, pick: Int)
+    /// Hangs up, or declines a call that rings here.
+    case hangUp(node: Int, pick: Int)
+    case mute(node: Int, pick: Int, on: Bool)
+    case hold(node: Int, pick: Int, on: Bool)
+    case swap(node: Int, pick: Int)
+    case merge(node: Int, pick: Int, with: Int)
+    case unmerge(node: Int, pick: Int)
+    case dtmf(node: Int, pick: Int, digits: String)
+    case block(node: Int, other: Int, on: Bool)
+    case doNotDisturb(node: Int, on: Bool)
+    /// The media network's loss, delay (frames), reordering and duplication from now on.
+    case network(loss: Double, delay: Int, reordering: Double, duplication: Double)
+    /// Nothing of the media gets through (or, off, it does again).
+    case partition(on: Bool)
+    /// Every open signaling connection is reset.
+    case resetSignaling
+    /// A node's signaling address cannot be reached (or, off, can again); its open
+    /// connections are reset when it goes.
+    case unreachable(node: Int, on: Bool)
+
+    public static let names = ["a", "b", "c", "d", "e"]
+
+    public var isFault: Bool {
+        switch self {
+        case .network, .partition, .resetSignaling, .unreachable: true
+        default: false
+        }
+    }
+
+    public var description: String {
+        func n(_ i: Int) -> String { Self.names[i] }
+        switch self {
+        case let .dial(from, to): return "\(n(from)) dials \(n(to))"
+        case let .answer(node, pick): return "\(n(node)) answers its call #\(pick)"
+        case let .hangUp(node, pick): return "\(n(node)) hangs up its call #\(pick)"
+        case let .mute(node, pick, on): return "\(n(node)) \(on ? "mutes" : "unmutes") its call #\(pick)"
+        case let .hold(node, pick, on): return "\(n(node)) \(on ? "holds" : "resumes") its call #\(pick)"
+        case let .swap(node, pick): return "\(n(node)) swaps to its call #\(pick)"
+        case let .merge(node, pick, other): return "\(n(node)) merges its calls #\(pick) and #\(other)"
+        case let .unmerge(node, pick): return "\(n(node)) takes its call #\(pick) out of the conference"
+        case let .dtmf(node, pick, digits): return "\(n(node)) sends DTMF \(digits) on its call #\(pick)"
+        case let .block(node, other, on): return "\(n(node)) \(on ? "blocks" : "unblocks") \(n(other))"
+        case let .doNotDisturb(node, on): return "\(n(node)) turns do-not-disturb \(on ? "on" : "off")"
+        case let .network(loss, delay, reordering, duplication):
+            return "network: loss \(Int(loss * 100))%, delay \(delay * 20) ms, reordering \(Int(reordering * 100))%, duplication \(Int(duplication * 100))%"
+        case let .partition(on): return on ? "network: partitioned" : "network: partition healed"
+        case .resetSignaling: return "signaling: every connection reset"
+        case let .unreachable(node, on): return on ? "signaling: \(n(node)) unreachable" : "signaling: \(n(node)) reachable again"
+        }
+    }
+}
+
+/// How a run is shaped.
+public struct SimOptions: Sendable, Equatable {
+    /// Whole nodes (2–5).
+    public var nodes = 3
+    /// Frames of activity (20 ms each).
+    public var frames = 400
+    /// Steps in a generated plan: between these.
+    public var steps = 6...24
+    /// Whether plans carry faults.
+    public var faults = true
+    /// A fixed defect put back, to show a sweep finds it.
+    public var reintroducedBug: String?
+
+    public init() {}
+}
+
+extension SimPlan {
+    /// The plan a seed makes: actions weighted toward calls that connect and then change
+    /// (mute, hold, merge), faults that come and heal.
+    public static func generate(seed: UInt64, options: SimOptions) -> SimPlan {
+        var random = SimRandom(seed: seed)
+        let count = options.steps.lowerBound + random.below(options.steps.count)
+        let nodes = max(2, min(options.nodes, SimMove.names.count))
+        var steps: [SimStep] = []
+        func node() -> Int { random.below(nodes) }
+        func other(than first: Int) -> Int { (first + 1 + random.below(nodes - 1)) % nodes }
+        // Calls first: a run that never dials shows nothing.
+        let firstDial = random.below(40)
+        let caller = node()
+        steps.append(SimStep(frame: firstDial, move: .dial(from: caller, to: other(than: caller))))
+        steps.append(SimStep(frame: firstDial + 5 + random.below(60), move: .answer(node: other(than: caller), pick: 0)))
+        while steps.count < count {
+            let frame = random.below(options.frames)
+            let pick = random.below(3)
+            let roll = random.below(100)
+            let at = node()
+            let move: SimMove
+            switch roll {
+            case 0..<16: move = .dial(from: at, to: other(than: at))
+            case 16..<32: move = .answer(node: at, pick: pick)
+            case 32..<40: move = .hangUp(node: at, pick: pick)
+            case 40..<48: move = .mute(node: at, pick: pick, on: random.chance(0.6))
+            case 48..<56: move = .hold(node: at, pick: pick, on: random.chance(0.6))
+            case 56..<60: move = .swap(node: at, pick: pick)
+            case 60..<65: move = .merge(node: at, pick: pick, with: random.below(3))
+            case 65..<68: move = .unmerge(node: at, pick: pick)
+            case 68..<72: move = .dtmf(node: at, pick: pick, digits: String("0123456789*#".randomElement(using: &random)!))
+            case 72..<75: move = .block(node: at, other: other(than: at), on: random.chance(0.6))
+            case 75..<78: move = .doNotDisturb(node: at, on: random.chance(0.6))
+            default:
+                guard options.faults else { continue }
+                let lasting = 10 + random.below(150)
+                switch random.below(4) {
+                case 0:
+                    move = .network(loss: [0, 0.05, 0.1, 0.2, 0.3].randomElement(using: &random)!, delay: 1 + random.below(5),
+                                    reordering: [0, 0.05, 0.2].randomElement(using: &random)!,
+                                    duplication: [0, 0.02, 0.1].randomElement(using: &random)!)
+                    steps.append(SimStep(frame: frame + lasting, move: .network(loss: 0, delay: 1, reordering: 0, duplication: 0)))
+                case 1:
+                    move = .partition(on: true)
+                    steps.append(SimStep(frame: frame + lasting, move: .partition(on: false)))
+                case 2:
+                    move = .resetSignaling
+                default:
+                    move = .unreachable(node: at, on: true)
+                    steps.append(SimStep(frame: frame + lasting, move: .unreachable(node: at, on: false)))
+                }
+            }
+            steps.append(SimStep(frame: frame, move: move))
+        }
+        return SimPlan(seed: seed, frames: options.frames, steps: steps)
+    }
+}
+
+/// The fixed defects a run can put back (``SimOptions/reintroducedBug``), to show that a sweep
+/// finds each.
+public enum SimulationBugs {
+    public static let names = ["resume-unmutes", "mute-lost-before-media"]
+}

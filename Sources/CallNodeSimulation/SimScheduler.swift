@@ -1,0 +1,179 @@
+import Foundation
+
+/// Runs every job of this process's Swift concurrency on one thread, choosing by seed which of
+/// the jobs ready at the same moment runs next.
+///
+/// It takes the runtime's global executor hook (`swift_task_enqueueGlobal_hook`): every task's
+/// next partial and every default actor's turn lands in one ready list instead of the
+/// cooperative pool, and ``run(_:)`` runs them one at a time on the calling thread. So the
+/// order of everything — two nodes' actors, a leg's input against the media's event, an action
+/// against a message in flight — is the seed's, and the same seed gives the same order.
+///
+/// What it can reorder: any two jobs that are ready together — tasks, and actors with work
+/// queued (an actor's turn is one job). What it cannot: the order of messages queued on one
+/// actor (the runtime runs an actor's queue in its own order, by priority then arrival), code
+/// on threads of its own (a library's thread, a DispatchQueue), and what a job does between
+/// two suspension points (that runs to completion, as it does in production).
+///
+/// One scheduler at a time per process, and nothing else may use Swift concurrency in that
+/// process meanwhile: the hook is the process's.
+public final class SimScheduler: SerialExecutor, @unchecked Sendable {  // all state behind `lock`
+    private typealias Original = @convention(thin) (UnownedJob) -> Void
+    private typealias Hook = @convention(thin) (UnownedJob, Original) -> Void
+
+    nonisolated(unsafe) private static var current: SimScheduler?
+    nonisolated(unsafe) private static let hook: UnsafeMutablePointer<Hook?> = {
+        guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "swift_task_enqueueGlobal_hook") else {
+            fatalError("this Swift runtime has no swift_task_enqueueGlobal_hook: the simulation cannot order its jobs")
+        }
+        return symbol.assumingMemoryBound(to: Hook?.self)
+    }()
+
+    private let lock = NSCondition()
+    private var ready: [UnownedJob] = []
+    /// Jobs enqueued while ``exclusive(_:)`` runs: they run first, in arrival order.
+    private var arrivals: [UnownedJob] = []
+    private var exclusiveDepth = 0
+    private var quiescenceWaiters: [CheckedContinuation<Void, Never>] = []
+    private var random: SimRandom
+    private var finished = false
+    private let driver = Thread.current
+
+    /// Jobs run so far.
+    public private(set) var jobsRun = 0
+    /// How long the driver waits for a job from another thread before it calls the run stuck.
+    public var stallLimit: TimeInterval = 20
+
+    /// - Parameter seed: chooses among ready jobs.
+    public init(seed: UInt64) {
+        random = SimRandom(seed: seed ^ 0x5EED_5C4E_D01E)
+    }
+
+    public func enqueue(_ job: consuming ExecutorJob) {
+        push(UnownedJob(job))
+    }
+
+    private func push(_ job: UnownedJob) {
+        lock.lock()
+        if exclusiveDepth > 0 { arrivals.append(job) } else { ready.append(job) }
+        lock.signal()
+        lock.unlock()
+    }
+
+    /// Why a run did not finish.
+    public enum Stop: Error, CustomStringConvertible {
+        /// Nothing was ready, nothing waited for quiet, and no thread enqueued anything.
+        case stuck(jobsRun: Int)
+
+        public var description: String {
+            switch self {
+            case let .stuck(jobs): "the run is stuck after \(jobs) jobs: no job is ready and no thread enqueues one (a task awaits something that never comes)"
+            }
+        }
+    }
+
+    /// Runs `body` and everything it starts on this thread until `body` returns, then drains
+    /// what is still ready. Installs the hook for the duration.
+    public func run(_ body: @escaping @Sendable () async -> Void) throws(Stop) {
+        precondition(Self.current == nil, "one simulation scheduler at a time")
+        Self.current = self
+        Self.hook.pointee = { job, _ in SimScheduler.current!.push(job) }
+        defer {
+            Self.hook.pointee = nil
+            Self.current = nil
+        }
+        Task { [self] in
+            await body()
+            locked { finished = true }
+        }
+        while true {
+            lock.lock()
+            if finished, ready.isEmpty, arrivals.isEmpty {
+                lock.unlock()
+                return
+            }
+            let job: UnownedJob
+            if !arrivals.isEmpty {
+                job = arrivals.removeFirst()
+            } else if exclusiveDepth == 0, !ready.isEmpty {
+                job = ready.remove(at: ready.count == 1 ? 0 : random.below(ready.count))
+            } else if exclusiveDepth == 0, !quiescenceWaiters.isEmpty {
+                let waiters = quiescenceWaiters
+                quiescenceWaiters.removeAll()
+                lock.unlock()
+                for waiter in waiters { waiter.resume() }
+                continue
+            } else if finished {
+                lock.unlock()
+                return
+            } else {
+                // Another thread owes a job (a database write's completion, a library's
+                // thread finishing): wait for it.
+                if !lock.wait(until: Date(timeIntervalSinceNow: stallLimit)) && arrivals.isEmpty && ready.isEmpty {
+                    lock.unlock()
+                    throw .stuck(jobsRun: jobsRun)
+                }
+                lock.unlock()
+                continue
+            }
+            jobsRun += 1
+            lock.unlock()
+            job.runSynchronously(on: asUnownedSerialExecutor())
+        }
+    }
+
+    /// Returns once nothing is ready: every message, delivery and reaction that the last
+    /// instant started has run its course (only what waits for time or another thread is left).
+    public func quiescence() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            locked { quiescenceWaiters.append(continuation) }
+        }
+    }
+
+    /// Runs `body` from a quiet moment, with everything it starts run in arrival order rather
+    /// than by seed. For work that waits on another thread (a database write, a library's
+    /// thread): that thread's answer then arrives at the same point of the run every time,
+    /// since nothing else is running when it comes.
+    public func exclusive<T: Sendable>(_ body: () async throws -> T) async rethrows -> T {
+        await quiescence()
+        locked { exclusiveDepth += 1 }
+        defer {
+            locked {
+                exclusiveDepth -= 1
+                if exclusiveDepth == 0 {
+                    // What arrived meanwhile and has not run joins the others.
+                    ready.append(contentsOf: arrivals)
+                    arrivals.removeAll()
+                }
+            }
+        }
+        return try await body()
+    }
+
+    private func locked<T>(_ body: () -> T) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return body()
+    }
+}
+
+/// SplitMix64: small, fast and the same everywhere, so a seed means the same run on any machine.
+public struct SimRandom: RandomNumberGenerator, Sendable {
+    public var state: UInt64
+
+    public init(seed: UInt64) { state = seed }
+
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// A number in `0..<bound`.
+    public mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(max(1, bound))) }
+
+    /// True with probability `p`.
+    public mutating func chance(_ p: Double) -> Bool { Double(next() >> 11) / Double(1 << 53) < p }
+}

@@ -1,0 +1,519 @@
+@_spi(Simulation) import CallCore
+@_spi(Simulation) import CallNode
+import CallNodeTestKit
+import Calls
+import Foundation
+
+/// A broken rule: which invariant, what happened, and when.
+public struct SimFailure: Sendable, Equatable, CustomStringConvertible {
+    /// The invariant's name (see ``Invariant``).
+    public let invariant: String
+    public let message: String
+    public let frame: Int
+
+    public var description: String { "[\(SimTrace.time(frame))] INVARIANT \(invariant): \(message)" }
+}
+
+/// What one run did: its trace, and the first rule it broke (if any).
+public struct SimOutcome: Sendable {
+    public let plan: SimPlan
+    public let trace: [String]
+    public let failure: SimFailure?
+    /// Frames simulated, calls placed, jobs the scheduler ran.
+    public let frames: Int
+    public let calls: Int
+    public let jobs: Int
+}
+
+/// The trace's notation.
+enum SimTrace {
+    static func time(_ frame: Int) -> String {
+        let milliseconds = frame * 20
+        return "t+\(milliseconds / 1000).\(String(format: "%03d", milliseconds % 1000))s"
+    }
+}
+
+/// Whole nodes on one manual clock over in-memory signaling and media, driven by a plan, with
+/// every invariant checked after every step.
+///
+/// Everything of a run — the nodes' actors, the simulation's own tasks — runs on the one thread of
+/// its ``SimScheduler``, so this class's state is only ever touched by one job at a time.
+final class Simulation: @unchecked Sendable {  // see above: one job at a time, on one thread
+    /// Frames after the last user action before a run ends anyway, saying calls are still up.
+    static let tailLimit = 1_500
+    /// Frames that the nodes get, once every call has ended everywhere, to let go of everything.
+    static let settleFrames = 25
+
+    let plan: SimPlan
+    let options: SimOptions
+    let scheduler: SimScheduler
+    let frequencies: [Double] = [440, 660, 880, 1_100, 1_320]
+
+    private(set) var trace: [String] = []
+    private(set) var failure: SimFailure?
+    private(set) var frame = 0
+    private var world: InMemoryNodes!
+    var nodes: [CallNode] = []
+    private var cursors: [Int] = []
+    var faults = Faults()
+    var calls: [UUID: SimCall] = [:]
+    var callOrder: [UUID] = []
+    private var blocked: Set<[Int]> = []
+    var inspections: [NodeInspection] = []
+
+    func inspection(_ node: Int) -> NodeInspection { inspections[node] }
+    func callOrderFor(_ node: Int) -> [UUID] { callOrder.filter { calls[$0]!.sides[node] != nil } }
+    var cleanSince: Int? { faults.cleanSince }
+    var nodesList: [CallNode] { nodes }
+
+    func phaseName(_ phase: LegPhase) -> String {
+        switch phase {
+        case .dialing: "dialing"
+        case .inviting: "inviting"
+        case .ringing: "ringing"
+        case .offering: "offering"
+        case .checking: "checking"
+        case .securing: "securing"
+        case .awaitingAudio: "awaiting audio"
+        case .connected: "connected"
+        case .reconnecting: "reconnecting"
+        case .ended: "ended"
+        }
+    }
+
+    struct Faults {
+        var network = InMemoryIceNetwork.Conditions()
+        var unreachable: Set<Int> = []
+        /// The frame the media network last became fit to carry speech (nil: it is not).
+        var cleanSince: Int? = 0
+    }
+
+    init(plan: SimPlan, options: SimOptions, scheduler: SimScheduler) {
+        self.plan = plan
+        self.options = options
+        self.scheduler = scheduler
+    }
+
+    var nodeCount: Int { max(2, min(options.nodes, SimMove.names.count)) }
+    func name(_ node: Int) -> String { SimMove.names[node] }
+
+    func log(_ line: String) {
+        trace.append("[\(SimTrace.time(frame))] \(scrub(line))")
+    }
+
+    func fail(_ invariant: Invariant, _ message: String) {
+        guard failure == nil else { return }
+        failure = SimFailure(invariant: invariant.rawValue, message: scrub(message), frame: frame)
+        trace.append(failure!.description)
+    }
+
+    // MARK: The run
+
+    func run() async {
+        do {
+            try await setUp()
+        } catch {
+            fail(.setUp, "the nodes could not start: \(error)")
+            return
+        }
+        var steps = plan.steps[...]
+        var quietFrom: Int?
+        let end = plan.frames
+        while failure == nil {
+            while let step = steps.first, step.frame <= frame {
+                steps.removeFirst()
+                await perform(step.move)
+            }
+            if frame == end {
+                await quietEnd()
+            }
+            if frame == end + 50 {
+                log("everyone hangs up")
+                for (node, uuid) in liveCalls() { spawn(node, "hangs up call \(callName(uuid))") { try await self.nodes[node].hangUp(uuid) } }
+            }
+            world.timers.advance(by: world.media.frameDuration)
+            await world.media.advance(frames: 1)
+            await scheduler.quiescence()
+            frame += 1
+            await observe()
+            if failure != nil { break }
+            if frame > end + 50 {
+                if allEnded() {
+                    quietFrom = quietFrom ?? frame
+                    if frame - quietFrom! >= Self.settleFrames { break }
+                } else {
+                    quietFrom = nil
+                    if frame > end + Self.tailLimit {
+                        let up = liveCalls().map { "\(callName($0.1)) on \(name($0.0))" }
+                        fail(.endsOnce, "\(Self.tailLimit / 50) s after everyone hung up, calls are still up: \(up.joined(separator: ", "))")
+                    }
+                }
+            }
+        }
+        if failure == nil { await checkTheEnd() }
+        await scheduler.exclusive { await world.shutdown() }
+        if failure == nil { checkAfterShutdown() }
+    }
+
+    private func setUp() async throws {
+        world = try InMemoryNodes(conditions: .init(), seed: plan.seed | 1)
+        let bug = options.reintroducedBug.flatMap(ReintroducedBug.init(rawValue:))
+        try await scheduler.exclusive {
+            for index in 0..<nodeCount {
+                let node = try await world.node(name(index), input: .tone(frequencies[index]), output: .null, autoAnswer: false) {
+                    $0.reintroducedBug = bug
+                }
+                nodes.append(node)
+                cursors.append(0)
+            }
+            // The nodes' one-time work on threads of their own ends before anything happens.
+            for node in nodes {
+                while !(await node.hasWarmedUp) { await Task.yield() }
+            }
+            for a in 0..<nodeCount {
+                for b in (a + 1)..<nodeCount {
+                    try await world.trust(nodes[a], as: name(a), nodes[b], as: name(b))
+                }
+            }
+        }
+        log("\(nodeCount) nodes: " + (0..<nodeCount).map { "\(name($0)) (tone \(Int(frequencies[$0])) Hz)" }.joined(separator: ", "))
+    }
+
+    /// The faults heal, blocks and do-not-disturb are lifted: what follows must end cleanly.
+    private func quietEnd() async {
+        log("quiet end: faults healed, blocks and do-not-disturb lifted")
+        faults.network = .init()
+        world.network.setConditions(faults.network)
+        for node in faults.unreachable { world.signaling.setReachable(nodes[node].listenAddress!, true) }
+        faults.unreachable.removeAll()
+        faults.cleanSince = faults.cleanSince ?? frame
+        for pair in blocked.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+            await setBlocked(pair[0], pair[1], false)
+        }
+        for node in nodes { await node.manager.setDoNotDisturb(false) }
+    }
+
+    // MARK: Steps
+
+    /// The node's live calls, oldest first.
+    func calls(of node: Int) -> [UUID] {
+        callOrder.filter { uuid in calls[uuid]!.sides[node].map { $0.endCount == 0 } ?? false }
+    }
+
+    func liveCalls() -> [(Int, UUID)] {
+        callOrder.flatMap { uuid in (0..<nodeCount).filter { calls[uuid]!.sides[$0].map { $0.endCount == 0 } ?? false }.map { ($0, uuid) } }
+    }
+
+    func allEnded() -> Bool {
+        calls.values.allSatisfy { $0.sides.values.allSatisfy { $0.endCount > 0 } }
+    }
+
+    func callName(_ uuid: UUID) -> String { calls[uuid].map { "#\($0.number)" } ?? "#?" }
+
+    /// Runs an action as its own task: it lands wherever the schedule puts it, between any two
+    /// messages; its outcome is traced when it comes.
+    private func spawn(_ node: Int, _ what: String, _ body: @escaping @Sendable () async throws -> Void) {
+        Task {
+            do {
+                try await body()
+                self.log("\(self.name(node)) \(what): done")
+            } catch {
+                self.log("\(self.name(node)) \(what): refused (\(error))")
+            }
+        }
+    }
+
+    private func perform(_ move: SimMove) async {
+        log(move.description)
+        func pick(_ node: Int, _ index: Int) -> UUID? {
+            let live = calls(of: node)
+            return live.isEmpty ? nil : live[index % live.count]
+        }
+        switch move {
+        case let .dial(from, to):
+            let node = nodes[from]
+            spawn(from, "dials \(name(to))") { _ = try await node.call(.contact(self.name(to))) }
+        case let .answer(at, index):
+            // Only a call that rings here can be answered: pick among those.
+            let ringing = calls(of: at).filter { calls[$0]!.callee == at && calls[$0]!.sides[at]?.connectedAt == nil }
+            guard !ringing.isEmpty else { return log("  (nothing rings at \(name(at)))") }
+            let uuid = ringing[index % ringing.count]
+            let node = nodes[at]
+            spawn(at, "answers \(callName(uuid))") { try await node.answer(uuid) }
+        case let .hangUp(at, index):
+            guard let uuid = pick(at, index) else { return log("  (no call at \(name(at)))") }
+            let node = nodes[at]
+            spawn(at, "hangs up \(callName(uuid))") { try await node.hangUp(uuid) }
+        case let .mute(at, index, on):
+            guard let uuid = pick(at, index) else { return log("  (no call at \(name(at)))") }
+            let node = nodes[at]
+            spawn(at, "\(on ? "mutes" : "unmutes") \(callName(uuid))") { try await node.setMuted(uuid, on) }
+        case let .hold(at, index, on):
+            guard let uuid = pick(at, index) else { return log("  (no call at \(name(at)))") }
+            let node = nodes[at]
+            spawn(at, "\(on ? "holds" : "resumes") \(callName(uuid))") { try await node.setHeld(uuid, on) }
+        case let .swap(at, index):
+            guard let uuid = pick(at, index) else { return log("  (no call at \(name(at)))") }
+            let node = nodes[at]
+            spawn(at, "swaps to \(callName(uuid))") { try await node.swap(to: uuid) }
+        case let .merge(at, index, otherIndex):
+            let live = calls(of: at)
+            guard live.count >= 2 else { return log("  (fewer than two calls at \(name(at)))") }
+            let first = live[index % live.count], second = live[(index + 1 + otherIndex % (live.count - 1)) % live.count]
+            let node = nodes[at]
+            spawn(at, "merges \(callName(first)) and \(callName(second))") { try await node.merge(first, with: second) }
+        case let .unmerge(at, index):
+            guard let uuid = pick(at, index) else { return log("  (no call at \(name(at)))") }
+            let node = nodes[at]
+            spawn(at, "unmerges \(callName(uuid))") { try await node.unmerge(uuid) }
+        case let .dtmf(at, index, digits):
+            guard let uuid = pick(at, index) else { return log("  (no call at \(name(at)))") }
+            let node = nodes[at]
+            spawn(at, "sends DTMF on \(callName(uuid))") { try await node.playDTMF(uuid, digits) }
+        case let .block(at, other, on):
+            await setBlocked(at, other, on)
+        case let .doNotDisturb(at, on):
+            let manager = nodes[at].manager
+            Task { await manager.setDoNotDisturb(on) }
+        case let .network(loss, delay, reordering, duplication):
+            faults.network.loss = loss
+            faults.network.delayTicks = delay
+            faults.network.reordering = reordering
+            faults.network.duplication = duplication
+            applyNetwork()
+        case let .partition(on):
+            faults.network.partitioned = on
+            applyNetwork()
+        case .resetSignaling:
+            world.signaling.dropConnections()
+        case let .unreachable(at, on):
+            world.signaling.setReachable(nodes[at].listenAddress!, !on)
+            if on {
+                faults.unreachable.insert(at)
+                world.signaling.dropConnections()
+            } else {
+                faults.unreachable.remove(at)
+            }
+        }
+    }
+
+    private func applyNetwork() {
+        world.network.setConditions(faults.network)
+        let fit = !faults.network.partitioned && faults.network.loss <= 0.1
+        if fit { faults.cleanSince = faults.cleanSince ?? frame } else { faults.cleanSince = nil }
+    }
+
+    /// Blocks (or unblocks) `other` at `node`: a database write, done alone so its answer
+    /// from the database's thread comes at the same point every run.
+    private func setBlocked(_ node: Int, _ other: Int, _ on: Bool) async {
+        let handle = CallHandle(.generic, nodes[other].identity.fingerprint.hex)
+        let directory = nodes[node].store.directory
+        do {
+            try await scheduler.exclusive {
+                if on { try await directory.block(handle) } else { try await directory.unblock(handle) }
+            }
+            if on { blocked.insert([node, other]) } else { blocked.remove([node, other]) }
+        } catch {
+            log("\(name(node)) could not \(on ? "block" : "unblock") \(name(other)): \(error)")
+        }
+    }
+
+    // MARK: Observing
+
+    /// Reads what each node reported since the last step, then checks every invariant.
+    private func observe() async {
+        for index in 0..<nodeCount {
+            let events = world.events(name(index))
+            while cursors[index] < events.count {
+                let event = events[cursors[index]]
+                cursors[index] += 1
+                await handle(event, at: index)
+            }
+        }
+        inspections = []
+        for node in nodes { inspections.append(await node.inspect()) }
+        readProbes()
+        await checkStep()
+    }
+
+    private func register(_ uuid: UUID, caller: Int?, callee: Int?) {
+        if calls[uuid] == nil {
+            calls[uuid] = SimCall(uuid: uuid, number: callOrder.count + 1)
+            callOrder.append(uuid)
+        }
+        if let caller { calls[uuid]!.caller = caller; calls[uuid]!.sides[caller] = calls[uuid]!.sides[caller] ?? SimCall.Side() }
+        if let callee { calls[uuid]!.callee = callee; calls[uuid]!.sides[callee] = calls[uuid]!.sides[callee] ?? SimCall.Side() }
+    }
+
+    private func handle(_ event: NodeEvent, at node: Int) async {
+        let who = name(node)
+        switch event {
+        case let .dialing(uuid, target):
+            let callee: Int? = if case let .contact(contact) = target { SimMove.names.firstIndex(of: contact) } else { nil }
+            register(uuid, caller: node, callee: nil)
+            calls[uuid]!.intendedCallee = callee
+            log("\(who): call \(callName(uuid)) dialing \(callee.map(name) ?? "?")")
+        case let .incoming(uuid, from, _, _):
+            let caller = nodes.firstIndex { $0.identity.fingerprint == from }
+            register(uuid, caller: nil, callee: node)
+            log("\(who): call \(callName(uuid)) incoming from \(caller.map(name) ?? "?")")
+        case let .connected(uuid, _):
+            guard calls[uuid]?.sides[node] != nil else { return log("\(who): connected, a call it never announced") }
+            calls[uuid]!.sides[node]!.connectedAt = frame
+            log("\(who): call \(callName(uuid)) connected")
+            let probe = ToneProbe(frequencies: Array(frequencies.prefix(nodeCount)))
+            calls[uuid]!.sides[node]!.probe = probe
+            let target = nodes[node]
+            Task {
+                do { try await target.record(uuid, into: probe, mixingSent: false) } catch { self.log("\(who): cannot listen to call \(self.callName(uuid)): \(error)") }
+            }
+        case let .ended(uuid, reason, detail, _):
+            guard calls[uuid]?.sides[node] != nil else { return log("\(who): an unknown call ended (\(reason.rawValue))") }
+            calls[uuid]!.sides[node]!.endCount += 1
+            let count = calls[uuid]!.sides[node]!.endCount
+            if count > 1 {
+                fail(.endsOnce, "call \(callName(uuid)) ended \(count) times on \(who): first \(calls[uuid]!.sides[node]!.ended!.rawValue), then \(reason.rawValue)")
+            } else {
+                calls[uuid]!.sides[node]!.ended = reason
+                calls[uuid]!.sides[node]!.endedAt = frame
+            }
+            log("\(who): call \(callName(uuid)) ended (\(reason.rawValue)\(detail.map { ": \($0)" } ?? ""))")
+        case let .rejected(uuid, reason): log("\(who): call \(callName(uuid)) rejected (\(reason.rawValue))")
+        case let .refused(_, from, reason):
+            let caller = nodes.firstIndex { $0.identity.fingerprint == from }
+            log("\(who): refused a call from \(caller.map(name) ?? "?") (\(reason.rawValue))")
+        case let .ringing(uuid, _): log("\(who): call \(callName(uuid)) rings at the callee")
+        case let .remoteHold(uuid, on): log("\(who): call \(callName(uuid)) \(on ? "held" : "resumed") by the peer")
+        case let .dtmf(uuid, digit): log("\(who): call \(callName(uuid)) DTMF \(digit)")
+        case let .connectionLost(uuid): log("\(who): call \(callName(uuid)) connection lost")
+        case let .connectionRestored(uuid): log("\(who): call \(callName(uuid)) connection restored")
+        case let .signalingLost(uuid): log("\(who): call \(callName(uuid)) signaling lost")
+        case let .signalingResumed(uuid): log("\(who): call \(callName(uuid)) signaling resumed")
+        case let .iceRestarted(uuid, byPeer): log("\(who): call \(callName(uuid)) ICE restarted\(byPeer ? " by the peer" : "")")
+        case let .playoutReset(uuid, reset): log("\(who): call \(callName(uuid)) playout reset (\(reset.reason.rawValue))")
+        case let .firstAudio(uuid, _): log("\(who): call \(callName(uuid)) first audio")
+        case let .peerError(message): log("\(who): peer error: \(message)")
+        case let .recordingFailed(uuid, _, reason): log("\(who): call \(callName(uuid)) recording failed: \(reason)")
+        case .audioDeviceFailed, .audioInterrupted, .audioInterruptionEnded:
+            log("\(who): \(InMemoryNodes.kind(event))")
+        default:
+            break  // snapshots, statistics and setup details: not part of the story
+        }
+    }
+
+    private func readProbes() {
+        for uuid in callOrder {
+            for node in calls[uuid]!.sides.keys.sorted() {
+                guard let probe = calls[uuid]!.sides[node]!.probe else { continue }
+                let read = calls[uuid]!.sides[node]!.probeRead
+                let frames = probe.frames(from: read)
+                calls[uuid]!.sides[node]!.probeRead = read + frames.count
+                calls[uuid]!.sides[node]!.pending = Array(frames)
+            }
+        }
+    }
+
+    // MARK: The end
+
+    private func checkTheEnd() async {
+        // Every call ended once on each side it reached, with reasons that agree.
+        for uuid in callOrder {
+            let call = calls[uuid]!
+            for (node, side) in call.sides.sorted(by: { $0.key < $1.key }) where side.endCount != 1 {
+                return fail(.endsOnce, "call \(callName(uuid)) ended \(side.endCount) times on \(name(node))")
+            }
+        }
+        // One Recents row per call on each side.
+        for index in 0..<nodeCount {
+            let store = nodes[index].store
+            let rows: [RecentCall]
+            do {
+                rows = try await scheduler.exclusive {
+                    try await store.flush()
+                    return try await store.recents()
+                }
+            } catch {
+                return fail(.recents, "\(name(index))'s Recents cannot be read: \(error)")
+            }
+            let expected = Set(callOrder.filter { calls[$0]!.sides[index] != nil })
+            var seen: [UUID: Int] = [:]
+            for row in rows { seen[row.id, default: 0] += 1 }
+            for uuid in callOrder where expected.contains(uuid) && seen[uuid, default: 0] != 1 {
+                return fail(.recents, "call \(callName(uuid)) has \(seen[uuid, default: 0]) Recents rows on \(name(index))")
+            }
+            let strangers = rows.count - expected.count
+            if strangers != 0 {
+                return fail(.recents, "\(name(index)) has \(rows.count) Recents rows for \(expected.count) calls")
+            }
+        }
+        // Nothing of any call is left.
+        for (index, node) in nodes.enumerated() {
+            let inside = await node.inspect()
+            let manager = await node.manager.liveCallCount
+            let left = [
+                ("legs", inside.legs.count), ("leg tasks", inside.legRuns), ("call tasks", inside.transientTasks),
+                ("bridge ports", inside.bridgePorts), ("manager calls", manager), ("media endpoints", inside.runningEndpoints),
+            ].filter { $0.1 != 0 }
+            if !left.isEmpty {
+                return fail(.nothingLeft, "every call ended, yet \(name(index)) still has " + left.map { "\($0.1) \($0.0)" }.joined(separator: ", "))
+            }
+            if inside.audioActive || inside.sessionActive == true {
+                return fail(.oneAudioOwner, "every call ended, yet \(name(index))'s audio session is active (node: \(inside.audioActive), session: \(inside.sessionActive == true))")
+            }
+        }
+    }
+
+    private func checkAfterShutdown() {
+        let paths = world.network.openPaths
+        if paths != 0 { fail(.nothingLeft, "every node shut down, yet \(paths) ICE paths are open") }
+    }
+}
+
+/// One call as the simulation saw it.
+struct SimCall {
+    struct Side {
+        var connectedAt: Int?
+        var ended: CallEndReason?
+        var endedAt: Int?
+        var endCount = 0
+        var probe: ToneProbe?
+        var probeRead = 0
+        /// Frames heard in the last step.
+        var pending: [UInt8] = []
+        /// Since when the peer's microphone may not be heard here (muted or held, either side).
+        var silencedSince: Int?
+        /// Since when the call should carry the peer's microphone here.
+        var eligibleSince: Int?
+        /// The last frame the peer's tone was heard here.
+        var lastHeardPeer: Int?
+    }
+
+    let uuid: UUID
+    let number: Int
+    var caller: Int?
+    var callee: Int?
+    var intendedCallee: Int?
+    var sides: [Int: Side] = [:]
+    var reasonsChecked = false
+
+    func peer(of node: Int) -> Int? {
+        if node == caller { return callee ?? intendedCallee }
+        if node == callee { return caller }
+        return nil
+    }
+}
+
+/// Replaces identifiers that differ from run to run (call UUIDs, fingerprints) so that a trace
+/// is the same every time.
+func scrub(_ line: String) -> String {
+    var result = line
+    if result.contains("-") {
+        result = result.replacingOccurrences(of: "[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}", with: "<id>",
+                                             options: .regularExpression)
+    }
+    if result.contains(":") {
+        result = result.replacingOccurrences(of: "([0-9A-Fa-f]{2}:){5,}[0-9A-Fa-f]{2}", with: "<fingerprint>", options: .regularExpression)
+    }
+    result = result.replacingOccurrences(of: "[0-9a-fA-F]{32,}", with: "<fingerprint>", options: .regularExpression)
+    return result
+}

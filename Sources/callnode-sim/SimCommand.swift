@@ -1,0 +1,161 @@
+import ArgumentParser
+import CSimHost
+import CallNodeSimulation
+import Foundation
+import Logging
+
+/// `callnode-sim`: whole nodes under seeded faults and schedules.
+struct SimCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "callnode-sim",
+        abstract: "Runs whole CallNode nodes on one manual clock under seeded actions, faults and schedules, checking every invariant after every step.",
+        discussion: """
+            Everything a run does follows from its seed: the users' actions (dial, answer, hang up, \
+            mute, hold, swap, merge, DTMF, block, do-not-disturb), the faults (loss, delay, \
+            reordering and duplication of media, partitions, signaling resets, unreachable nodes) and \
+            the order in which jobs that are ready together run. The same seed prints the same trace.
+
+              callnode-sim --seeds 500               sweep seeds 1…500, print the failures
+              callnode-sim --seed 42 --trace         replay one seed, print its trace
+              callnode-sim --seed 42 --shrink        shrink a failing seed to a shorter plan
+              callnode-sim --seeds 200 --bug resume-unmutes
+                                                     show that a sweep finds a known bug
+              callnode-sim --invariants              what each invariant means
+            """)
+
+    @Option(help: "Run this one seed.")
+    var seed: UInt64?
+
+    @Option(help: "Sweep this many seeds.")
+    var seeds: Int?
+
+    @Option(help: "The first seed of a sweep.")
+    var from: UInt64 = 1
+
+    @Flag(help: "Print the run's trace (with --seed).")
+    var trace = false
+
+    @Flag(help: "Print the run's plan: its steps.")
+    var plan = false
+
+    @Flag(help: "Shrink a failing run to fewer steps that still break the same invariant, and print it.")
+    var shrink = false
+
+    @Option(help: "Put a fixed defect back: \(SimulationBugs.names.joined(separator: ", ")).")
+    var bug: String?
+
+    @Option(help: "Frames (20 ms) of activity per run.")
+    var frames = 400
+
+    @Option(help: "Whole nodes per run (2–5).")
+    var nodes = 3
+
+    @Flag(help: "Plans without faults (actions only).")
+    var noFaults = false
+
+    @Flag(help: "Stop a sweep at its first failure.")
+    var stopAtFirst = false
+
+    @Flag(help: "List the invariants and what each means.")
+    var invariants = false
+
+    @Flag(help: "Print the nodes' own log lines (to standard error).")
+    var log = false
+
+    func validate() throws {
+        if !invariants, seed == nil, seeds == nil { throw ValidationError("give --seed K (one run) or --seeds N (a sweep)") }
+        if seed != nil, seeds != nil { throw ValidationError("give either --seed or --seeds, not both") }
+        if let seeds, seeds < 1 { throw ValidationError("--seeds must be at least 1") }
+        if !(2...5).contains(nodes) { throw ValidationError("--nodes must be 2 to 5") }
+        if frames < 50 { throw ValidationError("--frames must be at least 50 (one second)") }
+        if let bug, !SimulationBugs.names.contains(bug) {
+            throw ValidationError("no such bug '\(bug)'; known: \(SimulationBugs.names.joined(separator: ", "))")
+        }
+    }
+
+    func run() throws {
+        if invariants {
+            for invariant in Invariant.allCases where invariant != .setUp { print("\(invariant.rawValue): \(invariant.meaning)") }
+            return
+        }
+        if !log { LoggingSystem.bootstrap { _ in SwiftLogNoOpLogHandler() } }
+        var options = SimOptions()
+        options.frames = frames
+        options.nodes = nodes
+        options.faults = !noFaults
+        options.reintroducedBug = bug
+        let runner = SimulationRunner(options: options) { seed in
+            csimhost_seed(seed)
+            csimhost_set_enabled(1)
+        }
+        if let seed {
+            let outcome = runner.run(runner.plan(seed: seed))
+            if plan { printPlan(outcome.plan) }
+            if trace { outcome.trace.forEach { print($0) } }
+            report(outcome)
+            if let failure = outcome.failure {
+                if shrink { shrinkAndPrint(outcome, failure: failure, runner: runner) }
+                throw ExitCode(1)
+            }
+            return
+        }
+        try sweep(runner)
+    }
+
+    private func report(_ outcome: SimOutcome) {
+        let summary = "seed \(outcome.plan.seed): \(outcome.plan.steps.count) steps, \(outcome.calls) calls, \(outcome.frames) frames, trace \(outcome.digest)"
+        if let failure = outcome.failure {
+            print("\(summary): FAILED \(failure)")
+        } else {
+            print("\(summary): ok")
+        }
+    }
+
+    private func printPlan(_ plan: SimPlan) {
+        print("plan of seed \(plan.seed): \(plan.frames) frames")
+        for step in plan.steps { print("  \(step)") }
+    }
+
+    private func shrinkAndPrint(_ outcome: SimOutcome, failure: SimFailure, runner: SimulationRunner) {
+        print("shrinking seed \(outcome.plan.seed) (\(outcome.plan.steps.count) steps) while it breaks \(failure.invariant)…")
+        let (shrunk, shrunkOutcome) = runner.shrink(outcome.plan, failure: failure) { runs, candidate in
+            if runs % 10 == 0 { print("  \(runs) runs, trying \(candidate.steps.count) steps") }
+        }
+        print("shrunk to \(shrunk.steps.count) steps over \(shrunk.frames) frames:")
+        printPlan(shrunk)
+        if let shrunkOutcome {
+            print("its trace:")
+            shrunkOutcome.trace.forEach { print("  \($0)") }
+        }
+    }
+
+    private func sweep(_ runner: SimulationRunner) throws {
+        let count = seeds ?? 1
+        let started = ContinuousClock.now
+        var failed: [SimOutcome] = []
+        for seed in from..<(from + UInt64(count)) {
+            let outcome = runner.run(runner.plan(seed: seed))
+            if outcome.failure != nil {
+                failed.append(outcome)
+                report(outcome)
+                fflush(nil)
+                if stopAtFirst { break }
+            }
+            let done = Int(seed - from) + 1
+            if done % 50 == 0 || done == count {
+                let elapsed = Double((ContinuousClock.now - started).components.seconds) + Double((ContinuousClock.now - started).components.attoseconds) / 1e18
+                print("… \(done)/\(count) seeds, \(failed.count) failed, \(String(format: "%.1f", Double(done) / max(elapsed, 0.001))) seeds/s")
+                fflush(nil)
+            }
+        }
+        if failed.isEmpty {
+            print("all \(count) seeds kept every invariant")
+            return
+        }
+        print("\(failed.count) of \(count) seeds broke an invariant: \(failed.map { "\($0.plan.seed)" }.joined(separator: " "))")
+        if shrink, let first = failed.first, let failure = first.failure {
+            shrinkAndPrint(first, failure: failure, runner: runner)
+        }
+        throw ExitCode(1)
+    }
+}
