@@ -550,8 +550,9 @@ actor CallLeg {
         if mediaStarted, let media { broadcaster.send(.statistics(uuid, await media.statistics)) }
         let duration = state.connectedSince.map { configuration.clock.now - $0 }
         var detail: String?
-        if case let .ended(end) = state.phase { detail = end.detail }
-        await report(.ended(detail: failure ?? detail, duration: duration))
+        var reason: CallEndReason?
+        if case let .ended(end) = state.phase { (detail, reason) = (end.detail, end.reason) }
+        await report(.ended(detail: failure ?? detail, duration: duration, reason: reason))
         timers = LegTimers()
         mediaPreparation?.cancel()
         // close_notify goes out while the path is still there: a browser sees the end at once.

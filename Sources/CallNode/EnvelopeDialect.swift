@@ -138,7 +138,15 @@ actor EnvelopeDialect: CallDialect {
                 connection.close()
                 return
             }
-            call?.failed("the other node refused to resume the call: \(reason)")
+            if reason.hasSuffix(SignalMessage.hungUpThereSuffix) {
+                // Its user hung up while the signaling was down: the end that could not reach
+                // this side is the answer.
+                pendingConnection = nil
+                connection.close()
+                call?.received(.end(.hangup))
+            } else {
+                call?.failed("the other node refused to resume the call: \(reason)")
+            }
             return
         default:
             break

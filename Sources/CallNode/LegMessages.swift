@@ -77,7 +77,8 @@ enum LegReport: Sendable {
     /// ``LegInput/audioActive`` once it is active (app-owned: after activating it).
     case awaitingAudio
     /// The call has ended (before it releases what it holds): what its end event says.
-    case ended(detail: String?, duration: Duration?)
+    /// `reason`: the one the manager records here.
+    case ended(detail: String?, duration: Duration?, reason: CallEndReason?)
     /// The call released everything it held.
     case released
 }

@@ -56,6 +56,9 @@ public actor CallNode: Service {
     /// The task running each leg's children (``CallLeg/run()``), until they are all done.
     var legRuns: [UUID: Task<Void, Never>] = [:]
     var endDetails: [UUID: (detail: String?, duration: Duration?)] = [:]
+    /// The last calls this node's user hung up (oldest first, at most 256): a peer that tries to
+    /// resume one of them is told it was hung up rather than that it is gone.
+    var hungUpHere: [UUID] = []
     var audioActive = false
     /// Calls waiting for the app-owned session's one activation while it runs (CallKit-free
     /// mode: this node is its one owner).

@@ -58,12 +58,17 @@ extension CallNode {
             await regroup(uuid, with: other)
         case .awaitingAudio:
             await audioWanted(by: uuid)
-        case let .ended(detail, duration):
+        case let .ended(detail, duration, reason):
             // Kept before the leg releases what it holds, so the manager's end event finds it.
             guard legs.removeValue(forKey: uuid) != nil else { return }
             legConnections[uuid] = nil
             ports[uuid] = nil
             endDetails[uuid] = (detail, duration)
+            if reason == .localEnded {
+                // A peer resuming the call later (its end could not reach it) is told so.
+                hungUpHere.append(uuid)
+                if hungUpHere.count > 256 { hungUpHere.removeFirst() }
+            }
             await availabilityChanged()
         case .released:
             dialectHandles.withLock { $0[uuid] = nil }

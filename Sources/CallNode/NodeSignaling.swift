@@ -162,7 +162,8 @@ extension CallNode {
         if case .resume = envelope.message {
             // A caller carrying on its call on a new connection: the leg checks who asks.
             guard let leg = legs[uuid] else {
-                try? await connection.send(.resumeRefused(SignalMessage.callGoneRefusal + "\(uuid) here: it has ended"), call: uuid)
+                let hungUp = hungUpHere.contains(uuid) ? SignalMessage.hungUpThereSuffix : ""
+                try? await connection.send(.resumeRefused(SignalMessage.callGoneRefusal + "\(uuid) here: it has ended" + hungUp), call: uuid)
                 return
             }
             await (leg.dialect as? EnvelopeDialect)?.receive(envelope, on: connection)
