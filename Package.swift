@@ -263,7 +263,7 @@ let package = Package(
             dependencies: ["Media", "RTP", "CallNodeTestKit", "CallNodeTestSupport"]),
         .testTarget(
             name: "CallNodeTests",
-            dependencies: ["CallNode", "CallNodeTestKit", "CallNodeTestSupport", "NodeSettings", "NodeControl", "SIP"]),
+            dependencies: ["CallNode", "CallNodeTestKit", "CallNodeTestSupport", "NodeSettings", "NodeControl", "SIP", "CallNodeSimulation"]),
         .testTarget(
             name: "SignalingTests",
             dependencies: [

@@ -23,7 +23,8 @@ public struct NodeInspection: Sendable {
     public let legs: [UUID: Leg]
     /// Tasks running a call (a leg's inputs), by call.
     public let legRuns: Int
-    /// Short tasks the node started for calls (sending a refusal, an end).
+    /// Short tasks the node started for calls (sending a refusal, an end); not the relay
+    /// registration, which lasts as long as the node.
     public let transientTasks: Int
     /// Ports on the conference bridge.
     public let bridgePorts: Int
@@ -42,7 +43,7 @@ extension CallNode {
         var inspected: [UUID: NodeInspection.Leg] = [:]
         for (uuid, leg) in legs { inspected[uuid] = await leg.inspection() }
         let session: (Bool, Int)? = if let systemSession { (await systemSession.isActive, await systemSession.runningEndpoints) } else { nil }
-        return NodeInspection(legs: inspected, legRuns: legRuns.count, transientTasks: transientTasks.count, bridgePorts: ports.count,
+        return NodeInspection(legs: inspected, legRuns: legRuns.count, transientTasks: transientTasks.values.filter { $0 != relayRegistration }.count, bridgePorts: ports.count,
                               audioActive: audioActive, sessionActive: session?.0, runningEndpoints: session?.1 ?? 0)
     }
 }

@@ -63,7 +63,7 @@ extension Simulation {
     /// The manager and the leg agree on each call, and the session on whether audio is active.
     private func checkStates() async {
         for (index, node) in nodesInOrder() {
-            let inside = inspection(index)
+            guard let inside = inspection(index) else { continue }  // down
             for uuid in callOrderFor(index) {
                 guard let leg = inside.legs[uuid] else { continue }
                 let state = await node.manager.state(of: uuid)
@@ -110,7 +110,7 @@ extension Simulation {
                 guard let peer = calls[uuid]!.peer(of: node), calls[uuid]!.sides[peer] != nil else { continue }
                 var side = calls[uuid]!.sides[node]!
                 defer { calls[uuid]!.sides[node] = side }
-                let here = inspection(node).legs[uuid], there = inspection(peer).legs[uuid]
+                let here = inspection(node)?.legs[uuid], there = inspection(peer)?.legs[uuid]
                 let peerBit: UInt8 = 1 << UInt8(peer)
                 let heardPeer = side.pending.contains { $0 & peerBit != 0 }
                 side.pending = []
@@ -154,10 +154,20 @@ extension Simulation {
     private func checkReasons() {
         for uuid in callOrder {
             let call = calls[uuid]!
-            guard let caller = call.caller, let callee = call.callee,
-                  let first = call.sides[caller]?.ended, let second = call.sides[callee]?.ended,
-                  !call.reasonsChecked
-            else { continue }
+            guard let caller = call.caller, let callee = call.callee, !call.reasonsChecked else { continue }
+            let callerCrashed = call.sides[caller]?.crashed == true, calleeCrashed = call.sides[callee]?.crashed == true
+            if callerCrashed || calleeCrashed {
+                // The survivor learns only that the other went away.
+                guard !(callerCrashed && calleeCrashed) else { continue }
+                let survivor = callerCrashed ? callee : caller
+                guard let reason = call.sides[survivor]?.ended else { continue }
+                calls[uuid]!.reasonsChecked = true
+                if ![.failed, .unanswered].contains(reason) {
+                    return fail(.reasonsAgree, "call \(callName(uuid)) ended on \(name(survivor)) as \(reason.rawValue), though \(name(survivor == caller ? callee : caller)) crashed")
+                }
+                continue
+            }
+            guard let first = call.sides[caller]?.ended, let second = call.sides[callee]?.ended else { continue }
             calls[uuid]!.reasonsChecked = true
             if !Self.agree(caller: first, callee: second) {
                 return fail(.reasonsAgree, "call \(callName(uuid)) ended on \(name(caller)) (the caller) as \(first.rawValue) and on \(name(callee)) as \(second.rawValue)")

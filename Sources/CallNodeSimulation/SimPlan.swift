@@ -14,6 +14,28 @@ public struct SimPlan: Sendable, Equatable {
     }
 }
 
+extension SimPlan {
+    /// Only the steps at these places of this plan (a shrunk plan, written down as its seed and
+    /// the places it kept), and the activity cut at `frames` if given.
+    public func keeping(_ places: [Int], frames: Int? = nil) -> SimPlan {
+        let kept = places.filter { steps.indices.contains($0) }.map { steps[$0] }
+        return SimPlan(seed: seed, frames: frames ?? self.frames, steps: kept)
+    }
+
+    /// The places of `shrunk`'s steps in this plan (it is this plan with steps left out).
+    public func places(of shrunk: SimPlan) -> [Int] {
+        var places: [Int] = []
+        var next = 0
+        for step in shrunk.steps {
+            while next < steps.count, steps[next] != step { next += 1 }
+            guard next < steps.count else { break }
+            places.append(next)
+            next += 1
+        }
+        return places
+    }
+}
+
 /// One action or fault at a frame.
 public struct SimStep: Sendable, Equatable, CustomStringConvertible {
     public var frame: Int
@@ -52,12 +74,32 @@ public enum SimMove: Sendable, Equatable, CustomStringConvertible {
     /// A node's signaling address cannot be reached (or, off, can again); its open
     /// connections are reset when it goes.
     case unreachable(node: Int, on: Bool)
+    /// The relay restarts: every registration and every call's connection through it drops.
+    case restartRelay
+    /// A node's host moves to another network: a new address and default route.
+    case addressChange(node: Int)
+    /// A node's process dies: connections reset, media stops, nothing more gets out.
+    case crash(node: Int)
+    /// A crashed node starts again from its database.
+    case restart(node: Int)
+
+    /// The node whose user acts (nil for faults).
+    public var actingNode: Int? {
+        switch self {
+        case let .dial(node, _), let .answer(node, _), let .hangUp(node, _), let .mute(node, _, _), let .hold(node, _, _),
+             let .swap(node, _), let .merge(node, _, _), let .unmerge(node, _), let .dtmf(node, _, _), let .block(node, _, _),
+             let .doNotDisturb(node, _):
+            node
+        default:
+            nil
+        }
+    }
 
     public static let names = ["a", "b", "c", "d", "e"]
 
     public var isFault: Bool {
         switch self {
-        case .network, .partition, .resetSignaling, .unreachable: true
+        case .network, .partition, .resetSignaling, .unreachable, .restartRelay, .addressChange, .crash, .restart: true
         default: false
         }
     }
@@ -66,14 +108,14 @@ public enum SimMove: Sendable, Equatable, CustomStringConvertible {
         func n(_ i: Int) -> String { Self.names[i] }
         switch self {
         case let .dial(from, to): return "\(n(from)) dials \(n(to))"
-        case let .answer(node, pick): return "\(n(node)) answers its call #\(pick)"
-        case let .hangUp(node, pick): return "\(n(node)) hangs up its call #\(pick)"
-        case let .mute(node, pick, on): return "\(n(node)) \(on ? "mutes" : "unmutes") its call #\(pick)"
-        case let .hold(node, pick, on): return "\(n(node)) \(on ? "holds" : "resumes") its call #\(pick)"
-        case let .swap(node, pick): return "\(n(node)) swaps to its call #\(pick)"
-        case let .merge(node, pick, other): return "\(n(node)) merges its calls #\(pick) and #\(other)"
-        case let .unmerge(node, pick): return "\(n(node)) takes its call #\(pick) out of the conference"
-        case let .dtmf(node, pick, digits): return "\(n(node)) sends DTMF \(digits) on its call #\(pick)"
+        case let .answer(node, pick): return "\(n(node)) answers its call (pick \(pick))"
+        case let .hangUp(node, pick): return "\(n(node)) hangs up its call (pick \(pick))"
+        case let .mute(node, pick, on): return "\(n(node)) \(on ? "mutes" : "unmutes") its call (pick \(pick))"
+        case let .hold(node, pick, on): return "\(n(node)) \(on ? "holds" : "resumes") its call (pick \(pick))"
+        case let .swap(node, pick): return "\(n(node)) swaps to its call (pick \(pick))"
+        case let .merge(node, pick, other): return "\(n(node)) merges its calls (picks \(pick), \(other))"
+        case let .unmerge(node, pick): return "\(n(node)) takes its call (pick \(pick)) out of the conference"
+        case let .dtmf(node, pick, digits): return "\(n(node)) sends DTMF \(digits) on its call (pick \(pick))"
         case let .block(node, other, on): return "\(n(node)) \(on ? "blocks" : "unblocks") \(n(other))"
         case let .doNotDisturb(node, on): return "\(n(node)) turns do-not-disturb \(on ? "on" : "off")"
         case let .network(loss, delay, reordering, duplication):
@@ -81,6 +123,10 @@ public enum SimMove: Sendable, Equatable, CustomStringConvertible {
         case let .partition(on): return on ? "network: partitioned" : "network: partition healed"
         case .resetSignaling: return "signaling: every connection reset"
         case let .unreachable(node, on): return on ? "signaling: \(n(node)) unreachable" : "signaling: \(n(node)) reachable again"
+        case .restartRelay: return "relay: restarted"
+        case let .addressChange(node): return "host: \(n(node)) moves to another network"
+        case let .crash(node): return "\(n(node)) crashes"
+        case let .restart(node): return "\(n(node)) starts again from its database"
         }
     }
 }
@@ -137,7 +183,7 @@ extension SimPlan {
             default:
                 guard options.faults else { continue }
                 let lasting = 10 + random.below(150)
-                switch random.below(4) {
+                switch random.below(7) {
                 case 0:
                     move = .network(loss: [0, 0.05, 0.1, 0.2, 0.3].randomElement(using: &random)!, delay: 1 + random.below(5),
                                     reordering: [0, 0.05, 0.2].randomElement(using: &random)!,
@@ -148,6 +194,13 @@ extension SimPlan {
                     steps.append(SimStep(frame: frame + lasting, move: .partition(on: false)))
                 case 2:
                     move = .resetSignaling
+                case 3:
+                    move = .restartRelay
+                case 4:
+                    move = .addressChange(node: at)
+                case 5:
+                    move = .crash(node: at)
+                    steps.append(SimStep(frame: frame + lasting, move: .restart(node: at)))
                 default:
                     move = .unreachable(node: at, on: true)
                     steps.append(SimStep(frame: frame + lasting, move: .unreachable(node: at, on: false)))

@@ -53,7 +53,21 @@ public final class SimScheduler: SerialExecutor, @unchecked Sendable {  // all s
         push(UnownedJob(job))
     }
 
+    /// Jobs another thread enqueued while the seed was choosing (not inside ``exclusive(_:)``):
+    /// each may land at a different point on another run.
+    public private(set) var foreignEnqueues = 0
+    private static let debugForeign = ProcessInfo.processInfo.environment["CALLNODE_SIM_DEBUG_FOREIGN"] != nil
+
     private func push(_ job: UnownedJob) {
+        if Thread.current != driver {
+            lock.lock()
+            let counted = exclusiveDepth == 0
+            if counted { foreignEnqueues += 1 }
+            lock.unlock()
+            if counted && Self.debugForeign {
+                print("foreign enqueue from \(Thread.current):\n" + Thread.callStackSymbols.prefix(14).joined(separator: "\n"))
+            }
+        }
         lock.lock()
         if exclusiveDepth > 0 { arrivals.append(job) } else { ready.append(job) }
         lock.signal()

@@ -3,6 +3,7 @@
 import CallNodeTestKit
 import Calls
 import Foundation
+import Locking
 
 /// A broken rule: which invariant, what happened, and when.
 public struct SimFailure: Sendable, Equatable, CustomStringConvertible {
@@ -23,6 +24,9 @@ public struct SimOutcome: Sendable {
     public let frames: Int
     public let calls: Int
     public let jobs: Int
+    /// Jobs that other threads enqueued while the seed chose the order: where they landed may
+    /// differ on another run (zero in a run that replays exactly).
+    public let foreignJobs: Int
 }
 
 /// The trace's notation.
@@ -54,14 +58,26 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     private(set) var frame = 0
     private var world: InMemoryNodes!
     var nodes: [CallNode] = []
+    /// The relay every node registers at; the last node is reached only through it.
+    let relay = InMemoryRelay()
+    static let relayAddress = SignalAddress(host: "relay", port: 7700)
+    /// Each node's host network, as the node reads it.
+    private var hosts: [Locked<HostNetworkSnapshot>] = []
     private var cursors: [Int] = []
     var faults = Faults()
     var calls: [UUID: SimCall] = [:]
     var callOrder: [UUID] = []
     private var blocked: Set<[Int]> = []
-    var inspections: [NodeInspection] = []
+    private var moves = 0
+    /// Nodes whose process crashed and has not started again.
+    var down: Set<Int> = []
+    /// The ICE paths each node made (closed when it crashes).
+    private var paths: [Locked<[InMemoryIcePath]>] = []
+    struct SetUpError: Error, CustomStringConvertible { let message: String; var description: String { message } }
+    var inspections: [NodeInspection?] = []
 
-    func inspection(_ node: Int) -> NodeInspection { inspections[node] }
+    /// A node's inside at the last step (nil while it is down).
+    func inspection(_ node: Int) -> NodeInspection? { inspections[node] }
     func callOrderFor(_ node: Int) -> [UUID] { callOrder.filter { calls[$0]!.sides[node] != nil } }
     var cleanSince: Int? { faults.cleanSince }
     var nodesList: [CallNode] { nodes }
@@ -157,31 +173,111 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
 
     private func setUp() async throws {
         world = try InMemoryNodes(conditions: .init(), seed: plan.seed | 1)
-        let bug = options.reintroducedBug.flatMap(ReintroducedBug.init(rawValue:))
         try await scheduler.exclusive {
             for index in 0..<nodeCount {
-                let node = try await world.node(name(index), input: .tone(frequencies[index]), output: .null, autoAnswer: false) {
-                    $0.reintroducedBug = bug
-                }
-                nodes.append(node)
+                hosts.append(Locked(HostNetworkSnapshot(addresses: ["192.0.2.\(10 + index)"], defaultRoutes: ["eth0 via 192.0.2.1"])))
+                paths.append(Locked([]))
+                nodes.append(try await makeNode(index))
                 cursors.append(0)
             }
-            // The nodes' one-time work on threads of their own ends before anything happens.
-            for node in nodes {
-                while !(await node.hasWarmedUp) { await Task.yield() }
-            }
+            // The last node has no address the others know: they reach it through the relay.
+            let relayed = nodeCount - 1
             for a in 0..<nodeCount {
                 for b in (a + 1)..<nodeCount {
-                    try await world.trust(nodes[a], as: name(a), nodes[b], as: name(b))
+                    if b == relayed {
+                        try await nodes[a].store.contacts.add(Contact(name: name(b), fingerprint: nodes[b].identity.fingerprint.hex))
+                        try await nodes[b].store.contacts.add(Contact(name: name(a), fingerprint: nodes[a].identity.fingerprint.hex))
+                    } else {
+                        try await world.trust(nodes[a], as: name(a), nodes[b], as: name(b))
+                    }
                 }
             }
+            try await waitForRegistration(of: Array(0..<nodeCount))
         }
-        log("\(nodeCount) nodes: " + (0..<nodeCount).map { "\(name($0)) (tone \(Int(frequencies[$0])) Hz)" }.joined(separator: ", "))
+        log("\(nodeCount) nodes: " + (0..<nodeCount).map { "\(name($0)) (tone \(Int(frequencies[$0])) Hz)" }.joined(separator: ", ")
+            + "; \(name(nodeCount - 1)) is reached through the relay")
+    }
+
+    /// A node, as set up at the start or started again after a crash from the same home (its
+    /// database, its identity). Call from ``SimScheduler/exclusive(_:)``.
+    private func makeNode(_ index: Int) async throws -> CallNode {
+        let bug = options.reintroducedBug.flatMap(ReintroducedBug.init(rawValue:))
+        let relay = self.relay, host = hosts[index], made = paths[index], network = world.network
+        let home = world.path(name(index))
+        if !FileManager.default.fileExists(atPath: home + "/identity.key") {
+            try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            let identity = SimIdentities.all[index]
+            try Data(identity.key.utf8).write(to: URL(fileURLWithPath: home + "/identity.key"))
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: home + "/identity.key")
+            try Data(identity.certificate.utf8).write(to: URL(fileURLWithPath: home + "/identity.crt"))
+        }
+        let node = try await world.node(name(index), input: .tone(frequencies[index]), output: .null, autoAnswer: false) {
+            $0.reintroducedBug = bug
+            $0.relay = Self.relayAddress
+            $0.relayNetwork = relay
+            $0.hostNetwork = { host.withLock { $0 } }
+            $0.hostNetworkChanges = nil  // read on the manual clock
+            $0.makeIcePath = { ice in
+                let path = network.makePath(role: ice.role)
+                made.withLock { $0.append(path) }
+                return path
+            }
+        }
+        // The node's one-time work on a thread of its own ends before anything happens.
+        while !(await node.hasWarmedUp) { await Task.yield() }
+        return node
+    }
+
+    /// Waits (in an exclusive section) until these nodes are registered at the relay.
+    private func waitForRegistration(of indices: [Int]) async throws {
+        var tries = 0
+        while !Set(indices.map { nodes[$0].identity.fingerprint }).isSubset(of: relay.registered) {
+            tries += 1
+            if tries > 100_000 { throw SetUpError(message: "only \(relay.registered.count) of the nodes registered at the relay") }
+            await Task.yield()
+        }
+    }
+
+    /// The node's process dies: its connections reset, its media stops, nothing it would still
+    /// say gets out; what it had written to its database stays.
+    private func crash(_ index: Int) async {
+        guard !down.contains(index) else { return log("  (\(name(index)) is down already)") }
+        down.insert(index)
+        let node = nodes[index], fingerprint = node.identity.fingerprint
+        world.signaling.setSilenced(fingerprint, true)
+        world.signaling.setReachable(node.listenAddress!, false)
+        world.signaling.dropConnections(of: fingerprint)
+        relay.setSilenced(fingerprint, true)
+        for path in paths[index].withLock({ list in defer { list = [] }; return list }) { await path.close() }
+        for uuid in calls(of: index) { calls[uuid]!.sides[index]!.crashed = true }
+        // What is left of it in this process goes away; none of it reaches anyone. Alone: its
+        // manager's last database write answers from the database's thread.
+        await scheduler.exclusive { await node.shutdown() }
+    }
+
+    /// The node starts again from its home: its database, its identity, its contacts.
+    private func restart(_ index: Int) async {
+        guard down.contains(index) else { return log("  (\(name(index)) is running)") }
+        let old = nodes[index]
+        world.signaling.setSilenced(old.identity.fingerprint, false)
+        relay.setSilenced(old.identity.fingerprint, false)
+        if !faults.unreachable.contains(index) { world.signaling.setReachable(old.listenAddress!, true) }
+        do {
+            try await scheduler.exclusive {
+                nodes[index] = try await makeNode(index)
+                cursors[index] = 0
+                try await waitForRegistration(of: [index])
+            }
+            down.remove(index)
+        } catch {
+            fail(.setUp, "\(name(index)) could not start again: \(error)")
+        }
     }
 
     /// The faults heal, blocks and do-not-disturb are lifted: what follows must end cleanly.
     private func quietEnd() async {
-        log("quiet end: faults healed, blocks and do-not-disturb lifted")
+        log("quiet end: faults healed, blocks and do-not-disturb lifted, crashed nodes started again")
+        for index in down.sorted() { await restart(index) }
         faults.network = .init()
         world.network.setConditions(faults.network)
         for node in faults.unreachable { world.signaling.setReachable(nodes[node].listenAddress!, true) }
@@ -197,15 +293,15 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
 
     /// The node's live calls, oldest first.
     func calls(of node: Int) -> [UUID] {
-        callOrder.filter { uuid in calls[uuid]!.sides[node].map { $0.endCount == 0 } ?? false }
+        callOrder.filter { uuid in calls[uuid]!.sides[node].map { $0.endCount == 0 && !$0.crashed } ?? false }
     }
 
     func liveCalls() -> [(Int, UUID)] {
-        callOrder.flatMap { uuid in (0..<nodeCount).filter { calls[uuid]!.sides[$0].map { $0.endCount == 0 } ?? false }.map { ($0, uuid) } }
+        callOrder.flatMap { uuid in (0..<nodeCount).filter { calls[uuid]!.sides[$0].map { $0.endCount == 0 && !$0.crashed } ?? false }.map { ($0, uuid) } }
     }
 
     func allEnded() -> Bool {
-        calls.values.allSatisfy { $0.sides.values.allSatisfy { $0.endCount > 0 } }
+        calls.values.allSatisfy { $0.sides.values.allSatisfy { $0.endCount > 0 || $0.crashed } }
     }
 
     func callName(_ uuid: UUID) -> String { calls[uuid].map { "#\($0.number)" } ?? "#?" }
@@ -225,6 +321,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
 
     private func perform(_ move: SimMove) async {
         log(move.description)
+        if let actor = move.actingNode, down.contains(actor) { return log("  (\(name(actor)) is down)") }
         func pick(_ node: Int, _ index: Int) -> UUID? {
             let live = calls(of: node)
             return live.isEmpty ? nil : live[index % live.count]
@@ -286,6 +383,16 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             applyNetwork()
         case .resetSignaling:
             world.signaling.dropConnections()
+        case .restartRelay:
+            relay.restart()
+        case let .crash(at):
+            await crash(at)
+        case let .restart(at):
+            await restart(at)
+        case let .addressChange(at):
+            moves += 1
+            let address = "198.51.\(100 + moves % 100).\(10 + at)"
+            hosts[at].withLock { $0 = HostNetworkSnapshot(addresses: [address], defaultRoutes: ["eth0 via 198.51.\(100 + moves % 100).1"]) }
         case let .unreachable(at, on):
             world.signaling.setReachable(nodes[at].listenAddress!, !on)
             if on {
@@ -331,7 +438,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             }
         }
         inspections = []
-        for node in nodes { inspections.append(await node.inspect()) }
+        for (index, node) in nodes.enumerated() { inspections.append(down.contains(index) ? nil : await node.inspect()) }
         readProbes()
         await checkStep()
     }
@@ -419,7 +526,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         // Every call ended once on each side it reached, with reasons that agree.
         for uuid in callOrder {
             let call = calls[uuid]!
-            for (node, side) in call.sides.sorted(by: { $0.key < $1.key }) where side.endCount != 1 {
+            for (node, side) in call.sides.sorted(by: { $0.key < $1.key }) where side.endCount != 1 && !(side.crashed && side.endCount == 0) {
                 return fail(.endsOnce, "call \(callName(uuid)) ended \(side.endCount) times on \(name(node))")
             }
         }
@@ -478,6 +585,8 @@ struct SimCall {
         var endCount = 0
         var probe: ToneProbe?
         var probeRead = 0
+        /// The node crashed during the call: this side never ends as such.
+        var crashed = false
         /// Frames heard in the last step.
         var pending: [UInt8] = []
         /// Since when the peer's microphone may not be heard here (muted or held, either side).

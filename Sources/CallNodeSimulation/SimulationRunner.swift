@@ -40,11 +40,11 @@ public struct SimulationRunner: Sendable {
             let failure = SimFailure(invariant: "stuck", message: "\(error)", frame: made?.frame ?? 0)
             trace.append(failure.description)
             return SimOutcome(plan: plan, trace: trace, failure: failure, frames: made?.frame ?? 0, calls: made?.calls.count ?? 0,
-                              jobs: scheduler.jobsRun)
+                              jobs: scheduler.jobsRun, foreignJobs: scheduler.foreignEnqueues)
         }
         let made = simulation.withLock { $0 }!
         return SimOutcome(plan: plan, trace: made.trace, failure: made.failure, frames: made.frame, calls: made.calls.count,
-                          jobs: scheduler.jobsRun)
+                          jobs: scheduler.jobsRun, foreignJobs: scheduler.foreignEnqueues)
     }
 
     /// A shorter plan with the same seed that still breaks `failure`'s rule: steps removed in

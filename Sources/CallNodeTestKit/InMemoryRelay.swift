@@ -26,9 +26,10 @@ public final class InMemoryRelay: RelayNetwork {
     private let registrations = Locked<[Fingerprint: Registration]>([:])
     private let sessions = Locked<[String: Waiting]>([:])
     /// Both ends of every spliced connection.
-    private let live = Locked<[ObjectIdentifier: SignalingConnection]>([:])
+    private let live = OpenConnections()
     private let tokens = Locked(0)
     private let restarts = Locked(0)
+    private let silenced = Locked<Set<Fingerprint>>([])
 
     public init() {}
 
@@ -36,7 +37,7 @@ public final class InMemoryRelay: RelayNetwork {
     public var registered: Set<Fingerprint> { registrations.withLock { Set($0.keys) } }
 
     /// Spliced connections open now.
-    public var openConnections: Int { live.withLock { $0.count } / 2 }
+    public var openConnections: Int { live.count / 2 }
 
     /// How often the relay restarted.
     public var restartCount: Int { restarts.withLock { $0 } }
@@ -50,13 +51,24 @@ public final class InMemoryRelay: RelayNetwork {
         }
         restarts.withLock { $0 += 1 }
         for continuation in dropped { continuation.finish() }
-        for connection in live.withLock({ Array($0.values) }) { connection.close() }
+        for connection in live.all { connection.close() }
+    }
+
+    /// Cuts the node with `identity` off, as if its process died (or lets it back): its
+    /// registration and spliced connections drop, and it can neither register nor dial.
+    public func setSilenced(_ identity: Fingerprint, _ silent: Bool) {
+        silenced.withLock { if silent { $0.insert(identity) } else { $0.remove(identity) } }
+        guard silent else { return }
+        let dropped = registrations.withLock { $0.removeValue(forKey: identity)?.dropped }
+        dropped?.finish()
+        for connection in live.all where connection.peer == identity { connection.close() }
     }
 
     private func token() -> Int { tokens.withLock { $0 += 1; return $0 } }
 
     public func register(at relay: SignalAddress, as identity: NodeIdentity, clock: TimerClock, registered: @escaping @Sendable () -> Void,
                          incoming: @escaping @Sendable (SignalingConnection, SignalMessages) async -> Void) async throws {
+        if silenced.withLock({ $0.contains(identity.fingerprint) }) { throw RelayError("this node's network is gone (set so by the test)") }
         let (dropped, continuation) = AsyncStream.makeStream(of: Void.self)
         let token = self.token()
         // A registration anew replaces the node's old one, as the relay does.
@@ -76,6 +88,7 @@ public final class InMemoryRelay: RelayNetwork {
 
     public func dial(_ fingerprint: Fingerprint, at relay: SignalAddress, as identity: NodeIdentity,
                      _ body: @escaping @Sendable (SignalingConnection, SignalMessages) async -> Void) async throws {
+        if silenced.withLock({ $0.contains(identity.fingerprint) }) { throw RelayError("this node's network is gone (set so by the test)") }
         guard let callee = registrations.withLock({ $0[fingerprint] }) else {
             throw RelayError("no node \(fingerprint.short) is registered at the relay")
         }
@@ -113,22 +126,16 @@ public final class InMemoryRelay: RelayNetwork {
         guard let (end, isClient) = paired else { throw RelayError("left the session \(session) before anyone else joined") }
         await body(end.connection, end.messages, isClient)
         end.connection.close()
-        live.withLock { $0[end.connection.id] = nil }
+        live.remove(end.connection)
     }
 
     private func splice(_ a: Fingerprint, _ b: Fingerprint, _ relay: SignalAddress) -> (InMemorySignalEnd, InMemorySignalEnd) {
         let (near, far) = InMemorySignalPipe.pair((identity: a, address: "relay \(relay)"), (identity: b, address: "relay \(relay)"))
-        live.withLock {
-            $0[near.connection.id] = near.connection
-            $0[far.connection.id] = far.connection
-        }
+        live.add(near.connection, far.connection)
         return (near, far)
     }
 
     private func unsplice(_ near: InMemorySignalEnd, _ far: InMemorySignalEnd) {
-        live.withLock {
-            $0[near.connection.id] = nil
-            $0[far.connection.id] = nil
-        }
+        live.remove(near.connection, far.connection)
     }
 }

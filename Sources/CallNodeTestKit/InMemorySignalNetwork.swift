@@ -12,8 +12,9 @@ public final class InMemorySignalNetwork: SignalNetwork {
     private let listeners = Locked<[SignalAddress: (identity: NodeIdentity, handler: Handler)]>([:])
     private let dials = Locked(0)
     /// Both ends of every open connection, by connection.
-    private let live = Locked<[ObjectIdentifier: SignalingConnection]>([:])
+    private let live = OpenConnections()
     private let unreachable = Locked<Set<SignalAddress>>([])
+    private let silenced = Locked<Set<Fingerprint>>([])
 
     public init() {}
 
@@ -32,6 +33,9 @@ public final class InMemorySignalNetwork: SignalNetwork {
 
     public func connect(to address: SignalAddress, as identity: NodeIdentity, pin: Fingerprint?,
                         _ body: @escaping @Sendable (SignalingConnection, SignalMessages) async -> Void) async throws {
+        if silenced.withLock({ $0.contains(identity.fingerprint) }) {
+            throw SignalingError.unreachable(address.description, reason: "this node's network is gone (set so by the test)")
+        }
         if unreachable.withLock({ $0.contains(address) }) {
             throw SignalingError.unreachable(address.description, reason: "no route to it on this in-memory network (set so by the test)")
         }
@@ -46,22 +50,31 @@ public final class InMemorySignalNetwork: SignalNetwork {
             return "memory-caller-\(count):1"
         }
         let (near, far) = InMemorySignalPipe.pair((identity.fingerprint, caller), (listener.identity.fingerprint, address.description))
-        live.withLock {
-            $0[near.connection.id] = near.connection
-            $0[far.connection.id] = far.connection
-        }
-        defer { live.withLock { $0[near.connection.id] = nil; $0[far.connection.id] = nil } }
+        live.add(near.connection, far.connection)
+        defer { live.remove(near.connection, far.connection) }
         // The served side runs as a server's connection would, until its messages end.
         await InMemorySignalPipe.carry(near, to: far, served: listener.handler, body)
     }
 
     /// Closes every open connection, as a reset of each would: both ends see them end.
     public func dropConnections() {
-        for connection in live.withLock({ Array($0.values) }) { connection.close() }
+        for connection in live.all { connection.close() }
     }
 
     /// Connections open now.
-    public var openConnections: Int { live.withLock { $0.count } / 2 }
+    public var openConnections: Int { live.count / 2 }
+
+    /// Closes every open connection to or from the node with `identity`, as its kernel would
+    /// when its process dies.
+    public func dropConnections(of identity: Fingerprint) {
+        for connection in live.all where connection.peer == identity { connection.close() }
+    }
+
+    /// Stops the node with `identity` from dialing anyone (or lets it again): with its address
+    /// unreachable and its connections dropped, a process that died.
+    public func setSilenced(_ identity: Fingerprint, _ silent: Bool) {
+        silenced.withLock { if silent { $0.insert(identity) } else { $0.remove(identity) } }
+    }
 
     /// Makes `address` unreachable (dials fail as they would with no route) or reachable again.
     public func setReachable(_ address: SignalAddress, _ reachable: Bool) {

@@ -41,6 +41,12 @@ struct SimCommand: ParsableCommand {
     @Flag(help: "Shrink a failing run to fewer steps that still break the same invariant, and print it.")
     var shrink = false
 
+    @Option(help: ArgumentHelp("Run only these steps of the seed's plan (a shrunk plan, as --shrink prints it).", valueName: "i,j,…"))
+    var keep: String?
+
+    @Option(help: ArgumentHelp("End the activity at this frame instead of --frames (a shrunk plan's end; the plan is still made as for --frames).", valueName: "frame"))
+    var cut: Int?
+
     @Option(help: "Put a fixed defect back: \(SimulationBugs.names.joined(separator: ", ")).")
     var bug: String?
 
@@ -52,6 +58,9 @@ struct SimCommand: ParsableCommand {
 
     @Flag(help: "Plans without faults (actions only).")
     var noFaults = false
+
+    @Flag(help: "Print every seed's summary line in a sweep (its trace's digest), not only failures.")
+    var list = false
 
     @Flag(help: "Stop a sweep at its first failure.")
     var stopAtFirst = false
@@ -68,6 +77,10 @@ struct SimCommand: ParsableCommand {
         if let seeds, seeds < 1 { throw ValidationError("--seeds must be at least 1") }
         if !(2...5).contains(nodes) { throw ValidationError("--nodes must be 2 to 5") }
         if frames < 50 { throw ValidationError("--frames must be at least 50 (one second)") }
+        if keep != nil || cut != nil, seed == nil { throw ValidationError("--keep and --cut go with --seed") }
+        if let keep, keep.split(separator: ",").contains(where: { Int($0) == nil }) {
+            throw ValidationError("--keep takes the places of steps, as in --keep 0,3,7")
+        }
         if let bug, !SimulationBugs.names.contains(bug) {
             throw ValidationError("no such bug '\(bug)'; known: \(SimulationBugs.names.joined(separator: ", "))")
         }
@@ -89,7 +102,10 @@ struct SimCommand: ParsableCommand {
             csimhost_set_enabled(1)
         }
         if let seed {
-            let outcome = runner.run(runner.plan(seed: seed))
+            var made = runner.plan(seed: seed)
+            if let keep { made = made.keeping(keep.split(separator: ",").compactMap { Int($0) }) }
+            if let cut { made.frames = min(made.frames, max(1, cut)) }
+            let outcome = runner.run(made)
             if plan { printPlan(outcome.plan) }
             if trace { outcome.trace.forEach { print($0) } }
             report(outcome)
@@ -103,7 +119,8 @@ struct SimCommand: ParsableCommand {
     }
 
     private func report(_ outcome: SimOutcome) {
-        let summary = "seed \(outcome.plan.seed): \(outcome.plan.steps.count) steps, \(outcome.calls) calls, \(outcome.frames) frames, trace \(outcome.digest)"
+        var summary = "seed \(outcome.plan.seed): \(outcome.plan.steps.count) steps, \(outcome.calls) calls, \(outcome.frames) frames, trace \(outcome.digest)"
+        if outcome.foreignJobs > 0 { summary += " (\(outcome.foreignJobs) jobs from other threads: a replay may differ)" }
         if let failure = outcome.failure {
             print("\(summary): FAILED \(failure)")
         } else {
@@ -123,6 +140,14 @@ struct SimCommand: ParsableCommand {
         }
         print("shrunk to \(shrunk.steps.count) steps over \(shrunk.frames) frames:")
         printPlan(shrunk)
+        let original = runner.plan(seed: shrunk.seed)
+        var replay = "callnode-sim --seed \(shrunk.seed) --keep \(original.places(of: shrunk).map(String.init).joined(separator: ","))"
+        replay += frames != 400 ? " --frames \(frames)" : ""
+        replay += shrunk.frames != frames ? " --cut \(shrunk.frames)" : ""
+        replay += bug.map { " --bug \($0)" } ?? ""
+        replay += nodes != 3 ? " --nodes \(nodes)" : ""
+        replay += noFaults ? " --no-faults" : ""
+        print("replay it: \(replay) --trace")
         if let shrunkOutcome {
             print("its trace:")
             shrunkOutcome.trace.forEach { print("  \($0)") }
@@ -140,6 +165,8 @@ struct SimCommand: ParsableCommand {
                 report(outcome)
                 fflush(nil)
                 if stopAtFirst { break }
+            } else if list || outcome.foreignJobs > 0 {
+                report(outcome)
             }
             let done = Int(seed - from) + 1
             if done % 50 == 0 || done == count {

@@ -1,0 +1,91 @@
+import CallNodeSimulation
+import CallNodeTestSupport
+import Foundation
+import Testing
+
+/// `callnode-sim`: whole nodes under seeded actions, faults and schedules. Each run is a child
+/// process (the simulator takes over its process's Swift concurrency while it runs).
+@Suite struct SimulatorTests {
+    static func sim(_ arguments: [String]) async throws -> (status: Int32, output: String) {
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("callnode-sim-\(UUID()).log").path
+        defer { try? FileManager.default.removeItem(atPath: log) }
+        let executable = try BuildProducts.executable("callnode-sim")
+        let status = try await ControlServerTests.offPool { try ChildProcess.run(executable, arguments, output: log) }
+        return (status, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
+    }
+
+    /// The sweep CI runs: 240 seeds (two processes of 120), every invariant kept.
+    @Test func aSweepOfSeedsKeepsEveryInvariant() async throws {
+        async let first = Self.sim(["--seeds", "120", "--from", "1"])
+        async let second = Self.sim(["--seeds", "120", "--from", "121"])
+        for (status, output) in try await [first, second] {
+            #expect(status == 0, "\(output.split(separator: "\n").filter { $0.contains("FAILED") || $0.contains("broke") }.joined(separator: "\n"))")
+            #expect(output.contains("all 120 seeds kept every invariant"))
+        }
+    }
+
+    /// A seed prints the same trace every time, alone or within a sweep.
+    @Test func aSeedReplaysByteForByte() async throws {
+        let one = try await Self.sim(["--seed", "17", "--trace"])
+        let again = try await Self.sim(["--seed", "17", "--trace"])
+        #expect(one.status == 0 && again.status == 0)
+        #expect(one.output == again.output)
+        #expect(one.output.split(separator: "\n").count > 20, "a trace of something: \(one.output)")
+        // The summary line ends with the trace's digest.
+        let alone = try #require(one.output.split(separator: "\n").last { $0.hasPrefix("seed 17:") })
+        let sweep = try await Self.sim(["--seeds", "3", "--from", "16", "--list"])
+        let inSweep = try #require(sweep.output.split(separator: "\n").first { $0.hasPrefix("seed 17:") })
+        #expect(inSweep == alone, "the sweep's run of seed 17 differs from its replay")
+    }
+
+    /// Each fixed defect, put back, is found within 100 seeds (and is found by the rule it breaks).
+    @Test(arguments: ["resume-unmutes", "mute-lost-before-media"])
+    func aReintroducedBugIsFound(bug: String) async throws {
+        let (status, output) = try await Self.sim(["--seeds", "100", "--bug", bug, "--stop-at-first"])
+        #expect(status == 1, "\(bug) was not found in 100 seeds:\n\(output)")
+        #expect(output.contains("INVARIANT muted-or-held-is-silent"), "\(output)")
+    }
+
+    /// A failing seed shrinks to fewer steps that still break the same rule, and the replay
+    /// command it prints shows it again.
+    @Test func aFailingSeedShrinksToAShorterPlanThatStillFails() async throws {
+        let (status, output) = try await Self.sim(["--seed", "11", "--bug", "resume-unmutes", "--shrink"])
+        #expect(status == 1)
+        let original = try #require(output.split(separator: "\n").first { $0.hasPrefix("seed 11:") })
+        let originalSteps = try #require(Int(original.split(separator: " ")[2]))
+        let shrunkLine = try #require(output.split(separator: "\n").first { $0.hasPrefix("shrunk to ") })
+        let shrunkSteps = try #require(Int(shrunkLine.split(separator: " ")[2]))
+        #expect(shrunkSteps < originalSteps, "\(shrunkLine) from \(originalSteps)")
+        let replay = try #require(output.split(separator: "\n").first { $0.hasPrefix("replay it: callnode-sim ") })
+        let arguments = replay.dropFirst("replay it: callnode-sim ".count).split(separator: " ").map(String.init)
+        let again = try await Self.sim(arguments)
+        #expect(again.status == 1)
+        #expect(again.output.contains("INVARIANT muted-or-held-is-silent"), "\(again.output)")
+    }
+
+    /// Seeds that found defects, kept once fixed.
+    @Test(arguments: [
+        // A call hung up while its signaling was down ended on the other side as failed
+        // ("refused to resume"): the refusal now says it was hung up, and it ends as hung up on.
+        "126", "141",
+    ])
+    func aSeedThatFoundADefectPasses(seed: String) async throws {
+        let (status, output) = try await Self.sim(["--seed", seed])
+        #expect(status == 0, "\(output)")
+        #expect(output.contains(": ok"))
+    }
+
+    /// Plans are data: the same seed makes the same plan, and a shrunk plan is written down as the
+    /// places of the steps it kept.
+    @Test func aPlanIsItsSeedsAndAShrunkPlanItsPlaces() {
+        let options = SimOptions()
+        let plan = SimPlan.generate(seed: 99, options: options)
+        #expect(plan == SimPlan.generate(seed: 99, options: options))
+        #expect(plan != SimPlan.generate(seed: 100, options: options))
+        #expect(plan.steps.map(\.frame) == plan.steps.map(\.frame).sorted())
+        let places = [0, 2, plan.steps.count - 1]
+        let shrunk = plan.keeping(places)
+        #expect(shrunk.steps.count == 3)
+        #expect(plan.places(of: shrunk) == places)
+    }
+}
