@@ -133,7 +133,7 @@ public enum SimMove: Sendable, Equatable, CustomStringConvertible {
 
 /// How a run is shaped.
 public struct SimOptions: Sendable, Equatable {
-    /// Whole nodes (2–5).
+    /// Whole nodes (2–4); a browser with the first node's call page open comes after them.
     public var nodes = 3
     /// Frames of activity (20 ms each).
     public var frames = 400
@@ -153,7 +153,8 @@ extension SimPlan {
     public static func generate(seed: UInt64, options: SimOptions) -> SimPlan {
         var random = SimRandom(seed: seed)
         let count = options.steps.lowerBound + random.below(options.steps.count)
-        let nodes = max(2, min(options.nodes, SimMove.names.count))
+        // The nodes, and the browser with the first node's call page open.
+        let nodes = max(2, min(options.nodes, SimMove.names.count - 1)) + 1
         var steps: [SimStep] = []
         func node() -> Int { random.below(nodes) }
         func other(than first: Int) -> Int { (first + 1 + random.below(nodes - 1)) % nodes }
@@ -163,7 +164,8 @@ extension SimPlan {
         steps.append(SimStep(frame: firstDial, move: .dial(from: caller, to: other(than: caller))))
         steps.append(SimStep(frame: firstDial + 5 + random.below(60), move: .answer(node: other(than: caller), pick: 0)))
         while steps.count < count {
-            let frame = random.below(options.frames)
+            // A third of the steps come at the same instant as another: their messages cross.
+            let frame = random.chance(0.3) ? steps[random.below(steps.count)].frame : random.below(options.frames)
             let pick = random.below(3)
             let roll = random.below(100)
             let at = node()

@@ -69,6 +69,8 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     var callOrder: [UUID] = []
     private var blocked: Set<[Int]> = []
     private var moves = 0
+    /// How many jobs each action lets run before it (seeded).
+    private lazy var actionDelays = SimRandom(seed: plan.seed ^ 0xAC71_0D)
     /// Nodes whose process crashed and has not started again.
     var down: Set<Int> = []
     /// The ICE paths each node made (closed when it crashes).
@@ -110,7 +112,20 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         self.scheduler = scheduler
     }
 
-    var nodeCount: Int { max(2, min(options.nodes, SimMove.names.count)) }
+    /// Whole nodes (a, b, …); the browser behind the call page comes after them.
+    var nodeCount: Int { max(2, min(options.nodes, SimMove.names.count - 1)) }
+    /// The browser that has node a's call page open (a node of its own playing the page's WebRTC).
+    var pageIndex: Int { nodeCount }
+    /// The call page, open on node a.
+    private var page: InMemoryPage?
+    /// Node-local call IDs (a page call has one on each side) to the simulation's.
+    private var aliases: [UUID: UUID] = [:]
+    /// A page call seen on one side only so far: the other side's is the same call.
+    private var pendingPageCall: (node: Int, call: UUID)?
+
+    func canonical(_ uuid: UUID) -> UUID { aliases[uuid] ?? uuid }
+    /// The ID `node` knows the call by.
+    func local(_ call: UUID, _ node: Int) -> UUID { calls[call]?.sides[node]?.uuid ?? call }
     func name(_ node: Int) -> String { SimMove.names[node] }
 
     func log(_ line: String) {
@@ -145,7 +160,10 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             }
             if frame == end + 50 {
                 log("everyone hangs up")
-                for (node, uuid) in liveCalls() { spawn(node, "hangs up call \(callName(uuid))") { try await self.nodes[node].hangUp(uuid) } }
+                for (node, call) in liveCalls() {
+                    let target = nodes[node], uuid = local(call, node)
+                    spawn(node, "hangs up call \(callName(call))") { try await target.hangUp(uuid) }
+                }
             }
             world.timers.advance(by: world.media.frameDuration)
             await world.media.advance(frames: 1)
@@ -167,6 +185,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             }
         }
         if failure == nil { await checkTheEnd() }
+        await closePage()
         await scheduler.exclusive { await world.shutdown() }
         if failure == nil { checkAfterShutdown() }
     }
@@ -193,9 +212,15 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
                 }
             }
             try await waitForRegistration(of: Array(0..<nodeCount))
+            hosts.append(Locked(HostNetworkSnapshot(addresses: ["192.0.2.99"], defaultRoutes: ["eth0 via 192.0.2.1"])))
+            paths.append(Locked([]))
+            nodes.append(try await makeNode(pageIndex))
+            cursors.append(0)
+            try await openPage()
         }
         log("\(nodeCount) nodes: " + (0..<nodeCount).map { "\(name($0)) (tone \(Int(frequencies[$0])) Hz)" }.joined(separator: ", ")
-            + "; \(name(nodeCount - 1)) is reached through the relay")
+            + "; \(name(nodeCount - 1)) is reached through the relay; \(name(pageIndex)) is a browser with \(name(0))'s call page open"
+            + " (tone \(Int(frequencies[pageIndex])) Hz)")
     }
 
     /// A node, as set up at the start or started again after a crash from the same home (its
@@ -211,8 +236,11 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: home + "/identity.key")
             try Data(identity.certificate.utf8).write(to: URL(fileURLWithPath: home + "/identity.crt"))
         }
-        let node = try await world.node(name(index), input: .tone(frequencies[index]), output: .null, autoAnswer: false) {
+        let browser = index == pageIndex
+        let node = try await world.node(name(index), input: .tone(frequencies[index]), output: .null, autoAnswer: false,
+                                        keyExchange: browser ? .dtls : .sdes) {
             $0.reintroducedBug = bug
+            guard !browser else { return }  // a page's browser: no relay, no listening
             $0.relay = Self.relayAddress
             $0.relayNetwork = relay
             $0.hostNetwork = { host.withLock { $0 } }
@@ -226,6 +254,26 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         // The node's one-time work on a thread of its own ends before anything happens.
         while !(await node.hasWarmedUp) { await Task.yield() }
         return node
+    }
+
+    /// Opens a's call page in the browser and waits (in an exclusive section) until a has it.
+    private func openPage() async throws {
+        let served = nodes[0], browser = nodes[pageIndex]
+        page = InMemoryPage(browser: browser, servedBy: served)
+        let before = world.events(name(0)).count
+        var tries = 0
+        while !world.events(name(0)).dropFirst(before).contains(where: { if case .webPage(true, _) = $0 { true } else { false } }) {
+            tries += 1
+            if tries > 100_000 { throw SetUpError(message: "\(name(0)) never saw its call page open") }
+            await Task.yield()
+        }
+    }
+
+    /// Closes the call page (the tab goes away, or the side serving it died): its calls end.
+    private func closePage() async {
+        guard let page else { return }
+        self.page = nil
+        await scheduler.exclusive { await page.close() }
     }
 
     /// Waits (in an exclusive section) until these nodes are registered at the relay.
@@ -250,6 +298,8 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         relay.setSilenced(fingerprint, true)
         for path in paths[index].withLock({ list in defer { list = [] }; return list }) { await path.close() }
         for uuid in calls(of: index) { calls[uuid]!.sides[index]!.crashed = true }
+        // The page's connection to a is one of its connections.
+        if index == 0 || index == pageIndex { await closePage() }
         // What is left of it in this process goes away; none of it reaches anyone. Alone: its
         // manager's last database write answers from the database's thread.
         await scheduler.exclusive { await node.shutdown() }
@@ -266,9 +316,12 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             try await scheduler.exclusive {
                 nodes[index] = try await makeNode(index)
                 cursors[index] = 0
-                try await waitForRegistration(of: [index])
+                if index != pageIndex { try await waitForRegistration(of: [index]) }
             }
             down.remove(index)
+            if (index == 0 || index == pageIndex), !down.contains(0), !down.contains(pageIndex) {
+                try await scheduler.exclusive { try await openPage() }
+            }
         } catch {
             fail(.setUp, "\(name(index)) could not start again: \(error)")
         }
@@ -297,19 +350,23 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     }
 
     func liveCalls() -> [(Int, UUID)] {
-        callOrder.flatMap { uuid in (0..<nodeCount).filter { calls[uuid]!.sides[$0].map { $0.endCount == 0 && !$0.crashed } ?? false }.map { ($0, uuid) } }
+        callOrder.flatMap { uuid in (0..<nodes.count).filter { calls[uuid]!.sides[$0].map { $0.endCount == 0 && !$0.crashed } ?? false }.map { ($0, uuid) } }
     }
 
     func allEnded() -> Bool {
         calls.values.allSatisfy { $0.sides.values.allSatisfy { $0.endCount > 0 || $0.crashed } }
     }
 
-    func callName(_ uuid: UUID) -> String { calls[uuid].map { "#\($0.number)" } ?? "#?" }
+    func callName(_ uuid: UUID) -> String { calls[canonical(uuid)].map { "#\($0.number)" } ?? "#?" }
 
     /// Runs an action as its own task: it lands wherever the schedule puts it, between any two
-    /// messages; its outcome is traced when it comes.
+    /// messages (it first lets a seeded number of other jobs run, so it also lands inside the
+    /// exchanges that other steps of the same instant started); its outcome is traced when it
+    /// comes.
     private func spawn(_ node: Int, _ what: String, _ body: @escaping @Sendable () async throws -> Void) {
+        let delay = actionDelays.below(4) == 0 ? 0 : actionDelays.below(60)
         Task {
+            for _ in 0..<delay { await Task.yield() }
             do {
                 try await body()
                 self.log("\(self.name(node)) \(what): done")
@@ -322,11 +379,19 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     private func perform(_ move: SimMove) async {
         log(move.description)
         if let actor = move.actingNode, down.contains(actor) { return log("  (\(name(actor)) is down)") }
+        /// The node's own ID of the call at that place (the trace names it by the simulation's).
         func pick(_ node: Int, _ index: Int) -> UUID? {
             let live = calls(of: node)
-            return live.isEmpty ? nil : live[index % live.count]
+            return live.isEmpty ? nil : local(live[index % live.count], node)
         }
         switch move {
+        case let .dial(from, _) where from == pageIndex:
+            guard let page else { return log("  (the page is closed)") }
+            spawn(from, "calls \(name(0)) from the page") { _ = try await page.call() }
+        case let .dial(from, to) where to == pageIndex:
+            guard from == 0 else { return log("  (only \(name(0)) serves the page)") }
+            let node = nodes[from]
+            spawn(from, "calls its page") { _ = try await node.call(.webPage) }
         case let .dial(from, to):
             let node = nodes[from]
             spawn(from, "dials \(name(to))") { _ = try await node.call(.contact(self.name(to))) }
@@ -334,9 +399,9 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             // Only a call that rings here can be answered: pick among those.
             let ringing = calls(of: at).filter { calls[$0]!.callee == at && calls[$0]!.sides[at]?.connectedAt == nil }
             guard !ringing.isEmpty else { return log("  (nothing rings at \(name(at)))") }
-            let uuid = ringing[index % ringing.count]
+            let call = ringing[index % ringing.count], uuid = local(call, at)
             let node = nodes[at]
-            spawn(at, "answers \(callName(uuid))") { try await node.answer(uuid) }
+            spawn(at, "answers \(callName(call))") { try await node.answer(uuid) }
         case let .hangUp(at, index):
             guard let uuid = pick(at, index) else { return log("  (no call at \(name(at)))") }
             let node = nodes[at]
@@ -356,7 +421,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         case let .merge(at, index, otherIndex):
             let live = calls(of: at)
             guard live.count >= 2 else { return log("  (fewer than two calls at \(name(at)))") }
-            let first = live[index % live.count], second = live[(index + 1 + otherIndex % (live.count - 1)) % live.count]
+            let first = local(live[index % live.count], at), second = local(live[(index + 1 + otherIndex % (live.count - 1)) % live.count], at)
             let node = nodes[at]
             spawn(at, "merges \(callName(first)) and \(callName(second))") { try await node.merge(first, with: second) }
         case let .unmerge(at, index):
@@ -429,7 +494,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
 
     /// Reads what each node reported since the last step, then checks every invariant.
     private func observe() async {
-        for index in 0..<nodeCount {
+        for index in 0..<nodes.count {
             let events = world.events(name(index))
             while cursors[index] < events.count {
                 let event = events[cursors[index]]
@@ -443,51 +508,72 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         await checkStep()
     }
 
-    private func register(_ uuid: UUID, caller: Int?, callee: Int?) {
-        if calls[uuid] == nil {
-            calls[uuid] = SimCall(uuid: uuid, number: callOrder.count + 1)
-            callOrder.append(uuid)
+    /// A side of a call: `local` is the node's ID for it; a page call's two sides have two
+    /// IDs, paired here (one page call at a time: the page carries one).
+    private func register(_ local: UUID, at node: Int, caller: Bool, pageCall: Bool) -> UUID {
+        var call = canonical(local)
+        if pageCall, aliases[local] == nil {
+            if let pending = pendingPageCall, pending.node != node {
+                call = pending.call
+                pendingPageCall = nil
+            } else {
+                pendingPageCall = (node, local)
+            }
         }
-        if let caller { calls[uuid]!.caller = caller; calls[uuid]!.sides[caller] = calls[uuid]!.sides[caller] ?? SimCall.Side() }
-        if let callee { calls[uuid]!.callee = callee; calls[uuid]!.sides[callee] = calls[uuid]!.sides[callee] ?? SimCall.Side() }
+        if calls[call] == nil {
+            calls[call] = SimCall(uuid: call, number: callOrder.count + 1)
+            callOrder.append(call)
+        }
+        if caller { calls[call]!.caller = node } else { calls[call]!.callee = node }
+        if calls[call]!.sides[node] == nil { calls[call]!.sides[node] = SimCall.Side(uuid: local) }
+        aliases[local] = call
+        return call
     }
 
     private func handle(_ event: NodeEvent, at node: Int) async {
         let who = name(node)
+        let browser = nodes[pageIndex].identity.fingerprint
         switch event {
         case let .dialing(uuid, target):
-            let callee: Int? = if case let .contact(contact) = target { SimMove.names.firstIndex(of: contact) } else { nil }
-            register(uuid, caller: node, callee: nil)
-            calls[uuid]!.intendedCallee = callee
-            log("\(who): call \(callName(uuid)) dialing \(callee.map(name) ?? "?")")
+            let callee: Int? = switch target {
+            case let .contact(contact): SimMove.names.firstIndex(of: contact)
+            case .webPage: pageIndex
+            default: node == pageIndex ? 0 : nil
+            }
+            let call = register(uuid, at: node, caller: true, pageCall: node == pageIndex || target == .webPage)
+            calls[call]!.intendedCallee = callee
+            log("\(who): call \(callName(call)) dialing \(callee.map(name) ?? "?")")
         case let .incoming(uuid, from, _, _):
-            let caller = nodes.firstIndex { $0.identity.fingerprint == from }
-            register(uuid, caller: nil, callee: node)
-            log("\(who): call \(callName(uuid)) incoming from \(caller.map(name) ?? "?")")
+            let caller = node == pageIndex ? 0 : nodes.firstIndex { $0.identity.fingerprint == from }
+            let call = register(uuid, at: node, caller: false, pageCall: node == pageIndex || from == browser)
+            log("\(who): call \(callName(call)) incoming from \(caller.map(name) ?? "?")")
         case let .connected(uuid, _):
-            guard calls[uuid]?.sides[node] != nil else { return log("\(who): connected, a call it never announced") }
-            calls[uuid]!.sides[node]!.connectedAt = frame
-            log("\(who): call \(callName(uuid)) connected")
-            let probe = ToneProbe(frequencies: Array(frequencies.prefix(nodeCount)))
-            calls[uuid]!.sides[node]!.probe = probe
+            let call = canonical(uuid)
+            guard calls[call]?.sides[node] != nil else { return log("\(who): connected, a call it never announced") }
+            calls[call]!.sides[node]!.connectedAt = frame
+            log("\(who): call \(callName(call)) connected")
+            let probe = ToneProbe(frequencies: Array(frequencies.prefix(nodes.count)))
+            calls[call]!.sides[node]!.probe = probe
             let target = nodes[node]
             Task {
-                do { try await target.record(uuid, into: probe, mixingSent: false) } catch { self.log("\(who): cannot listen to call \(self.callName(uuid)): \(error)") }
+                do { try await target.record(uuid, into: probe, mixingSent: false) } catch { self.log("\(who): cannot listen to call \(self.callName(call)): \(error)") }
             }
         case let .ended(uuid, reason, detail, _):
-            guard calls[uuid]?.sides[node] != nil else { return log("\(who): an unknown call ended (\(reason.rawValue))") }
-            calls[uuid]!.sides[node]!.endCount += 1
-            let count = calls[uuid]!.sides[node]!.endCount
+            let call = canonical(uuid)
+            guard calls[call]?.sides[node] != nil else { return log("\(who): an unknown call ended (\(reason.rawValue))") }
+            if let pending = pendingPageCall, pending.call == call { pendingPageCall = nil }
+            calls[call]!.sides[node]!.endCount += 1
+            let count = calls[call]!.sides[node]!.endCount
             if count > 1 {
-                fail(.endsOnce, "call \(callName(uuid)) ended \(count) times on \(who): first \(calls[uuid]!.sides[node]!.ended!.rawValue), then \(reason.rawValue)")
+                fail(.endsOnce, "call \(callName(call)) ended \(count) times on \(who): first \(calls[call]!.sides[node]!.ended!.rawValue), then \(reason.rawValue)")
             } else {
-                calls[uuid]!.sides[node]!.ended = reason
-                calls[uuid]!.sides[node]!.endedAt = frame
+                calls[call]!.sides[node]!.ended = reason
+                calls[call]!.sides[node]!.endedAt = frame
             }
-            log("\(who): call \(callName(uuid)) ended (\(reason.rawValue)\(detail.map { ": \($0)" } ?? ""))")
+            log("\(who): call \(callName(call)) ended (\(reason.rawValue)\(detail.map { ": \($0)" } ?? ""))")
         case let .rejected(uuid, reason): log("\(who): call \(callName(uuid)) rejected (\(reason.rawValue))")
         case let .refused(_, from, reason):
-            let caller = nodes.firstIndex { $0.identity.fingerprint == from }
+            let caller = from == browser ? pageIndex : nodes.firstIndex { $0.identity.fingerprint == from }
             log("\(who): refused a call from \(caller.map(name) ?? "?") (\(reason.rawValue))")
         case let .ringing(uuid, _): log("\(who): call \(callName(uuid)) rings at the callee")
         case let .remoteHold(uuid, on): log("\(who): call \(callName(uuid)) \(on ? "held" : "resumed") by the peer")
@@ -501,6 +587,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         case let .firstAudio(uuid, _): log("\(who): call \(callName(uuid)) first audio")
         case let .peerError(message): log("\(who): peer error: \(message)")
         case let .recordingFailed(uuid, _, reason): log("\(who): call \(callName(uuid)) recording failed: \(reason)")
+        case let .webPage(connected, _): log("\(who): its call page \(connected ? "opened" : "closed")")
         case .audioDeviceFailed, .audioInterrupted, .audioInterruptionEnded:
             log("\(who): \(InMemoryNodes.kind(event))")
         default:
@@ -531,7 +618,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             }
         }
         // One Recents row per call on each side.
-        for index in 0..<nodeCount {
+        for index in 0..<nodes.count {
             let store = nodes[index].store
             let rows: [RecentCall]
             do {
@@ -542,10 +629,10 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             } catch {
                 return fail(.recents, "\(name(index))'s Recents cannot be read: \(error)")
             }
-            let expected = Set(callOrder.filter { calls[$0]!.sides[index] != nil })
+            let expected = callOrder.compactMap { calls[$0]!.sides[index]?.uuid }
             var seen: [UUID: Int] = [:]
             for row in rows { seen[row.id, default: 0] += 1 }
-            for uuid in callOrder where expected.contains(uuid) && seen[uuid, default: 0] != 1 {
+            for uuid in expected where seen[uuid, default: 0] != 1 {
                 return fail(.recents, "call \(callName(uuid)) has \(seen[uuid, default: 0]) Recents rows on \(name(index))")
             }
             let strangers = rows.count - expected.count
@@ -579,6 +666,8 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
 /// One call as the simulation saw it.
 struct SimCall {
     struct Side {
+        /// The node's own ID for the call.
+        let uuid: UUID
         var connectedAt: Int?
         var ended: CallEndReason?
         var endedAt: Int?

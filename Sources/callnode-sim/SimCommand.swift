@@ -53,7 +53,7 @@ struct SimCommand: ParsableCommand {
     @Option(help: "Frames (20 ms) of activity per run.")
     var frames = 400
 
-    @Option(help: "Whole nodes per run (2–5).")
+    @Option(help: "Whole nodes per run (2–4); a browser with the first one's call page open joins them.")
     var nodes = 3
 
     @Flag(help: "Plans without faults (actions only).")
@@ -75,7 +75,7 @@ struct SimCommand: ParsableCommand {
         if !invariants, seed == nil, seeds == nil { throw ValidationError("give --seed K (one run) or --seeds N (a sweep)") }
         if seed != nil, seeds != nil { throw ValidationError("give either --seed or --seeds, not both") }
         if let seeds, seeds < 1 { throw ValidationError("--seeds must be at least 1") }
-        if !(2...5).contains(nodes) { throw ValidationError("--nodes must be 2 to 5") }
+        if !(2...4).contains(nodes) { throw ValidationError("--nodes must be 2 to 4") }
         if frames < 50 { throw ValidationError("--frames must be at least 50 (one second)") }
         if keep != nil || cut != nil, seed == nil { throw ValidationError("--keep and --cut go with --seed") }
         if let keep, keep.split(separator: ",").contains(where: { Int($0) == nil }) {
