@@ -1,5 +1,6 @@
 import AudioSession
 import Foundation
+import Locking
 import Media
 
 /// Where a node's microphone audio comes from.
@@ -25,7 +26,8 @@ public enum NodeAudioInput: Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case let .wav(path): "wav:\(path)"
-        case let .tone(hz): "tone:\(hz.formatted(.number.precision(.fractionLength(0...1))))"
+        // The name must parse back as a spec in any locale (`tone:1,100` would not).
+        case let .tone(hz): "tone:" + (hz == hz.rounded() ? "\(Int(hz))" : String(format: "%.1f", hz))
         case .silence: "silence"
         case let .alsa(device): "alsa:\(device)"
         }
@@ -85,6 +87,9 @@ public struct NodeAudioBackend: AudioDeviceBackend {
     public var fallbackInputDevice: NodeAudioInput?
     /// What to play to if the output fails mid-call.
     public var fallbackOutputDevice: NodeAudioOutput?
+    /// Makes the input device (not its fallback) fail when thrown, as an unplugged headset
+    /// does: for a simulation.
+    @_spi(Simulation) public var inputFailure: DeviceFailureSwitch?
 
     public init(input: NodeAudioInput = .tone(440), output: NodeAudioOutput = .null, speaker: NodeAudioOutput? = nil,
                 period: Duration = .milliseconds(10)) {
@@ -134,6 +139,12 @@ public struct NodeAudioBackend: AudioDeviceBackend {
     public var speakerOutput: String { (speaker ?? output).description }
 
     public func makeCapture(device: String, format: AudioFormat, mode: AudioSessionMode) -> any AudioSource {
+        let source = makeCaptureDevice(device: device, format: format, mode: mode)
+        if let inputFailure, (NodeAudioInput(spec: device) ?? input) == input { return FailingSource(source, when: inputFailure) }
+        return source
+    }
+
+    private func makeCaptureDevice(device: String, format: AudioFormat, mode: AudioSessionMode) -> any AudioSource {
         switch NodeAudioInput(spec: device) ?? input {
         case let .wav(path):
             do {
@@ -157,6 +168,45 @@ public struct NodeAudioBackend: AudioDeviceBackend {
         case let .alsa(name): return ALSAPlaybackSink(device: name, format: format, period: mode == .voiceChat ? period : period * 2)
         }
     }
+}
+
+/// A switch that makes a device fail for good (``NodeAudioBackend/inputFailure``).
+@_spi(Simulation)
+public final class DeviceFailureSwitch: Sendable {
+    private let reason = Locked<String?>(nil)
+
+    public init() {}
+
+    /// The device fails from now on, for `why`.
+    public func fail(_ why: String) { reason.withLock { $0 = $0 ?? why } }
+
+    /// Why the device failed (nil: it works).
+    public var failure: String? { reason.withLock { $0 } }
+}
+
+/// A device that works until its switch is thrown, then reads silence and says why.
+final class FailingSource: AudioSource {
+    private let device: any AudioSource
+    private let failing: DeviceFailureSwitch
+
+    init(_ device: any AudioSource, when failing: DeviceFailureSwitch) {
+        self.device = device
+        self.failing = failing
+    }
+
+    var format: AudioFormat { device.format }
+    func start() throws(AudioDeviceError) {
+        if let failure = failing.failure { throw .failed(failure) }
+        try device.start()
+    }
+    func stop() { device.stop() }
+    func read(into frame: inout [Int16]) -> Bool {
+        guard failing.failure == nil else { return false }
+        return device.read(into: &frame)
+    }
+    func skip(samples: Int) { device.skip(samples: samples) }
+    var failure: String? { failing.failure }
+    var canFail: Bool { true }
 }
 
 /// A capture endpoint that could not be made (a WAV file that does not read): opening it

@@ -181,6 +181,7 @@ extension Simulation {
         case (.remoteEnded, .declined), (.failed, .declined): true
         case (.unanswered, .unanswered), (.unanswered, .remoteEnded): true  // rang out
         case (.failed, .failed): true
+        case (.failed, .remoteEnded), (.remoteEnded, .failed): true  // one side failed and told the other
         default: false
         }
     }

@@ -82,6 +82,9 @@ public enum SimMove: Sendable, Equatable, CustomStringConvertible {
     case crash(node: Int)
     /// A crashed node starts again from its database.
     case restart(node: Int)
+    /// A node's microphone fails for good (a headset unplugged); the node has another to
+    /// fall back to.
+    case microphoneFails(node: Int)
 
     /// The node whose user acts (nil for faults).
     public var actingNode: Int? {
@@ -99,7 +102,7 @@ public enum SimMove: Sendable, Equatable, CustomStringConvertible {
 
     public var isFault: Bool {
         switch self {
-        case .network, .partition, .resetSignaling, .unreachable, .restartRelay, .addressChange, .crash, .restart: true
+        case .network, .partition, .resetSignaling, .unreachable, .restartRelay, .addressChange, .crash, .restart, .microphoneFails: true
         default: false
         }
     }
@@ -127,6 +130,7 @@ public enum SimMove: Sendable, Equatable, CustomStringConvertible {
         case let .addressChange(node): return "host: \(n(node)) moves to another network"
         case let .crash(node): return "\(n(node)) crashes"
         case let .restart(node): return "\(n(node)) starts again from its database"
+        case let .microphoneFails(node): return "\(n(node))'s microphone fails"
         }
     }
 }
@@ -185,7 +189,7 @@ extension SimPlan {
             default:
                 guard options.faults else { continue }
                 let lasting = 10 + random.below(150)
-                switch random.below(7) {
+                switch random.below(8) {
                 case 0:
                     move = .network(loss: [0, 0.05, 0.1, 0.2, 0.3].randomElement(using: &random)!, delay: 1 + random.below(5),
                                     reordering: [0, 0.05, 0.2].randomElement(using: &random)!,
@@ -200,6 +204,8 @@ extension SimPlan {
                     move = .restartRelay
                 case 4:
                     move = .addressChange(node: at)
+                case 6:
+                    move = .microphoneFails(node: at)
                 case 5:
                     move = .crash(node: at)
                     steps.append(SimStep(frame: frame + lasting, move: .restart(node: at)))

@@ -69,6 +69,8 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     var callOrder: [UUID] = []
     private var blocked: Set<[Int]> = []
     private var moves = 0
+    /// Each node's microphone's failure switch (a restarted node has a new microphone).
+    private var microphones: [DeviceFailureSwitch] = []
     /// How many jobs each action lets run before it (seeded).
     private lazy var actionDelays = SimRandom(seed: plan.seed ^ 0xAC71_0D)
     /// Nodes whose process crashed and has not started again.
@@ -153,7 +155,9 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         while failure == nil {
             while let step = steps.first, step.frame <= frame {
                 steps.removeFirst()
-                await perform(step.move)
+                // The activity ends at the plan's end: what comes later (a fault's healing) the
+                // quiet end does anyway.
+                if frame < end { await perform(step.move) }
             }
             if frame == end {
                 await quietEnd()
@@ -237,9 +241,18 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             try Data(identity.certificate.utf8).write(to: URL(fileURLWithPath: home + "/identity.crt"))
         }
         let browser = index == pageIndex
+        let failure = DeviceFailureSwitch()
+        if microphones.count > index { microphones[index] = failure } else { microphones.append(failure) }
+        let fallback = NodeAudioInput.tone(frequencies[index] + 0.5)
         let node = try await world.node(name(index), input: .tone(frequencies[index]), output: .null, autoAnswer: false,
                                         keyExchange: browser ? .dtls : .sdes) {
             $0.reintroducedBug = bug
+            // The microphone can fail; another one (the same tone, a device of its own) takes over.
+            if var backend = $0.audio as? NodeAudioBackend {
+                backend.inputFailure = failure
+                backend.fallbackInputDevice = fallback
+                $0.audio = backend
+            }
             guard !browser else { return }  // a page's browser: no relay, no listening
             $0.relay = Self.relayAddress
             $0.relayNetwork = relay
@@ -450,6 +463,9 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             world.signaling.dropConnections()
         case .restartRelay:
             relay.restart()
+        case let .microphoneFails(at):
+            guard !down.contains(at) else { return log("  (\(name(at)) is down)") }
+            microphones[at].fail("unplugged")
         case let .crash(at):
             await crash(at)
         case let .restart(at):
@@ -532,7 +548,8 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
 
     private func handle(_ event: NodeEvent, at node: Int) async {
         let who = name(node)
-        let browser = nodes[pageIndex].identity.fingerprint
+        // A page has no identity of its own: the node names every page by one fingerprint.
+        let isPage = { (from: Fingerprint) in from == WebSignalingServer.pagePeer || from == self.nodes[self.pageIndex].identity.fingerprint }
         switch event {
         case let .dialing(uuid, target):
             let callee: Int? = switch target {
@@ -544,8 +561,8 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             calls[call]!.intendedCallee = callee
             log("\(who): call \(callName(call)) dialing \(callee.map(name) ?? "?")")
         case let .incoming(uuid, from, _, _):
-            let caller = node == pageIndex ? 0 : nodes.firstIndex { $0.identity.fingerprint == from }
-            let call = register(uuid, at: node, caller: false, pageCall: node == pageIndex || from == browser)
+            let caller = node == pageIndex ? 0 : isPage(from) ? pageIndex : nodes.firstIndex { $0.identity.fingerprint == from }
+            let call = register(uuid, at: node, caller: false, pageCall: node == pageIndex || isPage(from))
             log("\(who): call \(callName(call)) incoming from \(caller.map(name) ?? "?")")
         case let .connected(uuid, _):
             let call = canonical(uuid)
@@ -573,7 +590,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             log("\(who): call \(callName(call)) ended (\(reason.rawValue)\(detail.map { ": \($0)" } ?? ""))")
         case let .rejected(uuid, reason): log("\(who): call \(callName(uuid)) rejected (\(reason.rawValue))")
         case let .refused(_, from, reason):
-            let caller = from == browser ? pageIndex : nodes.firstIndex { $0.identity.fingerprint == from }
+            let caller = isPage(from) ? pageIndex : nodes.firstIndex { $0.identity.fingerprint == from }
             log("\(who): refused a call from \(caller.map(name) ?? "?") (\(reason.rawValue))")
         case let .ringing(uuid, _): log("\(who): call \(callName(uuid)) rings at the callee")
         case let .remoteHold(uuid, on): log("\(who): call \(callName(uuid)) \(on ? "held" : "resumed") by the peer")
@@ -588,6 +605,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         case let .peerError(message): log("\(who): peer error: \(message)")
         case let .recordingFailed(uuid, _, reason): log("\(who): call \(callName(uuid)) recording failed: \(reason)")
         case let .webPage(connected, _): log("\(who): its call page \(connected ? "opened" : "closed")")
+        case let .audioRouteChanged(reason, _): log("\(who): audio route changed (\(reason))")
         case .audioDeviceFailed, .audioInterrupted, .audioInterruptionEnded:
             log("\(who): \(InMemoryNodes.kind(event))")
         default:

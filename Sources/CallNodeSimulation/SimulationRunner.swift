@@ -27,12 +27,17 @@ public struct SimulationRunner: Sendable {
         reseedHost(plan.seed)
         let scheduler = SimScheduler(seed: plan.seed)
         let simulation = Locked<Simulation?>(nil)
+        let result = Locked<(trace: [String], failure: SimFailure?, frames: Int, calls: Int)?>(nil)
         let options = self.options
         do {
             try scheduler.run {
                 let made = Simulation(plan: plan, options: options, scheduler: scheduler)
                 simulation.withLock { $0 = made }
                 await made.run()
+                result.withLock { $0 = (made.trace, made.failure, made.frame, made.calls.count) }
+                // The run's world goes away within the run: what its teardown wakes runs here,
+                // not in the next run's schedule.
+                simulation.withLock { $0 = nil }
             }
         } catch {
             let made = simulation.withLock { $0 }
@@ -42,8 +47,8 @@ public struct SimulationRunner: Sendable {
             return SimOutcome(plan: plan, trace: trace, failure: failure, frames: made?.frame ?? 0, calls: made?.calls.count ?? 0,
                               jobs: scheduler.jobsRun, foreignJobs: scheduler.foreignEnqueues)
         }
-        let made = simulation.withLock { $0 }!
-        return SimOutcome(plan: plan, trace: made.trace, failure: made.failure, frames: made.frame, calls: made.calls.count,
+        let made = result.withLock { $0 }!
+        return SimOutcome(plan: plan, trace: made.trace, failure: made.failure, frames: made.frames, calls: made.calls,
                           jobs: scheduler.jobsRun, foreignJobs: scheduler.foreignEnqueues)
     }
 

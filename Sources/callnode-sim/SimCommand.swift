@@ -32,7 +32,7 @@ struct SimCommand: ParsableCommand {
     @Option(help: "The first seed of a sweep.")
     var from: UInt64 = 1
 
-    @Flag(help: "Print the run's trace (with --seed).")
+    @Flag(help: "Print the run's trace (in a sweep: every run's).")
     var trace = false
 
     @Flag(help: "Print the run's plan: its steps.")
@@ -160,6 +160,7 @@ struct SimCommand: ParsableCommand {
         var failed: [SimOutcome] = []
         for seed in from..<(from + UInt64(count)) {
             let outcome = runner.run(runner.plan(seed: seed))
+            if trace { outcome.trace.forEach { print($0) } }
             if outcome.failure != nil {
                 failed.append(outcome)
                 report(outcome)
