@@ -386,16 +386,17 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
             if case let .interrupted(by) = state { throw .interrupted(by: by) }
             throw .alreadyActive
         }
+        let opened: ActiveAudioRoute
         do throws(AudioDeviceError) {
-            try openDevices(route)
+            opened = try openDevices(route)
         } catch {
             await notifyReleased()
             throw .device(error)
         }
-        state = .active(route)
+        state = .active(opened)
         startHealthWatch()
-        broadcaster.send(.didActivate(route))
-        return route
+        broadcaster.send(.didActivate(opened))
+        return opened
     }
 
     func performDeactivate(force: Bool) async throws(AudioSessionError) {
@@ -414,7 +415,10 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
         providerAttached = true
     }
 
-    private func openDevices(_ route: ActiveAudioRoute) throws(AudioDeviceError) {
+    /// Opens the route's devices; one that will not open (a headset unplugged since the last
+    /// call) is replaced by the backend's fallback when that opens. Returns the devices opened.
+    private func openDevices(_ wanted: ActiveAudioRoute) throws(AudioDeviceError) -> ActiveAudioRoute {
+        var route = wanted
         let format = configuration.format
         let backend = currentBackend
         var capture: (any AudioSource)?
@@ -428,18 +432,36 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
             } else {
                 releasePreparedCapture()
                 let source = backend.makeCapture(device: input, format: format, mode: configuration.mode)
-                try source.start()
-                capture = source
+                do throws(AudioDeviceError) {
+                    try source.start()
+                    capture = source
+                } catch {
+                    guard let fallback = backend.fallbackInput, fallback != input else { throw error }
+                    let other = backend.makeCapture(device: fallback, format: format, mode: configuration.mode)
+                    do throws(AudioDeviceError) { try other.start() } catch { throw error }
+                    capture = other
+                    route.input = fallback
+                }
             }
         }
         var playback: (any AudioSink)?
         if let output = route.output {
             let sink = backend.makePlayback(device: output, format: format, mode: configuration.mode)
-            do throws(AudioDeviceError) { try sink.start() } catch {
-                capture?.stop()
-                throw error
+            do throws(AudioDeviceError) {
+                try sink.start()
+                playback = sink
+            } catch {
+                let other = backend.fallbackOutput.flatMap { $0 == output ? nil : backend.makePlayback(device: $0, format: format, mode: configuration.mode) }
+                do throws(AudioDeviceError) {
+                    guard let other else { throw error }
+                    try other.start()
+                    playback = other
+                    route.output = backend.fallbackOutput
+                } catch {
+                    capture?.stop()
+                    throw error
+                }
             }
-            playback = sink
         }
         var processor: VoiceProcessor?
         if capture != nil {
@@ -455,6 +477,7 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
             $0.playback = playback
             $0.processor = processor
         }
+        return route
     }
 
     /// A new processing chain when voice processing is on. When it is on only by default (the
@@ -499,8 +522,9 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
         let wanted = selectedRoute()
         guard wanted != current else { return }
         closeDevices(keepPrepared: true)
+        let opened: ActiveAudioRoute
         do throws(AudioDeviceError) {
-            try openDevices(wanted)
+            opened = try openDevices(wanted)
         } catch {
             // The old devices are closed and the new ones refused: the session is no longer active.
             state = .inactive
@@ -511,7 +535,7 @@ public actor AudioSessionOwner<Policy: AudioOwnershipPolicy>: InterruptibleSessi
         }
         // The new devices may be ones that can fail where the old could not.
         startHealthWatch()
-        state = .active(wanted)
+        state = .active(opened)
         broadcaster.send(.routeChanged(reason))
     }
 

@@ -182,6 +182,7 @@ extension Simulation {
         case (.unanswered, .unanswered), (.unanswered, .remoteEnded): true  // rang out
         case (.failed, .failed): true
         case (.failed, .remoteEnded), (.remoteEnded, .failed): true  // one side failed and told the other
+        case (.failed, .unanswered): true  // the caller's call failed while it rang: a missed call
         default: false
         }
     }

@@ -130,4 +130,25 @@ import Testing
             #expect(!rest.contains { if case .deviceFailed = $0 { true } else { false } })
         }
     }
+
+    /// A headset unplugged between calls: the next activation finds its devices will not open
+    /// and opens the fallback instead, saying so in the route (it failed the call before).
+    @Test func devicesThatWillNotOpenAtActivationAreReplacedByTheFallback() async throws {
+        let usb = Device("usb", refusesToOpen: true), builtin = Device("builtin")
+        let session = AudioSessionOwner<AppOwned>(name: "headset", backend: Backend(devices: [usb, builtin], fallback: "builtin"),
+                                                  clock: TimerClock(ManualClock()))
+        let route = try await session.activate()
+        #expect(route == ActiveAudioRoute(input: "builtin", output: "builtin"))
+        #expect(await session.activeRoute == route)
+        let port = try await session.port()
+        try port.sink.start()
+        port.sink.write([Int16](repeating: 1, count: 960))
+        #expect(builtin.written.withLock { $0 } == 960)
+        try await session.deactivate()
+
+        // With no fallback that opens, the activation fails naming the device, as before.
+        let alone = AudioSessionOwner<AppOwned>(name: "headset", backend: Backend(devices: [Device("usb", refusesToOpen: true)], fallback: nil),
+                                                clock: TimerClock(ManualClock()))
+        await #expect(throws: AudioSessionError.device(.notFound("usb is not there"))) { try await alone.activate() }
+    }
 }
