@@ -241,14 +241,19 @@ public actor CallNode: Service {
         // fails in a millisecond) must not let the process exit while libsrtp is still in
         // libcrypto, whose exit handlers free the locks that thread is taking.
         let warmUp = self.warmUp, weak = WeakNode(self)
-        keepUntilDone {
-            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-                Thread.detachNewThread {
-                    warmUp()
-                    done.resume()
+        if configuration.warmsUpInline {
+            warmUp()
+            isWarmedUp = true
+        } else {
+            keepUntilDone {
+                await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                    Thread.detachNewThread {
+                        warmUp()
+                        done.resume()
+                    }
                 }
+                await weak.node?.finishWarmUp()
             }
-            await weak.node?.finishWarmUp()
         }
         watchAudioSession()
         watchHostNetwork()

@@ -75,6 +75,10 @@ public struct CallNodeConfiguration: Sendable {
     /// a peer that moves to another network resumes within it, and a break that closes nothing
     /// waits for the resume window instead.
     public var peerGoneAfter: Duration = .seconds(3)
+    /// Does the start's one-time work (libsrtp's self-test) on the calling thread rather than a
+    /// thread of its own: a simulation, whose order of events a thread finishing at any moment
+    /// would change.
+    @_spi(Simulation) public var warmsUpInline = false
     /// A fixed defect put back, for a simulation sweep to show it finds it (never set otherwise).
     @_spi(Simulation) public var reintroducedBug: ReintroducedBug?
     /// How long a call whose signaling connection dropped (a reset, a relay restart, this

@@ -18,6 +18,10 @@ public enum Invariant: String, CaseIterable, Sendable {
     /// A connected call, neither side held nor the speaker muted, over a network fit for
     /// speech, carries each side's microphone to the other within two seconds.
     case audioBothWays = "audio-both-ways"
+    /// A call fails only when something in the run could fail it: a partition, a signaling reset
+    /// or an unreachable node, a relay restart, a crash. Loss, delay, reordering, duplication, a
+    /// microphone that fails while another is there, a host that moves: none of these may.
+    case failsOnlyForAFault = "fails-only-for-a-fault"
     /// The call manager's view of a call (connected, held, muted, ended) and its leg's agree.
     case stateAgrees = "state-agrees"
     /// One Recents row per call on each side, and none for calls that never were.
@@ -38,6 +42,7 @@ public enum Invariant: String, CaseIterable, Sendable {
         case .reasonsAgree: "the two sides' end reasons fit together (hung up / hung up on, declined, refused, failed)"
         case .silenceWhenMutedOrHeld: "no frame of a muted or held side's microphone is heard once what was in flight has played (0.8 s)"
         case .audioBothWays: "a connected call, not held, not muted, on a network fit for speech, carries each side's tone to the other within 2 s"
+        case .failsOnlyForAFault: "no call ends as failed before the run has had a fault that can fail one (a partition, a reset, an unreachable node, a relay restart, a crash)"
         case .stateAgrees: "the call manager's state (connected, held, muted, ended) matches the leg's phase"
         case .recents: "one Recents row per call on each side, none for calls that never were"
         case .nothingLeft: "after the calls end: no legs, leg tasks, bridge ports, media endpoints, manager calls or ICE paths remain"

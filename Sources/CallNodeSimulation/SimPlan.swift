@@ -1,7 +1,9 @@
+import Foundation
+
 /// What happens in one simulated run besides the nodes' own work: the users' actions and the
 /// faults, each at a frame (20 ms of simulated time). Made from a seed by ``generate(seed:options:)``;
 /// a shrunk plan is the same seed with fewer steps.
-public struct SimPlan: Sendable, Equatable {
+public struct SimPlan: Sendable, Equatable, Codable {
     public var seed: UInt64
     /// Frames of activity; a quiet end follows (faults healed, every call hung up).
     public var frames: Int
@@ -15,6 +17,18 @@ public struct SimPlan: Sendable, Equatable {
 }
 
 extension SimPlan {
+    /// The plan as JSON (what `--save-plan` writes and `--plan-file` reads): a plan kept this
+    /// way replays the same steps whatever later changes make of the seed's own plan.
+    public func json() -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return String(decoding: (try? encoder.encode(self)) ?? Data(), as: UTF8.self)
+    }
+
+    public init(json: String) throws {
+        self = try JSONDecoder().decode(SimPlan.self, from: Data(json.utf8))
+    }
+
     /// Only the steps at these places of this plan (a shrunk plan, written down as its seed and
     /// the places it kept), and the activity cut at `frames` if given.
     public func keeping(_ places: [Int], frames: Int? = nil) -> SimPlan {
@@ -37,7 +51,7 @@ extension SimPlan {
 }
 
 /// One action or fault at a frame.
-public struct SimStep: Sendable, Equatable, CustomStringConvertible {
+public struct SimStep: Sendable, Equatable, Codable, CustomStringConvertible {
     public var frame: Int
     public var move: SimMove
 
@@ -52,7 +66,7 @@ public struct SimStep: Sendable, Equatable, CustomStringConvertible {
 /// A user's action on a node, or a fault of the world. Calls are picked by their place among the
 /// node's calls at that moment (oldest first, wrapping), so a step means something whatever
 /// calls exist when it comes; with none, it does nothing.
-public enum SimMove: Sendable, Equatable, CustomStringConvertible {
+public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
     case dial(from: Int, to: Int)
     case answer(node: Int, pick: Int)
     /// Hangs up, or declines a call that rings here.

@@ -33,6 +33,9 @@ public final class SimScheduler: SerialExecutor, @unchecked Sendable {  // all s
     private var ready: [UnownedJob] = []
     /// Jobs enqueued while ``exclusive(_:)`` runs: they run first, in arrival order.
     private var arrivals: [UnownedJob] = []
+    /// Jobs other threads enqueued while ``exclusive(_:)`` runs: each runs once the arrivals are
+    /// done, so where it lands does not depend on when its thread got to it.
+    private var foreignArrivals: [UnownedJob] = []
     private var exclusiveDepth = 0
     private var quiescenceWaiters: [CheckedContinuation<Void, Never>] = []
     private var random: SimRandom
@@ -56,6 +59,9 @@ public final class SimScheduler: SerialExecutor, @unchecked Sendable {  // all s
     /// Jobs another thread enqueued while the seed was choosing (not inside ``exclusive(_:)``):
     /// each may land at a different point on another run.
     public private(set) var foreignEnqueues = 0
+    private static let debugPicks = ProcessInfo.processInfo.environment["CALLNODE_SIM_DEBUG_PICKS"] != nil
+    /// With CALLNODE_SIM_DEBUG_PICKS set: each job run, with the ready list's length then.
+    public private(set) var picks: [String] = []
     private static let debugForeign = ProcessInfo.processInfo.environment["CALLNODE_SIM_DEBUG_FOREIGN"] != nil
 
     private func push(_ job: UnownedJob) {
@@ -69,7 +75,11 @@ public final class SimScheduler: SerialExecutor, @unchecked Sendable {  // all s
             }
         }
         lock.lock()
-        if exclusiveDepth > 0 { arrivals.append(job) } else { ready.append(job) }
+        if exclusiveDepth > 0 {
+            if Thread.current == driver { arrivals.append(job) } else { foreignArrivals.append(job) }
+        } else {
+            ready.append(job)
+        }
         lock.signal()
         lock.unlock()
     }
@@ -102,13 +112,15 @@ public final class SimScheduler: SerialExecutor, @unchecked Sendable {  // all s
         }
         while true {
             lock.lock()
-            if finished, ready.isEmpty, arrivals.isEmpty {
+            if finished, ready.isEmpty, arrivals.isEmpty, foreignArrivals.isEmpty {
                 lock.unlock()
                 return
             }
             let job: UnownedJob
             if !arrivals.isEmpty {
                 job = arrivals.removeFirst()
+            } else if !foreignArrivals.isEmpty {
+                job = foreignArrivals.removeFirst()
             } else if exclusiveDepth == 0, !ready.isEmpty {
                 job = ready.remove(at: ready.count == 1 ? 0 : random.below(ready.count))
             } else if exclusiveDepth == 0, !quiescenceWaiters.isEmpty {
@@ -123,7 +135,7 @@ public final class SimScheduler: SerialExecutor, @unchecked Sendable {  // all s
             } else {
                 // Another thread owes a job (a database write's completion, a library's
                 // thread finishing): wait for it.
-                if !lock.wait(until: Date(timeIntervalSinceNow: stallLimit)) && arrivals.isEmpty && ready.isEmpty {
+                if !lock.wait(until: Date(timeIntervalSinceNow: stallLimit)) && arrivals.isEmpty && foreignArrivals.isEmpty && ready.isEmpty {
                     lock.unlock()
                     throw .stuck(jobsRun: jobsRun)
                 }
@@ -131,6 +143,7 @@ public final class SimScheduler: SerialExecutor, @unchecked Sendable {  // all s
                 continue
             }
             jobsRun += 1
+            if Self.debugPicks { picks.append("\(jobsRun) \(ready.count) \(arrivals.count) \(exclusiveDepth)") }
             lock.unlock()
             job.runSynchronously(on: asUnownedSerialExecutor())
         }
@@ -156,8 +169,9 @@ public final class SimScheduler: SerialExecutor, @unchecked Sendable {  // all s
                 exclusiveDepth -= 1
                 if exclusiveDepth == 0 {
                     // What arrived meanwhile and has not run joins the others.
-                    ready.append(contentsOf: arrivals)
+                    ready.append(contentsOf: arrivals + foreignArrivals)
                     arrivals.removeAll()
+                    foreignArrivals.removeAll()
                 }
             }
         }

@@ -69,6 +69,8 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     var callOrder: [UUID] = []
     private var blocked: Set<[Int]> = []
     private var moves = 0
+    /// When the run first had a fault that can fail a call (nil: none yet).
+    private var disruptedAt: Int?
     /// Each node's microphone's failure switch (a restarted node has a new microphone).
     private var microphones: [DeviceFailureSwitch] = []
     /// How many jobs each action lets run before it (seeded).
@@ -247,6 +249,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         let node = try await world.node(name(index), input: .tone(frequencies[index]), output: .null, autoAnswer: false,
                                         keyExchange: browser ? .dtls : .sdes) {
             $0.reintroducedBug = bug
+            $0.warmsUpInline = true
             // The microphone can fail; another one (the same tone, a device of its own) takes over.
             if var backend = $0.audio as? NodeAudioBackend {
                 backend.inputFailure = failure
@@ -391,6 +394,10 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
 
     private func perform(_ move: SimMove) async {
         log(move.description)
+        switch move {
+        case .partition(true), .resetSignaling, .unreachable(_, true), .restartRelay, .crash: disruptedAt = disruptedAt ?? frame
+        default: break
+        }
         if let actor = move.actingNode, down.contains(actor) { return log("  (\(name(actor)) is down)") }
         /// The node's own ID of the call at that place (the trace names it by the simulation's).
         func pick(_ node: Int, _ index: Int) -> UUID? {
@@ -588,6 +595,9 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
                 calls[call]!.sides[node]!.endedAt = frame
             }
             log("\(who): call \(callName(call)) ended (\(reason.rawValue)\(detail.map { ": \($0)" } ?? ""))")
+            if reason == .failed, disruptedAt == nil {
+                fail(.failsOnlyForAFault, "call \(callName(call)) failed on \(who) though nothing in the run could fail it: \(detail ?? "no detail")")
+            }
         case let .rejected(uuid, reason): log("\(who): call \(callName(uuid)) rejected (\(reason.rawValue))")
         case let .refused(_, from, reason):
             let caller = isPage(from) ? pageIndex : nodes.firstIndex { $0.identity.fingerprint == from }
@@ -658,7 +668,12 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
                 return fail(.recents, "\(name(index)) has \(rows.count) Recents rows for \(expected.count) calls")
             }
         }
-        // Nothing of any call is left.
+        // Nothing of any call is left: the only ICE paths open are the nodes' pooled agents.
+        var pooled = 0
+        for node in nodes { pooled += await node.pooledICEAgents }
+        if world.network.openPaths != pooled {
+            return fail(.nothingLeft, "every call ended, yet \(world.network.openPaths) ICE paths are open for \(pooled) pooled agents")
+        }
         for (index, node) in nodes.enumerated() {
             let inside = await node.inspect()
             let manager = await node.manager.liveCallCount
@@ -677,7 +692,9 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
 
     private func checkAfterShutdown() {
         let paths = world.network.openPaths
-        if paths != 0 { fail(.nothingLeft, "every node shut down, yet \(paths) ICE paths are open") }
+        if paths != 0 { return fail(.nothingLeft, "every node shut down, yet \(paths) ICE paths are open") }
+        let sleepers = world.timers.sleeperCount
+        if sleepers != 0 { fail(.nothingLeft, "every node shut down, yet \(sleepers) tasks still wait on the clock") }
     }
 }
 

@@ -47,6 +47,9 @@ public struct SimulationRunner: Sendable {
             return SimOutcome(plan: plan, trace: trace, failure: failure, frames: made?.frame ?? 0, calls: made?.calls.count ?? 0,
                               jobs: scheduler.jobsRun, foreignJobs: scheduler.foreignEnqueues)
         }
+        if let path = ProcessInfo.processInfo.environment["CALLNODE_SIM_DEBUG_PICKS"] {
+            try? scheduler.picks.joined(separator: "\n").write(toFile: path + ".\(plan.seed)", atomically: true, encoding: .utf8)
+        }
         let made = result.withLock { $0 }!
         return SimOutcome(plan: plan, trace: made.trace, failure: made.failure, frames: made.frames, calls: made.calls,
                           jobs: scheduler.jobsRun, foreignJobs: scheduler.foreignEnqueues)

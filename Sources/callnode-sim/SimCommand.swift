@@ -44,6 +44,12 @@ struct SimCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Run only these steps of the seed's plan (a shrunk plan, as --shrink prints it).", valueName: "i,j,…"))
     var keep: String?
 
+    @Option(help: ArgumentHelp("Run the plan in this JSON file (as --save-plan writes it) instead of a seed's.", valueName: "path"))
+    var planFile: String?
+
+    @Option(help: ArgumentHelp("Write the run's plan (the shrunk one, with --shrink) to this JSON file.", valueName: "path"))
+    var savePlan: String?
+
     @Option(help: ArgumentHelp("End the activity at this frame instead of --frames (a shrunk plan's end; the plan is still made as for --frames).", valueName: "frame"))
     var cut: Int?
 
@@ -72,7 +78,8 @@ struct SimCommand: ParsableCommand {
     var log = false
 
     func validate() throws {
-        if !invariants, seed == nil, seeds == nil { throw ValidationError("give --seed K (one run) or --seeds N (a sweep)") }
+        if !invariants, seed == nil, seeds == nil, planFile == nil { throw ValidationError("give --seed K (one run), --seeds N (a sweep) or --plan-file PATH") }
+        if planFile != nil, seeds != nil { throw ValidationError("--plan-file runs one plan: no --seeds") }
         if seed != nil, seeds != nil { throw ValidationError("give either --seed or --seeds, not both") }
         if let seeds, seeds < 1 { throw ValidationError("--seeds must be at least 1") }
         if !(2...4).contains(nodes) { throw ValidationError("--nodes must be 2 to 4") }
@@ -101,12 +108,20 @@ struct SimCommand: ParsableCommand {
             csimhost_seed(seed)
             csimhost_set_enabled(1)
         }
-        if let seed {
-            var made = runner.plan(seed: seed)
+        if seed != nil || planFile != nil {
+            var made: SimPlan
+            if let planFile {
+                do { made = try SimPlan(json: String(contentsOfFile: planFile, encoding: .utf8)) } catch {
+                    throw ValidationError("cannot read a plan from \(planFile): \(error)")
+                }
+            } else {
+                made = runner.plan(seed: seed!)
+            }
             if let keep { made = made.keeping(keep.split(separator: ",").compactMap { Int($0) }) }
             if let cut { made.frames = min(made.frames, max(1, cut)) }
             let outcome = runner.run(made)
             if plan { printPlan(outcome.plan) }
+            if let savePlan, !(shrink && outcome.failure != nil) { try outcome.plan.json().write(toFile: savePlan, atomically: true, encoding: .utf8) }
             if trace { outcome.trace.forEach { print($0) } }
             report(outcome)
             if let failure = outcome.failure {
@@ -148,6 +163,14 @@ struct SimCommand: ParsableCommand {
         replay += nodes != 3 ? " --nodes \(nodes)" : ""
         replay += noFaults ? " --no-faults" : ""
         print("replay it: \(replay) --trace")
+        if let savePlan {
+            do {
+                try shrunk.json().write(toFile: savePlan, atomically: true, encoding: .utf8)
+                print("the shrunk plan is in \(savePlan): callnode-sim --plan-file \(savePlan) --trace")
+            } catch {
+                print("cannot write \(savePlan): \(error)")
+            }
+        }
         if let shrunkOutcome {
             print("its trace:")
             shrunkOutcome.trace.forEach { print("  \($0)") }

@@ -144,6 +144,7 @@ import Testing
         try port.sink.start()
         port.sink.write([Int16](repeating: 1, count: 960))
         #expect(builtin.written.withLock { $0 } == 960)
+        port.sink.stop()
         try await session.deactivate()
 
         // With no fallback that opens, the activation fails naming the device, as before.

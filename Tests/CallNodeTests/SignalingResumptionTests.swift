@@ -174,6 +174,33 @@ import Testing
         await f.shutdown()
     }
 
+    /// A call hung up while its signaling was down: the end cannot reach the other side, which
+    /// resumes the call once it can and is told the call was hung up — so it ends as hung up on,
+    /// not as failed (found by the simulator: `callnode-sim`, a hang-up during an unreachable
+    /// node).
+    @Test func aCallHungUpWhileItsSignalingWasDownEndsAsHungUpOnOnTheOtherSide() async throws {
+        let f = try InMemoryNodes()
+        let (alice, bob, call) = try await ManualTimeNodeTests.connectedCall(f)
+        for _ in 0..<10 { await f.step() }
+        let addresses = [try #require(alice.listenAddress), try #require(bob.listenAddress)]
+        for address in addresses { f.signaling.setReachable(address, false) }
+        f.signaling.dropConnections()
+        try await f.waitFor("alice", advancing: true, Self.isEvent("signaling-lost"))
+        try await f.waitFor("bob", advancing: true, Self.isEvent("signaling-lost"))
+        try await alice.hangUp(call)
+        try await f.waitFor("alice", advancing: true, Self.isEvent("ended(localEnded)"))
+        for _ in 0..<25 { await f.step() }
+        #expect(!f.events("bob").contains { if case .ended = $0 { true } else { false } }, "Bob cannot know yet")
+        for address in addresses { f.signaling.setReachable(address, true) }
+        let bobEnd = try await f.waitFor("bob", advancing: true, frames: 500) { if case .ended = $0 { true } else { false } }
+        guard case let .ended(ended, reason, detail, _) = bobEnd.event else { return }
+        #expect(ended == call)
+        #expect(reason == .remoteEnded, "Bob's call ended as \(reason.rawValue): \(detail ?? "-")")
+        #expect(await bob.liveCalls.isEmpty)
+        _ = bob
+        await f.shutdown()
+    }
+
     @Test func aChangeOfThisHostsRouteRestartsICEAtOnceAndTheCallGoesOn() async throws {
         let f = try InMemoryNodes()
         let network = Locked(HostNetworkSnapshot(addresses: ["192.0.2.10"], defaultRoutes: ["wlan0 via 192.0.2.1"]))
