@@ -124,8 +124,9 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     private var page: InMemoryPage?
     /// Node-local call IDs (a page call has one on each side) to the simulation's.
     private var aliases: [UUID: UUID] = [:]
-    /// A page call seen on one side only so far: the other side's is the same call.
-    private var pendingPageCall: (node: Int, call: UUID)?
+    /// Page calls seen on one side only so far, oldest first, by the side that saw them: the
+    /// other side's next page call is the oldest of these.
+    private var pendingPageCalls: [Int: [UUID]] = [:]
 
     func canonical(_ uuid: UUID) -> UUID { aliases[uuid] ?? uuid }
     /// The ID `node` knows the call by.
@@ -536,11 +537,12 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     private func register(_ local: UUID, at node: Int, caller: Bool, pageCall: Bool) -> UUID {
         var call = canonical(local)
         if pageCall, aliases[local] == nil {
-            if let pending = pendingPageCall, pending.node != node {
-                call = pending.call
-                pendingPageCall = nil
+            let other = node == pageIndex ? 0 : pageIndex
+            if let first = pendingPageCalls[other]?.first {
+                call = first
+                pendingPageCalls[other]!.removeFirst()
             } else {
-                pendingPageCall = (node, local)
+                pendingPageCalls[node, default: []].append(local)
             }
         }
         if calls[call] == nil {
@@ -585,7 +587,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         case let .ended(uuid, reason, detail, _):
             let call = canonical(uuid)
             guard calls[call]?.sides[node] != nil else { return log("\(who): an unknown call ended (\(reason.rawValue))") }
-            if let pending = pendingPageCall, pending.call == call { pendingPageCall = nil }
+            for side in pendingPageCalls.keys { pendingPageCalls[side]!.removeAll { $0 == call } }
             calls[call]!.sides[node]!.endCount += 1
             let count = calls[call]!.sides[node]!.endCount
             if count > 1 {
