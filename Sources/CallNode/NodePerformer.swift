@@ -18,6 +18,10 @@ extension CallNode {
         switch request {
         case let .perform(action):
             guard let leg = legs[action.action.callUUID] else {
+                // A leg that has just ended (the peer hung up as the user did) is on its way to
+                // telling the manager why: that end completes an end action too. Failing it here
+                // would end the call as failed first.
+                if case .end = action.action, endDetails[action.action.callUUID] != nil { return }
                 try? await manager.report(.failed(action.id, reason: "no such call"))
                 return
             }

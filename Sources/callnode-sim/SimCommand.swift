@@ -44,7 +44,7 @@ struct SimCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Run only these steps of the seed's plan (a shrunk plan, as --shrink prints it).", valueName: "i,j,…"))
     var keep: String?
 
-    @Option(help: ArgumentHelp("Run the plan in this JSON file (as --save-plan writes it) instead of a seed's.", valueName: "path"))
+    @Option(help: ArgumentHelp("Run the plan in this JSON file (as --save-plan writes it) instead of a seed's; with --seeds N, its steps under N schedules.", valueName: "path"))
     var planFile: String?
 
     @Option(help: ArgumentHelp("Write the run's plan (the shrunk one, with --shrink) to this JSON file.", valueName: "path"))
@@ -79,7 +79,7 @@ struct SimCommand: ParsableCommand {
 
     func validate() throws {
         if !invariants, seed == nil, seeds == nil, planFile == nil { throw ValidationError("give --seed K (one run), --seeds N (a sweep) or --plan-file PATH") }
-        if planFile != nil, seeds != nil { throw ValidationError("--plan-file runs one plan: no --seeds") }
+        if planFile != nil, seed != nil { throw ValidationError("--plan-file has its own seed; --seeds N runs its steps under N schedules") }
         if seed != nil, seeds != nil { throw ValidationError("give either --seed or --seeds, not both") }
         if let seeds, seeds < 1 { throw ValidationError("--seeds must be at least 1") }
         if !(2...4).contains(nodes) { throw ValidationError("--nodes must be 2 to 4") }
@@ -108,7 +108,7 @@ struct SimCommand: ParsableCommand {
             csimhost_seed(seed)
             csimhost_set_enabled(1)
         }
-        if seed != nil || planFile != nil {
+        if seed != nil || (planFile != nil && seeds == nil) {
             var made: SimPlan
             if let planFile {
                 do { made = try SimPlan(json: String(contentsOfFile: planFile, encoding: .utf8)) } catch {
@@ -179,10 +179,17 @@ struct SimCommand: ParsableCommand {
 
     private func sweep(_ runner: SimulationRunner) throws {
         let count = seeds ?? 1
+        // With --plan-file: the file's steps under each seed's schedule.
+        var fixed: SimPlan?
+        if let planFile {
+            do { fixed = try SimPlan(json: String(contentsOfFile: planFile, encoding: .utf8)) } catch {
+                throw ValidationError("cannot read a plan from \(planFile): \(error)")
+            }
+        }
         let started = ContinuousClock.now
         var failed: [SimOutcome] = []
         for seed in from..<(from + UInt64(count)) {
-            let outcome = runner.run(runner.plan(seed: seed))
+            let outcome = runner.run(fixed.map { SimPlan(seed: seed, frames: $0.frames, steps: $0.steps) } ?? runner.plan(seed: seed))
             if trace { outcome.trace.forEach { print($0) } }
             if outcome.failure != nil {
                 failed.append(outcome)
