@@ -192,8 +192,15 @@ extension SimPlan {
             case 0..<16: move = .dial(from: at, to: other(than: at))
             case 16..<32: move = .answer(node: at, pick: pick)
             case 32..<40: move = .hangUp(node: at, pick: pick)
-            case 40..<48: move = .mute(node: at, pick: pick, on: random.chance(0.6))
-            case 48..<56: move = .hold(node: at, pick: pick, on: random.chance(0.6))
+            case 40..<48:
+                move = .mute(node: at, pick: pick, on: random.chance(0.7))
+            case 48..<56:
+                // A hold is mostly resumed later: what a resume does with the rest of the
+                // call's state (a mute, a conference) is where its bugs are.
+                move = .hold(node: at, pick: pick, on: true)
+                if random.chance(0.7) {
+                    steps.append(SimStep(frame: frame + 5 + random.below(100), move: .hold(node: at, pick: pick, on: false)))
+                }
             case 56..<60: move = .swap(node: at, pick: pick)
             case 60..<65: move = .merge(node: at, pick: pick, with: random.below(3))
             case 65..<68: move = .unmerge(node: at, pick: pick)

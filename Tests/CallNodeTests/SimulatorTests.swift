@@ -38,20 +38,20 @@ import Testing
         #expect(inSweep == alone, "the sweep's run of seed 17 differs from its replay")
     }
 
-    /// Each fixed defect, put back, is found within 100 seeds (and is found by the rule it breaks).
+    /// Each fixed defect, put back, is found within 150 seeds (2026-11-27: resume-unmutes at seed 31, mute-lost-before-media at 83) (and is found by the rule it breaks).
     @Test(arguments: ["resume-unmutes", "mute-lost-before-media"])
     func aReintroducedBugIsFound(bug: String) async throws {
-        let (status, output) = try await Self.sim(["--seeds", "100", "--bug", bug, "--stop-at-first"])
-        #expect(status == 1, "\(bug) was not found in 100 seeds:\n\(output)")
+        let (status, output) = try await Self.sim(["--seeds", "150", "--bug", bug, "--stop-at-first"])
+        #expect(status == 1, "\(bug) was not found in 150 seeds:\n\(output)")
         #expect(output.contains("INVARIANT muted-or-held-is-silent"), "\(output)")
     }
 
     /// A failing seed shrinks to fewer steps that still break the same rule, and the replay
     /// command it prints shows it again.
     @Test func aFailingSeedShrinksToAShorterPlanThatStillFails() async throws {
-        let (status, output) = try await Self.sim(["--seed", "11", "--bug", "resume-unmutes", "--shrink"])
+        let (status, output) = try await Self.sim(["--seed", "31", "--bug", "resume-unmutes", "--shrink"])
         #expect(status == 1)
-        let original = try #require(output.split(separator: "\n").first { $0.hasPrefix("seed 11:") })
+        let original = try #require(output.split(separator: "\n").first { $0.hasPrefix("seed 31:") })
         let originalSteps = try #require(Int(original.split(separator: " ")[2]))
         let shrunkLine = try #require(output.split(separator: "\n").first { $0.hasPrefix("shrunk to ") })
         let shrunkSteps = try #require(Int(shrunkLine.split(separator: " ")[2]))
