@@ -138,6 +138,13 @@ public final class OpusEncoder {
 
     /// Encodes one frame of interleaved samples (exactly ``OpusConfiguration/samplesPerFrame`` ×
     /// channels). Returns the packet; with DTX on, 1–2 byte packets mean "silence, do not send".
+    /// Forgets the audio encoded so far (its prediction and the in-band FEC copy of the last
+    /// frame), settings kept: the next frame is coded as the first of a stream. After a pause
+    /// (a hold), so that the first packet does not carry audio from before it.
+    public func reset() {
+        _ = copus_encoder_reset(encoder)
+    }
+
     public func encode(_ pcm: [Int16]) throws(OpusError) -> ArraySlice<UInt8> {
         precondition(pcm.count == configuration.samplesPerFrame * configuration.channels, "one whole frame")
         let length = pcm.withUnsafeBufferPointer { input in

@@ -18,6 +18,7 @@ static inline int copus_set_signal_voice(OpusEncoder *e) { return opus_encoder_c
 static inline int copus_get_lookahead(OpusEncoder *e, opus_int32 *v) { return opus_encoder_ctl(e, OPUS_GET_LOOKAHEAD(v)); }
 static inline int copus_get_last_packet_duration(OpusDecoder *d, opus_int32 *v) { return opus_decoder_ctl(d, OPUS_GET_LAST_PACKET_DURATION(v)); }
 static inline int copus_decoder_reset(OpusDecoder *d) { return opus_decoder_ctl(d, OPUS_RESET_STATE); }
+static inline int copus_encoder_reset(OpusEncoder *e) { return opus_encoder_ctl(e, OPUS_RESET_STATE); }
 
 static inline int copus_application_voip(void) { return OPUS_APPLICATION_VOIP; }
 

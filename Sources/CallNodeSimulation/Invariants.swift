@@ -40,7 +40,7 @@ public enum Invariant: String, CaseIterable, Sendable {
         switch self {
         case .endsOnce: "every call ends exactly once on each side it reached, and ends at all once everyone hangs up"
         case .reasonsAgree: "the two sides' end reasons fit together (hung up / hung up on, declined, refused, failed)"
-        case .silenceWhenMutedOrHeld: "no frame of a muted or held side's microphone is heard once what was in flight has played (0.8 s)"
+        case .silenceWhenMutedOrHeld: "no frame of a muted or held side's microphone is heard once what was in flight has played (0.8 s; on a network fit for speech, where nothing is concealed)"
         case .audioBothWays: "a connected call, not held, not muted, on a network fit for speech, carries each side's tone to the other within 2 s"
         case .failsOnlyForAFault: "no call ends as failed before the run has had a fault that can fail one (a partition, a reset, an unreachable node, a relay restart, a crash)"
         case .stateAgrees: "the call manager's state (connected, held, muted, ended) matches the leg's phase"
@@ -58,6 +58,7 @@ extension Simulation {
     static let silenceGrace = 40
     /// Frames within which a call fit to carry audio must carry it.
     static let audioBound = 100
+    static let debugHeard = ProcessInfo.processInfo.environment["CALLNODE_SIM_DEBUG_HEARD"] != nil
 
     func checkStep() async {
         await checkStates()
@@ -119,6 +120,9 @@ extension Simulation {
                 let here = inspection(node)?.legs[local(uuid, node)], there = inspection(peer)?.legs[local(uuid, peer)]
                 let peerBit: UInt8 = 1 << UInt8(peer)
                 let heardPeer = side.pending.contains { $0 & peerBit != 0 }
+                if Self.debugHeard, !side.pending.isEmpty {
+                    log("  heard on \(name(node))'s side of \(callName(uuid)): \(side.pending.map { String($0, radix: 2) }.joined(separator: " "))")
+                }
                 side.pending = []
                 if heardPeer { side.lastHeardPeer = frame }
                 guard let here, let there, side.endCount == 0 else {
@@ -130,7 +134,12 @@ extension Simulation {
                 let silenced = there.muted || there.held || here.held
                 if silenced {
                     side.silencedSince = side.silencedSince ?? frame
-                    if heardPeer, frame - side.silencedSince! > Self.silenceGrace {
+                    if Self.debugHeard {
+                        log("  \(name(peer))'s leg of \(callName(uuid)): muted \(there.muted), held \(there.held), held by peer \(there.heldByPeer), offer pending \(there.offerPending), request pending \(there.requestPending)")
+                    }
+                    // While the network cuts or loses packets, what plays is concealment of the
+                    // last audio that arrived, not the microphone: judged once it is fit again.
+                    if heardPeer, frame - side.silencedSince! > Self.silenceGrace, let clean = cleanSince, frame - clean > Self.silenceGrace {
                         let why = there.muted ? "\(name(peer)) muted it" : there.held ? "\(name(peer)) holds it" : "\(name(node)) holds it"
                         return fail(.silenceWhenMutedOrHeld,
                                     "\(name(node)) hears \(name(peer))'s microphone on call \(callName(uuid)) \(frame - side.silencedSince!) frames after \(why)")

@@ -104,6 +104,12 @@ extension MediaActor {
             _ = jitter.takeResets()
             stretcher = TimeStretcher(frameSamples: playFrame.count, sampleRate: sink.format.sampleRate)
         }
+        if sending && !sendingAudio {
+            // Sending again after a pause: the encoder's last frame is from before it, and the
+            // first packet's in-band FEC would carry it (a peer recovering a "lost" frame then
+            // plays audio from before the hold, after a mute set meanwhile too).
+            encoder?.reset()
+        }
         sendingAudio = sending
         receivingAudio = receiving
     }

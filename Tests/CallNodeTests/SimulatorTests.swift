@@ -38,7 +38,8 @@ import Testing
         #expect(inSweep == alone, "the sweep's run of seed 17 differs from its replay")
     }
 
-    /// Each fixed defect, put back, is found within 150 seeds (2026-11-27: resume-unmutes at seed 31, mute-lost-before-media at 83) (and is found by the rule it breaks).
+    /// Each fixed defect, put back, is found within 150 seeds, by the rule it breaks (2026-11-27:
+    /// resume-unmutes at seed 31, mute-lost-before-media at seed 83).
     @Test(arguments: ["resume-unmutes", "mute-lost-before-media"])
     func aReintroducedBugIsFound(bug: String) async throws {
         let (status, output) = try await Self.sim(["--seeds", "150", "--bug", bug, "--stop-at-first"])
@@ -84,6 +85,10 @@ import Testing
         // (it had just ended on the caller's end) and failed, and a failed end action ended the
         // call as failed, on either side.
         #"{"frames":80,"seed":55,"steps":[{"frame":5,"move":{"dial":{"from":0,"to":1}}},{"frame":60,"move":{"hangUp":{"node":0,"pick":0}}},{"frame":60,"move":{"hangUp":{"node":1,"pick":0}}}]}"#,
+        // a holds its call with the page, then resumes and mutes it at once: the first packet
+        // after the hold carried, as Opus's in-band FEC, a's last frame from before the hold, and
+        // the page played it (a's voice after the mute). The encoder now starts afresh on resume.
+        #"{"frames":400,"seed":1343,"steps":[{"frame":36,"move":{"dial":{"from":3,"to":2}}},{"frame":71,"move":{"answer":{"node":0,"pick":0}}},{"frame":109,"move":{"dial":{"from":2,"to":1}}},{"frame":144,"move":{"answer":{"node":3,"pick":1}}},{"frame":145,"move":{"hold":{"node":0,"on":true,"pick":1}}},{"frame":184,"move":{"hold":{"node":0,"on":false,"pick":1}}},{"frame":184,"move":{"mute":{"node":0,"on":true,"pick":1}}},{"frame":238,"move":{"answer":{"node":3,"pick":2}}},{"frame":358,"move":{"crash":{"node":3}}},{"frame":476,"move":{"restart":{"node":3}}}]}"#,
     ])
     func aRaceThatFoundADefectPassesUnderManySchedules(plan: String) async throws {
         try await Self.passes(plan: plan, schedules: 120)
