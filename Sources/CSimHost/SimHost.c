@@ -29,18 +29,30 @@ void csimhost_seed(uint64_t seed) {
 void csimhost_set_enabled(int on) { __atomic_store_n(&enabled, on, __ATOMIC_SEQ_CST); }
 int csimhost_enabled(void) { return __atomic_load_n(&enabled, __ATOMIC_SEQ_CST); }
 
-static uint64_t next(void) {
-    uint64_t *stream = pthread_equal(pthread_self(), seeding_thread) ? &state : &other_state;
+// Only Swift's own randomness (the standard library's generator, Foundation's UUIDs) drawn on
+// the seeding thread comes from the seed's stream: a C library that seeds itself once per
+// process (OpenSSL's generator) would draw from it in a process's first run only, and the runs
+// after it would see other values than a run of the same seed alone.
+static int from_swift(const void *caller) {
+    Dl_info info;
+    if (!caller || !dladdr(caller, &info) || !info.dli_fname) return 0;
+    const char *name = strrchr(info.dli_fname, '/');
+    name = name ? name + 1 : info.dli_fname;
+    return strncmp(name, "libswiftCore", 12) == 0 || strncmp(name, "libFoundation", 13) == 0;
+}
+
+static uint64_t next_from(int main_stream) {
+    uint64_t *stream = main_stream && pthread_equal(pthread_self(), seeding_thread) ? &state : &other_state;
     uint64_t z = __atomic_add_fetch(stream, 0x9E3779B97F4A7C15ull, __ATOMIC_SEQ_CST);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
 
-static void fill(void *buffer, size_t count) {
+static void fill(void *buffer, size_t count, int main_stream) {
     unsigned char *bytes = buffer;
     while (count > 0) {
-        uint64_t value = next();
+        uint64_t value = next_from(main_stream);
         for (int i = 0; i < 8 && count > 0; i++, count--) {
             *bytes++ = (unsigned char)(value & 0xff);
             value >>= 8;
@@ -50,7 +62,7 @@ static void fill(void *buffer, size_t count) {
 
 ssize_t getrandom(void *buffer, size_t count, unsigned int flags) {
     if (csimhost_enabled()) {
-        fill(buffer, count);
+        fill(buffer, count, from_swift(__builtin_return_address(0)));
         return (ssize_t)count;
     }
     static ssize_t (*real)(void *, size_t, unsigned int);
@@ -60,7 +72,7 @@ ssize_t getrandom(void *buffer, size_t count, unsigned int flags) {
 
 void arc4random_buf(void *buffer, size_t count) {
     if (csimhost_enabled()) {
-        fill(buffer, count);
+        fill(buffer, count, from_swift(__builtin_return_address(0)));
         return;
     }
     static void (*real)(void *, size_t);
@@ -82,7 +94,7 @@ long syscall(long number, ...) {
     long a4 = va_arg(arguments, long), a5 = va_arg(arguments, long), a6 = va_arg(arguments, long);
     va_end(arguments);
     if (number == SYS_getrandom && csimhost_enabled()) {
-        fill((void *)a1, (size_t)a2);
+        fill((void *)a1, (size_t)a2, from_swift(__builtin_return_address(0)));
         return a2;
     }
     static long (*real)(long, ...);
@@ -91,11 +103,11 @@ long syscall(long number, ...) {
 }
 
 // Foundation's UUID() reads /dev/urandom: each open gets a fresh in-memory file of seeded bytes.
-static int seeded_file(void) {
+static int seeded_file(int main_stream) {
     int descriptor = memfd_create("seeded-random", MFD_CLOEXEC);
     if (descriptor < 0) return descriptor;
     unsigned char bytes[4096];
-    fill(bytes, sizeof bytes);
+    fill(bytes, sizeof bytes, main_stream);
     if (write(descriptor, bytes, sizeof bytes) != (ssize_t)sizeof bytes || lseek(descriptor, 0, SEEK_SET) != 0) {
         close(descriptor);
         return -1;
@@ -110,7 +122,7 @@ int open(const char *path, int flags, ...) {
     va_start(arguments, flags);
     mode_t mode = (flags & (O_CREAT | O_TMPFILE)) ? (mode_t)va_arg(arguments, int) : 0;
     va_end(arguments);
-    if (csimhost_enabled() && is_urandom(path)) return seeded_file();
+    if (csimhost_enabled() && is_urandom(path)) return seeded_file(from_swift(__builtin_return_address(0)));
     static int (*real)(const char *, int, ...);
     if (!real) real = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
     return real(path, flags, mode);
@@ -121,7 +133,7 @@ int open64(const char *path, int flags, ...) {
     va_start(arguments, flags);
     mode_t mode = (flags & (O_CREAT | O_TMPFILE)) ? (mode_t)va_arg(arguments, int) : 0;
     va_end(arguments);
-    if (csimhost_enabled() && is_urandom(path)) return seeded_file();
+    if (csimhost_enabled() && is_urandom(path)) return seeded_file(from_swift(__builtin_return_address(0)));
     static int (*real)(const char *, int, ...);
     if (!real) real = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open64");
     return real(path, flags, mode);

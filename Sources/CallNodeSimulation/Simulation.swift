@@ -69,6 +69,8 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     var callOrder: [UUID] = []
     private var blocked: Set<[Int]> = []
     private var moves = 0
+    /// Runs made by this process.
+    private static let runs = Locked(0)
     /// When the run first had a fault that can fail a call (nil: none yet).
     private var disruptedAt: Int?
     /// Each node's microphone's failure switch (a restarted node has a new microphone).
@@ -198,7 +200,11 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     }
 
     private func setUp() async throws {
-        world = try InMemoryNodes(conditions: .init(), seed: plan.seed | 1)
+        // A directory of this process's own: with the host's randomness from the seed, a UUID
+        // names the same directory in every process running this seed.
+        let run = Self.runs.withLock { $0 += 1; return $0 }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("callnode-sim-\(getpid())-\(plan.seed)-\(run)").path
+        world = try InMemoryNodes(conditions: .init(), seed: plan.seed | 1, directory: directory)
         try await scheduler.exclusive {
             for index in 0..<nodeCount {
                 hosts.append(Locked(HostNetworkSnapshot(addresses: ["192.0.2.\(10 + index)"], defaultRoutes: ["eth0 via 192.0.2.1"])))

@@ -19,11 +19,13 @@ public final class InMemoryNodes: @unchecked Sendable {  // the event log is beh
     private var readers: [Task<Void, Never>] = []
     public private(set) var nodes: [String: CallNode] = [:]
 
-    public init(conditions: InMemoryIceNetwork.Conditions = .init(), seed: UInt64 = 1) throws {
+    /// - Parameter directory: where the nodes' homes go (made, and removed at the end); a new
+    ///   temporary directory by default.
+    public init(conditions: InMemoryIceNetwork.Conditions = .init(), seed: UInt64 = 1, directory: String? = nil) throws {
         network = InMemoryIceNetwork(conditions: conditions, seed: seed)
         media.add(network)  // first: each tick delivers what is due before the calls read
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("callnode-manual-\(UUID())").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        self.directory = directory ?? FileManager.default.temporaryDirectory.appendingPathComponent("callnode-manual-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: self.directory, withIntermediateDirectories: true)
     }
 
     deinit {

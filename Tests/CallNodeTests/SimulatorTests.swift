@@ -36,6 +36,13 @@ import Testing
         let sweep = try await Self.sim(["--seeds", "3", "--from", "16", "--list"])
         let inSweep = try #require(sweep.output.split(separator: "\n").first { $0.hasPrefix("seed 17:") })
         #expect(inSweep == alone, "the sweep's run of seed 17 differs from its replay")
+        // Whatever ran before it in the process: seeds 7…12 first in one sweep, after six others
+        // in another.
+        let later = try await Self.sim(["--seeds", "12", "--from", "1", "--list"])
+        let first = try await Self.sim(["--seeds", "6", "--from", "7", "--list"])
+        let summaries = { (output: String) in output.split(separator: "\n").filter { line in (7...12).contains { line.hasPrefix("seed \($0):") } } }
+        #expect(summaries(later.output).count == 6)
+        #expect(summaries(later.output) == summaries(first.output))
     }
 
     /// Each fixed defect, put back, is found within 150 seeds, by the rule it breaks (2026-11-27:
