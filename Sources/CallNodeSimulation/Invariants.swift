@@ -179,10 +179,29 @@ extension Simulation {
             }
             guard let first = call.sides[caller]?.ended, let second = call.sides[callee]?.ended else { continue }
             calls[uuid]!.reasonsChecked = true
-            if !Self.agree(caller: first, callee: second) {
-                return fail(.reasonsAgree, "call \(callName(uuid)) ended on \(name(caller)) (the caller) as \(first.rawValue) and on \(name(callee)) as \(second.rawValue)")
+            if !Self.agree(caller: first, callee: second), let broken = disruptionExplaining(call, caller: caller, callee: callee) {
+                return fail(.reasonsAgree, broken)
             }
         }
+    }
+
+    /// Why two end reasons that do not fit are wrong (nil: the run's faults explain them). Once a
+    /// fault that can fail calls came (a reset, a partition, an unreachable node, a crash), an end
+    /// that could not reach the other side may leave it failing ("went away", the resume window);
+    /// but a side told on resuming that the call "has ended" there, when that node never crashed,
+    /// should have been told how it ended.
+    func disruptionExplaining(_ call: SimCall, caller: Int, callee: Int) -> String? {
+        let first = call.sides[caller]!.ended!, second = call.sides[callee]!.ended!
+        let lastEnd = max(call.sides[caller]?.endedAt ?? 0, call.sides[callee]?.endedAt ?? 0)
+        let story = "call \(callName(call.uuid)) ended on \(name(caller)) (the caller) as \(first.rawValue) and on \(name(callee)) as \(second.rawValue)"
+        guard let disrupted = disruptedAt, disrupted <= lastEnd else { return story }
+        for (side, other) in [(caller, callee), (callee, caller)] where call.sides[side]?.ended == .failed {
+            if call.sides[side]?.endDetail?.contains("it has ended") == true, !everCrashed.contains(other) {
+                return story + ": \(name(other)) never crashed, yet \(name(side)) was told only that the call had ended there"
+            }
+        }
+        guard first == .failed || second == .failed else { return story }
+        return nil
     }
 
     /// The pairs of end reasons (caller's, callee's) that tell one story.

@@ -72,7 +72,9 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     /// Runs made by this process.
     private static let runs = Locked(0)
     /// When the run first had a fault that can fail a call (nil: none yet).
-    private var disruptedAt: Int?
+    var disruptedAt: Int?
+    /// Nodes that crashed at some point of the run.
+    var everCrashed: Set<Int> = []
     /// Each node's microphone's failure switch (a restarted node has a new microphone).
     private var microphones: [DeviceFailureSwitch] = []
     /// How many jobs each action lets run before it (seeded).
@@ -126,9 +128,6 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     private var page: InMemoryPage?
     /// Node-local call IDs (a page call has one on each side) to the simulation's.
     private var aliases: [UUID: UUID] = [:]
-    /// Page calls seen on one side only so far, oldest first, by the side that saw them: the
-    /// other side's next page call is the oldest of these.
-    private var pendingPageCalls: [Int: [UUID]] = [:]
 
     func canonical(_ uuid: UUID) -> UUID { aliases[uuid] ?? uuid }
     /// The ID `node` knows the call by.
@@ -314,6 +313,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     private func crash(_ index: Int) async {
         guard !down.contains(index) else { return log("  (\(name(index)) is down already)") }
         down.insert(index)
+        everCrashed.insert(index)
         let node = nodes[index], fingerprint = node.identity.fingerprint
         world.signaling.setSilenced(fingerprint, true)
         world.signaling.setReachable(node.listenAddress!, false)
@@ -540,17 +540,10 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
 
     /// A side of a call: `local` is the node's ID for it; a page call's two sides have two
     /// IDs, paired here (one page call at a time: the page carries one).
-    private func register(_ local: UUID, at node: Int, caller: Bool, pageCall: Bool) -> UUID {
-        var call = canonical(local)
-        if pageCall, aliases[local] == nil {
-            let other = node == pageIndex ? 0 : pageIndex
-            if let first = pendingPageCalls[other]?.first {
-                call = first
-                pendingPageCalls[other]!.removeFirst()
-            } else {
-                pendingPageCalls[node, default: []].append(local)
-            }
-        }
+    /// A side of a call: `local` is the node's ID for it. The browser's calls have IDs of their
+    /// own: each is the call the node knows by its wire ID.
+    private func register(_ local: UUID, at node: Int, caller: Bool) -> UUID {
+        let call = node == pageIndex ? (page?.wire(of: local) ?? local) : local
         if calls[call] == nil {
             calls[call] = SimCall(uuid: call, number: callOrder.count + 1)
             callOrder.append(call)
@@ -572,12 +565,12 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             case .webPage: pageIndex
             default: node == pageIndex ? 0 : nil
             }
-            let call = register(uuid, at: node, caller: true, pageCall: node == pageIndex || target == .webPage)
+            let call = register(uuid, at: node, caller: true)
             calls[call]!.intendedCallee = callee
             log("\(who): call \(callName(call)) dialing \(callee.map(name) ?? "?")")
         case let .incoming(uuid, from, _, _):
             let caller = node == pageIndex ? 0 : isPage(from) ? pageIndex : nodes.firstIndex { $0.identity.fingerprint == from }
-            let call = register(uuid, at: node, caller: false, pageCall: node == pageIndex || isPage(from))
+            let call = register(uuid, at: node, caller: false)
             log("\(who): call \(callName(call)) incoming from \(caller.map(name) ?? "?")")
         case let .connected(uuid, _):
             let call = canonical(uuid)
@@ -593,7 +586,6 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         case let .ended(uuid, reason, detail, _):
             let call = canonical(uuid)
             guard calls[call]?.sides[node] != nil else { return log("\(who): an unknown call ended (\(reason.rawValue))") }
-            for side in pendingPageCalls.keys { pendingPageCalls[side]!.removeAll { $0 == call } }
             calls[call]!.sides[node]!.endCount += 1
             let count = calls[call]!.sides[node]!.endCount
             if count > 1 {
@@ -601,6 +593,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             } else {
                 calls[call]!.sides[node]!.ended = reason
                 calls[call]!.sides[node]!.endedAt = frame
+                calls[call]!.sides[node]!.endDetail = detail
             }
             log("\(who): call \(callName(call)) ended (\(reason.rawValue)\(detail.map { ": \($0)" } ?? ""))")
             if reason == .failed, disruptedAt == nil {
@@ -714,6 +707,7 @@ struct SimCall {
         var connectedAt: Int?
         var ended: CallEndReason?
         var endedAt: Int?
+        var endDetail: String?
         var endCount = 0
         var probe: ToneProbe?
         var probeRead = 0

@@ -17,6 +17,11 @@ public final class InMemoryPage: Sendable {
     public let browser: CallNode
     private let end: InMemorySignalEnd
     private let calls = Locked<[UUID: PageDialect]>([:])
+    /// The browser's call IDs, each with the ID its call has on the wire (the node's).
+    private let wires = Locked<[UUID: UUID]>([:])
+
+    /// The ID the node knows a browser's call by (nil: not a call of this page).
+    public func wire(of browserCall: UUID) -> UUID? { wires.withLock { $0[browserCall] } }
     private let tasks = Locked<[Task<Void, Never>]>([])
 
     /// Opens the page against `node` from `address` (what the node logs as the page's). `browser`
@@ -30,7 +35,7 @@ public final class InMemoryPage: Sendable {
             await node.servePage(over: nodeEnd.transport, frames: nodeEnd.frames, remoteAddress: address)
             nodeEnd.connection.close()
         }
-        let reading = Task { [calls] in
+        let reading = Task { [calls, wires] in
             for await item in pageEnd.messages {
                 guard case let .success(envelope) = item, let wire = envelope.call else { continue }
                 if let dialect = calls.withLock({ $0[wire] }) {
@@ -41,7 +46,7 @@ public final class InMemoryPage: Sendable {
                     calls.withLock { $0[wire] = dialect }
                     let admitted = await browser.admit(dialect, handle: "node",
                                                        invitation: CallInvitation(displayName: invitation.displayName, title: invitation.title))
-                    if admitted == nil { calls.withLock { $0[wire] = nil } }
+                    if let admitted { wires.withLock { $0[admitted] = wire } } else { calls.withLock { $0[wire] = nil } }
                 }
             }
             // The page's connection closed: its calls end.
@@ -59,7 +64,9 @@ public final class InMemoryPage: Sendable {
         let dialect = PageDialect(wire: wire, connection: end.connection) { calls.withLock { $0[wire] = nil } }
         calls.withLock { $0[wire] = dialect }
         do {
-            return try await browser.call(over: dialect, handle: "node", title: "web")
+            let call = try await browser.call(over: dialect, handle: "node", title: "web")
+            wires.withLock { $0[call] = wire }
+            return call
         } catch {
             calls.withLock { $0[wire] = nil }
             throw error
