@@ -171,7 +171,7 @@ let package = Package(
         // ordered by a seed, actions and faults from the same seed, invariants after each step.
         .target(
             name: "CallNodeSimulation",
-            dependencies: ["CallNode", "CallNodeTestKit", "CallCore", "Calls", "AudioDevices", "Locking"]),
+            dependencies: ["CallNode", "CallNodeTestKit", "CallCore", "Calls", "AudioDevices", "Locking", "TestingPrimitives"]),
         // The host's randomness from a seed (getrandom, arc4random, /dev/urandom), for the
         // simulator's executable only: it replaces C library symbols process-wide.
         .target(name: "CSimHost"),
@@ -234,10 +234,12 @@ let package = Package(
             dependencies: ["CallNode", "CallNodeTestKit"],
             path: "Examples/TwoPhones"),
 
+        // A seeded generator and a tone detector, for the tests and the simulator alike.
+        .target(name: "TestingPrimitives"),
         // Helpers shared by the test targets (child processes for test servers).
         .target(
             name: "CallNodeTestSupport",
-            dependencies: ["Locking"],
+            dependencies: ["Locking", "TestingPrimitives"],
             path: "Tests/TestSupport"),
         // The call's state machine alone: no concurrency, no networking, no media.
         .testTarget(

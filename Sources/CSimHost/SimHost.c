@@ -117,24 +117,18 @@ static int seeded_file(int main_stream) {
 
 static int is_urandom(const char *path) { return strcmp(path, "/dev/urandom") == 0 || strcmp(path, "/dev/random") == 0; }
 
-int open(const char *path, int flags, ...) {
-    va_list arguments;
-    va_start(arguments, flags);
-    mode_t mode = (flags & (O_CREAT | O_TMPFILE)) ? (mode_t)va_arg(arguments, int) : 0;
-    va_end(arguments);
-    if (csimhost_enabled() && is_urandom(path)) return seeded_file(from_swift(__builtin_return_address(0)));
-    static int (*real)(const char *, int, ...);
-    if (!real) real = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
-    return real(path, flags, mode);
-}
+// open and open64 alike: the seeded file for the random devices, else the C library's.
+#define SEEDED_OPEN(name)                                                                            \
+    int name(const char *path, int flags, ...) {                                                    \
+        va_list arguments;                                                                          \
+        va_start(arguments, flags);                                                                 \
+        mode_t mode = (flags & (O_CREAT | O_TMPFILE)) ? (mode_t)va_arg(arguments, int) : 0;         \
+        va_end(arguments);                                                                          \
+        if (csimhost_enabled() && is_urandom(path)) return seeded_file(from_swift(__builtin_return_address(0))); \
+        static int (*real)(const char *, int, ...);                                                 \
+        if (!real) real = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, #name);                 \
+        return real(path, flags, mode);                                                             \
+    }
 
-int open64(const char *path, int flags, ...) {
-    va_list arguments;
-    va_start(arguments, flags);
-    mode_t mode = (flags & (O_CREAT | O_TMPFILE)) ? (mode_t)va_arg(arguments, int) : 0;
-    va_end(arguments);
-    if (csimhost_enabled() && is_urandom(path)) return seeded_file(from_swift(__builtin_return_address(0)));
-    static int (*real)(const char *, int, ...);
-    if (!real) real = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open64");
-    return real(path, flags, mode);
-}
+SEEDED_OPEN(open)
+SEEDED_OPEN(open64)

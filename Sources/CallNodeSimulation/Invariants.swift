@@ -39,7 +39,7 @@ public enum Invariant: String, CaseIterable, Sendable {
     public var meaning: String {
         switch self {
         case .endsOnce: "every call ends exactly once on each side it reached, and ends at all once everyone hangs up"
-        case .reasonsAgree: "the two sides' end reasons fit together (hung up / hung up on, declined, refused, failed)"
+        case .reasonsAgree: "the two sides' end reasons fit together (hung up / hung up on, declined, refused, failed); after a fault, one side may fail where its end could not reach the other, but not be told only that the call 'has ended' by a node that never crashed"
         case .silenceWhenMutedOrHeld: "no frame of a muted or held side's microphone is heard once what was in flight has played (0.8 s; on a network fit for speech, where nothing is concealed)"
         case .audioBothWays: "a connected call, not held, not muted, on a network fit for speech, carries each side's tone to the other within 2 s"
         case .failsOnlyForAFault: "no call ends as failed before the run has had a fault that can fail one (a partition, a reset, an unreachable node, a relay restart, a crash)"

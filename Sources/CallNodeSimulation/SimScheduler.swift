@@ -1,4 +1,5 @@
 import Foundation
+import TestingPrimitives
 
 /// Runs every job of this process's Swift concurrency on one thread, choosing by seed which of
 /// the jobs ready at the same moment runs next.
@@ -185,20 +186,11 @@ public final class SimScheduler: SerialExecutor, @unchecked Sendable {  // all s
     }
 }
 
-/// SplitMix64: small, fast and the same everywhere, so a seed means the same run on any machine.
-public struct SimRandom: RandomNumberGenerator, Sendable {
-    public var state: UInt64
+/// The simulator's generator: SplitMix64, small, fast and the same everywhere, so a seed means
+/// the same run on any machine.
+public typealias SimRandom = SplitMix64
 
-    public init(seed: UInt64) { state = seed }
-
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
+extension SplitMix64 {
     /// A number in `0..<bound`.
     public mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(max(1, bound))) }
 

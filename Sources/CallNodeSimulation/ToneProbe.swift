@@ -1,6 +1,7 @@
 import AudioDevices
 import Foundation
 import Locking
+import TestingPrimitives
 
 /// Listens to one call on one node: for each 20 ms frame played, which nodes' tones are in it.
 ///
@@ -27,7 +28,7 @@ final class ToneProbe: AudioSink {
         // A tone at 0.3 of full scale decodes to a peak well above −40 dBFS; quiet noise and the
         // codec's residue do not count.
         if energy / Double(max(1, frame.count)) > 100 * 100 {
-            for (index, frequency) in frequencies.enumerated() where Self.power(of: frequency, in: frame) > 0.1 * energy {
+            for (index, frequency) in frequencies.enumerated() where Goertzel.power(of: frequency, in: frame) > 0.1 * energy {
                 bits |= 1 << index
             }
         }
@@ -40,16 +41,4 @@ final class ToneProbe: AudioSink {
     }
 
     var count: Int { heard.withLock { $0.count } }
-
-    /// Power of one frequency in a frame, per sample (Goertzel).
-    static func power(of frequency: Double, in samples: [Int16], rate: Double = 48_000) -> Double {
-        let k = 2 * cos(2 * Double.pi * frequency / rate)
-        var s1 = 0.0, s2 = 0.0
-        for x in samples {
-            let s0 = Double(x) + k * s1 - s2
-            s2 = s1
-            s1 = s0
-        }
-        return (s1 * s1 + s2 * s2 - k * s1 * s2) / Double(max(1, samples.count))
-    }
 }
