@@ -45,6 +45,10 @@ public final class SimScheduler: SerialExecutor, @unchecked Sendable {  // all s
 
     /// Jobs run so far.
     public private(set) var jobsRun = 0
+    /// Jobs run since the last quiet moment, and how many a run may take without one (a step of
+    /// three nodes takes a few thousand).
+    private var jobsSinceQuiet = 0
+    static let livelockLimit = 2_000_000
     /// How long the driver waits for a job from another thread before it calls the run stuck.
     public var stallLimit: TimeInterval = 20
 
@@ -89,10 +93,13 @@ public final class SimScheduler: SerialExecutor, @unchecked Sendable {  // all s
     public enum Stop: Error, CustomStringConvertible {
         /// Nothing was ready, nothing waited for quiet, and no thread enqueued anything.
         case stuck(jobsRun: Int)
+        /// Jobs kept coming without a quiet moment: something loops without waiting for time.
+        case livelock(jobsRun: Int)
 
         public var description: String {
             switch self {
             case let .stuck(jobs): "the run is stuck after \(jobs) jobs: no job is ready and no thread enqueues one (a task awaits something that never comes)"
+            case let .livelock(jobs): "no quiet moment after \(jobs) jobs: something runs in a loop without waiting for time"
             }
         }
     }
@@ -127,6 +134,7 @@ public final class SimScheduler: SerialExecutor, @unchecked Sendable {  // all s
             } else if exclusiveDepth == 0, !quiescenceWaiters.isEmpty {
                 let waiters = quiescenceWaiters
                 quiescenceWaiters.removeAll()
+                jobsSinceQuiet = 0
                 lock.unlock()
                 for waiter in waiters { waiter.resume() }
                 continue
@@ -144,6 +152,11 @@ public final class SimScheduler: SerialExecutor, @unchecked Sendable {  // all s
                 continue
             }
             jobsRun += 1
+            jobsSinceQuiet += 1
+            if jobsSinceQuiet > Self.livelockLimit {
+                lock.unlock()
+                throw .livelock(jobsRun: jobsRun)
+            }
             if Self.debugPicks { picks.append("\(jobsRun) \(ready.count) \(arrivals.count) \(exclusiveDepth)") }
             lock.unlock()
             job.runSynchronously(on: asUnownedSerialExecutor())

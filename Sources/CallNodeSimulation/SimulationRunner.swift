@@ -42,7 +42,8 @@ public struct SimulationRunner: Sendable {
         } catch {
             let made = simulation.withLock { $0 }
             var trace = made?.trace ?? []
-            let failure = SimFailure(invariant: "stuck", message: "\(error)", frame: made?.frame ?? 0)
+            let kind = if case .livelock = error { "livelock" } else { "stuck" }
+            let failure = SimFailure(invariant: kind, message: "\(error)", frame: made?.frame ?? 0)
             trace.append(failure.description)
             return SimOutcome(plan: plan, trace: trace, failure: failure, frames: made?.frame ?? 0, calls: made?.calls.count ?? 0,
                               jobs: scheduler.jobsRun, foreignJobs: scheduler.foreignEnqueues)
