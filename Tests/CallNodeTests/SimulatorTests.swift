@@ -4,24 +4,23 @@ import Foundation
 import Testing
 
 /// `callnode-sim`: whole nodes under seeded actions, faults and schedules. Each run is a child
-/// process (the simulator takes over its process's Swift concurrency while it runs).
-@Suite struct SimulatorTests {
+/// process (the simulator takes over its process's Swift concurrency while it runs), one at a
+/// time and at a low priority: the simulator keeps a core busy, and the suite's real-time tests
+/// (sockets, child nodes answering within seconds) run beside it.
+@Suite(.serialized) struct SimulatorTests {
     static func sim(_ arguments: [String]) async throws -> (status: Int32, output: String) {
         let log = FileManager.default.temporaryDirectory.appendingPathComponent("callnode-sim-\(UUID()).log").path
         defer { try? FileManager.default.removeItem(atPath: log) }
         let executable = try BuildProducts.executable("callnode-sim")
-        let status = try await ControlServerTests.offPool { try ChildProcess.run(executable, arguments, output: log) }
+        let status = try await ControlServerTests.offPool { try ChildProcess.run("/usr/bin/nice", ["-n", "15", executable] + arguments, output: log) }
         return (status, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
     }
 
-    /// The sweep CI runs: 240 seeds (two processes of 120), every invariant kept.
+    /// The sweep CI runs: 240 seeds, every invariant kept.
     @Test func aSweepOfSeedsKeepsEveryInvariant() async throws {
-        async let first = Self.sim(["--seeds", "120", "--from", "1"])
-        async let second = Self.sim(["--seeds", "120", "--from", "121"])
-        for (status, output) in try await [first, second] {
-            #expect(status == 0, "\(output.split(separator: "\n").filter { $0.contains("FAILED") || $0.contains("broke") }.joined(separator: "\n"))")
-            #expect(output.contains("all 120 seeds kept every invariant"))
-        }
+        let (status, output) = try await Self.sim(["--seeds", "240", "--from", "1"])
+        #expect(status == 0, "\(output.split(separator: "\n").filter { $0.contains("FAILED") || $0.contains("broke") }.joined(separator: "\n"))")
+        #expect(output.contains("all 240 seeds kept every invariant"))
     }
 
     /// A seed prints the same trace every time, alone or within a sweep.
