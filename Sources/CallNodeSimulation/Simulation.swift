@@ -56,14 +56,14 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     private(set) var trace: [String] = []
     private(set) var failure: SimFailure?
     private(set) var frame = 0
-    private var world: InMemoryNodes!
+    var world: InMemoryNodes!
     var nodes: [CallNode] = []
     /// The relay every node registers at; the last node is reached only through it.
     let relay = InMemoryRelay()
     static let relayAddress = SignalAddress(host: "relay", port: 7700)
     /// Each node's host network, as the node reads it.
     private var hosts: [Locked<HostNetworkSnapshot>] = []
-    private var cursors: [Int] = []
+    var cursors: [Int] = []
     var faults = Faults()
     var calls: [UUID: SimCall] = [:]
     var callOrder: [UUID] = []
@@ -125,9 +125,9 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     /// The browser that has node a's call page open (a node of its own playing the page's WebRTC).
     var pageIndex: Int { nodeCount }
     /// The call page, open on node a.
-    private var page: InMemoryPage?
+    var page: InMemoryPage?
     /// Node-local call IDs (a page call has one on each side) to the simulation's.
-    private var aliases: [UUID: UUID] = [:]
+    var aliases: [UUID: UUID] = [:]
 
     func canonical(_ uuid: UUID) -> UUID { aliases[uuid] ?? uuid }
     /// The ID `node` knows the call by.
@@ -517,122 +517,6 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             if on { blocked.insert([node, other]) } else { blocked.remove([node, other]) }
         } catch {
             log("\(name(node)) could not \(on ? "block" : "unblock") \(name(other)): \(error)")
-        }
-    }
-
-    // MARK: Observing
-
-    /// Reads what each node reported since the last step, then checks every invariant.
-    private func observe() async {
-        for index in 0..<nodes.count {
-            let events = world.events(name(index))
-            while cursors[index] < events.count {
-                let event = events[cursors[index]]
-                cursors[index] += 1
-                await handle(event, at: index)
-            }
-        }
-        inspections = []
-        for (index, node) in nodes.enumerated() { inspections.append(down.contains(index) ? nil : await node.inspect()) }
-        readProbes()
-        await checkStep()
-    }
-
-    /// A side of a call: `local` is the node's ID for it; a page call's two sides have two
-    /// IDs, paired here (one page call at a time: the page carries one).
-    /// A side of a call: `local` is the node's ID for it. The browser's calls have IDs of their
-    /// own: each is the call the node knows by its wire ID.
-    private func register(_ local: UUID, at node: Int, caller: Bool) -> UUID {
-        let call = node == pageIndex ? (page?.wire(of: local) ?? local) : local
-        if calls[call] == nil {
-            calls[call] = SimCall(uuid: call, number: callOrder.count + 1)
-            callOrder.append(call)
-        }
-        if caller { calls[call]!.caller = node } else { calls[call]!.callee = node }
-        if calls[call]!.sides[node] == nil { calls[call]!.sides[node] = SimCall.Side(uuid: local) }
-        aliases[local] = call
-        return call
-    }
-
-    private func handle(_ event: NodeEvent, at node: Int) async {
-        let who = name(node)
-        // A page has no identity of its own: the node names every page by one fingerprint.
-        let isPage = { (from: Fingerprint) in from == WebSignalingServer.pagePeer || from == self.nodes[self.pageIndex].identity.fingerprint }
-        switch event {
-        case let .dialing(uuid, target):
-            let callee: Int? = switch target {
-            case let .contact(contact): SimMove.names.firstIndex(of: contact)
-            case .webPage: pageIndex
-            default: node == pageIndex ? 0 : nil
-            }
-            let call = register(uuid, at: node, caller: true)
-            calls[call]!.intendedCallee = callee
-            log("\(who): call \(callName(call)) dialing \(callee.map(name) ?? "?")")
-        case let .incoming(uuid, from, _, _):
-            let caller = node == pageIndex ? 0 : isPage(from) ? pageIndex : nodes.firstIndex { $0.identity.fingerprint == from }
-            let call = register(uuid, at: node, caller: false)
-            log("\(who): call \(callName(call)) incoming from \(caller.map(name) ?? "?")")
-        case let .connected(uuid, _):
-            let call = canonical(uuid)
-            guard calls[call]?.sides[node] != nil else { return log("\(who): connected, a call it never announced") }
-            calls[call]!.sides[node]!.connectedAt = frame
-            log("\(who): call \(callName(call)) connected")
-            let probe = ToneProbe(frequencies: Array(frequencies.prefix(nodes.count)))
-            calls[call]!.sides[node]!.probe = probe
-            let target = nodes[node]
-            Task {
-                do { try await target.record(uuid, into: probe, mixingSent: false) } catch { self.log("\(who): cannot listen to call \(self.callName(call)): \(error)") }
-            }
-        case let .ended(uuid, reason, detail, _):
-            let call = canonical(uuid)
-            guard calls[call]?.sides[node] != nil else { return log("\(who): an unknown call ended (\(reason.rawValue))") }
-            calls[call]!.sides[node]!.endCount += 1
-            let count = calls[call]!.sides[node]!.endCount
-            if count > 1 {
-                fail(.endsOnce, "call \(callName(call)) ended \(count) times on \(who): first \(calls[call]!.sides[node]!.ended!.rawValue), then \(reason.rawValue)")
-            } else {
-                calls[call]!.sides[node]!.ended = reason
-                calls[call]!.sides[node]!.endedAt = frame
-                calls[call]!.sides[node]!.endDetail = detail
-            }
-            log("\(who): call \(callName(call)) ended (\(reason.rawValue)\(detail.map { ": \($0)" } ?? ""))")
-            if reason == .failed, disruptedAt == nil {
-                fail(.failsOnlyForAFault, "call \(callName(call)) failed on \(who) though nothing in the run could fail it: \(detail ?? "no detail")")
-            }
-        case let .rejected(uuid, reason): log("\(who): call \(callName(uuid)) rejected (\(reason.rawValue))")
-        case let .refused(_, from, reason):
-            let caller = isPage(from) ? pageIndex : nodes.firstIndex { $0.identity.fingerprint == from }
-            log("\(who): refused a call from \(caller.map(name) ?? "?") (\(reason.rawValue))")
-        case let .ringing(uuid, _): log("\(who): call \(callName(uuid)) rings at the callee")
-        case let .remoteHold(uuid, on): log("\(who): call \(callName(uuid)) \(on ? "held" : "resumed") by the peer")
-        case let .dtmf(uuid, digit): log("\(who): call \(callName(uuid)) DTMF \(digit)")
-        case let .connectionLost(uuid): log("\(who): call \(callName(uuid)) connection lost")
-        case let .connectionRestored(uuid): log("\(who): call \(callName(uuid)) connection restored")
-        case let .signalingLost(uuid): log("\(who): call \(callName(uuid)) signaling lost")
-        case let .signalingResumed(uuid): log("\(who): call \(callName(uuid)) signaling resumed")
-        case let .iceRestarted(uuid, byPeer): log("\(who): call \(callName(uuid)) ICE restarted\(byPeer ? " by the peer" : "")")
-        case let .playoutReset(uuid, reset): log("\(who): call \(callName(uuid)) playout reset (\(reset.reason.rawValue))")
-        case let .firstAudio(uuid, _): log("\(who): call \(callName(uuid)) first audio")
-        case let .peerError(message): log("\(who): peer error: \(message)")
-        case let .recordingFailed(uuid, _, reason): log("\(who): call \(callName(uuid)) recording failed: \(reason)")
-        case let .webPage(connected, _): log("\(who): its call page \(connected ? "opened" : "closed")")
-        case let .audioRouteChanged(reason, _): log("\(who): audio route changed (\(reason))")
-        case .audioDeviceFailed, .audioInterrupted, .audioInterruptionEnded:
-            log("\(who): \(InMemoryNodes.kind(event))")
-        default:
-            break  // snapshots, statistics and setup details: not part of the story
-        }
-    }
-
-    private func readProbes() {
-        for uuid in callOrder {
-            for node in calls[uuid]!.sides.keys.sorted() {
-                guard let probe = calls[uuid]!.sides[node]!.probe else { continue }
-                let read = calls[uuid]!.sides[node]!.probeRead
-                let frames = probe.frames(from: read)
-                calls[uuid]!.sides[node]!.probeRead = read + frames.count
-                calls[uuid]!.sides[node]!.pending = Array(frames)
-            }
         }
     }
 
