@@ -90,8 +90,12 @@ public final class ControlServer: Sendable {
     private let token: [UInt8]?
     private let limits: Limits
     private let nodeEvents: AsyncStream<NodeEvent>
-    /// Requests being answered now (not event streams).
+    /// Connections being answered now (not event streams): a request read or being read, an
+    /// answer being written.
     private let answering = Locked(0)
+    /// Finished by ``close()`` once the answers in progress are written: what ``run()`` still
+    /// serves (event streams, a connection that never sent its request) is then cut.
+    private let cut = AsyncStream<Never>.makeStream()
 
     /// Listens at `address`. A Unix socket is made readable and writable by this user only; a
     /// stale socket file (no node answers on it) is replaced.
@@ -157,24 +161,30 @@ public final class ControlServer: Sendable {
 
     /// Serves until ``close()`` or cancellation: each connection in a child task, and the
     /// node's events to the API (for readers, and to end a finished call's prompt and recording).
+    /// Closing does not cancel a connection being answered: its answer is written first.
     public func run() async {
-        let api = self.api, nodeEvents = self.nodeEvents
-        await withDiscardingTaskGroup { group in
+        let api = self.api, nodeEvents = self.nodeEvents, cut = self.cut.stream
+        try? await withThrowingDiscardingTaskGroup { group in
             group.addTask {
                 for await event in nodeEvents { await api.nodeEvent(event) }
+            }
+            group.addTask {
+                // Ends when ``close()`` has let the answers in progress finish (or on
+                // cancellation): throwing cancels what is left.
+                for await _ in cut {}
+                throw CancellationError()
             }
             try? await server.executeThenClose { inbound in
                 for try await connection in inbound {
                     group.addTask { await self.serve(connection) }
                 }
             }
-            group.cancelAll()
         }
     }
 
     /// Stops listening, removes the socket file, closes the event streams and lets the
     /// requests being answered finish (for at most two seconds): a drain request's answer is
-    /// written before the node it drained exits.
+    /// written before the node it drained exits. Then ``run()`` returns.
     public func close() async {
         try? await server.channel.close()
         if case let .unix(path) = address { unlink(path) }
@@ -182,9 +192,14 @@ public final class ControlServer: Sendable {
         for _ in 0..<200 where answering.withLock({ $0 }) > 0 {
             try? await Task.sleep(for: .milliseconds(10))
         }
+        cut.continuation.finish()
     }
 
     private func serve(_ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>) async {
+        // Counted until the connection is closed (its answer handed to the socket), except
+        // while it streams events.
+        answering.withLock { $0 += 1 }
+        defer { answering.withLock { $0 -= 1 } }
         try? await connection.executeThenClose { inbound, outbound in
             var head: HTTPRequestHead?
             var body: [UInt8] = []
@@ -211,10 +226,10 @@ public final class ControlServer: Sendable {
                     }
                     let request = ControlRequest(method: head.method.rawValue, uri: head.uri, body: body)
                     if request.method == "GET", request.path == "/v1/events" {
+                        answering.withLock { $0 -= 1 }
+                        defer { answering.withLock { $0 += 1 } }
                         try await streamEvents(request, outbound: outbound, channel: connection.channel)
                     } else {
-                        answering.withLock { $0 += 1 }
-                        defer { answering.withLock { $0 -= 1 } }
                         try await Self.write(await api.respond(to: request), to: outbound)
                     }
                     return

@@ -187,6 +187,32 @@ import Glibc
         await f.shutdown()
     }
 
+    /// A drain that ends the node at once (the command line closes the server as soon as the
+    /// node has drained) is still answered: the server's close lets the answer be written.
+    @Test func aDrainThatClosesTheServerAtOnceIsStillAnswered() async throws {
+        let f = try InMemoryNodes()
+        let bob = try await f.node("bob")
+        for round in 0..<10 {
+            let path = Self.socketPath()
+            let closing = Locked<ControlServer?>(nil)
+            let api = ControlAPI(node: bob) { _ in
+                // What the command does once drained: close the server (from its own task).
+                let server = closing.withLock { $0 }
+                Task { await server?.close() }
+            }
+            let server = try await ControlServer(api: api, address: .unix(path))
+            closing.withLock { $0 = server }
+            let serving = Task { await server.run() }
+            let reply = await ControlClient(address: .unix(path)).sendResult("POST", "/v1/drain", body: [:])
+            #expect(reply?.status == 202 && reply?.object["draining"] as? Bool == true,
+                    "round \(round): \(reply.map { "\($0.status) \($0.object)" } ?? "no answer")")
+            // Closed, the server stops serving of its own accord.
+            await serving.value
+            #expect(access(path, F_OK) != 0)
+        }
+        await f.shutdown()
+    }
+
     @Test func theOpenAPIDocumentListsEveryRouteServedAndEveryRouteItListsIsServed() async throws {
         let document = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("docs/control-api.openapi.json")
