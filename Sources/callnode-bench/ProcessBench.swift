@@ -53,6 +53,24 @@ struct ProcessBench: AsyncParsableCommand {
         var cpuPerCallSecond: Double
         var switchesPerSecond: Double
         var residentMiB: Double
+        /// At the end of the window, in the call.
+        var memory = Memory()
+        /// The callee before it was called (a node listening, nothing else): the caller's is
+        /// not taken (it dials as it starts).
+        var idle: Memory?
+    }
+
+    /// A process's memory from /proc/PID/smaps_rollup, KiB: what is its own (anonymous: heap,
+    /// stacks, the codec's and SRTP's state) apart from file mappings shared with every process
+    /// that maps the same files (the binary, the Swift runtime, Foundation, ICU, libc), which
+    /// PSS divides among them.
+    struct Memory {
+        var rss = 0
+        var pss = 0
+        var anonymous = 0
+        var pssFile = 0
+        var privateClean = 0
+        var privateDirty = 0
     }
 
     func run() async throws {
@@ -112,6 +130,9 @@ struct ProcessBench: AsyncParsableCommand {
                              name, label, median(list.map(\.cpuPerCallSecond)), median(list.map(\.switchesPerSecond)), median(list.map(\.residentMiB)), runs))
             }
         }
+        for label in variants.map(\.0) + (sides["baresip"] != nil ? ["baresip"] : []) {
+            printMemory(label, sides[label] ?? [])
+        }
         print(String(format: "process anchor: bare Opus+SRTP loop %.4f s CPU per call-second (one leg's encode, protect, unprotect, decode; complexity %d; median of %d)",
                      median(bare), complexity, runs))
         print(String(format: "process anchor: the same loop paced, a frame every 20 ms %.4f s CPU per call-second (%.2f× the unpaced loop; median of %d)",
@@ -141,6 +162,27 @@ struct ProcessBench: AsyncParsableCommand {
             }
             print(line)
         }
+    }
+
+    /// Memory per process, idle and in the call, and what the call added (the callee's
+    /// figures in the call less its own before it: the same process). Medians over the runs.
+    func printMemory(_ label: String, _ runs: [(caller: Side, callee: Side)]) {
+        guard !runs.isEmpty else { return }
+        func median(_ values: [Int]) -> Double { Double(values.sorted()[values.count / 2]) / 1024 }
+        func line(_ what: String, _ list: [Memory]) -> String {
+            String(format: "%@: anonymous (its own) %.1f MiB, PSS %.1f MiB (of which files %.1f), RSS %.1f MiB (shared files %.1f)",
+                   what, median(list.map(\.anonymous)), median(list.map(\.pss)), median(list.map(\.pssFile)), median(list.map(\.rss)),
+                   median(list.map { $0.rss - $0.anonymous }))
+        }
+        let idle = runs.compactMap(\.callee.idle)
+        print("process memory (\(label)): " + line("idle callee", idle) + "; " + line("callee in the call", runs.map(\.callee.memory))
+              + "; " + line("caller in the call", runs.map(\.caller.memory)))
+        // PSS is no measure of what a call adds: the caller, started meanwhile, maps the same
+        // files and takes half of their share.
+        let added = runs.compactMap { run in run.callee.idle.map { run.callee.memory.anonymous - $0.anonymous } }
+        let dirty = runs.compactMap { run in run.callee.idle.map { run.callee.memory.privateDirty - $0.privateDirty } }
+        print(String(format: "process memory (%@): one call adds %.0f KiB anonymous (%.0f KiB private dirty) to the callee (median of %d)",
+                     label, median(added) * 1024, median(dirty) * 1024, runs.count))
     }
 
     /// The same call between two baresip processes (the C softphone anchor): SIP straight to
@@ -199,29 +241,52 @@ struct ProcessBench: AsyncParsableCommand {
         let callee = try Self.spawn(executable, ["-f", directory + "/callee", "-t", String(window + 20)], output: calleeLog)
         defer { kill(callee, SIGKILL); var status: Int32 = 0; waitpid(callee, &status, 0) }
         _ = try await Self.waitFor(calleeLog, "baresip is ready")
+        let calleeIdle = try await Self.idleMemory(callee)
         let caller = try Self.spawn(executable, ["-f", directory + "/caller", "-t", String(window + 6),
                                                  "-e", "/dial sip:callee@127.0.0.1:\(ports.callee)"], output: callerLog)
         defer { kill(caller, SIGKILL); var status: Int32 = 0; waitpid(caller, &status, 0) }
         _ = try await Self.waitFor(callerLog, "Call established")
         _ = try await Self.waitFor(calleeLog, "Call established")
         _ = try await Self.waitFor(calleeLog, "SRTP is Enabled")
-        return try await window(caller: caller, callee: callee, ticksPerSecond: ticksPerSecond)
+        return try await window(caller: caller, callee: callee, calleeIdle: calleeIdle, ticksPerSecond: ticksPerSecond)
     }
 
     /// A settling second, then both processes measured over the window.
-    func window(caller: pid_t, callee: pid_t, ticksPerSecond: Double) async throws -> (Side, Side) {
+    func window(caller: pid_t, callee: pid_t, calleeIdle: Memory, ticksPerSecond: Double) async throws -> (Side, Side) {
         try await Task.sleep(for: .seconds(1))
         let before = (try Self.sample(caller), try Self.sample(callee))
         let started = ContinuousClock.now
         try await Task.sleep(for: .seconds(window))
         let after = (try Self.sample(caller), try Self.sample(callee))
         let elapsed = Self.seconds(ContinuousClock.now - started)
-        func side(_ a: Sample, _ b: Sample) -> Side {
+        func side(_ a: Sample, _ b: Sample, _ pid: pid_t) throws -> Side {
             Side(cpuPerCallSecond: Double(b.cpuTicks - a.cpuTicks) / ticksPerSecond / elapsed,
                  switchesPerSecond: Double(b.contextSwitches - a.contextSwitches) / elapsed,
-                 residentMiB: Double(b.residentKiB) / 1024)
+                 residentMiB: Double(b.residentKiB) / 1024, memory: try Self.memory(pid))
         }
-        return (side(before.0, after.0), side(before.1, after.1))
+        var calleeSide = try side(before.1, after.1, callee)
+        calleeSide.idle = calleeIdle
+        return (try side(before.0, after.0, caller), calleeSide)
+    }
+
+    /// `pid`'s memory from /proc/PID/smaps_rollup.
+    static func memory(_ pid: pid_t) throws -> Memory {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/smaps_rollup", encoding: .utf8) else {
+            throw ValidationError("process \(pid) is gone")
+        }
+        var fields: [Substring: Int] = [:]
+        for line in text.split(separator: "\n") {
+            let parts = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
+            if parts.count >= 2, parts[0].hasSuffix(":"), let value = Int(parts[1]) { fields[parts[0].dropLast()] = value }
+        }
+        return Memory(rss: fields["Rss"] ?? 0, pss: fields["Pss"] ?? 0, anonymous: fields["Anonymous"] ?? 0, pssFile: fields["Pss_File"] ?? 0,
+                      privateClean: fields["Private_Clean"] ?? 0, privateDirty: fields["Private_Dirty"] ?? 0)
+    }
+
+    /// The callee's memory once it has been idle (ready for calls, none yet) for a second.
+    static func idleMemory(_ pid: pid_t) async throws -> Memory {
+        try await Task.sleep(for: .seconds(1))
+        return try memory(pid)
     }
 
     /// One call: returns the caller's and the callee's figures over the window.
@@ -243,12 +308,13 @@ struct ProcessBench: AsyncParsableCommand {
         guard let address = (try? JSONSerialization.jsonObject(with: Data(listening.utf8)) as? [String: Any])?["address"] as? String else {
             throw ValidationError("no listening address in \(calleeLog)")
         }
+        let calleeIdle = try await Self.idleMemory(callee)
         let caller = try Self.spawn(executable, ["call", "\(calleeIdentity)@\(address)", "--home", directory + "/caller",
                                                  "--duration", String(window + 4)] + common, output: callerLog)
         defer { kill(caller, SIGKILL); var status: Int32 = 0; waitpid(caller, &status, 0) }
         _ = try await Self.waitFor(callerLog, "\"first-audio\"")
         _ = try await Self.waitFor(calleeLog, "\"first-audio\"")
-        return try await window(caller: caller, callee: callee, ticksPerSecond: ticksPerSecond)
+        return try await window(caller: caller, callee: callee, calleeIdle: calleeIdle, ticksPerSecond: ticksPerSecond)
     }
 
     static func seconds(_ duration: Duration) -> Double {
