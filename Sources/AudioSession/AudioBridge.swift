@@ -75,6 +75,8 @@ public struct AudioBridge: Sendable {
     /// and the saturated mix handed to the output.
     private var fresh: [Int16] = []
     private var mixed: [Int16] = []
+    /// A conference member's capture and the others' audio, summed wide before saturating.
+    private var sums: [Int32] = []
 
     /// - Parameter maximumLag: In samples; three 20 ms frames at 48 kHz by default.
     public init(maximumLag: Int = 2_880) {
@@ -175,14 +177,18 @@ public struct AudioBridge: Sendable {
     public mutating func read(_ id: BridgePortID, into frame: inout [Int16], device: (inout [Int16]) -> Void) {
         let count = frame.count
         guard count > 0 else { return }
-        guard var port = ports[id], port.mode == .active else {
+        // In place through the port's index (a copy of the port would share its feeds and
+        // make the mix below copy them).
+        guard let index = ports.index(forKey: id), ports.values[index].mode == .active else {
             Self.silence(&frame)
             return
         }
         // A port's first read takes the newest audio another port already read (the ports then
         // share one device read per period) or, alone, what the device has now.
-        let shared = ports.contains { $0.key != id && $0.value.mode == .active && $0.value.captureCursor != nil }
-        var cursor = port.captureCursor ?? (shared ? max(capturedStart, captureHead - count) : captureHead)
+        var cursor = ports.values[index].captureCursor ?? {
+            let shared = ports.contains { $0.key != id && $0.value.mode == .active && $0.value.captureCursor != nil }
+            return shared ? max(capturedStart, captureHead - count) : captureHead
+        }()
         if cursor < captureHead - maximumLag { cursor = captureHead }
         let needed = cursor + count - captureHead
         if needed > 0 {
@@ -197,18 +203,42 @@ public struct AudioBridge: Sendable {
                 out.baseAddress!.update(from: all.baseAddress! + from, count: count)  // count > 0; captured holds [from, from + count)
             }
         }
-        port.captureCursor = cursor + count
-        if port.conference != nil {
-            for member in port.feeds.keys.sorted() {
-                var feed = port.feeds[member] ?? []
-                let taken = min(count, feed.count)
-                for index in 0..<taken { frame[index] = Self.saturated(Int32(frame[index]) + Int32(feed[index])) }
-                feed.removeFirst(taken)
-                port.feeds[member] = feed
+        ports.values[index].captureCursor = cursor + count
+        if ports.values[index].conference != nil {
+            mixFeeds(of: index, into: &frame)
+        }
+        trimCapture()
+    }
+
+    /// Adds the other members' audio waiting for the port at `index` to `frame`, summed wide and
+    /// saturated once, and takes it from their feeds, all in place: one pass over each feed
+    /// (copying a port or its feeds out of the dictionary and back would copy every member's
+    /// feed on every read, which made a conference's cost grow with the cube of its size).
+    private mutating func mixFeeds(of index: Dictionary<BridgePortID, Port>.Index, into frame: inout [Int16]) {
+        let count = frame.count
+        guard !ports.values[index].feeds.isEmpty else { return }
+        if sums.count != count { sums = [Int32](repeating: 0, count: count) }
+        sums.withUnsafeMutableBufferPointer { wide in
+            frame.withUnsafeBufferPointer { own in
+                for sample in 0..<count { wide[sample] = Int32(own[sample]) }
             }
         }
-        ports[id] = port
-        trimCapture()
+        var feedIndex = ports.values[index].feeds.startIndex
+        while feedIndex != ports.values[index].feeds.endIndex {
+            let taken = min(count, ports.values[index].feeds.values[feedIndex].count)
+            ports.values[index].feeds.values[feedIndex].withUnsafeBufferPointer { feed in
+                sums.withUnsafeMutableBufferPointer { wide in
+                    for sample in 0..<taken { wide[sample] += Int32(feed[sample]) }
+                }
+            }
+            ports.values[index].feeds.values[feedIndex].removeFirst(taken)
+            ports.values[index].feeds.formIndex(after: &feedIndex)
+        }
+        frame.withUnsafeMutableBufferPointer { out in
+            sums.withUnsafeBufferPointer { wide in
+                for sample in 0..<count { out[sample] = Self.saturated(wide[sample]) }
+            }
+        }
     }
 
     private static func silence(_ samples: inout [Int16]) {
@@ -306,17 +336,23 @@ public struct AudioBridge: Sendable {
             touched.withUnsafeMutableBufferPointer { marks in
                 for index in 0..<count { marks[base + index] = true }
             }
-            if !held, let conference = port.conference {
-                for (other, member) in ports where other != id && member.conference == conference && member.mode == .active {
-                    var feed = member.feeds[id] ?? []
-                    feed += samples
-                    if feed.count > maximumLag { feed.removeFirst(feed.count - maximumLag) }
-                    ports[other]?.feeds[id] = feed
-                }
-            }
         }
         port.playbackCursor = cursor + count
+        let conference = port.conference
         ports[id] = port
+        if let samples = played, !held, let conference {
+            // Each other active member's feed from this port, appended in place (see
+            // ``mixFeeds(of:into:)``).
+            var index = ports.startIndex
+            while index != ports.endIndex {
+                if ports.keys[index] != id, ports.values[index].conference == conference, ports.values[index].mode == .active {
+                    ports.values[index].feeds[id, default: []].append(contentsOf: samples)
+                    let excess = ports.values[index].feeds[id, default: []].count - maximumLag
+                    if excess > 0 { ports.values[index].feeds[id, default: []].removeFirst(excess) }
+                }
+                ports.formIndex(after: &index)
+            }
+        }
         flush(into: &outputs)
     }
 

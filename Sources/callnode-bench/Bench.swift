@@ -177,14 +177,22 @@ struct MediaBench: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Draw CPU and late frames against concurrent legs into this PNG (needs gnuplot: apt-get install gnuplot-nox).", valueName: "FILE.png"))
     var plot: String?
 
+    @Option(help: ArgumentHelp("Also sweep a conference: this side's leg of each call on a port of one audio session, all ports joined, so every party hears the others; party counts, in order, each against the bare ceiling timed beside it.", valueName: "PARTIES"))
+    var conference: [Int] = []
+
+    @Option(help: ArgumentHelp("Draw the conference sweep's CPU and late frames against parties into this PNG (gnuplot).", valueName: "FILE.png"))
+    var conferencePlot: String?
+
     func validate() throws {
         guard seconds > 0, runs > 0, realTimeSeconds > 0, memoryCalls > 0 else { throw ValidationError("counts must be positive") }
-        if plot != nil && Self.gnuplot() == nil {
-            throw ValidationError("--plot needs gnuplot on PATH (apt-get install gnuplot-nox)")
+        if (plot != nil || conferencePlot != nil) && Self.gnuplot() == nil {
+            throw ValidationError("--plot and --conference-plot need gnuplot on PATH (apt-get install gnuplot-nox)")
         }
         guard (0...10).contains(complexity) else { throw ValidationError("--complexity is 0–10") }
         if barePaced && bareStates == nil { throw ValidationError("--bare-paced needs --bare-states N") }
         guard legs.allSatisfy({ $0 >= 2 && $0 % 2 == 0 }) else { throw ValidationError("--legs values are even (two per call)") }
+        guard conference.allSatisfy({ $0 >= 2 }) else { throw ValidationError("--conference values are at least 2 parties") }
+        if conferencePlot != nil && conference.isEmpty { throw ValidationError("--conference-plot needs --conference PARTIES") }
     }
 
     func run() async throws {
@@ -275,6 +283,20 @@ struct MediaBench: AsyncParsableCommand {
                                                            label: "fixed complexity \(complexity), real libnice on loopback", overLibnice: true)
             print("media real time: \(overIce) legs within 0.5 % late frames over real libnice at complexity \(complexity)\(Self.ofCeiling(overIce, iceCeiling))")
         }
+        if !conference.isEmpty {
+            // Parties in one conference: each call's node-side leg on a session port, the
+            // ports joined; its peer leg, in this process too, on plain sources (as in the
+            // fixed sweep, two legs per call, so the same ceiling applies).
+            let (parties, ceiling, conferencePoints) = try await sweep(legs: conference.map { $0 * 2 }, speech: speech, configuration: fixedConfiguration,
+                                                                       baseline: baseline, label: "fixed complexity \(complexity), one conference", conference: true)
+            print("media real time: \(parties / 2) parties in one conference within 0.5 % late frames above the idle clock at complexity \(complexity) (each hears the others; \(parties) legs with their peers)\(Self.ofCeiling(parties, ceiling))")
+            if let conferencePlot {
+                try Self.draw(conferencePoints.map { ($0.legs / 2, $0.cpuPercent, $0.latePercent) }, baselinePercent: baseline * 100, to: conferencePlot,
+                              title: "CallNode: parties in one conference on one node, each with its peer leg (\(ProcessInfo.processInfo.activeProcessorCount) cores)",
+                              xLabel: "parties in one conference")
+                print("media real time: conference plot written to \(conferencePlot)")
+            }
+        }
         if followLoad {
             // The same sweep with complexity following the clock's load, from the first count
             // past the fixed figure (the counts below it keep up at full complexity anyway).
@@ -304,7 +326,9 @@ struct MediaBench: AsyncParsableCommand {
     }
 
     /// CPU (percent of the machine) and late phase ticks (percent) against concurrent legs.
-    static func draw(_ points: [(legs: Int, cpuPercent: Double, latePercent: Double)], baselinePercent: Double, to path: String) throws {
+    static func draw(_ points: [(legs: Int, cpuPercent: Double, latePercent: Double)], baselinePercent: Double, to path: String,
+                     title: String = "CallNode media legs in real time (\(ProcessInfo.processInfo.activeProcessorCount) cores)",
+                     xLabel: String = "concurrent call legs") throws {
         guard let gnuplot = gnuplot() else { throw ValidationError("gnuplot is not installed") }
         let data = path + ".dat"
         try points.map { String(format: "%d %.2f %.3f", $0.legs, $0.cpuPercent, $0.latePercent) }.joined(separator: "\n")
@@ -313,8 +337,8 @@ struct MediaBench: AsyncParsableCommand {
         let script = """
             set terminal pngcairo size 900,520 font ",11"
             set output '\(path)'
-            set title 'CallNode media legs in real time (\(ProcessInfo.processInfo.activeProcessorCount) cores)'
-            set xlabel 'concurrent call legs'
+            set title '\(title)'
+            set xlabel '\(xLabel)'
             set ylabel 'CPU, % of the machine'
             set y2label 'late phase ticks, %'
             set ytics nomirror
@@ -361,8 +385,12 @@ struct MediaBench: AsyncParsableCommand {
     /// beside it (before and after that count ran: this machine's speed drifts by a quarter
     /// within minutes, so a ceiling timed once at the start can be far from the one the count
     /// met), and each count's CPU and late share.
+    ///
+    /// With `conference`, each call's first leg reads and plays through a port of one
+    /// app-owned audio session (a manual device, fed a frame of capture and drained every
+    /// period), all ports joined in one conference.
     func sweep(legs: [Int], speech: [Int16], configuration: MediaConfiguration, baseline: Double,
-               label: String, overLibnice: Bool = false) async throws -> (Int, Double?, [(legs: Int, cpuPercent: Double, latePercent: Double)]) {
+               label: String, overLibnice: Bool = false, conference: Bool = false) async throws -> (Int, Double?, [(legs: Int, cpuPercent: Double, latePercent: Double)]) {
         var best = 0
         var bestCeiling: Double?
         var points: [(legs: Int, cpuPercent: Double, latePercent: Double)] = []
@@ -371,6 +399,27 @@ struct MediaBench: AsyncParsableCommand {
             let clock = MediaClock(phases: phases)
             var calls: [(MediaActor, MediaActor)] = []
             var agents: [IceAgent] = []
+            let backend = ManualRenderingBackend()
+            let session = AudioSessionOwner<AppOwned>(name: "conference", configuration: AudioSessionConfiguration(), backend: backend)
+            var ports: [SessionPort] = []
+            if conference {
+                try await session.setVoiceProcessingEnabled(false)
+                _ = try await session.activate()
+                for _ in 0..<(count / 2) { ports.append(try await session.port()) }
+                await session.join(ports.map(\.id))
+            }
+            let device = backend.endpoint("manual")
+            let feeding = Task {
+                // The conference's device: a frame of capture in, the output drained, each period.
+                guard conference else { return }
+                let frame = Array(speech.prefix(960))
+                while !Task.isCancelled {
+                    device.pushCapture(frame)
+                    _ = device.pullPlayback(maximum: 48_000)
+                    try? await Task.sleep(for: .milliseconds(20))
+                }
+            }
+            defer { feeding.cancel() }
             for index in 0..<(count / 2) {
                 // Independent calls: each starts its speech somewhere else (an odd step through
                 // the ten seconds, so no two are in step).
@@ -381,7 +430,8 @@ struct MediaBench: AsyncParsableCommand {
                     calls.append(try await Self.makeCall(clock: clock, speech: speech, configuration: configuration, speechOffset: offset,
                                                          transports: (IceMediaTransport(agent: a), IceMediaTransport(agent: b))))
                 } else {
-                    calls.append(try await Self.makeCall(clock: clock, speech: speech, configuration: configuration, speechOffset: offset))
+                    calls.append(try await Self.makeCall(clock: clock, speech: speech, configuration: configuration, speechOffset: offset,
+                                                         endpointsA: conference ? (ports[index].source, ports[index].sink) : nil))
                 }
             }
             defer { if !agents.isEmpty { let closing = agents; Task { for agent in closing { await agent.close() } } } }
@@ -403,6 +453,8 @@ struct MediaBench: AsyncParsableCommand {
             for call in calls { await call.0.stop(); await call.1.stop() }
             for agent in agents { await agent.close() }
             agents = []
+            feeding.cancel()
+            if conference { try await session.deactivate() }
             let ceilingAfter = try bareCeiling(speech: speech, configuration: configuration)
             let ceiling = (ceilingBefore.legs + ceilingAfter.legs) / 2
             let fraction = report.lateFraction(phases: clock.phases)
