@@ -30,6 +30,9 @@ public enum BridgePortMode: Sendable, Equatable {
 ///   device once every live port has added its part, so one port alone plays with no added
 ///   delay and several are summed sample for sample. A port more than ``maximumLag`` behind
 ///   the others is not waited for; what it plays later joins the timeline where it stands.
+/// - **Conferences**: what members play is also summed into the conference's mix at its
+///   place on the playback timeline; each member hears the mix, less its own part, up to
+///   where every other live member has played.
 ///
 /// The anchors are PJSIP's conference bridge and baresip's `aumix`. Plain value, no locking:
 /// ``SessionDevices`` holds it under its lock and tests drive it directly.
@@ -42,8 +45,30 @@ public struct AudioBridge: Sendable {
         var captureCursor: Int?
         /// Where the port adds next on the playback timeline (nil until its first write).
         var playbackCursor: Int?
-        /// Other conference members' audio not yet read by this port, by member.
-        var feeds: [BridgePortID: [Int16]] = [:]
+        /// Where the port next hears its conference, on the playback timeline (nil until it
+        /// first hears the others).
+        var mixCursor: Int?
+        /// What the port added to its conference's mix, for [ownStart, ownStart + own.count)
+        /// of the playback timeline: taken back out of what it hears.
+        var own: [Int16] = []
+        var ownStart = 0
+
+        /// Forgets where it heard the conference and what it added to it.
+        mutating func resetConference() {
+            mixCursor = nil
+            own.removeAll(keepingCapacity: true)
+            ownStart = 0
+        }
+    }
+
+    /// A conference's mix: every active member's played audio summed at its place on the
+    /// playback timeline, for [start, start + sums.count). A member hears the mix less its own
+    /// part, where every other member has played: one sum per sample however many members
+    /// (a buffer per pair of members grew with the square of the conference).
+    struct ConferenceMix: Sendable {
+        var start = 0
+        var sums: [Int32] = []
+        var end: Int { start + sums.count }
     }
 
     /// What a write produced for the device: samples to play, or a stretch to fill as skipped
@@ -58,6 +83,7 @@ public struct AudioBridge: Sendable {
     public let maximumLag: Int
 
     private(set) var ports: [BridgePortID: Port] = [:]
+    private var mixes: [Int: ConferenceMix] = [:]
     private var nextPort = 1
     private var nextConference = 1
 
@@ -110,7 +136,7 @@ public struct AudioBridge: Sendable {
         guard var port = ports[id], port.mode != mode else { return [] }
         port.mode = mode
         port.captureCursor = nil
-        port.feeds = [:]
+        port.mixCursor = nil
         ports[id] = port
         trimCapture()
         return flush()
@@ -139,20 +165,30 @@ public struct AudioBridge: Sendable {
         for id in members where ports[id]?.conference != conference {
             leaveConference(id)
             ports[id]?.conference = conference
+            ports[id]?.resetConference()
         }
     }
 
     /// Takes a port out of its conference; a conference left with one member ends.
     public mutating func leaveConference(_ id: BridgePortID) {
-        guard let conference = ports[id]?.conference else { return }
-        ports[id]?.conference = nil
-        ports[id]?.feeds = [:]
+        guard let index = ports.index(forKey: id), let conference = ports.values[index].conference else { return }
+        // What it played that the others have not all heard yet leaves the mix with it.
+        if var mix = mixes[conference] {
+            let own = ports.values[index].own, ownStart = ports.values[index].ownStart
+            let from = max(mix.start, ownStart), to = min(mix.end, ownStart + own.count)
+            if from < to {
+                for position in from..<to { mix.sums[position - mix.start] -= Int32(own[position - ownStart]) }
+            }
+            mixes[conference] = mix
+        }
+        ports.values[index].conference = nil
+        ports.values[index].resetConference()
         let rest = ports.filter { $0.value.conference == conference }.map(\.key)
-        for other in rest { ports[other]?.feeds[id] = nil }
         if rest.count == 1 {
             ports[rest[0]]?.conference = nil
-            ports[rest[0]]?.feeds = [:]
+            ports[rest[0]]?.resetConference()
         }
+        if rest.count <= 1 { mixes[conference] = nil }
     }
 
     public func conference(of id: BridgePortID) -> [BridgePortID] {
@@ -177,8 +213,8 @@ public struct AudioBridge: Sendable {
     public mutating func read(_ id: BridgePortID, into frame: inout [Int16], device: (inout [Int16]) -> Void) {
         let count = frame.count
         guard count > 0 else { return }
-        // In place through the port's index (a copy of the port would share its feeds and
-        // make the mix below copy them).
+        // In place through the port's index (a copy of the port would share its own part of
+        // the conference and make the mix below copy it).
         guard let index = ports.index(forKey: id), ports.values[index].mode == .active else {
             Self.silence(&frame)
             return
@@ -205,40 +241,111 @@ public struct AudioBridge: Sendable {
         }
         ports.values[index].captureCursor = cursor + count
         if ports.values[index].conference != nil {
-            mixFeeds(of: index, into: &frame)
+            hearConference(index, into: &frame)
         }
         trimCapture()
     }
 
-    /// Adds the other members' audio waiting for the port at `index` to `frame`, summed wide and
-    /// saturated once, and takes it from their feeds, all in place: one pass over each feed
-    /// (copying a port or its feeds out of the dictionary and back would copy every member's
-    /// feed on every read, which made a conference's cost grow with the cube of its size).
-    private mutating func mixFeeds(of index: Dictionary<BridgePortID, Port>.Index, into frame: inout [Int16]) {
-        let count = frame.count
-        guard !ports.values[index].feeds.isEmpty else { return }
-        if sums.count != count { sums = [Int32](repeating: 0, count: count) }
-        sums.withUnsafeMutableBufferPointer { wide in
-            frame.withUnsafeBufferPointer { own in
-                for sample in 0..<count { wide[sample] = Int32(own[sample]) }
-            }
+    /// Adds what the port's conference played to `frame`, less the port's own part, summed
+    /// wide and saturated once: the next stretch every other live member has played (the mix
+    /// is read where it is complete, so a member that plays later in the period is not missed;
+    /// a member hears the others up to a frame later than they played).
+    private mutating func hearConference(_ index: Dictionary<BridgePortID, Port>.Index, into frame: inout [Int16]) {
+        guard let conference = ports.values[index].conference, let mix = mixes[conference] else { return }
+        let id = ports.keys[index], count = frame.count
+        // Where every other live member has played to: members further behind than the lag
+        // (stopped, paused) are not waited for, as on the output.
+        var ahead = Int.min
+        for (other, port) in ports where other != id && port.conference == conference && port.mode == .active {
+            if let cursor = port.playbackCursor { ahead = max(ahead, cursor) }
         }
-        var feedIndex = ports.values[index].feeds.startIndex
-        while feedIndex != ports.values[index].feeds.endIndex {
-            let taken = min(count, ports.values[index].feeds.values[feedIndex].count)
-            ports.values[index].feeds.values[feedIndex].withUnsafeBufferPointer { feed in
-                sums.withUnsafeMutableBufferPointer { wide in
-                    for sample in 0..<taken { wide[sample] += Int32(feed[sample]) }
+        guard ahead > Int.min else { return }
+        var complete = Int.max
+        for (other, port) in ports where other != id && port.conference == conference && port.mode == .active {
+            if let cursor = port.playbackCursor, cursor >= ahead - maximumLag { complete = min(complete, cursor) }
+        }
+        complete = min(complete, mix.end)
+        var cursor = ports.values[index].mixCursor ?? (complete - count)
+        if cursor < complete - maximumLag { cursor = complete - count }
+        cursor = max(cursor, mix.start)
+        let available = min(count, complete - cursor)
+        guard available > 0 else { return }
+        if sums.count != count { sums = [Int32](repeating: 0, count: count) }
+        let own = ports.values[index].own, ownStart = ports.values[index].ownStart
+        sums.withUnsafeMutableBufferPointer { wide in
+            frame.withUnsafeBufferPointer { microphone in
+                mix.sums.withUnsafeBufferPointer { all in
+                    for sample in 0..<available { wide[sample] = Int32(microphone[sample]) + all[cursor - mix.start + sample] }
+                }
+                for sample in available..<count { wide[sample] = Int32(microphone[sample]) }
+            }
+            own.withUnsafeBufferPointer { mine in
+                // The port's own part of that stretch, where it played there.
+                let from = max(cursor, ownStart), to = min(cursor + available, ownStart + mine.count)
+                if from < to {
+                    for position in from..<to { wide[position - cursor] -= Int32(mine[position - ownStart]) }
                 }
             }
-            ports.values[index].feeds.values[feedIndex].removeFirst(taken)
-            ports.values[index].feeds.formIndex(after: &feedIndex)
         }
         frame.withUnsafeMutableBufferPointer { out in
             sums.withUnsafeBufferPointer { wide in
                 for sample in 0..<count { out[sample] = Self.saturated(wide[sample]) }
             }
         }
+        ports.values[index].mixCursor = cursor + available
+        trimMix(conference)
+    }
+
+    /// Adds a conference member's played samples at `position` to its conference's mix, and
+    /// keeps them as the member's own part.
+    private mutating func addToMix(_ index: Dictionary<BridgePortID, Port>.Index, conference: Int, at position: Int, _ samples: [Int16]) {
+        var mix = mixes[conference] ?? ConferenceMix(start: position)
+        mixes[conference] = nil  // held here while it changes: no second reference to copy
+        let skip = max(0, mix.start - position)  // a stretch already let go
+        if skip < samples.count {
+            let end = position + samples.count - mix.start
+            if end > mix.sums.count { mix.sums.append(contentsOf: repeatElement(0, count: end - mix.sums.count)) }
+            mix.sums.withUnsafeMutableBufferPointer { all in
+                samples.withUnsafeBufferPointer { played in
+                    for sample in skip..<played.count { all[position - mix.start + sample] += Int32(played[sample]) }
+                }
+            }
+        }
+        mixes[conference] = mix
+        if ports.values[index].own.isEmpty || ports.values[index].ownStart + ports.values[index].own.count != position {
+            ports.values[index].own.removeAll(keepingCapacity: true)
+            ports.values[index].ownStart = position
+        }
+        ports.values[index].own.append(contentsOf: samples)
+        // Its own part is needed as long as the mix keeps that stretch: the lag and a frame.
+        let excess = ports.values[index].own.count - (2 * maximumLag + 2 * samples.count)
+        if excess > 0 {
+            ports.values[index].own.removeFirst(excess + maximumLag)
+            ports.values[index].ownStart += excess + maximumLag
+        }
+    }
+
+    /// Lets go of the stretch of a conference's mix every member has heard, or that is further
+    /// back than any member may still read.
+    private mutating func trimMix(_ conference: Int) {
+        guard var mix = mixes[conference] else { return }
+        // A member reads no further back than the lag behind where all have played, which is
+        // itself no more than the lag behind the newest.
+        var oldest = mix.end - 2 * maximumLag
+        // Sooner once every member has heard a stretch (one that has not yet heard anything
+        // may start a frame behind where the others have played).
+        var readers = Int.max
+        for port in ports.values where port.conference == conference {
+            readers = min(readers, port.mixCursor ?? Int.min)
+        }
+        oldest = max(oldest, min(readers, mix.end))
+        let drop = min(mix.sums.count, oldest - mix.start)
+        // In steps of a few frames: each drop moves what is kept.
+        guard drop >= 4_800 else { return }
+        mixes[conference] = nil
+        mix.sums.removeFirst(drop)
+        mix.start += drop
+        mixes[conference] = mix
     }
 
     private static func silence(_ samples: inout [Int16]) {
@@ -340,18 +447,8 @@ public struct AudioBridge: Sendable {
         port.playbackCursor = cursor + count
         let conference = port.conference
         ports[id] = port
-        if let samples = played, !held, let conference {
-            // Each other active member's feed from this port, appended in place (see
-            // ``mixFeeds(of:into:)``).
-            var index = ports.startIndex
-            while index != ports.endIndex {
-                if ports.keys[index] != id, ports.values[index].conference == conference, ports.values[index].mode == .active {
-                    ports.values[index].feeds[id, default: []].append(contentsOf: samples)
-                    let excess = ports.values[index].feeds[id, default: []].count - maximumLag
-                    if excess > 0 { ports.values[index].feeds[id, default: []].removeFirst(excess) }
-                }
-                ports.formIndex(after: &index)
-            }
+        if let samples = played, !held, let conference, let index = ports.index(forKey: id) {
+            addToMix(index, conference: conference, at: cursor, samples)
         }
         flush(into: &outputs)
     }
