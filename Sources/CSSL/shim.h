@@ -83,4 +83,17 @@ static inline int cssl_dtls_handle_timeout(SSL *ssl) {
     return (int)DTLSv1_handle_timeout(ssl);
 }
 
+/* Retransmission as browsers pace it rather than OpenSSL's default (1 s doubling to 60 s, so a
+ * handshake through heavy loss waits 1 + 2 + 4 + 8 s between tries and runs out of time): the
+ * first flight is resent after 250 ms, each later wait doubles up to 1 s and stays there. */
+static inline unsigned int cssl_dtls_timer(SSL *ssl, unsigned int previous_us) {
+    (void)ssl;
+    if (previous_us == 0) return 250000;
+    return previous_us >= 500000 ? 1000000 : previous_us * 2;
+}
+
+static inline void cssl_set_dtls_timer(SSL *ssl) {
+    DTLS_set_timer_cb(ssl, cssl_dtls_timer);
+}
+
 #endif

@@ -127,8 +127,10 @@ public struct CallNodeConfiguration: Sendable {
     public var frameEncryption: FrameEncryptionPolicy = .preferred
     /// Tests only: replaces the agreed frame keys (to show what a node with a wrong key gets).
     var frameKeyAdjustment: (@Sendable (FrameKeys) -> FrameKeys)?
-    /// How long a DTLS handshake may take once ICE has connected before the call fails.
-    public var dtlsHandshakeTimeout: Duration = .seconds(10)
+    /// How long a DTLS handshake may take once ICE has connected before the call fails. Its
+    /// flights are resent after 0.25, 0.5, then every 1 s: 20 s is ~20 tries, enough through
+    /// half the datagrams lost each way.
+    public var dtlsHandshakeTimeout: Duration = .seconds(20)
     /// A rendezvous relay to stay registered at (reachable by fingerprint through it) and to
     /// call contacts that have no address through.
     public var relay: SignalAddress?

@@ -274,6 +274,7 @@ public final class DTLSEndpoint: Sendable {
         cssl_bio_set_mem_eof_return(outbound, -1)
         SSL_set_bio(ssl, inbound, outbound)  // the SSL owns both BIOs now
         cssl_set_mtu(ssl, mtu - 28)  // the MTU OpenSSL sees excludes the IP and UDP headers
+        cssl_set_dtls_timer(ssl)
         if role == .client { SSL_set_connect_state(ssl) } else { SSL_set_accept_state(ssl) }
         state = Locked(Connection(context: context, ssl: ssl, inbound: inbound, outbound: outbound))
     }

@@ -248,6 +248,35 @@ import Testing
         await server.close()
     }
 
+    /// The first flight is resent after a quarter second (OpenSSL's own default waits a whole
+    /// second, then two, four, eight: through heavy loss a handshake ran out of time).
+    @Test func theFirstRetransmissionComesAfterAQuarterSecond() throws {
+        let alice = try DTLSEndpointTests.certificate(), bob = try DTLSEndpointTests.certificate()
+        let client = try DTLSEndpoint(certificate: alice, role: .client, remoteFingerprint: bob.fingerprint)
+        #expect(!client.start().send.isEmpty)
+        let wait = try #require(client.timeUntilRetransmission)
+        #expect(wait > .milliseconds(150) && wait <= .milliseconds(250), "\(wait)")
+    }
+
+    /// Half the datagrams lost each way (eight seeded patterns, side by side), and every
+    /// handshake finishes within 12 s: its flights are resent every second at most (OpenSSL's
+    /// default timer would have resent them at 1, 3 and 7 s, the next at 15).
+    @Test func handshakesThroughHalfTheDatagramsLostFinish() async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for seed in UInt64(1)...8 {
+                group.addTask {
+                    let pattern = Locked(SplitMix64(seed: seed))
+                    let (client, server) = try Self.pair(lose: { _ in pattern.withLock { $0.next() % 2 == 0 } }, timeout: .seconds(12))
+                    defer { Task { await client.close(); await server.close() } }
+                    let clientKeys = try await client.keys()
+                    let serverKeys = try await server.keys()
+                    #expect(clientKeys.outbound == serverKeys.inbound && clientKeys.inbound == serverKeys.outbound, "seed \(seed)")
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+
     @Test func aPeerThatNeverAnswersTimesOut() async throws {
         let (client, server) = try Self.pair(lose: { _ in false }, serverAnswers: false, timeout: .milliseconds(300))
         await #expect(throws: DTLSError.timedOut(.milliseconds(300))) { try await client.keys() }
