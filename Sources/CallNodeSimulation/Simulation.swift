@@ -283,10 +283,12 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         let served = nodes[0], browser = nodes[pageIndex]
         page = InMemoryPage(browser: browser, servedBy: served)
         let before = world.events(name(0)).count
-        var tries = 0
+        // Bounded by the wall clock, not by a count of yields: the page's opening crosses a
+        // thread of the node's own, which a loaded machine (a sweep beside other work) may
+        // leave waiting for longer than any fixed number of yields takes.
+        let deadline = ContinuousClock.now + .seconds(30)
         while !world.events(name(0)).dropFirst(before).contains(where: { if case .webPage(true, _) = $0 { true } else { false } }) {
-            tries += 1
-            if tries > 100_000 { throw SetUpError(message: "\(name(0)) never saw its call page open") }
+            if ContinuousClock.now > deadline { throw SetUpError(message: "\(name(0)) never saw its call page open (30 s)") }
             await Task.yield()
         }
     }
