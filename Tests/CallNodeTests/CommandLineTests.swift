@@ -88,7 +88,7 @@ extension RealTimeTests {
         #expect(events.contains { $0["event"] as? String == "stats" })
 
         // The listener exits after its first call; the recording holds what Alice sent.
-        #expect(listener.wait() == 0, "listener:\n\((try? String(contentsOfFile: listenLog, encoding: .utf8)) ?? "")")
+        #expect(await listener.wait() == 0, "listener:\n\((try? String(contentsOfFile: listenLog, encoding: .utf8)) ?? "")")
         let heard = try WAV.read(path: recorded).samples
         #expect(heard.count > 48_000 * 4)
         let match = AudioAlignment.best(sent: try WAV.read(path: sent).samples, received: heard)
@@ -148,11 +148,11 @@ extension RealTimeTests {
         let secondLog = directory + "/second.log"
         let second = try ChildProcess(callnode, ["call", address, "--home", directory + "/carol", "--bind", "127.0.0.1"], output: secondLog)
         defer { second.stop() }
-        #expect(second.wait() == 1)
+        #expect(await second.wait() == 1)
         let refused = (try? String(contentsOfFile: secondLog, encoding: .utf8)) ?? ""
         #expect(refused.contains("draining"), "\(refused)")
-        #expect(first.wait() == 0, "the call in progress was cut: \((try? String(contentsOfFile: firstLog, encoding: .utf8)) ?? "")")
-        #expect(listener.wait() == 0)
+        #expect(await first.wait() == 0, "the call in progress was cut: \((try? String(contentsOfFile: firstLog, encoding: .utf8)) ?? "")")
+        #expect(await listener.wait() == 0)
         let listened = (try? String(contentsOfFile: listenLog, encoding: .utf8)) ?? ""
         #expect(listened.contains("drained: every call has ended"), "\(listened.suffix(600))")
     }
@@ -184,7 +184,7 @@ extension RealTimeTests {
         for _ in 0..<50 where heardLevels().count < counted + 2 { try await Task.sleep(for: .milliseconds(100)) }
         let after = try #require(heardLevels().last)
         #expect(abs((before - after) - 12) < 2, "the caller heard \(before) dB, then \(after) dB")
-        #expect(caller.wait() == 0)
+        #expect(await caller.wait() == 0)
     }
 
     /// On a terminal (a pseudo-terminal 60 columns wide, made by util-linux `script`, keys
@@ -207,7 +207,7 @@ extension RealTimeTests {
         defer { declined.stop() }
         _ = try await Self.waitForLine(in: listenLog, process: listener) { $0.contains("a answer, d decline") }
         press("d")
-        #expect(declined.wait() == 1)
+        #expect(await declined.wait() == 1)
         let declinedOutput = (try? String(contentsOfFile: declinedLog, encoding: .utf8)) ?? ""
         #expect(declinedOutput.contains("rejected: declined"), "\(declinedOutput)")
 
@@ -220,8 +220,8 @@ extension RealTimeTests {
             try await Task.sleep(for: .milliseconds(100))
         }
         press("a")
-        #expect(answered.wait() == 0, "\((try? String(contentsOfFile: answeredLog, encoding: .utf8)) ?? "")")
-        #expect(listener.wait() == 0)
+        #expect(await answered.wait() == 0, "\((try? String(contentsOfFile: answeredLog, encoding: .utf8)) ?? "")")
+        #expect(await listener.wait() == 0)
 
         // Every drawing of the status line, escape sequences aside.
         let screen = try String(contentsOfFile: listenLog, encoding: .utf8)
@@ -287,7 +287,7 @@ extension RealTimeTests {
                                       output: directory + "/a.log")
         _ = try await Self.waitForLine(in: directory + "/a.log", process: caller) { $0.contains("ringing") }
         kill(caller.pid, SIGINT)
-        let status = caller.wait()
+        let status = await caller.wait()
         let output = (try? String(contentsOfFile: directory + "/a.log", encoding: .utf8)) ?? ""
         #expect(status == 1, "\(output)")
         #expect(output.contains("the call did not connect: hung up before it was answered"), "\(output)")

@@ -129,7 +129,7 @@ extension RealTimeTests {
 
         // The drain through the API ends the node once its (no) calls are done.
         #expect(try await Self.callnode(["ctl", "drain", "--home", bob.home], in: directory).status == 0)
-        #expect(bob.0.wait() == 0)
+        #expect(await bob.0.wait() == 0)
     }
 
     /// Polls `ctl calls --json` at `home` until `predicate` holds for the call list.
@@ -244,7 +244,7 @@ extension RealTimeTests {
         _ = try await Self.waitForCalls(bob.home, in: directory) { $0.isEmpty }
         // A drain from curl: the node exits once its (no) calls are over.
         #expect(try await curl("POST", "/v1/drain").contains("\"draining\":true"))
-        #expect(bob.0.wait() == 0)
+        #expect(await bob.0.wait() == 0)
     }
 
     @Test func overTCPTheAPINeedsItsTokenFromAFileAndCtlPresentsIt() async throws {
@@ -309,7 +309,7 @@ extension RealTimeTests {
 
         // The IVR says goodbye and hangs up; it saved the message and exits after its one call.
         _ = try await CommandLineTests.waitForLine(in: caller.log, process: caller.0) { $0.contains("\"ended\"") }
-        #expect(ivr.wait() == 0)
+        #expect(await ivr.wait() == 0)
         let output = (try? String(contentsOfFile: ivrLog, encoding: .utf8)) ?? ""
         let saved = try #require(output.split(separator: "\n").first { $0.hasPrefix("saved message ") }, "\(output)")
         let files = try FileManager.default.contentsOfDirectory(atPath: messages).filter { $0.hasSuffix(".wav") }

@@ -113,8 +113,8 @@ extension RealTimeTests {
         try await Task.sleep(for: .seconds(3))
         recorder.stop(grace: .milliseconds(200))
 
-        #expect(run.alice.wait() == 0)
-        #expect(run.bob.wait() == 0, "\((try? String(contentsOfFile: run.bobLog, encoding: .utf8)) ?? "")")
+        #expect(await run.alice.wait() == 0)
+        #expect(await run.bob.wait() == 0, "\((try? String(contentsOfFile: run.bobLog, encoding: .utf8)) ?? "")")
         #expect(Self.events(run.bobLog, "ended").first?["reason"] as? String == "remoteEnded", "the call went on to its end")
         #expect(Self.events(run.bobLog, "audio-device-failed").isEmpty)
         // The fallback plays Alice: her tone, in (nearly) every frame of the 3 s recorded.
@@ -144,7 +144,7 @@ extension RealTimeTests {
         #expect(!Self.events(run.bobLog, "audio-device-failed").isEmpty)
         #expect(!Self.events(run.bobLog, "route-change").isEmpty)
         // Alice learns the call ended after a failure on Bob's side.
-        _ = run.alice.wait()
+        _ = await run.alice.wait()
         let aliceEnd = Self.events(run.aliceLog, "ended").first
         #expect(aliceEnd?["reason"] as? String == "remoteEnded", "\(aliceEnd ?? [:])")
         #expect((aliceEnd?["detail"] as? String)?.contains("after a failure on its side") == true, "\(aliceEnd ?? [:])")

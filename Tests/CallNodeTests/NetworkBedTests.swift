@@ -167,7 +167,7 @@ struct BedProcess {
             }
             try await Task.sleep(for: .milliseconds(50))
         }
-        return child.wait()
+        return await child.wait()
     }
 }
 

@@ -17,7 +17,7 @@ extension RealTimeTests {
     /// Runs `callnode` to completion with extra environment variables; its output (stdout and stderr).
     static func run(_ arguments: [String], environment: [String: String] = [:], log: String) throws -> (status: Int32, output: String) {
         let child = try ChildProcess(try callnode(), arguments, output: log, environment: environment)
-        let status = child.wait()
+        let status = child.waitBlocking()
         return (status, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
     }
 
@@ -118,7 +118,7 @@ extension RealTimeTests {
 
         // Unknown: refused.
         let first = try call("unknown", seconds: 2)
-        #expect(first.wait() != 0)
+        #expect(await first.wait() != 0)
         #expect(events("unknown").contains { $0["event"] as? String == "rejected" && $0["reason"] as? String == "unknown-caller" })
 
         // Another process adds Alice: the running node lets her ring at once.
@@ -137,7 +137,7 @@ extension RealTimeTests {
         #expect(during.contains("callnode_call_setup_seconds_count 1"), "\(during)")
         #expect(during.contains("callnode_call_jitter_seconds{call=") && during.contains("callnode_call_rtt_seconds{call="))
         #expect(during.contains("callnode_ice_selected_pairs_total{local=\"host\",remote=\"host\"}"), "\(during)")
-        #expect(second.wait() == 0, "\(events("known"))")
+        #expect(await second.wait() == 0, "\(events("known"))")
         // Frames were encrypted end to end (the default), and the code matches `contacts show`.
         let secured = try #require(events("known").first { $0["event"] as? String == "secured" })
         #expect(secured["frame_encryption"] as? Bool == true, "\(secured)")
@@ -148,7 +148,7 @@ extension RealTimeTests {
         // Another process blocks her: her next call is refused as blocked.
         #expect(try Self.run(["block", "alice", "--home", bobHome], log: directory + "/block.log").status == 0)
         let third = try call("blocked", seconds: 2)
-        #expect(third.wait() != 0)
+        #expect(await third.wait() != 0)
         #expect(events("blocked").contains { $0["event"] as? String == "rejected" && $0["reason"] as? String == "blocked" }, "\(events("blocked"))")
         let after = try Self.scrape(metricsURL)
         #expect(Self.value(after, "callnode_calls{state=\"connected\"}") == 0, "\(after)")
@@ -190,7 +190,7 @@ extension RealTimeTests {
         defer { listener.stop() }
         _ = try await CommandLineTests.waitForLine(in: log, process: listener) { $0.contains("\"listening\"") }
         kill(listener.pid, SIGTERM)
-        #expect(listener.wait() == 0, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+        #expect(await listener.wait() == 0, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
         // A service's journal says what stopped it, not to press Ctrl-C.
         let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
         #expect(output.contains("stopping (SIGTERM)") && !output.contains("Ctrl-C"), "\(output)")

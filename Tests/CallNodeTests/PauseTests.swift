@@ -82,8 +82,8 @@ extension RealTimeTests {
         try await Task.sleep(for: .milliseconds(pause))
         kill(bob.pid, SIGCONT)
 
-        #expect(alice.wait() == 0, "alice:\n\((try? String(contentsOfFile: aliceLog, encoding: .utf8)) ?? "")")
-        #expect(bob.wait() == 0, "bob:\n\((try? String(contentsOfFile: bobLog, encoding: .utf8)) ?? "")")
+        #expect(await alice.wait() == 0, "alice:\n\((try? String(contentsOfFile: aliceLog, encoding: .utf8)) ?? "")")
+        #expect(await bob.wait() == 0, "bob:\n\((try? String(contentsOfFile: bobLog, encoding: .utf8)) ?? "")")
         let pauseFrames = pause / 20
         for (name, path, frequency) in [("bob", bobHeard, 1_000.0), ("alice", aliceHeard, 600.0)] {
             let frames = Self.toneFrames(try WAV.read(path: path).samples, frequency: frequency)

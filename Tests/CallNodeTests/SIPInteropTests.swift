@@ -142,7 +142,7 @@ struct SIPInteropTests {
         else { return }
         #expect(reason == .failed)
         #expect(detail?.contains("requires SRTP") == true, "\(detail ?? "-")")
-        _ = baresip.wait()
+        _ = await baresip.wait()
         let log = (try? String(contentsOfFile: f.path("baresip.log"), encoding: .utf8)) ?? ""
         #expect(log.contains("488"), "baresip was not told 488: \(log.suffix(300))")
         await node.shutdown()

@@ -174,7 +174,7 @@ struct SIPScaleOutTests {
         // A node dies (SIGKILL: no BYE, no 503, its port closed): the next calls go to the two
         // others, the first of them after Kamailio's 1.5 s without an answer.
         kill(nodes[1].process.child.pid, SIGKILL)
-        _ = nodes[1].process.child.wait()
+        _ = await nodes[1].process.child.wait()
         var afterKill: [Duration] = []
         for caller in callers {
             let setup = try await Self.call(caller, service, seconds: 1.5)

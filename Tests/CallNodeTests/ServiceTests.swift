@@ -47,9 +47,9 @@ extension RealTimeTests {
         try await Task.sleep(for: .seconds(2))
         let carol = try dial("carol", tone: 880)
         defer { carol.stop() }
-        #expect(alice.wait() == 0, "alice:\n\((try? String(contentsOfFile: directory + "/alice.log", encoding: .utf8)) ?? "")")
-        #expect(carol.wait() == 0, "carol:\n\((try? String(contentsOfFile: directory + "/carol.log", encoding: .utf8)) ?? "")")
-        #expect(bob.wait() == 0, "bob:\n\((try? String(contentsOfFile: bobLog, encoding: .utf8)) ?? "")")
+        #expect(await alice.wait() == 0, "alice:\n\((try? String(contentsOfFile: directory + "/alice.log", encoding: .utf8)) ?? "")")
+        #expect(await carol.wait() == 0, "carol:\n\((try? String(contentsOfFile: directory + "/carol.log", encoding: .utf8)) ?? "")")
+        #expect(await bob.wait() == 0, "bob:\n\((try? String(contentsOfFile: bobLog, encoding: .utf8)) ?? "")")
 
         // Two files, each with its caller only, each as long as its call.
         let files = try FileManager.default.contentsOfDirectory(atPath: messages).filter { $0.hasSuffix(".wav") }.sorted()
@@ -102,7 +102,8 @@ extension RealTimeTests.ServiceTests {
         let alice = try dial("alice", tone: 440), carol = try dial("carol", tone: 880)
         defer { alice.stop(); carol.stop() }
         // The service hangs up after the prompt (~2.6 s) and the 3 s message.
-        #expect(alice.wait() == 0 && carol.wait() == 0, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+        let (aliceStatus, carolStatus) = (await alice.wait(), await carol.wait())
+        #expect(aliceStatus == 0 && carolStatus == 0, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
         service.stop()
 
         let files = try FileManager.default.contentsOfDirectory(atPath: messages).filter { $0.hasSuffix(".wav") }

@@ -32,7 +32,7 @@ import Glibc
         #expect(ready)
         let killedAt = Date()
         kill(process.pid, SIGKILL)
-        #expect(process.wait() == -1, "killed by a signal")
+        #expect(await process.wait() == -1, "killed by a signal")
 
         let store = try CallStore(path: database)
         let rows = try await store.recents()

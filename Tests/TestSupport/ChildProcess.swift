@@ -1,3 +1,4 @@
+import Foundation
 import Locking
 
 #if canImport(Glibc)
@@ -65,7 +66,18 @@ public final class ChildProcess: Sendable {
     }
 
     /// Waits for the child to exit and returns its exit status (-1 if killed by a signal).
-    public func wait() -> Int32 {
+    /// Waits for the process to end, on a thread of its own: a `waitpid` on the cooperative
+    /// pool would hold one of its two threads for as long as the child runs, and every
+    /// in-process node and server of the tests running beside it would wait with it.
+    public func wait() async -> Int32 {
+        if let status = reaped.withLock({ $0 }) { return status }
+        return await withCheckedContinuation { continuation in
+            Thread { continuation.resume(returning: self.waitBlocking()) }.start()
+        }
+    }
+
+    /// Waits for the process to end on the calling thread (never on the cooperative pool).
+    public func waitBlocking() -> Int32 {
         if let status = reaped.withLock({ $0 }) { return status }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
@@ -89,7 +101,7 @@ public final class ChildProcess: Sendable {
             usleep(10_000)
         }
         kill(pid, SIGKILL)
-        _ = wait()
+        _ = waitBlocking()
     }
 
     /// Runs `path` to completion with `input` on stdin; returns its exit status.
@@ -108,7 +120,7 @@ public final class ChildProcess: Sendable {
         close(fds[0])
         _ = input.withCString { write(fds[1], $0, strlen($0)) }
         close(fds[1])
-        return child.wait()
+        return child.waitBlocking()
     }
 }
 

@@ -113,7 +113,7 @@ public final class KamailioServer: Sendable {
         child.stop(grace: .seconds(5))
         // The main process ends its workers itself on SIGTERM; only if it had to be killed (or
         // died of a signal) might workers still hold the port.
-        if child.wait() == -1 { killStrayWorkers() }
+        if child.waitBlocking() == -1 { killStrayWorkers() }
         unlink(directory + "/kamailio.pid")
     }
 
