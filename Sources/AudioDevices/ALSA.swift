@@ -62,9 +62,10 @@ final class IOThread: @unchecked Sendable {  // the pthread handle is written on
 public struct AudioDeviceStatistics: Sendable, Equatable {
     /// Overruns (capture) or underruns (playback) the device reported and that were recovered.
     public var xruns = 0
-    /// Samples dropped because the call did not keep up (capture) or of silence played
-    /// because the call had nothing ready (playback).
+    /// Samples dropped: captured ones the call did not read in time, or handed to playback
+    /// faster than the device played them; either way, rather than kept as delay.
     public var droppedSamples = 0
+    /// Samples of silence played because the call had nothing ready (playback).
     public var silenceSamples = 0
     /// Set when the device failed for good (unplugged); the endpoint then runs silent.
     public var failure: String?
@@ -78,6 +79,8 @@ private final class ALSAStream: Sendable {
     let ring: SampleRing
     let periodFrames: Int
     private let running = Atomic<Bool>(false)
+    /// Playback samples dropped as delay (see ``ALSAPlaybackSink/write(_:)``).
+    let trimmed = Atomic<Int>(0)
     private let stats = Locked(AudioDeviceStatistics())
     private let thread = Locked<IOThread?>(nil)
 
@@ -94,7 +97,8 @@ private final class ALSAStream: Sendable {
 
     var statistics: AudioDeviceStatistics {
         var s = stats.withLock { $0 }
-        if capture { s.droppedSamples = ring.overflowed } else { s.silenceSamples = ring.underflowed }
+        s.droppedSamples = ring.overflowed + trimmed.load(ordering: .relaxed)  // trimmed: playback only
+        if !capture { s.silenceSamples = ring.underflowed }
         return s
     }
 
@@ -225,7 +229,21 @@ public final class ALSAPlaybackSink: AudioSink {
     public func start() throws(AudioDeviceError) { try stream.start() }
     public func stop() { stream.stop() }
 
+    /// Queues a frame for the device. The playback thread keeps the device's buffer full and
+    /// the call writes a frame per tick at the device's pace, so before a write the queue holds
+    /// about a period; more than a frame and two periods is delay that a late start of the
+    /// device (audio written before it played anything) or a stall left behind, and it would
+    /// stay for the rest of the call (half a second of it, once the queue had filled: measured
+    /// through PulseAudio, 586 ms mouth-to-ear where 126 ms is due). The oldest of it is dropped
+    /// (counted in ``AudioDeviceStatistics/droppedSamples``), keeping a period ahead of the frame.
     public func write(_ frame: [Int16]) {
+        let slack = stream.periodFrames * format.channels
+        if stream.ring.count > frame.count + 2 * slack {
+            stream.trimmed.add(stream.ring.keepLatest(slack), ordering: .relaxed)
+        }
         frame.withUnsafeBufferPointer { stream.ring.write($0) }
     }
+
+    /// Samples queued and not handed to the device yet.
+    public var bufferedSamples: Int { stream.ring.count }
 }

@@ -344,7 +344,9 @@ struct ProcessBench: AsyncParsableCommand {
         return Sample(cpuTicks: user + system, contextSwitches: switches, residentKiB: value("VmRSS"))
     }
 
-    static func spawn(_ path: String, _ arguments: [String], output: String) throws -> pid_t {
+    /// Starts `path` with stdout and stderr into `output`, stdin from /dev/null, and this
+    /// process's environment with `environment` laid over it.
+    static func spawn(_ path: String, _ arguments: [String], output: String, environment: [String: String] = [:]) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -353,9 +355,39 @@ struct ProcessBench: AsyncParsableCommand {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
         defer { for arg in argv { free(arg) } }
+        var variables = ProcessInfo.processInfo.environment
+        variables.merge(environment) { $1 }
+        let envp: [UnsafeMutablePointer<CChar>?] = variables.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { for variable in envp { free(variable) } }
+        // The child starts with no signal blocked and the usual dispositions (this process's
+        // runtime blocks some), so SIGTERM and SIGINT stop it.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t(), defaults = sigset_t()
+        sigemptyset(&none)
+        sigemptyset(&defaults)
+        for signal in [SIGINT, SIGTERM, SIGPIPE, SIGCHLD] { sigaddset(&defaults, signal) }
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var pid: pid_t = 0
-        guard posix_spawn(&pid, path, &actions, nil, argv, environ) == 0 else { throw ValidationError("cannot start \(path)") }
+        guard posix_spawn(&pid, path, &actions, &attributes, argv, envp) == 0 else { throw ValidationError("cannot start \(path)") }
         return pid
+    }
+
+    /// Waits for `pid` to exit (polling, so no thread blocks), killing it past `limit`.
+    static func waitForExit(_ pid: pid_t, limit: Duration) async throws {
+        let deadline = ContinuousClock.now + limit
+        var status: Int32 = 0
+        while waitpid(pid, &status, WNOHANG) == 0 {
+            guard ContinuousClock.now < deadline else {
+                kill(pid, SIGKILL)
+                waitpid(pid, &status, 0)
+                throw ValidationError("process \(pid) did not finish within \(limit)")
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
     }
 
     /// The first line of `path` containing `text`, waiting up to 20 s.

@@ -78,6 +78,34 @@ import Glibc
         }
     }
 
+    /// A call that hands playback audio faster than the device plays it (here a burst of
+    /// half a second, as when frames were written before the device started) must not keep
+    /// that as delay: what waits for the device stays within two frames and two periods.
+    @Test func playbackWrittenAheadOfTheDeviceIsNotKeptAsDelay() async throws {
+        try await ALSATestLock.withLock {
+            let server = try PulseAudioServer()
+            defer { server.stop() }
+            server.useForALSA()
+            let playback = ALSAPlaybackSink(device: "pulse")
+            try playback.start()
+            defer { playback.stop() }
+            let tone = ToneSource(frequency: 1000, amplitude: 0.5)
+            var frame = [Int16](repeating: 0, count: 960)
+            var most = 0
+            for _ in 0..<25 {
+                _ = tone.read(into: &frame)
+                playback.write(frame)
+                most = max(most, playback.bufferedSamples)
+            }
+            // Before a write at most a frame and two periods wait; the write adds a frame.
+            #expect(most <= 2 * 960 + 2 * 480, "\(most) samples queued at most")
+            // Kept: the queue, the device's buffer (four periods) and a period being written;
+            // the rest of the half second was dropped rather than played late.
+            #expect(playback.statistics.droppedSamples >= 25 * 960 - (3 * 960 + 5 * 480 + 960),
+                    "\(playback.statistics)")
+        }
+    }
+
     @Test func missingDevicesAreTypedErrors() async {
         await ALSATestLock.withLock {
             let missing = ALSAPlaybackSink(device: "hw:7,7")
