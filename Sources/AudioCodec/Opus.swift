@@ -125,6 +125,18 @@ public final class OpusEncoder {
         complexity = value
     }
 
+    /// The bitrate the encoder aims at now, bit/s (the configuration's until changed).
+    public private(set) lazy var bitrate = configuration.bitrate
+
+    /// Changes the bitrate (6 000–510 000 bit/s): lower while each frame also goes out again
+    /// as several redundant copies.
+    public func setBitrate(_ value: Int) throws(OpusError) {
+        let value = max(6_000, min(510_000, value))
+        guard value != bitrate else { return }
+        try opus(copus_set_bitrate(encoder, Int32(value)), "OPUS_SET_BITRATE")
+        bitrate = value
+    }
+
     /// The loss, in percent, in-band FEC currently plans for.
     public private(set) lazy var expectedLossPercent = configuration.expectedLossPercent
 

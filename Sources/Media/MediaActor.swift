@@ -305,6 +305,7 @@ public actor MediaActor: MediaClockClient {
         s.packetsLost = Int(reception.cumulativeLost)
         s.fecExpectedLossPercent = encoder?.expectedLossPercent ?? 0
         s.opusComplexity = encoder?.complexity ?? 0
+        s.opusBitrate = encoder?.bitrate ?? 0
         s.sendingRedundancy = redundancyActive
         s.redundancyDepth = redundancyActive ? redundancyDepth : 0
         s.redundancySpread = redundancyActive && redundancyDepth > 1 && spreadCopies

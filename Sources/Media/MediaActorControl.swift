@@ -130,8 +130,8 @@ extension MediaActor {
         guard block.ssrc == ssrc else { return }
         stats.remoteFractionLost = Double(block.fractionLost) / 256
         if configuration.redundancyPayloadType != nil && configuration.redundancy == .adaptive {
-            // Depth follows the loss the peer reports, smoothed: one copy for light loss, two
-            // from 5 %, three from 8 %; back to none after a clean hold.
+            // Depth follows the loss the peer reports, smoothed (``redundancyDepth(forLoss:)``);
+            // back to none after a clean hold.
             let seen = Double(block.fractionLost) / 256
             reportedLoss = reportedLoss == 0 ? seen : (reportedLoss + seen) / 2
             if block.fractionLost > 0 {
@@ -142,8 +142,7 @@ extension MediaActor {
                 // Up at once; down a copy at a time once the reports have wanted less for a
                 // while: a path whose loss swings around a threshold keeps one depth (and the
                 // peer's playout one delay) instead of moving with every report.
-                let wanted = max(1, min(configuration.maximumRedundancyDepth,
-                                        reportedLoss < 0.05 ? 1 : reportedLoss < 0.08 ? 2 : 3))
+                let wanted = max(1, min(configuration.maximumRedundancyDepth, Self.redundancyDepth(forLoss: reportedLoss)))
                 if wanted >= redundancyDepth {
                     redundancyDepth = wanted
                     lowerDepthWantedSince = nil
@@ -165,8 +164,36 @@ extension MediaActor {
                 spreadCopies = false
             }
         }
-        if let encoder { planFEC(encoder) }
+        if let encoder {
+            planFEC(encoder)
+            planBitrate(encoder)
+        }
         if let rtt = block.roundTripTime(arrivalNTP: NTPTime.middle(ntp(arrival))) { stats.roundTripTime = rtt }
+    }
+
+    /// Copies per packet for the loss the peer reports (smoothed): one for light loss, two
+    /// from 5 %, three from 8 %, four from 38 %, five from 45 %. A frame is lost only when its
+    /// packet and every packet with a copy are: at 50 % random loss 6.3 % of frames with three
+    /// copies, 1.6 % with five.
+    static func redundancyDepth(forLoss loss: Double) -> Int {
+        switch loss {
+        case ..<0.05: 1
+        case ..<0.08: 2
+        case ..<0.38: 3
+        case ..<0.45: 4
+        default: 5
+        }
+    }
+
+    /// The encoder's bitrate for the copies it goes out with: beyond three copies each frame
+    /// gets a share of what a frame and three copies take at the call's bitrate, so heavy loss
+    /// deepens the redundancy without raising what the call sends (at 40 kbit/s: 32 kbit/s
+    /// with four copies, 27 with five).
+    func planBitrate(_ encoder: OpusEncoder) {
+        let configured = configuration.opus.bitrate
+        let copies = redundancyActive ? redundancyDepth : 0
+        let wanted = copies > 3 ? configured * 4 / (copies + 1) : configured
+        if wanted != encoder.bitrate { try? encoder.setBitrate(wanted) }
     }
 
     /// Opus's in-band FEC planned for the loss the peer reports (G.711 calls have none).

@@ -94,15 +94,17 @@ public struct MediaConfiguration: Sendable, Equatable {
     /// With ``RedundancyPolicy/adaptive``: how long the peer's reports must ask for fewer
     /// copies before one is left out (more are added at once).
     public static let redundancyStepDown: Duration = .seconds(5)
-    /// With ``RedundancyPolicy/adaptive``: the most earlier frames a packet carries again (1–3).
+    /// With ``RedundancyPolicy/adaptive``: the most earlier frames a packet carries again (1–5).
     /// Each copy more leaves only longer runs of losses to concealment (at 30 % random loss,
-    /// 9 % of frames with one copy, 2.7 % with two, 0.8 % with three) and costs one more frame
-    /// of payload. Browsers take one; nodes take up to three.
-    public var maximumRedundancyDepth = 3
+    /// 9 % of frames with one copy, 2.7 % with two, 0.8 % with three; at 50 %, 6.3 % with
+    /// three, 1.6 % with five) and costs one more frame of payload (beyond three copies the
+    /// frames are coded at a lower bitrate instead). Browsers take one; nodes take up to five.
+    public var maximumRedundancyDepth = 5
 
     /// Which earlier frames a packet carries at each depth, in frames back: the frames just
-    /// before (1; 1, 2; 1, 2, 3), or — when the peer's loss-run reports show losses coming in
-    /// bursts — spread (1; 1, 3; 1, 3, 6). Against random loss any copies do as well as any
+    /// before (1; 1, 2; 1, 2, 3; up to 1–5), or — when the peer's loss-run reports show losses
+    /// coming in bursts — spread (1; 1, 3; 1, 3, 6; 1, 2, 4, 6; 1, 2, 3, 4, 6: never beyond
+    /// ``deepestRedundantFrame``). Against random loss any copies do as well as any
     /// others (a frame is lost only when its packet and every packet with a copy are), and
     /// close ones need the least delay; against bursts, spread copies are what a burst rarely
     /// takes all of (10 % loss in bursts of 3 on average: 2.9 % of frames left to concealment
@@ -114,8 +116,12 @@ public struct MediaConfiguration: Sendable, Equatable {
         case (...1, _): [1]
         case (2, false): [1, 2]
         case (2, true): [1, 3]
-        case (_, false): [1, 2, 3]
-        case (_, true): [1, 3, 6]
+        case (3, false): [1, 2, 3]
+        case (3, true): [1, 3, 6]
+        case (4, false): [1, 2, 3, 4]
+        case (4, true): [1, 2, 4, 6]
+        case (_, false): [1, 2, 3, 4, 5]
+        case (_, true): [1, 2, 3, 4, 6]
         }
     }
 
@@ -240,14 +246,17 @@ public struct MediaStatistics: Sendable, Equatable {
     public var fecExpectedLossPercent = 0
     /// Whether each packet currently carries earlier frames again (RFC 2198).
     public var sendingRedundancy = false
-    /// How many earlier frames each packet carries again now (0–3).
+    /// How many earlier frames each packet carries again now (0–5).
     public var redundancyDepth = 0
     /// Whether those copies are spread (the peer reports losses in bursts):
     /// ``MediaConfiguration/redundancyOffsets(depth:spread:)``.
     public var redundancySpread = false
-    /// DTMF digits sent and received (RFC 4733 events).
     /// The complexity the encoder uses now (below the configured one while the node is loaded).
     public var opusComplexity = 0
+    /// The bitrate Opus codes each frame at, bit/s (lower while five or four copies go out;
+    /// 0 for G.711).
+    public var opusBitrate = 0
+    /// DTMF digits sent and received (RFC 4733 events).
     public var dtmfSent = 0
     public var dtmfReceived = 0
     /// Times nothing arrived from the peer for the stall timeout, and whether that is so now.

@@ -38,7 +38,7 @@ public enum EventJSON {
                     "send_bitrate": s.sendBitrate, "receive_bitrate": s.receiveBitrate,
                     "send_level_db": s.sendLevel, "receive_level_db": s.receiveLevel,
                     "fec_recovered": s.jitterBuffer.fecRecovered, "concealed": s.jitterBuffer.concealed,
-                    "redundancy_recovered": s.jitterBuffer.redundancyRecovered, "sending_redundancy": s.sendingRedundancy, "redundancy_depth": s.redundancyDepth, "opus_complexity": s.opusComplexity,
+                    "redundancy_recovered": s.jitterBuffer.redundancyRecovered, "sending_redundancy": s.sendingRedundancy, "redundancy_depth": s.redundancyDepth, "opus_complexity": s.opusComplexity, "opus_bitrate": s.opusBitrate,
                     "redundancy_spread": s.redundancySpread, "fec_loss_plan": s.fecExpectedLossPercent,
                     "late": s.jitterBuffer.late, "stretched": s.jitterBuffer.stretched, "shrunk": s.jitterBuffer.shrunk,
                     "expanded": s.jitterBuffer.expanded, "compressed": s.jitterBuffer.compressed,

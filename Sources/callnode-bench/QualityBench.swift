@@ -245,7 +245,7 @@ struct QualityBench: AsyncParsableCommand {
         try await callee.start()
         let frame = configuration.opus.samplesPerFrame
         var played: [Int16] = []
-        var bytesPerSecond: [Int] = [], framesAtDepth = [0, 0, 0, 0]
+        var bytesPerSecond: [Int] = [], framesAtDepth = [0, 0, 0, 0, 0, 0]
         var sentBefore = 0
         // One more second after the speech so the tail plays out.
         for offset in stride(from: 0, to: speech.count + 48_000, by: frame) {
@@ -255,7 +255,7 @@ struct QualityBench: AsyncParsableCommand {
             await clock.advance()
             played += playback.pullPlayback(maximum: frame)
             let sent = await caller.statistics
-            framesAtDepth[min(3, sent.sendingRedundancy ? sent.redundancyDepth : 0)] += 1
+            framesAtDepth[min(5, sent.sendingRedundancy ? sent.redundancyDepth : 0)] += 1
             if (offset + frame) % 48_000 == 0 || offset + frame >= speech.count, offset < speech.count {
                 bytesPerSecond.append(Int(sent.bytesSent) - sentBefore)
                 sentBefore = Int(sent.bytesSent)

@@ -376,6 +376,35 @@ import Glibc
         #expect(rebuiltHeavy.lost == rebuiltHeavy.redundancyRecovered + rebuiltHeavy.fecRecovered + rebuiltHeavy.concealed)
     }
 
+    /// Half the packets lost at random: five copies per packet (a frame is then lost only when
+    /// six packets in a row are), each frame coded at a share of the call's bitrate so that the
+    /// call sends about what a frame and three copies took; nearly every lost frame comes back
+    /// whole. Loss that eases takes the copies and the bitrate back down.
+    @Test func halfThePacketsLostTakesFiveCopiesAtAboutTheSameBitrate() async throws {
+        let call = try Self.makeCall(source: WAVFileSource(samples: OpusTests.speechLike(seconds: 4), format: AudioFormat(), loops: true),
+                                     sink: NullSink(), conditions: LinkConditions(loss: 0.5), seed: 4,
+                                     configuration: Self.redundant(.adaptive))
+        try await call.a.start()
+        try await call.b.start()
+        await call.clock.advance(frames: 250)
+        let early = await call.b.statistics.jitterBuffer
+        await call.clock.advance(frames: 500)
+        let sender = await call.a.statistics
+        let receiver = await call.b.statistics.jitterBuffer
+        call.link.setConditions(LinkConditions(loss: 0.2), fromA: true)
+        await call.clock.advance(frames: 1_000)
+        let eased = await call.a.statistics
+        await call.a.stop()
+        await call.b.stop()
+        #expect(sender.redundancyDepth == 5 && !sender.redundancySpread, "depth \(sender.redundancyDepth)")
+        #expect(sender.opusBitrate == 40_000 * 4 / 6, "bitrate \(sender.opusBitrate)")
+        // Once five copies flow (after the first 5 s), at most 3 % of the frames are concealed.
+        let lost = receiver.lost - early.lost, concealed = receiver.concealed - early.concealed
+        #expect(lost > 200 && concealed * 100 <= 3 * 500, "lost \(lost), concealed \(concealed)")
+        #expect(receiver.lost == receiver.redundancyRecovered + receiver.fecRecovered + receiver.concealed)
+        #expect(eased.redundancyDepth == 3 && eased.opusBitrate == 40_000, "eased: depth \(eased.redundancyDepth), \(eased.opusBitrate) bit/s")
+    }
+
     /// Losses in bursts (10 %, bursts of 3 on average) spread the copies (1, 3 and 6 frames
     /// back), and the receiver holds the delay they need; random loss at a higher rate keeps
     /// them close (1, 2, 3 back), where the runs are as short as randomness makes them.
