@@ -250,7 +250,7 @@ let package = Package(
             dependencies: ["ICE", "CallNodeTestKit", "CallNodeTestSupport"]),
         .testTarget(
             name: "DTLSTests",
-            dependencies: ["DTLS", "Media", "Signaling", "Locking", "CallNodeTestSupport"]),
+            dependencies: ["DTLS", "Media", "Signaling", "Locking", "Clocks", "CallNodeTestKit", "CallNodeTestSupport"]),
         .testTarget(
             name: "SIPTests",
             dependencies: ["SIP", "CallNodeTestSupport"]),

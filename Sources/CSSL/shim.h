@@ -83,13 +83,27 @@ static inline int cssl_dtls_handle_timeout(SSL *ssl) {
     return (int)DTLSv1_handle_timeout(ssl);
 }
 
-/* Retransmission as browsers pace it rather than OpenSSL's default (1 s doubling to 60 s, so a
+/* Retransmission paced for lossy paths rather than OpenSSL's default (1 s doubling to 60 s, so a
  * handshake through heavy loss waits 1 + 2 + 4 + 8 s between tries and runs out of time): the
- * first flight is resent after 250 ms, each later wait doubles up to 1 s and stays there. */
+ * first flight is resent after 250 ms, then 500 ms, four times after 1 s, three after 2 s, then
+ * every 5 s. OpenSSL gives a flight up after 12 resends: with this pacing that is 25.75 s, so a
+ * peer whose path comes late (its ICE still checking, or restarting) is still answered within a
+ * handshake's 30 s. The step is carried in the microseconds (1000001 is the second 1 s wait):
+ * the callback sees only the last wait. */
 static inline unsigned int cssl_dtls_timer(SSL *ssl, unsigned int previous_us) {
     (void)ssl;
-    if (previous_us == 0) return 250000;
-    return previous_us >= 500000 ? 1000000 : previous_us * 2;
+    switch (previous_us) {
+    case 0: return 250000;
+    case 250000: return 500000;
+    case 500000: return 1000000;
+    case 1000000: return 1000001;
+    case 1000001: return 1000002;
+    case 1000002: return 1000003;
+    case 1000003: return 2000000;
+    case 2000000: return 2000001;
+    case 2000001: return 2000002;
+    default: return 5000000;
+    }
 }
 
 static inline void cssl_set_dtls_timer(SSL *ssl) {

@@ -22,6 +22,9 @@ public struct LegState: Sendable, Equatable {
     public private(set) var connectedSince: Duration?
     /// ICE restarts this side started.
     public private(set) var restarts = 0
+    /// Fresh rounds of checks started because a round failed before any pair worked
+    /// (``LegTimings/setupIceRestarts``).
+    public private(set) var setupRestarts = 0
     /// An ICE restart's offer is out and its answer not in yet (answers do not say which
     /// offer they answer, so only one restart runs at a time).
     public private(set) var restartPending = false
@@ -157,7 +160,16 @@ public struct LegState: Sendable, Equatable {
             // connection, by restarting ICE. Before that, no pair ever worked.
             if phase.iceHasConnected { return lose(.ice, now: now) }
             guard phase.isNegotiated else { return [] }
-            return end(.failed("ICE failed: no candidate pair worked (try --stun or --turn)"))
+            // A restart under way (this side's or the peer's) is the next round already.
+            guard !offerPending else { return [] }
+            if pathUsesICE, signaling.isUp, setupRestarts < timings.setupIceRestarts,
+               let interval = timings.iceRestartInterval, interval > .zero {
+                setupRestarts += 1
+                restartPending = true
+                return [.restartICE]
+            }
+            let rounds = setupRestarts == 0 ? "" : " in \(setupRestarts + 1) rounds of checks"
+            return end(.failed("ICE failed: no candidate pair worked\(rounds) (try --stun or --turn)"))
         case .mediaStalled:
             return lose(.media, now: now)
         case .mediaResumed:

@@ -133,6 +133,12 @@ public struct LegTimings: Sendable, Equatable {
     public var connectionLostTimeout: Duration
     /// `nil` or zero: never restart ICE by itself.
     public var iceRestartInterval: Duration?
+    /// How many fresh rounds of checks a call starts (by restarting ICE) when a round fails
+    /// before any pair worked. Through heavy loss a round can run out (libnice gives a pair up
+    /// some 7 s in) where a fresh one gets through; a path that cannot work fails each round
+    /// alike, so this also bounds how long that takes to say. 0 (or no restart interval): the
+    /// first failure ends the call.
+    public var setupIceRestarts: Int
     /// How long a call whose signaling connection dropped waits to be resumed on a new one.
     public var resumeWindow: Duration
     /// How long a call waits once its signaling connection was closed from the other end and
@@ -141,10 +147,11 @@ public struct LegTimings: Sendable, Equatable {
 
     public init(keepAliveInterval: Duration = .seconds(15), connectionLostTimeout: Duration = .seconds(30),
                 iceRestartInterval: Duration? = .seconds(5), resumeWindow: Duration = .seconds(30),
-                peerGoneAfter: Duration = .seconds(3)) {
+                peerGoneAfter: Duration = .seconds(3), setupIceRestarts: Int = 3) {
         self.keepAliveInterval = keepAliveInterval
         self.connectionLostTimeout = connectionLostTimeout
         self.iceRestartInterval = iceRestartInterval
+        self.setupIceRestarts = setupIceRestarts
         self.resumeWindow = resumeWindow
         self.peerGoneAfter = peerGoneAfter
     }

@@ -128,9 +128,11 @@ public struct CallNodeConfiguration: Sendable {
     /// Tests only: replaces the agreed frame keys (to show what a node with a wrong key gets).
     var frameKeyAdjustment: (@Sendable (FrameKeys) -> FrameKeys)?
     /// How long a DTLS handshake may take once ICE has connected before the call fails. Its
-    /// flights are resent after 0.25, 0.5, then every 1 s: 20 s is ~20 tries, enough through
-    /// half the datagrams lost each way.
-    public var dtlsHandshakeTimeout: Duration = .seconds(20)
+    /// flights are resent after 0.25, 0.5, four times after 1 s, three after 2 s, then every
+    /// 5 s (OpenSSL gives a flight up after twelve resends, 25.75 s): enough through half the
+    /// datagrams lost each way, and for a peer whose ICE is still on a fresh round of checks
+    /// (a round runs out some 7 s in).
+    public var dtlsHandshakeTimeout: Duration = .seconds(30)
     /// A rendezvous relay to stay registered at (reachable by fingerprint through it) and to
     /// call contacts that have no address through.
     public var relay: SignalAddress?

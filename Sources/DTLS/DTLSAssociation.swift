@@ -83,11 +83,20 @@ public final class DTLSAssociation: Sendable {
         events.finish()
     }
 
+    /// How long after this side last sent a flight it sends the same datagrams again, while the
+    /// handshake runs and OpenSSL has not resent it itself: through half the datagrams lost
+    /// each way a flight and its answer get through one time in four.
+    public static let repeatInterval: Duration = .milliseconds(500)
+    /// How many copies of the flight that finished the handshake on this side follow it, one
+    /// every ``repeatInterval``: with half the datagrams lost, all six are lost one time in 64.
+    public static let finalFlightCopies = 6
+
     private static func run(_ endpoint: DTLSEndpoint, events: AsyncStream<Event>, ticks: AsyncStream<Event>.Continuation,
                             timeout: Duration, clock: TimerClock, send: @Sendable ([UInt8]) async -> Void, outcome: Locked<Outcome>) async {
         let started = clock.now
-        // OpenSSL's retransmission timer starts at one second and doubles; a tick every 50 ms
-        // is close enough to it, and stops once the handshake is over.
+        // OpenSSL's retransmission timer (``DTLSEndpoint/retransmissionWaits``) and the repeats
+        // between its resends: a tick every 50 ms is close enough to both, and stops once the
+        // handshake is over.
         let ticker = Task {
             while !Task.isCancelled {
                 try? await clock.sleep(for: .milliseconds(50))
@@ -97,24 +106,43 @@ public final class DTLSAssociation: Sendable {
         defer { ticker.cancel() }
         var progress = endpoint.start()
         for datagram in progress.send { await send(datagram) }
+        // The last flight this side sent, sent again while OpenSSL's own timer is quiet.
+        var lastFlight = progress.send, lastSent = clock.now
+        // Copies of the flight that finished the handshake here still to send (see below).
+        var finalCopies = 0
         var reported = false
-        func settle(_ state: DTLSState) {
+        func settle(_ state: DTLSState, sent: [[UInt8]]) {
             guard !reported else { return }
             switch state {
             case .handshaking: return
-            case let .connected(keys): report(.success(keys), to: outcome, after: clock.now - started)
+            case let .connected(keys):
+                report(.success(keys), to: outcome, after: clock.now - started)
+                // The side whose flight finished the handshake (a server's ChangeCipherSpec
+                // and Finished) is done, but its peer is not until that flight arrives, and
+                // OpenSSL sends it again only when the peer resends its own. Through heavy loss
+                // that can take the rest of the peer's time (and this side, with media on and
+                // none heard, takes the path for lost and restarts ICE under it): a few copies
+                // now make it arrive at once.
+                if !sent.isEmpty { finalCopies = finalFlightCopies }
             case let .failed(error): report(.failure(error), to: outcome, after: nil)
             case .closed: report(.failure(.closed), to: outcome, after: nil)
             }
             reported = true
-            ticker.cancel()
+            if finalCopies == 0 { ticker.cancel() }
         }
-        settle(progress.state)
+        settle(progress.state, sent: progress.send)
         for await event in events {
             switch event {
             case let .datagram(bytes): progress = endpoint.receive(bytes)
             case .tick:
-                guard !reported else { continue }
+                if reported {
+                    guard finalCopies > 0, clock.now - lastSent >= repeatInterval else { continue }
+                    for datagram in lastFlight { await send(datagram) }
+                    lastSent = clock.now
+                    finalCopies -= 1
+                    if finalCopies == 0 { ticker.cancel() }
+                    continue
+                }
                 if clock.now - started > timeout {
                     report(.failure(.timedOut(timeout)), to: outcome, after: nil)
                     reported = true
@@ -122,11 +150,25 @@ public final class DTLSAssociation: Sendable {
                     continue
                 }
                 progress = endpoint.handleTimeout()
+                if progress.send.isEmpty, !lastFlight.isEmpty, clock.now - lastSent >= repeatInterval,
+                   case .handshaking = progress.state {
+                    // OpenSSL gives a flight up after twelve resends of its own (paced to span
+                    // 25.75 s): copies of the same records in between are more tries that do
+                    // not count against it. A copy of a record the peer has is dropped there as
+                    // a replay; one that replaces a lost datagram moves the handshake on.
+                    for datagram in lastFlight { await send(datagram) }
+                    lastSent = clock.now
+                    continue
+                }
             }
             for datagram in progress.send { await send(datagram) }
-            settle(progress.state)
+            if !progress.send.isEmpty && !reported {
+                lastFlight = progress.send
+                lastSent = clock.now
+            }
+            settle(progress.state, sent: progress.send)
         }
-        settle(.failed(.closed))
+        settle(.failed(.closed), sent: [])
     }
 
     /// Records the first outcome and wakes everyone waiting for it; later ones are ignored.

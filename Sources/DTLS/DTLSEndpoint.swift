@@ -323,6 +323,18 @@ public final class DTLSEndpoint: Sendable {
         }
     }
 
+    /// The waits before each resend of a flight, in order, until OpenSSL gives the flight up
+    /// (after twelve resends): 0.25 s, 0.5 s, four of 1 s, three of 2 s, then 5 s each.
+    public static let retransmissionWaits: [Duration] = {
+        var waits: [Duration] = [], previous: UInt32 = 0
+        for _ in 0..<12 {
+            previous = cssl_dtls_timer(nil, previous)
+            // The step is carried in the last microseconds: whole milliseconds are the wait.
+            waits.append(.milliseconds(Int(previous / 1000)))
+        }
+        return waits
+    }()
+
     /// How long until OpenSSL wants to retransmit, or `nil` when no timer runs.
     public var timeUntilRetransmission: Duration? {
         state.withLock { connection in

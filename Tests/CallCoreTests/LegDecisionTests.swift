@@ -113,17 +113,55 @@ import Testing
         #expect(!state.keyedByDTLS)
     }
 
-    @Test func iceThatFailsBeforeAnyPairWorkedEndsTheCallSayingSo() {
-        var state = LegState(outgoing: true, timings: Self.timings)
-        _ = Self.feed(&state, [.signalingReady, .peerRinging, .negotiated(dtls: true)])
-        let actions = state.handle(.iceFailed, now: .seconds(3))
+    /// A round of checks that fails before any pair worked starts a fresh one (an ICE
+    /// restart), up to the configured number; the last failure ends the call saying so.
+    @Test(arguments: [true, false])
+    func iceThatFailsBeforeAnyPairWorkedTriesFreshRoundsThenEndsTheCallSayingSo(outgoing: Bool) {
+        var state = LegState(outgoing: outgoing, timings: Self.timings)
+        _ = Self.feed(&state, outgoing ? [.signalingReady, .peerRinging, .negotiated(dtls: true)]
+                                       : [.signalingReady, .answering, .negotiated(dtls: true)])
+        for round in 1...Self.timings.setupIceRestarts {
+            #expect(state.handle(.iceFailed, now: .seconds(7 * round)) == [.restartICE], "round \(round)")
+            #expect(state.phase == .checking && state.offerPending)
+            // While the restart's offer waits for its answer, a late failure of the old round
+            // changes nothing; the answer starts the next round.
+            #expect(state.handle(.iceFailed, now: .seconds(7 * round)) == [])
+            _ = Self.feed(&state, [.restartOffered, .offerAnswered])
+        }
+        let actions = state.handle(.iceFailed, now: .seconds(28))
         #expect(actions.contains(.send(.end(.failed))))
         #expect(actions.contains(.reportEnded(.failed)))
         guard case let .ended(end) = state.phase else {
             Issue.record("not ended: \(state.phase)")
             return
         }
-        #expect(end.detail?.contains("no candidate pair worked") == true)
+        #expect(end.detail == "ICE failed: no candidate pair worked in 4 rounds of checks (try --stun or --turn)")
+    }
+
+    @Test func withoutICERestartsTheFirstFailedRoundEndsTheCall() {
+        var timings = Self.timings
+        timings.iceRestartInterval = nil
+        var state = LegState(outgoing: true, timings: timings)
+        _ = Self.feed(&state, [.signalingReady, .peerRinging, .negotiated(dtls: true)])
+        let actions = state.handle(.iceFailed, now: .seconds(7))
+        #expect(actions.contains(.reportEnded(.failed)))
+        guard case let .ended(end) = state.phase else {
+            Issue.record("not ended: \(state.phase)")
+            return
+        }
+        #expect(end.detail == "ICE failed: no candidate pair worked (try --stun or --turn)")
+    }
+
+    /// A round that fails when the other side's check already got through (its ICE connected,
+    /// the restart's offer reaches it) goes on from the restart: the call connects.
+    @Test func aFreshRoundThatConnectsGoesOnToSecureTheMedia() {
+        var state = LegState(outgoing: true, timings: Self.timings)
+        _ = Self.feed(&state, [.signalingReady, .peerRinging, .negotiated(dtls: true)])
+        #expect(state.handle(.iceFailed, now: .seconds(7)) == [.restartICE])
+        _ = Self.feed(&state, [.restartOffered, .offerAnswered])
+        #expect(state.handle(.iceConnected, now: .seconds(9)) == [.prepareMedia])
+        #expect(state.handle(.mediaReady, now: .seconds(10)) == [.reportMediaConnected])
+        #expect(state.setupRestarts == 1 && state.restarts == 1)
     }
 
     @Test func iceThatFailsAfterItWorkedIsALossToRecoverFrom() {

@@ -1,4 +1,6 @@
+import CallNodeTestKit
 import CallNodeTestSupport
+import Clocks
 import DTLS
 import Foundation
 import Locking
@@ -256,6 +258,124 @@ import Testing
         #expect(!client.start().send.isEmpty)
         let wait = try #require(client.timeUntilRetransmission)
         #expect(wait > .milliseconds(150) && wait <= .milliseconds(250), "\(wait)")
+    }
+
+    /// OpenSSL gives a flight up after twelve resends. Paced 0.25, 0.5, 1, 1, 1, 1, 2, 2, 2,
+    /// 5, 5, 5 s they span 25.75 s: a peer whose ICE is on its second or third round of checks
+    /// (each runs out some 7 s in) still gets the flight. (At 0.25, 0.5 and then 1 s, the
+    /// flight was given up 10.75 s in: calls through 50 % loss failed so.)
+    @Test func twelveResendsSpanMostOfTheHandshakesThirtySeconds() {
+        let waits = DTLSEndpoint.retransmissionWaits
+        #expect(waits.first == .milliseconds(250))
+        #expect(waits.prefix(6).allSatisfy { $0 <= .seconds(1) }, "the first six come within a second of each other: \(waits)")
+        let span = waits.reduce(Duration.zero, +)
+        #expect(span == .milliseconds(25_750), "\(waits)")
+        #expect(span < .seconds(30), "within the handshake's limit (CallNodeConfiguration.dtlsHandshakeTimeout)")
+    }
+
+    /// Between OpenSSL's own resends the association sends the last flight again every half
+    /// second (on its clock: a manual one here, on which OpenSSL's real-time timer barely
+    /// moves), so a peer on a lossy path gets many more tries than OpenSSL's twelve.
+    @Test func theLastFlightGoesAgainEveryHalfSecondBetweenOpenSSLsResends() async throws {
+        let alice = try DTLSEndpointTests.certificate(), bob = try DTLSEndpointTests.certificate()
+        let clock = ManualClock()
+        let sent = Locked<[[UInt8]]>([])
+        let client = DTLSAssociation(endpoint: try DTLSEndpoint(certificate: alice, role: .client, remoteFingerprint: bob.fingerprint),
+                                     handshakeTimeout: .seconds(30), clock: TimerClock(clock)) { datagram in sent.withLock { $0.append(datagram) } }
+        // Five seconds of the clock, half a second at a time (one tick each); nobody answers.
+        // Each step's copy is waited for (bounded), so the count does not race the ticks.
+        let start = ContinuousClock.now + .seconds(2)
+        while sent.withLock({ $0.isEmpty }) && ContinuousClock.now < start { try await Task.sleep(for: .milliseconds(5)) }
+        for step in 1...10 {
+            let before = sent.withLock { $0.count }
+            await clock.waitForSleepers()
+            clock.advance(by: .milliseconds(500))
+            let deadline = ContinuousClock.now + .seconds(2)
+            while sent.withLock({ $0.count }) == before && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(sent.withLock { $0.count } > before, "no copy in step \(step)")
+        }
+        let flights = sent.withLock { $0 }
+        // The ClientHello, then a copy every 500 ms: ten in five seconds (OpenSSL's own first
+        // resend, 250 ms of real time in, may add one).
+        #expect(flights.count >= 11 && flights.count <= 13, "\(flights.count) datagrams")
+        #expect(flights.allSatisfy { $0.first == 22 }, "handshake records only")
+        #expect(flights.dropFirst().contains(flights[0]), "copies of the very datagram sent first")
+        await client.close()
+    }
+
+    /// The server finishes first (the client's Finished arrived) and its own final flight is
+    /// lost; the client's resends are lost too from then on. OpenSSL alone would leave the
+    /// client waiting; the copies of the final flight that follow it finish the client within
+    /// a second of the association's clock.
+    @Test func copiesOfTheFinishingFlightFinishThePeerWhoseResendsAreLost() async throws {
+        let alice = try DTLSEndpointTests.certificate(), bob = try DTLSEndpointTests.certificate()
+        let clock = ManualClock()
+        struct Wire {
+            var client: DTLSAssociation?
+            var server: DTLSAssociation?
+            /// When the client's final flight went out (on the manual clock).
+            var secondFlightAt: ManualClock.Instant?
+            var droppedFromServer = 0
+            /// What the server sent before the client was there to take it.
+            var early: [[UInt8]] = []
+        }
+        let wire = Locked(Wire())
+        let server = DTLSAssociation(endpoint: try DTLSEndpoint(certificate: bob, role: .server, remoteFingerprint: alice.fingerprint),
+                                     handshakeTimeout: .seconds(30), clock: TimerClock(clock)) { datagram in
+            // What the server sends at once in answer to the client's final flight (its own
+            // final flight) is lost; its copies, later on the clock, are not.
+            let client = wire.withLock { w -> DTLSAssociation? in
+                if let at = w.secondFlightAt, clock.now == at {
+                    w.droppedFromServer += 1
+                    return nil
+                }
+                if w.client == nil { w.early.append(datagram) }
+                return w.client
+            }
+            client?.receive(datagram)
+        }
+        wire.withLock { $0.server = server }
+        // The client starts at once: its ClientHello must find the server there.
+        let client = DTLSAssociation(endpoint: try DTLSEndpoint(certificate: alice, role: .client, remoteFingerprint: bob.fingerprint),
+                                     handshakeTimeout: .seconds(30), clock: TimerClock(clock)) { datagram in
+            let server = wire.withLock { w -> DTLSAssociation? in
+                if w.secondFlightAt == nil && Self.carriesChangeCipherSpec(datagram) { w.secondFlightAt = clock.now }
+                return w.server
+            }
+            // Once the server has finished, nothing more from the client arrives.
+            guard let server, server.established == nil else { return }
+            server.receive(datagram)
+        }
+        for datagram in wire.withLock({ w in
+            w.client = client
+            defer { w.early = [] }
+            return w.early
+        }) { client.receive(datagram) }
+        // The handshake runs at once (nothing else is lost); then up to 10 s of the manual clock.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while server.established == nil && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        for _ in 0..<200 where client.established == nil {
+            clock.advance(by: .milliseconds(50))
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(wire.withLock { $0.droppedFromServer } > 0, "the final flight was sent and dropped")
+        let serverKeys = try #require(server.established, "the server finished")
+        let clientKeys = try #require(client.established, "the client finished from a copy of the final flight")
+        #expect(clientKeys.outbound == serverKeys.inbound && clientKeys.inbound == serverKeys.outbound)
+        await client.close()
+        await server.close()
+    }
+
+    /// Whether a datagram holds a ChangeCipherSpec record (content type 20): a side's final
+    /// flight. Records are 13 bytes of header (type, version, epoch, sequence, length) and
+    /// their length.
+    static func carriesChangeCipherSpec(_ datagram: [UInt8]) -> Bool {
+        var offset = 0
+        while offset + 13 <= datagram.count {
+            if datagram[offset] == 20 { return true }
+            offset += 13 + (Int(datagram[offset + 11]) << 8 | Int(datagram[offset + 12]))
+        }
+        return false
     }
 
     /// Half the datagrams lost each way (eight seeded patterns, side by side), and every
