@@ -137,7 +137,7 @@ public struct LegState: Sendable, Equatable {
                 keyedByDTLS = dtls
                 pathUsesICE = ice
                 // SDES keys are known now: build the media while the checks run.
-                return dtls ? [] : [.prepareMedia]
+                return (dtls ? [] : [.prepareMedia]) + armSetupRound()
             default:
                 return []  // a re-offer or a restart's answer: the media goes on
             }
@@ -145,9 +145,13 @@ public struct LegState: Sendable, Equatable {
             switch phase {
             case .checking:
                 phase = .securing(iceConnectedAt: now)
-                if mediaBuilt { return mediaConnected(at: now) }
+                let cancel: [LegAction] = armed.remove(.setupRound) != nil ? [.cancel(.setupRound)] : []
+                if mediaBuilt { return cancel + mediaConnected(at: now) }
                 // DTLS runs its handshake over the selected pair, now there is one.
-                return keyedByDTLS ? [.prepareMedia] : []
+                return cancel + (keyedByDTLS ? [.prepareMedia] : [])
+            case .securing:
+                // Back on a pair after a fresh round (the peer's restart, or this side's).
+                return armed.remove(.setupRound) != nil ? [.cancel(.setupRound)] : []
             case var .reconnecting(lost):
                 return restore(&lost, clearing: .ice)
             default:
@@ -157,17 +161,21 @@ public struct LegState: Sendable, Equatable {
             return lose(.ice, now: now)
         case .iceFailed:
             // A pair that worked is gone (consent expired, RFC 7675): recover as from a lost
-            // connection, by restarting ICE. Before that, no pair ever worked.
-            if phase.iceHasConnected { return lose(.ice, now: now) }
+            // connection, by restarting ICE. Before that, no pair ever worked — or one did but
+            // the media never came up on it (a fresh round the peer started found none here):
+            // the call is still setting up its path.
+            if phase.iceHasConnected && !settingUpPath { return lose(.ice, now: now) }
             guard phase.isNegotiated else { return [] }
             // A restart under way (this side's or the peer's) is the next round already.
             guard !offerPending else { return [] }
-            if pathUsesICE, signaling.isUp, setupRestarts < timings.setupIceRestarts,
-               let interval = timings.iceRestartInterval, interval > .zero {
+            if startsFreshRound {
                 setupRestarts += 1
                 restartPending = true
-                return [.restartICE]
+                var actions: [LegAction] = [.restartICE]
+                if armed.remove(.setupRound) != nil { actions.append(.cancel(.setupRound)) }
+                return actions + armSetupRound()
             }
+            if phase.iceHasConnected { return lose(.ice, now: now) }  // the keys' own timeout ends it
             let rounds = setupRestarts == 0 ? "" : " in \(setupRestarts + 1) rounds of checks"
             return end(.failed("ICE failed: no candidate pair worked\(rounds) (try --stun or --turn)"))
         case .mediaStalled:
@@ -246,16 +254,23 @@ public struct LegState: Sendable, Equatable {
             renegotiationPending = false
             return []
         case .peerReoffered:
-            guard offerPending else { return [.answerPeerOffer] }
+            // Before any pair worked the peer's offer restarts the checks: a fresh round here
+            // too, with a full round's time.
+            var fresh: [LegAction] = []
+            if settingUpPath {
+                if armed.remove(.setupRound) != nil { fresh = [.cancel(.setupRound)] }
+                fresh += armSetupRound()
+            }
+            guard offerPending else { return [.answerPeerOffer] + fresh }
             // Offers crossed (both sides offered at once). The callee's stands: the callee
             // ignores the caller's, the caller answers the callee's (its answer says its own
             // hold) and gives its own up, which will never be answered.
-            guard outgoing else { return [] }
+            guard outgoing else { return fresh }
             renegotiationPending = false
             restartPending = false
             // The answer says this side's direction as it is now: nothing left to offer again.
             renegotiateAgain = false
-            return [.answerPeerOffer]
+            return [.answerPeerOffer] + fresh
         case .offerArrived:
             if phase.isNegotiated { return handle(.peerReoffered, now: now) }
             switch (firstOffer, outgoing, phase) {
@@ -348,6 +363,29 @@ public struct LegState: Sendable, Equatable {
               !armed.contains(.peerGone) else { return [] }
         armed.insert(.peerGone)
         return [.arm(.peerGone, after: timings.peerGoneAfter)]
+    }
+
+    /// Whether the call is still finding its path: checking, or on a pair whose media is not
+    /// up yet (keys being agreed).
+    private var settingUpPath: Bool {
+        switch phase {
+        case .checking, .securing: true
+        default: false
+        }
+    }
+
+    /// Whether a round of checks that found no pair may give way to a fresh one.
+    private var startsFreshRound: Bool {
+        guard pathUsesICE, signaling.isUp, setupRestarts < timings.setupIceRestarts,
+              let interval = timings.iceRestartInterval, interval > .zero else { return false }
+        return true
+    }
+
+    /// The timer for the round of checks starting now, while fresh rounds are left.
+    private mutating func armSetupRound() -> [LegAction] {
+        guard startsFreshRound, let round = timings.setupIceRound, round > .zero else { return [] }
+        armed.insert(.setupRound)
+        return [.arm(.setupRound, after: round)]
     }
 
     private mutating func loseSignaling(now: Duration) -> [LegAction] {
@@ -443,6 +481,14 @@ public struct LegState: Sendable, Equatable {
             guard !signaling.isUp else { return [] }
             reconnectAttempts += 1
             return [.reconnectSignaling]
+        case .setupRound:
+            guard settingUpPath else { return [] }
+            // Still waiting for the answer to a restart: the signaling is slow, not the round.
+            if offerPending { return armSetupRound() }
+            guard startsFreshRound else { return [] }  // the round runs on until it fails
+            setupRestarts += 1
+            restartPending = true
+            return [.restartICE] + armSetupRound()
         case .peerGone:
             guard !signaling.isUp, case let .reconnecting(lost) = phase, lost.signals.contains(.media) else { return [] }
             let seconds = (now - lost.lostAt).components.seconds

@@ -94,6 +94,10 @@ public enum LegTimer: Hashable, Sendable, CaseIterable {
     /// Ends a call whose signaling connection the other end closed while its media stopped
     /// (the peer's process is gone), unless either comes back first.
     case peerGone
+    /// Starts a fresh round of checks (an ICE restart) when the current one has found no pair
+    /// within ``LegTimings/setupIceRound``: libnice's retries of a check come further and
+    /// further apart, so through heavy loss a fresh round gets through sooner than waiting.
+    case setupRound
 }
 
 /// Whether a call's signaling connection is up, or lost and being resumed on a new one.
@@ -139,6 +143,10 @@ public struct LegTimings: Sendable, Equatable {
     /// alike, so this also bounds how long that takes to say. 0 (or no restart interval): the
     /// first failure ends the call.
     public var setupIceRestarts: Int
+    /// How long a round of checks may go without a pair before a fresh one starts (counted
+    /// in ``setupIceRestarts``); `nil`: only when a round fails. A round on an ordinary path
+    /// connects within a second (through a TURN server over TCP, two).
+    public var setupIceRound: Duration?
     /// How long a call whose signaling connection dropped waits to be resumed on a new one.
     public var resumeWindow: Duration
     /// How long a call waits once its signaling connection was closed from the other end and
@@ -147,11 +155,12 @@ public struct LegTimings: Sendable, Equatable {
 
     public init(keepAliveInterval: Duration = .seconds(15), connectionLostTimeout: Duration = .seconds(30),
                 iceRestartInterval: Duration? = .seconds(5), resumeWindow: Duration = .seconds(30),
-                peerGoneAfter: Duration = .seconds(3), setupIceRestarts: Int = 3) {
+                peerGoneAfter: Duration = .seconds(3), setupIceRestarts: Int = 5, setupIceRound: Duration? = .seconds(4)) {
         self.keepAliveInterval = keepAliveInterval
         self.connectionLostTimeout = connectionLostTimeout
         self.iceRestartInterval = iceRestartInterval
         self.setupIceRestarts = setupIceRestarts
+        self.setupIceRound = setupIceRound
         self.resumeWindow = resumeWindow
         self.peerGoneAfter = peerGoneAfter
     }

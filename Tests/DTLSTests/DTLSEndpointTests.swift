@@ -295,11 +295,13 @@ import Testing
             #expect(sent.withLock { $0.count } > before, "no copy in step \(step)")
         }
         let flights = sent.withLock { $0 }
-        // The ClientHello, then a copy every 500 ms: ten in five seconds (OpenSSL's own first
-        // resend, 250 ms of real time in, may add one).
-        #expect(flights.count >= 11 && flights.count <= 13, "\(flights.count) datagrams")
+        // The ClientHello, then a copy every 500 ms: ten in five seconds, byte for byte the
+        // datagrams sent before. (OpenSSL's own resends, on real time, are new records: on a
+        // busy machine a few of them come between.)
+        #expect(flights.count >= 11, "\(flights.count) datagrams")
         #expect(flights.allSatisfy { $0.first == 22 }, "handshake records only")
-        #expect(flights.dropFirst().contains(flights[0]), "copies of the very datagram sent first")
+        let copies = flights.indices.filter { index in flights[..<index].contains(flights[index]) }.count
+        #expect(copies >= 6, "\(copies) of \(flights.count) datagrams repeat an earlier one")
         await client.close()
     }
 
@@ -322,10 +324,10 @@ import Testing
         let wire = Locked(Wire())
         let server = DTLSAssociation(endpoint: try DTLSEndpoint(certificate: bob, role: .server, remoteFingerprint: alice.fingerprint),
                                      handshakeTimeout: .seconds(30), clock: TimerClock(clock)) { datagram in
-            // What the server sends at once in answer to the client's final flight (its own
-            // final flight) is lost; its copies, later on the clock, are not.
+            // What the server sends in answer to the client's final flight (its own final
+            // flight) is lost; its copies, half a second later on the clock, are not.
             let client = wire.withLock { w -> DTLSAssociation? in
-                if let at = w.secondFlightAt, clock.now == at {
+                if let at = w.secondFlightAt, clock.now < at.advanced(by: .milliseconds(400)) {
                     w.droppedFromServer += 1
                     return nil
                 }
