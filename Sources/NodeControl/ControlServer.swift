@@ -217,11 +217,11 @@ public final class ControlServer: Sendable {
                 case .end:
                     guard let head else { return }
                     if let token, !Self.authorized(head, token: token) {
-                        try await Self.write(.error(401, "give the control token: Authorization: Bearer TOKEN"), to: outbound)
+                        try await Self.write(.error(401, "give the control token: Authorization: Bearer TOKEN"), to: connection.channel)
                         return
                     }
                     if tooLarge {
-                        try await Self.write(.error(413, "the body is larger than \(limits.bodyBytes) bytes"), to: outbound)
+                        try await Self.write(.error(413, "the body is larger than \(limits.bodyBytes) bytes"), to: connection.channel)
                         return
                     }
                     let request = ControlRequest(method: head.method.rawValue, uri: head.uri, body: body)
@@ -230,7 +230,7 @@ public final class ControlServer: Sendable {
                         defer { answering.withLock { $0 += 1 } }
                         try await streamEvents(request, outbound: outbound, channel: connection.channel)
                     } else {
-                        try await Self.write(await api.respond(to: request), to: outbound)
+                        try await Self.write(await api.respond(to: request), to: connection.channel)
                     }
                     return
                 }
@@ -249,14 +249,23 @@ public final class ControlServer: Sendable {
         return difference == 0
     }
 
-    static func write(_ response: ControlResponse, to outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>) async throws {
+    /// Writes a whole answer and returns once the socket has taken all of it (at most 10 s).
+    /// The connection closes right after: an answer still queued in the channel then would be
+    /// cut short — what a large answer through a small send buffer to a reader that has not
+    /// read yet got ("stream ended at an unexpected time" in the client).
+    static func write(_ response: ControlResponse, to channel: any Channel) async throws {
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: "application/json")
         headers.add(name: "Content-Length", value: String(response.body.count))
         headers.add(name: "Connection", value: "close")
-        try await outbound.write(.head(HTTPResponseHead(version: .http1_1, status: .init(statusCode: response.status), headers: headers)))
-        try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: response.body))))
-        try await outbound.write(.end(nil))
+        channel.write(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: .init(statusCode: response.status), headers: headers)),
+                      promise: nil)
+        channel.write(HTTPServerResponsePart.body(.byteBuffer(ByteBuffer(bytes: response.body))), promise: nil)
+        let written = channel.eventLoop.makePromise(of: Void.self)
+        channel.writeAndFlush(HTTPServerResponsePart.end(nil), promise: written)
+        // A reader that never reads does not hold the connection (and a drain) for good.
+        channel.eventLoop.scheduleTask(in: .seconds(10)) { channel.close(promise: nil) }
+        try await written.futureResult.get()
     }
 
     /// `GET /v1/events`: every event from now on (or one call's), until the client goes, the
@@ -270,7 +279,7 @@ public final class ControlServer: Sendable {
             case let .success(found): call = found.id
             case let .failure(problem):
                 guard let uuid = UUID(uuidString: id) else {
-                    try await Self.write(.error(problem.status, problem.reason), to: outbound)
+                    try await Self.write(.error(problem.status, problem.reason), to: channel)
                     return
                 }
                 call = uuid  // a call that has not started yet, or has just ended
