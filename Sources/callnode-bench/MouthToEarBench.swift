@@ -183,43 +183,9 @@ struct MouthToEarBench: AsyncParsableCommand {
         }
         let home = directory + "/baresip"
         let ports = (callee: 25_170, caller: 25_172)
-        for (side, port) in [("callee", ports.callee), ("caller", ports.caller)] {
-            try FileManager.default.createDirectory(atPath: home + "/" + side, withIntermediateDirectories: true)
-            let config = """
-                poll_method epoll
-                sip_listen 127.0.0.1:\(port)
-                net_interface 127.0.0.1
-                audio_player alsa,pulse
-                audio_source alsa,pulse
-                audio_alert alsa,pulse
-                ausrc_srate 48000
-                auplay_srate 48000
-                ausrc_channels 1
-                auplay_channels 1
-                rtcp_mux yes
-                jitter_buffer_delay \(baresipJitter)
-                module_path /usr/lib/baresip/modules
-                module opus.so
-                module alsa.so
-                module srtp.so
-                module_tmp account.so
-                module_app menu.so
-                statmode_default off
-                ringback_disabled yes
-                opus_bitrate 40000
-                opus_complexity 8
-                opus_stereo no
-                opus_sprop_stereo no
-                opus_application voip
-                opus_inbandfec no
-                opus_dtx no
-
-                """
-            try config.write(toFile: home + "/\(side)/config", atomically: true, encoding: .utf8)
-            let answer = side == "callee" ? ";answermode=auto" : ""
-            try "<sip:\(side)@127.0.0.1:\(port)>;regint=0\(answer);ptime=20;mediaenc=srtp-mand\n"
-                .write(toFile: home + "/\(side)/accounts", atomically: true, encoding: .utf8)
-        }
+        try ProcessBench.writeBaresipHomes(home, ports: ports, complexity: 8,
+                                           audio: ["audio_player alsa,pulse", "audio_source alsa,pulse", "audio_alert alsa,pulse"],
+                                           modules: ["alsa.so"], jitter: baresipJitter)
         let calleeLog = home + "/callee.log", callerLog = home + "/caller.log"
         let callee = try ProcessBench.spawn(executable, ["-f", home + "/callee", "-t", String(chirps + 20)], output: calleeLog,
                                             environment: rig.environment(source: "silent.monitor", sink: "ear"))

@@ -199,44 +199,9 @@ struct ProcessBench: AsyncParsableCommand {
         // aufile ends the call when its file runs out: make it outlast the measurement.
         try WAV.write(SyntheticSpeech.samples(seconds: Double(window + 15), seed: 3), format: AudioFormat(), path: speech)
         let ports = (callee: 25_070 + 4 * run, caller: 25_072 + 4 * run)
-        for (side, port) in [("callee", ports.callee), ("caller", ports.caller)] {
-            try FileManager.default.createDirectory(atPath: directory + "/" + side, withIntermediateDirectories: true)
-            let config = """
-                poll_method epoll
-                sip_listen 127.0.0.1:\(port)
-                net_interface 127.0.0.1
-                audio_player aubridge,nullplay
-                audio_alert aubridge,nullplay
-                audio_source aufile,\(speech)
-                ausrc_srate 48000
-                auplay_srate 48000
-                ausrc_channels 1
-                auplay_channels 1
-                rtcp_mux yes
-                jitter_buffer_delay 5-10
-                module_path /usr/lib/baresip/modules
-                module opus.so
-                module aufile.so
-                module aubridge.so
-                module srtp.so
-                module_tmp account.so
-                module_app menu.so
-                statmode_default off
-                ringback_disabled yes
-                opus_bitrate 40000
-                opus_complexity \(complexity)
-                opus_stereo no
-                opus_sprop_stereo no
-                opus_application voip
-                opus_inbandfec no
-                opus_dtx no
-
-                """
-            try config.write(toFile: directory + "/\(side)/config", atomically: true, encoding: .utf8)
-            let answer = side == "callee" ? ";answermode=auto" : ""
-            try "<sip:\(side)@127.0.0.1:\(port)>;regint=0\(answer);ptime=20;mediaenc=srtp-mand\n"
-                .write(toFile: directory + "/\(side)/accounts", atomically: true, encoding: .utf8)
-        }
+        try Self.writeBaresipHomes(directory, ports: ports, complexity: complexity,
+                                   audio: ["audio_player aubridge,nullplay", "audio_alert aubridge,nullplay", "audio_source aufile,\(speech)"],
+                                   modules: ["aufile.so", "aubridge.so"])
         let calleeLog = directory + "/callee.log", callerLog = directory + "/caller.log"
         let callee = try Self.spawn(executable, ["-f", directory + "/callee", "-t", String(window + 20)], output: calleeLog)
         defer { kill(callee, SIGKILL); var status: Int32 = 0; waitpid(callee, &status, 0) }
@@ -249,6 +214,29 @@ struct ProcessBench: AsyncParsableCommand {
         _ = try await Self.waitFor(calleeLog, "Call established")
         _ = try await Self.waitFor(calleeLog, "SRTP is Enabled")
         return try await window(caller: caller, callee: callee, calleeIdle: calleeIdle, ticksPerSecond: ticksPerSecond)
+    }
+
+    /// A baresip home for the callee and the caller (`DIR/callee`, `DIR/caller`): SIP straight
+    /// to 127.0.0.1 on the given ports, Opus 48 kHz mono at 40 kbit/s and `complexity`, 20 ms,
+    /// SRTP (SDES) mandatory, the callee answering by itself; `audio` lines and their modules
+    /// say where sound comes from and goes.
+    static func writeBaresipHomes(_ directory: String, ports: (callee: Int, caller: Int), complexity: Int,
+                                  audio: [String], modules: [String], jitter: String = "5-10") throws {
+        for (side, port) in [("callee", ports.callee), ("caller", ports.caller)] {
+            try FileManager.default.createDirectory(atPath: directory + "/" + side, withIntermediateDirectories: true)
+            let lines = ["poll_method epoll", "sip_listen 127.0.0.1:\(port)", "net_interface 127.0.0.1"] + audio + [
+                "ausrc_srate 48000", "auplay_srate 48000", "ausrc_channels 1", "auplay_channels 1", "rtcp_mux yes",
+                "jitter_buffer_delay \(jitter)", "module_path /usr/lib/baresip/modules", "module opus.so",
+            ] + modules.map { "module \($0)" } + [
+                "module srtp.so", "module_tmp account.so", "module_app menu.so", "statmode_default off", "ringback_disabled yes",
+                "opus_bitrate 40000", "opus_complexity \(complexity)", "opus_stereo no", "opus_sprop_stereo no",
+                "opus_application voip", "opus_inbandfec no", "opus_dtx no",
+            ]
+            try (lines.joined(separator: "\n") + "\n").write(toFile: directory + "/\(side)/config", atomically: true, encoding: .utf8)
+            let answer = side == "callee" ? ";answermode=auto" : ""
+            try "<sip:\(side)@127.0.0.1:\(port)>;regint=0\(answer);ptime=20;mediaenc=srtp-mand\n"
+                .write(toFile: directory + "/\(side)/accounts", atomically: true, encoding: .utf8)
+        }
     }
 
     /// A settling second, then both processes measured over the window.

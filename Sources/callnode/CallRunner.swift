@@ -494,14 +494,11 @@ final class CallRunner {
             line("this host's network changed: \(parts.joined(separator: "; "))")
         case let .playoutReset(_, reset):
             line("playout moved \(EventJSON.milliseconds(reset.jump)) ms on the peer's stream (\(reset.reason.rawValue))")
-        case let .iceRestarted(uuid, byPeer):
-            if connected.contains(uuid) {
-                line(byPeer ? "the peer restarted ICE; looking for a new path" : "restarting ICE to look for a new path")
-            } else {
-                // Before the call connected: a round of checks ran out (heavy loss, or no path).
-                line(byPeer ? "no path yet: the peer started a fresh round of connectivity checks"
-                            : "no path yet: the connectivity checks ran out; starting a fresh round")
-            }
+        case let .iceRestarted(uuid, byPeer) where connected.contains(uuid):
+            line(byPeer ? "the peer restarted ICE; looking for a new path" : "restarting ICE to look for a new path")
+        case let .iceRestarted(_, byPeer):  // before the call connected: a round of checks found no path
+            line(byPeer ? "no path yet: the peer started a fresh round of connectivity checks"
+                        : "no path yet: the connectivity checks found none; starting a fresh round")
         case let .rejected(_, reason):
             line("rejected: \(reason)")
         case let .refused(_, from, reason):
