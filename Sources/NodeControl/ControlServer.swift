@@ -264,7 +264,8 @@ public final class ControlServer: Sendable {
         let written = channel.eventLoop.makePromise(of: Void.self)
         channel.writeAndFlush(HTTPServerResponsePart.end(nil), promise: written)
         // A reader that never reads does not hold the connection (and a drain) for good.
-        channel.eventLoop.scheduleTask(in: .seconds(10)) { channel.close(promise: nil) }
+        let limit = channel.eventLoop.scheduleTask(in: .seconds(10)) { channel.close(promise: nil) }
+        defer { limit.cancel() }
         try await written.futureResult.get()
     }
 
