@@ -25,30 +25,44 @@ extension MediaActor {
             playedAudio = true
             eventsContinuation.yield(.firstAudio)
         }
-        var adjustment = DelayAdjustment.none
+        // A move of the delay the buffer wants, made in a quiet frame at once, in speech a
+        // period at a time once it has waited for a quiet frame long enough (``TimeStretcher/plan(_:for:)``).
+        var stretch = TimeStretcher.Stretch.none, adjustment = DelayAdjustment.none
         if jitter.timeStretching {
             switch action {
-            case .play, .recover: adjustment = jitter.delayAdjustment
+            case .play, .recover:
+                adjustment = jitter.delayAdjustment
+                stretch = stretcher.plan(adjustment, for: playFrame)
             case .waiting, .silence, .conceal: break
             }
         }
-        switch adjustment {
-        case .none where stretcher.backlogSamples == 0:
+        switch (stretch, adjustment) {
+        case (.none, _) where stretcher.backlogSamples == 0:
             deliver(playFrame)
             return
-        case .none:
+        case (.none, _):
             stretcher.push(playFrame)
-        case .grow:
+        case (.wholeFrame, .grow):
+            stretcher.push(stretcher.lengthenedByAFrame(playFrame))
+            jitter.noteTimeStretch(.grow)
+        case (.period, .grow):
             stretcher.push(stretcher.lengthened(playFrame))
             jitter.noteTimeStretch(.grow)
-        case .shrink:
-            // Two frames played as one period less: the next one is taken now as well.
+        case (_, .shrink):
+            // Two frames played as one: the next one is taken now as well. A frame less when
+            // both are quiet, a period less otherwise.
             var second = playFrame
             let next = jitter.nextFrame(now: now)
             _ = decode(next, into: &second)
             reportPlayoutResets()
-            stretcher.push(stretcher.shortened(playFrame + second))
+            if stretch == .wholeFrame && stretcher.isQuiet(second) {
+                stretcher.push(stretcher.shortenedByAFrame(playFrame + second))
+            } else {
+                stretcher.push(stretcher.shortened(playFrame + second))
+            }
             jitter.noteTimeStretch(.shrink)
+        case (_, .none):
+            stretcher.push(playFrame)
         }
         stretcher.take(into: &playFrame)
         deliver(playFrame)

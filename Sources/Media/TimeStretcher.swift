@@ -1,3 +1,5 @@
+import RTP
+
 /// Moves the playout delay without dropping or inventing a frame: decoded speech is lengthened
 /// or shortened by one pitch period at a time, overlap-added where the signal repeats itself —
 /// the WSOLA idea behind WebRTC NetEq's preemptive expand and accelerate.
@@ -14,6 +16,9 @@ public struct TimeStretcher: Sendable {
     public let minimumPeriod: Int
     public let maximumPeriod: Int
     private var backlog: [Int16] = []
+    /// The speech level lately (``isQuiet(_:)``) and how many frames a move has waited.
+    private var speechLevel = 0.0
+    private var waited = 0
 
     /// - Parameters:
     ///   - frameSamples: Samples per frame.
@@ -49,31 +54,110 @@ public struct TimeStretcher: Sendable {
     /// the first, then the rest — at a periodic signal's own period, a seamless repetition.
     public func lengthened(_ x: [Int16]) -> [Int16] {
         guard x.count >= 2 * maximumPeriod else { return x }
-        let period = bestPeriod(x, from: 0)
-        var y = [Int16]()
-        y.reserveCapacity(x.count + period)
-        y.append(contentsOf: x[0..<period])
-        for i in 0..<period {
-            let w = Double(i + 1) / Double(period + 1)
-            y.append(Self.clamp(Double(x[period + i]) * (1 - w) + Double(x[i]) * w))
-        }
-        y.append(contentsOf: x[period...])
-        return y
+        return Self.lengthened(x, by: bestPeriod(x, from: 0))
     }
 
     /// `x` one period shorter: a cross-fade from its first period into its second takes the
     /// place of both.
     public func shortened(_ x: [Int16]) -> [Int16] {
         guard x.count >= 2 * maximumPeriod + 1 else { return x }
-        let period = bestPeriod(x, from: 0)
+        return Self.shortened(x, by: bestPeriod(x, from: 0))
+    }
+
+    /// A quiet frame a whole frame longer, in two half-frame repetitions, each cross-faded in
+    /// and out (continuous at every join; what it repeats is too quiet to be heard as such).
+    public func lengthenedByAFrame(_ x: [Int16]) -> [Int16] {
+        let first = x.count / 2, second = x.count - first
+        guard first > 0 else { return x }
+        return Self.lengthened(Self.lengthened(x, by: first), by: second)
+    }
+
+    /// Two frames, the first of them quiet, as one: the first cross-faded into the second over
+    /// its whole length.
+    public func shortenedByAFrame(_ x: [Int16]) -> [Int16] {
+        guard x.count >= 2 else { return x }
+        return Self.shortened(x, by: x.count / 2)
+    }
+
+    static func lengthened(_ x: [Int16], by period: Int) -> [Int16] {
+        guard period > 0, x.count >= 2 * period else { return x }
+        var y = [Int16]()
+        y.reserveCapacity(x.count + period)
+        y.append(contentsOf: x[0..<period])
+        for i in 0..<period {
+            let w = Double(i + 1) / Double(period + 1)
+            y.append(clamp(Double(x[period + i]) * (1 - w) + Double(x[i]) * w))
+        }
+        y.append(contentsOf: x[period...])
+        return y
+    }
+
+    static func shortened(_ x: [Int16], by period: Int) -> [Int16] {
+        guard period > 0, x.count >= 2 * period else { return x }
         var y = [Int16]()
         y.reserveCapacity(x.count - period)
         for i in 0..<period {
             let w = Double(i + 1) / Double(period + 1)
-            y.append(Self.clamp(Double(x[i]) * (1 - w) + Double(x[period + i]) * w))
+            y.append(clamp(Double(x[i]) * (1 - w) + Double(x[period + i]) * w))
         }
         y.append(contentsOf: x[(2 * period)...])
         return y
+    }
+
+    /// How a move of the delay is made for the frame about to play.
+    public enum Stretch: Equatable, Sendable {
+        /// Not now: no move is wanted, or the frame is speech and a quiet one may come soon.
+        case none
+        /// The whole move in this quiet frame: a frame more (or, with the next, a frame less).
+        case wholeFrame
+        /// A pitch period: speech that has waited long enough for a quiet frame.
+        case period
+    }
+
+    /// Frames of speech a wanted longer delay waits for a quiet frame before it moves a period
+    /// at a time (200 ms at 20 ms frames: a syllable). Meanwhile a copy the delay would have
+    /// waited for may come too late; a stretch in the middle of a vowel is heard, and PESQ
+    /// marks the whole utterance down for it.
+    public static let growWait = 10
+    /// As ``growWait``, for a shorter delay (nothing is lost meanwhile but latency).
+    public static let shrinkWait = 50
+    /// A frame this far under the speech heard lately (−15 dB), or under ``quietFloor``, is quiet.
+    public static let quietShare = 0.18
+    /// RMS under which a frame is quiet whatever came before (about −50 dBFS).
+    public static let quietFloor = 100.0
+
+    /// How to make `adjustment` with `frame`, the decoded frame about to play; called for every
+    /// decoded frame (it follows the speech level). A quiet frame takes the whole move at once,
+    /// the way NetEq stretches its comfort noise; speech waits for one (``growWait``,
+    /// ``shrinkWait``), then moves a period per frame.
+    public mutating func plan(_ adjustment: DelayAdjustment, for frame: [Int16]) -> Stretch {
+        let quiet = isQuiet(frame)
+        guard adjustment != .none else {
+            waited = 0
+            return .none
+        }
+        if quiet { waited = 0; return .wholeFrame }
+        waited += 1
+        return waited > (adjustment == .grow ? Self.growWait : Self.shrinkWait) ? .period : .none
+    }
+
+    /// Whether `frame` is quiet against the speech heard lately; follows the level (a peak
+    /// follower of frames' RMS, every eighth sample: it rises at once and falls by about 9 dB
+    /// a second).
+    public mutating func isQuiet(_ frame: [Int16]) -> Bool {
+        var sum = 0.0, count = 0
+        frame.withUnsafeBufferPointer { p in
+            var i = 0
+            while i < p.count {
+                let v = Double(p[i])
+                sum += v * v
+                count += 1
+                i += 8
+            }
+        }
+        let rms = count > 0 ? (sum / Double(count)).squareRoot() : 0
+        speechLevel = max(rms, speechLevel * 0.98)
+        return rms < max(Self.quietFloor, speechLevel * Self.quietShare)
     }
 
     /// The lag in `minimumPeriod...maximumPeriod` at which `x` (from `start`) best matches
@@ -140,7 +224,7 @@ public struct TimeStretcher: Sendable {
         return best.lag
     }
 
-    private static func clamp(_ value: Double) -> Int16 {
+    static func clamp(_ value: Double) -> Int16 {
         Int16(max(-32_768, min(32_767, value.rounded())))
     }
 }

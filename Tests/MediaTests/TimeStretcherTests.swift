@@ -134,4 +134,90 @@ import Testing
         #expect(stretched.jb.lost == stretched.jb.redundancyRecovered + stretched.jb.fecRecovered + stretched.jb.concealed)
         #expect(stretched.quiet <= stretched.jb.concealed + stretched.jb.stretched, "\(stretched.quiet) frames without the tone: \(stretched.jb)")
     }
+
+    /// A move of the delay is made where it is not heard: at once in a quiet frame, a whole
+    /// frame's worth; in speech only after it has waited for a quiet frame, a period per frame.
+    @Test func aQuietFrameTakesTheWholeMoveAndSpeechWaitsForOne() {
+        var stretcher = TimeStretcher(frameSamples: 960, sampleRate: 48_000)
+        let loud = Self.tone([200, 400, 600], count: 960)
+        let quiet = loud.map { $0 / 20 }  // 26 dB under the speech
+        func plan(_ adjustment: DelayAdjustment, _ frame: [Int16]) -> TimeStretcher.Stretch { stretcher.plan(adjustment, for: frame) }
+        func isQuiet(_ frame: [Int16]) -> Bool { stretcher.isQuiet(frame) }
+        #expect(plan(.none, loud) == .none)
+        #expect(plan(.grow, quiet) == .wholeFrame)
+        for frame in 0..<TimeStretcher.growWait { #expect(plan(.grow, loud) == .none, "frame \(frame)") }
+        #expect(plan(.grow, loud) == .period)
+        #expect(plan(.grow, loud) == .period)
+        #expect(plan(.grow, quiet) == .wholeFrame)
+        // A move no longer wanted forgets the wait.
+        #expect(plan(.none, loud) == .none)
+        #expect(plan(.grow, loud) == .none)
+        #expect(plan(.none, loud) == .none)
+        // A shorter delay only costs latency meanwhile: it waits longer.
+        for frame in 0..<TimeStretcher.shrinkWait { #expect(plan(.shrink, loud) == .none, "frame \(frame)") }
+        #expect(plan(.shrink, loud) == .period)
+        // Quiet is against the speech heard lately: 10 dB under it is still speech.
+        #expect(!isQuiet(loud.map { $0 / 3 }))
+        #expect(isQuiet([Int16](repeating: 0, count: 960)))
+    }
+
+    @Test func aQuietFrameLengthensAndShortensByAWholeFrameWithoutAJump() {
+        let stretcher = TimeStretcher(frameSamples: 960, sampleRate: 48_000)
+        var rng = SplitMix64(seed: 9)
+        let hiss = (0..<960).map { _ in Int16(Int(rng.next() % 201) - 100) }
+        let longer = stretcher.lengthenedByAFrame(hiss)
+        #expect(longer.count == 1_920)
+        // It starts as the frame does and ends as it does (the next frame follows on without a
+        // jump), and the cross-fades stay within the hiss's own level.
+        #expect(Array(longer.prefix(480)) == Array(hiss.prefix(480)))
+        #expect(Array(longer.suffix(480)) == Array(hiss.suffix(480)))
+        #expect(longer.allSatisfy { abs(Int($0)) <= 100 })
+        let next = hiss.reversed().map { $0 / 2 }
+        let shorter = stretcher.shortenedByAFrame(hiss + next)
+        #expect(shorter.count == 960)
+        #expect(abs(Int(shorter[0]) - Int(hiss[0])) <= 1 && abs(Int(shorter[959]) - Int(next[959])) <= 1)
+    }
+
+    /// Syllables with pauses (180 ms bursts of a voiced tone, shorter than a move of the delay
+    /// waits in speech) through a lossy path: the delay grows as the first losses make the
+    /// buffer hold copies, and it grows in the pauses — every burst plays as long as it was
+    /// spoken, none is lengthened by a period in its middle (as the first ones were when each
+    /// frame that wanted a longer delay was stretched, speech or not).
+    @Test func theDelayGrowsInThePausesAndTheBurstsKeepTheirLength() async throws {
+        let burst = 8_640, pause = 14_400  // 180 and 300 ms
+        let voice = Self.tone([200, 400, 600], count: burst).map { Int16(Double($0) * 0.6) }
+        let speech = voice + [Int16](repeating: 0, count: pause)
+        var configuration = MediaConfiguration()
+        configuration.redundancyPayloadType = 63
+        configuration.timeStretching = true
+        let sink = ManualAudioEndpoint(bufferDuration: .seconds(12))
+        let call = try MediaActorTests.makeCall(source: WAVFileSource(samples: speech, format: AudioFormat(), loops: true), sink: sink,
+                                                conditions: LinkConditions(loss: 0.1), seed: 21, configuration: configuration)
+        try await call.a.start()
+        try await call.b.start()
+        await call.clock.advance(frames: 450)
+        let jb = await call.b.statistics.jitterBuffer
+        await call.a.stop()
+        await call.b.stop()
+        let played = sink.pullPlayback(maximum: sink.playbackAvailable)
+        // Each burst's length: from the first to the last 2.5 ms window loud at half the voice's
+        // level or more.
+        let window = 120
+        let loud = stride(from: 0, to: played.count - window, by: window).map { start in
+            (played[start..<(start + window)].map { Double($0) * Double($0) }.reduce(0, +) / Double(window)).squareRoot() > 1_500
+        }
+        var lengths: [Int] = [], run = 0
+        for isLoud in loud {
+            if isLoud { run += 1 } else if run > 0 { lengths.append(run * window); run = 0 }
+        }
+        let whole = lengths.dropLast()  // the last may be cut by the end
+        #expect(jb.expanded > 0, "the delay never grew: \(jb)")
+        #expect(whole.count >= 10, "\(lengths)")
+        // The first burst also holds the frame the buffer repeats at the first gap, before it
+        // knows the stream is lossy (`stretched`, not a time stretch).
+        let first = try #require(whole.first)
+        #expect(first <= burst + jb.stretched * 960 + window * 2, "the first burst: \(first) samples (spoken \(burst)): \(jb)")
+        let stretched = whole.dropFirst().filter { abs($0 - burst) > window * 2 }
+        #expect(stretched.isEmpty, "bursts of \(stretched) samples (spoken \(burst)): \(jb)")
+    }
 }
