@@ -106,20 +106,19 @@ public struct TimeStretcher: Sendable {
 
     /// How a move of the delay is made for the frame about to play.
     public enum Stretch: Equatable, Sendable {
-        /// Not now: no move is wanted, or the frame is speech and a quiet one may come soon.
+        /// Not now: no move is wanted, or a shorter delay waits for a quiet frame.
         case none
         /// The whole move in this quiet frame: a frame more (or, with the next, a frame less).
         case wholeFrame
-        /// A pitch period: speech that has waited long enough for a quiet frame.
+        /// A pitch period: a longer delay in speech, or a shorter one that has waited long enough.
         case period
     }
 
-    /// Frames of speech a wanted longer delay waits for a quiet frame before it moves a period
-    /// at a time (200 ms at 20 ms frames: a syllable). Meanwhile a copy the delay would have
-    /// waited for may come too late; a stretch in the middle of a vowel is heard, and PESQ
-    /// marks the whole utterance down for it.
-    public static let growWait = 10
-    /// As ``growWait``, for a shorter delay (nothing is lost meanwhile but latency).
+    /// Frames of speech a shorter delay waits for a quiet frame before it moves a period at a
+    /// time (a second at 20 ms frames): meanwhile nothing is lost but latency, and a stretch in
+    /// a pause is not heard. A longer delay does not wait: until it is there, the copies and
+    /// FEC it holds for come too late (waiting 200 ms for a quiet frame cost 0.04–0.09 PESQ-WB
+    /// at 30 % loss over 20 loss patterns).
     public static let shrinkWait = 50
     /// A frame this far under the speech heard lately (−15 dB), or under ``quietFloor``, is quiet.
     public static let quietShare = 0.18
@@ -128,17 +127,23 @@ public struct TimeStretcher: Sendable {
 
     /// How to make `adjustment` with `frame`, the decoded frame about to play; called for every
     /// decoded frame (it follows the speech level). A quiet frame takes the whole move at once,
-    /// the way NetEq stretches its comfort noise; speech waits for one (``growWait``,
-    /// ``shrinkWait``), then moves a period per frame.
+    /// the way NetEq stretches in silence; in speech a longer delay moves a period per frame,
+    /// a shorter one first waits for a quiet frame (``shrinkWait``).
     public mutating func plan(_ adjustment: DelayAdjustment, for frame: [Int16]) -> Stretch {
         let quiet = isQuiet(frame)
-        guard adjustment != .none else {
+        switch adjustment {
+        case .none:
             waited = 0
             return .none
+        case _ where quiet:
+            waited = 0
+            return .wholeFrame
+        case .grow:
+            return .period
+        case .shrink:
+            waited += 1
+            return waited > Self.shrinkWait ? .period : .none
         }
-        if quiet { waited = 0; return .wholeFrame }
-        waited += 1
-        return waited > (adjustment == .grow ? Self.growWait : Self.shrinkWait) ? .period : .none
     }
 
     /// Whether `frame` is quiet against the speech heard lately; follows the level (a peak

@@ -135,9 +135,10 @@ import Testing
         #expect(stretched.quiet <= stretched.jb.concealed + stretched.jb.stretched, "\(stretched.quiet) frames without the tone: \(stretched.jb)")
     }
 
-    /// A move of the delay is made where it is not heard: at once in a quiet frame, a whole
-    /// frame's worth; in speech only after it has waited for a quiet frame, a period per frame.
-    @Test func aQuietFrameTakesTheWholeMoveAndSpeechWaitsForOne() {
+    /// A move of the delay is made where it is not heard when it can be: at once in a quiet
+    /// frame, a whole frame's worth. In speech a longer delay moves a period per frame at once
+    /// (the copies it holds for are needed now); a shorter one waits for a quiet frame first.
+    @Test func aQuietFrameTakesTheWholeMoveAndAShorterDelayWaitsForOne() {
         var stretcher = TimeStretcher(frameSamples: 960, sampleRate: 48_000)
         let loud = Self.tone([200, 400, 600], count: 960)
         let quiet = loud.map { $0 / 20 }  // 26 dB under the speech
@@ -145,17 +146,16 @@ import Testing
         func isQuiet(_ frame: [Int16]) -> Bool { stretcher.isQuiet(frame) }
         #expect(plan(.none, loud) == .none)
         #expect(plan(.grow, quiet) == .wholeFrame)
-        for frame in 0..<TimeStretcher.growWait { #expect(plan(.grow, loud) == .none, "frame \(frame)") }
         #expect(plan(.grow, loud) == .period)
-        #expect(plan(.grow, loud) == .period)
-        #expect(plan(.grow, quiet) == .wholeFrame)
-        // A move no longer wanted forgets the wait.
-        #expect(plan(.none, loud) == .none)
-        #expect(plan(.grow, loud) == .none)
-        #expect(plan(.none, loud) == .none)
-        // A shorter delay only costs latency meanwhile: it waits longer.
+        #expect(plan(.shrink, quiet) == .wholeFrame)
         for frame in 0..<TimeStretcher.shrinkWait { #expect(plan(.shrink, loud) == .none, "frame \(frame)") }
         #expect(plan(.shrink, loud) == .period)
+        #expect(plan(.shrink, loud) == .period)
+        #expect(plan(.shrink, quiet) == .wholeFrame)
+        // A move no longer wanted forgets the wait.
+        #expect(plan(.shrink, loud) == .none)
+        #expect(plan(.none, loud) == .none)
+        #expect(plan(.shrink, loud) == .none)
         // Quiet is against the speech heard lately: 10 dB under it is still speech.
         #expect(!isQuiet(loud.map { $0 / 3 }))
         #expect(isQuiet([Int16](repeating: 0, count: 960)))
@@ -178,24 +178,26 @@ import Testing
         #expect(abs(Int(shorter[0]) - Int(hiss[0])) <= 1 && abs(Int(shorter[959]) - Int(next[959])) <= 1)
     }
 
-    /// Syllables with pauses (180 ms bursts of a voiced tone, shorter than a move of the delay
-    /// waits in speech) through a lossy path: the delay grows as the first losses make the
-    /// buffer hold copies, and it grows in the pauses — every burst plays as long as it was
-    /// spoken, none is lengthened by a period in its middle (as the first ones were when each
-    /// frame that wanted a longer delay was stretched, speech or not).
-    @Test func theDelayGrowsInThePausesAndTheBurstsKeepTheirLength() async throws {
-        let burst = 8_640, pause = 14_400  // 180 and 300 ms
+    /// Syllables with pauses (180 ms bursts of a voiced tone, 300 ms apart) through a path
+    /// whose jitter made the buffer hold 100 ms and then calms: the delay comes down in the
+    /// pauses — every burst afterwards plays as long as it was spoken, none is shortened by a
+    /// period in its middle (as when each frame over the target was shortened, speech or not).
+    @Test func aShorterDelayComesInThePausesAndTheBurstsKeepTheirLength() async throws {
+        let burst = 8_640, pause = 14_400
         let voice = Self.tone([200, 400, 600], count: burst).map { Int16(Double($0) * 0.6) }
         let speech = voice + [Int16](repeating: 0, count: pause)
         var configuration = MediaConfiguration()
-        configuration.redundancyPayloadType = 63
         configuration.timeStretching = true
-        let sink = ManualAudioEndpoint(bufferDuration: .seconds(12))
+        let sink = ManualAudioEndpoint(bufferDuration: .seconds(20))
         let call = try MediaActorTests.makeCall(source: WAVFileSource(samples: speech, format: AudioFormat(), loops: true), sink: sink,
-                                                conditions: LinkConditions(loss: 0.1), seed: 21, configuration: configuration)
+                                                conditions: LinkConditions(jitter: .milliseconds(60)), seed: 21, configuration: configuration)
         try await call.a.start()
         try await call.b.start()
-        await call.clock.advance(frames: 450)
+        await call.clock.advance(frames: 250)
+        let held = await call.b.statistics.jitterBuffer
+        _ = sink.pullPlayback(maximum: sink.playbackAvailable)
+        call.link.setConditions(LinkConditions(), fromA: true)
+        await call.clock.advance(frames: 750)
         let jb = await call.b.statistics.jitterBuffer
         await call.a.stop()
         await call.b.stop()
@@ -210,14 +212,11 @@ import Testing
         for isLoud in loud {
             if isLoud { run += 1 } else if run > 0 { lengths.append(run * window); run = 0 }
         }
-        let whole = lengths.dropLast()  // the last may be cut by the end
-        #expect(jb.expanded > 0, "the delay never grew: \(jb)")
-        #expect(whole.count >= 10, "\(lengths)")
-        // The first burst also holds the frame the buffer repeats at the first gap, before it
-        // knows the stream is lossy (`stretched`, not a time stretch).
-        let first = try #require(whole.first)
-        #expect(first <= burst + jb.stretched * 960 + window * 2, "the first burst: \(first) samples (spoken \(burst)): \(jb)")
-        let stretched = whole.dropFirst().filter { abs($0 - burst) > window * 2 }
-        #expect(stretched.isEmpty, "bursts of \(stretched) samples (spoken \(burst)): \(jb)")
+        let whole = lengths.dropFirst().dropLast()  // the first and last may be cut by the switch and the end
+        #expect(held.currentDelay >= .milliseconds(60), "the jitter never made the buffer hold more: \(held)")
+        #expect(jb.compressed > held.compressed && jb.currentDelay < held.currentDelay - .milliseconds(30), "the delay never came down: \(held) → \(jb)")
+        #expect(whole.count >= 20, "\(lengths)")
+        let shortened = whole.filter { abs($0 - burst) > window * 2 }
+        #expect(shortened.isEmpty, "bursts of \(shortened) samples (spoken \(burst)): \(jb)")
     }
 }
