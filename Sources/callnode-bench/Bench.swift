@@ -183,6 +183,9 @@ struct MediaBench: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Draw the conference sweep's CPU and late frames against parties into this PNG (gnuplot).", valueName: "FILE.png"))
     var conferencePlot: String?
 
+    @Option(help: ArgumentHelp("With --conference: also run each party count this many rounds as one conference and as plain calls, the two kinds in turn (ABBA), so the machine's drift over minutes falls on both alike; prints in how many rounds each kept up.", valueName: "ROUNDS"))
+    var pairedRounds = 0
+
     func validate() throws {
         guard seconds > 0, runs > 0, realTimeSeconds > 0, memoryCalls > 0 else { throw ValidationError("counts must be positive") }
         if (plot != nil || conferencePlot != nil) && Self.gnuplot() == nil {
@@ -193,6 +196,8 @@ struct MediaBench: AsyncParsableCommand {
         guard legs.allSatisfy({ $0 >= 2 && $0 % 2 == 0 }) else { throw ValidationError("--legs values are even (two per call)") }
         guard conference.allSatisfy({ $0 >= 2 }) else { throw ValidationError("--conference values are at least 2 parties") }
         if conferencePlot != nil && conference.isEmpty { throw ValidationError("--conference-plot needs --conference PARTIES") }
+        guard pairedRounds >= 0 else { throw ValidationError("--paired-rounds is 0 or more") }
+        if pairedRounds > 0 && conference.isEmpty { throw ValidationError("--paired-rounds needs --conference PARTIES") }
     }
 
     func run() async throws {
@@ -295,6 +300,36 @@ struct MediaBench: AsyncParsableCommand {
                               title: "CallNode: parties in one conference on one node, each with its peer leg (\(ProcessInfo.processInfo.activeProcessorCount) cores)",
                               xLabel: "parties in one conference")
                 print("media real time: conference plot written to \(conferencePlot)")
+            }
+        }
+        if pairedRounds > 0 {
+            // Each party count as a conference and as plain calls in turn, round after round
+            // (ABBA), so the drift of this machine's speed over minutes falls on both alike.
+            var kept: [Bool: [Int: Int]] = [true: [:], false: [:]]
+            var late: [Bool: [Int: [Double]]] = [true: [:], false: [:]]
+            var cpu: [Bool: [Int: [Double]]] = [true: [:], false: [:]]
+            var shares: [Bool: [Int: [Double]]] = [true: [:], false: [:]]
+            for round in 0..<pairedRounds {
+                for parties in conference {
+                    for inConference in round % 2 == 0 ? [true, false] : [false, true] {
+                        let (best, ceiling, points) = try await sweep(legs: [parties * 2], speech: speech, configuration: fixedConfiguration, baseline: baseline,
+                                                                      label: "round \(round + 1), \(inConference ? "one conference" : "plain calls")", conference: inConference)
+                        if best > 0 { kept[inConference]![parties, default: 0] += 1 }
+                        if let point = points.first {
+                            late[inConference]![parties, default: []].append(point.latePercent)
+                            cpu[inConference]![parties, default: []].append(point.cpuPercent)
+                        }
+                        if let ceiling { shares[inConference]![parties, default: []].append(Double(parties * 2) / ceiling * 100) }
+                    }
+                }
+            }
+            let median = { (xs: [Double]) in xs.isEmpty ? Double.nan : xs.sorted()[xs.count / 2] }
+            print("media real time, paired rounds: parties | kept up as one conference (median late %, CPU %) | kept up as plain calls (median late %, CPU %) | share of the ceiling when kept up (median, conference / plain)")
+            for parties in conference {
+                print(String(format: "media real time, paired rounds: %d parties | %d of %d (%.2f %%, %.0f %%) | %d of %d (%.2f %%, %.0f %%) | %.0f %% / %.0f %%",
+                             parties, kept[true]![parties, default: 0], pairedRounds, median(late[true]![parties, default: []]), median(cpu[true]![parties, default: []]),
+                             kept[false]![parties, default: 0], pairedRounds, median(late[false]![parties, default: []]), median(cpu[false]![parties, default: []]),
+                             median(shares[true]![parties, default: []]), median(shares[false]![parties, default: []])))
             }
         }
         if followLoad {
