@@ -147,20 +147,20 @@ public struct TimeStretcher: Sendable {
     }
 
     /// Whether `frame` is quiet against the speech heard lately; follows the level (a peak
-    /// follower of frames' RMS, every eighth sample: it rises at once and falls by about 9 dB
+    /// follower of frames' RMS, every sixteenth sample: it rises at once and falls by about 9 dB
     /// a second).
     public mutating func isQuiet(_ frame: [Int16]) -> Bool {
-        var sum = 0.0, count = 0
+        var sum = 0, count = 0
         frame.withUnsafeBufferPointer { p in
             var i = 0
             while i < p.count {
-                let v = Double(p[i])
-                sum += v * v
-                count += 1
-                i += 8
+                let v = Int(p[i])
+                sum &+= v &* v
+                count &+= 1
+                i &+= 16
             }
         }
-        let rms = count > 0 ? (sum / Double(count)).squareRoot() : 0
+        let rms = count > 0 ? (Double(sum) / Double(count)).squareRoot() : 0
         speechLevel = max(rms, speechLevel * 0.98)
         return rms < max(Self.quietFloor, speechLevel * Self.quietShare)
     }

@@ -20,6 +20,9 @@ final class AcceptedChannel: Sendable {
 
     deinit {
         guard let left = take() else { return }
+        // Closed at once on its event loop (a task may wait for the cooperative pool a long
+        // time on a busy node), then run empty so its writer is finished.
+        left.channel.close(promise: nil)
         Task { try? await left.executeThenClose { _, _ in } }
     }
 }

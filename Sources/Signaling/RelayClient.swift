@@ -103,6 +103,8 @@ final class UpgradeBox: Sendable {
 
     deinit {
         guard let (left, _) = value.withLock({ $0.take() }) else { return }
+        // As ``AcceptedChannel``'s: closed at once, then run empty.
+        left.channel.close(promise: nil)
         Task { try? await left.executeThenClose { _, _ in } }
     }
 }
