@@ -110,7 +110,14 @@ extension RealTimeTests {
         #expect(event["output"] as? String == "alsa:fallbacksink")
         let after = (event["time"] as? Double ?? .infinity) - unpluggedAt
         #expect(after < 1, "the route changed \(after) s after the sink went")
-        try await Task.sleep(for: .seconds(3))
+        // About three seconds of the fallback: until the recording holds 130 frames (48 kHz
+        // mono, 16 bits), or four seconds on a machine that starts the recorder late.
+        let enough = 130 * 960 * 2, recordingDeadline = ContinuousClock.now + .seconds(4)
+        while ContinuousClock.now < recordingDeadline {
+            try await Task.sleep(for: .milliseconds(100))
+            let size = (try? FileManager.default.attributesOfItem(atPath: recording)[.size] as? Int) ?? 0
+            if size >= enough { break }
+        }
         recorder.stop(grace: .milliseconds(200))
 
         #expect(await run.alice.wait() == 0)
