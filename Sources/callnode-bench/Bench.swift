@@ -7,7 +7,6 @@ import Foundation
 
 #if canImport(Glibc)
 import Glibc
-import Synchronization
 #endif
 
 /// The entry point: the command runs in a task while the main thread waits for it. (An async
@@ -304,40 +303,7 @@ struct MediaBench: AsyncParsableCommand {
             }
         }
         if pairedRounds > 0 {
-            // Each party count as a conference and as plain calls in turn, round after round
-            // (ABBA), so the drift of this machine's speed over minutes falls on both alike.
-            var kept: [Bool: [Int: Int]] = [true: [:], false: [:]]
-            var late: [Bool: [Int: [Double]]] = [true: [:], false: [:]]
-            var cpu: [Bool: [Int: [Double]]] = [true: [:], false: [:]]
-            var shares: [Bool: [Int: [Double]]] = [true: [:], false: [:]]
-            var pacedShares: [Bool: [Int: [Double]]] = [true: [:], false: [:]]
-            for round in 0..<pairedRounds {
-                for parties in conference {
-                    for inConference in round % 2 == 0 ? [true, false] : [false, true] {
-                        let (best, ceiling, points) = try await sweep(legs: [parties * 2], speech: speech, configuration: fixedConfiguration, baseline: baseline,
-                                                                      label: "round \(round + 1), \(inConference ? "one conference" : "plain calls")", conference: inConference)
-                        if best > 0 { kept[inConference]![parties, default: 0] += 1 }
-                        if let point = points.first {
-                            late[inConference]![parties, default: []].append(point.latePercent)
-                            cpu[inConference]![parties, default: []].append(point.cpuPercent)
-                        }
-                        if let ceiling { shares[inConference]![parties, default: []].append(Double(parties * 2) / ceiling * 100) }
-                        let paced = try pacedBareCeiling(legs: parties * 2, speech: speech, configuration: fixedConfiguration)
-                        pacedShares[inConference]![parties, default: []].append(Double(parties * 2) / paced.legs * 100)
-                        print(String(format: "media real time (round %d): paced bare ceiling beside it %.0f legs (%.4f s per leg-second), this count %.0f %% of it",
-                                     round + 1, paced.legs, paced.perLeg, Double(parties * 2) / paced.legs * 100))
-                    }
-                }
-            }
-            let median = { (xs: [Double]) in xs.isEmpty ? Double.nan : xs.sorted()[xs.count / 2] }
-            print("media real time, paired rounds: parties | kept up as one conference (median late %, CPU %) | kept up as plain calls (median late %, CPU %) | share of the ceiling when kept up (median, conference / plain) | share of the paced ceiling (median of every round, conference / plain)")
-            for parties in conference {
-                print(String(format: "media real time, paired rounds: %d parties | %d of %d (%.2f %%, %.0f %%) | %d of %d (%.2f %%, %.0f %%) | %.0f %% / %.0f %% | %.0f %% / %.0f %%",
-                             parties, kept[true]![parties, default: 0], pairedRounds, median(late[true]![parties, default: []]), median(cpu[true]![parties, default: []]),
-                             kept[false]![parties, default: 0], pairedRounds, median(late[false]![parties, default: []]), median(cpu[false]![parties, default: []]),
-                             median(shares[true]![parties, default: []]), median(shares[false]![parties, default: []]),
-                             median(pacedShares[true]![parties, default: []]), median(pacedShares[false]![parties, default: []])))
-            }
+            try await runPairedRounds(speech: speech, configuration: fixedConfiguration, baseline: baseline)
         }
         if followLoad {
             // The same sweep with complexity following the clock's load, from the first count
@@ -361,50 +327,6 @@ struct MediaBench: AsyncParsableCommand {
         print(String(format: "media memory: %.0f KiB per call (two legs), %d calls", Double(after - before) / 1024 / Double(memoryCalls), memoryCalls))
     }
 
-    /// gnuplot's path, if it is installed.
-    static func gnuplot() -> String? {
-        let paths = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
-        return paths.map { "\($0)/gnuplot" }.first { FileManager.default.isExecutableFile(atPath: $0) }
-    }
-
-    /// CPU (percent of the machine) and late phase ticks (percent) against concurrent legs.
-    static func draw(_ points: [(legs: Int, cpuPercent: Double, latePercent: Double)], baselinePercent: Double, to path: String,
-                     title: String = "CallNode media legs in real time (\(ProcessInfo.processInfo.activeProcessorCount) cores)",
-                     xLabel: String = "concurrent call legs") throws {
-        guard let gnuplot = gnuplot() else { throw ValidationError("gnuplot is not installed") }
-        let data = path + ".dat"
-        try points.map { String(format: "%d %.2f %.3f", $0.legs, $0.cpuPercent, $0.latePercent) }.joined(separator: "\n")
-            .write(toFile: data, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(atPath: data) }
-        let script = """
-            set terminal pngcairo size 900,520 font ",11"
-            set output '\(path)'
-            set title '\(title)'
-            set xlabel '\(xLabel)'
-            set ylabel 'CPU, % of the machine'
-            set y2label 'late phase ticks, %'
-            set ytics nomirror
-            set y2tics
-            set yrange [0:100]
-            set y2range [0:*]
-            set key outside bottom center horizontal
-            set grid
-            plot '\(data)' using 1:2 with linespoints lw 2 title 'CPU', \\
-                 '\(data)' using 1:3 axes x1y2 with linespoints lw 2 title 'late ticks', \\
-                 \(String(format: "%.3f", baselinePercent + 0.5)) axes x1y2 with lines dt 2 title 'late-tick limit (idle clock + 0.5 %)'
-            """
-        let scriptPath = path + ".gp"
-        try script.write(toFile: scriptPath, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(atPath: scriptPath) }
-        var pid: pid_t = 0
-        let argv: [UnsafeMutablePointer<CChar>?] = [strdup(gnuplot), strdup(scriptPath), nil]
-        defer { for arg in argv { free(arg) } }
-        guard posix_spawn(&pid, gnuplot, nil, nil, argv, environ) == 0 else { throw ValidationError("cannot start gnuplot") }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        guard status == 0, FileManager.default.fileExists(atPath: path) else { throw ValidationError("gnuplot could not draw \(path)") }
-    }
-
     /// The bare Opus+SRTP loop's CPU per leg-second over `frames` frames, at the sweep's codec
     /// settings.
     static func bareLoop(frames: Int, speech: [Int16], opus: OpusConfiguration, states: Int = 1, paced: Bool = false) throws -> Double {
@@ -420,28 +342,6 @@ struct MediaBench: AsyncParsableCommand {
     func bareCeiling(speech: [Int16], configuration: MediaConfiguration, frames: Int = 1_000) throws -> (perLeg: Double, legs: Double) {
         let perLeg = try Self.bareLoop(frames: frames, speech: speech, opus: configuration.opus)
         return (perLeg, Double(ProcessInfo.processInfo.activeProcessorCount) / perLeg)
-    }
-
-    /// The bare loop's ceiling in real time: `legs` codec states split over the machine's cores,
-    /// each core's share paced as a media lane runs it (one frame of each every 20 ms, then a
-    /// sleep) for `seconds`, all cores at once; the cores divided by the CPU per leg-second.
-    /// Work that wakes every 20 ms finds colder caches than a loop that never sleeps, and every
-    /// real-time program pays that, so this is the ceiling a count in real time is fairly held to.
-    func pacedBareCeiling(legs: Int, speech: [Int16], configuration: MediaConfiguration, seconds: Int = 2) throws -> (perLeg: Double, legs: Double) {
-        let cores = ProcessInfo.processInfo.activeProcessorCount
-        let share = max(1, legs / cores)
-        let failed = Atomic<Bool>(false)
-        let opus = configuration.opus
-        let start = BareMediaBenchmark.cpuTime()
-        DispatchQueue.concurrentPerform(iterations: cores) { _ in
-            if BareMediaBenchmark.run(frames: share * 50 * seconds, pcm: speech, bitrate: Int32(opus.bitrate), complexity: Int32(opus.complexity),
-                                      expectedLossPercent: Int32(opus.expectedLossPercent), states: share, paced: true) == nil {
-                failed.store(true, ordering: .relaxed)
-            }
-        }
-        guard !failed.load(ordering: .relaxed) else { throw ValidationError("the paced bare Opus/SRTP loop failed") }
-        let perLeg = (BareMediaBenchmark.cpuTime() - start).seconds / Double(cores * share * seconds)
-        return (perLeg, Double(cores) / perLeg)
     }
 
     /// Legs in real time on one clock, count after count, until one has more than 0.5 % late
