@@ -248,15 +248,29 @@ final class EchoRoomBackend: AudioDeviceBackend {
         let speaker = ALSAPlaybackSink(device: "pulse")
         try speaker.start()
         defer { speaker.stop() }
-        let tone = ToneSource(frequency: 1_000, amplitude: 0.3)
-        var chunk = [Int16](repeating: 0, count: 960)
-        func play(_ frames: Int) {
-            for _ in 0..<frames {
-                _ = tone.read(into: &chunk)
-                speaker.write(chunk)
+        // The tone is fed on a thread of its own, a frame every 20 ms (two after an underrun),
+        // through the activation too: fed from the test's task, a loaded machine let the
+        // speaker run dry while the session activated, and the monitor then captured the
+        // silence that played (not padding, but not the tone either).
+        let feeding = Locked(true)
+        let feeder = Thread {
+            let tone = ToneSource(frequency: 1_000, amplitude: 0.3)
+            var chunk = [Int16](repeating: 0, count: 960)
+            var next = ContinuousClock.now, underran = -1  // two frames at first: one ahead
+            while feeding.withLock({ $0 }) {
+                let silence = speaker.statistics.silenceSamples
+                for _ in 0..<(silence > underran ? 2 : 1) {
+                    _ = tone.read(into: &chunk)
+                    speaker.write(chunk)
+                }
+                underran = silence
+                next += .milliseconds(20)
+                let wait = next - ContinuousClock.now
+                if wait > .zero { usleep(UInt32(wait / .microseconds(1))) } else { next = ContinuousClock.now }
             }
         }
-        play(20)  // 400 ms ahead; topped up below as the device plays it
+        feeder.start()
+        defer { feeding.withLock { $0 = false } }
 
         var configuration = AudioSessionConfiguration(category: .record)
         configuration.preferredInput = "pulse"
@@ -273,7 +287,6 @@ final class EchoRoomBackend: AudioDeviceBackend {
                 return nil
             }
             try await Task.sleep(for: .milliseconds(10))
-            play(speaker.statistics.silenceSamples > 0 ? 2 : 1)
             buffered = await session.preparedSamplesBuffered
         }
         try await session.activate()

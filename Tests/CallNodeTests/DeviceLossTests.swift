@@ -95,7 +95,7 @@ extension RealTimeTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let devices = try Devices(directory)
         defer { devices.stop() }
-        let run = try await Self.call(devices, bobOptions: ["--fallback-output", "alsa:fallbacksink"], seconds: 7)
+        let run = try await Self.call(devices, bobOptions: ["--fallback-output", "alsa:fallbacksink"], seconds: 11)
         defer { run.bob.stop(); run.alice.stop() }
         try await Task.sleep(for: .seconds(1))
 
@@ -111,8 +111,9 @@ extension RealTimeTests {
         let after = (event["time"] as? Double ?? .infinity) - unpluggedAt
         #expect(after < 1, "the route changed \(after) s after the sink went")
         // About three seconds of the fallback: until the recording holds 130 frames (48 kHz
-        // mono, 16 bits), or four seconds on a machine that starts the recorder late.
-        let enough = 130 * 960 * 2, recordingDeadline = ContinuousClock.now + .seconds(4)
+        // mono, 16 bits), or seven seconds on a loaded machine that starts the recorder late
+        // (the call lasts long enough for either).
+        let enough = 130 * 960 * 2, recordingDeadline = ContinuousClock.now + .seconds(7)
         while ContinuousClock.now < recordingDeadline {
             try await Task.sleep(for: .milliseconds(100))
             let size = (try? FileManager.default.attributesOfItem(atPath: recording)[.size] as? Int) ?? 0
