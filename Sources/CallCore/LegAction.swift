@@ -45,6 +45,9 @@ public enum LegAction: Sendable, Equatable {
     case fulfil(Int)
     /// The manager's request `id` failed, for `reason` (what it changed is rolled back).
     case fail(Int, reason: String)
+    /// The manager's start action (an outgoing call's dial) failed, for `reason`: the call's
+    /// signaling was lost before it ever came up.
+    case failStart(reason: String)
     /// Close the call's signaling connection (its local address left this host).
     case closeSignaling
     /// Try one new signaling connection to the peer and resume the call on it (the caller

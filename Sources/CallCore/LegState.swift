@@ -310,7 +310,10 @@ public struct LegState: Sendable, Equatable {
             return fired(timer, now: now)
         case let .signalingLost(detail, resumable):
             guard signaling.isUp else { return [] }
-            guard resumable, phase != .dialing else { return end(.signalingClosed(detail)) }
+            // A dial whose wire never came up fails its start action (before the end, which the
+            // manager then finds already told); a wire that cannot be resumed ends the call.
+            if phase == .dialing { return [.failStart(reason: detail)] + end(.signalingClosed(detail)) }
+            guard resumable else { return end(.signalingClosed(detail)) }
             let actions = loseSignaling(now: now)
             signalingClosedByPeer = true
             return actions + peerMayBeGone()

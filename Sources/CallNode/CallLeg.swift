@@ -231,7 +231,9 @@ actor CallLeg {
         case let .signalingUp(peer):
             await signalingUp(peer: peer)
         case let .signalingLost(detail, resumable):
-            await signalingLost(detail, resumable: resumable)
+            // A resumable call waits to be resumed on a new wire, anything else ends (the
+            // state decides, and fails the start action of a dial that never got through).
+            await legEvent(.signalingLost(detail, resumable: resumable))
         case let .ice(event):
             await iceEvent(event)
         case let .media(event):
@@ -390,19 +392,6 @@ actor CallLeg {
         await legEvent(.signalingReady)
     }
 
-    /// The call's wire closed (`detail` says how): a resumable call waits to be resumed on a
-    /// new one (the state decides), anything else ends.
-    func signalingLost(_ detail: String, resumable: Bool) async {
-        if !resumable || state.phase == .dialing {
-            // Recorded first: failing the start action makes the manager end the call, and that
-            // end may be handled before this one.
-            failure = failure ?? detail
-            if let action = startAction, state.phase == .dialing {
-                try? await manager.report(.failed(action, reason: detail))
-            }
-        }
-        await legEvent(.signalingLost(detail, resumable: resumable))
-    }
 
     /// This host's network changed: the leg's state decides (give up and resume the signaling
     /// if its address went, restart ICE if its path's did or the default route changed).
@@ -489,6 +478,8 @@ actor CallLeg {
                 if let action = requests.removeValue(forKey: id) { try? await manager.report(.fulfilled(action)) }
             case let .fail(id, reason):
                 if let action = requests.removeValue(forKey: id) { try? await manager.report(.failed(action, reason: reason)) }
+            case let .failStart(reason):
+                if let startAction { try? await manager.report(.failed(startAction, reason: reason)) }
             case let .setFlow(flow):
                 if let error = await apply(flow) { failure = failure ?? error }
             case let .reportHeldByPeer(on):

@@ -472,6 +472,23 @@ import Testing
         let actions = caller.handle(.signalingLost("connection refused", resumable: true), now: .zero)
         #expect(!actions.contains(.reconnectSignaling))
         #expect(caller.phase == .ended(LegEnd(reason: .failed, detail: "connection refused")))
+        // The dial's start action fails first, with the same detail, then the call ends.
+        #expect(actions.first == .failStart(reason: "connection refused"))
+        #expect(actions.suffix(2) == [.tearDown, .reportEnded(.failed)])
+    }
+
+    @Test func onlyADialFailsItsStartActionWhenItsSignalingIsLost() {
+        // Past dialing the start action was fulfilled when the wire came up: a lost wire that
+        // cannot be resumed ends the call, and one that can waits to be resumed.
+        var caller = LegState(outgoing: true, timings: Self.timings)
+        _ = caller.handle(.signalingReady, now: .zero)
+        var other = caller
+        let ended = caller.handle(.signalingLost("the SIP dialog ended", resumable: false), now: .seconds(1))
+        #expect(!ended.contains { if case .failStart = $0 { true } else { false } })
+        #expect(caller.phase == .ended(LegEnd(reason: .failed, detail: "the SIP dialog ended")))
+        let resuming = other.handle(.signalingLost("reset", resumable: true), now: .seconds(1))
+        #expect(!resuming.contains { if case .failStart = $0 { true } else { false } })
+        #expect(!resuming.contains(.tearDown))
     }
 
     // MARK: - Every phase, every ending
