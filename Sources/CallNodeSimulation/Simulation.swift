@@ -301,11 +301,18 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     }
 
     /// Waits (in an exclusive section) until these nodes are registered at the relay.
+    ///
+    /// Bounded by the wall clock, as ``openPage()`` is: a node's start crosses threads outside
+    /// the scheduler (its database's among them), which a loaded machine may leave waiting for
+    /// longer than a fixed number of yields takes (100 000 were once not enough, in a sweep
+    /// beside the test suite).
+    /// The yields happen inside an exclusive section, so how many there are changes no trace.
     private func waitForRegistration(of indices: [Int]) async throws {
-        var tries = 0
+        let deadline = ContinuousClock.now + .seconds(30)
         while !Set(indices.map { nodes[$0].identity.fingerprint }).isSubset(of: relay.registered) {
-            tries += 1
-            if tries > 100_000 { throw SetUpError(message: "only \(relay.registered.count) of the nodes registered at the relay") }
+            if ContinuousClock.now > deadline {
+                throw SetUpError(message: "only \(relay.registered.count) of the nodes registered at the relay (30 s)")
+            }
             await Task.yield()
         }
     }
