@@ -85,11 +85,43 @@ public struct ControlClient: Sendable {
     }
 
     /// Sends one request and reads its answer.
+    ///
+    /// A request the node never began to answer (the connection broke before the answer's
+    /// first byte: a node busy enough to be slow to accept, or one going away) is sent once
+    /// more on a new connection when it is idempotent (GET, PUT, DELETE: sending it twice does
+    /// what sending it once does, RFC 9110 §9.2.2), as HTTP clients do; a POST is not, since
+    /// the node may have acted on it.
     /// - Parameter body: A JSON object to send, or nil.
     public func send(_ method: String, _ path: String, body: [String: Any]? = nil) async throws(ControlClientError) -> ControlReply {
         let bytes: [UInt8] = body.flatMap { try? JSONSerialization.data(withJSONObject: $0) }.map(Array.init) ?? []
-        let connection = try await connect()
+        let idempotent = ["GET", "HEAD", "PUT", "DELETE"].contains(method)
+        for tries in 1...2 {
+            do {
+                return try await attempt(method, path, bytes)
+            } catch {
+                switch error {
+                case let .other(failure):
+                    throw failure
+                case let .unanswered(reason):
+                    guard idempotent, tries == 1 else { throw .failed(reason) }
+                    try? await Task.sleep(for: .milliseconds(50))
+                }
+            }
+        }
+        throw .failed("no answer")  // not reached: the second try returns or throws
+    }
+
+    /// How one attempt at a request failed: before any of the answer came, or otherwise.
+    private enum AttemptError: Error {
+        case unanswered(String)
+        case other(ControlClientError)
+    }
+
+    private func attempt(_ method: String, _ path: String, _ bytes: [UInt8]) async throws(AttemptError) -> ControlReply {
+        let connection: Connection
+        do { connection = try await connect() } catch { throw .other(error) }
         let head = self.head(HTTPMethod(rawValue: method), path, bodyLength: bytes.count)
+        var answering = false  // the answer's head has come
         do {
             return try await connection.executeThenClose { inbound, outbound in
                 try await outbound.write(.head(head))
@@ -99,7 +131,9 @@ public struct ControlClient: Sendable {
                 var received: [UInt8] = []
                 for try await part in inbound {
                     switch part {
-                    case let .head(response): status = Int(response.status.code)
+                    case let .head(response):
+                        status = Int(response.status.code)
+                        answering = true
                     case let .body(buffer): received.append(contentsOf: buffer.readableBytesView)
                     case .end:
                         let object = (try? JSONSerialization.jsonObject(with: Data(received))) as? [String: Any]
@@ -108,10 +142,13 @@ public struct ControlClient: Sendable {
                 }
                 throw ControlClientError.failed("the connection closed before the answer ended")
             }
+        } catch let error as ControlClientError where answering {
+            throw .other(error)
         } catch let error as ControlClientError {
-            throw error
+            guard case let .failed(reason) = error else { throw .other(error) }
+            throw .unanswered(reason)
         } catch {
-            throw .failed(Self.reason(error))
+            throw answering ? .other(.failed(Self.reason(error))) : .unanswered(Self.reason(error))
         }
     }
 
