@@ -27,7 +27,10 @@ import Glibc
     static func curl(_ arguments: [String]) async throws -> (status: Int32, output: String) {
         let log = "/tmp/cn-curl-\(UUID().uuidString.prefix(8)).out"
         defer { unlink(log) }
-        let status = try await offPool { try ChildProcess.run("/usr/bin/curl", ["-s", "--max-time", "10"] + arguments, output: log) }
+        // A minute at most: the node's handlers run on this process's two pool threads, which
+        // the suite's first half-minute (every test started at once) keeps busy for up to ~30 s
+        // (pure parsing tests "pass after 27 s" then); ten seconds timed out there.
+        let status = try await offPool { try ChildProcess.run("/usr/bin/curl", ["-s", "--max-time", "60"] + arguments, output: log) }
         return (status, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
     }
 
