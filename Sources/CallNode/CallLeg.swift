@@ -392,7 +392,6 @@ actor CallLeg {
         await legEvent(.signalingReady)
     }
 
-
     /// This host's network changed: the leg's state decides (give up and resume the signaling
     /// if its address went, restart ICE if its path's did or the default route changed).
     func hostNetworkChanged(_ now: HostNetworkSnapshot, from before: HostNetworkSnapshot) async {
