@@ -48,16 +48,17 @@ public struct AudioBridge: Sendable {
         /// Where the port next hears its conference, on the playback timeline (nil until it
         /// first hears the others).
         var mixCursor: Int?
-        /// What the port added to its conference's mix, for [ownStart, ownStart + own.count)
-        /// of the playback timeline: taken back out of what it hears.
-        var own: [Int16] = []
-        var ownStart = 0
+        /// What the port added to its conference's mix, sample for sample with the mix's sums
+        /// (from the mix's start; none past its end): taken back out of what it hears. Kept
+        /// aligned with the mix rather than with the port's own writes, so a write that lands
+        /// after a gap (the port's ticks came late and the timeline had moved on) cannot lose
+        /// the record of what it added before it, which the port would then hear.
+        var own: [Int32] = []
 
         /// Forgets where it heard the conference and what it added to it.
         mutating func resetConference() {
             mixCursor = nil
             own.removeAll(keepingCapacity: true)
-            ownStart = 0
         }
     }
 
@@ -174,11 +175,8 @@ public struct AudioBridge: Sendable {
         guard let index = ports.index(forKey: id), let conference = ports.values[index].conference else { return }
         // What it played that the others have not all heard yet leaves the mix with it.
         if var mix = mixes[conference] {
-            let own = ports.values[index].own, ownStart = ports.values[index].ownStart
-            let from = max(mix.start, ownStart), to = min(mix.end, ownStart + own.count)
-            if from < to {
-                for position in from..<to { mix.sums[position - mix.start] -= Int32(own[position - ownStart]) }
-            }
+            let own = ports.values[index].own
+            for sample in 0..<min(own.count, mix.sums.count) { mix.sums[sample] -= own[sample] }
             mixes[conference] = mix
         }
         ports.values[index].conference = nil
@@ -271,7 +269,7 @@ public struct AudioBridge: Sendable {
         let available = min(count, complete - cursor)
         guard available > 0 else { return }
         if sums.count != count { sums = [Int32](repeating: 0, count: count) }
-        let own = ports.values[index].own, ownStart = ports.values[index].ownStart
+        let own = ports.values[index].own
         sums.withUnsafeMutableBufferPointer { wide in
             frame.withUnsafeBufferPointer { microphone in
                 mix.sums.withUnsafeBufferPointer { all in
@@ -281,9 +279,9 @@ public struct AudioBridge: Sendable {
             }
             own.withUnsafeBufferPointer { mine in
                 // The port's own part of that stretch, where it played there.
-                let from = max(cursor, ownStart), to = min(cursor + available, ownStart + mine.count)
+                let from = cursor - mix.start, to = min(from + available, mine.count)
                 if from < to {
-                    for position in from..<to { wide[position - cursor] -= Int32(mine[position - ownStart]) }
+                    for sample in from..<to { wide[sample - from] -= mine[sample] }
                 }
             }
         }
@@ -297,32 +295,26 @@ public struct AudioBridge: Sendable {
     }
 
     /// Adds a conference member's played samples at `position` to its conference's mix, and
-    /// keeps them as the member's own part.
+    /// to the member's own part at the same place.
     private mutating func addToMix(_ index: Dictionary<BridgePortID, Port>.Index, conference: Int, at position: Int, _ samples: [Int16]) {
         var mix = mixes[conference] ?? ConferenceMix(start: position)
-        mixes[conference] = nil  // held here while it changes: no second reference to copy
         let skip = max(0, mix.start - position)  // a stretch already let go
-        if skip < samples.count {
-            let end = position + samples.count - mix.start
-            if end > mix.sums.count { mix.sums.append(contentsOf: repeatElement(0, count: end - mix.sums.count)) }
+        guard skip < samples.count else { return }
+        mixes[conference] = nil  // held here while it changes: no second reference to copy
+        let base = position - mix.start, end = base + samples.count
+        if end > mix.sums.count { mix.sums.append(contentsOf: repeatElement(0, count: end - mix.sums.count)) }
+        if end > ports.values[index].own.count {
+            ports.values[index].own.append(contentsOf: repeatElement(0, count: end - ports.values[index].own.count))
+        }
+        samples.withUnsafeBufferPointer { played in
             mix.sums.withUnsafeMutableBufferPointer { all in
-                samples.withUnsafeBufferPointer { played in
-                    for sample in skip..<played.count { all[position - mix.start + sample] += Int32(played[sample]) }
-                }
+                for sample in skip..<played.count { all[base + sample] += Int32(played[sample]) }
+            }
+            ports.values[index].own.withUnsafeMutableBufferPointer { mine in
+                for sample in skip..<played.count { mine[base + sample] += Int32(played[sample]) }
             }
         }
         mixes[conference] = mix
-        if ports.values[index].own.isEmpty || ports.values[index].ownStart + ports.values[index].own.count != position {
-            ports.values[index].own.removeAll(keepingCapacity: true)
-            ports.values[index].ownStart = position
-        }
-        ports.values[index].own.append(contentsOf: samples)
-        // Its own part is needed as long as the mix keeps that stretch: the lag and a frame.
-        let excess = ports.values[index].own.count - (2 * maximumLag + 2 * samples.count)
-        if excess > 0 {
-            ports.values[index].own.removeFirst(excess + maximumLag)
-            ports.values[index].ownStart += excess + maximumLag
-        }
     }
 
     /// Lets go of the stretch of a conference's mix every member has heard, or that is further
@@ -346,6 +338,10 @@ public struct AudioBridge: Sendable {
         mix.sums.removeFirst(drop)
         mix.start += drop
         mixes[conference] = mix
+        // The members' own parts stay aligned with it.
+        for index in ports.indices where ports.values[index].conference == conference {
+            ports.values[index].own.removeFirst(min(drop, ports.values[index].own.count))
+        }
     }
 
     private static func silence(_ samples: inout [Int16]) {
