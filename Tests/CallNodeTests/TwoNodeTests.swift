@@ -31,7 +31,7 @@ extension RealTimeTests {
                   speaker: NodeAudioOutput? = nil, autoAnswer: Bool = true, acceptUnknown: Bool = false,
                   appOwned: Bool = false, provider: ProviderConfiguration? = nil, iceAgentPool: Int = 1,
                   voiceProcessing: Bool? = nil, prepared: Bool = false, signalingLimits: SignalingLimits? = nil,
-                  keyExchange: KeyExchange = .dtls, maximumCalls: Int? = nil) async throws -> CallNode {
+                  keyExchange: KeyExchange = .dtls, maximumCalls: Int? = nil, opusComplexity: Int? = nil) async throws -> CallNode {
             var configuration = CallNodeConfiguration(home: path(name))
             configuration.displayName = name
             configuration.listenAddress = SignalAddress(host: "127.0.0.1", port: 0)
@@ -45,6 +45,7 @@ extension RealTimeTests {
             configuration.recordingAlwaysPrepared = prepared
             configuration.keyExchange = keyExchange
             configuration.maximumCalls = maximumCalls
+            if let opusComplexity { configuration.media.opus.complexity = opusComplexity }
             if let provider { configuration.provider = provider }
             if let signalingLimits { configuration.signalingLimits = signalingLimits }
             let node = try await CallNode(configuration: configuration)
