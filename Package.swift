@@ -79,6 +79,10 @@ let package = Package(
         // actions out), with no networking, media or concurrency, and the signals a call speaks
         // in its own terms (dialects map them to their wires).
         .target(name: "CallCore", dependencies: ["SDP"]),
+        // A SIP dialog's decisions as a plain value (offer and answer in INVITE, 18x, 200,
+        // re-INVITE and ACK; glare; refusals; an encrypted offer a phone refuses made again in
+        // plain RTP): the call's signals and the wire's events in, actions out. No sofia.
+        .target(name: "SIPDialog", dependencies: ["CallCore", "SDP"]),
         // Opus (encoder, decoder, packet inspection): the codec, apart from where audio goes.
         .target(name: "AudioCodec", dependencies: ["COpus"]),
         // Audio endpoints: sources and sinks, ALSA devices on their own I/O threads, WAV files,
@@ -132,7 +136,7 @@ let package = Package(
         .target(
             name: "CallNode",
             dependencies: [
-                "CallCore", "ICE", "RTP", "SDP", "Media", "DTLS", "AudioSession", "Calls", "Signaling", "SIP", "Locking",
+                "CallCore", "ICE", "RTP", "SDP", "Media", "DTLS", "AudioSession", "Calls", "Signaling", "SIP", "SIPDialog", "Locking",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -204,7 +208,7 @@ let package = Package(
         .target(
             name: "FuzzTargets",
             dependencies: [
-                "SDP", "RTP", "Media", "ICE", "Signaling", "SIP",
+                "SDP", "RTP", "Media", "ICE", "Signaling", "SIP", "SIPDialog",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]),
@@ -251,6 +255,10 @@ let package = Package(
         .testTarget(
             name: "DTLSTests",
             dependencies: ["DTLS", "Media", "Signaling", "Locking", "Clocks", "CallNodeTestKit", "CallNodeTestSupport"]),
+        // The SIP dialog's value alone: no concurrency, no sofia.
+        .testTarget(
+            name: "SIPDialogTests",
+            dependencies: ["SIPDialog", "CallCore", "SDP"]),
         .testTarget(
             name: "SIPTests",
             dependencies: ["SIP", "CallNodeTestSupport"]),

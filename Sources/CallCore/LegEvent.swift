@@ -50,6 +50,9 @@ public enum LegEvent: Sendable, Equatable {
     case offerArrived
     /// An answer came from the peer: taken if this side has an offer out that it answers.
     case answerArrived
+    /// The peer refused this side's first offer for its encryption (a SIP phone that takes no
+    /// SRTP), and the dialect's media policy lets the call go unencrypted: offer again in plain RTP.
+    case firstOfferRefusedEncrypted
     /// The call's signaling connection closed (`detail` says how); a call between nodes is
     /// `resumable` on a new connection.
     case signalingLost(String, resumable: Bool)

@@ -61,6 +61,8 @@ public struct LegState: Sendable, Equatable {
     public private(set) var offerWaiting = false
     /// Outgoing, the caller offering: this side's first offer is out, its answer not in yet.
     public private(set) var firstOfferOut = false
+    /// The first offer goes (again) in plain RTP: the peer refused an encrypted one.
+    public private(set) var offersUnencrypted = false
     /// A fixed defect put back for a simulation to find (never set by a node).
     @_spi(Simulation) public var reintroducedBug: ReintroducedBug?
 
@@ -284,6 +286,11 @@ public struct LegState: Sendable, Equatable {
             default:
                 return []  // out of turn (a stray offer changes nothing)
             }
+        case .firstOfferRefusedEncrypted:
+            // Only the caller's first offer, still unanswered, and only once.
+            guard outgoing, firstOfferOut, !offersUnencrypted, phase == .inviting || phase == .ringing else { return [] }
+            offersUnencrypted = true
+            return [.makeOffer]
         case .answerArrived:
             // The callee's first offer, the caller's (the answer says the callee took the
             // call), or either side's later one still out.

@@ -129,6 +129,13 @@ public struct DialectCall: Sendable {
         leg?.post(.media(.dtmf(digit)))
     }
 
+    /// The peer refused the first offer for its encryption, and the dialect's media policy lets
+    /// the call go unencrypted: the call offers again in plain RTP, once, and says so (its media
+    /// is reported unencrypted).
+    public func firstOfferRefusedEncrypted() {
+        leg?.post(.event(.firstOfferRefusedEncrypted, done: nil))
+    }
+
     /// Something on the wire makes the call impossible (`detail` says what): it ends as failed.
     public func failed(_ detail: String) {
         leg?.post(.event(.end(.failed(detail)), done: nil))

@@ -20,7 +20,7 @@ extension CallLeg {
             try await ice.usePlainRTP(address: dialect.traits.mediaAddress, toward: nil)
         }
         let prepared = try await ice.prepared(role: .controlling)
-        var offer = negotiation.firstOffer(local: prepared.local)
+        var offer = negotiation.firstOffer(local: prepared.local, unencrypted: state.offersUnencrypted)
         offer.frameKey = frames.ownKey()
         offer.pageFrameKeys = frames.pageKeysValue()
         negotiation.record(offer: offer)

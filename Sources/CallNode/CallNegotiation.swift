@@ -81,9 +81,14 @@ struct CallNegotiation: Sendable {
 
     /// This side's first offer (the leg adds what rides in it, such as frame key shares, with
     /// ``record(offer:)``).
-    func firstOffer(local: LocalAudioParameters) -> SessionDescription {
+    ///
+    /// `unencrypted`: plain RTP, whatever the node's key exchange (the peer refused SRTP and the
+    /// dialect lets the call go without it).
+    func firstOffer(local: LocalAudioParameters, unencrypted: Bool = false) -> SessionDescription {
         var local = local
-        return OfferAnswer.offer(sessionID: Self.sessionID(), capabilities: capabilities(local: &local), local: local)
+        var capabilities = capabilities(local: &local)
+        if unencrypted { capabilities.mediaEncryption = .off }
+        return OfferAnswer.offer(sessionID: Self.sessionID(), capabilities: capabilities, local: local)
     }
 
     mutating func record(offer: SessionDescription) {

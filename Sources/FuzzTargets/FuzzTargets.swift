@@ -6,6 +6,7 @@ import NIOEmbedded
 import RTP
 import SDP
 import SIP
+import SIPDialog
 @_spi(Fuzzing) import Signaling
 
 /// The parsers a node runs on bytes from the network, each as a fuzz target: any input must
@@ -59,6 +60,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     static func sip(_ bytes: [UInt8]) {
         guard let (method, event) = SIPAgent.parse(bytes) else { return }
         check(!method.isEmpty, "a request without a method")
+        dialogs(take: method, event)
         guard method == "INVITE", let text = event.sdp, let offer = try? SessionDescription(parsing: text) else { return }
         // As a SIP call answers: without ICE, from a plain RTP port, when the offer has none.
         var local = LocalAudioParameters(iceUfrag: "fuzz", icePwd: "fuzzfuzzfuzzfuzzfuzzfuzz", keys: keys)
@@ -69,6 +71,39 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         check(negotiated.encoding == .opus || negotiated.redundancyPayloadType == nil, "redundancy agreed with G.711")
         do { _ = try SessionDescription(parsing: answer.serialized) } catch {
             preconditionFailure("this node's answer to a SIP offer does not parse: \(error)")
+        }
+    }
+
+    /// The request as an event of a dialog in each of its phases: whatever it says, the call
+    /// hears of its end at most once and nothing after it.
+    static func dialogs(take method: String, _ event: SIPEvent) {
+        let input: SIPDialogInput? = switch method {
+        case "INVITE": .invite(sdp: event.sdp)
+        case "ACK": .ack(sdp: event.sdp)
+        case "BYE": .bye
+        case "CANCEL": .cancel(reason: event.reason)
+        case "INFO": .info(contentType: event.contentType, body: event.body)
+        default: nil
+        }
+        guard let input else { return }
+        let offer = "v=0\r\no=- 1 1 IN IP4 192.0.2.9\r\ns=-\r\nc=IN IP4 192.0.2.9\r\nt=0 0\r\nm=audio 41000 RTP/AVP 0\r\n"
+        let incoming = SIPDialogState(outgoing: false)
+        var confirmed = SIPDialogState(outgoing: true, uri: "sip:carol@192.0.2.5")
+        _ = confirmed.handle(.call(.offer(sdp: offer)), now: .zero)
+        _ = confirmed.handle(.call(.candidates([], end: true)), now: .zero)
+        _ = confirmed.handle(.response(status: 200, phrase: "OK", sdp: offer), now: .zero)
+        for var dialog in [incoming, confirmed] {
+            var ends = 0
+            for step in [input, input, .bye, .terminated] {
+                for action in dialog.handle(step, now: .zero) {
+                    switch action {
+                    case .deliver(.end), .deliver(.reject), .signalingLost: ends += 1
+                    case .deliver: check(ends == 0, "a signal delivered after the call's end (\(method))")
+                    default: break
+                    }
+                }
+            }
+            check(ends <= 1, "the call heard of its end \(ends) times (\(method))")
         }
     }
 

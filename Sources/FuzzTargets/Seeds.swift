@@ -58,6 +58,16 @@ extension FuzzTarget {
                 "Authorization: Digest username=\"carol\", realm=\"example.org\", nonce=\"abc\", uri=\"sip:example.org\", response=\"0123456789abcdef0123456789abcdef\""])),
             ("bye", sipRequest("BYE", uri, extra: ["Reason: SIP;cause=200;text=\"Call completed elsewhere\""])),
             ("info-dtmf", sipRequest("INFO", uri, body: "Signal=5\r\nDuration=160\r\n", type: "application/dtmf-relay")),
+            // What transfer, session timers and reliable provisionals bring into a dialog.
+            ("refer", sipRequest("REFER", uri, extra: ["Refer-To: <sip:dave@example.org?Replaces=abc%40host%3Bto-tag%3D1%3Bfrom-tag%3D2>",
+                                                         "Referred-By: <sip:carol@example.org>"])),
+            ("notify-sipfrag", sipRequest("NOTIFY", uri, extra: ["Event: refer;id=7", "Subscription-State: terminated;reason=noresource"],
+                                          body: "SIP/2.0 200 OK\r\n", type: "message/sipfrag;version=2.0")),
+            ("update-session-timer", sipRequest("UPDATE", uri, extra: ["Session-Expires: 90;refresher=uac", "Min-SE: 90",
+                                                                        "Supported: timer, 100rel"], body: sdes)),
+            ("prack", sipRequest("PRACK", uri, extra: ["RAck: 1 1 INVITE"])),
+            ("invite-100rel-replaces", sipRequest("INVITE", uri, extra: ["Require: 100rel", "Supported: timer, replaces",
+                                                                          "Session-Expires: 30", "Replaces: abc@host;to-tag=1;from-tag=2"], body: phone)),
         ]
     }
 

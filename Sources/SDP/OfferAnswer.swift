@@ -199,6 +199,13 @@ extension SessionDescription {
         guard let media = media.first(where: { $0.media == "audio" })?.inheriting(from: self) else { return false }
         return media.iceUfrag != nil && media.icePwd != nil
     }
+
+    /// Whether the audio stream is plain RTP: no `a=crypto`, no `a=fingerprint`, an unsecured
+    /// profile (`RTP/AVP`). `false` when there is no audio stream.
+    public var audioIsPlainRTP: Bool {
+        guard let media = media.first(where: { $0.media == "audio" }) else { return false }
+        return OfferAnswer.isPlain(self, media: media)
+    }
 }
 
 extension MediaDescription {

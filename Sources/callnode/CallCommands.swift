@@ -46,14 +46,18 @@ func openNode(_ options: NodeOptions, defaultListen: String?,
 
 /// Starts SIP on the node when the settings ask for it, and says where (or exits with one
 /// clear line).
-func startSIP(_ node: CallNode, _ setup: NodeSetup, runner: CallRunner) async throws {
+/// `ephemeral`: the address was chosen for this call (no --sip), which is said.
+func startSIP(_ node: CallNode, _ setup: NodeSetup, runner: CallRunner, ephemeral: Bool = false) async throws {
     guard let settings = setup.sipSettings else { return }
     do {
         let uri = try await node.listenSIP(settings)
         if runner.json {
             var event: [String: Any] = ["event": "sip", "uri": uri]
             if let tls = settings.tlsURI { event["tls_uri"] = tls }
+            if ephemeral { event["ephemeral"] = true }
             runner.emit(event)
+        } else if ephemeral {
+            print("SIP: \(uri) (a port picked on the address that routes to the peer; --sip HOST:PORT sets one)")
         } else {
             print("SIP: \(uri)" + (settings.tlsURI.map { " and \($0)" } ?? ""))
         }
@@ -258,7 +262,8 @@ struct Call: AsyncParsableCommand {
         discussion: """
             TARGET is a contact name, HOST:PORT, FINGERPRINT@HOST:PORT (the callee must present \
             that identity), a FINGERPRINT reached through --relay HOST:PORT, or a SIP address \
-            (sip:USER@HOST[:PORT], with --sip HOST:PORT for this node's side). Calling HOST:PORT \
+            (sip:USER@HOST[:PORT]; this node's SIP side is --sip HOST:PORT, or without it a port \
+            picked on the address that routes to the peer, as softphones do). Calling HOST:PORT \
             alone shows the callee's identity without checking it.
             Exit status 0 when the call connected and ended normally; 1 with one line saying why \
             otherwise (unreachable, rejected with its reason, ICE failure, device error).
@@ -272,7 +277,7 @@ struct Call: AsyncParsableCommand {
 
     func run() async throws {
         let settings = try await loadSettings(home: options.home.home)
-        let setup = try options.setup(settings, defaultListen: nil)
+        var setup = try options.setup(settings, defaultListen: nil)
         let callTarget: CallTarget
         switch CallTarget.parse(target, relay: setup.relay) {
         case let .success(parsed): callTarget = parsed
@@ -280,9 +285,15 @@ struct Call: AsyncParsableCommand {
             printError("callnode: calling a fingerprint needs --relay HOST:PORT (or use FINGERPRINT@HOST:PORT)")
             throw ExitCode(1)
         }
-        if case .sip = callTarget, setup.sip == nil {
-            printError("callnode: calling a SIP address needs --sip HOST:PORT: the address this node speaks SIP on (e.g. --sip 192.0.2.10:5070)")
-            throw ExitCode(1)
+        var ephemeralSIP = false
+        if case let .sip(uri) = callTarget, setup.sip == nil {
+            // As softphones do: a port the kernel picks on the address that routes to the peer.
+            guard let chosen = await SIPListenSettings.ephemeral(toward: uri) else {
+                printError("callnode: cannot find this host's address toward '\(uri)' (the host does not resolve, or no route leads there); give --sip HOST:PORT")
+                throw ExitCode(1)
+            }
+            setup.sip = SignalAddress(host: chosen.host, port: chosen.port)
+            ephemeralSIP = true
         }
         var callsSIP = false
         if case .sip = callTarget { callsSIP = true }
@@ -297,7 +308,7 @@ struct Call: AsyncParsableCommand {
         let runner = CallRunner(node: node, json: options.json, duration: setup.duration, exitAfterCalls: 1)
         runner.attach()
         await node.start()
-        try await startSIP(node, setup, runner: runner)
+        try await startSIP(node, setup, runner: runner, ephemeral: ephemeralSIP)
         let outcome = await runner.run(calling: callTarget)
         await node.shutdown()
         if case let .failed(message) = outcome {

@@ -24,6 +24,30 @@ import Testing
         #expect(caller.handle(.answerArrived, now: .zero) == [])
     }
 
+    /// A SIP phone that takes no SRTP refuses the encrypted first offer: the caller offers again
+    /// in plain RTP, once, and only while that first offer stands unanswered.
+    @Test func aFirstOfferRefusedForItsEncryptionIsMadeAgainUnencryptedOnce() {
+        var caller = LegState(outgoing: true, timings: Self.timings, firstOffer: .byCaller)
+        _ = LegDecisionTests.feed(&caller, [.signalingReady, .peerRinging])
+        #expect(!caller.offersUnencrypted)
+        #expect(caller.handle(.firstOfferRefusedEncrypted, now: .zero) == [.makeOffer])
+        #expect(caller.offersUnencrypted && caller.firstOfferOut && caller.phase == .ringing)
+        #expect(caller.handle(.firstOfferRefusedEncrypted, now: .zero) == [], "only once")
+        #expect(caller.handle(.answerArrived, now: .zero) == [.takeAnswer])
+        _ = caller.handle(.negotiated(dtls: false), now: .zero)
+        // Negotiated, or a callee, or on node envelopes: nothing to offer again.
+        var late = LegState(outgoing: true, timings: Self.timings, firstOffer: .byCaller)
+        _ = LegDecisionTests.feed(&late, [.signalingReady, .answerArrived, .negotiated(dtls: false)])
+        #expect(late.handle(.firstOfferRefusedEncrypted, now: .zero) == [])
+        var callee = LegState(outgoing: false, timings: Self.timings, firstOffer: .byCaller)
+        _ = callee.handle(.signalingReady, now: .zero)
+        #expect(callee.handle(.firstOfferRefusedEncrypted, now: .zero) == [])
+        var envelope = LegState(outgoing: true, timings: Self.timings)
+        _ = envelope.handle(.signalingReady, now: .zero)
+        #expect(envelope.handle(.firstOfferRefusedEncrypted, now: .zero) == [])
+        #expect(!envelope.offersUnencrypted)
+    }
+
     @Test func aCallerOfferingTakesNoOfferBeforeNegotiationAndAnswersLaterOnes() {
         var caller = LegState(outgoing: true, timings: Self.timings, firstOffer: .byCaller)
         _ = LegDecisionTests.feed(&caller, [.signalingReady, .peerRinging])

@@ -22,8 +22,10 @@ struct SIPInteropTests {
     /// comes after the codecs and SRTP it names; no stdio module (its stdin is not a terminal).
     /// With `stun` (HOST:PORT), baresip speaks ICE (its `ice` module, STUN from there, RTP and
     /// RTCP muxed) on `host`, an address of a test bed's namespace.
+    /// `srtpModules` false: baresip's default modules only (no `srtp`, no `dtls_srtp`), as a
+    /// newcomer's softphone has them.
     static func baresip(in directory: String, host: String = "127.0.0.1", port: Int, mediaEncryption: String = "srtp-mand",
-                        codec: String = "opus/48000/2", stun: String? = nil) throws {
+                        codec: String = "opus/48000/2", stun: String? = nil, srtpModules: Bool = true) throws {
         try FileManager.default.createDirectory(atPath: directory + "/snd", withIntermediateDirectories: true)
         // A certificate of its own for its TLS listener (port + 1), so requests over TLS reach it.
         let made = try ChildProcess.run("/usr/bin/openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
@@ -42,9 +44,7 @@ struct SIPInteropTests {
             module opus.so
             module g711.so
             module aufile.so
-            module srtp.so
-            module dtls_srtp.so
-            \(ice)module sndfile.so
+            \(srtpModules ? "module srtp.so\nmodule dtls_srtp.so\n" : "")\(ice)module sndfile.so
             module account.so
             audio_source aufile,\(directory)/tone.wav
             audio_player aufile,\(directory)/played.wav
@@ -146,6 +146,45 @@ struct SIPInteropTests {
         let log = (try? String(contentsOfFile: f.path("baresip.log"), encoding: .utf8)) ?? ""
         #expect(log.contains("488"), "baresip was not told 488: \(log.suffix(300))")
         await node.shutdown()
+    }
+
+    /// A newcomer's first SIP call: `callnode call sip:b@HOST:PORT --input …` and nothing else
+    /// to baresip with its default modules (no SRTP). The node picks its own SIP port on the
+    /// address that routes there and says so; baresip refuses the SRTP offer (488) and the node
+    /// offers again in plain RTP; the call connects and says, on the terminal or in `--json`,
+    /// that its media is not encrypted; each side hears the other's tone.
+    @Test(arguments: [("opus/48000/2", false), ("PCMU/8000", true)])
+    func aNewcomersCallToAPlainSoftphoneConnectsWithTheDefaults(codec: String, json: Bool) async throws {
+        let f = try Fixture()
+        let phone = f.path("baresip"), phonePort = SIPCallTests.freePort()
+        try Self.baresip(in: phone, port: phonePort, mediaEncryption: "", codec: codec, srtpModules: false)
+        let baresipLog = f.path("baresip.log")
+        let baresip = try ChildProcess("/usr/bin/baresip", ["-f", phone, "-4", "-t", "20"], output: baresipLog,
+                                       stdin: open("/dev/null", O_RDONLY))
+        defer { baresip.stop() }
+        _ = try await CommandLineTests.waitForLine(in: baresipLog, process: baresip) { $0.contains("baresip is ready") }
+        let log = f.path("call.log")
+        let arguments = ["call", "sip:b@127.0.0.1:\(phonePort)", "--home", f.path("alice"), "--input", "tone:660",
+                         "--output", "wav:" + f.path("alice-out.wav"), "--duration", "4"] + (json ? ["--json"] : [])
+        let node = try ChildProcess(try BuildProducts.executable("callnode"), arguments, output: log)
+        defer { node.stop() }
+        let status = await node.wait()
+        baresip.stop()
+        let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        #expect(status == 0, "\(output)")
+        if json {
+            let events = CommandLineTests.jsonLines(output)
+            let sip = events.first { $0["event"] as? String == "sip" }
+            #expect((sip?["uri"] as? String)?.hasPrefix("sip:callnode@127.0.0.1:") == true && sip?["ephemeral"] as? Bool == true, "\(output)")
+            let secured = events.first { $0["event"] as? String == "secured" }
+            #expect(secured?["encrypted"] as? Bool == false, "\(output)")
+        } else {
+            #expect(output.contains("SIP: sip:callnode@127.0.0.1:") && output.contains("a port picked on the address that routes to the peer"), "\(output)")
+            #expect(output.contains("NOT encrypted: plain RTP"), "\(output)")
+        }
+        let baresipSaw = (try? String(contentsOfFile: baresipLog, encoding: .utf8)) ?? ""
+        #expect(Self.holds(try WAV.read(path: f.path("alice-out.wav")).samples, 550, over: 660), "the node did not hear baresip's 550 Hz")
+        #expect(Self.holds(try Self.baresipHeard(in: phone), 660, over: 550), "baresip did not hear the node's 660 Hz: \(baresipSaw.suffix(400))")
     }
 
     /// The node offers SRTP keyed by SDES, or (`--sip-media-encryption off`) plain RTP; Opus,

@@ -1,0 +1,142 @@
+import Foundation
+import Logging
+import SIP
+import SIPDialog
+
+/// SIP as a dialect of the call core: one call's signals as a SIP dialog on the node's
+/// ``SIPAgent`` (sofia-sip). What the dialog does is decided by its ``SIPDialogState``; this
+/// actor only feeds it the call's signals and the wire's events, in order, and performs what it
+/// returns: requests and responses through the agent, signals to the call, timers on the node's
+/// clock.
+actor SIPDialect: CallDialect {
+    nonisolated let traits: DialectTraits
+    private let agent: SIPAgent
+    /// The call's id at the agent (a new one when the dialog starts again, as after an offer
+    /// made again in plain RTP).
+    private(set) var sipCall: Int
+    private let logger: Logger
+    private let clock: TimerClock
+    private let closed: @Sendable (Int, Bool) async -> Void
+    private var call: DialectCall?
+    /// What arrived before the call started (an INVITE's offer).
+    private var early: [SIPDialogAction] = []
+    private var state: SIPDialogState
+
+    /// What the router does with this dialect's id after an event.
+    enum Routing: Equatable {
+        /// Keep it.
+        case keep
+        /// The dialog is over: forget it.
+        case forget
+        /// The call goes on in a new dialog with this id (the old one is over).
+        case moved(to: Int)
+    }
+
+    init(agent: SIPAgent, call sipCall: Int, outgoing: Bool, uri: String?, traits: DialectTraits, clock: TimerClock, logger: Logger,
+         closed: @escaping @Sendable (Int, Bool) async -> Void) {
+        self.traits = traits
+        self.agent = agent
+        self.sipCall = sipCall
+        self.logger = logger
+        self.clock = clock
+        self.closed = closed
+        state = SIPDialogState(outgoing: outgoing, uri: uri, mediaEncryption: traits.mediaEncryption, seed: UInt64.random(in: .min ... .max))
+    }
+
+    // MARK: - The call's side
+
+    func start(_ call: DialectCall) {
+        self.call = call
+        let waiting = early
+        early = []
+        for action in waiting { _ = perform(action) }
+    }
+
+    func dial() {
+        // The dialog starts with the INVITE, which waits for the offer: the wire is "up".
+        call?.signalingUp(peer: nil)
+    }
+
+    func send(_ signal: CallSignal) {
+        _ = handle(.call(signal))
+    }
+
+    func close() async {
+        _ = handle(.callClosed)
+        await closed(sipCall, state.onWire)
+    }
+
+    // MARK: - The wire's side
+
+    /// An event of this call's dialog, from the node's SIP router.
+    func received(_ event: SIPEvent) -> Routing {
+        let input: SIPDialogInput
+        switch event.kind {
+        case .invite: input = .invite(sdp: event.sdp)
+        case .response: input = .response(status: event.status, phrase: event.phrase, sdp: event.sdp)
+        case .cancel: input = .cancel(reason: event.reason)
+        case .bye: input = .bye
+        case .ack: input = .ack(sdp: event.sdp)
+        case .terminated: input = .terminated
+        case .info: input = .info(contentType: event.contentType, body: event.body)
+        case .byeResponse, .error, .shutdown, .registration: return .keep
+        }
+        let moved = handle(input)
+        if let moved { return .moved(to: moved) }
+        return event.kind == .terminated ? .forget : .keep
+    }
+
+    /// Feeds the state one input and performs its actions; returns the new dialog's id if one began.
+    private func handle(_ input: SIPDialogInput) -> Int? {
+        var moved: Int?
+        for action in state.handle(input, now: clock.now) {
+            if let id = perform(action) { moved = id }
+        }
+        return moved
+    }
+
+    private func perform(_ action: SIPDialogAction) -> Int? {
+        switch action {
+        case let .invite(uri, displayName, sdp):
+            agent.invite(sipCall, to: uri, displayName: displayName, sdp: sdp)
+        case let .reinvite(sdp):
+            agent.invite(sipCall, sdp: sdp)
+        case let .respond(status, phrase, sdp, retryAfter):
+            agent.respond(sipCall, status: status, phrase: phrase, sdp: sdp, retryAfter: retryAfter)
+        case .bye:
+            agent.bye(sipCall)
+        case .cancel:
+            agent.cancel(sipCall)
+        case let .deliver(signal):
+            guard let call else {
+                early.append(action)
+                return nil
+            }
+            call.received(signal)
+        case let .deliverDTMF(digit):
+            call?.receivedDTMF(digit)
+        case let .signalingLost(detail):
+            call?.signalingLost(detail, resumable: false)
+        case .newDialog:
+            sipCall = agent.newCall()
+            return sipCall
+        case let .offerAgainUnencrypted(reason):
+            logger.notice("SIP call \(sipCall): the peer refused SRTP (\(reason)); offering plain RTP: its media will NOT be encrypted")
+            call?.firstOfferRefusedEncrypted()
+        case let .arm(timer, delay):
+            let clock = self.clock
+            call?.run { [weak self] in
+                try? await clock.sleep(for: delay)
+                guard !Task.isCancelled else { return }
+                await self?.fired(timer)
+            }
+        case let .note(text):
+            logger.info("SIP call \(sipCall): \(text)")
+        }
+        return nil
+    }
+
+    private func fired(_ timer: SIPDialogTimer) {
+        _ = handle(.timerFired(timer))
+    }
+}

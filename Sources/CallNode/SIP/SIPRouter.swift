@@ -1,0 +1,153 @@
+import Foundation
+import Logging
+import SIP
+import SIPDialog
+import Signaling
+
+/// The node's SIP calls: its agent, and the dialect of each call by the agent's id for it.
+/// Incoming INVITEs go through the node's admission as any call does; everything else of a
+/// dialog goes to its call's dialect.
+actor SIPRouter {
+    let agent: SIPAgent
+    let settings: SIPListenSettings
+    private var dialects: [Int: SIPDialect] = [:]
+    private let logger: Logger
+    private weak var node: CallNode?
+    /// The registration's state, and the retry waiting after a failure (with its delay).
+    private(set) var registration: SIPRegistrationState?
+    private var retry: Task<Void, Never>?
+    private var retryDelay: Duration = .zero
+
+    /// The node's timer clock (a manual one in tests): the retry after a failure waits on it.
+    private let clock: TimerClock
+
+    init(agent: SIPAgent, settings: SIPListenSettings, node: CallNode, clock: TimerClock, logger: Logger) {
+        self.agent = agent
+        self.clock = clock
+        self.settings = settings
+        self.node = node
+        self.logger = logger
+    }
+
+    /// Reads the agent's events until it stops.
+    func run() async {
+        for await event in agent.events {
+            await route(event)
+        }
+    }
+
+    /// Registers at the settings' registrar (if any).
+    func register() {
+        guard let account = settings.registration, let registrar = account.registrarURI, let parts = account.parts else { return }
+        logger.info("registering \(account)")
+        agent.register(account.addressOfRecord, at: registrar, user: account.user ?? parts.user, password: account.password,
+                       expires: Int(account.expires.components.seconds))
+    }
+
+    private func registrationChanged(_ event: SIPEvent) async {
+        guard let account = settings.registration else { return }
+        let aor = account.addressOfRecord
+        let state: SIPRegistrationState
+        if (200..<300).contains(event.status) {
+            retryDelay = .zero
+            state = event.expires > 0 ? .registered(addressOfRecord: aor, expires: .seconds(event.expires)) : .unregistered(addressOfRecord: aor)
+        } else {
+            // Tried again later, waiting longer while it keeps failing (up to ten times the first wait).
+            retryDelay = retryDelay == .zero ? account.retryAfter : min(retryDelay * 2, account.retryAfter * 10)
+            state = .failed(addressOfRecord: aor, status: event.status, reason: event.phrase, retryIn: retryDelay)
+            let delay = retryDelay, clock = self.clock
+            retry?.cancel()
+            retry = Task { [weak self] in
+                try? await clock.sleep(for: delay)
+                guard !Task.isCancelled else { return }
+                await self?.register()
+            }
+        }
+        guard state != registration else { return }
+        registration = state
+        switch state {
+        case .failed: logger.notice("SIP: \(state)")
+        default: logger.info("SIP: \(state)")
+        }
+        node?.broadcaster.send(.sipRegistration(state))
+    }
+
+    private func route(_ event: SIPEvent) async {
+        if event.kind == .registration {
+            await registrationChanged(event)
+            return
+        }
+        if let dialect = dialects[event.call] {
+            switch await dialect.received(event) {
+            case .keep: break
+            case .forget: dialects[event.call] = nil
+            case let .moved(to: id):
+                dialects[event.call] = nil
+                dialects[id] = dialect
+            }
+            return
+        }
+        guard event.kind == .invite else { return }
+        await invited(event)
+    }
+
+    /// A new INVITE: a call admitted (or refused) by the node, its offer waiting in its dialect.
+    private func invited(_ event: SIPEvent) async {
+        guard let node else { return }
+        let from = event.fromURI ?? "sip:unknown"
+        let dialect = makeDialect(call: event.call, outgoing: false, uri: nil)
+        // The first INVITE, with its offer or without (the callee's offer then goes in its 200).
+        _ = await dialect.received(event)
+        logger.info("SIP INVITE from \(from)\(event.sdp == nil ? " (no offer)" : "")")
+        let name = event.fromDisplay.flatMap { $0.trimmingCharacters(in: CharacterSet(charactersIn: "\" ")).nilIfEmpty }
+        let admitted = await node.admit(dialect, handle: from, invitation: CallInvitation(displayName: name, title: nil))
+        if admitted == nil { dialects[event.call] = nil }
+    }
+
+    /// A dialect for a new outgoing call to `uri`.
+    func outgoing(to uri: String) -> SIPDialect {
+        makeDialect(call: agent.newCall(), outgoing: true, uri: uri)
+    }
+
+    private func makeDialect(call: Int, outgoing: Bool, uri: String?) -> SIPDialect {
+        let traits = DialectTraits(peer: .other, resumable: false, firstOffer: .byCaller, offersICE: settings.offersICE,
+                                   mediaAddress: settings.mediaAddress, mediaEncryption: settings.mediaEncryption,
+                                   codecs: settings.codecs)
+        let dialect = SIPDialect(agent: agent, call: call, outgoing: outgoing, uri: uri, traits: traits, clock: clock, logger: logger) { [weak self] call, onWire in
+            // A dialog on the wire is forgotten when it has ended there (its BYE answered, a
+            // late CANCEL); an INVITE that never went out, now.
+            guard !onWire else { return }
+            await self?.forget(call)
+        }
+        dialects[call] = dialect
+        return dialect
+    }
+
+    private func forget(_ call: Int) {
+        dialects[call] = nil
+    }
+
+    func stop() async {
+        retry?.cancel()
+        retry = nil
+        await agent.stop()
+    }
+
+    /// What OPTIONS probes are answered with (told only when it changes): 200 while the node
+    /// takes calls, 503 with Retry-After while it is full (a few seconds) or draining (longer).
+    private var lastAvailability: (takingCalls: Bool, draining: Bool) = (true, false)
+
+    func setAvailability(takingCalls: Bool, draining: Bool) {
+        guard lastAvailability != (takingCalls, draining) else { return }
+        lastAvailability = (takingCalls, draining)
+        if takingCalls {
+            agent.setAvailability(status: 200)
+        } else {
+            agent.setAvailability(status: 503, retryAfter: draining ? SIPWire.drainingRetryAfter : SIPWire.fullRetryAfter)
+        }
+    }
+}
+
+extension String {
+    fileprivate var nilIfEmpty: String? { isEmpty ? nil : self }
+}

@@ -1,0 +1,418 @@
+import CallCore
+import SDP
+
+/// One SIP dialog's decisions as a plain value: the call's signals and the wire's events in,
+/// what to send and what to tell the call out, time as an input. No sofia, no concurrency.
+///
+/// sofia-sip's user agent does what it does well (transactions, retransmissions, the ACK, the
+/// answers to CANCEL and BYE); this value decides what the node wants of it: which request
+/// or response carries an offer or answer (INVITE, 18x, 200, re-INVITE, ACK), when an offer
+/// waits for the end of its ICE candidates (SIP has no trickle), what a refusal means for the
+/// call, that a re-INVITE crossing ours is refused with 491 and ours is sent again after RFC
+/// 3261's random wait, and that an encrypted first offer a phone refuses (488, 415, 606) is
+/// made again in plain RTP where the media policy is ``MediaEncryption/preferred``.
+///
+/// The call ends exactly once: after the end or a refusal is told to it (either way), nothing
+/// more is delivered, and nothing more goes out but what finishes the dialog.
+public struct SIPDialogState: Sendable, Equatable {
+    /// Where the dialog stands (RFC 3261 §12).
+    public enum Phase: Sendable, Equatable {
+        /// Outgoing, before the INVITE: the call's offer is being written (or written again in
+        /// plain RTP after a refusal).
+        case idle
+        /// An INVITE is out or in, with no 2xx yet.
+        case early
+        /// A 2xx was sent or received.
+        case confirmed
+        /// The call is over for this side (BYE or CANCEL sent or received, or the INVITE
+        /// refused); the stack finishes the dialog.
+        case terminating
+        /// The dialog is over on the wire.
+        case terminated
+    }
+
+    /// Which message carries an SDP this side is waiting to send.
+    public enum Carrier: Sendable, Equatable {
+        /// The first INVITE (the caller's offer).
+        case invite
+        /// The 200 to the first INVITE (the callee's answer, or its offer when the INVITE had none).
+        case ok
+    }
+
+    /// An offer or answer waiting for the call's ICE candidates to end.
+    public struct Waiting: Sendable, Equatable {
+        public var carrier: Carrier
+        public var sdp: String
+        public var candidates: [String] = []
+    }
+
+    public let outgoing: Bool
+    /// Outgoing: whom the INVITE goes to.
+    public let uri: String?
+    /// Whether the call's media may go unencrypted (``MediaEncryption/preferred``: a phone that
+    /// refuses SRTP is offered plain RTP).
+    public let mediaEncryption: MediaEncryption
+    public private(set) var phase: Phase
+    /// The call has been told it is over (or over before it began), or told the peer so.
+    public private(set) var callEnded = false
+    /// The peer said it rings (outgoing): said to the call once.
+    public private(set) var rang = false
+    /// The caller's display name, from its invitation.
+    public private(set) var displayName: String?
+    public private(set) var waiting: Waiting?
+    /// This side's offer in a re-INVITE, not answered yet; sent again after a 491's wait.
+    public private(set) var reoffer: String?
+    /// The glare wait is running for ``reoffer``.
+    public private(set) var glareWaiting = false
+    /// A re-INVITE of the peer's was delivered and the call's answer not sent yet.
+    public private(set) var peerReofferOpen = false
+    /// Incoming: the first INVITE has been taken.
+    public private(set) var invited = false
+    /// The first INVITE's offer (outgoing) was encrypted (SRTP keyed by SDES or DTLS).
+    public private(set) var offeredEncrypted = false
+    /// The first offer was refused and made again in plain RTP (once per call).
+    public private(set) var offeredPlainAfterRefusal = false
+    /// The answer a 183 carried (early media), kept for a 200 that carries none.
+    public private(set) var earlyAnswer: String?
+    /// Outgoing: this side cancelled its INVITE (a 200 crossing the CANCEL gets a BYE).
+    public private(set) var cancelled = false
+    private var byeSent = false
+    /// When the dialog was confirmed, on the caller's clock.
+    public private(set) var confirmedAt: Duration?
+    private var random: SplitMix64
+
+    /// A dialog for an outgoing call to `uri`, or for an incoming INVITE. `seed` drives the
+    /// random waits (491's retry): any value; tests give a fixed one.
+    public init(outgoing: Bool, uri: String? = nil, mediaEncryption: MediaEncryption = .preferred, seed: UInt64 = 0) {
+        self.outgoing = outgoing
+        self.uri = uri
+        self.mediaEncryption = mediaEncryption
+        phase = outgoing ? .idle : .early
+        random = SplitMix64(seed: seed)
+    }
+
+    /// Whether the dialog is on the wire (its end must come from the stack), rather than never
+    /// begun or already over there.
+    public var onWire: Bool { phase != .idle && phase != .terminated }
+
+    /// Handles one input at `now` and returns what to do, in order.
+    public mutating func handle(_ input: SIPDialogInput, now: Duration) -> [SIPDialogAction] {
+        switch input {
+        case let .call(signal): return send(signal)
+        case let .invite(sdp): return invite(sdp: sdp)
+        case let .response(status, phrase, sdp): return response(status: status, phrase: phrase, sdp: sdp, now: now)
+        case let .ack(sdp):
+            guard !callEnded, let sdp else { return [] }
+            return [.deliver(.answer(sdp: sdp))]  // a delayed offer's answer
+        case let .cancel(reason):
+            // A CANCEL after the final response has no effect (RFC 3261 §9.2).
+            guard !callEnded, phase == .early else { return [] }
+            callEnded = true
+            phase = .terminating
+            return [.deliver(.end(SIPWire.cancelReason(reason)))]
+        case .bye:
+            guard !callEnded else { return [] }
+            callEnded = true
+            phase = .terminating
+            return [.deliver(.end(.hangup))]
+        case .terminated:
+            // The old dialog of an offer made again in plain RTP: its successor carries the call.
+            if phase == .idle { return [] }
+            phase = .terminated
+            guard !callEnded else { return [] }
+            callEnded = true
+            return [.signalingLost("the SIP dialog ended")]
+        case let .info(contentType, body):
+            guard !callEnded, let digit = SIPWire.dtmfDigit(contentType: contentType, body: body) else { return [] }
+            return [.deliverDTMF(digit)]
+        case .callClosed:
+            // The call is gone: nothing more for it (its end went out before, if it had one).
+            callEnded = true
+            waiting = nil
+            if phase == .idle { phase = .terminated }
+            return []
+        case let .timerFired(timer):
+            switch timer {
+            case .glareRetry:
+                guard glareWaiting, phase == .confirmed, !callEnded, let reoffer else { return [] }
+                glareWaiting = false
+                return [.reinvite(sdp: reoffer)]
+            }
+        }
+    }
+
+    // MARK: - The call's signals
+
+    private mutating func send(_ signal: CallSignal) -> [SIPDialogAction] {
+        switch signal {
+        case let .invite(invitation):
+            displayName = invitation.displayName
+            return []
+        case let .offer(sdp):
+            guard !callEnded else { return [] }
+            switch phase {
+            case .idle:
+                // The caller's offer goes in its INVITE, with every candidate.
+                waiting = Waiting(carrier: .invite, sdp: sdp)
+                return []
+            case .confirmed:
+                // A hold or resume, or an ICE restart: its SDP has what the call has now.
+                reoffer = SIPWire.adding([], to: sdp)
+                glareWaiting = false
+                return [.reinvite(sdp: SIPWire.adding([], to: sdp))]
+            case .early where !outgoing:
+                // The INVITE came without an offer: the callee's goes in its 200.
+                waiting = Waiting(carrier: .ok, sdp: sdp)
+                return []
+            default:
+                return [.note("an offer while the dialog is \(phase) (dropped)")]
+            }
+        case let .answer(sdp):
+            guard !callEnded else { return [] }
+            if phase == .confirmed {
+                guard peerReofferOpen else { return [.note("an answer with no re-INVITE to answer (dropped)")] }
+                peerReofferOpen = false
+                return [.respond(status: 200, phrase: nil, sdp: SIPWire.adding([], to: sdp), retryAfter: nil)]
+            }
+            guard !outgoing, phase == .early else { return [.note("an answer with no offer to answer (dropped)")] }
+            waiting = Waiting(carrier: .ok, sdp: sdp)
+            return []
+        case let .candidates(lines, end):
+            guard var held = waiting else { return [] }  // SIP has no trickle after the SDP
+            held.candidates += lines
+            waiting = held
+            return end ? flush() : []
+        case .ringing:
+            guard !outgoing, phase == .early, !callEnded else { return [] }
+            return [.respond(status: 180, phrase: "Ringing", sdp: nil, retryAfter: nil)]
+        case let .reject(reason):
+            guard !outgoing, phase == .early, !callEnded else { return [] }
+            callEnded = true
+            phase = .terminating
+            let (status, phrase) = SIPWire.status(for: reason)
+            return [.respond(status: status, phrase: phrase, sdp: nil, retryAfter: reason == .draining ? SIPWire.drainingRetryAfter : nil)]
+        case let .end(reason):
+            guard !callEnded else { return [] }
+            callEnded = true
+            waiting = nil
+            switch phase {
+            case .confirmed:
+                phase = .terminating
+                return [.bye]
+            case .early where outgoing:
+                phase = .terminating
+                cancelled = true
+                return [.cancel]
+            case .early:
+                phase = .terminating
+                let (status, phrase) = SIPWire.status(for: reason)
+                return [.respond(status: status, phrase: phrase, sdp: nil, retryAfter: nil)]
+            case .idle:
+                // Nothing on the wire (yet, or any more after a refused offer).
+                phase = .terminated
+                return []
+            case .terminating, .terminated:
+                return []
+            }
+        case .error, .keepAlive:
+            return []  // SIP dialogs carry neither; failures end with their status
+        }
+    }
+
+    /// The offer or answer goes out with its candidates, now the call's gathering has ended.
+    private mutating func flush() -> [SIPDialogAction] {
+        guard let held = waiting else { return [] }
+        waiting = nil
+        let sdp = SIPWire.adding(held.candidates, to: held.sdp)
+        switch held.carrier {
+        case .invite:
+            guard let uri else { return [.note("an outgoing dialog with no address to call")] }
+            phase = .early
+            offeredEncrypted = !((try? SessionDescription(parsing: sdp))?.audioIsPlainRTP ?? false)
+            return [.invite(to: uri, displayName: displayName, sdp: sdp)]
+        case .ok:
+            phase = .confirmed
+            return [.respond(status: 200, phrase: nil, sdp: sdp, retryAfter: nil)]
+        }
+    }
+
+    // MARK: - The wire's events
+
+    private mutating func invite(sdp: String?) -> [SIPDialogAction] {
+        guard !callEnded else { return [] }
+        if !outgoing, !invited {
+            invited = true
+            return sdp.map { [.deliver(.offer(sdp: $0))] } ?? []
+        }
+        guard phase == .confirmed else {
+            return [.note("a second INVITE before the dialog was confirmed (the stack answers it)")]
+        }
+        // A re-INVITE crossing ours in progress (RFC 3261 §14.2): 491, and each side tries
+        // again later. One that comes while ours waits to go again is taken, and ours given up
+        // (the uneven waits of §14.1 are there so that one side's retry gets through).
+        if reoffer != nil, !glareWaiting {
+            return [.respond(status: 491, phrase: "Request Pending", sdp: nil, retryAfter: nil)]
+        }
+        reoffer = nil
+        glareWaiting = false
+        guard let sdp else {
+            return [.respond(status: 488, phrase: "Not Acceptable Here (a re-INVITE needs an offer)", sdp: nil, retryAfter: nil)]
+        }
+        peerReofferOpen = true
+        return [.deliver(.offer(sdp: sdp))]
+    }
+
+    private mutating func response(status: Int, phrase: String, sdp: String?, now: Duration) -> [SIPDialogAction] {
+        // A 200 that crossed our CANCEL made a dialog nobody wants: it ends at once (RFC 3261
+        // §15; the stack has ACKed it).
+        if cancelled, !byeSent, (200..<300).contains(status) {
+            byeSent = true
+            return [.bye]
+        }
+        guard !callEnded else { return [] }
+        switch (phase, status) {
+        case (.early, 100..<200) where outgoing:
+            var actions: [SIPDialogAction] = []
+            // An answer in a 183 (early media) stands for the 200 that may carry none.
+            if let sdp, earlyAnswer == nil { earlyAnswer = sdp }
+            if (status == 180 || status == 183), !rang {
+                rang = true
+                actions.append(.deliver(.ringing))
+            }
+            return actions
+        case (.early, 200..<300) where outgoing:
+            phase = .confirmed
+            confirmedAt = now
+            guard let answer = sdp ?? earlyAnswer else { return fail("the SIP peer answered without SDP") }
+            return [.deliver(.answer(sdp: answer))]
+        case (.early, 300...) where outgoing:
+            return refused(status: status, phrase: phrase)
+        case (.confirmed, 200..<300):
+            // Our re-INVITE's answer (a repeated 200 to the first INVITE has no offer waiting).
+            guard reoffer != nil else { return [] }
+            reoffer = nil
+            guard let sdp else { return [.note("the peer answered a re-INVITE without SDP")] }
+            return [.deliver(.answer(sdp: sdp))]
+        case (.confirmed, 491):
+            // Glare: ours goes again after a random wait — 2.1–4 s for the side that made the
+            // dialog (its Call-ID), up to 2 s for the other (RFC 3261 §14.1), in 10 ms steps.
+            guard reoffer != nil else { return [] }
+            glareWaiting = true
+            let steps = outgoing ? 210 + random.next(below: 190) : random.next(below: 200)
+            return [.arm(.glareRetry, after: .milliseconds(Int64(steps) * 10))]
+        case (.confirmed, 300...):
+            // Any other refusal of a re-INVITE: the call goes on as it was.
+            reoffer = nil
+            return [.note("the peer refused a re-INVITE: \(status) \(phrase)")]
+        default:
+            return []
+        }
+    }
+
+    /// The first INVITE was refused.
+    private mutating func refused(status: Int, phrase: String) -> [SIPDialogAction] {
+        // A phone that takes no SRTP (488 Not Acceptable Here, 415, 606) is offered plain RTP
+        // once, in a new INVITE, when the media may go unencrypted.
+        if [488, 415, 606].contains(status), mediaEncryption == .preferred, offeredEncrypted, !offeredPlainAfterRefusal {
+            offeredPlainAfterRefusal = true
+            phase = .idle
+            return [.newDialog, .offerAgainUnencrypted(reason: "\(status) \(phrase)")]
+        }
+        callEnded = true
+        phase = .terminating
+        switch status {
+        case 486, 600: return [.deliver(.reject(.busy))]
+        case 603: return [.deliver(.reject(.declined))]
+        case 408, 503:
+            // Also what the stack answers itself when nothing answered at that address or its
+            // transport failed (a refused port, no route).
+            return failing("the SIP peer did not take the call: \(status) \(phrase) (it refused, or nothing answers at that address)")
+        case _ where [488, 415, 606].contains(status) && offeredEncrypted && mediaEncryption == .required:
+            return failing("the SIP peer answered \(status) \(phrase): it takes no SRTP, and this node requires it")
+        default:
+            return failing("the SIP peer answered \(status) \(phrase)")
+        }
+    }
+
+    private mutating func fail(_ detail: String) -> [SIPDialogAction] {
+        callEnded = true
+        phase = .terminating
+        return [.bye] + failing(detail)
+    }
+
+    private func failing(_ detail: String) -> [SIPDialogAction] {
+        [.deliver(.error(detail)), .deliver(.end(.failed))]
+    }
+}
+
+/// What a SIP dialog hears: the call's signals and its wire's events.
+public enum SIPDialogInput: Sendable, Equatable {
+    /// A signal the call sends to its peer.
+    case call(CallSignal)
+    /// An INVITE in this dialog: the first (incoming calls) or a re-INVITE.
+    case invite(sdp: String?)
+    /// A response to this side's INVITE or re-INVITE.
+    case response(status: Int, phrase: String, sdp: String?)
+    /// The ACK to this side's 200 (with SDP: the answer to an offer made in the 200).
+    case ack(sdp: String?)
+    /// The caller cancelled (its RFC 3326 Reason header, if any).
+    case cancel(reason: String?)
+    /// The peer hung up.
+    case bye
+    /// The stack ended the dialog.
+    case terminated
+    /// An INFO (DTMF some phones send this way).
+    case info(contentType: String?, body: String?)
+    case timerFired(SIPDialogTimer)
+    /// The call closed its side (after its end, or without one): nothing more is sent for it.
+    case callClosed
+}
+
+/// A SIP dialog's timers.
+public enum SIPDialogTimer: Sendable, Hashable {
+    /// A re-INVITE refused with 491 goes again.
+    case glareRetry
+}
+
+/// What a SIP dialog does: requests and responses for the stack, signals for the call.
+public enum SIPDialogAction: Sendable, Equatable {
+    /// The first INVITE, to `to`, with the call's offer.
+    case invite(to: String, displayName: String?, sdp: String)
+    /// A re-INVITE in the dialog.
+    case reinvite(sdp: String)
+    /// A response to the peer's INVITE or re-INVITE.
+    case respond(status: Int, phrase: String?, sdp: String?, retryAfter: Int?)
+    case bye
+    case cancel
+    /// A signal for the call.
+    case deliver(CallSignal)
+    /// A DTMF digit the peer sent on the wire.
+    case deliverDTMF(Character)
+    /// The dialog ended under the call: it ends.
+    case signalingLost(String)
+    /// The next INVITE starts a dialog of its own (a new Call-ID): the old one is over.
+    case newDialog
+    /// The call is asked for its first offer again, in plain RTP (the peer refused SRTP).
+    case offerAgainUnencrypted(reason: String)
+    /// Fire `timer` after `after`.
+    case arm(SIPDialogTimer, after: Duration)
+    /// Something worth a line in the log.
+    case note(String)
+}
+
+/// SplitMix64: a small seeded generator, so a dialog's random waits replay from a seed.
+struct SplitMix64: Sendable, Equatable {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// A value in `0..<bound`.
+    mutating func next(below bound: UInt64) -> UInt64 { next() % bound }
+}

@@ -1,0 +1,704 @@
+import CallCore
+import SDP
+@testable import SIPDialog
+import Testing
+
+/// The SIP dialog's decisions, with no concurrency and no sofia: inputs in, actions out.
+@Suite struct SIPDialogStateTests {
+    static let uri = "sip:alice@192.0.2.20"
+
+    /// This node's first offer: SRTP keyed by SDES.
+    static let srtpOffer = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n"
+        + "m=audio 40000 RTP/SAVP 111 0\r\na=rtpmap:111 opus/48000/2\r\na=rtpmap:0 PCMU/8000\r\n"
+        + "a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:WVNfX19zZW1jdGwgKCkgewkyMjA7fQp9CnVubGVz\r\na=rtcp:40000\r\n"
+    /// The same offer in plain RTP (what a phone that takes no SRTP is offered).
+    static let plainOffer = "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n"
+        + "m=audio 40000 RTP/AVP 111 0\r\na=rtpmap:111 opus/48000/2\r\na=rtpmap:0 PCMU/8000\r\na=rtcp:40000\r\n"
+    /// A phone's answer to the SRTP offer.
+    static let peerAnswer = "v=0\r\no=phone 7001 7001 IN IP4 192.0.2.20\r\ns=phone\r\nc=IN IP4 192.0.2.20\r\nt=0 0\r\n"
+        + "m=audio 30000 RTP/SAVP 0\r\na=rtpmap:0 PCMU/8000\r\n"
+        + "a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:PS1uQCVeeCFCanVmcjkpPywjNWhcYD0mXXtxaVBR\r\na=sendrecv\r\n"
+    /// A phone's answer in plain RTP.
+    static let plainAnswer = "v=0\r\no=phone 7001 7001 IN IP4 192.0.2.20\r\ns=phone\r\nc=IN IP4 192.0.2.20\r\nt=0 0\r\n"
+        + "m=audio 30000 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\na=sendrecv\r\n"
+    /// The answer a 183 carries (early media: ringback from the phone's network).
+    static let earlyAnswer = "v=0\r\no=gw 1 1 IN IP4 198.51.100.9\r\ns=-\r\nc=IN IP4 198.51.100.9\r\nt=0 0\r\n"
+        + "m=audio 20000 RTP/SAVP 0\r\na=rtpmap:0 PCMU/8000\r\n"
+        + "a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:d0RmdmcmVCspeEc3QGZiNWpVLFJhQX1cfHAwJSoj\r\na=sendrecv\r\n"
+    /// A phone's offer in its INVITE.
+    static let peerOffer = "v=0\r\no=phone 42 42 IN IP4 192.0.2.30\r\ns=phone\r\nc=IN IP4 192.0.2.30\r\nt=0 0\r\n"
+        + "m=audio 31000 RTP/SAVP 0 8 101\r\na=rtpmap:0 PCMU/8000\r\na=rtpmap:8 PCMA/8000\r\n"
+        + "a=rtpmap:101 telephone-event/8000\r\na=fmtp:101 0-16\r\n"
+        + "a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:NzB4d1BINUAvLEw6UzF3WSJ+PSdFcGdUJShpX1Zj\r\na=sendrecv\r\n"
+    /// This node's answer to the phone's offer.
+    static let callAnswer = "v=0\r\no=- 5 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n"
+        + "m=audio 40010 RTP/SAVP 0 101\r\na=rtpmap:0 PCMU/8000\r\na=rtpmap:101 telephone-event/8000\r\n"
+        + "a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:WVNfX19zZW1jdGwgKCkgewkyMjA7fQp9CnVubGVz\r\na=sendrecv\r\n"
+    /// A hold (this side's re-INVITE).
+    static let holdOffer = "v=0\r\no=- 1 3 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n"
+        + "m=audio 40000 RTP/SAVP 111 0\r\na=rtpmap:111 opus/48000/2\r\na=rtpmap:0 PCMU/8000\r\n"
+        + "a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:WVNfX19zZW1jdGwgKCkgewkyMjA7fQp9CnVubGVz\r\na=rtcp:40000\r\na=sendonly\r\n"
+    /// The phone's answer to the hold.
+    static let holdAnswer = "v=0\r\no=phone 7001 7002 IN IP4 192.0.2.20\r\ns=phone\r\nc=IN IP4 192.0.2.20\r\nt=0 0\r\n"
+        + "m=audio 30000 RTP/SAVP 0\r\na=rtpmap:0 PCMU/8000\r\n"
+        + "a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:PS1uQCVeeCFCanVmcjkpPywjNWhcYD0mXXtxaVBR\r\na=recvonly\r\n"
+    /// The phone's hold (the peer's re-INVITE).
+    static let peerHoldOffer = "v=0\r\no=phone 42 43 IN IP4 192.0.2.30\r\ns=phone\r\nc=IN IP4 192.0.2.30\r\nt=0 0\r\n"
+        + "m=audio 31000 RTP/SAVP 0 101\r\na=rtpmap:0 PCMU/8000\r\na=rtpmap:101 telephone-event/8000\r\n"
+        + "a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:NzB4d1BINUAvLEw6UzF3WSJ+PSdFcGdUJShpX1Zj\r\na=sendonly\r\n"
+    /// This node's answer to the phone's hold.
+    static let callHoldAnswer = "v=0\r\no=- 5 2 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n"
+        + "m=audio 40010 RTP/SAVP 0 101\r\na=rtpmap:0 PCMU/8000\r\na=rtpmap:101 telephone-event/8000\r\n"
+        + "a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:WVNfX19zZW1jdGwgKCkgewkyMjA7fQp9CnVubGVz\r\na=recvonly\r\n"
+
+    static let hostCandidate = "candidate:1 1 UDP 2015363327 192.0.2.10 50000 typ host"
+    static let srflxCandidate = "candidate:2 1 UDP 1677721855 198.51.100.7 60000 typ srflx raddr 192.0.2.10 rport 50000"
+
+    static let dtmfFive: SIPDialogInput = .info(contentType: "application/dtmf-relay", body: "Signal=5\r\nDuration=160\r\n")
+
+    /// Feeds `inputs` at `now`; returns every action, in order.
+    @discardableResult
+    static func feed(_ state: inout SIPDialogState, _ inputs: [SIPDialogInput], at now: Duration = .zero) -> [SIPDialogAction] {
+        inputs.flatMap { state.handle($0, now: now) }
+    }
+
+    /// An outgoing dialog whose INVITE (with `offer`, no candidates) is out, from "Bob".
+    static func inviting(_ offer: String = SIPDialogStateTests.srtpOffer, encryption: MediaEncryption = .preferred,
+                         seed: UInt64 = 0) -> SIPDialogState {
+        var state = SIPDialogState(outgoing: true, uri: uri, mediaEncryption: encryption, seed: seed)
+        feed(&state, [.call(.invite(CallInvitation(displayName: "Bob"))), .call(.offer(sdp: offer)), .call(.candidates([], end: true))])
+        return state
+    }
+
+    /// An outgoing dialog the phone rang on and answered.
+    static func confirmedOutgoing(seed: UInt64 = 0) -> SIPDialogState {
+        var state = inviting(seed: seed)
+        feed(&state, [.response(status: 180, phrase: "Ringing", sdp: nil), .response(status: 200, phrase: "OK", sdp: peerAnswer)],
+             at: .seconds(2))
+        return state
+    }
+
+    /// An incoming dialog whose INVITE (with the phone's offer) has been taken: it rings.
+    static func ringingIncoming(seed: UInt64 = 0) -> SIPDialogState {
+        var state = SIPDialogState(outgoing: false, seed: seed)
+        feed(&state, [.invite(sdp: peerOffer), .call(.ringing)])
+        return state
+    }
+
+    /// An incoming dialog the call answered (its 200 is out).
+    static func confirmedIncoming(seed: UInt64 = 0) -> SIPDialogState {
+        var state = ringingIncoming(seed: seed)
+        feed(&state, [.call(.answer(sdp: callAnswer)), .call(.candidates([], end: true)), .ack(sdp: nil)], at: .seconds(2))
+        return state
+    }
+
+    /// The error text when `actions` tell the call it failed: exactly an error, then `.end(.failed)`.
+    static func failure(_ actions: [SIPDialogAction]) -> String? {
+        guard actions.count == 2, case let .deliver(.error(text)) = actions[0], actions[1] == .deliver(.end(.failed)) else { return nil }
+        return text
+    }
+
+    /// The glare wait a confirmed dialog arms when its hold's re-INVITE is refused with 491.
+    static func glareWait(outgoing: Bool, seed: UInt64) -> Duration? {
+        var state = outgoing ? confirmedOutgoing(seed: seed) : confirmedIncoming(seed: seed)
+        feed(&state, [.call(.offer(sdp: holdOffer))], at: .seconds(10))
+        let actions = state.handle(.response(status: 491, phrase: "Request Pending", sdp: nil), now: .seconds(10))
+        guard actions.count == 1, case let .arm(.glareRetry, after: wait) = actions[0] else { return nil }
+        return wait
+    }
+
+    static func milliseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+    }
+
+    // MARK: - Outgoing: the INVITE and its answer
+
+    @Test func anOutgoingOfferWaitsForTheEndOfItsCandidatesBeforeTheInvite() {
+        var state = SIPDialogState(outgoing: true, uri: Self.uri)
+        #expect(state.phase == .idle)
+        #expect(state.handle(.call(.invite(CallInvitation(displayName: "Bob"))), now: .zero) == [])
+        // SIP has no trickle: the INVITE waits for every candidate.
+        #expect(state.handle(.call(.offer(sdp: Self.srtpOffer)), now: .zero) == [])
+        #expect(state.handle(.call(.candidates([Self.hostCandidate], end: false)), now: .zero) == [])
+        #expect(state.phase == .idle)
+        #expect(state.waiting?.candidates == [Self.hostCandidate])
+        let sdp = SIPWire.adding([Self.hostCandidate, Self.srflxCandidate], to: Self.srtpOffer)
+        #expect(state.handle(.call(.candidates([Self.srflxCandidate], end: true)), now: .milliseconds(300))
+                == [.invite(to: Self.uri, displayName: "Bob", sdp: sdp)])
+        #expect(sdp.contains("a=\(Self.hostCandidate)\r\n") && sdp.contains("a=\(Self.srflxCandidate)\r\n"))
+        #expect(sdp.contains("a=end-of-candidates\r\n"))
+        #expect(state.phase == .early)
+        #expect(state.waiting == nil)
+        #expect(state.offeredEncrypted)
+        // Candidates after the INVITE have nowhere to go.
+        #expect(state.handle(.call(.candidates([Self.hostCandidate], end: true)), now: .seconds(1)) == [])
+    }
+
+    @Test func anOfferWithoutCandidatesGoesOutVerbatimAndWithoutAName() {
+        var state = SIPDialogState(outgoing: true, uri: Self.uri, mediaEncryption: .off)
+        #expect(Self.feed(&state, [.call(.offer(sdp: Self.plainOffer)), .call(.candidates([], end: true))])
+                == [.invite(to: Self.uri, displayName: nil, sdp: Self.plainOffer)])
+        #expect(state.phase == .early)
+        #expect(!state.offeredEncrypted)
+    }
+
+    @Test func ringingIsToldOnceFor180Or183AndNotFor100() {
+        var state = Self.inviting()
+        #expect(state.handle(.response(status: 100, phrase: "Trying", sdp: nil), now: .zero) == [])
+        #expect(state.handle(.response(status: 180, phrase: "Ringing", sdp: nil), now: .zero) == [.deliver(.ringing)])
+        #expect(state.handle(.response(status: 183, phrase: "Session Progress", sdp: nil), now: .zero) == [])
+        #expect(state.handle(.response(status: 180, phrase: "Ringing", sdp: nil), now: .zero) == [])
+        #expect(state.phase == .early)
+        #expect(state.rang)
+
+        var progressFirst = Self.inviting()
+        #expect(progressFirst.handle(.response(status: 183, phrase: "Session Progress", sdp: nil), now: .zero) == [.deliver(.ringing)])
+        #expect(progressFirst.handle(.response(status: 180, phrase: "Ringing", sdp: nil), now: .zero) == [])
+    }
+
+    @Test func a183sAnswerStandsForA200WithoutOne() {
+        var state = Self.inviting()
+        #expect(state.handle(.response(status: 183, phrase: "Session Progress", sdp: Self.earlyAnswer), now: .seconds(1))
+                == [.deliver(.ringing)])
+        #expect(state.earlyAnswer == Self.earlyAnswer)
+        #expect(state.handle(.response(status: 200, phrase: "OK", sdp: nil), now: .seconds(4))
+                == [.deliver(.answer(sdp: Self.earlyAnswer))])
+        #expect(state.phase == .confirmed)
+        #expect(state.confirmedAt == .seconds(4))
+    }
+
+    @Test func a200CarriesItsOwnAnswerOverAnEarlyOne() {
+        var state = Self.inviting()
+        Self.feed(&state, [.response(status: 183, phrase: "Session Progress", sdp: Self.earlyAnswer)])
+        #expect(state.handle(.response(status: 200, phrase: "OK", sdp: Self.peerAnswer), now: .seconds(3))
+                == [.deliver(.answer(sdp: Self.peerAnswer))])
+        #expect(state.phase == .confirmed)
+        // A 200 repeated (a retransmission the stack let through) answers nothing.
+        #expect(state.handle(.response(status: 200, phrase: "OK", sdp: Self.peerAnswer), now: .seconds(3)) == [])
+    }
+
+    @Test func a200WithoutAnyAnswerIsByedAndFailsTheCall() throws {
+        var state = Self.inviting()
+        Self.feed(&state, [.response(status: 180, phrase: "Ringing", sdp: nil)])
+        let actions = state.handle(.response(status: 200, phrase: "OK", sdp: nil), now: .seconds(3))
+        #expect(actions.count == 3)
+        #expect(actions.first == .bye)
+        let text = try #require(Self.failure(Array(actions.dropFirst())), "\(actions)")
+        #expect(text.contains("without SDP"))
+        #expect(state.phase == .terminating)
+        #expect(state.callEnded)
+        // The call ended once: nothing more is told to it.
+        #expect(Self.feed(&state, [.bye, .response(status: 200, phrase: "OK", sdp: Self.peerAnswer), Self.dtmfFive]) == [])
+    }
+
+    // MARK: - Outgoing: refusals of the first INVITE
+
+    @Test(arguments: [(486, "Busy Here"), (600, "Busy Everywhere")])
+    func aBusyPhoneRejectsTheCallAsBusy(status: Int, phrase: String) {
+        var state = Self.inviting()
+        #expect(state.handle(.response(status: status, phrase: phrase, sdp: nil), now: .seconds(1)) == [.deliver(.reject(.busy))])
+        #expect(state.phase == .terminating)
+        #expect(state.callEnded)
+        #expect(Self.feed(&state, [.bye, .response(status: 200, phrase: "OK", sdp: Self.peerAnswer), Self.dtmfFive]) == [])
+    }
+
+    @Test func a603DeclinesTheCall() {
+        var state = Self.inviting()
+        Self.feed(&state, [.response(status: 180, phrase: "Ringing", sdp: nil)])
+        #expect(state.handle(.response(status: 603, phrase: "Decline", sdp: nil), now: .seconds(5)) == [.deliver(.reject(.declined))])
+        #expect(state.phase == .terminating)
+        #expect(Self.feed(&state, [.bye, .response(status: 603, phrase: "Decline", sdp: nil), Self.dtmfFive]) == [])
+    }
+
+    @Test(arguments: [(408, "Request Timeout"), (503, "Service Unavailable")])
+    func nothingAnsweringAtTheAddressFailsTheCall(status: Int, phrase: String) throws {
+        var state = Self.inviting()
+        let actions = state.handle(.response(status: status, phrase: phrase, sdp: nil), now: .seconds(32))
+        let text = try #require(Self.failure(actions), "\(actions)")
+        #expect(text.contains("\(status) \(phrase)"))
+        #expect(text.contains("did not take the call"))
+        #expect(state.phase == .terminating)
+        #expect(Self.feed(&state, [.bye, .response(status: 200, phrase: "OK", sdp: Self.peerAnswer), Self.dtmfFive]) == [])
+    }
+
+    @Test func anyOtherRefusalFailsTheCallWithItsStatus() throws {
+        var state = Self.inviting()
+        let actions = state.handle(.response(status: 404, phrase: "Not Found", sdp: nil), now: .seconds(1))
+        let text = try #require(Self.failure(actions), "\(actions)")
+        #expect(text.contains("404 Not Found"))
+        #expect(state.phase == .terminating)
+        #expect(state.callEnded)
+        #expect(Self.feed(&state, [.bye, .response(status: 404, phrase: "Not Found", sdp: nil), Self.dtmfFive]) == [])
+        // Nothing was on the wire to end: the stack's end of the dialog is not a lost call.
+        #expect(state.handle(.terminated, now: .seconds(1)) == [])
+        #expect(state.phase == .terminated)
+    }
+
+    // MARK: - Outgoing: an encrypted offer refused
+
+    @Test func aRefusedEncryptedOfferIsMadeAgainInPlainRTPOnce() throws {
+        var state = Self.inviting()
+        #expect(state.offeredEncrypted)
+        #expect(state.handle(.response(status: 488, phrase: "Not Acceptable Here", sdp: nil), now: .seconds(1))
+                == [.newDialog, .offerAgainUnencrypted(reason: "488 Not Acceptable Here")])
+        #expect(state.phase == .idle)
+        #expect(!state.onWire)
+        #expect(!state.callEnded)
+        #expect(state.offeredPlainAfterRefusal)
+        // The old dialog's end is not the call's: its successor carries it.
+        #expect(state.handle(.terminated, now: .seconds(1)) == [])
+        #expect(state.phase == .idle)
+        #expect(!state.callEnded)
+        // The plain offer goes out in a new INVITE, once its candidates are in.
+        #expect(state.handle(.call(.offer(sdp: Self.plainOffer)), now: .seconds(1)) == [])
+        #expect(state.handle(.call(.candidates([], end: true)), now: .seconds(1))
+                == [.invite(to: Self.uri, displayName: "Bob", sdp: Self.plainOffer)])
+        #expect(state.phase == .early)
+        #expect(!state.offeredEncrypted)
+        // Refused again, in plain RTP: the call ends.
+        let actions = state.handle(.response(status: 488, phrase: "Not Acceptable Here", sdp: nil), now: .seconds(2))
+        let text = try #require(Self.failure(actions), "\(actions)")
+        #expect(text.contains("488"))
+        #expect(state.phase == .terminating)
+        #expect(state.callEnded)
+        #expect(Self.feed(&state, [.bye, .call(.offer(sdp: Self.plainOffer)), .call(.candidates([], end: true))]) == [])
+    }
+
+    @Test(arguments: [(415, "Unsupported Media Type"), (606, "Not Acceptable")])
+    func otherRefusalsOfSRTPAreAlsoMadeAgainInPlainRTP(status: Int, phrase: String) {
+        var state = Self.inviting()
+        #expect(state.handle(.response(status: status, phrase: phrase, sdp: nil), now: .seconds(1))
+                == [.newDialog, .offerAgainUnencrypted(reason: "\(status) \(phrase)")])
+        #expect(state.phase == .idle)
+    }
+
+    @Test func theOfferMadeAgainInPlainRTPIsAnsweredAsAnyOther() {
+        var state = Self.inviting()
+        Self.feed(&state, [.response(status: 488, phrase: "Not Acceptable Here", sdp: nil), .terminated,
+                           .call(.offer(sdp: Self.plainOffer)), .call(.candidates([], end: true))])
+        #expect(state.handle(.response(status: 180, phrase: "Ringing", sdp: nil), now: .seconds(2)) == [.deliver(.ringing)])
+        #expect(state.handle(.response(status: 200, phrase: "OK", sdp: Self.plainAnswer), now: .seconds(3))
+                == [.deliver(.answer(sdp: Self.plainAnswer))])
+        #expect(state.phase == .confirmed)
+        #expect(state.handle(.terminated, now: .seconds(9)) == [.signalingLost("the SIP dialog ended")])
+    }
+
+    @Test func aRefusalOfSRTPEndsTheCallWhereSRTPIsRequired() throws {
+        var state = Self.inviting(encryption: .required)
+        let actions = state.handle(.response(status: 488, phrase: "Not Acceptable Here", sdp: nil), now: .seconds(1))
+        let text = try #require(Self.failure(actions), "\(actions)")
+        #expect(text.contains("SRTP"))
+        #expect(state.phase == .terminating)
+        #expect(!state.offeredPlainAfterRefusal)
+    }
+
+    @Test(arguments: [MediaEncryption.off, .preferred])
+    func aRefusedPlainOfferEndsTheCall(encryption: MediaEncryption) throws {
+        var state = Self.inviting(Self.plainOffer, encryption: encryption)
+        #expect(!state.offeredEncrypted)
+        let actions = state.handle(.response(status: 488, phrase: "Not Acceptable Here", sdp: nil), now: .seconds(1))
+        let text = try #require(Self.failure(actions), "\(actions)")
+        #expect(text.contains("488 Not Acceptable Here"))
+        #expect(state.phase == .terminating)
+        #expect(!state.offeredPlainAfterRefusal)
+    }
+
+    /// A 488 or 415 to a plain offer (under `.off`, or the plain offer made again under `.preferred`)
+    /// is not told as "it takes no SRTP": that would send whoever reads the failure the wrong way.
+    @Test(arguments: [MediaEncryption.off, .preferred])
+    func aRefusedPlainOfferIsNotBlamedOnRequiredSRTP(encryption: MediaEncryption) throws {
+        var state = Self.inviting(Self.plainOffer, encryption: encryption)
+        let actions = state.handle(.response(status: 488, phrase: "Not Acceptable Here", sdp: nil), now: .seconds(1))
+        let text = try #require(Self.failure(actions), "\(actions)")
+        #expect(!text.contains("requires"), "\(text)")
+    }
+
+    // MARK: - Outgoing: the caller's end
+
+    @Test func anOutgoingCallEndedWhileEarlyIsCancelled() {
+        var state = Self.inviting()
+        Self.feed(&state, [.response(status: 180, phrase: "Ringing", sdp: nil)])
+        #expect(state.handle(.call(.end(.hangup)), now: .seconds(4)) == [.cancel])
+        #expect(state.phase == .terminating)
+        #expect(state.onWire)
+        #expect(state.handle(.call(.end(.hangup)), now: .seconds(4)) == [])
+        // The INVITE's 487 and the dialog's end tell the call nothing more.
+        #expect(state.handle(.response(status: 487, phrase: "Request Terminated", sdp: nil), now: .seconds(4)) == [])
+        #expect(state.handle(.terminated, now: .seconds(4)) == [])
+        #expect(state.phase == .terminated)
+        #expect(!state.onWire)
+    }
+
+    /// A 200 that crosses this side's CANCEL establishes the dialog anyway (RFC 3261 §9.1, §15): the
+    /// stack ACKs it, and the value ends it with a BYE, once.
+    @Test func a200CrossingOurCancelIsByed() {
+        var state = Self.inviting()
+        Self.feed(&state, [.response(status: 180, phrase: "Ringing", sdp: nil), .call(.end(.hangup))])
+        #expect(state.handle(.response(status: 200, phrase: "OK", sdp: Self.peerAnswer), now: .seconds(4)) == [.bye])
+        #expect(state.phase == .terminating)
+    }
+
+    @Test func anOutgoingCallEndedBeforeItsInviteSendsNothing() {
+        var state = SIPDialogState(outgoing: true, uri: Self.uri)
+        Self.feed(&state, [.call(.offer(sdp: Self.srtpOffer)), .call(.candidates([Self.hostCandidate], end: false))])
+        #expect(state.handle(.call(.end(.hangup)), now: .zero) == [])
+        #expect(state.phase == .terminated)
+        #expect(state.callEnded)
+        #expect(!state.onWire)
+        // The offer that was waiting is gone with it.
+        #expect(state.handle(.call(.candidates([], end: true)), now: .zero) == [])
+        #expect(state.handle(.terminated, now: .zero) == [])
+    }
+
+    // MARK: - Incoming
+
+    @Test func anIncomingInvitesOfferIsDeliveredAndTheAnswerGoesInA200() {
+        var state = SIPDialogState(outgoing: false)
+        #expect(state.phase == .early)
+        #expect(state.onWire)
+        #expect(state.handle(.invite(sdp: Self.peerOffer), now: .zero) == [.deliver(.offer(sdp: Self.peerOffer))])
+        #expect(state.invited)
+        #expect(state.handle(.call(.ringing), now: .zero) == [.respond(status: 180, phrase: "Ringing", sdp: nil, retryAfter: nil)])
+        #expect(state.handle(.call(.answer(sdp: Self.callAnswer)), now: .seconds(3)) == [])
+        #expect(state.handle(.call(.candidates([Self.hostCandidate], end: false)), now: .seconds(3)) == [])
+        #expect(state.phase == .early)
+        #expect(state.handle(.call(.candidates([], end: true)), now: .seconds(3))
+                == [.respond(status: 200, phrase: nil, sdp: SIPWire.adding([Self.hostCandidate], to: Self.callAnswer), retryAfter: nil)])
+        #expect(state.phase == .confirmed)
+        // The ACK of an answered offer carries nothing for the call.
+        #expect(state.handle(.ack(sdp: nil), now: .seconds(3)) == [])
+    }
+
+    @Test func anInviteWithoutAnOfferIsAnsweredWithTheCallsOfferAndItsAckCarriesTheAnswer() {
+        var state = SIPDialogState(outgoing: false)
+        #expect(state.handle(.invite(sdp: nil), now: .zero) == [])
+        #expect(state.phase == .early)
+        // The call's offer goes in the 200, with its candidates.
+        #expect(state.handle(.call(.offer(sdp: Self.plainOffer)), now: .zero) == [])
+        #expect(state.waiting?.carrier == .ok)
+        #expect(state.handle(.call(.candidates([], end: true)), now: .zero)
+                == [.respond(status: 200, phrase: nil, sdp: Self.plainOffer, retryAfter: nil)])
+        #expect(state.phase == .confirmed)
+        #expect(state.handle(.ack(sdp: Self.plainAnswer), now: .seconds(1)) == [.deliver(.answer(sdp: Self.plainAnswer))])
+        #expect(state.phase == .confirmed)
+    }
+
+    @Test(arguments: [(RejectReason.busy, 486, "Busy Here", Int?.none),
+                      (.declined, 603, "Decline", nil),
+                      (.draining, 503, "Service Unavailable (draining)", 60)])
+    func aRefusedIncomingCallIsAnsweredWithItsStatus(reason: RejectReason, status: Int, phrase: String, retryAfter: Int?) {
+        var state = Self.ringingIncoming()
+        #expect(state.handle(.call(.reject(reason)), now: .seconds(1))
+                == [.respond(status: status, phrase: phrase, sdp: nil, retryAfter: retryAfter)])
+        #expect(state.phase == .terminating)
+        #expect(state.callEnded)
+        #expect(Self.feed(&state, [.call(.reject(reason)), .call(.end(.hangup)), .cancel(reason: nil), .bye]) == [])
+    }
+
+    @Test(arguments: [(HangupReason.hangup, 487, "Request Terminated"),
+                      (.timeout, 480, "Temporarily Unavailable"),
+                      (.shutdown, 503, "Service Unavailable")])
+    func anIncomingCallEndedBeforeItsAnswerIsAnsweredWithItsStatus(reason: HangupReason, status: Int, phrase: String) {
+        var state = Self.ringingIncoming()
+        #expect(state.handle(.call(.end(reason)), now: .seconds(30))
+                == [.respond(status: status, phrase: phrase, sdp: nil, retryAfter: nil)])
+        #expect(state.phase == .terminating)
+        #expect(state.handle(.call(.end(reason)), now: .seconds(30)) == [])
+    }
+
+    @Test func anIncomingCallEndedWhileItsAnswerWaitsForCandidatesSendsNoAnswer() {
+        var state = Self.ringingIncoming()
+        Self.feed(&state, [.call(.answer(sdp: Self.callAnswer))])
+        #expect(state.handle(.call(.end(.hangup)), now: .seconds(2))
+                == [.respond(status: 487, phrase: "Request Terminated", sdp: nil, retryAfter: nil)])
+        #expect(state.handle(.call(.candidates([], end: true)), now: .seconds(2)) == [])
+        #expect(state.phase == .terminating)
+    }
+
+    @Test func aCancelSaysWhetherAnotherDeviceAnsweredAndEndsTheCallOnce() {
+        var state = Self.ringingIncoming()
+        #expect(state.handle(.cancel(reason: "SIP;cause=200;text=x"), now: .seconds(2)) == [.deliver(.end(.answeredElsewhere))])
+        #expect(state.phase == .terminating)
+        #expect(Self.feed(&state, [.cancel(reason: nil), .call(.answer(sdp: Self.callAnswer)), .call(.candidates([], end: true)),
+                                   .call(.end(.hangup)), .bye]) == [])
+        #expect(state.handle(.terminated, now: .seconds(2)) == [])
+        #expect(state.phase == .terminated)
+
+        var gaveUp = Self.ringingIncoming()
+        #expect(gaveUp.handle(.cancel(reason: nil), now: .seconds(2)) == [.deliver(.end(.hangup))])
+    }
+
+    /// RFC 3261 §9.2: a CANCEL for a request already answered with a final response has no effect (the
+    /// caller ends the session with BYE), whether or not the stack reports it.
+    @Test func aCancelAfterThe200HasNoEffect() {
+        var state = Self.confirmedIncoming()
+        #expect(state.handle(.cancel(reason: nil), now: .seconds(3)) == [])
+        #expect(state.phase == .confirmed)
+        #expect(state.handle(.bye, now: .seconds(9)) == [.deliver(.end(.hangup))])
+    }
+
+    @Test func aSecondInviteBeforeTheDialogIsConfirmedIsLeftToTheStack() {
+        var state = Self.ringingIncoming()
+        #expect(state.handle(.invite(sdp: Self.peerOffer), now: .seconds(1))
+                == [.note("a second INVITE before the dialog was confirmed (the stack answers it)")])
+        #expect(state.phase == .early)
+    }
+
+    @Test func callSignalsThatDoNotFitThePhaseAreDroppedOrNoted() {
+        var outgoing = Self.inviting()
+        #expect(outgoing.handle(.call(.offer(sdp: Self.holdOffer)), now: .zero) == [.note("an offer while the dialog is early (dropped)")])
+        #expect(outgoing.handle(.call(.answer(sdp: Self.callAnswer)), now: .zero) == [.note("an answer with no offer to answer (dropped)")])
+        // Only a callee rings or refuses.
+        #expect(Self.feed(&outgoing, [.call(.ringing), .call(.reject(.busy))]) == [])
+        #expect(outgoing.phase == .early)
+        #expect(!outgoing.callEnded)
+
+        var confirmed = Self.confirmedIncoming()
+        #expect(Self.feed(&confirmed, [.call(.ringing), .call(.reject(.busy))]) == [])
+        #expect(confirmed.phase == .confirmed)
+    }
+
+    // MARK: - Confirmed: re-INVITEs
+
+    @Test func aConfirmedCallsOfferGoesInAReinviteAndItsAnswerIsDelivered() {
+        var state = Self.confirmedOutgoing()
+        #expect(state.handle(.call(.offer(sdp: Self.holdOffer)), now: .seconds(10)) == [.reinvite(sdp: Self.holdOffer)])
+        #expect(state.reoffer == Self.holdOffer)
+        #expect(state.handle(.response(status: 100, phrase: "Trying", sdp: nil), now: .seconds(10)) == [])
+        #expect(state.handle(.response(status: 200, phrase: "OK", sdp: Self.holdAnswer), now: .seconds(10))
+                == [.deliver(.answer(sdp: Self.holdAnswer))])
+        #expect(state.reoffer == nil)
+        #expect(state.phase == .confirmed)
+        // A repeated 200 has no offer waiting for it.
+        #expect(state.handle(.response(status: 200, phrase: "OK", sdp: Self.holdAnswer), now: .seconds(10)) == [])
+    }
+
+    @Test func aReinviteAnsweredWithoutSDPIsNoted() {
+        var state = Self.confirmedIncoming()
+        Self.feed(&state, [.call(.offer(sdp: Self.holdOffer))])
+        #expect(state.handle(.response(status: 200, phrase: "OK", sdp: nil), now: .seconds(10))
+                == [.note("the peer answered a re-INVITE without SDP")])
+        #expect(state.phase == .confirmed)
+    }
+
+    @Test func aPeersReinviteIsDeliveredAndTheCallsAnswerGoesInIts200() {
+        var state = Self.confirmedIncoming()
+        #expect(state.handle(.invite(sdp: Self.peerHoldOffer), now: .seconds(10)) == [.deliver(.offer(sdp: Self.peerHoldOffer))])
+        #expect(state.peerReofferOpen)
+        #expect(state.handle(.call(.answer(sdp: Self.callHoldAnswer)), now: .seconds(10))
+                == [.respond(status: 200, phrase: nil, sdp: Self.callHoldAnswer, retryAfter: nil)])
+        #expect(!state.peerReofferOpen)
+        #expect(state.handle(.call(.answer(sdp: Self.callHoldAnswer)), now: .seconds(10))
+                == [.note("an answer with no re-INVITE to answer (dropped)")])
+        #expect(state.phase == .confirmed)
+    }
+
+    @Test func anAnswerWithNoReinviteOpenIsNoted() {
+        var state = Self.confirmedOutgoing()
+        #expect(state.handle(.call(.answer(sdp: Self.callAnswer)), now: .seconds(10))
+                == [.note("an answer with no re-INVITE to answer (dropped)")])
+    }
+
+    /// RFC 3261 §14.2 lets a re-INVITE come without an offer (the UAS then offers in its 2xx, some
+    /// PBXes refresh sessions that way). The call has no signal yet to ask for a fresh offer, so the
+    /// value refuses it with 488 and says why; the call goes on. (Answering it is work still to do.)
+    @Test func aReinviteWithoutAnOfferIsRefused() {
+        var state = Self.confirmedOutgoing()
+        #expect(state.handle(.invite(sdp: nil), now: .seconds(10))
+                == [.respond(status: 488, phrase: "Not Acceptable Here (a re-INVITE needs an offer)", sdp: nil, retryAfter: nil)])
+        #expect(state.phase == .confirmed)
+        #expect(!state.peerReofferOpen)
+    }
+
+    @Test func aReinviteCrossingOursIsRefusedWith491() {
+        var state = Self.confirmedOutgoing()
+        Self.feed(&state, [.call(.offer(sdp: Self.holdOffer))])
+        #expect(state.handle(.invite(sdp: Self.peerHoldOffer), now: .seconds(10))
+                == [.respond(status: 491, phrase: "Request Pending", sdp: nil, retryAfter: nil)])
+        #expect(!state.peerReofferOpen)
+        // Ours is still answered as usual.
+        #expect(state.handle(.response(status: 200, phrase: "OK", sdp: Self.holdAnswer), now: .seconds(10))
+                == [.deliver(.answer(sdp: Self.holdAnswer))])
+    }
+
+    // MARK: - Confirmed: glare
+
+    /// RFC 3261 §14.1: the side that made the dialog (its Call-ID: the caller) waits 2.1 to 4 s.
+    @Test func theCallerRetriesAGlaredReinviteAfter2_1To4Seconds() throws {
+        var waits: [Duration] = []
+        for seed in UInt64(0)..<50 {
+            let wait = try #require(Self.glareWait(outgoing: true, seed: seed))
+            let ms = Self.milliseconds(wait)
+            #expect((Duration.milliseconds(2100)...Duration.milliseconds(3990)).contains(wait), "seed \(seed): \(wait)")
+            #expect(wait == .milliseconds(ms) && ms % 10 == 0, "seed \(seed): \(wait)")
+            waits.append(wait)
+        }
+        #expect(Set(waits).count > 1)
+    }
+
+    /// The other side waits under 2 s.
+    @Test func theCalleeRetriesAGlaredReinviteWithin2Seconds() throws {
+        var waits: [Duration] = []
+        for seed in UInt64(0)..<50 {
+            let wait = try #require(Self.glareWait(outgoing: false, seed: seed))
+            let ms = Self.milliseconds(wait)
+            #expect((Duration.zero..<Duration.seconds(2)).contains(wait), "seed \(seed): \(wait)")
+            #expect(wait == .milliseconds(ms) && ms % 10 == 0, "seed \(seed): \(wait)")
+            waits.append(wait)
+        }
+        #expect(Set(waits).count > 1)
+    }
+
+    @Test func theSameSeedGivesTheSameGlareWait() {
+        var first = Self.confirmedOutgoing(seed: 42)
+        var second = Self.confirmedOutgoing(seed: 42)
+        #expect(first == second)
+        let inputs: [SIPDialogInput] = [.call(.offer(sdp: Self.holdOffer)), .response(status: 491, phrase: "Request Pending", sdp: nil),
+                                        .timerFired(.glareRetry), .response(status: 491, phrase: "Request Pending", sdp: nil)]
+        let actions = Self.feed(&first, inputs, at: .seconds(10))
+        #expect(actions.count == 4)
+        #expect(Self.feed(&second, inputs, at: .seconds(10)) == actions)
+        #expect(first == second)
+    }
+
+    @Test func aGlaredReinviteGoesAgainWithTheSameOffer() throws {
+        var state = Self.confirmedOutgoing(seed: 7)
+        Self.feed(&state, [.call(.offer(sdp: Self.holdOffer))], at: .seconds(10))
+        let wait = try #require(Self.glareWait(outgoing: true, seed: 7))
+        #expect(state.handle(.response(status: 491, phrase: "Request Pending", sdp: nil), now: .seconds(10))
+                == [.arm(.glareRetry, after: wait)])
+        #expect(state.glareWaiting)
+        #expect(state.handle(.timerFired(.glareRetry), now: .seconds(10) + wait) == [.reinvite(sdp: Self.holdOffer)])
+        #expect(!state.glareWaiting)
+        // A timer that fires again has nothing to send.
+        #expect(state.handle(.timerFired(.glareRetry), now: .seconds(20)) == [])
+        #expect(state.handle(.response(status: 200, phrase: "OK", sdp: Self.holdAnswer), now: .seconds(20))
+                == [.deliver(.answer(sdp: Self.holdAnswer))])
+        #expect(state.reoffer == nil)
+    }
+
+    @Test func aGlareTimerAfterTheCallEndedSendsNothing() {
+        var byPeer = Self.confirmedOutgoing()
+        Self.feed(&byPeer, [.call(.offer(sdp: Self.holdOffer)), .response(status: 491, phrase: "Request Pending", sdp: nil)])
+        #expect(byPeer.handle(.bye, now: .seconds(11)) == [.deliver(.end(.hangup))])
+        #expect(byPeer.handle(.timerFired(.glareRetry), now: .seconds(13)) == [])
+
+        var byCall = Self.confirmedIncoming()
+        Self.feed(&byCall, [.call(.offer(sdp: Self.holdOffer)), .response(status: 491, phrase: "Request Pending", sdp: nil)])
+        #expect(byCall.handle(.call(.end(.hangup)), now: .seconds(11)) == [.bye])
+        #expect(byCall.handle(.timerFired(.glareRetry), now: .seconds(13)) == [])
+    }
+
+    /// RFC 3261 §14.2 answers 491 only while this side's INVITE is in progress. Once ours got its
+    /// 491 that transaction is over, and §14.1's uneven waits exist so that the other side's retry
+    /// (the callee's, under 2 s) is taken while the caller still waits (2.1–4 s): ours is given up.
+    @Test func aPeersReinviteDuringOurGlareWaitIsTaken() {
+        var state = Self.confirmedOutgoing()
+        Self.feed(&state, [.call(.offer(sdp: Self.holdOffer)), .response(status: 491, phrase: "Request Pending", sdp: nil)],
+                  at: .seconds(10))
+        #expect(state.glareWaiting)
+        #expect(state.handle(.invite(sdp: Self.peerHoldOffer), now: .seconds(11)) == [.deliver(.offer(sdp: Self.peerHoldOffer))])
+    }
+
+    @Test func aRefusedReinviteLeavesTheCallAsItWas() {
+        var state = Self.confirmedOutgoing()
+        Self.feed(&state, [.call(.offer(sdp: Self.holdOffer))], at: .seconds(10))
+        #expect(state.handle(.response(status: 488, phrase: "Not Acceptable Here", sdp: nil), now: .seconds(10))
+                == [.note("the peer refused a re-INVITE: 488 Not Acceptable Here")])
+        #expect(state.phase == .confirmed)
+        #expect(state.reoffer == nil)
+        #expect(!state.callEnded)
+        // Nothing waits to go again.
+        #expect(state.handle(.response(status: 491, phrase: "Request Pending", sdp: nil), now: .seconds(10)) == [])
+        #expect(state.handle(.timerFired(.glareRetry), now: .seconds(14)) == [])
+        #expect(state.handle(.bye, now: .seconds(20)) == [.deliver(.end(.hangup))])
+    }
+
+    // MARK: - Ends
+
+    @Test func endingAConfirmedCallSendsOneBye() {
+        var state = Self.confirmedOutgoing()
+        #expect(state.handle(.call(.end(.hangup)), now: .seconds(30)) == [.bye])
+        #expect(state.phase == .terminating)
+        #expect(state.onWire)
+        #expect(state.handle(.call(.end(.hangup)), now: .seconds(30)) == [])
+        #expect(Self.feed(&state, [.bye, .invite(sdp: Self.peerHoldOffer), Self.dtmfFive]) == [])
+        #expect(state.handle(.terminated, now: .seconds(30)) == [])
+        #expect(state.phase == .terminated)
+    }
+
+    @Test func thePeersByeEndsTheCallOnce() {
+        var state = Self.confirmedIncoming()
+        #expect(state.handle(.bye, now: .seconds(30)) == [.deliver(.end(.hangup))])
+        #expect(state.phase == .terminating)
+        #expect(state.handle(.bye, now: .seconds(30)) == [])
+        // The call's own end after the peer's sends no BYE of its own.
+        #expect(Self.feed(&state, [.call(.end(.hangup)), .call(.offer(sdp: Self.holdOffer)), .ack(sdp: Self.plainAnswer)]) == [])
+        #expect(state.handle(.terminated, now: .seconds(30)) == [])
+        #expect(state.phase == .terminated)
+    }
+
+    @Test func aDialogEndedUnderTheCallIsSignalingLost() {
+        var confirmed = Self.confirmedOutgoing()
+        #expect(confirmed.handle(.terminated, now: .seconds(40)) == [.signalingLost("the SIP dialog ended")])
+        #expect(confirmed.phase == .terminated)
+        #expect(confirmed.callEnded)
+        #expect(confirmed.handle(.terminated, now: .seconds(40)) == [])
+        #expect(confirmed.handle(.call(.end(.hangup)), now: .seconds(40)) == [])
+
+        var early = Self.ringingIncoming()
+        #expect(early.handle(.terminated, now: .seconds(1)) == [.signalingLost("the SIP dialog ended")])
+    }
+
+    @Test func onWireFollowsThePhase() {
+        var state = SIPDialogState(outgoing: true, uri: Self.uri)
+        #expect(state.phase == .idle && !state.onWire)
+        Self.feed(&state, [.call(.offer(sdp: Self.srtpOffer)), .call(.candidates([], end: true))])
+        #expect(state.phase == .early && state.onWire)
+        Self.feed(&state, [.response(status: 200, phrase: "OK", sdp: Self.peerAnswer)])
+        #expect(state.phase == .confirmed && state.onWire)
+        Self.feed(&state, [.call(.end(.hangup))])
+        #expect(state.phase == .terminating && state.onWire)
+        Self.feed(&state, [.terminated])
+        #expect(state.phase == .terminated && !state.onWire)
+    }
+
+    @Test func aClosedCallEndsQuietly() {
+        var confirmed = Self.confirmedOutgoing()
+        #expect(confirmed.handle(.callClosed, now: .seconds(5)) == [])
+        #expect(confirmed.callEnded)
+        // Still on the wire: the stack ends the dialog.
+        #expect(confirmed.phase == .confirmed)
+        #expect(Self.feed(&confirmed, [.bye, .call(.end(.hangup)), .invite(sdp: Self.peerHoldOffer), Self.dtmfFive, .terminated]) == [])
+        #expect(confirmed.phase == .terminated)
+
+        var idle = SIPDialogState(outgoing: true, uri: Self.uri)
+        Self.feed(&idle, [.call(.offer(sdp: Self.srtpOffer))])
+        #expect(idle.handle(.callClosed, now: .zero) == [])
+        #expect(idle.phase == .terminated)
+        #expect(idle.waiting == nil)
+        #expect(idle.handle(.call(.candidates([], end: true)), now: .zero) == [])
+    }
+
+    // MARK: - INFO and signals SIP does not carry
+
+    @Test func dtmfInAnInfoIsDeliveredAndOtherInfosAreNot() {
+        var state = Self.confirmedIncoming()
+        #expect(state.handle(Self.dtmfFive, now: .seconds(5)) == [.deliverDTMF("5")])
+        #expect(state.handle(.info(contentType: "application/dtmf", body: "#"), now: .seconds(5)) == [.deliverDTMF("#")])
+        #expect(state.handle(.info(contentType: "application/media_control+xml", body: "<media_control/>"), now: .seconds(5)) == [])
+        #expect(state.handle(.info(contentType: nil, body: nil), now: .seconds(5)) == [])
+        #expect(state.phase == .confirmed)
+    }
+
+    @Test func errorsAndKeepAlivesCarryNothingOnSIP() {
+        var early = Self.inviting()
+        #expect(Self.feed(&early, [.call(.error("the answer has no a=crypto line")), .call(.keepAlive)]) == [])
+        #expect(early.phase == .early)
+        #expect(!early.callEnded)
+
+        var confirmed = Self.confirmedIncoming()
+        #expect(Self.feed(&confirmed, [.call(.error("x")), .call(.keepAlive)]) == [])
+        #expect(confirmed.phase == .confirmed)
+    }
+}
