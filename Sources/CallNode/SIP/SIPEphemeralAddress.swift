@@ -77,6 +77,11 @@ struct SIPURIHost: Equatable {
     var host: String
     var port: Int?
 
+    init(host: String, port: Int?) {
+        self.host = host
+        self.port = port
+    }
+
     init?(_ uri: String) {
         let lowered = uri.lowercased()
         guard let scheme = ["sips:", "sip:"].first(where: lowered.hasPrefix) else { return nil }
