@@ -22,6 +22,11 @@ public final class ChildProcess: Sendable {
         if let stdin { posix_spawn_file_actions_adddup2(&actions, stdin, 0) }
         posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_APPEND, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // Nothing else of the test process goes with the child: an inherited socket keeps a
+        // connection the node closed open (no FIN while the child holds a copy), and NIO
+        // accepts without close-on-exec. A flood test once saw its 64 timed-out handshakes
+        // stay open for 30 s while a simulator child ran.
+        _ = Self.addCloseFrom(&actions, 3)
         let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
         defer { for arg in argv { free(arg) } }
         var pid: pid_t = 0
@@ -103,6 +108,14 @@ public final class ChildProcess: Sendable {
         kill(pid, SIGKILL)
         _ = waitBlocking()
     }
+
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34+), which Swift's Glibc module
+    /// does not import: looked up once by name.
+    private static let addCloseFrom: @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32 = {
+        // Force-unwrap: glibc 2.36 on Debian 12 has it; without it every child would keep the test's sockets.
+        let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np")!
+        return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32).self)
+    }()
 
     /// Runs `path` to completion with `input` on stdin; returns its exit status.
     public static func run(_ path: String, _ arguments: [String], input: String = "", output: String = "/dev/null") throws -> Int32 {
