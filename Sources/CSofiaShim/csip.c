@@ -31,7 +31,7 @@
 #include <sofia-sip/su_wait.h>
 #include <sofia-sip/url.h>
 
-enum command_op { OP_INVITE, OP_RESPOND, OP_BYE, OP_CANCEL, OP_INFO, OP_REGISTER, OP_UNREGISTER, OP_SHUTDOWN };
+enum command_op { OP_INVITE, OP_RESPOND, OP_RESPOND_UPDATE, OP_BYE, OP_CANCEL, OP_INFO, OP_REGISTER, OP_UNREGISTER, OP_SHUTDOWN };
 
 struct command {
     enum command_op op;
@@ -46,6 +46,11 @@ struct call_entry {
     nua_handle_t *handle;
     int auth_tries;  /* digest challenges answered for its INVITE */
     int tls;         /* its dialog runs over TLS */
+    int bye_sent;    /* this side asked for its BYE or CANCEL, or the peer sent its BYE: a session
+                        the stack ends otherwise was ended by it (an expired session timer, a
+                        refresh the peer refused) */
+    int update_saved;                 /* an UPDATE waits for its answer in `update` */
+    nua_saved_event_t update[1];
 };
 
 /* The registration's handle is bound to this id (calls' ids are positive). */
@@ -109,12 +114,16 @@ static void add_call(csip_agent *agent, long id, nua_handle_t *handle) {
         agent->calls = grown;
         agent->call_capacity = capacity;
     }
-    agent->calls[agent->call_count++] = (struct call_entry){ id, handle, 0, 0 };
+    memset(&agent->calls[agent->call_count], 0, sizeof agent->calls[agent->call_count]);
+    agent->calls[agent->call_count].id = id;
+    agent->calls[agent->call_count].handle = handle;
+    agent->call_count++;
 }
 
 static void remove_call(csip_agent *agent, long id) {
     for (size_t i = 0; i < agent->call_count; i++) {
         if (agent->calls[i].id == id) {
+            if (agent->calls[i].update_saved) nua_destroy_event(agent->calls[i].update);
             agent->calls[i] = agent->calls[--agent->call_count];
             return;
         }
@@ -201,6 +210,18 @@ static void registration_result(csip_agent *agent, int status, char const *phras
     agent->callback(agent->context, &event);
 }
 
+/* A BYE this side did not ask for (and no BYE from the peer): the stack ended the session —
+ * the session timer ran out, or the peer refused or never answered a refresh. Told once. */
+static void stack_ended(csip_agent *agent, long call) {
+    struct call_entry *entry = call_entry(agent, call);
+    if (!entry || entry->bye_sent) return;
+    entry->bye_sent = 1;
+    csip_event event = { .kind = CSIP_EVENT_SESSION_EXPIRED, .status = 408,
+                         .phrase = "the peer stopped refreshing the SIP session (its session timer ran out, or a refresh failed)",
+                         .call = call };
+    agent->callback(agent->context, &event);
+}
+
 static void on_event(nua_event_t event, int status, char const *phrase, nua_t *nua, csip_agent *agent,
                      nua_handle_t *nh, void *hmagic, sip_t const *sip, tagi_t tags[]) {
     (void)nua;
@@ -243,12 +264,33 @@ static void on_event(nua_event_t event, int status, char const *phrase, nua_t *n
     case nua_i_cancel:
         emit(agent, CSIP_EVENT_CANCEL, status, phrase, call, sip);
         break;
-    case nua_i_bye:
+    case nua_i_bye: {
+        struct call_entry *entry = call_entry(agent, call);
+        if (entry) entry->bye_sent = 1;
         emit(agent, CSIP_EVENT_BYE, status, phrase, call, sip);
         break;
+    }
     case nua_r_bye:
+        stack_ended(agent, call);
         emit(agent, CSIP_EVENT_BYE_RESPONSE, status, phrase, call, sip);
         break;
+    case nua_i_update: {
+        /* Answered by the node (the offer's answer), one at a time: a second one while the
+         * first waits gets 500 with Retry-After (RFC 3311 §5.2). */
+        struct call_entry *entry = call_entry(agent, call);
+        if (!entry) {
+            nua_respond(nh, 481, "Call Does Not Exist", NUTAG_WITH_THIS(nua), TAG_END());
+            break;
+        }
+        if (entry->update_saved) {
+            nua_respond(nh, 500, "Server Internal Error", NUTAG_WITH_THIS(nua), SIPTAG_RETRY_AFTER_STR("1"), TAG_END());
+            break;
+        }
+        nua_save_event(nua, entry->update);
+        entry->update_saved = 1;
+        emit(agent, CSIP_EVENT_UPDATE, status, phrase, call, sip);
+        break;
+    }
     case nua_i_ack:
         emit(agent, CSIP_EVENT_ACK, status, phrase, call, sip);
         break;
@@ -272,6 +314,8 @@ static void on_event(nua_event_t event, int status, char const *phrase, nua_t *n
     case nua_i_state: {
         int state = nua_callstate_init;
         tl_gets(tags, NUTAG_CALLSTATE_REF(state), TAG_END());
+        /* The stack ending a confirmed session on its own goes through `terminating`. */
+        if (state == nua_callstate_terminating && call) stack_ended(agent, call);
         if (state == nua_callstate_terminated && call) {
             emit(agent, CSIP_EVENT_TERMINATED, status, phrase, call, NULL);
             remove_call(agent, call);
@@ -359,11 +403,30 @@ static void perform(csip_agent *agent, struct command *command) {
                     TAG_IF(command->c != NULL, SIPTAG_HEADER_STR(command->c ? su_strdup(agent->home, command->c) : NULL)), TAG_END());
         break;
     }
+    case OP_RESPOND_UPDATE: {
+        struct call_entry *entry = call_entry(agent, command->call);
+        if (!entry || !entry->update_saved) break;
+        nua_respond(entry->handle, command->status, command->a ? su_strdup(agent->home, command->a) : sip_status_phrase(command->status),
+                    NUTAG_WITH_SAVED(entry->update),
+                    TAG_IF(command->b != NULL, SIPTAG_CONTENT_TYPE_STR("application/sdp")),
+                    TAG_IF(command->b != NULL, SIPTAG_PAYLOAD_STR(command->b)), TAG_END());
+        nua_destroy_event(entry->update);
+        entry->update_saved = 0;
+        break;
+    }
     case OP_BYE:
-        if (handle) nua_bye(handle, TAG_END());
+        if (handle) {
+            struct call_entry *entry = call_entry(agent, command->call);
+            if (entry) entry->bye_sent = 1;
+            nua_bye(handle, TAG_END());
+        }
         break;
     case OP_CANCEL:
-        if (handle) nua_cancel(handle, TAG_END());
+        if (handle) {
+            struct call_entry *entry = call_entry(agent, command->call);
+            if (entry) entry->bye_sent = 1;
+            nua_cancel(handle, TAG_END());
+        }
         break;
     case OP_INFO:
         if (handle) nua_info(handle, SIPTAG_CONTENT_TYPE_STR(command->a), SIPTAG_PAYLOAD_STR(command->b), TAG_END());
@@ -506,8 +569,20 @@ static void *run(void *argument) {
                    NUTAG_AUTOANSWER(0),
                    NUTAG_AUTOACK(1),
                    NUTAG_ENABLEINVITE(1),
-                   NUTAG_ALLOW("INVITE, ACK, BYE, CANCEL, OPTIONS, INFO"),
-                   NUTAG_APPL_METHOD("OPTIONS"),
+                   /* The methods the node takes, and no others: sofia's default list (which
+                    * NUTAG_ALLOW only adds to) has REFER, MESSAGE, SUBSCRIBE and NOTIFY, which
+                    * it would accept (202, 200) for a node that does nothing with them. */
+                   SIPTAG_ALLOW_STR("INVITE, ACK, BYE, CANCEL, OPTIONS, INFO, PRACK, UPDATE"),
+                   /* UPDATE's offer is answered by the node, not by the stack (which would send
+                    * a 200 without an answer: media is the node's). */
+                   NUTAG_APPL_METHOD("OPTIONS, UPDATE"),
+                   /* Session timers (RFC 4028): sofia refreshes and ends expired sessions. 90 s
+                    * is the RFC's floor (sofia's default 120 refused peers asking for 90 with
+                    * 422). A refresh goes as an UPDATE without a body: a re-INVITE without
+                    * SDP from the callee would make the caller offer in its 200, which the
+                    * stack's automatic ACK cannot answer. */
+                   NUTAG_MIN_SE(90),
+                   NUTAG_UPDATE_REFRESH(1),
                    SIPTAG_FROM_STR(agent->from),
                    TAG_IF(agent->user_agent != NULL, SIPTAG_USER_AGENT_STR(agent->user_agent)),
                    TAG_END());
@@ -584,6 +659,10 @@ void csip_invite(csip_agent *agent, long call, const char *to, const char *from_
 
 void csip_respond(csip_agent *agent, long call, int status, const char *phrase, const char *sdp) {
     enqueue(agent, OP_RESPOND, call, status, phrase, sdp, NULL);
+}
+
+void csip_respond_update(csip_agent *agent, long call, int status, const char *phrase, const char *sdp) {
+    enqueue(agent, OP_RESPOND_UPDATE, call, status, phrase, sdp, NULL);
 }
 
 void csip_respond_with_headers(csip_agent *agent, long call, int status, const char *phrase, const char *sdp,

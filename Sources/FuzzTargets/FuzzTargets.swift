@@ -83,6 +83,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case "BYE": .bye
         case "CANCEL": .cancel(reason: event.reason)
         case "INFO": .info(contentType: event.contentType, body: event.body)
+        case "UPDATE": .update(sdp: event.sdp)
         default: nil
         }
         guard let input else { return }

@@ -384,7 +384,11 @@ public enum OfferAnswer {
         // How the answer keys SRTP: the DTLS role it picked, or the offered suite it chose.
         var dtls: NegotiatedDTLS?
         var suite = "", localKey = "", remoteKey = ""
+        // A phone that takes no SRTP may answer an encrypted offer in plain RTP (the profile
+        // changed, which RFC 3264 does not allow, but phones do it): where media may go
+        // unencrypted, the call takes it, and says so.
         let unencrypted = isPlain(offer, media: offered)
+            || (capabilities.mediaEncryption != .required && isPlain(answer, media: media))
         if unencrypted {
             // This side offered plain RTP; the answer keeps the offer's profile.
             guard isPlain(answer, media: media) else {

@@ -28,6 +28,12 @@ public struct SIPEvent: Sendable, Equatable {
         /// A registration's outcome: 2xx registered for ``SIPEvent/expires`` seconds (0:
         /// unregistered), anything else failed. Challenges are answered, not reported.
         case registration
+        /// An UPDATE in the call (RFC 3311), with its offer as the body if it has one: answered
+        /// with ``SIPAgent/respondToUpdate(_:status:phrase:sdp:)``.
+        case update
+        /// The stack ended the session itself: its session timer ran out (RFC 4028), or the
+        /// peer refused or never answered a refresh. ``SIPEvent/phrase`` says so.
+        case sessionExpired
     }
 
     public var kind: Kind
@@ -163,6 +169,8 @@ public final class SIPAgent: Sendable {
         case CSIP_EVENT_BYE_RESPONSE: .byeResponse
         case CSIP_EVENT_SHUTDOWN: .shutdown
         case CSIP_EVENT_REGISTRATION: .registration
+        case CSIP_EVENT_UPDATE: .update
+        case CSIP_EVENT_SESSION_EXPIRED: .sessionExpired
         default: .error
         }
         var copied = SIPEvent(kind: kind, status: Int(event.status), phrase: text(event.phrase) ?? "", call: event.call,
@@ -212,6 +220,12 @@ public final class SIPAgent: Sendable {
         } else {
             csip_respond(handle.pointer, call, Int32(status), phrase, sdp)
         }
+    }
+
+    /// Responds to the call's pending UPDATE: `200` with the answer in `sdp`, or a refusal.
+    public func respondToUpdate(_ call: Int, status: Int, phrase: String? = nil, sdp: String? = nil) {
+        guard !isStopped else { return }
+        csip_respond_update(handle.pointer, call, Int32(status), phrase, sdp)
     }
 
     /// What OPTIONS requests (a proxy's probes) are answered with from now on: 200 while the

@@ -66,6 +66,9 @@ public struct SIPDialogState: Sendable, Equatable {
     public private(set) var glareWaiting = false
     /// A re-INVITE of the peer's was delivered and the call's answer not sent yet.
     public private(set) var peerReofferOpen = false
+    /// An UPDATE's offer (RFC 3311) was delivered and the call's answer not sent yet: the
+    /// answer goes in the UPDATE's 200.
+    public private(set) var updateOfferOpen = false
     /// Incoming: the first INVITE has been taken.
     public private(set) var invited = false
     /// The first INVITE's offer (outgoing) was encrypted (SRTP keyed by SDES or DTLS).
@@ -125,6 +128,14 @@ public struct SIPDialogState: Sendable, Equatable {
         case let .info(contentType, body):
             guard !callEnded, let digit = SIPWire.dtmfDigit(contentType: contentType, body: body) else { return [] }
             return [.deliverDTMF(digit)]
+        case let .update(sdp):
+            return update(sdp: sdp)
+        case let .sessionExpired(detail):
+            // The stack ended a confirmed session itself (RFC 4028: nobody refreshed it in time).
+            guard phase == .confirmed, !callEnded else { return [] }
+            callEnded = true
+            phase = .terminating
+            return [.signalingLost(detail)]
         case .callClosed:
             // The call is gone: nothing more for it (its end went out before, if it had one).
             callEnded = true
@@ -169,6 +180,10 @@ public struct SIPDialogState: Sendable, Equatable {
             }
         case let .answer(sdp):
             guard !callEnded else { return [] }
+            if updateOfferOpen {
+                updateOfferOpen = false
+                return [.respondToUpdate(status: 200, phrase: nil, sdp: SIPWire.adding([], to: sdp))]
+            }
             if phase == .confirmed {
                 guard peerReofferOpen else { return [.note("an answer with no re-INVITE to answer (dropped)")] }
                 peerReofferOpen = false
@@ -259,6 +274,29 @@ public struct SIPDialogState: Sendable, Equatable {
             return [.respond(status: 488, phrase: "Not Acceptable Here (a re-INVITE needs an offer)", sdp: nil, retryAfter: nil)]
         }
         peerReofferOpen = true
+        return [.deliver(.offer(sdp: sdp))]
+    }
+
+    /// An UPDATE (RFC 3311): a session refresh without a body, or a new offer in the dialog.
+    private mutating func update(sdp: String?) -> [SIPDialogAction] {
+        guard !callEnded, phase == .early || phase == .confirmed else {
+            return [.respondToUpdate(status: 481, phrase: "Call/Transaction Does Not Exist", sdp: nil)]
+        }
+        guard let sdp else {
+            // A refresh (the stack has restarted the session timer): nothing changes.
+            return [.respondToUpdate(status: 200, phrase: nil, sdp: nil)]
+        }
+        // One offer at a time (RFC 3311 §5.2): ours out, or the peer's waiting for its answer.
+        if reoffer != nil && !glareWaiting || peerReofferOpen || updateOfferOpen {
+            return [.respondToUpdate(status: 491, phrase: "Request Pending", sdp: nil)]
+        }
+        guard phase == .confirmed else {
+            // The call's first exchange completes with the 200: an early offer is not taken.
+            return [.respondToUpdate(status: 488, phrase: "Not Acceptable Here (an offer before the call is answered)", sdp: nil)]
+        }
+        reoffer = nil
+        glareWaiting = false
+        updateOfferOpen = true
         return [.deliver(.offer(sdp: sdp))]
     }
 
@@ -366,6 +404,10 @@ public enum SIPDialogInput: Sendable, Equatable {
     case timerFired(SIPDialogTimer)
     /// The call closed its side (after its end, or without one): nothing more is sent for it.
     case callClosed
+    /// An UPDATE in this dialog (RFC 3311): a refresh without a body, or an offer.
+    case update(sdp: String?)
+    /// The stack ended the session itself (`detail` says why: its session timer ran out).
+    case sessionExpired(String)
 }
 
 /// A SIP dialog's timers.
@@ -382,6 +424,8 @@ public enum SIPDialogAction: Sendable, Equatable {
     case reinvite(sdp: String)
     /// A response to the peer's INVITE or re-INVITE.
     case respond(status: Int, phrase: String?, sdp: String?, retryAfter: Int?)
+    /// A response to the peer's UPDATE (with the answer to its offer).
+    case respondToUpdate(status: Int, phrase: String?, sdp: String?)
     case bye
     case cancel
     /// A signal for the call.

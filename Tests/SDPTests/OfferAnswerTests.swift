@@ -348,6 +348,37 @@ import Testing
         }
     }
 
+    /// Some phones that take no SRTP answer an encrypted offer in plain RTP/AVP (a profile
+    /// change RFC 3264 does not allow): where media may go unencrypted the call takes it as plain
+    /// RTP; where SRTP is required it is refused.
+    @Test func aPlainAnswerToAnEncryptedOfferIsTakenOnlyWhereSRTPIsNotRequired() throws {
+        var local = Self.local("offr", keys: Self.offererKeys)
+        local.plainRTP = RTPEndpoint(address: "192.0.2.1", port: 42000)
+        var preferred = AudioCapabilities()
+        preferred.keyExchange = .sdes
+        preferred.mediaEncryption = .preferred
+        preferred.codecs = [.opus, .pcmu]
+        let offer = OfferAnswer.offer(sessionID: "1", capabilities: preferred, local: local)
+        #expect(offer.media[0].proto == "RTP/SAVP" && !offer.media[0].cryptos.isEmpty)
+        let plainAnswer = try SessionDescription(parsing: "v=0\r\no=phone 1 1 IN IP4 192.0.2.5\r\ns=-\r\nc=IN IP4 192.0.2.5\r\nt=0 0\r\n"
+            + "m=audio 40000 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\na=sendrecv\r\n")
+        let taken = try OfferAnswer.accept(answer: plainAnswer, to: offer, capabilities: preferred)
+        #expect(taken.unencrypted && taken.cryptoSuite.isEmpty && taken.dtls == nil && taken.encoding == .pcmu)
+        #expect(taken.remoteRTP == RTPEndpoint(address: "192.0.2.5", port: 40000))
+        var required = preferred
+        required.mediaEncryption = .required
+        #expect(throws: NegotiationError.self) { try OfferAnswer.accept(answer: plainAnswer, to: offer, capabilities: required) }
+        // A DTLS offer answered in plain RTP: the same.
+        var dtls = preferred
+        dtls.keyExchange = .dtls
+        var dtlsLocal = local
+        dtlsLocal.fingerprint = Self.fingerprintA
+        let dtlsOffer = OfferAnswer.offer(sessionID: "2", capabilities: dtls, local: dtlsLocal)
+        #expect(try OfferAnswer.accept(answer: plainAnswer, to: dtlsOffer, capabilities: dtls).unencrypted)
+        dtls.mediaEncryption = .required
+        #expect(throws: NegotiationError.self) { try OfferAnswer.accept(answer: plainAnswer, to: dtlsOffer, capabilities: dtls) }
+    }
+
     @Test func anOfferWrittenWithoutICEIsAcceptedFromAnAnswerWithoutICE() throws {
         var offererLocal = Self.local("offr", keys: Self.offererKeys)
         offererLocal.plainRTP = RTPEndpoint(address: "192.0.2.1", port: 42000)

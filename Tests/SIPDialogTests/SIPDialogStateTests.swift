@@ -701,4 +701,63 @@ import Testing
         #expect(Self.feed(&confirmed, [.call(.error("x")), .call(.keepAlive)]) == [])
         #expect(confirmed.phase == .confirmed)
     }
+
+    // MARK: - UPDATE (RFC 3311) and session timers (RFC 4028)
+
+    @Test func anUpdateWithoutABodyIsARefreshAnsweredAtOnce() {
+        var state = Self.confirmedOutgoing()
+        #expect(state.handle(.update(sdp: nil), now: .seconds(30)) == [.respondToUpdate(status: 200, phrase: nil, sdp: nil)])
+        #expect(state.phase == .confirmed && !state.updateOfferOpen)
+    }
+
+    @Test func anUpdatesOfferIsDeliveredAndTheCallsAnswerGoesInItsResponse() {
+        var state = Self.confirmedIncoming()
+        #expect(state.handle(.update(sdp: Self.peerHoldOffer), now: .seconds(5)) == [.deliver(.offer(sdp: Self.peerHoldOffer))])
+        #expect(state.updateOfferOpen)
+        // A second one while the first waits: one offer at a time.
+        #expect(state.handle(.update(sdp: Self.peerOffer), now: .seconds(5))
+                == [.respondToUpdate(status: 491, phrase: "Request Pending", sdp: nil)])
+        #expect(state.handle(.call(.answer(sdp: Self.callHoldAnswer)), now: .seconds(5))
+                == [.respondToUpdate(status: 200, phrase: nil, sdp: Self.callHoldAnswer)])
+        #expect(!state.updateOfferOpen)
+        // The next answer would answer nothing.
+        #expect(state.handle(.call(.answer(sdp: Self.callHoldAnswer)), now: .seconds(6))
+                == [.note("an answer with no re-INVITE to answer (dropped)")])
+    }
+
+    @Test func anUpdateOfferCrossingOurReinviteIsRefusedWith491() {
+        var state = Self.confirmedOutgoing()
+        Self.feed(&state, [.call(.offer(sdp: Self.holdOffer))], at: .seconds(10))
+        #expect(state.handle(.update(sdp: Self.peerHoldOffer), now: .seconds(10))
+                == [.respondToUpdate(status: 491, phrase: "Request Pending", sdp: nil)])
+        #expect(!state.updateOfferOpen)
+    }
+
+    @Test func anUpdateOfferBeforeTheAnswerOrAfterTheEndIsRefused() {
+        var ringing = Self.ringingIncoming()
+        let early = ringing.handle(.update(sdp: Self.peerOffer), now: .seconds(1))
+        guard case let .respondToUpdate(status, _, nil)? = early.first, early.count == 1 else {
+            Issue.record("\(early)")
+            return
+        }
+        #expect(status == 488)
+        var ended = Self.confirmedIncoming()
+        Self.feed(&ended, [.bye])
+        #expect(ended.handle(.update(sdp: Self.peerOffer), now: .seconds(9))
+                == [.respondToUpdate(status: 481, phrase: "Call/Transaction Does Not Exist", sdp: nil)])
+    }
+
+    /// The stack ends a session nobody refreshed (RFC 4028): the call ends, saying why, once.
+    @Test func anExpiredSessionEndsTheCallOnceWithItsReason() {
+        var state = Self.confirmedOutgoing()
+        let reason = "the peer stopped refreshing the SIP session"
+        #expect(state.handle(.sessionExpired(reason), now: .seconds(81)) == [.signalingLost(reason)])
+        #expect(state.phase == .terminating && state.callEnded)
+        #expect(state.handle(.sessionExpired(reason), now: .seconds(81)) == [])
+        #expect(state.handle(.terminated, now: .seconds(82)) == [])
+        // Before the dialog is confirmed (a refused or cancelled INVITE) it means nothing.
+        var early = Self.ringingIncoming()
+        #expect(early.handle(.sessionExpired(reason), now: .seconds(1)) == [])
+        #expect(!early.callEnded)
+    }
 }

@@ -25,6 +25,10 @@ typedef enum {
     CSIP_EVENT_REGISTRATION,   /* a REGISTER's outcome: 2xx registered for `expires` seconds (0:
                                   unregistered), else failed (status, phrase); challenges are
                                   answered by the agent and not reported */
+    CSIP_EVENT_UPDATE,         /* an UPDATE in the call (RFC 3311; body: its SDP offer, if any):
+                                  answered with csip_respond_update (one at a time) */
+    CSIP_EVENT_SESSION_EXPIRED,/* the stack ended the call itself (a BYE nobody asked for): the
+                                  session timer ran out (RFC 4028), the peer stopped refreshing */
 } csip_event_kind;
 
 typedef struct {
@@ -59,6 +63,10 @@ void csip_invite(csip_agent *agent, long call, const char *to, const char *from_
 
 /* Responds to the call's INVITE (provisional or final), with `sdp` as its body if not NULL. */
 void csip_respond(csip_agent *agent, long call, int status, const char *phrase, const char *sdp);
+
+/* Responds to the call's pending UPDATE (CSIP_EVENT_UPDATE): `status`, with `sdp` (the answer)
+ * as its body if not NULL. */
+void csip_respond_update(csip_agent *agent, long call, int status, const char *phrase, const char *sdp);
 
 /* As csip_respond, with `headers` ("Name: value", CRLF between several) added if not NULL. */
 void csip_respond_with_headers(csip_agent *agent, long call, int status, const char *phrase, const char *sdp,

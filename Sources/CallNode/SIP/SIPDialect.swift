@@ -79,6 +79,8 @@ actor SIPDialect: CallDialect {
         case .ack: input = .ack(sdp: event.sdp)
         case .terminated: input = .terminated
         case .info: input = .info(contentType: event.contentType, body: event.body)
+        case .update: input = .update(sdp: event.sdp)
+        case .sessionExpired: input = .sessionExpired(event.phrase)
         case .byeResponse, .error, .shutdown, .registration: return .keep
         }
         let moved = handle(input)
@@ -103,6 +105,8 @@ actor SIPDialect: CallDialect {
             agent.invite(sipCall, sdp: sdp)
         case let .respond(status, phrase, sdp, retryAfter):
             agent.respond(sipCall, status: status, phrase: phrase, sdp: sdp, retryAfter: retryAfter)
+        case let .respondToUpdate(status, phrase, sdp):
+            agent.respondToUpdate(sipCall, status: status, phrase: phrase, sdp: sdp)
         case .bye:
             agent.bye(sipCall)
         case .cancel:

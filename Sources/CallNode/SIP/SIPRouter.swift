@@ -87,6 +87,11 @@ actor SIPRouter {
             }
             return
         }
+        if event.kind == .update {
+            // An UPDATE for a call this node has let go of.
+            agent.respondToUpdate(event.call, status: 481, phrase: "Call/Transaction Does Not Exist")
+            return
+        }
         guard event.kind == .invite else { return }
         await invited(event)
     }
