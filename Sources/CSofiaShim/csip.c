@@ -210,6 +210,28 @@ static void registration_result(csip_agent *agent, int status, char const *phras
     agent->callback(agent->context, &event);
 }
 
+/* Symmetric signaling for a caller behind a NAT: with no Record-Route, requests in its dialog
+ * (BYE, re-INVITE, UPDATE) would go to its Contact, a private address nothing outside its NAT
+ * reaches. When the address its INVITE came from (the top Via's received and rport, RFC 3581)
+ * is not its Contact's, they go there instead (the Request-URI stays the Contact). Through a
+ * proxy, the source is the proxy: requests go back through it. */
+static void route_to_source(nua_handle_t *nh, sip_t const *sip) {
+    if (!sip || !sip->sip_via || sip->sip_record_route || !sip->sip_contact) return;
+    sip_via_t const *via = sip->sip_via;
+    char const *host = via->v_received && *via->v_received ? via->v_received : via->v_host;
+    char const *port = via->v_rport && *via->v_rport ? via->v_rport : via->v_port ? via->v_port : "5060";
+    if (!host) return;
+    url_t const *contact = sip->sip_contact->m_url;
+    char const *contact_port = contact->url_port ? contact->url_port : "5060";
+    if (contact->url_host && strcasecmp(contact->url_host, host) == 0 && strcmp(contact_port, port) == 0) return;
+    char const *transport = "udp";
+    if (via->v_protocol && strcasestr(via->v_protocol, "TLS")) return;  /* TLS names its peer: left to the Contact */
+    if (via->v_protocol && strcasestr(via->v_protocol, "TCP")) transport = "tcp";
+    char proxy[300];
+    snprintf(proxy, sizeof proxy, strchr(host, ':') ? "sip:[%s]:%s;transport=%s" : "sip:%s:%s;transport=%s", host, port, transport);
+    nua_set_hparams(nh, NUTAG_PROXY(proxy), TAG_END());
+}
+
 /* A BYE this side did not ask for (and no BYE from the peer): the stack ended the session —
  * the session timer ran out, or the peer refused or never answered a refresh. Told once. */
 static void stack_ended(csip_agent *agent, long call) {
@@ -235,6 +257,7 @@ static void on_event(nua_event_t event, int status, char const *phrase, nua_t *n
             struct call_entry *entry = call_entry(agent, call);
             if (entry && sip && sip->sip_via && sip->sip_via->v_protocol && strcasestr(sip->sip_via->v_protocol, "TLS"))
                 entry->tls = 1;
+            route_to_source(nh, sip);
         }
         emit(agent, CSIP_EVENT_INVITE, status, phrase, call, sip);
         break;

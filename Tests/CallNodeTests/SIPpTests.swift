@@ -52,6 +52,24 @@ struct SIPpTests {
         #expect(!text.contains("connected"), "a call was made of a refused INVITE: \(text)")
     }
 
+    /// A caller behind a NAT (its Via and Contact private, its packets from elsewhere, no
+    /// Record-Route): when the node hangs up, its BYE goes to where the INVITE came from.
+    @Test func theByeToACallerBehindANATGoesWhereItsInviteCameFrom() async throws {
+        let f = try Fixture()
+        let node = try await f.node("bob", input: .tone(660), autoAnswer: true)
+        let port = SIPCallTests.freePort()
+        _ = try await node.listenSIP(SIPListenSettings(host: "127.0.0.1", port: port, user: "bob"))
+        let events = node.events()
+        let caller = Task { try await SIPp.run("caller-behind-nat.xml", in: f.path("sipp"), remote: "127.0.0.1:\(port)", service: "bob") }
+        guard case let .connected(call, _) = try await TwoNodeTests.next(events, where: { if case .connected = $0 { true } else { false } })
+        else { return }
+        try await Task.sleep(for: .milliseconds(500))
+        try await node.hangUp(call)
+        let run = try await caller.value
+        #expect(run.status == 0, "the BYE did not reach the caller at its NAT's address: \(run.log)")
+        await node.shutdown()
+    }
+
     /// The node calls a callee that requires 100rel: sofia PRACKs the reliable 183 (the scenario
     /// checks its RAck), the 183's answer stands for a 200 without SDP, and the call runs: SIPp
     /// echoes the node's RTP, so the node hears its own 440 Hz.
