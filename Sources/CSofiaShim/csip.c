@@ -72,6 +72,8 @@ struct csip_agent {
     long next_id;
     /* What an OPTIONS outside a dialog is answered with (csip_set_availability; the lock). */
     int options_status, options_retry_after;
+    /* The registration's keep-alive interval (csip_register; the lock). */
+    int keepalive_ms;
 
     /* The agent's thread only. */
     su_home_t home[1];
@@ -474,9 +476,17 @@ static void perform(csip_agent *agent, struct command *command) {
             registration_result(agent, 400, "the address of record is not a SIP URI", NULL, 0);
             break;
         }
-        /* Plain RFC 3261 registration: no RFC 5626 outbound keep-alives or self-checks. */
+        /* Behind a NAT (RFC 5626 §4.4, as sofia's outbound does it): an OPTIONS to the
+         * registrar every keep-alive interval holds the binding open, and a Contact the
+         * registrar saw from elsewhere (received, rport) is registered again as that
+         * ("natify"). No self-check through the registrar ("validate"): registrars answer it
+         * as they please. */
+        pthread_mutex_lock(&agent->lock);
+        unsigned keepalive = (unsigned)agent->keepalive_ms;
+        pthread_mutex_unlock(&agent->lock);
         nua_register(agent->registration, NUTAG_REGISTRAR(command->b), SIPTAG_EXPIRES_STR(expires),
-                     NUTAG_OUTBOUND("no-options-keepalive, no-validate"), TAG_END());
+                     NUTAG_OUTBOUND(keepalive ? "natify, options-keepalive, no-validate" : "natify, no-options-keepalive, no-validate"),
+                     NUTAG_KEEPALIVE(keepalive), TAG_END());
         break;
     }
     case OP_UNREGISTER:
@@ -709,7 +719,10 @@ void csip_info(csip_agent *agent, long call, const char *content_type, const cha
 }
 
 void csip_register(csip_agent *agent, const char *aor, const char *registrar, const char *user, const char *password,
-                   int expires) {
+                   int expires, int keepalive_ms) {
+    pthread_mutex_lock(&agent->lock);
+    agent->keepalive_ms = keepalive_ms > 0 ? keepalive_ms : 0;
+    pthread_mutex_unlock(&agent->lock);
     enqueue4(agent, OP_REGISTER, 0, expires, aor, registrar, user, password);
 }
 

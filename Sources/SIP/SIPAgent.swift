@@ -259,9 +259,15 @@ public final class SIPAgent: Sendable {
     /// address of record. Digest challenges of the REGISTER and of INVITEs are answered with
     /// `user` and `password`; the stack refreshes the binding before it expires. The outcome
     /// comes as a ``SIPEvent/Kind/registration`` event (and again at each refresh).
-    public func register(_ addressOfRecord: String, at registrar: String, user: String, password: String, expires: Int) {
+    ///
+    /// `keepAlive`: how often an OPTIONS goes to the registrar to hold a NAT's binding open
+    /// (RFC 5626 §4.4); `nil` never. A Contact the registrar saw from another address and port
+    /// (received, rport) is registered again as that.
+    public func register(_ addressOfRecord: String, at registrar: String, user: String, password: String, expires: Int,
+                         keepAlive: Duration? = nil) {
         guard !isStopped else { return }
-        csip_register(handle.pointer, addressOfRecord, registrar, user, password, Int32(clamping: expires))
+        let milliseconds = keepAlive.map { Int32(clamping: $0.components.seconds * 1000 + $0.components.attoseconds / 1_000_000_000_000_000) } ?? 0
+        csip_register(handle.pointer, addressOfRecord, registrar, user, password, Int32(clamping: expires), milliseconds)
     }
 
     /// Removes the registration (a REGISTER with expires 0).

@@ -150,6 +150,9 @@ struct NodeOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Read the SIP password from this file (its first line).", valueName: "PATH"))
     var sipPasswordFile: String?
 
+    @Option(name: .long, help: ArgumentHelp("While registered, send the registrar an OPTIONS this often, holding a NAT's binding open so that calls still reach this node behind it (RFC 5626; default 25, 0 never).", valueName: "SECONDS"))
+    var sipKeepalive: String?
+
     @Flag(name: .long, help: "Print one JSON object per line on stdout for every event.")
     var json = false
 
@@ -171,7 +174,7 @@ struct NodeOptions: ParsableArguments {
         put("resume-window", resumeWindow); put("key-exchange", keyExchange); put("frame-encryption", frameEncryption); put("playback-only", playbackOnly)
         put("hold-audio", holdAudio); put("metrics", metrics); put("control", control); put("control-token-file", controlTokenFile); put("sip", sip); put("sip-user", sipUser)
         put("sip-media-encryption", sipMediaEncryption); put("sip-ice", sipIce); put("sip-certificate", sipCertificate); put("sip-certificate-key", sipCertificateKey); put("sip-register", sipRegister); put("sip-registrar", sipRegistrar)
-        put("sip-auth-user", sipAuthUser); put("sip-password-file", sipPasswordFile)
+        put("sip-auth-user", sipAuthUser); put("sip-password-file", sipPasswordFile); put("sip-keepalive", sipKeepalive)
         put("stun", network.stun); put("turn-file", network.turnFile); put("relay-only", network.relayOnly)
         put("ice-tcp", network.iceTcp); put("consent-freshness", network.consentFreshness)
         if !network.turn.isEmpty { given["turn"] = network.turn }
@@ -329,6 +332,9 @@ extension NodeOptions {
             throw ValidationError("registering \(aor) needs its password: set CALLNODE_SIP_PASSWORD, sip-password in config.yaml, or --sip-password-file PATH")
         }
         account.password = password
+        if let seconds = try read.number("sip-keepalive", sipKeepalive, 0...3600, "a number of seconds (0: never)") {
+            account.keepAliveInterval = seconds == 0 ? nil : .milliseconds(Int64(seconds * 1000))
+        }
         return account
     }
 }

@@ -48,6 +48,7 @@ let settingKeys: [SettingKey] = [
     SettingKey("sip-register"),
     SettingKey("sip-registrar"),
     SettingKey("sip-auth-user"),
+    SettingKey("sip-keepalive", default: "25"),
     SettingKey("sip-password", secret: true),
     SettingKey("sip-password-file"),
     SettingKey("stun"),

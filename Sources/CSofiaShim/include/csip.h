@@ -87,11 +87,14 @@ void csip_cancel(csip_agent *agent, long call);
 void csip_info(csip_agent *agent, long call, const char *content_type, const char *body);
 
 /* Registers `aor` ("sip:alice@example.org") at `registrar` ("sip:127.0.0.1:5060"), which also
- * becomes the outbound proxy of every call, calls then coming from the AOR. Digest challenges
+ * becomes the outbound proxy of every call, calls then coming from the AOR. Every
+ * `keepalive_ms` (0: never) an OPTIONS goes to the registrar to hold a NAT's binding open
+ * (RFC 5626 §4.4), and the Contact is registered again with the address and port the
+ * registrar saw (received, rport) when that differs from this host's. Digest challenges
  * (401, 407) of the REGISTER and of INVITEs are answered with `user` and `password`; the stack
  * refreshes the binding before `expires` runs out. A new registration replaces the last one. */
 void csip_register(csip_agent *agent, const char *aor, const char *registrar, const char *user, const char *password,
-                   int expires);
+                   int expires, int keepalive_ms);
 
 /* Removes the registration (REGISTER with expires 0). */
 void csip_unregister(csip_agent *agent);

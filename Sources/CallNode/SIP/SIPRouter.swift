@@ -41,7 +41,7 @@ actor SIPRouter {
         guard let account = settings.registration, let registrar = account.registrarURI, let parts = account.parts else { return }
         logger.info("registering \(account)")
         agent.register(account.addressOfRecord, at: registrar, user: account.user ?? parts.user, password: account.password,
-                       expires: Int(account.expires.components.seconds))
+                       expires: Int(account.expires.components.seconds), keepAlive: account.keepAliveInterval)
     }
 
     private func registrationChanged(_ event: SIPEvent) async {

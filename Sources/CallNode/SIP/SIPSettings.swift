@@ -86,6 +86,10 @@ public struct SIPRegistrationSettings: Sendable, Equatable, CustomStringConverti
     public var expires: Duration
     /// How long after a failure to try again (doubling up to ten times as long while it fails).
     public var retryAfter: Duration
+    /// How often an OPTIONS goes to the registrar to hold a NAT's binding open, so callers
+    /// still reach this node behind it (RFC 5626 §4.4; 25 s suits UDP mappings that NATs drop
+    /// after 30 s); `nil` never.
+    public var keepAliveInterval: Duration? = .seconds(25)
 
     public init(addressOfRecord: String, registrar: String? = nil, user: String? = nil, password: String,
                 expires: Duration = .seconds(3600), retryAfter: Duration = .seconds(5)) {
