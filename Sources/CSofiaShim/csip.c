@@ -22,6 +22,12 @@
 #define SU_WAKEUP_ARG_T struct csip_agent
 
 #include <sofia-sip/msg.h>
+#include <sofia-sip/nta.h>
+/* The flag nta sets on a response it made itself (a transport error's 503, a timeout's 408);
+ * its header (nta_internal.h) is not installed. */
+#ifndef NTA_INTERNAL_MSG
+#define NTA_INTERNAL_MSG (1 << 15)
+#endif
 #include <sofia-sip/nua.h>
 #include <sofia-sip/nua_tag.h>
 #include <sofia-sip/sip_header.h>
@@ -31,7 +37,7 @@
 #include <sofia-sip/su_wait.h>
 #include <sofia-sip/url.h>
 
-enum command_op { OP_INVITE, OP_RESPOND, OP_RESPOND_UPDATE, OP_BYE, OP_CANCEL, OP_INFO, OP_REGISTER, OP_UNREGISTER, OP_SHUTDOWN };
+enum command_op { OP_INVITE, OP_RESPOND, OP_RESPOND_UPDATE, OP_OPTIONS, OP_BYE, OP_CANCEL, OP_INFO, OP_REGISTER, OP_UNREGISTER, OP_SHUTDOWN };
 
 struct command {
     enum command_op op;
@@ -299,6 +305,13 @@ static void on_event(nua_event_t event, int status, char const *phrase, nua_t *n
         stack_ended(agent, call);
         emit(agent, CSIP_EVENT_BYE_RESPONSE, status, phrase, call, sip);
         break;
+    case nua_r_options:
+        if (call > 0 && status >= 200) {
+            csip_event reply = { .kind = CSIP_EVENT_OPTIONS_RESPONSE, .status = status, .phrase = phrase, .call = call,
+                                 .local = sip == NULL || (sip->sip_flags & NTA_INTERNAL_MSG) != 0 };
+            agent->callback(agent->context, &reply);
+        }
+        break;
     case nua_i_update: {
         /* Answered by the node (the offer's answer), one at a time: a second one while the
          * first waits gets 500 with Retry-After (RFC 3311 §5.2). */
@@ -439,6 +452,9 @@ static void perform(csip_agent *agent, struct command *command) {
         entry->update_saved = 0;
         break;
     }
+    case OP_OPTIONS:
+        if (handle) nua_options(handle, TAG_END());
+        break;
     case OP_BYE:
         if (handle) {
             struct call_entry *entry = call_entry(agent, command->call);
@@ -709,6 +725,8 @@ void csip_set_availability(csip_agent *agent, int status, int retry_after) {
     agent->options_retry_after = retry_after;
     pthread_mutex_unlock(&agent->lock);
 }
+
+void csip_options(csip_agent *agent, long call) { enqueue(agent, OP_OPTIONS, call, 0, NULL, NULL, NULL); }
 
 void csip_bye(csip_agent *agent, long call) { enqueue(agent, OP_BYE, call, 0, NULL, NULL, NULL); }
 

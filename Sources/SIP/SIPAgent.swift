@@ -34,6 +34,9 @@ public struct SIPEvent: Sendable, Equatable {
         /// The stack ended the session itself: its session timer ran out (RFC 4028), or the
         /// peer refused or never answered a refresh. ``SIPEvent/phrase`` says so.
         case sessionExpired
+        /// The response to ``SIPAgent/options(_:)``; ``SIPEvent/local`` when this side's stack
+        /// made it (the request could not be delivered, or nothing answered).
+        case optionsResponse
     }
 
     public var kind: Kind
@@ -50,6 +53,9 @@ public struct SIPEvent: Sendable, Equatable {
     public var reason: String?
     /// A registration's granted lifetime in seconds (0 when it was removed or failed).
     public var expires = 0
+    /// A response this side's stack made itself rather than one received (a transport error,
+    /// a timeout).
+    public var local = false
 
     public init(kind: Kind, status: Int = 0, phrase: String = "", call: Int = 0, fromURI: String? = nil, fromDisplay: String? = nil,
                 toURI: String? = nil, callID: String? = nil, contentType: String? = nil, body: String? = nil, reason: String? = nil) {
@@ -171,6 +177,7 @@ public final class SIPAgent: Sendable {
         case CSIP_EVENT_REGISTRATION: .registration
         case CSIP_EVENT_UPDATE: .update
         case CSIP_EVENT_SESSION_EXPIRED: .sessionExpired
+        case CSIP_EVENT_OPTIONS_RESPONSE: .optionsResponse
         default: .error
         }
         var copied = SIPEvent(kind: kind, status: Int(event.status), phrase: text(event.phrase) ?? "", call: event.call,
@@ -178,6 +185,7 @@ public final class SIPAgent: Sendable {
                               callID: text(event.call_id), contentType: text(event.content_type), body: text(event.body),
                               reason: text(event.reason))
         copied.expires = Int(event.expires)
+        copied.local = event.local != 0
         return copied
     }
 
@@ -234,6 +242,13 @@ public final class SIPAgent: Sendable {
     public func setAvailability(status: Int, retryAfter: Int? = nil) {
         guard !isStopped else { return }
         csip_set_availability(handle.pointer, Int32(status), Int32(retryAfter ?? 0))
+    }
+
+    /// Sends an OPTIONS in the call's dialog: is the peer still there? The answer comes as a
+    /// ``SIPEvent/Kind/optionsResponse`` event.
+    public func options(_ call: Int) {
+        guard !isStopped else { return }
+        csip_options(handle.pointer, call)
     }
 
     /// Ends an established call.

@@ -80,6 +80,8 @@ public struct SIPDialogState: Sendable, Equatable {
     /// Outgoing: this side cancelled its INVITE (a 200 crossing the CANCEL gets a BYE).
     public private(set) var cancelled = false
     private var byeSent = false
+    /// An OPTIONS asking whether the peer is still there is out, its answer not in.
+    public private(set) var probeOut = false
     /// When the dialog was confirmed, on the caller's clock.
     public private(set) var confirmedAt: Duration?
     private var random: SplitMix64
@@ -136,6 +138,24 @@ public struct SIPDialogState: Sendable, Equatable {
             callEnded = true
             phase = .terminating
             return [.signalingLost(detail)]
+        case let .probeAnswered(status, phrase, local):
+            probeOut = false
+            guard phase == .confirmed, !callEnded else { return [] }
+            // Any answer from the peer says it is there (405 and 501 too), except that it no
+            // longer knows the call; a request this side's stack could not deliver (the peer's
+            // port refuses it: its process is gone) says it is not. No answer at all (a cut
+            // link) is left to the call's own loss timeout.
+            if status == 481 {
+                callEnded = true
+                phase = .terminating
+                return [.signalingLost("the SIP peer no longer knows this call (481 to an OPTIONS in its dialog: it restarted or dropped the call)")]
+            }
+            if local, status == 503 {
+                callEnded = true
+                phase = .terminating
+                return [.signalingLost("the SIP peer is gone: an OPTIONS in the call's dialog could not reach it (\(status) \(phrase))")]
+            }
+            return []
         case .callClosed:
             // The call is gone: nothing more for it (its end went out before, if it had one).
             callEnded = true
@@ -229,8 +249,14 @@ public struct SIPDialogState: Sendable, Equatable {
             case .terminating, .terminated:
                 return []
             }
-        case .error, .keepAlive:
-            return []  // SIP dialogs carry neither; failures end with their status
+        case .keepAlive:
+            // The call keeps its path alive (periodically, and at once when its media stops):
+            // in SIP, an OPTIONS in the dialog asks whether the peer is still there.
+            guard phase == .confirmed, !callEnded, !probeOut else { return [] }
+            probeOut = true
+            return [.probe]
+        case .error:
+            return []  // SIP dialogs carry none; failures end with their status
         }
     }
 
@@ -408,6 +434,9 @@ public enum SIPDialogInput: Sendable, Equatable {
     case update(sdp: String?)
     /// The stack ended the session itself (`detail` says why: its session timer ran out).
     case sessionExpired(String)
+    /// The answer to this side's OPTIONS in the dialog (`local`: made by this side's stack,
+    /// the request undelivered).
+    case probeAnswered(status: Int, phrase: String, local: Bool)
 }
 
 /// A SIP dialog's timers.
@@ -428,6 +457,8 @@ public enum SIPDialogAction: Sendable, Equatable {
     case respondToUpdate(status: Int, phrase: String?, sdp: String?)
     case bye
     case cancel
+    /// An OPTIONS in the dialog: is the peer still there?
+    case probe
     /// A signal for the call.
     case deliver(CallSignal)
     /// A DTMF digit the peer sent on the wire.

@@ -70,6 +70,20 @@ struct SIPpTests {
         await node.shutdown()
     }
 
+    /// A caller whose process goes away without a BYE: its media stops, the OPTIONS the node
+    /// then sends in the dialog finds its port closed, and the call ends saying so — not after
+    /// the 30 s a call waits for a path that was cut.
+    @Test func aCallerThatVanishesWithoutAByeIsFoundGone() async throws {
+        let f = try Fixture()
+        let (node, port, log) = try await Self.listeningNode(f)
+        defer { node.stop() }
+        let run = try await SIPp.run("caller-vanishes.xml", in: f.path("sipp"), remote: "127.0.0.1:\(port)", service: "bob")
+        #expect(run.status == 0, "\(run.log)")
+        let ended = try await CommandLineTests.waitForLine(in: log, process: node) { $0.hasPrefix("call ended") }
+        #expect(ended.contains("the SIP peer is gone"), "\(ended)")
+        #expect(!ended.contains("nothing heard from the peer for 30 s"), "\(ended)")
+    }
+
     /// The node calls a callee that requires 100rel: sofia PRACKs the reliable 183 (the scenario
     /// checks its RAck), the 183's answer stands for a 200 without SDP, and the call runs: SIPp
     /// echoes the node's RTP, so the node hears its own 440 Hz.

@@ -691,15 +691,50 @@ import Testing
         #expect(state.phase == .confirmed)
     }
 
-    @Test func errorsAndKeepAlivesCarryNothingOnSIP() {
+    /// Errors travel in statuses, not signals; a keep-alive asks a confirmed dialog's peer
+    /// whether it is there (one OPTIONS at a time), and nothing before.
+    @Test func errorsCarryNothingAndKeepAlivesProbeOnlyAConfirmedDialog() {
         var early = Self.inviting()
         #expect(Self.feed(&early, [.call(.error("the answer has no a=crypto line")), .call(.keepAlive)]) == [])
         #expect(early.phase == .early)
         #expect(!early.callEnded)
 
         var confirmed = Self.confirmedIncoming()
-        #expect(Self.feed(&confirmed, [.call(.error("x")), .call(.keepAlive)]) == [])
-        #expect(confirmed.phase == .confirmed)
+        #expect(Self.feed(&confirmed, [.call(.error("x"))]) == [])
+        #expect(confirmed.handle(.call(.keepAlive), now: .seconds(15)) == [.probe])
+        #expect(confirmed.handle(.call(.keepAlive), now: .seconds(16)) == [], "one OPTIONS at a time")
+        #expect(confirmed.phase == .confirmed && confirmed.probeOut)
+    }
+
+    /// Any answer to the OPTIONS says the peer is there (405 and 501 too); a 481 says it no
+    /// longer knows the call, and a request this side's stack could not deliver (503 made
+    /// locally: the peer's port refuses it) that it is gone: the call ends saying which, once.
+    /// No answer at all (408 after the stack's timeout) is left to the call's loss timeout.
+    @Test func theProbesAnswerSaysWhetherThePeerIsStillThere() {
+        for (status, local) in [(200, false), (405, false), (501, false), (503, false), (408, true)] {
+            var state = Self.confirmedOutgoing()
+            Self.feed(&state, [.call(.keepAlive)], at: .seconds(15))
+            #expect(state.handle(.probeAnswered(status: status, phrase: "x", local: local), now: .seconds(15)) == [], "\(status)")
+            #expect(!state.callEnded && !state.probeOut)
+            #expect(state.handle(.call(.keepAlive), now: .seconds(30)) == [.probe], "the next keep-alive probes again")
+        }
+        var restarted = Self.confirmedOutgoing()
+        Self.feed(&restarted, [.call(.keepAlive)], at: .seconds(15))
+        let forgot = restarted.handle(.probeAnswered(status: 481, phrase: "Call/Transaction Does Not Exist", local: false), now: .seconds(15))
+        guard case let .signalingLost(text)? = forgot.first, forgot.count == 1 else {
+            Issue.record("\(forgot)")
+            return
+        }
+        #expect(text.contains("481") && restarted.callEnded)
+        var gone = Self.confirmedIncoming()
+        Self.feed(&gone, [.call(.keepAlive)], at: .seconds(15))
+        let unreachable = gone.handle(.probeAnswered(status: 503, phrase: "Service Unavailable", local: true), now: .seconds(15))
+        guard case let .signalingLost(reason)? = unreachable.first, unreachable.count == 1 else {
+            Issue.record("\(unreachable)")
+            return
+        }
+        #expect(reason.contains("gone") && gone.callEnded)
+        #expect(gone.handle(.bye, now: .seconds(16)) == [], "ended once")
     }
 
     // MARK: - UPDATE (RFC 3311) and session timers (RFC 4028)

@@ -29,6 +29,8 @@ typedef enum {
                                   answered with csip_respond_update (one at a time) */
     CSIP_EVENT_SESSION_EXPIRED,/* the stack ended the call itself (a BYE nobody asked for): the
                                   session timer ran out (RFC 4028), the peer stopped refreshing */
+    CSIP_EVENT_OPTIONS_RESPONSE,/* the response to csip_options (status; `local` when the stack
+                                  made it itself: the request could not be sent or was lost) */
 } csip_event_kind;
 
 typedef struct {
@@ -44,6 +46,7 @@ typedef struct {
     const char *body;
     const char *reason;
     int expires;
+    int local;   /* the response was made by this side's stack, not received */
 } csip_event;
 
 typedef void (*csip_event_f)(void *context, const csip_event *event);
@@ -76,6 +79,10 @@ void csip_respond_with_headers(csip_agent *agent, long call, int status, const c
  * taking calls, 503 when full or draining) and, above 299, a Retry-After of `retry_after`
  * seconds if positive. */
 void csip_set_availability(csip_agent *agent, int status, int retry_after);
+
+/* Sends an OPTIONS in the call's dialog (is the peer still there?); its response comes as
+ * CSIP_EVENT_OPTIONS_RESPONSE. */
+void csip_options(csip_agent *agent, long call);
 
 /* Ends an established call. */
 void csip_bye(csip_agent *agent, long call);

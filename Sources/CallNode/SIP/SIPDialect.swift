@@ -81,6 +81,7 @@ actor SIPDialect: CallDialect {
         case .info: input = .info(contentType: event.contentType, body: event.body)
         case .update: input = .update(sdp: event.sdp)
         case .sessionExpired: input = .sessionExpired(event.phrase)
+        case .optionsResponse: input = .probeAnswered(status: event.status, phrase: event.phrase, local: event.local)
         case .byeResponse, .error, .shutdown, .registration: return .keep
         }
         let moved = handle(input)
@@ -107,6 +108,8 @@ actor SIPDialect: CallDialect {
             agent.respond(sipCall, status: status, phrase: phrase, sdp: sdp, retryAfter: retryAfter)
         case let .respondToUpdate(status, phrase, sdp):
             agent.respondToUpdate(sipCall, status: status, phrase: phrase, sdp: sdp)
+        case .probe:
+            agent.options(sipCall)
         case .bye:
             agent.bye(sipCall)
         case .cancel:
