@@ -108,6 +108,24 @@ struct SIPpTests {
 }
 }
 
+/// A session timer nobody refreshes takes its 90 s (RFC 4028's floor) to run out: a suite of
+/// its own, beside the others, not among the real-time suites that run one at a time.
+@Suite(.enabled(if: SIPp.isInstalled, "needs SIPp (scripts/bootstrap installs sip-tester)"))
+struct SIPSessionTimerTests {
+    /// The caller asked for a 90 s session it refreshes, and never does: the node ends the
+    /// session before it expires (a BYE, which the scenario waits for) and says why.
+    @Test func aSessionNobodyRefreshesIsEndedWithTheReason() async throws {
+        let f = try RealTimeTests.TwoNodeTests.Fixture()
+        let (node, port, log) = try await RealTimeTests.SIPpTests.listeningNode(f)
+        defer { node.stop() }
+        let run = try await SIPp.run("session-never-refreshed.xml", in: f.path("sipp"), remote: "127.0.0.1:\(port)", service: "bob",
+                                     seconds: 110, extra: ["-aa"])
+        #expect(run.status == 0, "\(run.log)")
+        let ended = try await RealTimeTests.CommandLineTests.waitForLine(in: log, process: node) { $0.hasPrefix("call ended") }
+        #expect(ended.contains("refreshing the SIP session"), "\(ended)")
+    }
+}
+
 /// SIPp (`/usr/bin/sipp`) running one call of a scenario from `scripts/sipp/`.
 enum SIPp {
     static let executable = "/usr/bin/sipp"
@@ -119,14 +137,14 @@ enum SIPp {
     /// callee, `remote` nil). It echoes the RTP it gets. Returns SIPp's exit status (0: the call
     /// went as the scenario says) and its messages and errors, for a failure's message.
     static func run(_ scenario: String, in directory: String, remote: String?, service: String = "service",
-                    localPort: Int = FreePort.udpAndTCP()) async throws -> (status: Int32, log: String) {
+                    localPort: Int = FreePort.udpAndTCP(), seconds: Int = 30, extra: [String] = []) async throws -> (status: Int32, log: String) {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let messages = directory + "/messages.log", errors = directory + "/errors.log"
         var arguments = remote.map { [$0] } ?? []
         arguments += ["-sf", scenarios + "/" + scenario, "-s", service, "-m", "1", "-i", "127.0.0.1", "-mi", "127.0.0.1",
                       "-mp", String(FreePort.udpAndTCP()), "-rtp_echo", "-p", String(localPort),
-                      "-timeout", "30s", "-timeout_error", "-recv_timeout", "15000", "-nostdin",
-                      "-trace_msg", "-message_file", messages, "-trace_err", "-error_file", errors]
+                      "-timeout", "\(seconds)s", "-timeout_error", "-recv_timeout", "15000", "-nostdin",
+                      "-trace_msg", "-message_file", messages, "-trace_err", "-error_file", errors] + extra
         let child = try ChildProcess(executable, arguments, output: directory + "/sipp.out", stdin: open("/dev/null", O_RDONLY))
         let status = await child.wait()
         let log = [errors, messages].map { (try? String(contentsOfFile: $0, encoding: .utf8)) ?? "" }.joined(separator: "\n----\n")
