@@ -250,6 +250,32 @@ public final class PlainRTPPath: IcePath, DatagramPort {
         return found ? endpoint(source)?.address : nil
     }
 
+    /// A port on `host` (an IP address of this host) the kernel picks for UDP that TCP can bind
+    /// too — what a SIP agent takes — or nil. Free when chosen: another program may take it
+    /// before it is bound again.
+    public static func portFreeForUDPAndTCP(on host: String) -> Int? {
+        for _ in 0..<50 {
+            guard let port = boundPort(SOCK_DGRAM, host: host, port: 0), boundPort(SOCK_STREAM, host: host, port: port) != nil else { continue }
+            return port
+        }
+        return nil
+    }
+
+    /// Binds a socket of `type` to `host`:`port` (0: any), closes it, and returns the port.
+    private static func boundPort(_ type: __socket_type, host: String, port: Int) -> Int? {
+        var storage = sockaddr_storage()
+        guard var length = fill(&storage, address: host, port: UInt16(port)) else { return nil }
+        let descriptor = socket(Int32(storage.ss_family), Int32(type.rawValue), 0)
+        guard descriptor >= 0 else { return nil }
+        defer { Glibc.close(descriptor) }
+        let ok = withUnsafeMutablePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                bind(descriptor, raw, length) == 0 && getsockname(descriptor, raw, &length) == 0
+            }
+        }
+        return ok ? endpoint(storage).map { Int($0.port) } : nil
+    }
+
     /// Fills `storage` with `address`:`port`; returns its length, or nil if it is not an IP address.
     static func fill(_ storage: inout sockaddr_storage, address: String, port: UInt16) -> socklen_t? {
         let bare = address.hasPrefix("[") && address.hasSuffix("]") ? String(address.dropFirst().dropLast()) : address
