@@ -273,7 +273,8 @@ let package = Package(
             dependencies: ["Media", "RTP", "CallNodeTestKit", "CallNodeTestSupport"]),
         .testTarget(
             name: "CallNodeTests",
-            dependencies: ["CallNode", "CallNodeTestKit", "CallNodeTestSupport", "NodeSettings", "NodeControl", "SIP", "CallNodeSimulation"]),
+            dependencies: ["CallNode", "CallNodeTestKit", "CallNodeTestSupport", "NodeSettings", "NodeControl", "SIP", "CallNodeSimulation",
+                           "AudioCodec"]),
         .testTarget(
             name: "SignalingTests",
             dependencies: [

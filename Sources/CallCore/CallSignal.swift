@@ -11,6 +11,12 @@ public enum CallSignal: Sendable, Equatable {
     case offer(sdp: String)
     /// The SDP answer to the last offer.
     case answer(sdp: String)
+    /// The callee's answer to the caller's first offer before it takes the call (SIP's 183
+    /// with SDP): media runs — the callee's announcements or ringback, a greeting before it
+    /// answers — while the call is not answered. ``accepted`` (or an end) follows.
+    case earlyAnswer(sdp: String)
+    /// The callee took the call whose answer came early (SIP's 200 after the 183).
+    case accepted
     /// ICE candidates found after the offer or answer went out (`end`: no more this round).
     case candidates([String], end: Bool)
     /// The call is over, for `reason`.

@@ -38,6 +38,18 @@ public enum LegAction: Sendable, Equatable {
     /// ICE connected and the media is keyed: tell the manager media connected (which fulfils
     /// the answer and, system-owned, activates audio) and ask for the audio session.
     case reportMediaConnected
+    /// The media is built and keyed, and the answer that keyed it came (or went) early: tell
+    /// the event stream the call has early media, and ask for the audio session (not the
+    /// manager: the call is not answered).
+    case reportEarlyMedia
+    /// Start the media before the call is answered, the microphone muted or not (a caller's is,
+    /// until the callee takes the call; a callee's greeting is heard).
+    case startEarlyMedia(microphoneMuted: Bool)
+    /// The early answer now stands: tell the manager the offer and answer are done (the callee's
+    /// answer came, or this side's went), which it did not hear while the call was unanswered.
+    case reportAnswered
+    /// The embedder's early media cannot start, for `reason`.
+    case earlyMediaRefused(String)
     /// Tell the state, as ``LegEvent/settled(id:failure:)``, how the actions before this one
     /// went (the first failure among them).
     case settle(Int)

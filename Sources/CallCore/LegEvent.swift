@@ -50,6 +50,14 @@ public enum LegEvent: Sendable, Equatable {
     case offerArrived
     /// An answer came from the peer: taken if this side has an offer out that it answers.
     case answerArrived
+    /// Outgoing: the callee's answer to this side's first offer came before the callee took
+    /// the call (early media: ``CallSignal/earlyAnswer(sdp:)``).
+    case earlyAnswerArrived
+    /// Outgoing: the callee took the call whose answer came early (``CallSignal/accepted``).
+    case peerAccepted
+    /// Incoming: the embedder sends early media before it answers (or declines): the caller's
+    /// first offer is answered now, early, and the call goes on ringing.
+    case progressing
     /// The peer refused this side's first offer for its encryption (a SIP phone that takes no
     /// SRTP), and the dialect's media policy lets the call go unencrypted: offer again in plain RTP.
     case firstOfferRefusedEncrypted

@@ -63,6 +63,10 @@ public struct LegState: Sendable, Equatable {
     public private(set) var firstOfferOut = false
     /// The first offer goes (again) in plain RTP: the peer refused an encrypted one.
     public private(set) var offersUnencrypted = false
+    /// The first offer's answer came (outgoing) or went (incoming) before the call was
+    /// answered: its media runs early, and the manager hears of the answer only when the call
+    /// is taken.
+    public private(set) var earlyMedia = false
     /// A fixed defect put back for a simulation to find (never set by a node).
     @_spi(Simulation) public var reintroducedBug: ReintroducedBug?
 
@@ -121,7 +125,10 @@ public struct LegState: Sendable, Equatable {
             if phase == .inviting || phase == .dialing { phase = .ringing }
             return []
         case .answering:
-            guard !outgoing, phase == .ringing else { return [] }
+            guard !outgoing else { return [] }
+            // This side's answer went early (its greeting runs): taking the call says yes to it.
+            if earlyMedia { return accepted() }
+            guard phase == .ringing else { return [] }
             // The caller's offer came with its invitation: the answer says yes to both.
             if offerWaiting {
                 offerWaiting = false
@@ -197,14 +204,23 @@ public struct LegState: Sendable, Equatable {
                 return []
             }
         case .audioActivated:
-            guard case .awaitingAudio = phase else { return [] }
+            guard case let .awaitingAudio(at) = phase else { return [] }
+            if earlyMedia {
+                phase = .earlyMedia(iceConnectedAt: at)
+                // A caller's microphone stays silent until the callee takes the call; a
+                // callee's greeting is heard.
+                return [.startEarlyMedia(microphoneMuted: outgoing || microphoneMuted)]
+            }
             phase = .connected(since: now)
             connectedSince = now
             let startsMuted = reintroducedBug == .muteLostBeforeMedia ? held : microphoneMuted
             return [.startMedia(microphoneMuted: startsMuted)] + (flow == .both ? [] : [.setFlow(flow)])
         case let .setMuted(on):
             muted = on
-            return phase.hasMedia ? [.setMicrophone(muted: microphoneMuted)] : []
+            // A callee's early media sends its microphone (a caller's stays silent until answered).
+            var sendsEarly = false
+            if !outgoing, case .earlyMedia = phase { sendsEarly = true }
+            return phase.hasMedia || sendsEarly ? [.setMicrophone(muted: microphoneMuted)] : []
         case let .setHeld(on):
             guard on != held else { return [] }
             held = on
@@ -291,6 +307,25 @@ public struct LegState: Sendable, Equatable {
             guard outgoing, firstOfferOut, !offersUnencrypted, phase == .inviting || phase == .ringing else { return [] }
             offersUnencrypted = true
             return [.makeOffer]
+        case .earlyAnswerArrived:
+            // The callee's answer before it takes the call: the media starts on it; the call
+            // stays unanswered until ``LegEvent/peerAccepted``.
+            guard outgoing, firstOfferOut, phase == .inviting || phase == .ringing else { return [] }
+            earlyMedia = true
+            return [.takeAnswer]
+        case .peerAccepted:
+            guard outgoing else { return [] }
+            return accepted()
+        case .progressing:
+            guard !outgoing, phase == .ringing, !earlyMedia else {
+                return [.earlyMediaRefused(earlyMedia ? "the call's early media already runs" : "only a call ringing here can send early media")]
+            }
+            guard firstOffer == .byCaller, offerWaiting else {
+                return [.earlyMediaRefused("early media answers the caller's offer, and this call's caller sent none with its invitation")]
+            }
+            offerWaiting = false
+            earlyMedia = true
+            return [.answerFirstOffer]
         case .answerArrived:
             // The callee's first offer, the caller's (the answer says the callee took the
             // call), or either side's later one still out.
@@ -412,7 +447,24 @@ public struct LegState: Sendable, Equatable {
     private mutating func mediaConnected(at now: Duration) -> [LegAction] {
         guard case let .securing(at) = phase else { return [] }
         phase = .awaitingAudio(iceConnectedAt: at)
-        return [.reportMediaConnected]
+        return [earlyMedia ? .reportEarlyMedia : .reportMediaConnected]
+    }
+
+    /// The call whose answer came or went early is taken: the manager hears of the answer now
+    /// (a callee says so to the caller once it has), and of connected media if it runs.
+    private mutating func accepted() -> [LegAction] {
+        guard earlyMedia else { return [] }
+        earlyMedia = false
+        let told: [LegAction] = outgoing ? [.reportAnswered] : [.reportAnswered, .send(.accepted)]
+        switch phase {
+        case let .earlyMedia(at), let .awaitingAudio(at):
+            // The media runs (or waits for the audio session): it connects now, as any call's
+            // does, and starts as the user's mute says.
+            phase = .awaitingAudio(iceConnectedAt: at)
+            return told + [.reportMediaConnected]
+        default:
+            return told  // the path is still being found: media connects as any call's does
+        }
     }
 
     // MARK: - Loss and recovery
@@ -517,12 +569,14 @@ public struct LegState: Sendable, Equatable {
         case .checking: "no network path was found in time: ICE did not connect (try --stun or --turn)"
         case .securing: "the media's keys were not agreed in time: the DTLS handshake did not finish"
         case .awaitingAudio: "the audio session was not activated in time"
+        case .earlyMedia: "the call was not answered in time (its early media ran)"
         case .connected, .reconnecting, .ended: nil
         }
     }
 
     private mutating func end(_ ending: LegEnding) -> [LegAction] {
-        let ringingHere = !outgoing && phase == .ringing
+        // Unanswered here, its early media running or not.
+        let ringingHere = !outgoing && (phase == .ringing || earlyMedia)
         var actions: [LegAction] = armed.sorted { "\($0)" < "\($1)" }.map { .cancel($0) }
         armed.removeAll()
         let end: LegEnd

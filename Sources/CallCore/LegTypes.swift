@@ -16,6 +16,9 @@ public enum LegPhase: Sendable, Equatable {
     case securing(iceConnectedAt: Duration)
     /// The media is built and keyed; it starts when the audio session is activated.
     case awaitingAudio(iceConnectedAt: Duration)
+    /// The media runs before the call is answered (early media: the callee's announcements or
+    /// ringback here, or this side's greeting before it answers); the call connects when it is.
+    case earlyMedia(iceConnectedAt: Duration)
     /// Media runs.
     case connected(since: Duration)
     /// Media runs but the path is lost: nothing heard, or ICE says disconnected.
@@ -44,7 +47,7 @@ public enum LegPhase: Sendable, Equatable {
     /// Whether ICE has connected once (the media's keys and media may exist).
     public var iceHasConnected: Bool {
         switch self {
-        case .securing, .awaitingAudio, .connected, .reconnecting: true
+        case .securing, .awaitingAudio, .earlyMedia, .connected, .reconnecting: true
         default: false
         }
     }
@@ -52,7 +55,7 @@ public enum LegPhase: Sendable, Equatable {
     /// Whether the offer and answer are done (an ICE restart is possible from here on).
     public var isNegotiated: Bool {
         switch self {
-        case .checking, .securing, .awaitingAudio, .connected, .reconnecting: true
+        case .checking, .securing, .awaitingAudio, .earlyMedia, .connected, .reconnecting: true
         default: false
         }
     }

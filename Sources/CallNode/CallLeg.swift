@@ -67,6 +67,8 @@ actor CallLeg {
     var media: (any MediaPath)?
     /// The media started (its figures mean something).
     var mediaStarted = false
+    /// The event stream has heard how the media is keyed (early media tells it before the call connects).
+    var securityReported = false
     var mediaPreparation: Task<PreparedMedia, any Error>?
     /// The DTLS-SRTP association keying the call's media (nil with SDES), from ICE
     /// connected until the call ends.
@@ -252,6 +254,12 @@ actor CallLeg {
             } else {
                 reply(nil)
             }
+        case let .progress(reply):
+            if let error = await legEvent(.progressing) {
+                reply(.earlyMedia("\(error)"))
+            } else {
+                reply(nil)
+            }
         case let .statistics(reply):
             reply(await media?.statistics)
         case let .appAudio(source, volume, reply):
@@ -352,6 +360,11 @@ actor CallLeg {
                 try await offered(sdp: sdp)
             case let .answer(sdp):
                 try await answered(sdp: sdp)
+            case let .earlyAnswer(sdp):
+                try await answered(sdp: sdp, early: true)
+            case .accepted:
+                mark("accepted")
+                await legEvent(.peerAccepted)
             case let .candidates(candidates, end):
                 await ice.add(candidates, end: end)
             case let .end(reason):
@@ -469,6 +482,14 @@ actor CallLeg {
                 await prepareMedia()
             case .reportMediaConnected:
                 await reportMediaConnected()
+            case .reportEarlyMedia:
+                await reportEarlyMedia()
+            case let .startEarlyMedia(muted):
+                await startEarlyMedia(microphoneMuted: muted)
+            case .reportAnswered:
+                await reportAnswered()
+            case let .earlyMediaRefused(reason):
+                failure = failure ?? EarlyMediaRefusal(description: reason)
             case let .settle(id):
                 let reason = failure.map { "\($0)" }
                 post(.event(.settled(id: id, failure: reason), done: nil))

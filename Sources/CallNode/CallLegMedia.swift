@@ -108,14 +108,7 @@ extension CallLeg {
     /// activates audio), and the router that the call waits for the audio session.
     func reportMediaConnected() async {
         mark("media-secured")
-        if let negotiated = negotiated {
-            let dtls = dtls
-            let suite = dtls?.established?.suite.rawValue ?? negotiated.cryptoSuite
-            broadcaster.send(.secured(uuid, MediaSecurity(
-                keyExchange: dtls == nil ? .sdes : .dtls, suite: suite, handshake: dtls?.handshakeTime,
-                peerFingerprint: negotiated.dtls?.remoteFingerprint, frameEncryption: frameKeys != nil,
-                securityCode: securityCode, unencrypted: negotiated.unencrypted)))
-        }
+        reportSecured()
         do {
             try await manager.report(.mediaConnected(uuid))
         } catch {
@@ -126,13 +119,26 @@ extension CallLeg {
         await report(.awaitingAudio)
     }
 
+    /// Tells the event stream how the call's media is keyed (once: early media told it first).
+    func reportSecured() {
+        guard !securityReported, let negotiated else { return }
+        securityReported = true
+        let dtls = dtls
+        let suite = dtls?.established?.suite.rawValue ?? negotiated.cryptoSuite
+        broadcaster.send(.secured(uuid, MediaSecurity(
+            keyExchange: dtls == nil ? .sdes : .dtls, suite: suite, handshake: dtls?.handshakeTime,
+            peerFingerprint: negotiated.dtls?.remoteFingerprint, frameEncryption: frameKeys != nil,
+            securityCode: securityCode, unencrypted: negotiated.unencrypted)))
+    }
+
     /// Starts the call's media with the microphone as the leg's state says: a mute or hold set
     /// before media existed (while the call rang) holds from the first frame.
     func startMedia(microphoneMuted: Bool) async {
         guard let media else { return }
         do {
             try await media.setMuted(microphoneMuted)
-            try await media.start()
+            // Early media started it already (the callee's announcements, or a greeting).
+            if !mediaStarted { try await media.start() }
             mediaStarted = true
             let setup = configuration.clock.now - began
             mark("media-started")

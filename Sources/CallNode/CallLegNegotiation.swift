@@ -45,10 +45,11 @@ extension CallLeg {
         }
     }
 
-    /// The answer from the peer: the state decides whether it answers an offer of this side's.
-    func answered(sdp: String) async throws {
+    /// The answer from the peer: the state decides whether it answers an offer of this side's
+    /// (`early`: the callee's, before it takes the call).
+    func answered(sdp: String, early: Bool = false) async throws {
         peerAnswer = try SessionDescription(parsing: sdp)
-        await legEvent(.answerArrived)
+        await legEvent(early ? .earlyAnswerArrived : .answerArrived)
         peerAnswer = nil
     }
 
@@ -71,10 +72,14 @@ extension CallLeg {
         await legEvent(.negotiated(dtls: negotiated.dtls != nil, ice: negotiated.remoteRTP == nil))
         // The call manager hears of both before the answer leaves: ICE and DTLS finish (and
         // media connects) only after the peer has it. (A callee answering the caller's offer
-        // takes the call by its answer.)
-        if outgoing { try await manager.report(.progress(uuid, .offerReceived)) }
-        try await manager.report(.progress(uuid, .answerSent))
-        await send(.answer(sdp: answer.serialized))
+        // takes the call by its answer — unless it answers early, for early media: the
+        // manager hears of it when the call is taken.)
+        let early = state.earlyMedia
+        if !early {
+            if outgoing { try await manager.report(.progress(uuid, .offerReceived)) }
+            try await manager.report(.progress(uuid, .answerSent))
+        }
+        await send(early ? .earlyAnswer(sdp: answer.serialized) : .answer(sdp: answer.serialized))
         mark("answer-sent")
         await peerOffered(offer)
         try await ice.setRemote(negotiated)
@@ -100,7 +105,8 @@ extension CallLeg {
             await peerAnswered(answer, to: offer)
             // The manager hears of the answer before ICE starts: ICE connecting (and media
             // with it) is a later input, but the manager must know the call is past its offer.
-            try await manager.report(.progress(uuid, .answerReceived))
+            // An early answer (early media) it hears of when the callee takes the call.
+            if !state.earlyMedia { try await manager.report(.progress(uuid, .answerReceived)) }
             try await ice.setRemote(negotiated)
         }
     }

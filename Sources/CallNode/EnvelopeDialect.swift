@@ -84,7 +84,7 @@ actor EnvelopeDialect: CallDialect {
     // MARK: - Sending
 
     func send(_ signal: CallSignal) async {
-        var message = SignalMessage(signal)
+        guard var message = SignalMessage(signal) else { return }
         if case let .invite(invitation) = signal {
             message = .invite(Invitation(displayName: invitation.displayName, title: invitation.title, session: invitation.session,
                                          resumeToken: traits.resumable ? resumeToken : nil))

@@ -37,6 +37,8 @@ enum LegInput: Sendable {
     case hostNetworkChanged(HostNetworkSnapshot, from: HostNetworkSnapshot)
     /// The embedder asks for an ICE restart; the reply is the error, if it could not start.
     case restartICE(LegReply<CallNodeError?>)
+    /// The embedder's early media before it answers (``CallNode/progress(_:)``).
+    case progress(LegReply<CallNodeError?>)
     /// A local candidate of trickle round `round` to send (`nil`: the end of its candidates).
     case trickled(round: Int, candidate: String?)
     /// The call's media statistics now (nil before media).
@@ -53,6 +55,7 @@ enum LegInput: Sendable {
         switch self {
         case let .event(_, done): done?.refuse()
         case let .restartICE(reply): reply.refuse()
+        case let .progress(reply): reply.refuse()
         case let .statistics(reply): reply.refuse()
         case let .appAudio(_, _, reply), let .recordingTap(_, _, reply): reply.refuse()
         case let .volumes(_, _, reply): reply.refuse()
@@ -108,9 +111,12 @@ final class LegReply<Value: Sendable>: Sendable {
 
 extension SignalMessage {
     /// A call's signal as a node envelope's message (an invitation without a resume token):
-    /// what a dialect on node envelopes or the page's WebSocket sends.
-    public init(_ signal: CallSignal) {
+    /// what a dialect on node envelopes or the page's WebSocket sends. Nil for early media,
+    /// which node envelopes do not carry: their callee offers once it answers, so there is no
+    /// offer to answer early (``CallNode/progress(_:)`` refuses such calls).
+    public init?(_ signal: CallSignal) {
         switch signal {
+        case .earlyAnswer, .accepted: return nil
         case let .invite(invitation):
             self = .invite(Invitation(displayName: invitation.displayName, title: invitation.title, session: invitation.session))
         case .ringing: self = .ringing

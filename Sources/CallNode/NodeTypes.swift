@@ -304,6 +304,8 @@ public enum CallNodeError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The call's media refused the request (a prompt or recording in the wrong format).
     case media(String)
     case restartFailed(String)
+    /// Early media could not start (``CallNode/progress(_:)``), for this reason.
+    case earlyMedia(String)
     /// ``CallTarget/webPage`` with no page connected (or every page in a call).
     case noWebPage
     /// ``CallTarget/handle(_:)`` is reached through its dialect (``CallNode/call(over:handle:title:)``).
@@ -322,6 +324,7 @@ public enum CallNodeError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .noMedia(uuid): "the call \(uuid) has no audio yet (it has not connected)"
         case let .media(problem): problem
         case let .restartFailed(reason): "the ICE restart failed: \(reason)"
+        case let .earlyMedia(reason): "early media cannot start: \(reason)"
         case .noWebPage: "no web page is connected and free (open the node's web page first)"
         case let .handleNeedsDialect(handle): "'\(handle)' is reached through its dialect: call(over:handle:title:)"
         case let .sip(problem): "SIP: \(problem)"
@@ -364,6 +367,11 @@ public enum NodeEvent: Sendable, Equatable {
     /// The first frame of the peer's audio was decoded and played; `after` runs from dial (or
     /// invite) to here.
     case firstAudio(UUID, after: Duration)
+    /// The call's media runs before it is answered: the callee's early answer (SIP's 183: its
+    /// announcements, its network's ringback) plays here with the microphone silent, or this
+    /// callee's greeting goes to the caller (``CallNode/progress(_:)``). `connected` follows
+    /// when the call is answered.
+    case earlyMedia(UUID)
     case statistics(UUID, MediaStatistics)
     case remoteHold(UUID, Bool)
     case dtmf(UUID, Character)

@@ -101,6 +101,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         case .checking: "checking"
         case .securing: "securing"
         case .awaitingAudio: "awaiting audio"
+        case .earlyMedia: "early media"
         case .connected: "connected"
         case .reconnecting: "reconnecting"
         case .ended: "ended"

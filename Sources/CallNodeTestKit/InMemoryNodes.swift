@@ -135,6 +135,7 @@ public final class InMemoryNodes: @unchecked Sendable {  // the event log is beh
         case .connected: "connected"
         case .secured: "secured"
         case .firstAudio: "first-audio"
+        case .earlyMedia: "early-media"
         case .statistics: "statistics"
         case let .remoteHold(_, on): "remote-hold(\(on))"
         case .dtmf: "dtmf"

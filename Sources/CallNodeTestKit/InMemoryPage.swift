@@ -111,8 +111,8 @@ actor PageDialect: CallDialect {
     func send(_ signal: CallSignal) async {
         if signal == .keepAlive {
             try? await connection.send(.keepAlive, call: nil)
-        } else {
-            try? await connection.send(SignalMessage(signal), call: wire)
+        } else if let message = SignalMessage(signal) {
+            try? await connection.send(message, call: wire)
         }
     }
 

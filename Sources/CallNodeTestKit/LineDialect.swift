@@ -7,7 +7,8 @@ import Locking
 /// call page — and is a model for an embedder's own (a serial line, a message bus).
 ///
 /// Each line is a verb and a base64 payload (an invitation: its name and title, `-` for none):
-/// `INVITE`, `RINGING`, `OFFER`, `ANSWER`,
+/// `INVITE`, `RINGING`, `OFFER`, `ANSWER`, `EARLY` (an answer before the call is taken: early
+/// media), `ACCEPTED` (the call whose answer came early is taken),
 /// `CANDIDATES` (`+` before the payload: the last of them), `END`, `REJECT`, `ERROR`, `KEEPALIVE`.
 /// A line that does not parse is answered with `ERROR` and changes nothing. Its calls cannot be
 /// resumed: when the pipe closes, the call ends.
@@ -64,6 +65,8 @@ public actor LineDialect: CallDialect {
         case .ringing: "RINGING"
         case let .offer(sdp): "OFFER " + b64(sdp)
         case let .answer(sdp): "ANSWER " + b64(sdp)
+        case let .earlyAnswer(sdp): "EARLY " + b64(sdp)
+        case .accepted: "ACCEPTED"
         case let .candidates(lines, last): "CANDIDATES " + (last ? "+" : "") + b64(lines.joined(separator: "\n"))
         case let .end(reason): "END " + reason.rawValue
         case let .reject(reason): "REJECT " + reason.rawValue
@@ -92,6 +95,8 @@ public actor LineDialect: CallDialect {
         case "RINGING": return .ringing
         case "OFFER": return text(payload).map { .offer(sdp: $0) }
         case "ANSWER": return text(payload).map { .answer(sdp: $0) }
+        case "EARLY": return text(payload).map { .earlyAnswer(sdp: $0) }
+        case "ACCEPTED": return .accepted
         case "CANDIDATES":
             let last = payload.hasPrefix("+")
             guard let body = text(last ? String(payload.dropFirst()) : payload) else { return nil }

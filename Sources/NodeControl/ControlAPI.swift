@@ -128,6 +128,7 @@ public final class ControlAPI: Sendable {
         ControlRoute("POST", "/v1/calls"),
         ControlRoute("GET", "/v1/calls/{id}"),
         ControlRoute("POST", "/v1/calls/{id}/answer"),
+        ControlRoute("POST", "/v1/calls/{id}/progress"),
         ControlRoute("POST", "/v1/calls/{id}/decline"),
         ControlRoute("POST", "/v1/calls/{id}/hangup"),
         ControlRoute("POST", "/v1/calls/{id}/hold"),
@@ -274,6 +275,11 @@ public final class ControlAPI: Sendable {
                 return others
             } ?? .hold
             try await request { () async throws(CallRequestError) in try await node.answer(id, others: others) }
+        case ("POST", "progress"):
+            guard !call.isOutgoing, call.phase == .invitationReceived else {
+                throw Problem(status: 409, reason: "the call is not ringing here (it is \(Self.status(of: call))): only a ringing incoming call sends early media")
+            }
+            try await nodeCall { () async throws(CallNodeError) in try await node.progress(id) }
         case ("POST", "decline"):
             guard !call.isOutgoing, call.phase == .invitationReceived else {
                 throw Problem(status: 409, reason: "the call is not ringing here (it is \(Self.status(of: call))): hang it up instead")

@@ -37,6 +37,8 @@ public struct SIPDialogState: Sendable, Equatable {
         case invite
         /// The 200 to the first INVITE (the callee's answer, or its offer when the INVITE had none).
         case ok
+        /// A 183 to the first INVITE: the callee's answer before it takes the call (early media).
+        case progress
     }
 
     /// An offer or answer waiting for the call's ICE candidates to end.
@@ -75,7 +77,8 @@ public struct SIPDialogState: Sendable, Equatable {
     public private(set) var offeredEncrypted = false
     /// The first offer was refused and made again in plain RTP (once per call).
     public private(set) var offeredPlainAfterRefusal = false
-    /// The answer a 183 carried (early media), kept for a 200 that carries none.
+    /// The answer a 183 carried (early media), either way: the call's answer, which the 200
+    /// repeats (incoming) or may leave out (outgoing).
     public private(set) var earlyAnswer: String?
     /// Outgoing: this side cancelled its INVITE (a 200 crossing the CANCEL gets a BYE).
     public private(set) var cancelled = false
@@ -209,9 +212,28 @@ public struct SIPDialogState: Sendable, Equatable {
                 peerReofferOpen = false
                 return [.respond(status: 200, phrase: nil, sdp: SIPWire.adding([], to: sdp), retryAfter: nil)]
             }
-            guard !outgoing, phase == .early else { return [.note("an answer with no offer to answer (dropped)")] }
+            guard !outgoing, phase == .early, earlyAnswer == nil else { return [.note("an answer with no offer to answer (dropped)")] }
             waiting = Waiting(carrier: .ok, sdp: sdp)
             return []
+        case let .earlyAnswer(sdp):
+            // The callee's greeting before it answers: the answer goes in a 183.
+            guard !callEnded, !outgoing, phase == .early, waiting == nil, earlyAnswer == nil else {
+                return [.note("an early answer with no INVITE's offer to answer (dropped)")]
+            }
+            waiting = Waiting(carrier: .progress, sdp: sdp)
+            return []
+        case .accepted:
+            guard !callEnded, !outgoing, phase == .early else { return [] }
+            if var held = waiting, held.carrier == .progress {
+                // Taken before the 183 left: the answer goes in the 200 instead.
+                held.carrier = .ok
+                waiting = held
+                return []
+            }
+            guard let earlyAnswer else { return [.note("the call was taken with no early answer to stand (dropped)")] }
+            phase = .confirmed
+            // The 200 repeats the 183's answer: the offer's one answer (RFC 3261 §13.2.1).
+            return [.respond(status: 200, phrase: nil, sdp: earlyAnswer, retryAfter: nil)]
         case let .candidates(lines, end):
             guard var held = waiting else { return [] }  // SIP has no trickle after the SDP
             held.candidates += lines
@@ -274,6 +296,9 @@ public struct SIPDialogState: Sendable, Equatable {
         case .ok:
             phase = .confirmed
             return [.respond(status: 200, phrase: nil, sdp: sdp, retryAfter: nil)]
+        case .progress:
+            earlyAnswer = sdp
+            return [.respond(status: 183, phrase: "Session Progress", sdp: sdp, retryAfter: nil)]
         }
     }
 
@@ -337,17 +362,26 @@ public struct SIPDialogState: Sendable, Equatable {
         switch (phase, status) {
         case (.early, 100..<200) where outgoing:
             var actions: [SIPDialogAction] = []
-            // An answer in a 183 (early media) stands for the 200 that may carry none.
-            if let sdp, earlyAnswer == nil { earlyAnswer = sdp }
             if (status == 180 || status == 183), !rang {
                 rang = true
                 actions.append(.deliver(.ringing))
+            }
+            // An answer in a 18x (early media: the callee's announcements, its network's
+            // ringback): the media starts on it, and it stands for the 200, which may carry none.
+            if let sdp, status > 100, earlyAnswer == nil {
+                earlyAnswer = sdp
+                actions.append(.deliver(.earlyAnswer(sdp: sdp)))
             }
             return actions
         case (.early, 200..<300) where outgoing:
             phase = .confirmed
             confirmedAt = now
-            guard let answer = sdp ?? earlyAnswer else { return fail("the SIP peer answered without SDP") }
+            if let earlyAnswer {
+                // The offer has one answer (RFC 3261 §13.2.1): the 183's, now taken.
+                let differs = sdp.map { $0 != earlyAnswer } ?? false
+                return (differs ? [.note("the 200 carries other SDP than the 183's answer, which stands")] : []) + [.deliver(.accepted)]
+            }
+            guard let answer = sdp else { return fail("the SIP peer answered without SDP") }
             return [.deliver(.answer(sdp: answer))]
         case (.early, 300...) where outgoing:
             return refused(status: status, phrase: phrase)

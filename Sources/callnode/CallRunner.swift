@@ -54,6 +54,8 @@ final class CallRunner {
     private var lastPair: [UUID: SelectedPairInfo] = [:]
     private var lastStats: [UUID: MediaStatistics] = [:]
     private var current: UUID?
+    /// Calls whose media runs before they are answered (early media).
+    private var earlyMedia: Set<UUID> = []
     private var onSpeaker = false, bypassed = false
     /// Each call's hold and mute, as the node last reported them.
     private var heldCalls: Set<UUID> = [], mutedCalls: Set<UUID> = []
@@ -442,8 +444,13 @@ final class CallRunner {
             } else {
                 line("RTP without ICE: \(pair.local) ↔ \(pair.remote) (UDP; the peer speaks no ICE)")
             }
-        case let .connected(_, setup):
+        case let .connected(uuid, setup):
+            earlyMedia.remove(uuid)
             line("connected in \(EventJSON.milliseconds(setup)) ms")
+        case let .earlyMedia(uuid):
+            earlyMedia.insert(uuid)
+            line(uuid == dialedCall ? "early media: hearing the callee before it answers (its announcement or ringback; your microphone is not sent)"
+                                    : "early media: the caller hears this node before the call is answered")
         case let .secured(uuid, security):
             securities[uuid] = security
             line(security.unencrypted ? "media \(security)" : "media secured: \(security)")
@@ -545,7 +552,8 @@ final class CallRunner {
         let rtt = s.roundTripTime.map { "\(EventJSON.milliseconds($0)) ms" } ?? "-"
         guard uuid == current else { return }  // the line shows the call the keys act on
         let state = held ? "held" : heldByPeer.contains(uuid) ? "on hold by \(peers[uuid] ?? "the peer")" : nil
-        let what = (state.map { muted ? "\($0), muted" : $0 } ?? (muted ? "muted" : "in call"))
+        let early = earlyMedia.contains(uuid) ? "early media, not answered yet" : nil
+        let what = (state.map { muted ? "\($0), muted" : $0 } ?? early ?? (muted ? "muted" : "in call"))
             + (node.configuration.playbackOnly ? " (playback only: no microphone)" : "")
         let others = connectedCalls.count > 1 ? " (+\(connectedCalls.count - 1) call\(connectedCalls.count > 2 ? "s" : ""))" : ""
         let conference = node.conference(of: uuid)

@@ -141,7 +141,7 @@ struct Ctl: AsyncParsableCommand {
             curl --unix-socket ~/.callnode/control.sock http://node/v1/calls \
             (docs/control-api.openapi.json describes every one).
             """,
-        subcommands: [CtlCalls.self, CtlShow.self, CtlCall.self, CtlAnswer.self, CtlDecline.self, CtlHangUp.self,
+        subcommands: [CtlCalls.self, CtlShow.self, CtlCall.self, CtlAnswer.self, CtlProgress.self, CtlDecline.self, CtlHangUp.self,
                       CtlHold.self, CtlResume.self, CtlMute.self, CtlUnmute.self, CtlSwap.self, CtlMerge.self,
                       CtlUnmerge.self, CtlDTMF.self, CtlVolume.self, CtlPlay.self, CtlRecord.self, CtlDoNotDisturb.self,
                       CtlDrain.self, CtlEvents.self, CtlNode.self])
@@ -227,6 +227,19 @@ extension CtlCallAction {
     func run() async throws {
         try await options.perform("POST", callPath(id, Self.action), human: callLine)
     }
+}
+
+struct CtlProgress: CtlCallAction {
+    static let configuration = CommandConfiguration(
+        commandName: "progress", abstract: "Send early media on a ringing call before answering or declining it.",
+        discussion: """
+            The caller hears this node's input (a greeting, an announcement) while the call still rings \
+            (SIP: a 183 with the answer); `answer` then takes the call, `decline` refuses it. Needs a SIP \
+            caller (its offer came with the INVITE) and a node started with --app-owned-audio.
+            """)
+    static let action = "progress"
+    @Argument(help: "The call's ID (or its start).") var id: String
+    @OptionGroup var options: CtlOptions
 }
 
 struct CtlDecline: CtlCallAction {

@@ -1,3 +1,4 @@
+import AudioCodec
 import CallNode
 import CallNodeTestSupport
 import Foundation
@@ -105,6 +106,47 @@ struct SIPpTests {
         #expect(text.contains("NOT encrypted: plain RTP"), "\(text)")
         #expect(SIPInteropTests.holds(try WAV.read(path: f.path("heard.wav")).samples, 440, over: 660), "the echo of the node's tone was not heard")
     }
+
+    /// A callee with early media: its 183 carries an answer and it streams an announcement
+    /// (1 kHz) before it answers; its 200 follows 2.5 s later, and then it streams 1.6 kHz.
+    /// The node plays the announcement (heard at the start of its recording), says "early
+    /// media" before "connected", and connects on the 200 without a second negotiation.
+    @Test func aCalleesEarlyMediaIsHeardBeforeItAnswers() async throws {
+        let f = try Fixture()
+        let announcement = f.path("announcement.wav"), answered = f.path("answered.wav")
+        try SIPp.writeMuLaw(tone: 1_000, seconds: 2, to: announcement)
+        try SIPp.writeMuLaw(tone: 1_600, seconds: 2, to: answered)
+        let sippPort = SIPCallTests.freePort()
+        let callee = Task {
+            try await SIPp.run("callee-early-media.xml", in: f.path("sipp"), remote: nil, localPort: sippPort,
+                               replacing: ["EARLY_FILE": announcement, "ANSWER_FILE": answered, "EARLY_MS": "2500"])
+        }
+        try await SIPp.waitUntilListening(port: sippPort)
+        let log = f.path("call.log")
+        let caller = try ChildProcess(try BuildProducts.executable("callnode"),
+                                      ["call", "sip:x@127.0.0.1:\(sippPort)", "--home", f.path("caller"), "--input", "tone:440",
+                                       "--output", "wav:" + f.path("heard.wav"), "--duration", "3"], output: log)
+        defer { caller.stop() }
+        let status = await caller.wait()
+        let run = try await callee.value
+        let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        #expect(status == 0, "\(text)")
+        #expect(run.status == 0, "\(run.log)")
+        let early = try #require(text.range(of: "early media: hearing the callee"), "\(text)")
+        let connected = try #require(text.range(of: "connected in"), "\(text)")
+        #expect(early.lowerBound < connected.lowerBound, "early media is told before the call connects: \(text)")
+        let heard = try WAV.read(path: f.path("heard.wav"))
+        let rate = heard.format.sampleRate
+        // The recording starts with the early media: the announcement over its first two
+        // seconds, the answered tone over the last second.
+        #expect(heard.samples.count > 4 * rate, "\(heard.samples.count) samples")
+        let start = Array(heard.samples[(rate / 4)..<(2 * rate)])
+        let end = Array(heard.samples[(heard.samples.count - rate)...])
+        #expect(Goertzel.power(of: 1_000, in: start, rate: Double(rate)) > 20 * Goertzel.power(of: 1_600, in: start, rate: Double(rate)),
+                "the announcement was not heard before the answer")
+        #expect(Goertzel.power(of: 1_600, in: end, rate: Double(rate)) > 20 * Goertzel.power(of: 1_000, in: end, rate: Double(rate)),
+                "the answered call's audio was not heard after the 200")
+    }
 }
 }
 
@@ -136,12 +178,21 @@ enum SIPp {
     /// Runs `scenario` for one call: against `remote` (a caller), or waiting on `localPort` (a
     /// callee, `remote` nil). It echoes the RTP it gets. Returns SIPp's exit status (0: the call
     /// went as the scenario says) and its messages and errors, for a failure's message.
+    /// `replacing`: words of the scenario replaced before it runs (a file's path, a pause).
     static func run(_ scenario: String, in directory: String, remote: String?, service: String = "service",
-                    localPort: Int = FreePort.udpAndTCP(), seconds: Int = 30, extra: [String] = []) async throws -> (status: Int32, log: String) {
+                    localPort: Int = FreePort.udpAndTCP(), seconds: Int = 30, extra: [String] = [],
+                    replacing: [String: String] = [:]) async throws -> (status: Int32, log: String) {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let messages = directory + "/messages.log", errors = directory + "/errors.log"
+        var path = scenarios + "/" + scenario
+        if !replacing.isEmpty {
+            var text = try String(contentsOfFile: path, encoding: .utf8)
+            for (word, value) in replacing { text = text.replacingOccurrences(of: word, with: value) }
+            path = directory + "/" + scenario
+            try text.write(toFile: path, atomically: true, encoding: .utf8)
+        }
         var arguments = remote.map { [$0] } ?? []
-        arguments += ["-sf", scenarios + "/" + scenario, "-s", service, "-m", "1", "-i", "127.0.0.1", "-mi", "127.0.0.1",
+        arguments += ["-sf", path, "-s", service, "-m", "1", "-i", "127.0.0.1", "-mi", "127.0.0.1",
                       "-mp", String(FreePort.udpAndTCP()), "-rtp_echo", "-p", String(localPort),
                       "-timeout", "\(seconds)s", "-timeout_error", "-recv_timeout", "15000", "-nostdin",
                       "-trace_msg", "-message_file", messages, "-trace_err", "-error_file", errors] + extra
@@ -149,6 +200,23 @@ enum SIPp {
         let status = await child.wait()
         let log = [errors, messages].map { (try? String(contentsOfFile: $0, encoding: .utf8)) ?? "" }.joined(separator: "\n----\n")
         return (status, String(log.suffix(6_000)))
+    }
+
+    /// Writes a tone as SIPp's `rtp_stream` plays it: 8 kHz mu-law bytes after a WAV header.
+    static func writeMuLaw(tone frequency: Double, seconds: Int, to path: String) throws {
+        let samples = (0..<(8_000 * seconds)).map { Int16(12_000 * sin(2 * Double.pi * frequency * Double($0) / 8_000)) }
+        var bytes: [UInt8] = []
+        G711.encode(samples, law: .mu, into: &bytes)
+        var file = Data("RIFF".utf8)
+        func put32(_ value: Int) { withUnsafeBytes(of: UInt32(value).littleEndian) { file.append(contentsOf: $0) } }
+        func put16(_ value: Int) { withUnsafeBytes(of: UInt16(value).littleEndian) { file.append(contentsOf: $0) } }
+        put32(36 + bytes.count)
+        file.append(contentsOf: Array("WAVEfmt ".utf8))
+        put32(16); put16(7); put16(1); put32(8_000); put32(8_000); put16(1); put16(8)
+        file.append(contentsOf: Array("data".utf8))
+        put32(bytes.count)
+        file.append(contentsOf: bytes)
+        try file.write(to: URL(fileURLWithPath: path))
     }
 
     /// Waits (bounded) until something has bound UDP `port` on loopback: SIPp listening.

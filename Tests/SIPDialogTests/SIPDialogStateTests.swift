@@ -156,25 +156,90 @@ import Testing
         #expect(progressFirst.handle(.response(status: 180, phrase: "Ringing", sdp: nil), now: .zero) == [])
     }
 
-    @Test func a183sAnswerStandsForA200WithoutOne() {
+    /// Early media: a 183's answer starts the call's media before the callee takes the call,
+    /// and stands for the 200 that may carry none.
+    @Test func a183sAnswerIsEarlyMediaAndStandsForA200WithoutOne() {
         var state = Self.inviting()
         #expect(state.handle(.response(status: 183, phrase: "Session Progress", sdp: Self.earlyAnswer), now: .seconds(1))
-                == [.deliver(.ringing)])
+                == [.deliver(.ringing), .deliver(.earlyAnswer(sdp: Self.earlyAnswer))])
         #expect(state.earlyAnswer == Self.earlyAnswer)
-        #expect(state.handle(.response(status: 200, phrase: "OK", sdp: nil), now: .seconds(4))
-                == [.deliver(.answer(sdp: Self.earlyAnswer))])
+        #expect(state.phase == .early)
+        // A second 18x with SDP (a repeated 183, a 180 with the same answer) starts nothing new.
+        #expect(state.handle(.response(status: 180, phrase: "Ringing", sdp: Self.earlyAnswer), now: .seconds(2)) == [])
+        #expect(state.handle(.response(status: 200, phrase: "OK", sdp: nil), now: .seconds(4)) == [.deliver(.accepted)])
         #expect(state.phase == .confirmed)
         #expect(state.confirmedAt == .seconds(4))
+        // A 100 carries no answer, even with a body.
+        var trying = Self.inviting()
+        #expect(trying.handle(.response(status: 100, phrase: "Trying", sdp: Self.earlyAnswer), now: .zero) == [])
+        #expect(trying.earlyAnswer == nil)
     }
 
-    @Test func a200CarriesItsOwnAnswerOverAnEarlyOne() {
+    /// The offer has one answer, the first SDP in a response to the INVITE (RFC 3261 §13.2.1):
+    /// a 200 with other SDP after a 183's is noted and takes the call on the 183's.
+    @Test func theFirstAnswerStandsOverA200sOther() {
         var state = Self.inviting()
         Self.feed(&state, [.response(status: 183, phrase: "Session Progress", sdp: Self.earlyAnswer)])
-        #expect(state.handle(.response(status: 200, phrase: "OK", sdp: Self.peerAnswer), now: .seconds(3))
-                == [.deliver(.answer(sdp: Self.peerAnswer))])
+        let actions = state.handle(.response(status: 200, phrase: "OK", sdp: Self.peerAnswer), now: .seconds(3))
+        #expect(actions.last == .deliver(.accepted))
+        #expect(actions.count == 2, "noted: \(actions)")
         #expect(state.phase == .confirmed)
         // A 200 repeated (a retransmission the stack let through) answers nothing.
         #expect(state.handle(.response(status: 200, phrase: "OK", sdp: Self.peerAnswer), now: .seconds(3)) == [])
+        // The same SDP again in the 200 (what phones do) is no news.
+        var same = Self.inviting()
+        Self.feed(&same, [.response(status: 183, phrase: "Session Progress", sdp: Self.earlyAnswer)])
+        #expect(same.handle(.response(status: 200, phrase: "OK", sdp: Self.earlyAnswer), now: .seconds(3)) == [.deliver(.accepted)])
+    }
+
+    /// A callee's greeting before it answers (``CallSignal/earlyAnswer(sdp:)``): its answer goes
+    /// in a 183 once its candidates are in, and the 200 repeats it when the call is taken.
+    @Test func aCalleesEarlyAnswerGoesInA183AndTheSameAnswerInThe200() {
+        var state = SIPDialogState(outgoing: false)
+        #expect(state.handle(.invite(sdp: Self.peerOffer), now: .zero) == [.deliver(.offer(sdp: Self.peerOffer))])
+        _ = state.handle(.call(.ringing), now: .zero)
+        #expect(state.handle(.call(.earlyAnswer(sdp: Self.callAnswer)), now: .zero) == [])
+        let sent = state.handle(.call(.candidates([], end: true)), now: .zero)
+        guard case let .respond(status, _, sdp?, _) = sent.first, sent.count == 1 else {
+            Issue.record("expected one 183 with SDP: \(sent)")
+            return
+        }
+        #expect(status == 183)
+        #expect(state.phase == .early && state.earlyAnswer == sdp)
+        // A second early answer, or a plain answer now, is out of turn.
+        #expect(state.handle(.call(.earlyAnswer(sdp: Self.callAnswer)), now: .zero).allSatisfy { if case .note = $0 { true } else { false } })
+        #expect(state.handle(.call(.answer(sdp: Self.callAnswer)), now: .zero).allSatisfy { if case .note = $0 { true } else { false } })
+        #expect(state.handle(.call(.accepted), now: .seconds(5)) == [.respond(status: 200, phrase: nil, sdp: sdp, retryAfter: nil)])
+        #expect(state.phase == .confirmed)
+        #expect(state.handle(.call(.accepted), now: .seconds(6)) == [], "taken once")
+    }
+
+    @Test func aCalleeTakingTheCallBeforeIts183LeftAnswersIn200Only() {
+        var state = SIPDialogState(outgoing: false)
+        _ = state.handle(.invite(sdp: Self.peerOffer), now: .zero)
+        _ = state.handle(.call(.earlyAnswer(sdp: Self.callAnswer)), now: .zero)
+        #expect(state.handle(.call(.accepted), now: .zero) == [])
+        let sent = state.handle(.call(.candidates([Self.hostCandidate], end: true)), now: .zero)
+        guard case let .respond(status, _, sdp?, _) = sent.first else {
+            Issue.record("expected the 200: \(sent)")
+            return
+        }
+        #expect(status == 200 && sdp.contains("192.0.2.10 50000"))
+        #expect(state.phase == .confirmed)
+    }
+
+    @Test func aCalleeDecliningAfterItsGreetingRefusesTheInvite() {
+        var state = SIPDialogState(outgoing: false)
+        _ = state.handle(.invite(sdp: Self.peerOffer), now: .zero)
+        _ = state.handle(.call(.earlyAnswer(sdp: Self.callAnswer)), now: .zero)
+        _ = state.handle(.call(.candidates([], end: true)), now: .zero)
+        let declined = state.handle(.call(.reject(.declined)), now: .seconds(2))
+        guard case let .respond(status, _, nil, _) = declined.first else {
+            Issue.record("expected a refusal: \(declined)")
+            return
+        }
+        #expect(status == 603)
+        #expect(state.handle(.call(.accepted), now: .seconds(3)) == [], "over")
     }
 
     @Test func a200WithoutAnyAnswerIsByedAndFailsTheCall() throws {
