@@ -297,6 +297,11 @@ final class CallRunner {
             do { try await node.hangUp(ringing) } catch { line("cannot decline: \(error)") }
             return
         }
+        if character == "p", let ringing = ringing.last {
+            // Early media: the caller hears this node (its input) while the call still rings.
+            do { try await node.progress(ringing) } catch { line("cannot send early media: \(error)") }
+            return
+        }
         if character == "a" || character == "e", let ringing = ringing.last {
             // Answer the newest ringing call: the others are held (a) or ended (e).
             do {
@@ -421,8 +426,10 @@ final class CallRunner {
                 line("incoming call from \(name ?? "unknown caller") \(known ? "" : "(not a contact) ")— \(from)")
             }
             if keyboard != nil, !node.configuration.autoAnswer {
-                line(connectedCalls.isEmpty ? "  a answer, d decline"
-                     : "  a answer (holding the call in progress), e answer (ending it), d decline")
+                // Early media where it can be given: a SIP caller, audio this node owns.
+                let early = node.handle(of: uuid) != nil && node.configuration.appOwnedAudio ? ", p early media (the caller hears this node first)" : ""
+                line(connectedCalls.isEmpty ? "  a answer, d decline\(early)"
+                     : "  a answer (holding the call in progress), e answer (ending it), d decline\(early)")
             }
         case .ringing:
             line("ringing…")
@@ -560,7 +567,7 @@ final class CallRunner {
         let with = heldByPeer.contains(uuid) ? ""
             : conference.count > 1 ? " in conference with \(conference.compactMap { peers[$0] }.sorted().joined(separator: ", "))"
             : peers[uuid].map { " with \($0)" } ?? ""
-        let keys = !ringing.isEmpty ? "a e d m h s c u 0-9 q" : connectedCalls.count > 1 ? "m h s c u 0-9 q" : "m h 0-9 o q"
+        let keys = !ringing.isEmpty ? "a e p d m h s c u 0-9 q" : connectedCalls.count > 1 ? "m h s c u 0-9 q" : "m h 0-9 o q"
         let e2e = securities[uuid].map { $0.frameEncryption ? "e2e \($0.securityCode ?? "")" : "no e2e" }
         let load = s.encoding == .opus ? Self.loadNote(configured: node.configuration.media, current: s.opusComplexity) : nil
         // Each part with its rank: on a narrow terminal the lowest-ranked go first, so who the

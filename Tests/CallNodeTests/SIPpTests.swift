@@ -107,6 +107,41 @@ struct SIPpTests {
         #expect(SIPInteropTests.holds(try WAV.read(path: f.path("heard.wav")).samples, 440, over: 660), "the echo of the node's tone was not heard")
     }
 
+    /// A caller given early media (an IVR's greeting before it answers): the node's 183
+    /// carries its answer (the scenario checks it) and its audio while it still rings, and the
+    /// node hears the caller's tone then; answered, the 200 carries the same answer.
+    @Test func aCallerGetsTheNodesGreetingBeforeTheNodeAnswers() async throws {
+        let f = try Fixture()
+        let tone = f.path("caller.wav")
+        try SIPp.writeMuLaw(tone: 1_000, seconds: 2, to: tone)
+        let node = try await f.node("bob", input: .tone(660), autoAnswer: false, appOwned: true)
+        let port = SIPCallTests.freePort()
+        _ = try await node.listenSIP(SIPListenSettings(host: "127.0.0.1", port: port, user: "bob"))
+        let events = node.events()
+        let caller = Task {
+            try await SIPp.run("caller-early-media.xml", in: f.path("sipp"), remote: "127.0.0.1:\(port)", service: "bob",
+                               replacing: ["CALLER_FILE": tone])
+        }
+        guard case let .incoming(call, _, _, _) = try await TwoNodeTests.next(events, where: { if case .incoming = $0 { true } else { false } })
+        else { return }
+        try await node.progress(call)
+        _ = try await TwoNodeTests.next(events) { $0 == .earlyMedia(call) }
+        // The caller's tone is heard while the call is unanswered.
+        var (packets, level) = (0, -100.0)
+        for _ in 0..<40 {
+            try await Task.sleep(for: .milliseconds(50))
+            let early = await node.statistics(call)
+            (packets, level) = (early?.packetsReceived ?? 0, early?.receiveLevel ?? -100)
+            if packets > 30, level > -40 { break }
+        }
+        #expect(packets > 30 && level > -40, "before the answer: \(packets) packets at \(level) dB")
+        try await node.answer(call)
+        _ = try await TwoNodeTests.next(events) { if case .connected = $0 { true } else { false } }
+        let run = try await caller.value
+        #expect(run.status == 0, "\(run.log)")
+        await node.shutdown()
+    }
+
     /// A callee with early media: its 183 carries an answer and it streams an announcement
     /// (1 kHz) before it answers; its 200 follows 2.5 s later, and then it streams 1.6 kHz.
     /// The node plays the announcement (heard at the start of its recording), says "early
