@@ -37,7 +37,7 @@
 #include <sofia-sip/su_wait.h>
 #include <sofia-sip/url.h>
 
-enum command_op { OP_INVITE, OP_RESPOND, OP_RESPOND_UPDATE, OP_OPTIONS, OP_BYE, OP_CANCEL, OP_INFO, OP_REGISTER, OP_UNREGISTER, OP_SHUTDOWN };
+enum command_op { OP_INVITE, OP_RESPOND, OP_RESPOND_UPDATE, OP_RESPOND_REFER, OP_REFER, OP_OPTIONS, OP_BYE, OP_CANCEL, OP_INFO, OP_REGISTER, OP_UNREGISTER, OP_SHUTDOWN };
 
 struct command {
     enum command_op op;
@@ -57,6 +57,10 @@ struct call_entry {
                         refresh the peer refused) */
     int update_saved;                 /* an UPDATE waits for its answer in `update` */
     nua_saved_event_t update[1];
+    int refer_saved;                  /* a REFER waits for its answer in `refer` */
+    nua_saved_event_t refer[1];
+    sip_event_t *refer_event;         /* the last REFER's Event (its subscription), in the handle's home:
+                                         a call placed for it reports its progress there by NOTIFY */
 };
 
 /* The registration's handle is bound to this id (calls' ids are positive). */
@@ -132,6 +136,7 @@ static void remove_call(csip_agent *agent, long id) {
     for (size_t i = 0; i < agent->call_count; i++) {
         if (agent->calls[i].id == id) {
             if (agent->calls[i].update_saved) nua_destroy_event(agent->calls[i].update);
+            if (agent->calls[i].refer_saved) nua_destroy_event(agent->calls[i].refer);
             agent->calls[i] = agent->calls[--agent->call_count];
             return;
         }
@@ -329,6 +334,47 @@ static void on_event(nua_event_t event, int status, char const *phrase, nua_t *n
         emit(agent, CSIP_EVENT_UPDATE, status, phrase, call, sip);
         break;
     }
+    case nua_i_refer: {
+        /* A transfer (RFC 3515): the node decides (csip_respond_refer), one at a time. A REFER
+         * outside a call is refused: the node follows transfers of its own calls only. */
+        struct call_entry *entry = call ? call_entry(agent, call) : NULL;
+        if (!entry) {
+            nua_respond(nh, 403, "Forbidden (transfers are followed only within a call)", NUTAG_WITH_THIS(nua), TAG_END());
+            if (!call) nua_handle_destroy(nh);
+            break;
+        }
+        if (entry->refer_saved) {
+            nua_respond(nh, 491, "Request Pending", NUTAG_WITH_THIS(nua), TAG_END());
+            break;
+        }
+        sip_event_t const *refer_event = NULL;
+        tl_gets(tags, NUTAG_REFER_EVENT_REF(refer_event), TAG_END());
+        if (entry->refer_event) su_free(nua_handle_home(nh), entry->refer_event);
+        entry->refer_event = refer_event ? sip_event_dup(nua_handle_home(nh), refer_event) : NULL;
+        nua_save_event(nua, entry->refer);
+        entry->refer_saved = 1;
+        char refer_to[1024] = "", by[512] = "";
+        csip_event reported = { .kind = CSIP_EVENT_REFER, .status = status, .phrase = phrase, .call = call };
+        if (sip && sip->sip_refer_to) {
+            url_e(refer_to, sizeof refer_to, sip->sip_refer_to->r_url);
+            refer_to[sizeof refer_to - 1] = 0;
+            reported.body = refer_to;
+        }
+        if (sip && (sip->sip_referred_by || sip->sip_from)) {
+            url_e(by, sizeof by, sip->sip_referred_by ? sip->sip_referred_by->b_url : sip->sip_from->a_url);
+            by[sizeof by - 1] = 0;
+            reported.from_uri = by;
+        }
+        agent->callback(agent->context, &reported);
+        break;
+    }
+    case nua_r_refer:
+        if (call > 0 && status >= 200) emit(agent, CSIP_EVENT_REFER_RESPONSE, status, phrase, call, sip);
+        break;
+    case nua_i_notify:
+        /* The progress of a transfer this side asked for (the stack answers the NOTIFY). */
+        if (call > 0) emit(agent, CSIP_EVENT_NOTIFY, status, phrase, call, sip);
+        break;
     case nua_i_ack:
         emit(agent, CSIP_EVENT_ACK, status, phrase, call, sip);
         break;
@@ -414,7 +460,15 @@ static void perform(csip_agent *agent, struct command *command) {
                 char from[640];
                 snprintf(from, sizeof from, "\"%s\" %s", command->b, agent->from);
                 int tls = entry && entry->tls && agent->tls_contact;
+                /* A call placed for a transfer: the stack reports its progress to the referrer
+                 * by NOTIFY in the referring call (RFC 3515), and it replaces a dialog there
+                 * when the transfer named one (RFC 3891). */
+                struct call_entry *referring = command->status > 0 ? call_entry(agent, command->status) : NULL;
+                int notify = referring && referring->refer_event;
                 nua_invite(handle, SIPTAG_FROM_STR(from), TAG_IF(tls, SIPTAG_CONTACT_STR(agent->tls_contact)),
+                           TAG_IF(notify, NUTAG_NOTIFY_REFER(notify ? referring->handle : NULL)),
+                           TAG_IF(notify, NUTAG_REFER_EVENT(notify ? referring->refer_event : NULL)),
+                           TAG_IF(command->d != NULL, SIPTAG_REPLACES_STR(command->d)),
                            TAG_IF(command->c != NULL, SIPTAG_CONTENT_TYPE_STR("application/sdp")),
                            TAG_IF(command->c != NULL, SIPTAG_PAYLOAD_STR(command->c)), TAG_END());
                 break;
@@ -452,6 +506,18 @@ static void perform(csip_agent *agent, struct command *command) {
         entry->update_saved = 0;
         break;
     }
+    case OP_RESPOND_REFER: {
+        struct call_entry *entry = call_entry(agent, command->call);
+        if (!entry || !entry->refer_saved) break;
+        nua_respond(entry->handle, command->status, command->a ? su_strdup(agent->home, command->a) : sip_status_phrase(command->status),
+                    NUTAG_WITH_SAVED(entry->refer), TAG_END());
+        nua_destroy_event(entry->refer);
+        entry->refer_saved = 0;
+        break;
+    }
+    case OP_REFER:
+        if (handle && command->a) nua_refer(handle, SIPTAG_REFER_TO_STR(command->a), TAG_END());
+        break;
     case OP_OPTIONS:
         if (handle) nua_options(handle, TAG_END());
         break;
@@ -621,10 +687,11 @@ static void *run(void *argument) {
                    /* The methods the node takes, and no others: sofia's default list (which
                     * NUTAG_ALLOW only adds to) has REFER, MESSAGE, SUBSCRIBE and NOTIFY, which
                     * it would accept (202, 200) for a node that does nothing with them. */
-                   SIPTAG_ALLOW_STR("INVITE, ACK, BYE, CANCEL, OPTIONS, INFO, PRACK, UPDATE"),
+                   SIPTAG_ALLOW_STR("INVITE, ACK, BYE, CANCEL, OPTIONS, INFO, PRACK, UPDATE, REFER, NOTIFY"),
                    /* UPDATE's offer is answered by the node, not by the stack (which would send
-                    * a 200 without an answer: media is the node's). */
-                   NUTAG_APPL_METHOD("OPTIONS, UPDATE"),
+                    * a 200 without an answer: media is the node's); so is a REFER (the node
+                    * decides whether it follows a transfer: 202, or 400 and 403). */
+                   NUTAG_APPL_METHOD("OPTIONS, UPDATE, REFER"),
                    /* Session timers (RFC 4028): sofia refreshes and ends expired sessions. 90 s
                     * is the RFC's floor (sofia's default 120 refused peers asking for 90 with
                     * 422). A refresh goes as an UPDATE without a body: a re-INVITE without
@@ -704,6 +771,19 @@ long csip_new_call(csip_agent *agent) { return new_id(agent); }
 
 void csip_invite(csip_agent *agent, long call, const char *to, const char *from_display, const char *sdp) {
     enqueue(agent, OP_INVITE, call, 0, to, from_display, sdp);
+}
+
+void csip_invite_referred(csip_agent *agent, long call, const char *to, const char *from_display, const char *sdp,
+                          long referring, const char *replaces) {
+    enqueue4(agent, OP_INVITE, call, (int)referring, to, from_display, sdp, replaces);
+}
+
+void csip_respond_refer(csip_agent *agent, long call, int status, const char *phrase) {
+    enqueue(agent, OP_RESPOND_REFER, call, status, phrase, NULL, NULL);
+}
+
+void csip_refer(csip_agent *agent, long call, const char *refer_to) {
+    enqueue(agent, OP_REFER, call, 0, refer_to, NULL, NULL);
 }
 
 void csip_respond(csip_agent *agent, long call, int status, const char *phrase, const char *sdp) {

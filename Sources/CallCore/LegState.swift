@@ -633,6 +633,10 @@ public struct LegState: Sendable, Equatable {
         case let .signalingClosed(detail):
             end = LegEnd(reason: .failed, detail: detail)
             report = .failed
+        case let .transferred(detail):
+            actions.append(.send(.end(.hangup)))
+            end = LegEnd(reason: .localEnded, detail: detail)
+            report = .localEnded
         case .shutdown:
             actions.append(.send(.end(.shutdown)))
             end = LegEnd(reason: .localEnded, detail: nil)

@@ -132,6 +132,10 @@ public enum LegEnding: Sendable, Equatable {
     case signalingClosed(String)
     /// The node shuts down.
     case shutdown
+    /// The call was transferred (`detail` says to whom): the peer now talks to someone else
+    /// (this side asked it to), or this side followed the peer's transfer and its new call
+    /// connected. The peer is told the call is over, if it has not said so.
+    case transferred(String)
 }
 
 /// The settings a leg's timers follow (from ``CallNodeConfiguration``).

@@ -29,9 +29,16 @@ public protocol CallDialect: AnyObject, Sendable {
     var localAddress: String? { get async }
     /// The call is over: close what the dialect holds for it.
     func close() async
+    /// Asks the peer to call `target` in this side's place (a blind transfer); nil once asked,
+    /// else why it cannot be. Its progress comes back through ``DialectCall/transferProgress(status:detail:)``.
+    func transfer(to target: String) async -> String?
 }
 
 extension CallDialect {
+    public func transfer(to target: String) async -> String? {
+        "this call's wire has no transfer (only SIP calls can be transferred)"
+    }
+
     public func reconnect() async {}
     public func dropConnection() async {}
     public var localAddress: String? { get async { nil } }
@@ -136,6 +143,24 @@ public struct DialectCall: Sendable {
         leg?.post(.event(.firstOfferRefusedEncrypted, done: nil))
     }
 
+    /// The peer asks this side to call someone else in its place (SIP's REFER: a transfer):
+    /// the node decides as for any call it places, tells the peer through the request, places
+    /// the call and, once it connects, ends this one.
+    public func transferRequested(_ request: TransferRequest) {
+        leg?.post(.transferRequested(request))
+    }
+
+    /// How a transfer of this side's asking goes (the peer reports its new call's progress):
+    /// told as ``NodeEvent/transfer(_:status:detail:)``.
+    public func transferProgress(status: Int, detail: String) {
+        leg?.post(.transferProgress(status: status, detail: detail))
+    }
+
+    /// This side's transfer succeeded (`detail` says to whom): the call ends.
+    public func transferred(_ detail: String) {
+        leg?.post(.event(.end(.transferred(detail)), done: nil))
+    }
+
     /// Something on the wire makes the call impossible (`detail` says what): it ends as failed.
     public func failed(_ detail: String) {
         leg?.post(.event(.end(.failed(detail)), done: nil))
@@ -144,5 +169,28 @@ public struct DialectCall: Sendable {
     /// Runs `work` as a task of the call: it is cancelled and awaited when the call ends.
     public func run(_ work: @escaping @Sendable () async -> Void) {
         leg?.spawn(work)
+    }
+}
+
+/// A peer's request that this side call someone else in its place (SIP's REFER: a transfer),
+/// from its dialect to the node (``DialectCall/transferRequested(_:)``).
+public struct TransferRequest: Sendable {
+    /// Whom to call (a `sip:` URI).
+    public var target: String
+    /// Tells the peer the node's decision: 202 (it calls the target), 403 (a blocked target),
+    /// or another refusal, with a phrase.
+    public var respond: @Sendable (_ status: Int, _ phrase: String?) async -> Void
+    /// The new call's dialect (SIP's reports the call's progress to the peer); nil if it
+    /// cannot be made.
+    public var dialect: @Sendable () async -> (any CallDialect)?
+    /// The new call connected or ended: another transfer may be followed.
+    public var settled: @Sendable () async -> Void
+
+    public init(target: String, respond: @escaping @Sendable (Int, String?) async -> Void,
+                dialect: @escaping @Sendable () async -> (any CallDialect)?, settled: @escaping @Sendable () async -> Void) {
+        self.target = target
+        self.respond = respond
+        self.dialect = dialect
+        self.settled = settled
     }
 }

@@ -254,6 +254,11 @@ actor CallLeg {
             } else {
                 reply(nil)
             }
+        case let .transferRequested(request):
+            await report(.transferRequested(request))
+        case let .transferProgress(status, detail):
+            logger.info("call \(uuid): transfer: \(detail)")
+            broadcaster.send(.transfer(uuid, status: status, detail: detail))
         case let .progress(reply):
             if let error = await legEvent(.progressing) {
                 reply(.earlyMedia("\(error)"))

@@ -39,6 +39,10 @@ enum LegInput: Sendable {
     case restartICE(LegReply<CallNodeError?>)
     /// The embedder's early media before it answers (``CallNode/progress(_:)``).
     case progress(LegReply<CallNodeError?>)
+    /// The peer asks for the call to be transferred (its dialect's ``TransferRequest``).
+    case transferRequested(TransferRequest)
+    /// How this side's transfer goes, as the peer reports it.
+    case transferProgress(status: Int, detail: String)
     /// A local candidate of trickle round `round` to send (`nil`: the end of its candidates).
     case trickled(round: Int, candidate: String?)
     /// The call's media statistics now (nil before media).
@@ -79,6 +83,8 @@ enum LegReport: Sendable {
     /// The media is ready and waits for the audio session: the router answers with
     /// ``LegInput/audioActive`` once it is active (app-owned: after activating it).
     case awaitingAudio
+    /// The peer asks for the call to be transferred: the node decides and places the call.
+    case transferRequested(TransferRequest)
     /// The call has ended (before it releases what it holds): what its end event says.
     /// `reason`: the one the manager records here.
     case ended(detail: String?, duration: Duration?, reason: CallEndReason?)

@@ -58,6 +58,8 @@ extension CallNode {
             await regroup(uuid, with: other)
         case .awaitingAudio:
             await audioWanted(by: uuid)
+        case let .transferRequested(request):
+            await followTransfer(from: uuid, request)
         case let .ended(detail, duration, reason):
             // Kept before the leg releases what it holds, so the manager's end event finds it.
             guard legs.removeValue(forKey: uuid) != nil else { return }

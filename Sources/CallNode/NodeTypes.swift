@@ -306,6 +306,8 @@ public enum CallNodeError: Error, Sendable, Equatable, CustomStringConvertible {
     case restartFailed(String)
     /// Early media could not start (``CallNode/progress(_:)``), for this reason.
     case earlyMedia(String)
+    /// The call cannot be transferred (``CallNode/transfer(_:to:)``), for this reason.
+    case transfer(String)
     /// ``CallTarget/webPage`` with no page connected (or every page in a call).
     case noWebPage
     /// ``CallTarget/handle(_:)`` is reached through its dialect (``CallNode/call(over:handle:title:)``).
@@ -325,6 +327,7 @@ public enum CallNodeError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .media(problem): problem
         case let .restartFailed(reason): "the ICE restart failed: \(reason)"
         case let .earlyMedia(reason): "early media cannot start: \(reason)"
+        case let .transfer(reason): "cannot transfer the call: \(reason)"
         case .noWebPage: "no web page is connected and free (open the node's web page first)"
         case let .handleNeedsDialect(handle): "'\(handle)' is reached through its dialect: call(over:handle:title:)"
         case let .sip(problem): "SIP: \(problem)"
@@ -372,6 +375,11 @@ public enum NodeEvent: Sendable, Equatable {
     /// callee's greeting goes to the caller (``CallNode/progress(_:)``). `connected` follows
     /// when the call is answered.
     case earlyMedia(UUID)
+    /// A transfer of the call goes on: this node's (``CallNode/transfer(_:to:)``: the peer's
+    /// new call's progress, 1xx; 2xx done, the call ends; 3xx–6xx failed, the call goes on) or
+    /// the peer's, which this node follows (202 taken and calling, 403 refused; 200 done, the
+    /// call ends; 500 failed).
+    case transfer(UUID, status: Int, detail: String)
     case statistics(UUID, MediaStatistics)
     case remoteHold(UUID, Bool)
     case dtmf(UUID, Character)

@@ -101,6 +101,7 @@ extension Simulation {
         case let .playoutReset(uuid, reset): log("\(who): call \(callName(uuid)) playout reset (\(reset.reason.rawValue))")
         case let .firstAudio(uuid, _): log("\(who): call \(callName(uuid)) first audio")
         case let .earlyMedia(uuid): log("\(who): call \(callName(uuid)) early media")
+        case let .transfer(uuid, status, _): log("\(who): call \(callName(uuid)) transfer \(status)")
         case let .peerError(message): log("\(who): peer error: \(message)")
         case let .recordingFailed(uuid, _, reason): log("\(who): call \(callName(uuid)) recording failed: \(reason)")
         case let .webPage(connected, _): log("\(who): its call page \(connected ? "opened" : "closed")")

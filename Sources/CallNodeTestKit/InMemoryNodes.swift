@@ -136,6 +136,7 @@ public final class InMemoryNodes: @unchecked Sendable {  // the event log is beh
         case .secured: "secured"
         case .firstAudio: "first-audio"
         case .earlyMedia: "early-media"
+        case .transfer: "transfer"
         case .statistics: "statistics"
         case let .remoteHold(_, on): "remote-hold(\(on))"
         case .dtmf: "dtmf"

@@ -72,6 +72,7 @@ public enum EventJSON {
         case let .iceRestarted(uuid, byPeer): return ["event": "ice-restart", "call": uuid.uuidString, "by_peer": byPeer]
         case let .firstAudio(uuid, after): return ["event": "first-audio", "call": uuid.uuidString, "after_ms": milliseconds(after)]
         case let .earlyMedia(uuid): return ["event": "early-media", "call": uuid.uuidString]
+        case let .transfer(uuid, status, detail): return ["event": "transfer", "call": uuid.uuidString, "status": status, "detail": detail]
         case let .rejected(uuid, reason): return ["event": "rejected", "call": uuid.uuidString, "reason": reason.rawValue]
         case let .refused(uuid, from, reason):
             return ["event": "refused", "call": uuid.uuidString, "fingerprint": from.hex, "reason": reason.rawValue]

@@ -37,6 +37,15 @@ public struct SIPEvent: Sendable, Equatable {
         /// The response to ``SIPAgent/options(_:)``; ``SIPEvent/local`` when this side's stack
         /// made it (the request could not be delivered, or nothing answered).
         case optionsResponse
+        /// A REFER in the call (RFC 3515: a transfer): ``SIPEvent/body`` its Refer-To (a URI,
+        /// with `?Replaces=…` if it names a dialog), ``SIPEvent/fromURI`` who referred. Answered
+        /// with ``SIPAgent/respondToRefer(_:status:phrase:)``.
+        case refer
+        /// The final response to this side's ``SIPAgent/refer(_:to:)``.
+        case referResponse
+        /// A NOTIFY of this side's REFER: the transferee's new call's progress, its body a
+        /// `message/sipfrag` status line (`SIP/2.0 200 OK`). The stack answers it.
+        case notify
     }
 
     public var kind: Kind
@@ -178,6 +187,9 @@ public final class SIPAgent: Sendable {
         case CSIP_EVENT_UPDATE: .update
         case CSIP_EVENT_SESSION_EXPIRED: .sessionExpired
         case CSIP_EVENT_OPTIONS_RESPONSE: .optionsResponse
+        case CSIP_EVENT_REFER: .refer
+        case CSIP_EVENT_REFER_RESPONSE: .referResponse
+        case CSIP_EVENT_NOTIFY: .notify
         default: .error
         }
         var copied = SIPEvent(kind: kind, status: Int(event.status), phrase: text(event.phrase) ?? "", call: event.call,
@@ -217,6 +229,27 @@ public final class SIPAgent: Sendable {
     public func invite(_ call: Int, to uri: String? = nil, displayName: String? = nil, sdp: String?) {
         guard !isStopped else { return }
         csip_invite(handle.pointer, call, uri, displayName ?? (uri == nil ? nil : ""), sdp)
+    }
+
+    /// Sends the INVITE of a new call placed because the peer of `referring` asked for it (a
+    /// REFER answered 202): the stack reports the call's progress to that peer by NOTIFY.
+    /// `replaces`: the Replaces header the Refer-To named (an attended transfer, RFC 3891).
+    public func invite(_ call: Int, to uri: String, displayName: String?, sdp: String?, referring: Int, replaces: String?) {
+        guard !isStopped else { return }
+        csip_invite_referred(handle.pointer, call, uri, displayName ?? "", sdp, referring, replaces)
+    }
+
+    /// Responds to the call's pending REFER: `202` follows the transfer, `400` or `403` refuse it.
+    public func respondToRefer(_ call: Int, status: Int, phrase: String? = nil) {
+        guard !isStopped else { return }
+        csip_respond_refer(handle.pointer, call, Int32(status), phrase)
+    }
+
+    /// Asks the call's peer to call `target` (a REFER: a blind transfer); the answer comes as a
+    /// ``SIPEvent/Kind/referResponse`` event, the transfer's progress as ``SIPEvent/Kind/notify``.
+    public func refer(_ call: Int, to target: String) {
+        guard !isStopped else { return }
+        csip_refer(handle.pointer, call, target)
     }
 
     /// Responds to the call's INVITE: `180` rings, `200` answers (with `sdp`), `486`, `603`…;

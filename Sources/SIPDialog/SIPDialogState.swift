@@ -87,6 +87,10 @@ public struct SIPDialogState: Sendable, Equatable {
     public private(set) var probeOut = false
     /// When the dialog was confirmed, on the caller's clock.
     public private(set) var confirmedAt: Duration?
+    /// The peer's transfer (its REFER) is being followed: its new call not connected or over yet.
+    public internal(set) var referIn = false
+    /// The target of this side's transfer (its REFER), until the transfer succeeds or fails.
+    public internal(set) var referOut: String?
     private var random: SplitMix64
 
     /// A dialog for an outgoing call to `uri`, or for an incoming INVITE. `seed` drives the
@@ -165,6 +169,8 @@ public struct SIPDialogState: Sendable, Equatable {
             waiting = nil
             if phase == .idle { phase = .terminated }
             return []
+        case .refer, .transferDecided, .transferSettled, .transfer, .referAnswered, .notified:
+            return transfer(input)
         case let .timerFired(timer):
             switch timer {
             case .glareRetry:
@@ -441,72 +447,6 @@ public struct SIPDialogState: Sendable, Equatable {
     private func failing(_ detail: String) -> [SIPDialogAction] {
         [.deliver(.error(detail)), .deliver(.end(.failed))]
     }
-}
-
-/// What a SIP dialog hears: the call's signals and its wire's events.
-public enum SIPDialogInput: Sendable, Equatable {
-    /// A signal the call sends to its peer.
-    case call(CallSignal)
-    /// An INVITE in this dialog: the first (incoming calls) or a re-INVITE.
-    case invite(sdp: String?)
-    /// A response to this side's INVITE or re-INVITE.
-    case response(status: Int, phrase: String, sdp: String?)
-    /// The ACK to this side's 200 (with SDP: the answer to an offer made in the 200).
-    case ack(sdp: String?)
-    /// The caller cancelled (its RFC 3326 Reason header, if any).
-    case cancel(reason: String?)
-    /// The peer hung up.
-    case bye
-    /// The stack ended the dialog.
-    case terminated
-    /// An INFO (DTMF some phones send this way).
-    case info(contentType: String?, body: String?)
-    case timerFired(SIPDialogTimer)
-    /// The call closed its side (after its end, or without one): nothing more is sent for it.
-    case callClosed
-    /// An UPDATE in this dialog (RFC 3311): a refresh without a body, or an offer.
-    case update(sdp: String?)
-    /// The stack ended the session itself (`detail` says why: its session timer ran out).
-    case sessionExpired(String)
-    /// The answer to this side's OPTIONS in the dialog (`local`: made by this side's stack,
-    /// the request undelivered).
-    case probeAnswered(status: Int, phrase: String, local: Bool)
-}
-
-/// A SIP dialog's timers.
-public enum SIPDialogTimer: Sendable, Hashable {
-    /// A re-INVITE refused with 491 goes again.
-    case glareRetry
-}
-
-/// What a SIP dialog does: requests and responses for the stack, signals for the call.
-public enum SIPDialogAction: Sendable, Equatable {
-    /// The first INVITE, to `to`, with the call's offer.
-    case invite(to: String, displayName: String?, sdp: String)
-    /// A re-INVITE in the dialog.
-    case reinvite(sdp: String)
-    /// A response to the peer's INVITE or re-INVITE.
-    case respond(status: Int, phrase: String?, sdp: String?, retryAfter: Int?)
-    /// A response to the peer's UPDATE (with the answer to its offer).
-    case respondToUpdate(status: Int, phrase: String?, sdp: String?)
-    case bye
-    case cancel
-    /// An OPTIONS in the dialog: is the peer still there?
-    case probe
-    /// A signal for the call.
-    case deliver(CallSignal)
-    /// A DTMF digit the peer sent on the wire.
-    case deliverDTMF(Character)
-    /// The dialog ended under the call: it ends.
-    case signalingLost(String)
-    /// The next INVITE starts a dialog of its own (a new Call-ID): the old one is over.
-    case newDialog
-    /// The call is asked for its first offer again, in plain RTP (the peer refused SRTP).
-    case offerAgainUnencrypted(reason: String)
-    /// Fire `timer` after `after`.
-    case arm(SIPDialogTimer, after: Duration)
-    /// Something worth a line in the log.
-    case note(String)
 }
 
 /// SplitMix64: a small seeded generator, so a dialog's random waits replay from a seed.

@@ -454,6 +454,8 @@ final class CallRunner {
         case let .connected(uuid, setup):
             earlyMedia.remove(uuid)
             line("connected in \(EventJSON.milliseconds(setup)) ms")
+        case let .transfer(_, _, detail):
+            line("transfer: \(detail)")
         case let .earlyMedia(uuid):
             earlyMedia.insert(uuid)
             line(uuid == dialedCall ? "early media: hearing the callee before it answers (its announcement or ringback; your microphone is not sent)"

@@ -31,6 +31,12 @@ typedef enum {
                                   session timer ran out (RFC 4028), the peer stopped refreshing */
     CSIP_EVENT_OPTIONS_RESPONSE,/* the response to csip_options (status; `local` when the stack
                                   made it itself: the request could not be sent or was lost) */
+    CSIP_EVENT_REFER,          /* a REFER in the call (RFC 3515: a transfer): body its Refer-To URI
+                                  (with ?Replaces=... if it names a dialog), from_uri who referred
+                                  (Referred-By, else From); answered with csip_respond_refer */
+    CSIP_EVENT_REFER_RESPONSE, /* the final response to csip_refer */
+    CSIP_EVENT_NOTIFY,         /* a NOTIFY of csip_refer's subscription (body: its message/sipfrag,
+                                  "SIP/2.0 200 OK"); the stack answers it */
 } csip_event_kind;
 
 typedef struct {
@@ -63,6 +69,20 @@ long csip_new_call(csip_agent *agent);
 /* An INVITE: a new call to `to` (with `from_display`), or a re-INVITE of a known call (`to`
  * ignored). `sdp` may be NULL (a delayed offer). */
 void csip_invite(csip_agent *agent, long call, const char *to, const char *from_display, const char *sdp);
+
+/* An INVITE for a new call placed because of a REFER in `referring` (answered 202): the stack
+ * reports its progress to the referrer by NOTIFY (message/sipfrag) in that call. `replaces`,
+ * if not NULL, is the Replaces header the Refer-To named (RFC 3891). */
+void csip_invite_referred(csip_agent *agent, long call, const char *to, const char *from_display, const char *sdp,
+                          long referring, const char *replaces);
+
+/* Responds to the call's pending REFER (CSIP_EVENT_REFER): 202 follows it (then place the call
+ * with csip_invite_referred), 400 or 403 refuse it. */
+void csip_respond_refer(csip_agent *agent, long call, int status, const char *phrase);
+
+/* Sends a REFER in the call (a transfer, RFC 3515): the peer is asked to call `refer_to`. Its
+ * response comes as CSIP_EVENT_REFER_RESPONSE, the new call's progress as CSIP_EVENT_NOTIFY. */
+void csip_refer(csip_agent *agent, long call, const char *refer_to);
 
 /* Responds to the call's INVITE (provisional or final), with `sdp` as its body if not NULL. */
 void csip_respond(csip_agent *agent, long call, int status, const char *phrase, const char *sdp);

@@ -21,6 +21,13 @@ actor SIPDialect: CallDialect {
     /// What arrived before the call started (an INVITE's offer).
     private var early: [SIPDialogAction] = []
     private var state: SIPDialogState
+    /// Outgoing, placed for a transfer: the call whose peer asked for it (the stack tells that
+    /// peer how this call goes), and the dialog it replaces at the target, if it names one.
+    private let referral: (call: Int, replaces: String?)?
+    /// Makes the dialect of a call placed for the peer's transfer (to `target`, reporting to
+    /// this dialog's peer).
+    typealias ReferredDialect = @Sendable (_ target: String, _ referral: (call: Int, replaces: String?)) async -> (any CallDialect)?
+    private let referredDialect: ReferredDialect
 
     /// What the router does with this dialect's id after an event.
     enum Routing: Equatable {
@@ -33,8 +40,11 @@ actor SIPDialect: CallDialect {
     }
 
     init(agent: SIPAgent, call sipCall: Int, outgoing: Bool, uri: String?, traits: DialectTraits, clock: TimerClock, logger: Logger,
+         referral: (call: Int, replaces: String?)? = nil, referredDialect: @escaping ReferredDialect,
          closed: @escaping @Sendable (Int, Bool) async -> Void) {
         self.traits = traits
+        self.referral = referral
+        self.referredDialect = referredDialect
         self.agent = agent
         self.sipCall = sipCall
         self.logger = logger
@@ -61,6 +71,17 @@ actor SIPDialect: CallDialect {
         _ = handle(.call(signal))
     }
 
+    /// Asks the peer to call `target` instead (a blind transfer, REFER); nil once asked, else
+    /// why it cannot be. The transfer's progress comes as the call's transfer events; when it
+    /// succeeds the call ends.
+    func transfer(to target: String) -> String? {
+        var refusal: String?
+        for action in state.handle(.transfer(to: target), now: clock.now) {
+            if case let .transferRefused(reason) = action { refusal = reason } else { _ = perform(action) }
+        }
+        return refusal
+    }
+
     func close() async {
         _ = handle(.callClosed)
         await closed(sipCall, state.onWire)
@@ -82,6 +103,9 @@ actor SIPDialect: CallDialect {
         case .update: input = .update(sdp: event.sdp)
         case .sessionExpired: input = .sessionExpired(event.phrase)
         case .optionsResponse: input = .probeAnswered(status: event.status, phrase: event.phrase, local: event.local)
+        case .refer: input = .refer(target: event.body)
+        case .referResponse: input = .referAnswered(status: event.status, phrase: event.phrase)
+        case .notify: input = .notified(body: event.body)
         case .byeResponse, .error, .shutdown, .registration: return .keep
         }
         let moved = handle(input)
@@ -101,7 +125,11 @@ actor SIPDialect: CallDialect {
     private func perform(_ action: SIPDialogAction) -> Int? {
         switch action {
         case let .invite(uri, displayName, sdp):
-            agent.invite(sipCall, to: uri, displayName: displayName, sdp: sdp)
+            if let referral {
+                agent.invite(sipCall, to: uri, displayName: displayName, sdp: sdp, referring: referral.call, replaces: referral.replaces)
+            } else {
+                agent.invite(sipCall, to: uri, displayName: displayName, sdp: sdp)
+            }
         case let .reinvite(sdp):
             agent.invite(sipCall, sdp: sdp)
         case let .respond(status, phrase, sdp, retryAfter):
@@ -137,10 +165,42 @@ actor SIPDialect: CallDialect {
                 guard !Task.isCancelled else { return }
                 await self?.fired(timer)
             }
+        case let .respondToRefer(status, phrase):
+            agent.respondToRefer(sipCall, status: status, phrase: phrase)
+        case let .followTransfer(target, replaces):
+            guard let call else {
+                agent.respondToRefer(sipCall, status: 481, phrase: "Call/Transaction Does Not Exist")
+                return nil
+            }
+            logger.info("SIP call \(sipCall): the peer transfers the call to \(target)")
+            let make = referredDialect, referral = (call: sipCall, replaces: replaces)
+            call.transferRequested(TransferRequest(
+                target: target,
+                respond: { [weak self] status, phrase in await self?.decided(status: status, phrase: phrase) },
+                dialect: { await make(target, referral) },
+                settled: { [weak self] in await self?.settled() }))
+        case let .refer(target):
+            logger.info("SIP call \(sipCall): transferring the call to \(target)")
+            agent.refer(sipCall, to: target)
+        case .transferRefused:
+            break  // said by transfer(to:)
+        case let .reportTransfer(status, detail):
+            logger.info("SIP call \(sipCall): transfer: \(detail)")
+            call?.transferProgress(status: status, detail: detail)
+        case let .transferred(detail):
+            call?.transferred(detail)
         case let .note(text):
             logger.info("SIP call \(sipCall): \(text)")
         }
         return nil
+    }
+
+    private func decided(status: Int, phrase: String?) {
+        _ = handle(.transferDecided(status: status, phrase: phrase))
+    }
+
+    private func settled() {
+        _ = handle(.transferSettled)
     }
 
     private func fired(_ timer: SIPDialogTimer) {

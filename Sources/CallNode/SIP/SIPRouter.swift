@@ -109,16 +109,21 @@ actor SIPRouter {
         if admitted == nil { dialects[event.call] = nil }
     }
 
-    /// A dialect for a new outgoing call to `uri`.
-    func outgoing(to uri: String) -> SIPDialect {
-        makeDialect(call: agent.newCall(), outgoing: true, uri: uri)
+    /// A dialect for a new outgoing call to `uri`; `referral`: placed for the transfer the peer
+    /// of that call asked for (the stack tells it how this call goes), replacing a dialog at
+    /// the target if the transfer named one.
+    func outgoing(to uri: String, referral: (call: Int, replaces: String?)? = nil) -> SIPDialect {
+        makeDialect(call: agent.newCall(), outgoing: true, uri: uri, referral: referral)
     }
 
-    private func makeDialect(call: Int, outgoing: Bool, uri: String?) -> SIPDialect {
+    private func makeDialect(call: Int, outgoing: Bool, uri: String?, referral: (call: Int, replaces: String?)? = nil) -> SIPDialect {
         let traits = DialectTraits(peer: .other, resumable: false, firstOffer: .byCaller, offersICE: settings.offersICE,
                                    mediaAddress: settings.mediaAddress, mediaEncryption: settings.mediaEncryption,
                                    codecs: settings.codecs)
-        let dialect = SIPDialect(agent: agent, call: call, outgoing: outgoing, uri: uri, traits: traits, clock: clock, logger: logger) { [weak self] call, onWire in
+        let dialect = SIPDialect(agent: agent, call: call, outgoing: outgoing, uri: uri, traits: traits, clock: clock, logger: logger,
+                                 referral: referral, referredDialect: { [weak self] target, referral in
+                                     await self?.outgoing(to: target, referral: referral)
+                                 }) { [weak self] call, onWire in
             // A dialog on the wire is forgotten when it has ended there (its BYE answered, a
             // late CANCEL); an INVITE that never went out, now.
             guard !onWire else { return }

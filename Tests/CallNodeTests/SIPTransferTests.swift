@@ -1,0 +1,106 @@
+import CallNode
+import CallNodeTestSupport
+import Foundation
+import SIP
+import Testing
+
+/// Transfers over SIP between real nodes (RFC 3515: REFER, the transferee's new call, NOTIFYs
+/// of its progress): Alice talks to Bob and transfers him to Carol; Bob follows, his call with
+/// Alice ends once Carol answers, and the tones say who hears whom.
+extension RealTimeTests {
+@Suite struct SIPTransferTests {
+    typealias Fixture = TwoNodeTests.Fixture
+
+    /// Alice (440 Hz), Bob (660 Hz) and Carol (880 Hz), each listening for SIP on loopback and
+    /// recording what it hears; Bob and Carol answer by themselves.
+    static func nodes(_ f: Fixture) async throws -> (alice: CallNode, bob: CallNode, carol: CallNode, bobURI: String, carolURI: String) {
+        let alice = try await f.node("alice", input: .tone(440), output: .wav(f.path("alice-out.wav")), keyExchange: .sdes)
+        let bob = try await f.node("bob", input: .tone(660), output: .wav(f.path("bob-out.wav")), keyExchange: .sdes)
+        let carol = try await f.node("carol", input: .tone(880), output: .wav(f.path("carol-out.wav")), keyExchange: .sdes)
+        _ = try await alice.listenSIP(SIPListenSettings(host: "127.0.0.1", port: SIPCallTests.freePort(), user: "alice"))
+        let bobURI = try await bob.listenSIP(SIPListenSettings(host: "127.0.0.1", port: SIPCallTests.freePort(), user: "bob"))
+        let carolURI = try await carol.listenSIP(SIPListenSettings(host: "127.0.0.1", port: SIPCallTests.freePort(), user: "carol"))
+        return (alice, bob, carol, bobURI, carolURI)
+    }
+
+    /// The last `seconds` of a recording hold `frequency` far more than `other`.
+    static func ends(with path: String, _ frequency: Double, over other: Double, seconds: Int = 1) throws -> Bool {
+        let heard = try WAV.read(path: path)
+        let rate = heard.format.sampleRate
+        guard heard.samples.count > (seconds + 1) * rate else { return false }
+        let tail = Array(heard.samples[(heard.samples.count - seconds * rate)...])
+        return Goertzel.power(of: frequency, in: tail, rate: Double(rate)) > 20 * Goertzel.power(of: other, in: tail, rate: Double(rate))
+    }
+
+    @Test func aBlindTransferMovesTheCallAndTheTonesSayWhoHearsWhom() async throws {
+        let f = try Fixture()
+        let (alice, bob, carol, bobURI, carolURI) = try await Self.nodes(f)
+        let aliceEvents = alice.events(), bobEvents = bob.events(), carolEvents = carol.events()
+        let call = try await alice.call(.sip(bobURI))
+        _ = try await SIPCallTests.hearing(aliceEvents)
+        let bobOld = try #require(await bob.liveCalls.first)
+
+        try await alice.transfer(call, to: carolURI)
+        // Alice hears how it goes, and her call ends once Carol answered.
+        _ = try await TwoNodeTests.next(aliceEvents) { if case .transfer(call, 200, _) = $0 { true } else { false } }
+        let aliceEnded = try await TwoNodeTests.next(aliceEvents) { if case .ended(call, _, _, _) = $0 { true } else { false } }
+        guard case let .ended(_, aliceReason, aliceDetail, _) = aliceEnded else { return }
+        #expect(aliceReason == .localEnded && aliceDetail == "transferred to \(carolURI)", "\(aliceEnded)")
+        // Bob followed: his new call to Carol connected, his old one ended.
+        _ = try await TwoNodeTests.next(bobEvents) { if case .transfer(bobOld, 202, _) = $0 { true } else { false } }
+        let bobEnded = try await TwoNodeTests.next(bobEvents) { if case .ended(bobOld, _, _, _) = $0 { true } else { false } }
+        guard case let .ended(_, _, detail, _) = bobEnded else { return }
+        #expect(detail == "transferred to \(carolURI) at the peer's request", "\(bobEnded)")
+        _ = try await TwoNodeTests.next(carolEvents) { if case .connected = $0 { true } else { false } }
+        let bobNew = try #require(await bob.liveCalls.first)
+        #expect(bobNew != bobOld)
+        #expect(bob.handle(of: bobNew) == carolURI)
+        _ = try await SIPCallTests.hearing(carolEvents)
+        try await Task.sleep(for: .seconds(2))
+        #expect(await alice.liveCalls.isEmpty)
+        let carolCall = try #require(await carol.liveCalls.first)
+        try await carol.hangUp(carolCall)
+        _ = try await TwoNodeTests.next(bobEvents) { if case .ended(bobNew, _, _, _) = $0 { true } else { false } }
+        for node in [alice, bob, carol] { await node.shutdown() }
+        // Bob heard Carol last, and Carol heard Bob.
+        #expect(try Self.ends(with: f.path("bob-out.wav"), 880, over: 440), "Bob did not end up hearing Carol")
+        #expect(try Self.ends(with: f.path("carol-out.wav"), 660, over: 440), "Carol did not hear Bob")
+    }
+
+    @Test func aTransferToABlockedOrUnreachableTargetLeavesTheCallRunning() async throws {
+        let f = try Fixture()
+        let (alice, bob, _, bobURI, carolURI) = try await Self.nodes(f)
+        let aliceEvents = alice.events()
+        try await bob.store.directory.block(CallHandle(.generic, carolURI))
+        let call = try await alice.call(.sip(bobURI))
+        _ = try await SIPCallTests.hearing(aliceEvents)
+        try await alice.transfer(call, to: carolURI)
+        let refused = try await TwoNodeTests.next(aliceEvents) { if case let .transfer(call2, status, _) = $0 { call2 == call && status >= 300 } else { false } }
+        guard case let .transfer(_, status, detail) = refused else { return }
+        #expect(status == 403, "\(detail)")
+        #expect(detail.contains("refused"), "\(detail)")
+        // The call goes on: both still hear each other.
+        _ = try await SIPCallTests.hearing(aliceEvents, beyond: 200)
+        #expect(await alice.liveCalls == [call])
+        // A transfer the node cannot ask for is refused at once, saying why.
+        await #expect(throws: CallNodeError.self) { try await alice.transfer(call, to: "mailto:carol@example.org") }
+        try await alice.hangUp(call)
+        for node in [alice, bob] { await node.shutdown() }
+    }
+
+    @Test func callsBetweenNodesSayWhyTheyCannotBeTransferred() async throws {
+        let f = try Fixture()
+        let alice = try await f.node("alice", input: .tone(440))
+        let bob = try await f.node("bob", input: .tone(660))
+        try await f.trust(alice, as: "alice", bob, as: "bob")
+        let events = alice.events()
+        let call = try await alice.call(.contact("bob"))
+        _ = try await TwoNodeTests.next(events) { if case .connected = $0 { true } else { false } }
+        await #expect(throws: CallNodeError.transfer("this call's wire has no transfer (only SIP calls can be transferred)")) {
+            try await alice.transfer(call, to: "sip:carol@127.0.0.1:5999")
+        }
+        #expect(await alice.liveCalls == [call])
+        for node in [alice, bob] { await node.shutdown() }
+    }
+}
+}
