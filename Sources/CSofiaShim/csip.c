@@ -189,6 +189,24 @@ static void report(csip_event_f callback, void *context, csip_event_kind kind, i
     free(body);
 }
 
+/* A REFER as the node hears it: its Refer-To as the body (with ?Replaces=... if it names a
+ * dialog), who referred (Referred-By, else From) as from_uri. */
+static void report_refer(csip_event_f callback, void *context, int status, const char *phrase, long call, sip_t const *sip) {
+    char refer_to[1024] = "", by[512] = "";
+    csip_event reported = { .kind = CSIP_EVENT_REFER, .status = status, .phrase = phrase, .call = call };
+    if (sip && sip->sip_refer_to) {
+        url_e(refer_to, sizeof refer_to, sip->sip_refer_to->r_url);
+        refer_to[sizeof refer_to - 1] = 0;
+        reported.body = refer_to;
+    }
+    if (sip && (sip->sip_referred_by || sip->sip_from)) {
+        url_e(by, sizeof by, sip->sip_referred_by ? sip->sip_referred_by->b_url : sip->sip_from->a_url);
+        by[sizeof by - 1] = 0;
+        reported.from_uri = by;
+    }
+    callback(context, &reported);
+}
+
 static void emit(csip_agent *agent, csip_event_kind kind, int status, const char *phrase, long call, sip_t const *sip) {
     report(agent->callback, agent->context, kind, status, phrase, call, sip);
 }
@@ -353,19 +371,7 @@ static void on_event(nua_event_t event, int status, char const *phrase, nua_t *n
         entry->refer_event = refer_event ? sip_event_dup(nua_handle_home(nh), refer_event) : NULL;
         nua_save_event(nua, entry->refer);
         entry->refer_saved = 1;
-        char refer_to[1024] = "", by[512] = "";
-        csip_event reported = { .kind = CSIP_EVENT_REFER, .status = status, .phrase = phrase, .call = call };
-        if (sip && sip->sip_refer_to) {
-            url_e(refer_to, sizeof refer_to, sip->sip_refer_to->r_url);
-            refer_to[sizeof refer_to - 1] = 0;
-            reported.body = refer_to;
-        }
-        if (sip && (sip->sip_referred_by || sip->sip_from)) {
-            url_e(by, sizeof by, sip->sip_referred_by ? sip->sip_referred_by->b_url : sip->sip_from->a_url);
-            by[sizeof by - 1] = 0;
-            reported.from_uri = by;
-        }
-        agent->callback(agent->context, &reported);
+        report_refer(agent->callback, agent->context, status, phrase, call, sip);
         break;
     }
     case nua_r_refer:
@@ -834,7 +840,10 @@ int csip_parse(const char *data, size_t size, csip_event_f callback, void *conte
     sip_t const *sip = sip_object(msg);
     int result = -1;
     if (sip && sip->sip_request && sip->sip_request->rq_method_name) {
-        report(callback, context, CSIP_EVENT_INVITE, 0, sip->sip_request->rq_method_name, 0, sip);
+        if (sip->sip_request->rq_method == sip_method_refer)
+            report_refer(callback, context, 0, sip->sip_request->rq_method_name, 0, sip);
+        else
+            report(callback, context, CSIP_EVENT_INVITE, 0, sip->sip_request->rq_method_name, 0, sip);
         result = 1;
     } else if (sip && sip->sip_status) {
         result = 0;

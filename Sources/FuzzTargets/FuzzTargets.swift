@@ -84,6 +84,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case "CANCEL": .cancel(reason: event.reason)
         case "INFO": .info(contentType: event.contentType, body: event.body)
         case "UPDATE": .update(sdp: event.sdp)
+        case "REFER": .refer(target: event.body)
+        case "NOTIFY": .notified(body: event.body)
         default: nil
         }
         guard let input else { return }
@@ -93,18 +95,27 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         _ = confirmed.handle(.call(.offer(sdp: offer)), now: .zero)
         _ = confirmed.handle(.call(.candidates([], end: true)), now: .zero)
         _ = confirmed.handle(.response(status: 200, phrase: "OK", sdp: offer), now: .zero)
-        for var dialog in [incoming, confirmed] {
-            var ends = 0
+        // The confirmed dialog has a transfer of its own out too: a NOTIFY may be its news.
+        var transferring = confirmed
+        _ = transferring.handle(.transfer(to: "sip:dave@192.0.2.6"), now: .zero)
+        for var dialog in [incoming, confirmed, transferring] {
+            var ends = 0, follows = 0, transferred = 0
             for step in [input, input, .bye, .terminated] {
                 for action in dialog.handle(step, now: .zero) {
                     switch action {
                     case .deliver(.end), .deliver(.reject), .signalingLost: ends += 1
                     case .deliver: check(ends == 0, "a signal delivered after the call's end (\(method))")
+                    case let .followTransfer(target, _):
+                        follows += 1
+                        check(target.lowercased().hasPrefix("sip"), "a transfer followed to what is not a SIP address: \(target)")
+                    case .transferred: transferred += 1
                     default: break
                     }
                 }
             }
             check(ends <= 1, "the call heard of its end \(ends) times (\(method))")
+            check(follows <= 1, "a REFER followed \(follows) times while the first was (\(method))")
+            check(transferred <= 1, "the call was transferred \(transferred) times (\(method))")
         }
     }
 

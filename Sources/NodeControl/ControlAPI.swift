@@ -131,6 +131,7 @@ public final class ControlAPI: Sendable {
         ControlRoute("POST", "/v1/calls/{id}/progress"),
         ControlRoute("POST", "/v1/calls/{id}/decline"),
         ControlRoute("POST", "/v1/calls/{id}/hangup"),
+        ControlRoute("POST", "/v1/calls/{id}/transfer"),
         ControlRoute("POST", "/v1/calls/{id}/hold"),
         ControlRoute("POST", "/v1/calls/{id}/resume"),
         ControlRoute("POST", "/v1/calls/{id}/mute"),
@@ -290,6 +291,14 @@ public final class ControlAPI: Sendable {
             // The end is taken; the call's `ended` event follows once it is torn down.
             try await request { () async throws(CallRequestError) in try await node.hangUp(id) }
             return ControlResponse(200, ["id": id.uuidString, "ended": true])
+        case ("POST", "transfer"):
+            guard let target = body["to"] as? String else {
+                throw Problem(status: 400, reason: "give the address to transfer the call to: {\"to\": \"sip:user@host\"}")
+            }
+            guard call.hasConnected else {
+                throw Problem(status: 409, reason: "the call is \(Self.status(of: call)): only an answered call is transferred")
+            }
+            try await nodeCall { () async throws(CallNodeError) in try await node.transfer(id, to: target) }
         case ("POST", "hold"), ("POST", "resume"):
             guard call.hasConnected else {
                 throw Problem(status: 409, reason: "the call is \(Self.status(of: call)): only a connected call is held or resumed")

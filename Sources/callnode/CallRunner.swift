@@ -56,6 +56,9 @@ final class CallRunner {
     private var current: UUID?
     /// Calls whose media runs before they are answered (early media).
     private var earlyMedia: Set<UUID> = []
+    /// The address being typed after `t` (whom to transfer the call to), until Enter or Esc;
+    /// the status line waits meanwhile.
+    private var transferEntry: String?
     private var onSpeaker = false, bypassed = false
     /// Each call's hold and mute, as the node last reported them.
     private var heldCalls: Set<UUID> = [], mutedCalls: Set<UUID> = []
@@ -274,6 +277,10 @@ final class CallRunner {
     }
 
     private func handleKey(_ key: UInt8) async {
+        if transferEntry != nil {
+            await transferKey(key)
+            return
+        }
         if key == UInt8(ascii: "r"), current == nil {
             await ringWebPage()
             return
@@ -360,6 +367,11 @@ final class CallRunner {
             do { try await node.setMuted(call, !muted) } catch {
                 line("cannot \(muted ? "unmute" : "mute"): \(error)")
             }
+        case "t":
+            // A transfer: the SIP address is typed on the next line.
+            clearStatus()
+            transferEntry = ""
+            FileHandle.standardOutput.write(Data("transfer to (sip:user@host, Enter; Esc cancels): ".utf8))
         case "h":
             do { try await node.setHeld(call, !held) } catch {
                 line("cannot \(held ? "resume" : "hold"): \(error)")
@@ -559,7 +571,7 @@ final class CallRunner {
     private func status(_ uuid: UUID, _ s: MediaStatistics) {
         let pair = lastPair[uuid].map { "\($0.localType.rawValue)/\($0.remoteType.rawValue)" } ?? "-"
         let rtt = s.roundTripTime.map { "\(EventJSON.milliseconds($0)) ms" } ?? "-"
-        guard uuid == current else { return }  // the line shows the call the keys act on
+        guard uuid == current, transferEntry == nil else { return }  // the line shows the call the keys act on
         let state = held ? "held" : heldByPeer.contains(uuid) ? "on hold by \(peers[uuid] ?? "the peer")" : nil
         let early = earlyMedia.contains(uuid) ? "early media, not answered yet" : nil
         let what = (state.map { muted ? "\($0), muted" : $0 } ?? early ?? (muted ? "muted" : "in call"))
@@ -593,6 +605,39 @@ final class CallRunner {
     static func loadNote(configured: MediaConfiguration, current: Int) -> String? {
         guard configured.complexityFollowsLoad, current < configured.opus.complexity else { return nil }
         return "busy host: complexity \(current) of \(configured.opus.complexity)"
+    }
+
+    /// A key while the transfer's address is typed: Enter transfers, Esc cancels, Backspace
+    /// takes the last character back.
+    private func transferKey(_ key: UInt8) async {
+        var entry = transferEntry ?? ""
+        switch key {
+        case 10, 13:
+            transferEntry = nil
+            FileHandle.standardOutput.write(Data("\n".utf8))
+            guard let call = current, !entry.isEmpty else { return line("transfer cancelled") }
+            do {
+                try await node.transfer(call, to: entry)
+                line("transferring the call to \(entry)…")
+            } catch {
+                line("\(error)")
+            }
+        case 27:
+            transferEntry = nil
+            FileHandle.standardOutput.write(Data("\n".utf8))
+            line("transfer cancelled")
+        case 8, 127:
+            guard !entry.isEmpty else { return }
+            entry.removeLast()
+            transferEntry = entry
+            FileHandle.standardOutput.write(Data("\u{8} \u{8}".utf8))
+        case 32..<127:
+            entry.append(Character(UnicodeScalar(key)))
+            transferEntry = entry
+            FileHandle.standardOutput.write(Data([key]))
+        default:
+            break
+        }
     }
 
     private func clearStatus() {

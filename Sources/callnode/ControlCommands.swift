@@ -141,7 +141,7 @@ struct Ctl: AsyncParsableCommand {
             curl --unix-socket ~/.callnode/control.sock http://node/v1/calls \
             (docs/control-api.openapi.json describes every one).
             """,
-        subcommands: [CtlCalls.self, CtlShow.self, CtlCall.self, CtlAnswer.self, CtlProgress.self, CtlDecline.self, CtlHangUp.self,
+        subcommands: [CtlCalls.self, CtlShow.self, CtlCall.self, CtlAnswer.self, CtlProgress.self, CtlDecline.self, CtlTransfer.self, CtlHangUp.self,
                       CtlHold.self, CtlResume.self, CtlMute.self, CtlUnmute.self, CtlSwap.self, CtlMerge.self,
                       CtlUnmerge.self, CtlDTMF.self, CtlVolume.self, CtlPlay.self, CtlRecord.self, CtlDoNotDisturb.self,
                       CtlDrain.self, CtlEvents.self, CtlNode.self])
@@ -226,6 +226,22 @@ protocol CtlCallAction: AsyncParsableCommand {
 extension CtlCallAction {
     func run() async throws {
         try await options.perform("POST", callPath(id, Self.action), human: callLine)
+    }
+}
+
+struct CtlTransfer: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "transfer", abstract: "Transfer a SIP call: its peer calls TARGET instead (a blind transfer).",
+        discussion: """
+            The peer is sent a REFER; its progress comes as `transfer` events (`ctl events`). When \
+            the peer's call to TARGET is answered this call ends; when it fails this call goes on.
+            """)
+    @Argument(help: "The call's ID (or its start).") var id: String
+    @Argument(help: ArgumentHelp("Whom the peer is to call: sip:USER@HOST[:PORT].", valueName: "TARGET")) var target: String
+    @OptionGroup var options: CtlOptions
+
+    func run() async throws {
+        try await options.perform("POST", callPath(id, "transfer"), body: ["to": target], human: callLine)
     }
 }
 

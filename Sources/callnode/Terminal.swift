@@ -62,7 +62,7 @@ let callKeysHelp = """
     a answer (holding the other calls), e answer (ending the other calls), p early media (the \
     caller of the newest ringing call hears this node's input before it is answered: SIP callers, \
     with --app-owned-audio), d decline the newest ringing call, m mute, h hold or \
-    resume, s swap to the next call, c merge the calls into a conference, u take this call out \
+    resume, t transfer a SIP call (type the address to transfer it to, then Enter), s swap to the next call, c merge the calls into a conference, u take this call out \
     of the conference, 0-9 * # send DTMF, o switch to --speaker and back, v bypass voice \
     processing, + and - output volume, ] and [ microphone volume (3 dB a step), n do-not-disturb on and off, D drain (take no new calls, exit after the last), q \
     hang up; Ctrl-C hangs up and exits.

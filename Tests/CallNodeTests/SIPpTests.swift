@@ -142,6 +142,28 @@ struct SIPpTests {
         await node.shutdown()
     }
 
+    /// What a call must survive in its dialog, from SIPp: a REFER to what is not a SIP address
+    /// (400), one to a target this node blocks (403), a NOTIFY for no subscription (481), a
+    /// PRACK for no reliable response (481). The scenario checks each answer; the call goes on
+    /// to the caller's BYE, and nothing was placed for the refused transfers.
+    @Test func badRequestsInACallAreAnsweredAndTheCallGoesOn() async throws {
+        let f = try Fixture()
+        let node = try await f.node("bob", input: .tone(660), autoAnswer: true)
+        let blocked = "sip:mallory@127.0.0.1:5999"
+        try await node.store.directory.block(CallHandle(.generic, blocked))
+        let port = SIPCallTests.freePort()
+        _ = try await node.listenSIP(SIPListenSettings(host: "127.0.0.1", port: port, user: "bob"))
+        let events = node.events()
+        let run = try await SIPp.run("caller-bad-requests.xml", in: f.path("sipp"), remote: "127.0.0.1:\(port)", service: "bob",
+                                     replacing: ["BLOCKED_TARGET": blocked])
+        #expect(run.status == 0, "\(run.log)")
+        let ended = try await TwoNodeTests.next(events) { if case .ended = $0 { true } else { false } }
+        guard case let .ended(_, reason, detail, _) = ended else { return }
+        #expect(reason == .remoteEnded, "the call ended by the caller's BYE, not before: \(detail ?? "")")
+        #expect(await node.liveCalls.isEmpty, "no call placed for a refused transfer")
+        await node.shutdown()
+    }
+
     /// A callee with early media: its 183 carries an answer and it streams an announcement
     /// (1 kHz) before it answers; its 200 follows 2.5 s later, and then it streams 1.6 kHz.
     /// The node plays the announcement (heard at the start of its recording), says "early

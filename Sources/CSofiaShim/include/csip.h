@@ -128,7 +128,8 @@ void csip_unregister(csip_agent *agent);
 
 /* Parses `size` bytes as one SIP message with sofia-sip's parser (what the agent's transports
  * run on every datagram) and, for a request, reports it through `callback` as the agent reports
- * an INVITE: From, To, Call-ID, content type, body, Reason; `phrase` is the method's name.
+ * an INVITE: From, To, Call-ID, content type, body, Reason (a REFER as the agent reports one:
+ * its Refer-To as the body); `phrase` is the method's name.
  * Returns 1 for a request, 0 for a response, -1 for bytes that do not parse. No agent needed:
  * for fuzzing the path from the wire to a call. */
 int csip_parse(const char *data, size_t size, csip_event_f callback, void *context);
