@@ -23,9 +23,11 @@ struct SIPInteropTests {
     /// With `stun` (HOST:PORT), baresip speaks ICE (its `ice` module, STUN from there, RTP and
     /// RTCP muxed) on `host`, an address of a test bed's namespace.
     /// `srtpModules` false: baresip's default modules only (no `srtp`, no `dtls_srtp`), as a
-    /// newcomer's softphone has them.
+    /// newcomer's softphone has them. `console`: a UDP port on loopback where its `cons` module
+    /// takes commands (``baresipCommand(_:port:)``), as typed at its prompt.
     static func baresip(in directory: String, host: String = "127.0.0.1", port: Int, mediaEncryption: String = "srtp-mand",
-                        codec: String = "opus/48000/2", stun: String? = nil, srtpModules: Bool = true) throws {
+                        codec: String = "opus/48000/2", stun: String? = nil, srtpModules: Bool = true, console: Int? = nil,
+                        tone: Double = 550) throws {
         try FileManager.default.createDirectory(atPath: directory + "/snd", withIntermediateDirectories: true)
         // A certificate of its own for its TLS listener (port + 1), so requests over TLS reach it.
         let made = try ChildProcess.run("/usr/bin/openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
@@ -44,7 +46,7 @@ struct SIPInteropTests {
             module opus.so
             module g711.so
             module aufile.so
-            \(srtpModules ? "module srtp.so\nmodule dtls_srtp.so\n" : "")\(ice)module sndfile.so
+            \(srtpModules ? "module srtp.so\nmodule dtls_srtp.so\n" : "")\(ice)\(console.map { "module cons.so\ncons_listen 127.0.0.1:\($0)\n" } ?? "")module sndfile.so
             module account.so
             audio_source aufile,\(directory)/tone.wav
             audio_player aufile,\(directory)/played.wav
@@ -60,10 +62,24 @@ struct SIPInteropTests {
         var samples: [Int16] = []
         samples.reserveCapacity(seconds * rate * channels)
         for i in 0..<(seconds * rate) {
-            let value = Int16(8_000 * sin(2 * Double.pi * 550 * Double(i) / Double(rate)))
+            let value = Int16(8_000 * sin(2 * Double.pi * tone * Double(i) / Double(rate)))
             for _ in 0..<channels { samples.append(value) }
         }
         try WAV.write(samples, format: AudioFormat(sampleRate: rate, channels: channels), path: directory + "/tone.wav")
+    }
+
+    /// Types `command` at baresip's prompt through its `cons` module (a UDP datagram).
+    static func baresipCommand(_ command: String, port: Int) {
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bytes = Array((command + "\n").utf8)
+        _ = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, bytes, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
     }
 
     /// What baresip decoded (its `sndfile` dump, at the codec's rate), one channel.

@@ -4,6 +4,10 @@ import Foundation
 import SIP
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Transfers over SIP between real nodes (RFC 3515: REFER, the transferee's new call, NOTIFYs
 /// of its progress): Alice talks to Bob and transfers him to Carol; Bob follows, his call with
 /// Alice ends once Carol answers, and the tones say who hears whom.
@@ -21,6 +25,15 @@ extension RealTimeTests {
         let bobURI = try await bob.listenSIP(SIPListenSettings(host: "127.0.0.1", port: SIPCallTests.freePort(), user: "bob"))
         let carolURI = try await carol.listenSIP(SIPListenSettings(host: "127.0.0.1", port: SIPCallTests.freePort(), user: "carol"))
         return (alice, bob, carol, bobURI, carolURI)
+    }
+
+    /// A recording's length and, over its last second, the power at each of `frequencies`.
+    static func describe(_ path: String, _ frequencies: [Double]) throws -> String {
+        let heard = try WAV.read(path: path)
+        let rate = heard.format.sampleRate
+        let tail = Array(heard.samples.suffix(rate))
+        let powers = frequencies.map { "\(Int($0)) Hz: \(Goertzel.power(of: $0, in: tail, rate: Double(rate)))" }
+        return "\(heard.samples.count) samples at \(rate) Hz; " + powers.joined(separator: ", ")
     }
 
     /// The last `seconds` of a recording hold `frequency` far more than `other`.
@@ -87,6 +100,73 @@ extension RealTimeTests {
         await #expect(throws: CallNodeError.self) { try await alice.transfer(call, to: "mailto:carol@example.org") }
         try await alice.hangUp(call)
         for node in [alice, bob] { await node.shutdown() }
+    }
+
+    static var hasBaresip: Bool { FileManager.default.isExecutableFile(atPath: "/usr/bin/baresip") }
+
+    /// baresip (its `/transfer`, typed through its console) transfers its call with Bob to
+    /// Carol: Bob follows, and ends up hearing Carol's 880 Hz, Carol Bob's 660 Hz.
+    @Test(.enabled(if: Self.hasBaresip, "needs baresip (scripts/bootstrap installs it)"))
+    func baresipTransfersItsCallWithANodeToAnotherNode() async throws {
+        let f = try Fixture()
+        let (_, bob, carol, bobURI, carolURI) = try await Self.nodes(f)
+        let phone = f.path("baresip"), phonePort = SIPCallTests.freePort(), console = SIPCallTests.freePort()
+        try SIPInteropTests.baresip(in: phone, port: phonePort, console: console)
+        let bobEvents = bob.events(), carolEvents = carol.events()
+        let baresip = try ChildProcess("/usr/bin/baresip", ["-f", phone, "-4", "-e", "/dial \(bobURI)", "-t", "25"], output: f.path("baresip.log"),
+                                       stdin: open("/dev/null", O_RDONLY))
+        defer { baresip.stop() }
+        guard case let .incoming(old, _, _, _) = try await TwoNodeTests.next(bobEvents, where: { if case .incoming = $0 { true } else { false } })
+        else { return }
+        _ = try await SIPCallTests.hearing(bobEvents)
+        SIPInteropTests.baresipCommand("/transfer \(carolURI)", port: console)
+        _ = try await TwoNodeTests.next(bobEvents, within: .seconds(10)) { if case .transfer(old, 202, _) = $0 { true } else { false } }
+        _ = try await TwoNodeTests.next(bobEvents) { if case .ended(old, _, _, _) = $0 { true } else { false } }
+        _ = try await TwoNodeTests.next(carolEvents) { if case .connected = $0 { true } else { false } }
+        _ = try await SIPCallTests.hearing(carolEvents)
+        try await Task.sleep(for: .seconds(2))
+        let bobNew = try #require(await bob.liveCalls.first)
+        #expect(bob.handle(of: bobNew) == carolURI)
+        try await bob.hangUp(bobNew)
+        for node in [bob, carol] { await node.shutdown() }
+        #expect(try Self.ends(with: f.path("bob-out.wav"), 880, over: 550), "Bob did not end up hearing Carol")
+        #expect(try Self.ends(with: f.path("carol-out.wav"), 660, over: 550), "Carol did not hear Bob")
+    }
+
+    /// The node transfers its call with baresip (700 Hz) to linphone (1.2 kHz): baresip follows
+    /// the REFER, the node's call ends once linphone answered, and linphone hears baresip.
+    @Test(.enabled(if: Self.hasBaresip && LinphonePhone.isInstalled, "needs baresip and linphone-cli (scripts/bootstrap installs them)"))
+    func theNodeTransfersBaresipToLinphone() async throws {
+        let f = try Fixture()
+        let alice = try await f.node("alice", input: .tone(440), output: .wav(f.path("alice-out.wav")), keyExchange: .sdes)
+        _ = try await alice.listenSIP(SIPListenSettings(host: "127.0.0.1", port: SIPCallTests.freePort(), user: "alice"))
+        let phone = f.path("baresip"), phonePort = SIPCallTests.freePort()
+        try SIPInteropTests.baresip(in: phone, port: phonePort, mediaEncryption: "", codec: "PCMU/8000", srtpModules: false, tone: 700)
+        let baresip = try ChildProcess("/usr/bin/baresip", ["-f", phone, "-4", "-t", "30"], output: f.path("baresip.log"),
+                                       stdin: open("/dev/null", O_RDONLY))
+        defer { baresip.stop() }
+        var samples: [Int16] = []
+        for i in 0..<(30 * 8_000) { samples.append(Int16(8_000 * sin(2 * Double.pi * 1_200 * Double(i) / 8_000))) }
+        try WAV.write(samples, format: AudioFormat(sampleRate: 8_000, channels: 1), path: f.path("linphone-tone.wav"))
+        let linphone = try await LinphonePhone(directory: f.path("linphone"), port: SIPCallTests.freePort(), rtpPort: SIPCallTests.freePort(),
+                                               codec: .pcmu, tone: f.path("linphone-tone.wav"))
+        defer { linphone.stop() }
+        linphone.send("record \(f.path("linphone-heard.wav"))")
+        try await SIPp.waitUntilListening(port: phonePort)
+        let events = alice.events()
+        let call = try await alice.call(.sip("sip:b@127.0.0.1:\(phonePort)"))
+        _ = try await SIPCallTests.hearing(events)
+        try await alice.transfer(call, to: linphone.uri)
+        let ended = try await TwoNodeTests.next(events, within: .seconds(15)) { if case .ended(call, _, _, _) = $0 { true } else { false } }
+        guard case let .ended(_, _, detail, _) = ended else { return }
+        #expect(detail == "transferred to \(linphone.uri)", "\(ended)")
+        #expect(await linphone.waitFor("Media streams established"), "\(linphone.output.suffix(400))")
+        try await Task.sleep(for: .seconds(3))
+        linphone.send("terminate")
+        #expect(await linphone.waitFor("ended"), "\(linphone.output.suffix(400))")
+        await alice.shutdown()
+        #expect(try Self.ends(with: f.path("linphone-heard.wav"), 700, over: 440),
+                "linphone did not hear baresip after the transfer: \((try? Self.describe(f.path("linphone-heard.wav"), [700, 440, 550, 1_200])) ?? "")")
     }
 
     @Test func callsBetweenNodesSayWhyTheyCannotBeTransferred() async throws {
