@@ -149,11 +149,10 @@ static long new_id(csip_agent *agent) {
 
 /* MARK: events */
 
-static void report(csip_event_f callback, void *context, csip_event_kind kind, int status, const char *phrase, long call,
-                   sip_t const *sip) {
+static void report_with(csip_event_f callback, void *context, csip_event const *prefilled, sip_t const *sip) {
     char from_uri[512] = "", to_uri[512] = "", reason[256] = "", content_type[128] = "";
     char *body = NULL;
-    csip_event event = { .kind = kind, .status = status, .phrase = phrase, .call = call };
+    csip_event event = *prefilled;
     if (sip) {
         if (sip->sip_from) {
             url_e(from_uri, sizeof from_uri, sip->sip_from->a_url);
@@ -187,6 +186,12 @@ static void report(csip_event_f callback, void *context, csip_event_kind kind, i
     }
     callback(context, &event);
     free(body);
+}
+
+static void report(csip_event_f callback, void *context, csip_event_kind kind, int status, const char *phrase, long call,
+                   sip_t const *sip) {
+    csip_event event = { .kind = kind, .status = status, .phrase = phrase, .call = call };
+    report_with(callback, context, &event, sip);
 }
 
 /* A REFER as the node hears it: its Refer-To as the body (with ?Replaces=... if it names a
@@ -281,6 +286,24 @@ static void on_event(nua_event_t event, int status, char const *phrase, nua_t *n
     long call = (long)(intptr_t)hmagic;
     switch (event) {
     case nua_i_invite:
+        if (!call && sip && sip->sip_replaces) {
+            /* An attended transfer's INVITE (RFC 3891): it replaces a call here, or gets 481. */
+            nua_handle_t *replaced = nua_handle_by_replaces(nua, sip->sip_replaces);
+            long replaced_id = replaced ? (long)(intptr_t)nua_handle_magic(replaced) : 0;
+            if (replaced) nua_handle_unref(replaced);
+            if (replaced_id <= 0 || !call_entry(agent, replaced_id)) {
+                nua_respond(nh, 481, "Call/Transaction Does Not Exist (the Replaces names no call here)", NUTAG_WITH_THIS(nua), TAG_END());
+                nua_handle_destroy(nh);
+                break;
+            }
+            call = new_id(agent);
+            nua_handle_bind(nh, (void *)(intptr_t)call);
+            add_call(agent, call, nh);
+            route_to_source(nh, sip);
+            csip_event replacing = { .kind = CSIP_EVENT_INVITE, .status = status, .phrase = phrase, .call = call, .replaces = replaced_id };
+            report_with(agent->callback, agent->context, &replacing, sip);
+            break;
+        }
         if (!call) {
             call = new_id(agent);
             nua_handle_bind(nh, (void *)(intptr_t)call);
@@ -521,9 +544,29 @@ static void perform(csip_agent *agent, struct command *command) {
         entry->refer_saved = 0;
         break;
     }
-    case OP_REFER:
-        if (handle && command->a) nua_refer(handle, SIPTAG_REFER_TO_STR(command->a), TAG_END());
+    case OP_REFER: {
+        if (!handle || !command->a) break;
+        struct call_entry *other = command->status > 0 ? call_entry(agent, command->status) : NULL;
+        if (!other) {
+            nua_refer(handle, SIPTAG_REFER_TO_STR(command->a), TAG_END());
+            break;
+        }
+        /* An attended transfer: the target is asked to let the new call replace its dialog
+         * with this side (RFC 3891), named by a Replaces in the Refer-To's headers. */
+        su_home_t home[1] = { SU_HOME_INIT(home) };
+        sip_replaces_t *replaces = nua_handle_make_replaces(other->handle, home, 0);
+        char *query = replaces ? sip_headers_as_url_query(home, SIPTAG_REPLACES(replaces), TAG_END()) : NULL;
+        if (query) {
+            char *refer_to = su_sprintf(home, "<%s?%s>", command->a, query);
+            nua_refer(handle, SIPTAG_REFER_TO_STR(refer_to), TAG_END());
+        } else {
+            csip_event failed = { .kind = CSIP_EVENT_REFER_RESPONSE, .status = 500,
+                                  .phrase = "the consulted call has no dialog to replace", .call = command->call };
+            agent->callback(agent->context, &failed);
+        }
+        su_home_deinit(home);
         break;
+    }
     case OP_OPTIONS:
         if (handle) nua_options(handle, TAG_END());
         break;
@@ -705,6 +748,8 @@ static void *run(void *argument) {
                     * stack's automatic ACK cannot answer. */
                    NUTAG_MIN_SE(90),
                    NUTAG_UPDATE_REFRESH(1),
+                   /* Attended transfers (RFC 3891): an INVITE with Replaces is taken. */
+                   NUTAG_SUPPORTED("replaces"),
                    SIPTAG_FROM_STR(agent->from),
                    TAG_IF(agent->user_agent != NULL, SIPTAG_USER_AGENT_STR(agent->user_agent)),
                    TAG_END());
@@ -790,6 +835,10 @@ void csip_respond_refer(csip_agent *agent, long call, int status, const char *ph
 
 void csip_refer(csip_agent *agent, long call, const char *refer_to) {
     enqueue(agent, OP_REFER, call, 0, refer_to, NULL, NULL);
+}
+
+void csip_refer_replacing(csip_agent *agent, long call, const char *refer_to, long replacing) {
+    enqueue(agent, OP_REFER, call, (int)replacing, refer_to, NULL, NULL);
 }
 
 void csip_respond(csip_agent *agent, long call, int status, const char *phrase, const char *sdp) {

@@ -29,13 +29,15 @@ public protocol CallDialect: AnyObject, Sendable {
     var localAddress: String? { get async }
     /// The call is over: close what the dialect holds for it.
     func close() async
-    /// Asks the peer to call `target` in this side's place (a blind transfer); nil once asked,
-    /// else why it cannot be. Its progress comes back through ``DialectCall/transferProgress(status:detail:)``.
-    func transfer(to target: String) async -> String?
+    /// Asks the peer to call `target` in this side's place: a blind transfer, or, with `other`
+    /// (this node's call with the target, of the same dialect), an attended one, the new call
+    /// replacing `other` at the target. Nil once asked, else why it cannot be. Its progress
+    /// comes back through ``DialectCall/transferProgress(status:detail:)``.
+    func transfer(to target: String, replacing other: (any CallDialect)?) async -> String?
 }
 
 extension CallDialect {
-    public func transfer(to target: String) async -> String? {
+    public func transfer(to target: String, replacing other: (any CallDialect)?) async -> String? {
         "this call's wire has no transfer (only SIP calls can be transferred)"
     }
 

@@ -36,6 +36,12 @@ extension CallNode {
     /// - Returns: the call's UUID, or nil when it was refused.
     @discardableResult
     public func admit(_ dialect: some CallDialect, handle: String, invitation: CallInvitation) async -> UUID? {
+        await admit(dialect, handle: handle, invitation: invitation, replacing: nil)
+    }
+
+    /// As ``admit(_:handle:invitation:)``; a call `replacing` another (an attended transfer's)
+    /// does not ring: ``replace(_:with:handle:invitation:)`` answers it.
+    func admit(_ dialect: some CallDialect, handle: String, invitation: CallInvitation, replacing: UUID?) async -> UUID? {
         let uuid = UUID()
         let callHandle = CallHandle(.generic, handle)
         var refusal: RejectReason?
@@ -71,8 +77,8 @@ extension CallNode {
         dialectHandles.withLock { $0[uuid] = handle }
         let leg = await makeLeg(uuid, outgoing: false, dialect: dialect, title: invitation.title)
         broadcaster.send(.incoming(uuid, from: from, name: invitation.displayName, known: false))
-        leg.post(.invited(ring: true))
-        if configuration.autoAnswer {
+        leg.post(.invited(ring: replacing == nil))
+        if configuration.autoAnswer, replacing == nil {
             do {
                 try await answer(uuid, others: configuration.autoAnswerOthers)
             } catch {

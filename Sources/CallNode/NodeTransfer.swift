@@ -20,7 +20,22 @@ extension CallNode {
         guard target.hasPrefix("sip:") || target.hasPrefix("sips:"), target.count > 5, !target.contains(where: \.isWhitespace) else {
             throw .transfer("'\(target)' is not a SIP address (sip:user@host[:port])")
         }
-        if let refusal = await leg.dialect.transfer(to: target) { throw .transfer(refusal) }
+        if let refusal = await leg.dialect.transfer(to: target, replacing: nil) { throw .transfer(refusal) }
+    }
+
+    /// Joins the peers of two calls and leaves them (an attended transfer, RFC 3891): the peer of
+    /// `call` is asked to call the peer of `other` (this node's consultation call), its new call
+    /// replacing `other` there without ringing. Both calls here end when it has: `call` once
+    /// the peer reports success, `other` when the target ends it.
+    ///
+    /// - Throws: ``CallNodeError/transfer(_:)`` when either call is not an answered SIP call.
+    public func transfer(_ call: UUID, replacing other: UUID) async throws(CallNodeError) {
+        guard let leg = legs[call] else { throw .noSuchCall(call) }
+        guard let consulted = legs[other], other != call else { throw .noSuchCall(other) }
+        guard let target = handle(of: other), target.hasPrefix("sip:") || target.hasPrefix("sips:") else {
+            throw .transfer("the consulted call is not a SIP call")
+        }
+        if let refusal = await leg.dialect.transfer(to: target, replacing: consulted.dialect) { throw .transfer(refusal) }
     }
 
     /// The peer of `old` asks for its transfer (``TransferRequest``): refused if the target is
@@ -64,7 +79,8 @@ extension CallNode {
             for await event in events {
                 switch event {
                 case .connected(placed, _):
-                    await self.transferConnected(old, to: target)
+                    self.broadcaster.send(.transfer(old, status: 200, detail: "\(target) answered: the transfer is done"))
+                    await self.transferConnected(old, detail: "transferred to \(target) at the peer's request")
                     await request.settled()
                     return
                 case let .ended(placed2, _, detail, _) where placed2 == placed:
@@ -78,10 +94,36 @@ extension CallNode {
         }
     }
 
+    /// A call that replaces `old` (an attended transfer's INVITE with Replaces, RFC 3891):
+    /// answered at once, without ringing, and `old` ends once it connects.
+    func replace(_ old: UUID, with dialect: some CallDialect, handle: String, invitation: CallInvitation) async -> UUID? {
+        let events = self.events()
+        guard let new = await admit(dialect, handle: handle, invitation: invitation, replacing: old) else { return nil }
+        logger.info("call \(new) from \(handle) replaces call \(old)")
+        do {
+            try await answer(new, others: .keep)
+        } catch {
+            logger.warning("call \(new) replacing \(old) could not be answered: \(error)")
+        }
+        keepUntilDone { [weak self] in
+            for await event in events {
+                switch event {
+                case .connected(new, _):
+                    await self?.transferConnected(old, detail: "replaced by the call from \(handle)")
+                    return
+                case let .ended(ended, _, _, _) where ended == new:
+                    return
+                default:
+                    continue
+                }
+            }
+        }
+        return new
+    }
+
     /// The call placed for the transfer connected: the old one ends, saying so.
-    private func transferConnected(_ old: UUID, to target: String) {
-        broadcaster.send(.transfer(old, status: 200, detail: "\(target) answered: the transfer is done"))
-        legs[old]?.post(.event(.end(.transferred("transferred to \(target) at the peer's request")), done: nil))
+    private func transferConnected(_ old: UUID, detail: String) {
+        legs[old]?.post(.event(.end(.transferred(detail)), done: nil))
     }
 
     private func transferFailed(_ old: UUID, target: String, reason: String) {

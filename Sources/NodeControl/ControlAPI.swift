@@ -292,13 +292,24 @@ public final class ControlAPI: Sendable {
             try await request { () async throws(CallRequestError) in try await node.hangUp(id) }
             return ControlResponse(200, ["id": id.uuidString, "ended": true])
         case ("POST", "transfer"):
-            guard let target = body["to"] as? String else {
-                throw Problem(status: 400, reason: "give the address to transfer the call to: {\"to\": \"sip:user@host\"}")
-            }
             guard call.hasConnected else {
                 throw Problem(status: 409, reason: "the call is \(Self.status(of: call)): only an answered call is transferred")
             }
-            try await nodeCall { () async throws(CallNodeError) in try await node.transfer(id, to: target) }
+            if let otherID = body["replacing"] as? String {
+                // Attended: the peer's new call replaces this node's call with the target.
+                let other: ObservedCall
+                switch resolve(otherID) {
+                case let .success(found): other = found
+                case let .failure(problem): throw problem
+                }
+                guard other.id != id else { throw Problem(status: 409, reason: "a call is not transferred to itself") }
+                try await nodeCall { () async throws(CallNodeError) in try await node.transfer(id, replacing: other.id) }
+            } else {
+                guard let target = body["to"] as? String else {
+                    throw Problem(status: 400, reason: "give the address to transfer the call to, {\"to\": \"sip:user@host\"}, or the call it replaces, {\"replacing\": ID}")
+                }
+                try await nodeCall { () async throws(CallNodeError) in try await node.transfer(id, to: target) }
+            }
         case ("POST", "hold"), ("POST", "resume"):
             guard call.hasConnected else {
                 throw Problem(status: 409, reason: "the call is \(Self.status(of: call)): only a connected call is held or resumed")

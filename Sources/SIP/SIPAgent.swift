@@ -65,6 +65,9 @@ public struct SIPEvent: Sendable, Equatable {
     /// A response this side's stack made itself rather than one received (a transport error,
     /// a timeout).
     public var local = false
+    /// A new INVITE with Replaces (RFC 3891: an attended transfer's): the id of the call here
+    /// it replaces (one naming no call here was refused with 481 by the agent).
+    public var replaces: Int?
 
     public init(kind: Kind, status: Int = 0, phrase: String = "", call: Int = 0, fromURI: String? = nil, fromDisplay: String? = nil,
                 toURI: String? = nil, callID: String? = nil, contentType: String? = nil, body: String? = nil, reason: String? = nil) {
@@ -198,6 +201,7 @@ public final class SIPAgent: Sendable {
                               reason: text(event.reason))
         copied.expires = Int(event.expires)
         copied.local = event.local != 0
+        copied.replaces = event.replaces > 0 ? Int(event.replaces) : nil
         return copied
     }
 
@@ -250,6 +254,13 @@ public final class SIPAgent: Sendable {
     public func refer(_ call: Int, to target: String) {
         guard !isStopped else { return }
         csip_refer(handle.pointer, call, target)
+    }
+
+    /// An attended transfer: asks the call's peer to call `target` and replace `replacing` (this
+    /// agent's call with the target) there, its Refer-To naming that dialog (RFC 3891).
+    public func refer(_ call: Int, to target: String, replacing: Int) {
+        guard !isStopped else { return }
+        csip_refer_replacing(handle.pointer, call, target, replacing)
     }
 
     /// Responds to the call's INVITE: `180` rings, `200` answers (with `sdp`), `486`, `603`…;

@@ -35,8 +35,10 @@ public enum SIPDialogInput: Sendable, Equatable {
     case transferDecided(status: Int, phrase: String?)
     /// The call placed for the peer's transfer connected or ended: another may be followed.
     case transferSettled
-    /// This side transfers the call: the peer is asked to call `target` (a blind transfer).
-    case transfer(to: String)
+    /// This side transfers the call: the peer is asked to call `target` (a blind transfer), or
+    /// to replace this side's call `replacing` with the target (an attended transfer: the id of
+    /// that call's dialog at the stack).
+    case transfer(to: String, replacing: Int? = nil)
     /// The final response to this side's REFER.
     case referAnswered(status: Int, phrase: String)
     /// A NOTIFY of this side's REFER: the transferee's new call's progress (its sipfrag body).
@@ -61,8 +63,8 @@ public enum SIPDialogAction: Sendable, Equatable {
     /// decision comes back as ``SIPDialogInput/transferDecided(status:phrase:)``); `replaces`
     /// names the dialog the new call replaces at the target (an attended transfer).
     case followTransfer(to: String, replaces: String?)
-    /// A REFER asking the peer to call `to`.
-    case refer(to: String)
+    /// A REFER asking the peer to call `to` (replacing this side's call `replacing` there).
+    case refer(to: String, replacing: Int? = nil)
     /// This side's transfer cannot start, for this reason.
     case transferRefused(String)
     /// Tell the call how its transfer goes (the transferee's new call's status, or the

@@ -21,11 +21,11 @@ extension SIPDialogState {
         case .transferSettled:
             referIn = false
             return []
-        case let .transfer(target):
+        case let .transfer(target, replacing):
             guard !callEnded, phase == .confirmed else { return [.transferRefused("only an answered call can be transferred")] }
             guard referOut == nil else { return [.transferRefused("a transfer of this call is under way already")] }
             referOut = target
-            return [.refer(to: target)]
+            return [.refer(to: target, replacing: replacing)]
         case let .referAnswered(status, phrase):
             guard let target = referOut else { return [] }
             if (200..<300).contains(status) {

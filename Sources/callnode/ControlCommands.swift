@@ -231,17 +231,28 @@ extension CtlCallAction {
 
 struct CtlTransfer: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "transfer", abstract: "Transfer a SIP call: its peer calls TARGET instead (a blind transfer).",
+        commandName: "transfer", abstract: "Transfer a SIP call: its peer calls TARGET instead, or the peer of another call (attended).",
         discussion: """
             The peer is sent a REFER; its progress comes as `transfer` events (`ctl events`). When \
-            the peer's call to TARGET is answered this call ends; when it fails this call goes on.
+            the peer's new call is answered this call ends; when it fails this call goes on. With \
+            --replacing OTHER (this node's call with the one to transfer to, a consultation), the \
+            peer's new call replaces OTHER at its other end, without ringing (RFC 3891).
             """)
     @Argument(help: "The call's ID (or its start).") var id: String
-    @Argument(help: ArgumentHelp("Whom the peer is to call: sip:USER@HOST[:PORT].", valueName: "TARGET")) var target: String
+    @Argument(help: ArgumentHelp("Whom the peer is to call: sip:USER@HOST[:PORT].", valueName: "TARGET")) var target: String?
+    @Option(name: .long, help: ArgumentHelp("Join the peer to the peer of this call instead (an attended transfer).", valueName: "OTHER"))
+    var replacing: String?
     @OptionGroup var options: CtlOptions
 
+    func validate() throws {
+        guard (target == nil) != (replacing == nil) else {
+            throw ValidationError("give either TARGET (a blind transfer) or --replacing OTHER (an attended one)")
+        }
+    }
+
     func run() async throws {
-        try await options.perform("POST", callPath(id, "transfer"), body: ["to": target], human: callLine)
+        let body: [String: Any] = replacing.map { ["replacing": $0] } ?? ["to": target ?? ""]
+        try await options.perform("POST", callPath(id, "transfer"), body: body, human: callLine)
     }
 }
 

@@ -102,6 +102,54 @@ extension RealTimeTests {
         for node in [alice, bob] { await node.shutdown() }
     }
 
+    /// Alice talks to Bob, consults Carol (who answers by hand), and joins them: Bob's new call
+    /// replaces Alice's with Carol at Carol's end without ringing (RFC 3891), both of Alice's
+    /// calls end, and Bob and Carol hear each other.
+    @Test func anAttendedTransferJoinsBothPeersAndCarolDoesNotRingAgain() async throws {
+        let f = try Fixture()
+        let alice = try await f.node("alice", input: .tone(440), output: .wav(f.path("alice-out.wav")), keyExchange: .sdes)
+        let bob = try await f.node("bob", input: .tone(660), output: .wav(f.path("bob-out.wav")), keyExchange: .sdes)
+        let carol = try await f.node("carol", input: .tone(880), output: .wav(f.path("carol-out.wav")), autoAnswer: false, keyExchange: .sdes)
+        _ = try await alice.listenSIP(SIPListenSettings(host: "127.0.0.1", port: SIPCallTests.freePort(), user: "alice"))
+        let bobURI = try await bob.listenSIP(SIPListenSettings(host: "127.0.0.1", port: SIPCallTests.freePort(), user: "bob"))
+        let carolURI = try await carol.listenSIP(SIPListenSettings(host: "127.0.0.1", port: SIPCallTests.freePort(), user: "carol"))
+        let aliceEvents = alice.events(), bobEvents = bob.events(), carolEvents = carol.events()
+        let toBob = try await alice.call(.sip(bobURI))
+        _ = try await TwoNodeTests.next(aliceEvents) { if case .connected(toBob, _) = $0 { true } else { false } }
+        // The consultation: Carol answers it by hand.
+        let toCarol = try await alice.call(.sip(carolURI))
+        guard case let .incoming(carolConsulted, _, _, _) = try await TwoNodeTests.next(carolEvents, where: { if case .incoming = $0 { true } else { false } })
+        else { return }
+        try await carol.answer(carolConsulted)
+        _ = try await TwoNodeTests.next(aliceEvents) { if case .connected(toCarol, _) = $0 { true } else { false } }
+        let bobOld = try #require(await bob.liveCalls.first)
+
+        try await alice.transfer(toBob, replacing: toCarol)
+        // Carol's new call (Bob's) connects with nobody answering it; her consultation ends.
+        let (carolNew, _) = try await Self.connectedOther(than: carolConsulted, carolEvents)
+        _ = try await TwoNodeTests.next(carolEvents) { if case .ended(carolConsulted, _, _, _) = $0 { true } else { false } }
+        #expect(carol.handle(of: carolNew) == bobURI, "\(carol.handle(of: carolNew) ?? "-")")
+        // Both of Alice's calls end: Bob's once the transfer is done, Carol's by Carol.
+        _ = try await TwoNodeTests.next(aliceEvents) { if case .ended(toBob, _, _, _) = $0 { true } else { false } }
+        _ = try await TwoNodeTests.next(aliceEvents) { if case .ended(toCarol, _, _, _) = $0 { true } else { false } }
+        _ = try await TwoNodeTests.next(bobEvents) { if case .ended(bobOld, _, _, _) = $0 { true } else { false } }
+        _ = try await SIPCallTests.hearing(carolEvents)
+        try await Task.sleep(for: .seconds(2))
+        #expect(await alice.liveCalls.isEmpty)
+        #expect(await carol.liveCalls == [carolNew])
+        try await carol.hangUp(carolNew)
+        for node in [alice, bob, carol] { await node.shutdown() }
+        #expect(try Self.ends(with: f.path("bob-out.wav"), 880, over: 440), "Bob did not end up hearing Carol")
+        #expect(try Self.ends(with: f.path("carol-out.wav"), 660, over: 440), "Carol did not end up hearing Bob")
+    }
+
+    /// The first call other than `call` to connect, from `events`.
+    static func connectedOther(than call: UUID, _ events: AsyncStream<NodeEvent>) async throws -> (UUID, NodeEvent) {
+        let event = try await TwoNodeTests.next(events) { if case let .connected(other, _) = $0 { other != call } else { false } }
+        guard case let .connected(other, _) = event else { throw TestFailure("not connected") }
+        return (other, event)
+    }
+
     static var hasBaresip: Bool { FileManager.default.isExecutableFile(atPath: "/usr/bin/baresip") }
 
     /// baresip (its `/transfer`, typed through its console) transfers its call with Bob to

@@ -10,8 +10,10 @@ import Glibc
 
 /// What the softphones do not exercise, against SIPp (Debian's `sip-tester`) running the
 /// scenarios in `scripts/sipp/`: a session timer asked for, refreshed by UPDATE and refused
-/// below its floor (RFC 4028), an offer in an UPDATE (RFC 3311), a transfer the node does not
-/// take yet, a callee that requires 100rel (RFC 3262) and answers in its reliable 183. SIPp
+/// below its floor (RFC 4028), an offer in an UPDATE (RFC 3311), a callee that requires 100rel
+/// (RFC 3262) and answers in its reliable 183, early media both ways, bad requests in a call
+/// (a REFER to what is not a SIP address or to a blocked target, a NOTIFY for no subscription,
+/// a PRACK for no reliable response), an INVITE replacing no call here. SIPp
 /// checks what the node sends (each scenario fails on a missing or wrong message or header);
 /// the node's own output and recording say what the call did.
 extension RealTimeTests {
@@ -161,6 +163,19 @@ struct SIPpTests {
         guard case let .ended(_, reason, detail, _) = ended else { return }
         #expect(reason == .remoteEnded, "the call ended by the caller's BYE, not before: \(detail ?? "")")
         #expect(await node.liveCalls.isEmpty, "no call placed for a refused transfer")
+        await node.shutdown()
+    }
+
+    /// An INVITE that claims to replace a dialog this node does not have (a stale attended
+    /// transfer) gets 481 (the scenario checks it), and nothing rings.
+    @Test func anInviteReplacingNoCallHereGets481() async throws {
+        let f = try Fixture()
+        let node = try await f.node("bob", input: .tone(660), autoAnswer: true)
+        let port = SIPCallTests.freePort()
+        _ = try await node.listenSIP(SIPListenSettings(host: "127.0.0.1", port: port, user: "bob"))
+        let run = try await SIPp.run("caller-replaces-unknown.xml", in: f.path("sipp"), remote: "127.0.0.1:\(port)", service: "bob")
+        #expect(run.status == 0, "\(run.log)")
+        #expect(await node.liveCalls.isEmpty)
         await node.shutdown()
     }
 

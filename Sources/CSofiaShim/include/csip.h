@@ -53,6 +53,8 @@ typedef struct {
     const char *reason;
     int expires;
     int local;   /* the response was made by this side's stack, not received */
+    long replaces; /* a new INVITE with Replaces (RFC 3891): the id of the call here it replaces
+                      (one naming no call here is refused with 481 and not reported) */
 } csip_event;
 
 typedef void (*csip_event_f)(void *context, const csip_event *event);
@@ -83,6 +85,10 @@ void csip_respond_refer(csip_agent *agent, long call, int status, const char *ph
 /* Sends a REFER in the call (a transfer, RFC 3515): the peer is asked to call `refer_to`. Its
  * response comes as CSIP_EVENT_REFER_RESPONSE, the new call's progress as CSIP_EVENT_NOTIFY. */
 void csip_refer(csip_agent *agent, long call, const char *refer_to);
+
+/* As csip_refer, for an attended transfer: the Refer-To carries a Replaces naming the dialog of
+ * `replacing` (this side's call with the target), so the peer's new call replaces it there. */
+void csip_refer_replacing(csip_agent *agent, long call, const char *refer_to, long replacing);
 
 /* Responds to the call's INVITE (provisional or final), with `sdp` as its body if not NULL. */
 void csip_respond(csip_agent *agent, long call, int status, const char *phrase, const char *sdp);

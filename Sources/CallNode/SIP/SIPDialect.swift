@@ -71,12 +71,21 @@ actor SIPDialect: CallDialect {
         _ = handle(.call(signal))
     }
 
-    /// Asks the peer to call `target` instead (a blind transfer, REFER); nil once asked, else
-    /// why it cannot be. The transfer's progress comes as the call's transfer events; when it
-    /// succeeds the call ends.
-    func transfer(to target: String) -> String? {
+    /// The call this dialect carries (once started).
+    var callID: UUID? { call?.id }
+
+    /// Asks the peer to call `target` instead (a REFER): a blind transfer, or with `other` (this
+    /// node's call with the target) an attended one, the new call replacing `other` there. Nil
+    /// once asked, else why it cannot be. The transfer's progress comes as the call's transfer
+    /// events; when it succeeds the call ends.
+    func transfer(to target: String, replacing other: (any CallDialect)?) async -> String? {
+        var replacing: Int?
+        if let other {
+            guard let sip = other as? SIPDialect else { return "the consulted call is not a SIP call: its dialog cannot be replaced" }
+            replacing = await sip.sipCall
+        }
         var refusal: String?
-        for action in state.handle(.transfer(to: target), now: clock.now) {
+        for action in state.handle(.transfer(to: target, replacing: replacing), now: clock.now) {
             if case let .transferRefused(reason) = action { refusal = reason } else { _ = perform(action) }
         }
         return refusal
@@ -179,9 +188,9 @@ actor SIPDialect: CallDialect {
                 respond: { [weak self] status, phrase in await self?.decided(status: status, phrase: phrase) },
                 dialect: { await make(target, referral) },
                 settled: { [weak self] in await self?.settled() }))
-        case let .refer(target):
-            logger.info("SIP call \(sipCall): transferring the call to \(target)")
-            agent.refer(sipCall, to: target)
+        case let .refer(target, replacing):
+            logger.info("SIP call \(sipCall): transferring the call to \(target)\(replacing == nil ? "" : " (attended)")")
+            if let replacing { agent.refer(sipCall, to: target, replacing: replacing) } else { agent.refer(sipCall, to: target) }
         case .transferRefused:
             break  // said by transfer(to:)
         case let .reportTransfer(status, detail):

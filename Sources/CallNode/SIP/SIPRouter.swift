@@ -105,7 +105,18 @@ actor SIPRouter {
         _ = await dialect.received(event)
         logger.info("SIP INVITE from \(from)\(event.sdp == nil ? " (no offer)" : "")")
         let name = event.fromDisplay.flatMap { $0.trimmingCharacters(in: CharacterSet(charactersIn: "\" ")).nilIfEmpty }
-        let admitted = await node.admit(dialect, handle: from, invitation: CallInvitation(displayName: name, title: nil))
+        let invitation = CallInvitation(displayName: name, title: nil)
+        if let replaced = event.replaces {
+            // An attended transfer's INVITE: it takes the place of the call it names, unrung.
+            guard let old = await dialects[replaced]?.callID else {
+                agent.respond(event.call, status: 481, phrase: "Call/Transaction Does Not Exist (the Replaces names no call here)")
+                dialects[event.call] = nil
+                return
+            }
+            if await node.replace(old, with: dialect, handle: from, invitation: invitation) == nil { dialects[event.call] = nil }
+            return
+        }
+        let admitted = await node.admit(dialect, handle: from, invitation: invitation)
         if admitted == nil { dialects[event.call] = nil }
     }
 
