@@ -166,6 +166,28 @@ struct SIPpTests {
         await node.shutdown()
     }
 
+    /// Glare (RFC 3261 §14.1): the node's hold re-INVITE crosses the caller's re-INVITE. The
+    /// node refuses the caller's with 491 and, refused with 491 itself, tries again after its
+    /// random wait; the caller answers the retry (the scenario checks each step), and the call
+    /// is held and goes on to the caller's BYE.
+    @Test func reInvitesThatCrossAreRefusedWith491AndTheNodesIsTriedAgain() async throws {
+        let f = try Fixture()
+        let node = try await f.node("bob", input: .tone(660), autoAnswer: true)
+        let port = SIPCallTests.freePort()
+        _ = try await node.listenSIP(SIPListenSettings(host: "127.0.0.1", port: port, user: "bob"))
+        let events = node.events()
+        let caller = Task { try await SIPp.run("caller-glare.xml", in: f.path("sipp"), remote: "127.0.0.1:\(port)", service: "bob") }
+        guard case let .connected(call, _) = try await TwoNodeTests.next(events, where: { if case .connected = $0 { true } else { false } })
+        else { return }
+        try await node.setHeld(call, true)
+        let run = try await caller.value
+        #expect(run.status == 0, "\(run.log)")
+        let ended = try await TwoNodeTests.next(events) { if case .ended(call, _, _, _) = $0 { true } else { false } }
+        guard case let .ended(_, reason, detail, _) = ended else { return }
+        #expect(reason == .remoteEnded, "ended by the caller's BYE, not by the glare: \(detail ?? "")")
+        await node.shutdown()
+    }
+
     /// An INVITE that claims to replace a dialog this node does not have (a stale attended
     /// transfer) gets 481 (the scenario checks it), and nothing rings.
     @Test func anInviteReplacingNoCallHereGets481() async throws {
