@@ -51,17 +51,29 @@ actor CallIce {
     /// The call goes without ICE, on a plain RTP path from `address` (this host's address the
     /// route to `peer` leaves from, when nil): an agent made ahead is closed. Before
     /// ``prepared(role:)`` only.
-    func usePlainRTP(address: String?, toward peer: String?) throws {
+    /// With `stun`, the path asks that server where its packets come from, and the SDP names
+    /// that address (its NAT's) rather than the socket's, so a peer outside the NAT reaches it.
+    func usePlainRTP(address: String?, toward peer: String?, stun: IceServerAddress? = nil) throws {
         guard agent == nil else { throw NegotiationError("the call has its ICE agent already") }
         if let early = preparation {
             preparation = nil
             queue.spawn { await (try? early.value)?.agent.close() }
         }
         let local = address ?? peer.flatMap(PlainRTPPath.localAddress(toward:)) ?? PlainRTPPath.localAddress(toward: "192.0.2.1") ?? "127.0.0.1"
+        let logger = self.logger, uuid = self.uuid
         preparation = Task {
-            try await PreparedICE.make(IceConfiguration(role: .controlling), role: .controlling) { _ in
+            let prepared = try await PreparedICE.make(IceConfiguration(role: .controlling), role: .controlling) { _ in
                 try PlainRTPPath(bindingTo: local)
             }
+            // A peer on this host needs no NAT's address.
+            if let stun, let plain = prepared.agent as? PlainRTPPath, !local.hasPrefix("127."), local != "::1" {
+                if let mapped = await plain.map(through: stun) {
+                    logger.info("call \(uuid): RTP without ICE from \(plain.local.address):\(plain.local.port), seen by \(stun) as \(mapped.address):\(mapped.port)")
+                } else {
+                    logger.notice("call \(uuid): the STUN server \(stun) did not answer: the SDP names \(plain.local.address), which a peer outside this network may not reach")
+                }
+            }
+            return prepared
         }
     }
 
@@ -87,8 +99,9 @@ actor CallIce {
     /// Without ICE, the SDP says where the path's socket is.
     private static func describePlainPath(_ agent: any IcePath, in local: inout LocalAudioParameters) {
         guard let plain = agent as? PlainRTPPath else { return }
-        local.plainRTP = RTPEndpoint(address: plain.local.address, port: Int(plain.local.port))
-        local.address = plain.local.address
+        let advertised = plain.advertised
+        local.plainRTP = RTPEndpoint(address: advertised.address, port: Int(advertised.port))
+        local.address = advertised.address
     }
 
     /// This side's ICE parameters now, for a later offer or answer: the agent's credentials and

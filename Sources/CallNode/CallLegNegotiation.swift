@@ -17,7 +17,7 @@ extension CallLeg {
     func sendOffer() async throws {
         // A dialect whose peers do not speak ICE (SIP's, by default) offers plain RTP.
         if !dialect.traits.offersICE, await ice.agent == nil {
-            try await ice.usePlainRTP(address: dialect.traits.mediaAddress, toward: nil)
+            try await ice.usePlainRTP(address: dialect.traits.mediaAddress, toward: nil, stun: configuration.ice.stunServer)
         }
         let prepared = try await ice.prepared(role: .controlling)
         var offer = negotiation.firstOffer(local: prepared.local, unencrypted: state.offersUnencrypted)
@@ -59,7 +59,7 @@ extension CallLeg {
         // An offer without ICE (a SIP phone's) is answered on a plain RTP path.
         if !offer.audioUsesICE, await ice.agent == nil {
             let peer = offer.media.first { $0.media == "audio" }.flatMap { ($0.connection ?? offer.connection)?.address }
-            try await ice.usePlainRTP(address: dialect.traits.mediaAddress, toward: peer)
+            try await ice.usePlainRTP(address: dialect.traits.mediaAddress, toward: peer, stun: configuration.ice.stunServer)
         }
         let prepared = try await ice.prepared(role: .controlled)
         var (answer, negotiated) = try negotiation.answer(first: offer, local: prepared.local)

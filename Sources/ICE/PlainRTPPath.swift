@@ -35,6 +35,10 @@ public final class PlainRTPPath: IcePath, DatagramPort {
         var closed = false
         /// Packets dropped for coming from an address that is not the peer's.
         var strangers = 0
+        /// The STUN Binding request out (its transaction id), and what its answer said: where
+        /// this socket's packets come from as the STUN server saw them (its NAT's address).
+        var stunTransaction: [UInt8]?
+        var mapped: IceCandidate?
     }
 
     /// Opens a UDP socket on `address` (an IPv4 or IPv6 address of this host; port 0: any).
@@ -123,7 +127,18 @@ public final class PlainRTPPath: IcePath, DatagramPort {
             return state.remote != nil
         }
         eventsContinuation.yield(.selectedPair(IceCandidatePair(local: local, remote: target)))
-        if !wasSet { eventsContinuation.yield(.stateChanged(.connected)) }
+        if !wasSet {
+            // Behind a NAT (a STUN server saw another address), the peer's first packets are
+            // dropped until this side sent it one: a DTLS peer's handshake (this side waiting as
+            // its server) would never arrive. A STUN Binding Indication opens the way (RFC 6263
+            // §4.2: peers ignore it); media then keeps it open.
+            if state.withLock({ $0.mapped }) != nil {
+                var indication: [UInt8] = [0x00, 0x11, 0x00, 0x00] + Self.stunCookie
+                for _ in 0..<12 { indication.append(UInt8.random(in: 0...255)) }
+                let _: Bool = send(indication)
+            }
+            eventsContinuation.yield(.stateChanged(.connected))
+        }
         return []
     }
 
@@ -148,6 +163,96 @@ public final class PlainRTPPath: IcePath, DatagramPort {
     }
 
     public var datagramPort: (any DatagramPort)? { self }
+
+    // MARK: - The address a NAT gives it
+
+    /// Where the peer is to send: the address and port a STUN server saw this socket's packets
+    /// come from (its NAT's, once ``map(through:)`` found them), else the socket's own.
+    public var advertised: IceCandidate { state.withLock { $0.mapped } ?? local }
+
+    /// Asks `server` (a STUN server: an RFC 5389 Binding request from this socket) where this
+    /// socket's packets come from — a NAT's address and port — so that an offer or answer
+    /// without ICE names an address the peer can reach. Up to three requests, 300 ms apart;
+    /// nil when none was answered (the socket's own address is named then).
+    @discardableResult
+    public func map(through server: IceServerAddress) async -> IceCandidate? {
+        guard var target = Self.resolve(server.host, port: server.port, family: family) else { return nil }
+        var transaction = [UInt8](repeating: 0, count: 12)
+        for index in transaction.indices { transaction[index] = UInt8.random(in: 0...255) }
+        let request: [UInt8] = [0x00, 0x01, 0x00, 0x00] + Self.stunCookie + transaction
+        state.withLock { $0.stunTransaction = transaction }
+        defer { state.withLock { $0.stunTransaction = nil } }
+        let length = socklen_t(target.ss_family == sa_family_t(AF_INET6) ? MemoryLayout<sockaddr_in6>.size : MemoryLayout<sockaddr_in>.size)
+        for _ in 0..<3 {
+            _ = request.withUnsafeBytes { buffer in
+                withUnsafePointer(to: &target) { pointer in
+                    pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(descriptor, buffer.baseAddress, buffer.count, 0, $0, length) }
+                }
+            }
+            for _ in 0..<15 {
+                if let mapped = state.withLock({ $0.mapped }) { return mapped }
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        return state.withLock { $0.mapped }
+    }
+
+    /// STUN's magic cookie (RFC 5389 §6).
+    static let stunCookie: [UInt8] = [0x21, 0x12, 0xA4, 0x42]
+
+    /// The address a STUN Binding success response (`bytes`, for `transaction`) says the
+    /// request came from (XOR-MAPPED-ADDRESS, else MAPPED-ADDRESS); nil for anything else.
+    static func stunMapped(_ bytes: [UInt8], transaction: [UInt8]) -> (address: String, port: UInt16)? {
+        guard bytes.count >= 20, bytes[0] == 0x01, bytes[1] == 0x01, Array(bytes[4..<8]) == stunCookie,
+              Array(bytes[8..<20]) == transaction else { return nil }
+        let length = Int(bytes[2]) << 8 | Int(bytes[3])
+        guard bytes.count >= 20 + length else { return nil }
+        var offset = 20, plain: (String, UInt16)?
+        while offset + 4 <= 20 + length {
+            let type = Int(bytes[offset]) << 8 | Int(bytes[offset + 1])
+            let size = Int(bytes[offset + 2]) << 8 | Int(bytes[offset + 3])
+            let value = offset + 4
+            guard value + size <= bytes.count else { return nil }
+            if (type == 0x0020 || type == 0x0001), size >= 8 {
+                let xor = type == 0x0020
+                let family = bytes[value + 1]
+                let port = (UInt16(bytes[value + 2]) << 8 | UInt16(bytes[value + 3])) ^ (xor ? 0x2112 : 0)
+                let mask = stunCookie + transaction
+                var address: String?
+                if family == 0x01 {
+                    address = (0..<4).map { String(bytes[value + 4 + $0] ^ (xor ? mask[$0] : 0)) }.joined(separator: ".")
+                } else if family == 0x02, size >= 20 {
+                    var raw = (0..<16).map { bytes[value + 4 + $0] ^ (xor ? mask[$0] : 0) }
+                    var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+                    if inet_ntop(AF_INET6, &raw, &text, socklen_t(text.count)) != nil {
+                        address = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                    }
+                }
+                if let address {
+                    if xor { return (address, port) }
+                    plain = (address, port)
+                }
+            }
+            offset = value + (size + 3) / 4 * 4
+        }
+        return plain
+    }
+
+    /// `host` (an IP address, or a name looked up for `family`) and `port` as a socket address.
+    static func resolve(_ host: String, port: UInt16, family: Int32) -> sockaddr_storage? {
+        var storage = sockaddr_storage()
+        if fill(&storage, address: host, port: port) != nil { return Int32(storage.ss_family) == family ? storage : nil }
+        var hints = addrinfo()
+        hints.ai_family = family
+        hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
+        var result: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, String(port), &hints, &result) == 0, let first = result else { return nil }
+        defer { freeaddrinfo(result) }
+        withUnsafeMutableBytes(of: &storage) { target in
+            target.copyMemory(from: UnsafeRawBufferPointer(start: first.pointee.ai_addr, count: Int(first.pointee.ai_addrlen)))
+        }
+        return storage
+    }
 
     /// Packets dropped so far for coming from another address than the peer's.
     public var droppedFromStrangers: Int { state.withLock { $0.strangers } }
@@ -189,6 +294,15 @@ public final class PlainRTPPath: IcePath, DatagramPort {
             }
             if state.withLock({ $0.closed }) { break }
             guard count > 0 else { continue }  // the timeout, or an ICMP error on the socket
+            // A STUN server's answer to this path's Binding request (map(through:)): not media.
+            if count >= 20, buffer[0] == 0x01, buffer[1] == 0x01, Array(buffer[4..<8]) == stunCookie {
+                state.withLock { state in
+                    guard let transaction = state.stunTransaction, state.mapped == nil,
+                          let (address, port) = stunMapped(Array(buffer[..<count]), transaction: transaction) else { return }
+                    state.mapped = IceCandidate(foundation: "rtp", priority: 1, address: address, port: port, type: .serverReflexive)
+                }
+                continue
+            }
             // RTP and RTCP both start with version 2 (the top two bits); RTCP's packet types
             // sit where RTP's marker and payload type do not go (RFC 5761 §4).
             // DTLS records start with a content type in 20–63 (RFC 7983): a DTLS-SRTP peer's

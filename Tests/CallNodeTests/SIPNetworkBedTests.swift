@@ -57,6 +57,46 @@ struct SIPNetworkBedTests {
         #expect(SIPInteropTests.holds(try SIPInteropTests.baresipHeard(in: phone), 660, over: 550), "baresip did not hear the node's 660 Hz")
     }
 
+    /// Without ICE, through a NAT: a node behind NAT A calls baresip on the router offering
+    /// plain RTP (no `--sip-ice`) with `--stun`; its offer names the address the bed's coturn
+    /// saw its RTP socket come from (NAT A's), so baresip, which sends only where the SDP says,
+    /// reaches it: each side hears the other's tone.
+    @Test func aNodeBehindNATOffersItsStunMappedAddressWithoutICE() async throws {
+        let bed = try Bed("sip-stun-plain")
+        defer { bed.down() }
+        let phone = bed.directory + "/baresip"
+        // DTLS-SRTP, baresip its client: its first ClientHello meets NAT A before anything of the
+        // node's went its way and is dropped; the node's STUN Binding Indication to it opens the
+        // way, and its retransmission gets through.
+        try SIPInteropTests.baresip(in: phone, host: NetworkBed.publicAddress, port: Self.baresipPort, mediaEncryption: "dtls_srtp")
+        // baresip sends from the public address its SDP names, as a server on the Internet does
+        // (the router would otherwise pick its address on NAT A's link, which no mapping expects).
+        let route = try bed.start("router", program: "/usr/sbin/ip", ["route", "replace", "100.64.1.0/24", "dev", "to-a", "proto", "kernel",
+                                                                      "scope", "link", "src", NetworkBed.publicAddress], log: "route.log")
+        #expect(try await route.exit(timeout: .seconds(10)) == 0)
+        let baresip = try bed.start("router", program: "/usr/bin/baresip", ["-f", phone, "-4", "-t", "20"], log: "baresip.log")
+        let alice = try bed.identity("alice")
+        let recording = bed.directory + "/alice-heard.wav"
+        var node: BedProcess?
+        for attempt in 0..<10 where node == nil {
+            let process = try bed.start("a", [
+                "call", "sip:b@\(NetworkBed.publicAddress):\(Self.baresipPort)", "--home", alice.home,
+                "--listen", "10.10.1.2:\(Self.nodeListenPort)", "--sip", "10.10.1.2:\(Self.nodeSIPPort)",
+                "--stun", NetworkBed.stun, "--input", "tone:660", "--output", "wav:" + recording, "--duration", "5", "--json",
+            ], log: "alice-\(attempt).log")
+            let status = try await process.exit(timeout: .seconds(40))
+            if status == 0 { node = process } else { try await Task.sleep(for: .milliseconds(300)) }
+        }
+        let caller = try #require(node, "the node's call to baresip never connected")
+        let pair = caller.events("selected-pair").last
+        #expect(pair?["ice"] as? Bool == false, "\(pair ?? [:])")
+        let stats = caller.events("stats").last
+        #expect((stats?["packets_received"] as? Int ?? 0) > 100, "baresip's RTP did not reach the node behind its NAT: \(stats ?? [:])")
+        baresip.child.stop()
+        #expect(SIPInteropTests.holds(try WAV.read(path: recording).samples, 550, over: 660), "the node did not hear baresip's 550 Hz")
+        #expect(SIPInteropTests.holds(try SIPInteropTests.baresipHeard(in: phone), 660, over: 550), "baresip did not hear the node's 660 Hz")
+    }
+
     @Test func baresipBehindNATCallsTheNodeWithICEAndDTLS() async throws {
         let bed = try Bed("sip-ice-in")
         defer { bed.down() }

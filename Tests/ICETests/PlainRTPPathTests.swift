@@ -1,5 +1,5 @@
 import Foundation
-import ICE
+@testable import ICE
 import Locking
 import Testing
 
@@ -49,6 +49,55 @@ import Glibc
         #expect(await atA.wait(for: 1) == [Self.rtp(2)])
         await a.close()
         await b.close()
+    }
+
+    /// With `--stun`, a path without ICE asks a STUN server (coturn) where its packets come
+    /// from, and names that address: behind a NAT (here a source NAT on loopback, so coturn sees
+    /// 127.0.0.5) the NAT's, which a peer outside can reach. The answer is not media: nothing
+    /// reaches the receiver, and RTP still flows after it.
+    @Test func itNamesTheAddressAStunServerSawItsPacketsComeFrom() async throws {
+        let stun = try await Coturn()
+        defer { stun.stop() }
+        let nat = try LoopbackSourceNAT(stunPort: stun.port, mappedAddress: "127.0.0.5")
+        defer { nat.remove() }
+        let path = try PlainRTPPath(bindingTo: "127.0.0.1"), peer = try PlainRTPPath(bindingTo: "127.0.0.1")
+        let received = Received(path)
+        #expect(path.advertised == path.local, "its own address until a STUN server says otherwise")
+        let mapped = try #require(await path.map(through: stun.address), "coturn did not answer")
+        #expect(mapped.address == "127.0.0.5" && mapped.type == .serverReflexive, "\(mapped)")
+        #expect(path.advertised == mapped)
+        #expect(received.packets.withLock { $0.isEmpty }, "the STUN answer went to the media")
+        _ = try await path.setRemote(IceCredentials(ufrag: "", pwd: ""), candidates: [Self.candidate(peer)], endOfCandidates: true)
+        _ = try await peer.setRemote(IceCredentials(ufrag: "", pwd: ""), candidates: [Self.candidate(path)], endOfCandidates: true)
+        #expect(peer.send(Self.rtp(3)))
+        #expect(await received.wait(for: 1) == [Self.rtp(3)])
+        await path.close()
+        await peer.close()
+    }
+
+    @Test func aStunServerThatDoesNotAnswerLeavesTheSocketsOwnAddress() async throws {
+        // A port nothing listens on: three requests, no answer.
+        let silent = try PlainRTPPath(bindingTo: "127.0.0.1")
+        let path = try PlainRTPPath(bindingTo: "127.0.0.1")
+        #expect(await path.map(through: IceServerAddress(host: "127.0.0.1", port: silent.local.port)) == nil)
+        #expect(path.advertised == path.local)
+        await path.close()
+        await silent.close()
+    }
+
+    @Test func aStunAnswerIsReadOnlyForItsOwnRequest() {
+        let transaction: [UInt8] = Array(0..<12)
+        // XOR-MAPPED-ADDRESS 192.0.2.7:40000.
+        let port = UInt16(40_000) ^ 0x2112
+        let cookie = PlainRTPPath.stunCookie
+        let address = [192, 0, 2, 7].enumerated().map { UInt8($0.element) ^ cookie[$0.offset] }
+        let answer: [UInt8] = [0x01, 0x01, 0x00, 0x0C] + cookie + transaction + [0x00, 0x20, 0x00, 0x08, 0x00, 0x01, UInt8(port >> 8), UInt8(port & 0xFF)] + address
+        #expect(PlainRTPPath.stunMapped(answer, transaction: transaction)! == ("192.0.2.7", 40_000))
+        #expect(PlainRTPPath.stunMapped(answer, transaction: Array(repeating: 9, count: 12)) == nil, "another request's answer")
+        #expect(PlainRTPPath.stunMapped(Array(answer.prefix(30)), transaction: transaction) == nil, "cut short")
+        var error = answer
+        error[1] = 0x11  // a Binding error response
+        #expect(PlainRTPPath.stunMapped(error, transaction: transaction) == nil)
     }
 
     @Test func itLatchesOnceToThePeersRealAddressAndDropsStrangers() async throws {
