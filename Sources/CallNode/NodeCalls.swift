@@ -101,4 +101,22 @@ extension CallNode {
         let members = connected.filter { $0.group == group }.map(\.id)
         return members.count >= 2 ? members : []
     }
+
+    /// Sends early media on a call ringing here, before answering or declining it: the caller's
+    /// offer is answered early (SIP's 183), so the caller hears this node's audio — a greeting,
+    /// an announcement — while the call still rings; ``answer(_:)`` then takes it (a 200 with the
+    /// same answer), or ``hangUp(_:)`` declines it. Follow ``events()`` (`earlyMedia`, then
+    /// `connected` once answered).
+    ///
+    /// - Throws: ``CallNodeError/earlyMedia(_:)`` for a call that is not ringing here, whose
+    ///   caller made no offer with its invitation (node envelopes and the page: their callee
+    ///   offers once it answers), or when the system owns the audio session: CallKit activates
+    ///   audio for an incoming call only once it is answered (``CallNodeConfiguration/appOwnedAudio``).
+    public func progress(_ call: UUID) async throws(CallNodeError) {
+        guard let leg = legs[call] else { throw .noSuchCall(call) }
+        guard appSession != nil else {
+            throw .earlyMedia("the system owns the audio session (CallKit mode), which it activates for an incoming call only once it is answered: early media needs the node to own it (app-owned audio)")
+        }
+        if let error = await leg.ask(fallback: CallNodeError.noSuchCall(call), { .progress($0) }) { throw error }
+    }
 }

@@ -83,7 +83,7 @@ extension CallNode {
                     await self.transferConnected(old, detail: "transferred to \(target) at the peer's request")
                     await request.settled()
                     return
-                case let .ended(placed2, _, detail, _) where placed2 == placed:
+                case .ended(placed, _, let detail, _):
                     await self.transferFailed(old, target: target, reason: detail ?? "the call ended before it connected")
                     await request.settled()
                     return
@@ -111,7 +111,7 @@ extension CallNode {
                 case .connected(new, _):
                     await self?.transferConnected(old, detail: "replaced by the call from \(handle)")
                     return
-                case let .ended(ended, _, _, _) where ended == new:
+                case .ended(new, _, _, _):
                     return
                 default:
                     continue

@@ -292,24 +292,7 @@ public final class ControlAPI: Sendable {
             try await request { () async throws(CallRequestError) in try await node.hangUp(id) }
             return ControlResponse(200, ["id": id.uuidString, "ended": true])
         case ("POST", "transfer"):
-            guard call.hasConnected else {
-                throw Problem(status: 409, reason: "the call is \(Self.status(of: call)): only an answered call is transferred")
-            }
-            if let otherID = body["replacing"] as? String {
-                // Attended: the peer's new call replaces this node's call with the target.
-                let other: ObservedCall
-                switch resolve(otherID) {
-                case let .success(found): other = found
-                case let .failure(problem): throw problem
-                }
-                guard other.id != id else { throw Problem(status: 409, reason: "a call is not transferred to itself") }
-                try await nodeCall { () async throws(CallNodeError) in try await node.transfer(id, replacing: other.id) }
-            } else {
-                guard let target = body["to"] as? String else {
-                    throw Problem(status: 400, reason: "give the address to transfer the call to, {\"to\": \"sip:user@host\"}, or the call it replaces, {\"replacing\": ID}")
-                }
-                try await nodeCall { () async throws(CallNodeError) in try await node.transfer(id, to: target) }
-            }
+            try await transfer(call, body: body)
         case ("POST", "hold"), ("POST", "resume"):
             guard call.hasConnected else {
                 throw Problem(status: 409, reason: "the call is \(Self.status(of: call)): only a connected call is held or resumed")
@@ -322,12 +305,7 @@ public final class ControlAPI: Sendable {
             try await request { () async throws(CallRequestError) in try await node.swap(to: id) }
         case ("POST", "merge"):
             guard let otherID = body["with"] as? String else { throw Problem(status: 400, reason: "give the call to merge with: {\"with\": ID}") }
-            let other: ObservedCall
-            switch resolve(otherID) {
-            case let .success(found): other = found
-            case let .failure(problem): throw problem
-            }
-            guard other.id != id else { throw Problem(status: 409, reason: "a call is not merged with itself") }
+            let other = try otherCall(otherID, than: id, "a call is not merged with itself")
             try await request { () async throws(CallRequestError) in try await node.merge(id, with: other.id) }
         case ("POST", "unmerge"):
             try await request { () async throws(CallRequestError) in try await node.unmerge(id) }
@@ -385,7 +363,7 @@ public final class ControlAPI: Sendable {
         }
     }
 
-    private func nodeCall(_ body: () async throws(CallNodeError) -> Void) async throws {
+    func nodeCall(_ body: () async throws(CallNodeError) -> Void) async throws {
         do { try await body() } catch {
             switch error {
             case .noSuchCall: throw Problem(status: 404, reason: error.description)

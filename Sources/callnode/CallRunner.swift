@@ -53,12 +53,12 @@ final class CallRunner {
     private var dialedCall: UUID?
     private var lastPair: [UUID: SelectedPairInfo] = [:]
     private var lastStats: [UUID: MediaStatistics] = [:]
-    private var current: UUID?
+    var current: UUID?
     /// Calls whose media runs before they are answered (early media).
     private var earlyMedia: Set<UUID> = []
     /// The address being typed after `t` (whom to transfer the call to), until Enter or Esc;
     /// the status line waits meanwhile.
-    private var transferEntry: String?
+    var transferEntry: String?
     private var onSpeaker = false, bypassed = false
     /// Each call's hold and mute, as the node last reported them.
     private var heldCalls: Set<UUID> = [], mutedCalls: Set<UUID> = []
@@ -607,39 +607,6 @@ final class CallRunner {
         return "busy host: complexity \(current) of \(configured.opus.complexity)"
     }
 
-    /// A key while the transfer's address is typed: Enter transfers, Esc cancels, Backspace
-    /// takes the last character back.
-    private func transferKey(_ key: UInt8) async {
-        var entry = transferEntry ?? ""
-        switch key {
-        case 10, 13:
-            transferEntry = nil
-            FileHandle.standardOutput.write(Data("\n".utf8))
-            guard let call = current, !entry.isEmpty else { return line("transfer cancelled") }
-            do {
-                try await node.transfer(call, to: entry)
-                line("transferring the call to \(entry)…")
-            } catch {
-                line("\(error)")
-            }
-        case 27:
-            transferEntry = nil
-            FileHandle.standardOutput.write(Data("\n".utf8))
-            line("transfer cancelled")
-        case 8, 127:
-            guard !entry.isEmpty else { return }
-            entry.removeLast()
-            transferEntry = entry
-            FileHandle.standardOutput.write(Data("\u{8} \u{8}".utf8))
-        case 32..<127:
-            entry.append(Character(UnicodeScalar(key)))
-            transferEntry = entry
-            FileHandle.standardOutput.write(Data([key]))
-        default:
-            break
-        }
-    }
-
     private func clearStatus() {
         if statusShown {
             FileHandle.standardOutput.write(Data("\r\u{1B}[2K".utf8))
@@ -647,7 +614,7 @@ final class CallRunner {
         }
     }
 
-    private func line(_ text: String) {
+    func line(_ text: String) {
         clearStatus()
         print(text)
         fflush(nil)

@@ -30,6 +30,23 @@ struct SIPNetworkBedTests {
         #expect((stats?["packets_received"] as? Int ?? 0) > 100, "\(stats ?? [:])")
     }
 
+    /// A node behind NAT A (`--stun`, with ICE or without) calls baresip on the router for 5 s,
+    /// recording what it hears; tried again while baresip is not listening yet (its first
+    /// INVITE may find nothing there). Its process, once a call connected and ended.
+    static func callBaresip(from bed: Bed, ice: Bool, recording: String) async throws -> BedProcess {
+        let alice = try bed.identity("alice")
+        for attempt in 0..<10 {
+            let process = try bed.start("a", [
+                "call", "sip:b@\(NetworkBed.publicAddress):\(Self.baresipPort)", "--home", alice.home,
+                "--listen", "10.10.1.2:\(Self.nodeListenPort)", "--sip", "10.10.1.2:\(Self.nodeSIPPort)",
+                "--stun", NetworkBed.stun, "--input", "tone:660", "--output", "wav:" + recording, "--duration", "5", "--json",
+            ] + (ice ? ["--sip-ice"] : []), log: "alice-\(attempt).log")
+            if try await process.exit(timeout: .seconds(40)) == 0 { return process }
+            try await Task.sleep(for: .milliseconds(300))
+        }
+        throw TestFailure("the node's call to baresip never connected")
+    }
+
     @Test func aNodeBehindNATCallsBaresipWithICEAndDTLS() async throws {
         let bed = try Bed("sip-ice-out")
         defer { bed.down() }
@@ -37,20 +54,8 @@ struct SIPNetworkBedTests {
         try SIPInteropTests.baresip(in: phone, host: NetworkBed.publicAddress, port: Self.baresipPort, mediaEncryption: "dtls_srtp",
                                     stun: NetworkBed.stun)
         let baresip = try bed.start("router", program: "/usr/bin/baresip", ["-f", phone, "-4", "-t", "20"], log: "baresip.log")
-        let alice = try bed.identity("alice")
         let recording = bed.directory + "/alice-heard.wav"
-        // baresip takes a moment to listen: the first INVITE may find nothing there yet.
-        var node: BedProcess?
-        for attempt in 0..<10 where node == nil {
-            let process = try bed.start("a", [
-                "call", "sip:b@\(NetworkBed.publicAddress):\(Self.baresipPort)", "--home", alice.home,
-                "--listen", "10.10.1.2:\(Self.nodeListenPort)", "--sip", "10.10.1.2:\(Self.nodeSIPPort)", "--sip-ice",
-                "--stun", NetworkBed.stun, "--input", "tone:660", "--output", "wav:" + recording, "--duration", "5", "--json",
-            ], log: "alice-\(attempt).log")
-            let status = try await process.exit(timeout: .seconds(40))
-            if status == 0 { node = process } else { try await Task.sleep(for: .milliseconds(300)) }
-        }
-        let caller = try #require(node, "the node's call to baresip never connected")
+        let caller = try await Self.callBaresip(from: bed, ice: true, recording: recording)
         Self.expectICEAndDTLS(caller, localType: "srflx", remoteType: "host")
         baresip.child.stop()
         #expect(SIPInteropTests.holds(try WAV.read(path: recording).samples, 550, over: 660), "the node did not hear baresip's 550 Hz")
@@ -75,19 +80,8 @@ struct SIPNetworkBedTests {
                                                                       "scope", "link", "src", NetworkBed.publicAddress], log: "route.log")
         #expect(try await route.exit(timeout: .seconds(10)) == 0)
         let baresip = try bed.start("router", program: "/usr/bin/baresip", ["-f", phone, "-4", "-t", "20"], log: "baresip.log")
-        let alice = try bed.identity("alice")
         let recording = bed.directory + "/alice-heard.wav"
-        var node: BedProcess?
-        for attempt in 0..<10 where node == nil {
-            let process = try bed.start("a", [
-                "call", "sip:b@\(NetworkBed.publicAddress):\(Self.baresipPort)", "--home", alice.home,
-                "--listen", "10.10.1.2:\(Self.nodeListenPort)", "--sip", "10.10.1.2:\(Self.nodeSIPPort)",
-                "--stun", NetworkBed.stun, "--input", "tone:660", "--output", "wav:" + recording, "--duration", "5", "--json",
-            ], log: "alice-\(attempt).log")
-            let status = try await process.exit(timeout: .seconds(40))
-            if status == 0 { node = process } else { try await Task.sleep(for: .milliseconds(300)) }
-        }
-        let caller = try #require(node, "the node's call to baresip never connected")
+        let caller = try await Self.callBaresip(from: bed, ice: false, recording: recording)
         let pair = caller.events("selected-pair").last
         #expect(pair?["ice"] as? Bool == false, "\(pair ?? [:])")
         let stats = caller.events("stats").last

@@ -31,6 +31,14 @@ struct SIPpTests {
         return (node, port, log)
     }
 
+    /// Bob, a node in this process playing 660 Hz, listening for SIP on loopback; its port.
+    static func sipNode(_ f: Fixture, autoAnswer: Bool = true, appOwned: Bool = false) async throws -> (CallNode, port: Int) {
+        let node = try await f.node("bob", input: .tone(660), autoAnswer: autoAnswer, appOwned: appOwned)
+        let port = SIPCallTests.freePort()
+        _ = try await node.listenSIP(SIPListenSettings(host: "127.0.0.1", port: port, user: "bob"))
+        return (node, port)
+    }
+
     @Test func aCallerAsksForASessionTimerRefreshesItByUPDATEAndHoldsInAnUPDATE() async throws {
         let f = try Fixture()
         let (node, port, log) = try await Self.listeningNode(f)
@@ -59,9 +67,7 @@ struct SIPpTests {
     /// Record-Route): when the node hangs up, its BYE goes to where the INVITE came from.
     @Test func theByeToACallerBehindANATGoesWhereItsInviteCameFrom() async throws {
         let f = try Fixture()
-        let node = try await f.node("bob", input: .tone(660), autoAnswer: true)
-        let port = SIPCallTests.freePort()
-        _ = try await node.listenSIP(SIPListenSettings(host: "127.0.0.1", port: port, user: "bob"))
+        let (node, port) = try await Self.sipNode(f)
         let events = node.events()
         let caller = Task { try await SIPp.run("caller-behind-nat.xml", in: f.path("sipp"), remote: "127.0.0.1:\(port)", service: "bob") }
         guard case let .connected(call, _) = try await TwoNodeTests.next(events, where: { if case .connected = $0 { true } else { false } })
@@ -116,9 +122,7 @@ struct SIPpTests {
         let f = try Fixture()
         let tone = f.path("caller.wav")
         try SIPp.writeMuLaw(tone: 1_000, seconds: 2, to: tone)
-        let node = try await f.node("bob", input: .tone(660), autoAnswer: false, appOwned: true)
-        let port = SIPCallTests.freePort()
-        _ = try await node.listenSIP(SIPListenSettings(host: "127.0.0.1", port: port, user: "bob"))
+        let (node, port) = try await Self.sipNode(f, autoAnswer: false, appOwned: true)
         let events = node.events()
         let caller = Task {
             try await SIPp.run("caller-early-media.xml", in: f.path("sipp"), remote: "127.0.0.1:\(port)", service: "bob",
@@ -150,11 +154,9 @@ struct SIPpTests {
     /// to the caller's BYE, and nothing was placed for the refused transfers.
     @Test func badRequestsInACallAreAnsweredAndTheCallGoesOn() async throws {
         let f = try Fixture()
-        let node = try await f.node("bob", input: .tone(660), autoAnswer: true)
+        let (node, port) = try await Self.sipNode(f)
         let blocked = "sip:mallory@127.0.0.1:5999"
         try await node.store.directory.block(CallHandle(.generic, blocked))
-        let port = SIPCallTests.freePort()
-        _ = try await node.listenSIP(SIPListenSettings(host: "127.0.0.1", port: port, user: "bob"))
         let events = node.events()
         let run = try await SIPp.run("caller-bad-requests.xml", in: f.path("sipp"), remote: "127.0.0.1:\(port)", service: "bob",
                                      replacing: ["BLOCKED_TARGET": blocked])
@@ -172,9 +174,7 @@ struct SIPpTests {
     /// is held and goes on to the caller's BYE.
     @Test func reInvitesThatCrossAreRefusedWith491AndTheNodesIsTriedAgain() async throws {
         let f = try Fixture()
-        let node = try await f.node("bob", input: .tone(660), autoAnswer: true)
-        let port = SIPCallTests.freePort()
-        _ = try await node.listenSIP(SIPListenSettings(host: "127.0.0.1", port: port, user: "bob"))
+        let (node, port) = try await Self.sipNode(f)
         let events = node.events()
         let caller = Task { try await SIPp.run("caller-glare.xml", in: f.path("sipp"), remote: "127.0.0.1:\(port)", service: "bob") }
         guard case let .connected(call, _) = try await TwoNodeTests.next(events, where: { if case .connected = $0 { true } else { false } })
@@ -192,9 +192,7 @@ struct SIPpTests {
     /// transfer) gets 481 (the scenario checks it), and nothing rings.
     @Test func anInviteReplacingNoCallHereGets481() async throws {
         let f = try Fixture()
-        let node = try await f.node("bob", input: .tone(660), autoAnswer: true)
-        let port = SIPCallTests.freePort()
-        _ = try await node.listenSIP(SIPListenSettings(host: "127.0.0.1", port: port, user: "bob"))
+        let (node, port) = try await Self.sipNode(f)
         let run = try await SIPp.run("caller-replaces-unknown.xml", in: f.path("sipp"), remote: "127.0.0.1:\(port)", service: "bob")
         #expect(run.status == 0, "\(run.log)")
         #expect(await node.liveCalls.isEmpty)
