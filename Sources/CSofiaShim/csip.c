@@ -37,6 +37,10 @@
 #include <sofia-sip/su_wait.h>
 #include <sofia-sip/url.h>
 
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 enum command_op { OP_INVITE, OP_RESPOND, OP_RESPOND_UPDATE, OP_RESPOND_REFER, OP_REFER, OP_OPTIONS, OP_BYE, OP_CANCEL, OP_INFO, OP_REGISTER, OP_UNREGISTER, OP_SHUTDOWN };
 
 struct command {
@@ -61,6 +65,9 @@ struct call_entry {
     nua_saved_event_t refer[1];
     sip_event_t *refer_event;         /* the last REFER's Event (its subscription), in the handle's home:
                                          a call placed for it reports its progress there by NOTIFY */
+    struct sockaddr_storage flow;     /* a peer whose INVITE came through a proxy that stays out of the
+                                         dialog, over UDP: where its ACK and BYE will come from */
+    socklen_t flow_length;            /* 0: none */
 };
 
 /* The registration's handle is bound to this id (calls' ids are positive). */
@@ -101,6 +108,10 @@ struct csip_agent {
     /* With TLS: the Contact of dialogs over it, `<sip:HOST:PORT;transport=tls>` (sofia would say
      * `sips:`, which many phones cannot route to). */
     char *tls_contact;
+    /* Dialog flows kept open (see open_flow): the timer, and the UDP sockets sofia listens on
+     * (found once per family; -2 not looked for yet, -1 none). */
+    su_timer_t *flow_timer;
+    int udp_fd4, udp_fd6;
 };
 
 static char *copy(const char *text) { return text ? strdup(text) : NULL; }
@@ -246,23 +257,99 @@ static void registration_result(csip_agent *agent, int status, char const *phras
     agent->callback(agent->context, &event);
 }
 
+/* The UDP socket sofia listens on for `family`: the process's datagram socket bound to the
+ * port of the agent's URL (nua does not hand out its transports; TCP and TLS share the port,
+ * media sockets do not). -1 when there is none. */
+static int sip_udp_socket(csip_agent *agent, int family) {
+    int *cached = family == AF_INET6 ? &agent->udp_fd6 : &agent->udp_fd4;
+    if (*cached != -2) return *cached;
+    *cached = -1;
+    url_t *url = url_make(agent->home, agent->url);
+    int port = url && url->url_port ? atoi(url->url_port) : 0;
+    if (port <= 0) return -1;
+    long limit = sysconf(_SC_OPEN_MAX);
+    if (limit <= 0 || limit > 65536) limit = 65536;
+    for (int fd = 0; fd < limit; fd++) {
+        int type = 0;
+        socklen_t length = sizeof type;
+        if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &length) != 0 || type != SOCK_DGRAM) continue;
+        struct sockaddr_storage bound;
+        socklen_t bound_length = sizeof bound;
+        if (getsockname(fd, (struct sockaddr *)&bound, &bound_length) != 0 || bound.ss_family != family) continue;
+        int bound_port = family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&bound)->sin6_port)
+                                            : ntohs(((struct sockaddr_in *)&bound)->sin_port);
+        if (bound_port == port) {
+            *cached = fd;
+            break;
+        }
+    }
+    return *cached;
+}
+
+/* An empty keep-alive (RFC 5626's double CRLF, which SIP parsers skip) from the SIP socket to
+ * a peer's flow: this side's NAT then lets what the peer sends from there in. */
+static void send_flow_keepalive(csip_agent *agent, struct call_entry const *entry) {
+    if (!entry->flow_length) return;
+    int fd = sip_udp_socket(agent, entry->flow.ss_family);
+    if (fd < 0) return;
+    static char const crlf[] = "\r\n\r\n";
+    (void)sendto(fd, crlf, sizeof crlf - 1, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr const *)&entry->flow, entry->flow_length);
+}
+
+static void flow_tick(struct csip_agent *agent, su_timer_t *timer, su_timer_arg_t *argument) {
+    (void)timer;
+    (void)argument;
+    for (size_t i = 0; i < agent->call_count; i++) send_flow_keepalive(agent, &agent->calls[i]);
+}
+
+/* A peer whose INVITE came through a proxy that does not Record-Route sends its ACK, BYE and
+ * re-INVITEs straight to this side's Contact. Behind a NAT that lets in only what answers what
+ * went out (most do), they would be dropped: a 200 never acknowledged, the call failing after
+ * seconds. So this side sends to the peer's address at once, and again every keep-alive
+ * interval while the call lasts (a NAT forgets an idle UDP flow within minutes). */
+static void open_flow(csip_agent *agent, long call, char const *host, char const *port) {
+    struct call_entry *entry = call_entry(agent, call);
+    if (!entry || !host || !port) return;
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM, .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV };
+    struct addrinfo *found = NULL;
+    if (getaddrinfo(host, port, &hints, &found) != 0 || !found) return;
+    if (found->ai_addrlen <= sizeof entry->flow) {
+        memcpy(&entry->flow, found->ai_addr, found->ai_addrlen);
+        entry->flow_length = found->ai_addrlen;
+    }
+    freeaddrinfo(found);
+    send_flow_keepalive(agent, entry);
+    if (!agent->flow_timer) {
+        pthread_mutex_lock(&agent->lock);
+        su_duration_t interval = agent->keepalive_ms > 0 ? agent->keepalive_ms : 25000;
+        pthread_mutex_unlock(&agent->lock);
+        agent->flow_timer = su_timer_create(su_root_task(agent->root), interval);
+        if (agent->flow_timer) su_timer_set_interval(agent->flow_timer, flow_tick, NULL, interval);
+    }
+}
+
 /* Symmetric signaling for a caller behind a NAT: with no Record-Route, requests in its dialog
  * (BYE, re-INVITE, UPDATE) would go to its Contact, a private address nothing outside its NAT
- * reaches. When the address its INVITE came from (the top Via's received and rport, RFC 3581)
- * is not its Contact's, they go there instead (the Request-URI stays the Contact). Through a
- * proxy, the source is the proxy: requests go back through it. */
-static void route_to_source(nua_handle_t *nh, sip_t const *sip) {
+ * reaches. They go instead to the address its requests come from, the Request-URI staying the
+ * Contact. Straight from the caller, that is where its INVITE came from (the top Via's received
+ * and rport, RFC 3581). Through a proxy that stays out of the dialog, the caller's requests will
+ * come straight from its own flow, which its first proxy saw: the caller's Via (the last) with
+ * the received and rport that proxy added; without them, the Contact is taken as it is. */
+static void route_to_source(csip_agent *agent, long call, nua_handle_t *nh, sip_t const *sip) {
     if (!sip || !sip->sip_via || sip->sip_record_route || !sip->sip_contact) return;
     sip_via_t const *via = sip->sip_via;
+    int proxied = via->v_next != NULL;
+    while (via->v_next) via = via->v_next;
+    if (proxied && !(via->v_received && *via->v_received) && !(via->v_rport && *via->v_rport)) return;
     char const *host = via->v_received && *via->v_received ? via->v_received : via->v_host;
     char const *port = via->v_rport && *via->v_rport ? via->v_rport : via->v_port ? via->v_port : "5060";
     if (!host) return;
+    if (via->v_protocol && strcasestr(via->v_protocol, "TLS")) return;  /* TLS names its peer: left to the Contact */
+    char const *transport = via->v_protocol && strcasestr(via->v_protocol, "TCP") ? "tcp" : "udp";
+    if (proxied && strcmp(transport, "udp") == 0) open_flow(agent, call, host, port);
     url_t const *contact = sip->sip_contact->m_url;
     char const *contact_port = contact->url_port ? contact->url_port : "5060";
     if (contact->url_host && strcasecmp(contact->url_host, host) == 0 && strcmp(contact_port, port) == 0) return;
-    char const *transport = "udp";
-    if (via->v_protocol && strcasestr(via->v_protocol, "TLS")) return;  /* TLS names its peer: left to the Contact */
-    if (via->v_protocol && strcasestr(via->v_protocol, "TCP")) transport = "tcp";
     char proxy[300];
     snprintf(proxy, sizeof proxy, strchr(host, ':') ? "sip:[%s]:%s;transport=%s" : "sip:%s:%s;transport=%s", host, port, transport);
     nua_set_hparams(nh, NUTAG_PROXY(proxy), TAG_END());
@@ -299,7 +386,7 @@ static void on_event(nua_event_t event, int status, char const *phrase, nua_t *n
             call = new_id(agent);
             nua_handle_bind(nh, (void *)(intptr_t)call);
             add_call(agent, call, nh);
-            route_to_source(nh, sip);
+            route_to_source(agent, call, nh, sip);
             csip_event replacing = { .kind = CSIP_EVENT_INVITE, .status = status, .phrase = phrase, .call = call, .replaces = replaced_id };
             report_with(agent->callback, agent->context, &replacing, sip);
             break;
@@ -311,7 +398,7 @@ static void on_event(nua_event_t event, int status, char const *phrase, nua_t *n
             struct call_entry *entry = call_entry(agent, call);
             if (entry && sip && sip->sip_via && sip->sip_via->v_protocol && strcasestr(sip->sip_via->v_protocol, "TLS"))
                 entry->tls = 1;
-            route_to_source(nh, sip);
+            route_to_source(agent, call, nh, sip);
         }
         emit(agent, CSIP_EVENT_INVITE, status, phrase, call, sip);
         break;
@@ -321,6 +408,15 @@ static void on_event(nua_event_t event, int status, char const *phrase, nua_t *n
         if ((status == 401 || status == 407) && entry && entry->auth_tries < 1 && answer_challenge(agent, nh, sip)) {
             entry->auth_tries++;
             break;
+        }
+        /* Placed through the registrar, which stays out of the dialog: the callee's requests
+         * come straight from where its Contact says. */
+        if (status >= 200 && status < 300 && entry && agent->registration && sip && !sip->sip_record_route && sip->sip_contact) {
+            url_t const *contact = sip->sip_contact->m_url;
+            char transport[16] = "";
+            if (!contact->url_params || url_param(contact->url_params, "transport", transport, sizeof transport) == 0)
+                snprintf(transport, sizeof transport, "udp");
+            if (strcasecmp(transport, "udp") == 0) open_flow(agent, call, contact->url_host, contact->url_port ? contact->url_port : "5060");
         }
         emit(agent, CSIP_EVENT_RESPONSE, status, phrase, call, sip);
         break;
@@ -598,10 +694,15 @@ static void perform(csip_agent *agent, struct command *command) {
         char from[640], expires[16];
         snprintf(from, sizeof from, "<%s>", command->a);
         snprintf(expires, sizeof expires, "%d", command->status > 0 ? command->status : 3600);
-        /* Calls go out through the registrar, from the address of record. */
+        /* Calls go out through the registrar (its loose route on each request that starts a
+         * dialog, RFC 3261 §8.1.2), from the address of record. Requests in a dialog follow
+         * its route set: through the registrar where it Record-Routes, else straight to the
+         * peer (a registrar that stays out of dialogs refuses them: "404 Not here"). */
         free(agent->from);
         agent->from = copy(from);
-        nua_set_params(agent->nua, NUTAG_PROXY(command->b), SIPTAG_FROM_STR(from), TAG_END());
+        char route[700];
+        snprintf(route, sizeof route, "<%s;lr>", command->b);
+        nua_set_params(agent->nua, NUTAG_INITIAL_ROUTE_STR(route), SIPTAG_FROM_STR(from), TAG_END());
         agent->registration = nua_handle(agent->nua, (void *)(intptr_t)REGISTRATION_ID, SIPTAG_TO_STR(from), SIPTAG_FROM_STR(from), TAG_END());
         if (!agent->registration) {
             registration_result(agent, 400, "the address of record is not a SIP URI", NULL, 0);
@@ -756,6 +857,8 @@ static void *run(void *argument) {
     started(agent, 1);
     su_root_run(agent->root);
     /* Stopped: every handle went with nua_destroy. */
+    if (agent->flow_timer) su_timer_destroy(agent->flow_timer);
+    agent->flow_timer = NULL;
     su_root_unregister(agent->root, agent->wait, on_wake, agent);
     su_root_destroy(agent->root);
     su_home_deinit(agent->home);
@@ -775,6 +878,7 @@ csip_agent *csip_start(const char *url, const char *sips_url, const char *certif
         return NULL;
     }
     agent->options_status = 200;
+    agent->udp_fd4 = agent->udp_fd6 = -2;
     agent->url = copy(url);
     agent->sips_url = copy(sips_url);
     agent->certificate_dir = copy(certificate_dir);

@@ -24,10 +24,12 @@ struct SIPInteropTests {
     /// RTCP muxed) on `host`, an address of a test bed's namespace.
     /// `srtpModules` false: baresip's default modules only (no `srtp`, no `dtls_srtp`), as a
     /// newcomer's softphone has them. `console`: a UDP port on loopback where its `cons` module
-    /// takes commands (``baresipCommand(_:port:)``), as typed at its prompt.
+    /// takes commands (``baresipCommand(_:port:)``), as typed at its prompt. `account`: its
+    /// account line (a registration, its NAT handling) in place of the unregistered one, `codec`
+    /// added.
     static func baresip(in directory: String, host: String = "127.0.0.1", port: Int, mediaEncryption: String = "srtp-mand",
                         codec: String = "opus/48000/2", stun: String? = nil, srtpModules: Bool = true, console: Int? = nil,
-                        tone: Double = 550) throws {
+                        tone: Double = 550, account: String? = nil) throws {
         try FileManager.default.createDirectory(atPath: directory + "/snd", withIntermediateDirectories: true)
         // A certificate of its own for its TLS listener (port + 1), so requests over TLS reach it.
         let made = try ChildProcess.run("/usr/bin/openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
@@ -55,7 +57,7 @@ struct SIPInteropTests {
         try config.write(toFile: directory + "/config", atomically: true, encoding: .utf8)
         let encryption = mediaEncryption.isEmpty ? "" : ";mediaenc=\(mediaEncryption)"
         let nat = stun.map { ";medianat=ice;stunserver=stun:\($0)" } ?? ""
-        let account = "<sip:b@\(host):\(port)>;regint=0;answermode=auto\(encryption)\(nat);audio_codecs=\(codec)\n"
+        let account = (account.map { $0 + ";audio_codecs=\(codec)" } ?? "<sip:b@\(host):\(port)>;regint=0;answermode=auto\(encryption)\(nat);audio_codecs=\(codec)") + "\n"
         try account.write(toFile: directory + "/accounts", atomically: true, encoding: .utf8)
         // aufile takes the codec's own rate and channels: opus/48000/2's two, G.711's one at 8 kHz.
         let seconds = 12, rate = codec.hasPrefix("opus") ? 48_000 : 8_000, channels = codec.hasPrefix("opus") ? 2 : 1

@@ -91,6 +91,113 @@ struct SIPNetworkBedTests {
         #expect(SIPInteropTests.holds(try SIPInteropTests.baresipHeard(in: phone), 660, over: 550), "baresip did not hear the node's 660 Hz")
     }
 
+    /// Both ends behind NATs, registered with Kamailio on the public side, which keeps the
+    /// addresses the registrations came from but stays out of the dialogs (no Record-Route):
+    /// ACK, BYE and the rest go straight between baresip behind NAT A and a node behind NAT B,
+    /// plain RTP (no ICE) on STUN-mapped addresses. The node calls baresip by its address of
+    /// record and hangs up; both NATs forget every flow (conntrack -F); the node's keep-alive
+    /// opens its binding again, so baresip's call to the node's address of record reaches it;
+    /// baresip hangs up. Each side hears the other's tone in both calls.
+    ///
+    /// NAT A forwards baresip's SIP port, as a phone's router is often told to: the node's ACK
+    /// to baresip's 200 comes straight from the node, and baresip never sent anything the node's
+    /// way that would let it in. The node behind NAT B has no such help: as it answers, it sends
+    /// to the caller's address itself (and every keep-alive interval while the call lasts).
+    @Test func phonesBehindTwoNATsCallEachOtherThroughARegistrarThatStaysOutOfTheDialog() async throws {
+        let bed = try Bed("sip-kamailio-nat")
+        defer { bed.down() }
+        let registrar = "\(NetworkBed.publicAddress):5060"
+        let config = try KamailioServer.config(port: 5060, domain: NetworkBed.publicAddress,
+                                               users: ["alice": "alice-secret", "bob": "bob-secret"],
+                                               address: NetworkBed.publicAddress, recordRoute: false, natHelper: true)
+        try FileManager.default.createDirectory(atPath: bed.directory + "/kamailio", withIntermediateDirectories: true)
+        try config.write(toFile: bed.directory + "/kamailio/kamailio.cfg", atomically: true, encoding: .utf8)
+        let kamailio = try bed.start("router", program: KamailioServer.executable, [
+            "-f", bed.directory + "/kamailio/kamailio.cfg", "-DD", "-E", "-Y", bed.directory + "/kamailio",
+            "-P", bed.directory + "/kamailio/kamailio.pid", "-m", "32", "-M", "8",
+        ], log: "kamailio.log")
+        try await kamailio.waitForLine(timeout: .seconds(20)) { $0.contains("Listening on") }
+        try bed.control(["forward", "a", String(Self.baresipPort)])
+
+        let phone = bed.directory + "/baresip", console = 5555
+        try SIPInteropTests.baresip(in: phone, host: "10.10.1.2", port: Self.baresipPort, stun: NetworkBed.stun, console: console,
+                                    account: "<sip:alice@\(NetworkBed.publicAddress)>;auth_pass=alice-secret;outbound=\"sip:\(registrar)\";"
+                                        + "regint=600;answermode=auto;medianat=stun;stunserver=stun:\(NetworkBed.stun)")
+        let baresip = try bed.start("a", program: "/usr/bin/baresip", ["-f", phone, "-4"], log: "baresip.log")
+        try await kamailio.waitForLine(timeout: .seconds(20)) { $0.contains("registered sip:alice@") }
+        func baresipCommand(_ command: String) async throws {
+            let sent = try bed.start("a", program: "/bin/bash", ["-c", "echo '\(command)' > /dev/udp/127.0.0.1/\(console)"], log: "cons.log")
+            #expect(try await sent.exit(timeout: .seconds(10)) == 0)
+        }
+        func baresipEnded(_ count: Int) async throws {
+            try await baresip.waitForLine(timeout: .seconds(20)) { _ in baresip.text.components(separatedBy: "terminated (duration").count > count }
+        }
+
+        let bob = try bed.identity("bob")
+        try "bob-secret\n".write(toFile: bed.directory + "/bob-password", atomically: true, encoding: .utf8)
+        let recordings = bed.directory + "/bob-heard/"
+        let node = try bed.start("b", [
+            "listen", "--home", bob.home, "--listen", "10.10.2.2:\(Self.nodeListenPort)", "--sip", "10.10.2.2:\(Self.nodeSIPPort)",
+            "--sip-register", "sip:bob@\(NetworkBed.publicAddress)", "--sip-registrar", "sip:\(registrar)",
+            "--sip-password-file", bed.directory + "/bob-password", "--sip-keepalive", "5",
+            "--stun", NetworkBed.stun, "--auto-answer", "--accept-unknown",
+            "--input", "tone:660", "--output", "wav:" + recordings, "--calls", "2", "--json",
+        ], log: "bob.log")
+        try await node.waitFor("sip-registered", timeout: .seconds(30))
+
+        // The node calls baresip's address of record, and hangs up: its BYE must reach baresip.
+        let placed = try bed.callnode(["ctl", "call", "--home", bob.home, "sip:alice@\(NetworkBed.publicAddress)"])
+        #expect(placed.status == 0, "\(placed.output)")
+        let first = try await node.waitFor("connected")
+        let firstCall = try #require(first["call"] as? String)
+        try await Task.sleep(for: .seconds(4))  // the call's length: tones both ways
+        let hungUp = try bed.callnode(["ctl", "hangup", firstCall, "--home", bob.home])
+        #expect(hungUp.status == 0, "\(hungUp.output)")
+        try await baresipEnded(1)
+
+        // Both NATs forget everything; the node's next keep-alive opens its way again.
+        let keepAlives = { kamailio.text.components(separatedBy: "request OPTIONS sip:bob@").count - 1 }
+        try bed.control(["forget", "a"])
+        try bed.control(["forget", "b"])
+        let before = keepAlives()
+        try await kamailio.waitForLine(timeout: .seconds(20)) { _ in keepAlives() > before }
+
+        // baresip calls the node's address of record, and hangs up: its BYE must reach the node.
+        try await baresipCommand("/dial sip:bob@\(NetworkBed.publicAddress)")
+        try await node.waitForLine(timeout: .seconds(30)) { _ in node.events("connected").count == 2 }
+        try await Task.sleep(for: .seconds(4))
+        try await baresipCommand("/hangup")
+        try await baresipEnded(2)
+        #expect(try await node.exit(timeout: .seconds(20)) == 0, "\(node.text)")
+        baresip.child.stop()
+
+        let ended = node.events("ended").map { $0["reason"] as? String }
+        #expect(ended == ["localEnded", "remoteEnded"], "\(node.events("ended"))")
+        for pair in node.events("selected-pair") { #expect(pair["ice"] as? Bool == false, "\(pair)") }
+        // The dialogs' requests went straight between the phones: none reached the registrar.
+        // Each 200 was acknowledged at once: an ACK that does not arrive makes the answerer
+        // repeat its 200, which the registrar relays again (without the node's opening of its
+        // way to the caller, baresip's ACKs to it are dropped by NAT B until the call ends).
+        let log = kamailio.text.split(separator: "\n")
+        #expect(!log.contains { $0.contains("request BYE") }, "a BYE went through the registrar")
+        for callee in ["alice", "bob"] {
+            let answers = log.filter { $0.contains("reply 200 ") && $0.contains("for INVITE sip:\(callee)@") }
+            #expect(answers.count == 1, "\(callee)'s 200 was repeated (its ACK did not arrive): \(answers)")
+        }
+        let heard = try FileManager.default.contentsOfDirectory(atPath: recordings).filter { $0.hasSuffix(".wav") }
+        #expect(heard.count == 2, "\(heard)")
+        for file in heard {
+            #expect(SIPInteropTests.holds(try WAV.read(path: recordings + file).samples, 550, over: 660), "the node did not hear baresip's 550 Hz in \(file)")
+        }
+        let dumps = try FileManager.default.contentsOfDirectory(atPath: phone + "/snd").filter { $0.hasSuffix("-dec.wav") }.sorted()
+        #expect(dumps.count == 2, "\(dumps)")
+        for dump in dumps {
+            let (format, samples) = try WAV.read(path: phone + "/snd/" + dump)
+            let left = format.channels == 2 ? stride(from: 0, to: samples.count, by: 2).map { samples[$0] } : samples
+            #expect(SIPInteropTests.holds(left, 660, over: 550, rate: format.sampleRate), "baresip did not hear the node's 660 Hz in \(dump)")
+        }
+    }
+
     @Test func baresipBehindNATCallsTheNodeWithICEAndDTLS() async throws {
         let bed = try Bed("sip-ice-in")
         defer { bed.down() }

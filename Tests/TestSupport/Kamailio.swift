@@ -217,7 +217,20 @@ public final class KamailioServer: Sendable {
     /// Passwords are compared through the `auth` module's `pv_auth_check`, so no database is
     /// needed; each start picks a new nonce secret, so a nonce from before a restart is stale
     /// (401 again, not 403).
-    public static func config(port: Int, domain: String, users: [String: String], authenticateCalls: Bool = true) throws -> String {
+    ///
+    /// - Parameters:
+    ///   - address: the IPv4 address it listens on (UDP and TCP).
+    ///   - recordRoute: whether it stays in the dialogs of the INVITEs it relays; without,
+    ///     requests in a dialog go straight between its ends (and any that reach it get 404).
+    ///   - natHelper: a registrar for phones behind NATs, as Kamailio's `nathelper` makes one:
+    ///     a REGISTER from behind a NAT is saved with the address it came from (calls to that
+    ///     user go there), and a private Contact in an INVITE or its reply is rewritten to the
+    ///     address the message came from.
+    public static func config(port: Int, domain: String, users: [String: String], authenticateCalls: Bool = true,
+                              address: String = "127.0.0.1", recordRoute: Bool = true, natHelper: Bool = false) throws -> String {
+        guard address.split(separator: ".").count == 4, address.split(separator: ".").allSatisfy({ UInt8($0) != nil }) else {
+            throw TestFailure("bad listening address \"\(address)\"")
+        }
         let hostCharacters = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-")
         guard !domain.isEmpty, domain.allSatisfy(hostCharacters.contains) else { throw TestFailure("bad domain \"\(domain)\"") }
         let userCharacters = hostCharacters.union("_~")
@@ -251,8 +264,8 @@ public final class KamailioServer: Sendable {
             rev_dns=no
             use_dns_cache=off
             dns_try_ipv6=no
-            listen=udp:127.0.0.1:\(port)
-            listen=tcp:127.0.0.1:\(port)
+            listen=udp:\(address):\(port)
+            listen=tcp:\(address):\(port)
 
             loadmodule "tm.so"
             loadmodule "tmx.so"
@@ -267,6 +280,7 @@ public final class KamailioServer: Sendable {
             loadmodule "usrloc.so"
             loadmodule "registrar.so"
             loadmodule "auth.so"
+            \(natHelper ? "loadmodule \"nathelper.so\"\nmodparam(\"nathelper\", \"received_avp\", \"$avp(RECEIVED)\")\nmodparam(\"registrar\", \"received_avp\", \"$avp(RECEIVED)\")" : "")
 
             modparam("tm", "fr_timer", 10000)
             modparam("tm", "fr_inv_timer", 30000)
@@ -292,7 +306,7 @@ public final class KamailioServer: Sendable {
             \troute(WITHINDLG);
             \troute(AUTH);
             \tremove_hf("Route");
-            \tif (is_method("INVITE")) record_route();
+            \(recordRoute ? "\tif (is_method(\"INVITE\")) record_route();" : "\t# No Record-Route: the dialog's requests go straight between its ends.")
             \troute(REGISTRAR);
             \tif ($rU == $null) {
             \t\tsl_send_reply("484", "Address Incomplete");
@@ -303,6 +317,7 @@ public final class KamailioServer: Sendable {
 
             route[REQINIT] {
             \tforce_rport();
+            \(natHelper ? "\tif (nat_uac_test(\"19\")) {\n\t\tif (is_method(\"REGISTER\")) fix_nated_register();\n\t\telse if (!has_totag()) fix_nated_contact();\n\t}" : "")
             \tif (!mf_process_maxfwd_header("10")) {
             \t\tsl_send_reply("483", "Too Many Hops");
             \t\texit;
@@ -415,6 +430,7 @@ public final class KamailioServer: Sendable {
 
             onreply_route[REPLY] {
             \txlog("L_INFO", "reply $rs $rr for $rm $tu\\n");
+            \(natHelper ? "\tif (nat_uac_test(\"1\")) fix_nated_contact();" : "")
             }
 
             """
