@@ -2,6 +2,7 @@
 #define CNICE_SHIM_H
 
 #include <nice/agent.h>
+#include <stun/usages/bind.h>
 #include <glib.h>
 #include <glib-object.h>
 #include <gio/gio.h>
@@ -104,5 +105,44 @@ static inline void cnice_candidate_list_free(GSList *list) {
 }
 
 static inline gint cnice_priority_default(void) { return G_PRIORITY_DEFAULT; }
+
+/* MARK: STUN Binding without ICE (RFC 5389, libnice's stun/usages/bind.h) */
+
+/* A STUN agent for Binding requests and indications from one socket; it remembers the
+   transactions it sent, so an answer is taken only for one of them. */
+typedef struct { StunAgent agent; } cnice_stun_binding;
+
+static inline cnice_stun_binding *cnice_stun_binding_new(void) {
+    cnice_stun_binding *binding = g_new0(cnice_stun_binding, 1);
+    stun_agent_init(&binding->agent, STUN_ALL_KNOWN_ATTRIBUTES, STUN_COMPATIBILITY_RFC5389, 0);
+    return binding;
+}
+
+static inline void cnice_stun_binding_free(cnice_stun_binding *binding) { g_free(binding); }
+
+/* A Binding request in `buffer`; its length (0: not made). */
+static inline size_t cnice_stun_binding_request(cnice_stun_binding *binding, uint8_t *buffer, size_t size) {
+    StunMessage message;
+    return stun_usage_bind_create(&binding->agent, &message, buffer, size);
+}
+
+/* A Binding Indication (no answer expected) in `buffer`; its length (0: not made). */
+static inline size_t cnice_stun_binding_indication(cnice_stun_binding *binding, uint8_t *buffer, size_t size) {
+    StunMessage message;
+    return stun_usage_bind_keepalive(&binding->agent, &message, buffer, size);
+}
+
+/* 1 when `bytes` is a success response to a request this agent made, with the address it
+   says the request came from (XOR-MAPPED-ADDRESS, else MAPPED-ADDRESS) in `mapped`; else 0. */
+static inline int cnice_stun_binding_mapped(cnice_stun_binding *binding, const uint8_t *bytes, size_t length,
+                                            struct sockaddr_storage *mapped, socklen_t *mapped_length) {
+    StunMessage message;
+    if (stun_agent_validate(&binding->agent, &message, bytes, length, NULL, NULL) != STUN_VALIDATION_SUCCESS) return 0;
+    struct sockaddr_storage alternate;
+    socklen_t alternate_length = sizeof alternate;
+    *mapped_length = sizeof *mapped;
+    return stun_usage_bind_process(&message, (struct sockaddr *)mapped, mapped_length,
+                                   (struct sockaddr *)&alternate, &alternate_length) == STUN_USAGE_BIND_RETURN_SUCCESS;
+}
 
 #endif

@@ -35,9 +35,11 @@ public final class PlainRTPPath: IcePath, DatagramPort {
         var closed = false
         /// Packets dropped for coming from an address that is not the peer's.
         var strangers = 0
-        /// The STUN Binding request out (its transaction id), and what its answer said: where
-        /// this socket's packets come from as the STUN server saw them (its NAT's address).
-        var stunTransaction: [UInt8]?
+        /// STUN Binding from this socket (libnice's), whether a request is out, and what its
+        /// answer said: where this socket's packets come from as the STUN server saw them (its
+        /// NAT's address).
+        let stun = STUNBinding()
+        var stunAsking = false
         var mapped: IceCandidate?
     }
 
@@ -133,9 +135,8 @@ public final class PlainRTPPath: IcePath, DatagramPort {
             // its server) would never arrive. A STUN Binding Indication opens the way (RFC 6263
             // §4.2: peers ignore it); media then keeps it open.
             if state.withLock({ $0.mapped }) != nil {
-                var indication: [UInt8] = [0x00, 0x11, 0x00, 0x00] + Self.stunCookie
-                for _ in 0..<12 { indication.append(UInt8.random(in: 0...255)) }
-                let _: Bool = send(indication)
+                let indication = state.withLock { $0.stun.indication() }
+                if !indication.isEmpty { let _: Bool = send(indication) }
             }
             eventsContinuation.yield(.stateChanged(.connected))
         }
@@ -177,13 +178,12 @@ public final class PlainRTPPath: IcePath, DatagramPort {
     @discardableResult
     public func map(through server: IceServerAddress) async -> IceCandidate? {
         guard var target = Self.resolve(server.host, port: server.port, family: family) else { return nil }
-        var transaction = [UInt8](repeating: 0, count: 12)
-        for index in transaction.indices { transaction[index] = UInt8.random(in: 0...255) }
-        let request: [UInt8] = [0x00, 0x01, 0x00, 0x00] + Self.stunCookie + transaction
-        state.withLock { $0.stunTransaction = transaction }
-        defer { state.withLock { $0.stunTransaction = nil } }
+        state.withLock { $0.stunAsking = true }
+        defer { state.withLock { $0.stunAsking = false } }
         let length = socklen_t(target.ss_family == sa_family_t(AF_INET6) ? MemoryLayout<sockaddr_in6>.size : MemoryLayout<sockaddr_in>.size)
         for _ in 0..<3 {
+            let request = state.withLock { $0.stun.request() }
+            guard !request.isEmpty else { return nil }
             _ = request.withUnsafeBytes { buffer in
                 withUnsafePointer(to: &target) { pointer in
                     pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(descriptor, buffer.baseAddress, buffer.count, 0, $0, length) }
@@ -195,47 +195,6 @@ public final class PlainRTPPath: IcePath, DatagramPort {
             }
         }
         return state.withLock { $0.mapped }
-    }
-
-    /// STUN's magic cookie (RFC 5389 §6).
-    static let stunCookie: [UInt8] = [0x21, 0x12, 0xA4, 0x42]
-
-    /// The address a STUN Binding success response (`bytes`, for `transaction`) says the
-    /// request came from (XOR-MAPPED-ADDRESS, else MAPPED-ADDRESS); nil for anything else.
-    static func stunMapped(_ bytes: [UInt8], transaction: [UInt8]) -> (address: String, port: UInt16)? {
-        guard bytes.count >= 20, bytes[0] == 0x01, bytes[1] == 0x01, Array(bytes[4..<8]) == stunCookie,
-              Array(bytes[8..<20]) == transaction else { return nil }
-        let length = Int(bytes[2]) << 8 | Int(bytes[3])
-        guard bytes.count >= 20 + length else { return nil }
-        var offset = 20, plain: (String, UInt16)?
-        while offset + 4 <= 20 + length {
-            let type = Int(bytes[offset]) << 8 | Int(bytes[offset + 1])
-            let size = Int(bytes[offset + 2]) << 8 | Int(bytes[offset + 3])
-            let value = offset + 4
-            guard value + size <= bytes.count else { return nil }
-            if (type == 0x0020 || type == 0x0001), size >= 8 {
-                let xor = type == 0x0020
-                let family = bytes[value + 1]
-                let port = (UInt16(bytes[value + 2]) << 8 | UInt16(bytes[value + 3])) ^ (xor ? 0x2112 : 0)
-                let mask = stunCookie + transaction
-                var address: String?
-                if family == 0x01 {
-                    address = (0..<4).map { String(bytes[value + 4 + $0] ^ (xor ? mask[$0] : 0)) }.joined(separator: ".")
-                } else if family == 0x02, size >= 20 {
-                    var raw = (0..<16).map { bytes[value + 4 + $0] ^ (xor ? mask[$0] : 0) }
-                    var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
-                    if inet_ntop(AF_INET6, &raw, &text, socklen_t(text.count)) != nil {
-                        address = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-                    }
-                }
-                if let address {
-                    if xor { return (address, port) }
-                    plain = (address, port)
-                }
-            }
-            offset = value + (size + 3) / 4 * 4
-        }
-        return plain
     }
 
     /// `host` (an IP address, or a name looked up for `family`) and `port` as a socket address.
@@ -295,10 +254,12 @@ public final class PlainRTPPath: IcePath, DatagramPort {
             if state.withLock({ $0.closed }) { break }
             guard count > 0 else { continue }  // the timeout, or an ICMP error on the socket
             // A STUN server's answer to this path's Binding request (map(through:)): not media.
-            if count >= 20, buffer[0] == 0x01, buffer[1] == 0x01, Array(buffer[4..<8]) == stunCookie {
+            // (STUN's first two bits are zero, its magic cookie in bytes 4–7: RFC 5389 §6.)
+            if count >= 20, buffer[0] >> 6 == 0, buffer[4] == 0x21, buffer[5] == 0x12, buffer[6] == 0xA4, buffer[7] == 0x42 {
                 state.withLock { state in
-                    guard let transaction = state.stunTransaction, state.mapped == nil,
-                          let (address, port) = stunMapped(Array(buffer[..<count]), transaction: transaction) else { return }
+                    guard state.stunAsking, state.mapped == nil,
+                          let (address, port) = buffer.withUnsafeBytes({ state.stun.mapped(UnsafeRawBufferPointer(rebasing: $0[..<count])) })
+                    else { return }
                     state.mapped = IceCandidate(foundation: "rtp", priority: 1, address: address, port: port, type: .serverReflexive)
                 }
                 continue

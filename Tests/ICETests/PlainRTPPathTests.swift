@@ -86,18 +86,30 @@ import Glibc
     }
 
     @Test func aStunAnswerIsReadOnlyForItsOwnRequest() {
-        let transaction: [UInt8] = Array(0..<12)
-        // XOR-MAPPED-ADDRESS 192.0.2.7:40000.
-        let port = UInt16(40_000) ^ 0x2112
-        let cookie = PlainRTPPath.stunCookie
-        let address = [192, 0, 2, 7].enumerated().map { UInt8($0.element) ^ cookie[$0.offset] }
-        let answer: [UInt8] = [0x01, 0x01, 0x00, 0x0C] + cookie + transaction + [0x00, 0x20, 0x00, 0x08, 0x00, 0x01, UInt8(port >> 8), UInt8(port & 0xFF)] + address
-        #expect(PlainRTPPath.stunMapped(answer, transaction: transaction)! == ("192.0.2.7", 40_000))
-        #expect(PlainRTPPath.stunMapped(answer, transaction: Array(repeating: 9, count: 12)) == nil, "another request's answer")
-        #expect(PlainRTPPath.stunMapped(Array(answer.prefix(30)), transaction: transaction) == nil, "cut short")
-        var error = answer
-        error[1] = 0x11  // a Binding error response
-        #expect(PlainRTPPath.stunMapped(error, transaction: transaction) == nil)
+        let binding = STUNBinding()
+        let request = binding.request()
+        // A Binding request (class and method 0x0001), the magic cookie, a transaction id.
+        #expect(request.count >= 20 && request[0] == 0x00 && request[1] == 0x01 && Array(request[4..<8]) == [0x21, 0x12, 0xA4, 0x42])
+        let cookie: [UInt8] = [0x21, 0x12, 0xA4, 0x42], transaction = Array(request[8..<20])
+        /// A Binding success response for `transaction` whose XOR-MAPPED-ADDRESS is 192.0.2.7:40000.
+        func answer(_ transaction: [UInt8]) -> [UInt8] {
+            let port = UInt16(40_000) ^ 0x2112
+            let address = [192, 0, 2, 7].enumerated().map { UInt8($0.element) ^ cookie[$0.offset] }
+            return [0x01, 0x01, 0x00, 0x0C] + cookie + transaction + [0x00, 0x20, 0x00, 0x08, 0x00, 0x01, UInt8(port >> 8), UInt8(port & 0xFF)] + address
+        }
+        func mapped(_ bytes: [UInt8]) -> (address: String, port: UInt16)? { bytes.withUnsafeBytes { binding.mapped($0) } }
+        #expect(mapped(Array(answer(transaction).prefix(30))) == nil, "cut short")
+        #expect(mapped(answer(Array(repeating: 9, count: 12))) == nil, "another request's answer")
+        let found = mapped(answer(transaction))
+        #expect(found?.address == "192.0.2.7" && found?.port == 40_000, "\(String(describing: found))")
+        // An error response to a request (its transaction ends with it).
+        let second = binding.request()
+        var error = answer(Array(second[8..<20]))
+        error[1] = 0x11
+        #expect(mapped(error) == nil)
+        // An indication: no answer expected, so no transaction of its own to answer.
+        let indication = binding.indication()
+        #expect(indication.count >= 20 && indication[0] == 0x00 && indication[1] == 0x11)
     }
 
     @Test func itLatchesOnceToThePeersRealAddressAndDropsStrangers() async throws {
