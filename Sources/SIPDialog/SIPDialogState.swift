@@ -71,6 +71,14 @@ public struct SIPDialogState: Sendable, Equatable {
     /// An UPDATE's offer (RFC 3311) was delivered and the call's answer not sent yet: the
     /// answer goes in the UPDATE's 200.
     public private(set) var updateOfferOpen = false
+    /// The SDP this side last sent in the dialog (its offer or answer): the session as it stands
+    /// here, offered again to a re-INVITE that carries no offer.
+    public private(set) var lastLocalSDP: String?
+    /// This side offered in its 200 to a re-INVITE without an offer: the answer comes in the ACK.
+    public private(set) var answerInAck = false
+    /// The call was given the ACK's answer as its peer's description: the answer it makes to
+    /// it stays here (the exchange is complete on the wire).
+    public private(set) var callAnswersAck = false
     /// Incoming: the first INVITE has been taken.
     public private(set) var invited = false
     /// The first INVITE's offer (outgoing) was encrypted (SRTP keyed by SDES or DTLS).
@@ -109,12 +117,33 @@ public struct SIPDialogState: Sendable, Equatable {
 
     /// Handles one input at `now` and returns what to do, in order.
     public mutating func handle(_ input: SIPDialogInput, now: Duration) -> [SIPDialogAction] {
+        let actions = decide(input, now: now)
+        for action in actions {
+            switch action {
+            case let .invite(_, _, sdp), let .reinvite(sdp), let .respond(_, _, sdp?, _), let .respondToUpdate(_, _, sdp?):
+                lastLocalSDP = sdp
+            default: break
+            }
+        }
+        return actions
+    }
+
+    private mutating func decide(_ input: SIPDialogInput, now: Duration) -> [SIPDialogAction] {
         switch input {
         case let .call(signal): return send(signal)
         case let .invite(sdp): return invite(sdp: sdp)
         case let .response(status, phrase, sdp): return response(status: status, phrase: phrase, sdp: sdp, now: now)
         case let .ack(sdp):
-            guard !callEnded, let sdp else { return [] }
+            guard !callEnded else { return [] }
+            if answerInAck {
+                // The answer to the offer this side made in its 200 to an offerless re-INVITE:
+                // the call takes it as the peer's description, as it would a re-offer.
+                answerInAck = false
+                guard let sdp else { return [.note("the ACK carried no answer to the offer in the 200 (the session stays as it was)")] }
+                callAnswersAck = true
+                return [.deliver(.offer(sdp: sdp))]
+            }
+            guard let sdp else { return [] }
             return [.deliver(.answer(sdp: sdp))]  // a delayed offer's answer
         case let .cancel(reason):
             // A CANCEL after the final response has no effect (RFC 3261 §9.2).
@@ -214,6 +243,10 @@ public struct SIPDialogState: Sendable, Equatable {
                 return [.respondToUpdate(status: 200, phrase: nil, sdp: SIPWire.adding([], to: sdp))]
             }
             if phase == .confirmed {
+                if callAnswersAck {
+                    callAnswersAck = false
+                    return [.note("the call took the answer in the peer's ACK")]
+                }
                 guard peerReofferOpen else { return [.note("an answer with no re-INVITE to answer (dropped)")] }
                 peerReofferOpen = false
                 return [.respond(status: 200, phrase: nil, sdp: SIPWire.adding([], to: sdp), retryAfter: nil)]
@@ -328,7 +361,13 @@ public struct SIPDialogState: Sendable, Equatable {
         reoffer = nil
         glareWaiting = false
         guard let sdp else {
-            return [.respond(status: 488, phrase: "Not Acceptable Here (a re-INVITE needs an offer)", sdp: nil, retryAfter: nil)]
+            // No offer (RFC 3261 §14.2): the offer goes in the 200 — the session as it stands
+            // here (RFC 6337 §5.3) — and the answer comes in the ACK.
+            guard let local = lastLocalSDP else {
+                return [.respond(status: 488, phrase: "Not Acceptable Here (no session to offer yet)", sdp: nil, retryAfter: nil)]
+            }
+            answerInAck = true
+            return [.respond(status: 200, phrase: nil, sdp: local, retryAfter: nil)]
         }
         peerReofferOpen = true
         return [.deliver(.offer(sdp: sdp))]

@@ -188,6 +188,22 @@ struct SIPpTests {
         await node.shutdown()
     }
 
+    /// A re-INVITE without an offer (RFC 3261 §14.2, as PBXes send to refresh a session or move
+    /// its media): the node offers the session as it stands in its 200 (the scenario checks that
+    /// its audio line names the port the node's first answer did) and takes the caller's answer
+    /// from the ACK; the call goes on until the caller's BYE.
+    @Test func aReinviteWithoutAnOfferIsAnsweredWithTheSessionAndTheAckAnswers() async throws {
+        let f = try Fixture()
+        let (node, port) = try await Self.sipNode(f)
+        let events = node.events()
+        let run = try await SIPp.run("caller-reinvite-without-offer.xml", in: f.path("sipp"), remote: "127.0.0.1:\(port)", service: "bob")
+        #expect(run.status == 0, "\(run.log)")
+        let ended = try await TwoNodeTests.next(events) { if case .ended = $0 { true } else { false } }
+        guard case let .ended(_, reason, detail, _) = ended else { return }
+        #expect(reason == .remoteEnded, "ended by the caller's BYE: \(detail ?? "")")
+        await node.shutdown()
+    }
+
     /// An INVITE that claims to replace a dialog this node does not have (a stale attended
     /// transfer) gets 481 (the scenario checks it), and nothing rings.
     @Test func anInviteReplacingNoCallHereGets481() async throws {

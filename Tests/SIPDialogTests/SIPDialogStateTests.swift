@@ -564,15 +564,51 @@ import Testing
                 == [.note("an answer with no re-INVITE to answer (dropped)")])
     }
 
-    /// RFC 3261 §14.2 lets a re-INVITE come without an offer (the UAS then offers in its 2xx, some
-    /// PBXes refresh sessions that way). The call has no signal yet to ask for a fresh offer, so the
-    /// value refuses it with 488 and says why; the call goes on. (Answering it is work still to do.)
-    @Test func aReinviteWithoutAnOfferIsRefused() {
+    /// RFC 3261 §14.2 lets a re-INVITE come without an offer (some PBXes refresh sessions or
+    /// move media that way): the 200 offers the session as it stands here — the SDP this side
+    /// last sent (RFC 6337 §5.3) — and the ACK's answer goes to the call as its peer's
+    /// description, as a re-offer would; the call's answer to it stays here (the exchange is
+    /// complete on the wire).
+    @Test func aReinviteWithoutAnOfferGetsTheSessionAsItStandsAndTheAckAnswers() throws {
         var state = Self.confirmedOutgoing()
-        #expect(state.handle(.invite(sdp: nil), now: .seconds(10))
-                == [.respond(status: 488, phrase: "Not Acceptable Here (a re-INVITE needs an offer)", sdp: nil, retryAfter: nil)])
-        #expect(state.phase == .confirmed)
-        #expect(!state.peerReofferOpen)
+        let offered = try #require(state.lastLocalSDP)
+        #expect(offered.contains("m=audio"), "\(offered)")
+        #expect(state.handle(.invite(sdp: nil), now: .seconds(10)) == [.respond(status: 200, phrase: nil, sdp: offered, retryAfter: nil)])
+        #expect(state.answerInAck && !state.peerReofferOpen)
+        #expect(state.handle(.ack(sdp: Self.peerHoldOffer), now: .seconds(10)) == [.deliver(.offer(sdp: Self.peerHoldOffer))])
+        #expect(state.handle(.call(.answer(sdp: Self.callHoldAnswer)), now: .seconds(10)) == [.note("the call took the answer in the peer's ACK")])
+        #expect(state.phase == .confirmed && !state.answerInAck && !state.callAnswersAck)
+        // The next re-INVITE, with an offer, is answered on the wire as always.
+        #expect(state.handle(.invite(sdp: Self.peerOffer), now: .seconds(20)) == [.deliver(.offer(sdp: Self.peerOffer))])
+        let answered = state.handle(.call(.answer(sdp: Self.callAnswer)), now: .seconds(20))
+        guard case let .respond(200, _, sdp?, _) = answered.first else { Issue.record("\(answered)"); return }
+        #expect(sdp.contains("m=audio 40010"))
+        // And an offerless one now offers what this side answered last.
+        #expect(state.handle(.invite(sdp: nil), now: .seconds(30)) == [.respond(status: 200, phrase: nil, sdp: sdp, retryAfter: nil)])
+    }
+
+    /// Called, the session that stands is this side's answer in its 200; after this side's own
+    /// hold, its re-INVITE's offer.
+    @Test func theSessionOfferedAgainIsTheLastThisSideSent() throws {
+        let state = Self.confirmedIncoming()
+        let answer = try #require(state.lastLocalSDP)
+        #expect(answer.contains("m=audio 40010"), "\(answer)")
+        var outgoing = Self.confirmedOutgoing()
+        let hold = Self.feed(&outgoing, [.call(.offer(sdp: Self.holdOffer))], at: .seconds(5))
+        guard case let .reinvite(sdp) = hold.first else { Issue.record("\(hold)"); return }
+        #expect(outgoing.lastLocalSDP == sdp)
+        Self.feed(&outgoing, [.response(status: 200, phrase: "OK", sdp: Self.holdAnswer)], at: .seconds(5))
+        #expect(outgoing.handle(.invite(sdp: nil), now: .seconds(9)) == [.respond(status: 200, phrase: nil, sdp: sdp, retryAfter: nil)])
+    }
+
+    /// An ACK that brings no answer to the offer in the 200 breaks RFC 3264; the session stays
+    /// as it was, and the log says why.
+    @Test func anAckWithoutTheAnswerLeavesTheSessionAsItWas() {
+        var state = Self.confirmedIncoming()
+        Self.feed(&state, [.invite(sdp: nil)], at: .seconds(10))
+        #expect(state.handle(.ack(sdp: nil), now: .seconds(10))
+                == [.note("the ACK carried no answer to the offer in the 200 (the session stays as it was)")])
+        #expect(state.phase == .confirmed && !state.answerInAck && !state.callAnswersAck)
     }
 
     @Test func aReinviteCrossingOursIsRefusedWith491() {
