@@ -34,12 +34,26 @@ public protocol CallDialect: AnyObject, Sendable {
     /// replacing `other` at the target. Nil once asked, else why it cannot be. Its progress
     /// comes back through ``DialectCall/transferProgress(status:detail:)``.
     func transfer(to target: String, replacing other: (any CallDialect)?) async -> String?
+    /// How the peer's side names this call's dialog, for another call's attended transfer to
+    /// replace it there (SIP: its dialog, which the REFER's Replaces names); nil where the wire
+    /// has no such name.
+    var replaceableDialog: ReplaceableDialog? { get async }
+}
+
+/// A call's dialog as an attended transfer names it to the peer's side (SIP: the call's
+/// dialog at this node's stack, from which the Replaces header is made).
+public struct ReplaceableDialog: Sendable, Hashable {
+    /// The wire's own number for the dialog.
+    public let id: Int
+    public init(id: Int) { self.id = id }
 }
 
 extension CallDialect {
     public func transfer(to target: String, replacing other: (any CallDialect)?) async -> String? {
         "this call's wire has no transfer (only SIP calls can be transferred)"
     }
+
+    public var replaceableDialog: ReplaceableDialog? { get async { nil } }
 
     public func reconnect() async {}
     public func dropConnection() async {}
@@ -187,10 +201,13 @@ public struct TransferRequest: Sendable {
     public var dialect: @Sendable () async -> (any CallDialect)?
     /// The new call connected or ended: another transfer may be followed.
     public var settled: @Sendable () async -> Void
+    /// Who asks (SIP's Referred-By, else the REFER's From), when the wire says.
+    public var referredBy: String?
 
-    public init(target: String, respond: @escaping @Sendable (Int, String?) async -> Void,
+    public init(target: String, referredBy: String? = nil, respond: @escaping @Sendable (Int, String?) async -> Void,
                 dialect: @escaping @Sendable () async -> (any CallDialect)?, settled: @escaping @Sendable () async -> Void) {
         self.target = target
+        self.referredBy = referredBy
         self.respond = respond
         self.dialect = dialect
         self.settled = settled

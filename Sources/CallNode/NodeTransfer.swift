@@ -59,7 +59,8 @@ extension CallNode {
             return
         }
         await request.respond(202, "Accepted")
-        broadcaster.send(.transfer(old, status: 202, detail: "the peer transfers the call to \(target): calling it"))
+        let asker = request.referredBy.map { " (asked by \($0))" } ?? ""
+        broadcaster.send(.transfer(old, status: 202, detail: "the peer transfers the call to \(target)\(asker): calling it"))
         // The events are read from before the call exists: its connection cannot be missed.
         let events = self.events()
         keepUntilDone { [weak self] in

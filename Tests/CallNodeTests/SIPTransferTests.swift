@@ -60,7 +60,10 @@ extension RealTimeTests {
         guard case let .ended(_, aliceReason, aliceDetail, _) = aliceEnded else { return }
         #expect(aliceReason == .localEnded && aliceDetail == "transferred to \(carolURI)", "\(aliceEnded)")
         // Bob followed: his new call to Carol connected, his old one ended.
-        _ = try await TwoNodeTests.next(bobEvents) { if case .transfer(bobOld, 202, _) = $0 { true } else { false } }
+        let following = try await TwoNodeTests.next(bobEvents) { if case .transfer(bobOld, 202, _) = $0 { true } else { false } }
+        // Bob is told who asks (the REFER's Referred-By, else its From: Alice's address).
+        guard case let .transfer(_, _, followingDetail) = following else { return }
+        #expect(followingDetail.contains("to \(carolURI) (asked by sip:alice@"), "\(followingDetail)")
         let bobEnded = try await TwoNodeTests.next(bobEvents) { if case .ended(bobOld, _, _, _) = $0 { true } else { false } }
         // Ended by Bob once Carol answered, or by Alice's BYE once she heard so: whichever came first.
         guard case let .ended(_, bobReason, detail, _) = bobEnded else { return }

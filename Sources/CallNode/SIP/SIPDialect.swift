@@ -24,6 +24,10 @@ actor SIPDialect: CallDialect {
     /// Outgoing, placed for a transfer: the call whose peer asked for it (the stack tells that
     /// peer how this call goes), and the dialog it replaces at the target, if it names one.
     private let referral: (call: Int, replaces: String?)?
+    /// Who asked for the last transfer the peer sent (its REFER's Referred-By, else From).
+    private var referrer: String?
+
+    var replaceableDialog: ReplaceableDialog? { ReplaceableDialog(id: sipCall) }
     /// Makes the dialect of a call placed for the peer's transfer (to `target`, reporting to
     /// this dialog's peer).
     typealias ReferredDialect = @Sendable (_ target: String, _ referral: (call: Int, replaces: String?)) async -> (any CallDialect)?
@@ -81,8 +85,8 @@ actor SIPDialect: CallDialect {
     func transfer(to target: String, replacing other: (any CallDialect)?) async -> String? {
         var replacing: Int?
         if let other {
-            guard let sip = other as? SIPDialect else { return "the consulted call is not a SIP call: its dialog cannot be replaced" }
-            replacing = await sip.sipCall
+            guard let dialog = await other.replaceableDialog else { return "the consulted call is not a SIP call: its dialog cannot be replaced" }
+            replacing = dialog.id
         }
         var refusal: String?
         for action in state.handle(.transfer(to: target, replacing: replacing), now: clock.now) {
@@ -112,7 +116,9 @@ actor SIPDialect: CallDialect {
         case .update: input = .update(sdp: event.sdp)
         case .sessionExpired: input = .sessionExpired(event.phrase)
         case .optionsResponse: input = .probeAnswered(status: event.status, phrase: event.phrase, local: event.local)
-        case .refer: input = .refer(target: event.body)
+        case .refer:
+            referrer = event.fromURI
+            input = .refer(target: event.body)
         case .referResponse: input = .referAnswered(status: event.status, phrase: event.phrase)
         case .notify: input = .notified(body: event.body)
         case .byeResponse, .error, .shutdown, .registration: return .keep
@@ -184,7 +190,7 @@ actor SIPDialect: CallDialect {
             logger.info("SIP call \(sipCall): the peer transfers the call to \(target)")
             let make = referredDialect, referral = (call: sipCall, replaces: replaces)
             call.transferRequested(TransferRequest(
-                target: target,
+                target: target, referredBy: referrer,
                 respond: { [weak self] status, phrase in await self?.decided(status: status, phrase: phrase) },
                 dialect: { await make(target, referral) },
                 settled: { [weak self] in await self?.settled() }))
