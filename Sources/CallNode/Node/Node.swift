@@ -53,6 +53,9 @@ public actor CallNode: Service {
     /// The router's one piece of per-call state: each call's leg, and its connection.
     var legs: [UUID: CallLeg] = [:]
     var legConnections: [UUID: ObjectIdentifier] = [:]
+    /// The calls carried on this node's own signaling (with other nodes, with pages): their
+    /// dialects, which the connections' envelopes go to. (SIP's go through its router.)
+    var envelopes: [UUID: EnvelopeDialect] = [:]
     /// The task running each leg's children (``CallLeg/run()``), until they are all done.
     var legRuns: [UUID: Task<Void, Never>] = [:]
     var endDetails: [UUID: (detail: String?, duration: Duration?)] = [:]
@@ -388,6 +391,7 @@ public actor CallNode: Service {
         // does not pick the same page).
         let page = target == .webPage ? freeWebPage() : nil
         let dialect = EnvelopeDialect(call: uuid, outgoing: true, target: target, connection: page, session: nil, services: services)
+        envelopes[uuid] = dialect
         _ = await makeLeg(uuid, outgoing: true, dialect: dialect, target: target, connection: page, title: title)
         do {
             _ = try await manager.controller.request(.start(call: uuid, handle: CallHandle(.generic, handleValue)))
@@ -522,6 +526,7 @@ public actor CallNode: Service {
         let uuid = UUID()
         let dialect = EnvelopeDialect(call: uuid, outgoing: true, target: .session(session), connection: connection, session: session,
                                       services: services)
+        envelopes[uuid] = dialect
         _ = await makeLeg(uuid, outgoing: true, muted: startMuted, dialect: dialect, target: .session(session), connection: connection,
                           title: title, session: session, startMuted: startMuted)
         do {
@@ -537,7 +542,7 @@ public actor CallNode: Service {
     func sessionConnectionClosed(_ connection: SignalingConnection) async {
         sessionConnections[connection.id] = nil
         for (uuid, id) in legConnections where id == connection.id {
-            await (legs[uuid]?.dialect as? EnvelopeDialect)?.closed(connection.id, error: nil)
+            await envelopes[uuid]?.closed(connection.id, error: nil)
         }
     }
 

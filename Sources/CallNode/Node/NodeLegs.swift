@@ -34,6 +34,7 @@ extension CallNode {
     /// A leg the manager refused to start: it never ran anything, and goes.
     func discardLeg(_ uuid: UUID) async {
         legConnections[uuid] = nil
+        envelopes[uuid] = nil
         await legs.removeValue(forKey: uuid)?.discard()
         await availabilityChanged()
         resumeNoCallsWaiters()
@@ -64,6 +65,7 @@ extension CallNode {
             // Kept before the leg releases what it holds, so the manager's end event finds it.
             guard legs.removeValue(forKey: uuid) != nil else { return }
             legConnections[uuid] = nil
+            envelopes[uuid] = nil
             ports[uuid] = nil
             endDetails[uuid] = (detail, duration)
             if reason == .localEnded {

@@ -124,7 +124,7 @@ extension CallNode {
 
     func connectionEnded(_ connection: SignalingConnection) async {
         for (uuid, id) in legConnections where id == connection.id {
-            await (legs[uuid]?.dialect as? EnvelopeDialect)?.closed(connection.id, error: nil)
+            await envelopes[uuid]?.closed(connection.id, error: nil)
         }
     }
 
@@ -161,21 +161,21 @@ extension CallNode {
         }
         if case .resume = envelope.message {
             // A caller carrying on its call on a new connection: the leg checks who asks.
-            guard let leg = legs[uuid] else {
+            guard legs[uuid] != nil, let dialect = envelopes[uuid] else {
                 let hungUp = hungUpHere.contains(uuid) ? SignalMessage.hungUpThereSuffix : ""
                 try? await connection.send(.resumeRefused(SignalMessage.callGoneRefusal + "\(uuid) here: it has ended" + hungUp), call: uuid)
                 return
             }
-            await (leg.dialect as? EnvelopeDialect)?.receive(envelope, on: connection)
+            await dialect.receive(envelope, on: connection)
             return
         }
-        guard let leg = legs[uuid], legConnections[uuid] == connection.id else {
+        guard let dialect = envelopes[uuid], legConnections[uuid] == connection.id else {
             // A message for a call this connection does not carry.
             if case .end = envelope.message { return }
             try? await connection.send(.error("no call \(uuid) on this connection"), call: uuid)
             return
         }
-        await (leg.dialect as? EnvelopeDialect)?.receive(envelope, on: connection)
+        await dialect.receive(envelope, on: connection)
     }
 
     /// An invitation: check who calls, then ring (or refuse with a reason).
@@ -226,6 +226,7 @@ extension CallNode {
         let dialect = EnvelopeDialect(call: uuid, outgoing: false, target: nil, connection: connection, session: joined?.session,
                                       services: services)
         await dialect.invited(by: envelope)
+        envelopes[uuid] = dialect
         let leg = await makeLeg(uuid, outgoing: false, muted: joined?.startMuted ?? false, dialect: dialect, connection: connection,
                                 title: invitation.title, session: joined?.session, startMuted: joined?.startMuted ?? false)
         broadcaster.send(.incoming(uuid, from: fingerprint, name: contact?.name ?? invitation.displayName, known: contact != nil))
