@@ -303,6 +303,9 @@ let package = Package(
         .testTarget(
             name: "CBindingsTests",
             dependencies: ["CSRTP", "COpus", "CALSA", "Media", "CallNodeTestSupport"]),
+        // The documents against the tree: every type, file, folder and module they name exists.
+        .testTarget(
+            name: "DocsTests"),
     ],
     swiftLanguageModes: [.v6]
 )
