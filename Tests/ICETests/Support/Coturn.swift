@@ -8,7 +8,7 @@ import Glibc
 
 /// A real coturn STUN/TURN server on loopback for one test, stopped by ``stop()``.
 ///
-/// Flags as measured in FACTS.md: `--allow-loopback-peers` is what lets relayed candidates on
+/// Flags as measured on this machine kind: `--allow-loopback-peers` is what lets relayed candidates on
 /// 127.0.0.1 get permissions.
 final class Coturn: Sendable {
     let port: UInt16
