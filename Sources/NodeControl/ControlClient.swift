@@ -124,9 +124,16 @@ public struct ControlClient: Sendable {
         var answering = false  // the answer's head has come
         do {
             return try await connection.executeThenClose { inbound, outbound in
-                try await outbound.write(.head(head))
-                if !bytes.isEmpty { try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: bytes)))) }
-                try await outbound.write(.end(nil))
+                // A node may answer and close before the request's end has gone out (it had
+                // all it needed): its answer, already read, is taken all the same.
+                var unsent: (any Error)?
+                do {
+                    try await outbound.write(.head(head))
+                    if !bytes.isEmpty { try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: bytes)))) }
+                    try await outbound.write(.end(nil))
+                } catch {
+                    unsent = error
+                }
                 var status = 0
                 var received: [UInt8] = []
                 for try await part in inbound {
@@ -140,6 +147,7 @@ public struct ControlClient: Sendable {
                         return ControlReply(status: status, object: object ?? ["error": String(decoding: received, as: UTF8.self)])
                     }
                 }
+                if let unsent { throw unsent }
                 throw ControlClientError.failed("the connection closed before the answer ended")
             }
         } catch let error as ControlClientError where answering {
