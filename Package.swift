@@ -63,7 +63,8 @@ let package = Package(
 
         // The lock shared state uses: pthread_mutex, which ThreadSanitizer can see.
         .target(name: "Locking"),
-        // The one clock every timer of a node runs on (continuous in production, manual in tests).
+        // The one clock every timer of a node runs on (continuous in production, manual in tests),
+        // and the helpers on Duration every module uses.
         .target(name: "Clocks"),
         .target(
             name: "ICE",
@@ -73,7 +74,7 @@ let package = Package(
             ]),
         // SRTP key and suite values, shared by key exchange (SDES, DTLS) and the media path.
         .target(name: "SRTPKeys"),
-        .target(name: "RTP"),
+        .target(name: "RTP", dependencies: ["Clocks"]),
         .target(name: "SDP", dependencies: ["RTP"]),
         // One call's state machine: every decision of a call as a plain value (inputs in,
         // actions out), with no networking, media or concurrency, and the signals a call speaks
@@ -84,10 +85,10 @@ let package = Package(
         // plain RTP): the call's signals and the wire's events in, actions out. No sofia.
         .target(name: "SIPDialog", dependencies: ["CallCore", "SDP"]),
         // Opus (encoder, decoder, packet inspection): the codec, apart from where audio goes.
-        .target(name: "AudioCodec", dependencies: ["COpus"]),
+        .target(name: "AudioCodec", dependencies: ["COpus", "Clocks"]),
         // Audio endpoints: sources and sinks, ALSA devices on their own I/O threads, WAV files,
         // tones and synthetic speech.
-        .target(name: "AudioDevices", dependencies: ["CALSA", "RTP", "Locking"]),
+        .target(name: "AudioDevices", dependencies: ["CALSA", "Clocks", "Locking"]),
         // End-to-end frame encryption (AES-256-GCM over each frame, keys agreed with P-256).
         .target(
             name: "FrameCrypto",

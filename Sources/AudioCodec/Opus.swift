@@ -1,4 +1,5 @@
 internal import COpus
+import Clocks
 
 /// A libopus call that failed.
 public struct OpusError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -73,12 +74,6 @@ public struct OpusConfiguration: Sendable, Equatable {
         if !(0...100).contains(expectedLossPercent) { return "expected loss must be 0–100 % (got \(expectedLossPercent))" }
         return nil
     }
-}
-
-extension Duration {
-    /// Whole milliseconds (frame lengths are).
-    package var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
-    package var nanoseconds: Int64 { components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000 }
 }
 
 /// An Opus encoder. Owns its `OpusEncoder*`; use from one isolation domain.

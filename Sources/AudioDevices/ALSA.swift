@@ -1,5 +1,5 @@
 internal import CALSA
-import RTP
+import Clocks
 import Locking
 import Synchronization
 

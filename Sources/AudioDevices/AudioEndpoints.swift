@@ -1,4 +1,4 @@
-import RTP
+import Clocks
 import Locking
 import Synchronization
 

@@ -1,3 +1,5 @@
+import Clocks
+
 /// An adaptive jitter buffer for fixed-duration audio frames.
 ///
 /// Reorders packets, drops duplicates and packets too late to play, and says per frame whether

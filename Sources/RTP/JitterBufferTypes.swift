@@ -1,3 +1,5 @@
+import Clocks
+
 /// Settings of an ``JitterBuffer``.
 public struct JitterBufferConfiguration: Sendable, Equatable {
     /// The duration of one frame (all frames of a call have the same duration).

@@ -1,3 +1,5 @@
+import Clocks
+
 /// What a receiver knows about one RTP source: loss (RFC 3550 A.3) and interarrival jitter
 /// (A.8), and the timing of the last sender report, from which it builds report blocks.
 ///
@@ -133,10 +135,3 @@ public struct ReceptionStatistics: Sendable {
     }
 }
 
-extension Duration {
-    /// The duration in seconds as a floating-point value.
-    public var seconds: Double {
-        let (s, a) = components
-        return Double(s) + Double(a) / 1e18
-    }
-}

@@ -66,6 +66,28 @@ import Testing
         #expect(missing.isEmpty, "docs/ARCHITECTURE.md names what the tree does not have: \(missing.joined(separator: "; "))")
     }
 
+    /// Every relative link in the repository's documents (the README, BENCHMARKS, docs/)
+    /// reaches a file or folder the repository has.
+    @Test func everyDocumentLinksOnlyToWhatTheRepositoryHas() throws {
+        let documents = ["README.md", "BENCHMARKS.md"] + Self.files(under: ["docs"]).filter { $0.hasSuffix(".md") }
+        let link = try NSRegularExpression(pattern: "\\]\\(([^)\\s]+)\\)")
+        var broken: [String] = []
+        for document in documents {
+            let text = try String(contentsOf: Self.root.appendingPathComponent(document), encoding: .utf8)
+            let base = Self.root.appendingPathComponent(document).deletingLastPathComponent()
+            for match in link.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
+                guard let range = Range(match.range(at: 1), in: text) else { continue }
+                let target = String(text[range])
+                if target.hasPrefix("#") || target.contains("://") || target.hasPrefix("mailto:") { continue }
+                let path = String(target.split(separator: "#", maxSplits: 1).first ?? "")
+                if !FileManager.default.fileExists(atPath: base.appendingPathComponent(path).standardizedFileURL.path) {
+                    broken.append("\(document) → \(target)")
+                }
+            }
+        }
+        #expect(broken.isEmpty, "links to what the repository does not have: \(broken.joined(separator: "; "))")
+    }
+
     /// The check itself can fail: a name nothing declares is caught.
     @Test func aNameNothingDeclaresIsCaught() {
         #expect(Self.declared("LegState"))
