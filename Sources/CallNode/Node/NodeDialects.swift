@@ -29,6 +29,21 @@ extension CallNode {
         return uuid
     }
 
+    /// What admission (``Admission/decide(_:)``) knows of this node now, and of a caller.
+    func admissionFacts(blocked: Bool, knownCaller: Bool?) -> Admission.Facts {
+        Admission.Facts(accepting: isStarted && !isShutDown, draining: isDraining, calls: legs.count, maximumCalls: configuration.maximumCalls,
+                        blocked: blocked, knownCaller: knownCaller, acceptUnknownCallers: configuration.acceptUnknownCallers)
+    }
+
+    /// How the call manager's refusal of a new incoming call is told to the caller.
+    static func managerRefusal(_ failure: CallReportFailure) -> Admission.ManagerRefusal {
+        switch failure {
+        case .incoming(.filteredByBlockList): .blockList
+        case .incoming(.filteredByDoNotDisturb): .doNotDisturb
+        default: .other  // the maximum of calls, a UUID in use, an unsupported handle, shutting down
+        }
+    }
+
     /// An incoming call that `dialect` carries, from `handle`: admitted as any other (the
     /// block list, do-not-disturb, the maximum of calls), then it rings (or is answered, with
     /// auto-answer). A refused call is told why through its dialect, which is then closed.
@@ -44,25 +59,13 @@ extension CallNode {
     func admit(_ dialect: some CallDialect, handle: String, invitation: CallInvitation, replacing: UUID?) async -> UUID? {
         let uuid = UUID()
         let callHandle = CallHandle(.generic, handle)
-        var refusal: RejectReason?
-        if !isStarted || isShutDown {
-            refusal = .busy
-        } else if isDraining {
-            refusal = .draining
-        } else if let limit = configuration.maximumCalls, legs.count >= limit {
-            refusal = .busy
-        } else if store.directory.isBlocked(callHandle) {
-            refusal = .blocked
-        } else {
+        var refusal = Admission.decide(admissionFacts(blocked: store.directory.isBlocked(callHandle), knownCaller: nil))
+        if refusal == nil {
             do {
                 try await manager.report(.newIncomingCall(uuid, CallUpdate(remoteHandle: callHandle, localizedCallerName: invitation.displayName,
                                                                           supportsGrouping: true, supportsUngrouping: true)))
             } catch {
-                refusal = switch error {
-                case .incoming(.filteredByBlockList): .blocked
-                case .incoming(.filteredByDoNotDisturb): .doNotDisturb
-                default: .busy
-                }
+                refusal = Admission.refusal(managerFiltered: Self.managerRefusal(error))
             }
         }
         // Events name a caller by a fingerprint: a handle without one is named by its hash.

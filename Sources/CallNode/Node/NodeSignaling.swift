@@ -194,15 +194,11 @@ extension CallNode {
             } catch {
                 refusal = .busy
             }
-        } else if isDraining {
-            refusal = .draining
-        } else if let limit = configuration.maximumCalls, legs.count >= limit {
-            refusal = .busy
-        } else if store.directory.isBlocked(handle) {
-            refusal = .blocked
-        } else if contact == nil && !configuration.acceptUnknownCallers && connection.origin != .webPage {
-            // A web page has no certificate to be a contact with; the web secret admitted it.
-            refusal = .unknownCaller
+        } else if let refused = Admission.decide(admissionFacts(blocked: store.directory.isBlocked(handle),
+                                                                 // A web page has no certificate to be a contact with; the
+                                                                 // web secret admitted it.
+                                                                 knownCaller: connection.origin == .webPage ? nil : contact != nil)) {
+            refusal = refused
         } else {
             let name = contact?.name ?? invitation.displayName.map { "\($0) (unverified)" }
                 ?? (connection.origin == .webPage ? "web page at \(connection.remoteAddress)" : nil)
@@ -210,11 +206,7 @@ extension CallNode {
                 try await manager.report(.newIncomingCall(uuid, CallUpdate(remoteHandle: handle, localizedCallerName: name,
                                                                           supportsGrouping: true, supportsUngrouping: true)))
             } catch {
-                refusal = switch error {
-                case .incoming(.filteredByBlockList): .blocked
-                case .incoming(.filteredByDoNotDisturb): .doNotDisturb
-                default: .busy  // the maximum of calls, a UUID in use, an unsupported handle, shutting down
-                }
+                refusal = Admission.refusal(managerFiltered: Self.managerRefusal(error))
             }
         }
         if let refusal {
