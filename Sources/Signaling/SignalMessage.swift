@@ -86,13 +86,6 @@ public enum SignalMessage: Sendable, Equatable {
         }
     }
 
-    /// How a ``resumeRefused(_:)`` reason starts when the refusing node has no such call (it
-    /// ended): the call cannot go on. Other refusals (a crossing attempt) leave it to another try.
-    public static let callGoneRefusal = "no call "
-    /// How a call-gone refusal ends when the call ended there because its user hung up: the
-    /// caller resuming it learns that the call was hung up, not that it failed.
-    public static let hungUpThereSuffix = " (its user hung up)"
-
     /// Whether the message belongs to one connection rather than to the call's sequence:
     /// keep-alives and the resumption handshake are never numbered or sent again.
     public var isConnectionLevel: Bool {

@@ -130,22 +130,21 @@ actor EnvelopeDialect: CallDialect {
             return
         case let .resumeRefused(reason):
             guard pendingConnection?.id == connection.id else { return }
-            guard reason.hasPrefix(SignalMessage.callGoneRefusal) else {
+            switch ResumeHandshake.outcome(of: ResumeRefusal(reason: reason)) {
+            case .tryElsewhere:
                 // Crossing attempts (the caller's own connection wins): this try failed; the
                 // other side's may resume the call.
                 logger.info("call \(uuid): the other node declined this resumption: \(reason)")
                 pendingConnection = nil
                 connection.close()
-                return
-            }
-            if reason.hasSuffix(SignalMessage.hungUpThereSuffix) {
+            case .hungUp:
                 // Its user hung up while the signaling was down: the end that could not reach
                 // this side is the answer.
                 pendingConnection = nil
                 connection.close()
                 call?.received(.end(.hangup))
-            } else {
-                call?.failed("the other node refused to resume the call: \(reason)")
+            case let .failed(why):
+                call?.failed(why)
             }
             return
         default:
@@ -345,22 +344,16 @@ actor EnvelopeDialect: CallDialect {
     /// call's token may: anyone else is refused and the call goes on as it was. When both
     /// reconnected at once, the caller's connection wins.
     private func resume(_ request: ResumeRequest, on connection: SignalingConnection) async {
-        let refusal: String? = if !traits.resumable {
-            "this call cannot be resumed"
-        } else if outgoing, pendingConnection != nil {
+        let refusal = ResumeHandshake.answer(ResumeHandshake.Request(
+            resumable: traits.resumable,
             // Both sides reconnected at once: the caller's own connection wins.
-            "the caller is resuming the call on a connection of its own"
-        } else if connection.origin != .node || connection.peer != peer {
-            "this call is not yours to resume"
-        } else if let token = resumeToken, Self.sameSecret(token, request.token) {
-            nil
-        } else {
-            "wrong resume token"
-        }
+            callerResumingItself: outgoing && pendingConnection != nil,
+            fromThePeer: connection.origin == .node && connection.peer == peer,
+            tokenMatches: resumeToken.map { Self.sameSecret($0, request.token) } ?? false))
         if let refusal {
             logger.notice("call \(uuid): refused to resume it for \(connection.peer.short) at \(connection.remoteAddress): \(refusal)")
             broadcaster.send(.peerError("refused to resume call \(uuid) for \(connection.peer.short): \(refusal)"))
-            try? await connection.send(.resumeRefused(refusal), call: uuid)
+            try? await connection.send(.resumeRefused(refusal.reason), call: uuid)
             return
         }
         let old = self.connection, abandoned = pendingConnection

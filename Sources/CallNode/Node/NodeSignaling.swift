@@ -162,8 +162,8 @@ extension CallNode {
         if case .resume = envelope.message {
             // A caller carrying on its call on a new connection: the leg checks who asks.
             guard legs[uuid] != nil, let dialect = envelopes[uuid] else {
-                let hungUp = hungUpHere.contains(uuid) ? SignalMessage.hungUpThereSuffix : ""
-                try? await connection.send(.resumeRefused(SignalMessage.callGoneRefusal + "\(uuid) here: it has ended" + hungUp), call: uuid)
+                let gone = ResumeRefusal.callGone(call: uuid.uuidString, hungUpThere: hungUpHere.contains(uuid))
+                try? await connection.send(.resumeRefused(gone.reason), call: uuid)
                 return
             }
             await dialect.receive(envelope, on: connection)
