@@ -186,7 +186,7 @@ public struct LegState: Sendable, Equatable {
             }
             if phase.iceHasConnected { return lose(.ice, now: now) }  // the keys' own timeout ends it
             let rounds = setupRestarts == 0 ? "" : " in \(setupRestarts + 1) rounds of checks"
-            return end(.failed("ICE failed: no candidate pair worked\(rounds) (try --stun or --turn)"))
+            return end(.failed("ICE failed: no candidate pair worked\(rounds)"))
         case .mediaStalled:
             return lose(.media, now: now)
         case .mediaResumed:

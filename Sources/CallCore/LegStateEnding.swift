@@ -6,7 +6,7 @@ extension LegState {
         switch phase {
         case .dialing: "the other node could not be reached in time: the signaling connection never came up"
         case .inviting, .ringing, .offering: "the other node did not finish the offer and answer in time"
-        case .checking: "no network path was found in time: ICE did not connect (try --stun or --turn)"
+        case .checking: "no network path was found in time: ICE did not connect"
         case .securing: "the media's keys were not agreed in time: the DTLS handshake did not finish"
         case .awaitingAudio: "the audio session was not activated in time"
         case .earlyMedia: "the call was not answered in time (its early media ran)"

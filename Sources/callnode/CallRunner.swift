@@ -180,10 +180,10 @@ final class CallRunner {
                         if case .failed = outcome {} else if !connected.contains(uuid) && (!interrupted || uuid == dialed) {
                             // Hung up here before it was answered is not a call that connected
                             // and ended normally (exit 0 says that).
-                            let why = interrupted ? "hung up before it was answered" : detail ?? reason.rawValue
+                            let why = interrupted ? "hung up before it was answered" : detail.map(Self.hinted) ?? reason.rawValue
                             outcome = .failed("callnode: the call did not connect: \(why)")
                         } else if reason == .failed, !interrupted {
-                            outcome = .failed("callnode: the call failed: \(detail ?? "unknown reason")")
+                            outcome = .failed("callnode: the call failed: \(detail.map(Self.hinted) ?? "unknown reason")")
                         }
                         break loop
                     }
@@ -537,7 +537,7 @@ final class CallRunner {
             var text = "call ended: \(reason.rawValue)"
             // The placed call's failure is said once, by the line the run ends with (stderr).
             let failsTheRun = uuid == dialedCall && (reason == .failed || !connected.contains(uuid))
-            if let detail, !failsTheRun { text += " (\(detail))" }
+            if let detail, !failsTheRun { text += " (\(Self.hinted(detail)))" }
             if let duration { text += " after \(String(format: "%.1f", EventJSON.seconds(duration))) s" }
             if let stats = lastStats[uuid] {
                 text += "; sent \(stats.packetsSent) packets, received \(stats.packetsReceived), lost \(stats.packetsLost)"
@@ -598,6 +598,13 @@ final class CallRunner {
         // would leave its first rows behind.
         FileHandle.standardOutput.write(Data(("\r\u{1B}[2K" + line).utf8))
         statusShown = true
+    }
+
+    /// A call's end as the terminal says it: where no network path was found, the flags that
+    /// find one are named (the node's own words name none: embedders have no flags).
+    static func hinted(_ detail: String) -> String {
+        let noPath = detail.hasPrefix("ICE failed") || detail.contains("ICE did not connect")
+        return noPath ? detail + " (try --stun or --turn)" : detail
     }
 
     /// Said on the status line while this host's load keeps the encoder below the configured

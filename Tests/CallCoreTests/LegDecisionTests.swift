@@ -136,7 +136,7 @@ import Testing
             Issue.record("not ended: \(state.phase)")
             return
         }
-        #expect(end.detail == "ICE failed: no candidate pair worked in 6 rounds of checks (try --stun or --turn)")
+        #expect(end.detail == "ICE failed: no candidate pair worked in 6 rounds of checks")
     }
 
     /// A round of checks that has found no pair after four seconds gives way to a fresh one
@@ -203,7 +203,7 @@ import Testing
             Issue.record("not ended: \(state.phase)")
             return
         }
-        #expect(end.detail == "ICE failed: no candidate pair worked (try --stun or --turn)")
+        #expect(end.detail == "ICE failed: no candidate pair worked")
     }
 
     /// A round that fails when the other side's check already got through (its ICE connected,
