@@ -68,7 +68,6 @@ public struct LegState: Sendable, Equatable {
     /// is taken.
     public private(set) var earlyMedia = false
     /// A fixed defect put back for a simulation to find (never set by a node).
-    @_spi(Simulation) public var reintroducedBug: ReintroducedBug?
 
     /// A new leg: an outgoing one dialing, an incoming one ringing here.
     public init(outgoing: Bool, muted: Bool = false, timings: LegTimings = LegTimings(), sendsHoldAudio: Bool = false,
@@ -213,8 +212,7 @@ public struct LegState: Sendable, Equatable {
             }
             phase = .connected(since: now)
             connectedSince = now
-            let startsMuted = reintroducedBug == .muteLostBeforeMedia ? held : microphoneMuted
-            return [.startMedia(microphoneMuted: startsMuted)] + (flow == .both ? [] : [.setFlow(flow)])
+            return [.startMedia(microphoneMuted: microphoneMuted)] + (flow == .both ? [] : [.setFlow(flow)])
         case let .setMuted(on):
             muted = on
             // A callee's early media sends its microphone (a caller's stays silent until answered).
@@ -224,8 +222,7 @@ public struct LegState: Sendable, Equatable {
         case let .setHeld(on):
             guard on != held else { return [] }
             held = on
-            let microphoneOff = reintroducedBug == .resumeUnmutes && !on ? false : microphoneMuted
-            var actions: [LegAction] = phase.hasMedia ? [.setMicrophone(muted: microphoneOff), .setFlow(flow)] : []
+            var actions: [LegAction] = phase.hasMedia ? [.setMicrophone(muted: microphoneMuted), .setFlow(flow)] : []
             guard phase.isNegotiated else { return actions }  // the first offer or answer carries it
             if offerPending {
                 renegotiateAgain = true

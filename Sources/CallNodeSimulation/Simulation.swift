@@ -255,7 +255,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         let fallback = NodeAudioInput.tone(frequencies[index] + 0.5)
         let node = try await world.node(name(index), input: .tone(frequencies[index]), output: .null, autoAnswer: false,
                                         keyExchange: browser ? .dtls : .sdes) {
-            $0.reintroducedBug = bug
+            $0.legActionRewrite = bug?.legActionRewrite
             $0.warmsUpInline = true
             // The microphone can fail; another one (the same tone, a device of its own) takes over.
             if var backend = $0.audio as? NodeAudioBackend {

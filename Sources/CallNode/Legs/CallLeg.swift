@@ -139,7 +139,6 @@ actor CallLeg {
             resumeWindow: services.configuration.resumeWindow,
             peerGoneAfter: services.configuration.peerGoneAfter),
             sendsHoldAudio: services.configuration.holdAudio != .silence, firstOffer: dialect.traits.firstOffer)
-        state.reintroducedBug = services.configuration.reintroducedBug
         let queue = LegQueue()
         self.queue = queue
         ice = CallIce(call: uuid, pool: services.icePool, queue: queue, fingerprint: services.dtlsCertificate.fingerprint.sdpValue,
@@ -424,7 +423,12 @@ actor CallLeg {
     /// input, never in the middle of these actions. Returns the first failure among them.
     @discardableResult
     func legEvent(_ event: LegEvent) async -> (any Error)? {
-        let actions = state.handle(event, now: configuration.clock.now)
+        let before = state
+        var actions = state.handle(event, now: configuration.clock.now)
+        if let rewrite = configuration.legActionRewrite {
+            let after = state
+            actions = actions.map { rewrite(before, after, $0) }
+        }
         var failure: (any Error)?
         for action in actions {
             switch action {

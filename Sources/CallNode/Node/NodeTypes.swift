@@ -79,8 +79,10 @@ public struct CallNodeConfiguration: Sendable {
     /// thread of its own: a simulation, whose order of events a thread finishing at any moment
     /// would change.
     @_spi(Simulation) public var warmsUpInline = false
-    /// A fixed defect put back, for a simulation sweep to show it finds it (never set otherwise).
-    @_spi(Simulation) public var reintroducedBug: ReintroducedBug?
+    /// A simulation's change to what a leg does — each action, given the call's state before
+    /// and after the event that led to it: a fixed defect put back, for a sweep to show it finds
+    /// it (never set otherwise: the call's state decides alone).
+    @_spi(Simulation) public var legActionRewrite: (@Sendable (_ before: LegState, _ after: LegState, LegAction) -> LegAction)?
     /// How long a call whose signaling connection dropped (a reset, a relay restart, this
     /// host's address changing) waits to carry on over a new one before it ends as failed. The
     /// caller reconnects (directly or through the relay, with the same pinned identities) and
