@@ -26,6 +26,7 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/ordo-one/malloc-interposer", from: "1.6.1"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.5.0"),
     ],
     targets: [
         // One system-library target per C library; each header holds prefixed static inline
@@ -98,9 +99,8 @@ let package = Package(
         .target(
             name: "Media",
             dependencies: [
-                "RTP", "SRTPKeys", "AudioCodec", "AudioDevices", "FrameCrypto", "CSRTP", "CSRTPOpenSSL", "CSpeexDSP", "CSSL",
+                "RTP", "SRTPKeys", "AudioCodec", "AudioDevices", "FrameCrypto", "CSRTP", "CSRTPOpenSSL", "CSpeexDSP",
                 "Locking",
-                .product(name: "Crypto", package: "swift-crypto"),
             ]),
         // DTLS-SRTP (RFC 5763/5764): OpenSSL's DTLS over memory BIOs, keys into the SRTP path.
         .target(
@@ -122,7 +122,7 @@ let package = Package(
         .target(
             name: "Signaling",
             dependencies: [
-                "CallCore", "SDP", "Clocks", "Locking",
+                "CallCore", "Clocks", "Locking",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -132,12 +132,12 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
             ]),
         .target(
             name: "CallNode",
             dependencies: [
-                "CallCore", "ICE", "RTP", "SDP", "Media", "DTLS", "AudioSession", "Calls", "Signaling", "SIP", "SIPDialog", "Locking",
+                "CallCore", "ICE", "RTP", "SDP", "Media", "AudioDevices", "DTLS", "AudioSession", "Calls", "Signaling", "SIP", "SIPDialog",
+                "Locking",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -147,7 +147,7 @@ let package = Package(
         .target(
             name: "NodeControl",
             dependencies: [
-                "CallNode", "Locking",
+                "CallNode", "Calls", "Media", "AudioDevices", "Signaling", "Locking",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -159,14 +159,12 @@ let package = Package(
             dependencies: [
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Yams", package: "Yams"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ]),
         .executableTarget(
             name: "callnode",
             dependencies: [
                 "CallNode", "NodeSettings", "NodeControl",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -198,6 +196,9 @@ let package = Package(
                 "CallNodeTestKit",
                 "ICE",
                 "AudioSession",
+                "Calls",
+                "Media",
+                .product(name: "Logging", package: "swift-log"),
                 "CNice", "COpus", "CSRTP", "CSpeexDSP",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // Counts allocations for `callnode-bench allocations` (which preloads it).
@@ -252,7 +253,7 @@ let package = Package(
             dependencies: ["CallCore"]),
         .testTarget(
             name: "ICETests",
-            dependencies: ["ICE", "CallNodeTestKit", "CallNodeTestSupport"]),
+            dependencies: ["ICE", "Locking", "CallNodeTestKit", "CallNodeTestSupport"]),
         .testTarget(
             name: "DTLSTests",
             dependencies: ["DTLS", "Media", "Signaling", "Locking", "Clocks", "CallNodeTestKit", "CallNodeTestSupport"]),
@@ -271,15 +272,15 @@ let package = Package(
             dependencies: ["RTP", "CallNodeTestSupport"]),
         .testTarget(
             name: "MediaTests",
-            dependencies: ["Media", "RTP", "CallNodeTestKit", "CallNodeTestSupport"]),
+            dependencies: ["Media", "RTP", "FrameCrypto", "Locking", "CallNodeTestKit", "CallNodeTestSupport"]),
         .testTarget(
             name: "CallNodeTests",
             dependencies: ["CallNode", "CallNodeTestKit", "CallNodeTestSupport", "NodeSettings", "NodeControl", "SIP", "CallNodeSimulation",
-                           "AudioCodec"]),
+                           "AudioCodec", "ICE", "Media", "Signaling", "Locking"]),
         .testTarget(
             name: "SignalingTests",
             dependencies: [
-                "Signaling", "CallNodeTestSupport",
+                "Signaling", "Locking", "CallNodeTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -289,7 +290,7 @@ let package = Package(
             ]),
         .testTarget(
             name: "AudioSessionTests",
-            dependencies: ["AudioSession", "Media", "CallNodeTestKit", "CallNodeTestSupport"]),
+            dependencies: ["AudioSession", "Media", "Locking", "CallNodeTestKit", "CallNodeTestSupport"]),
         // A process the Recents crash test kills mid-call.
         .executableTarget(
             name: "calls-crash-child",
@@ -300,13 +301,14 @@ let package = Package(
             dependencies: ["Calls", "AudioSession", "Media", "CallNodeTestKit", "CallNodeTestSupport"]),
         .testTarget(
             name: "FuzzTests",
-            dependencies: ["FuzzTargets", "CallNodeTestSupport"]),
+            dependencies: ["FuzzTargets"]),
         .testTarget(
             name: "CBindingsTests",
             dependencies: ["CSRTP", "COpus", "CALSA", "Media", "CallNodeTestSupport"]),
-        // The documents against the tree: every type, file, folder and module they name exists.
+        // The repository's own rules: the documents against the tree (every type, file, folder
+        // and module they name exists, every link resolves), the manifest against the imports.
         .testTarget(
-            name: "DocsTests"),
+            name: "RepositoryTests"),
     ],
     swiftLanguageModes: [.v6]
 )
