@@ -112,12 +112,12 @@ let package = Package(
         .target(
             name: "Calls",
             dependencies: [
-                "CallCore", "AudioSession", "RTP", "Locking",
+                "CallCore", "AudioSession", "RTP", "Clocks", "Locking",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]),
         // Test doubles that embedders may use too: a manual clock for every injected timer, two
         // call managers joined in memory, an in-memory ICE network for whole nodes on manual time.
-        .target(name: "CallNodeTestKit", dependencies: ["CallNode", "Calls", "ICE", "Media", "Locking"]),
+        .target(name: "CallNodeTestKit", dependencies: ["CallNode", "Calls", "ICE", "Media", "Clocks", "Locking"]),
         // Node identity (self-signed certificate, fingerprint) and the mutual-TLS signaling channel.
         .target(
             name: "Signaling",
@@ -137,7 +137,7 @@ let package = Package(
             name: "CallNode",
             dependencies: [
                 "CallCore", "ICE", "RTP", "SDP", "Media", "AudioDevices", "DTLS", "AudioSession", "Calls", "Signaling", "SIP", "SIPDialog",
-                "Locking",
+                "Clocks", "Locking",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -210,7 +210,7 @@ let package = Package(
         .target(
             name: "FuzzTargets",
             dependencies: [
-                "SDP", "RTP", "Media", "ICE", "Signaling", "SIP", "SIPDialog",
+                "SDP", "RTP", "Media", "ICE", "Signaling", "SIP", "SIPDialog", "CallCore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]),
@@ -253,7 +253,7 @@ let package = Package(
             dependencies: ["CallCore"]),
         .testTarget(
             name: "ICETests",
-            dependencies: ["ICE", "Locking", "CallNodeTestKit", "CallNodeTestSupport"]),
+            dependencies: ["ICE", "Clocks", "Locking", "CallNodeTestKit", "CallNodeTestSupport"]),
         .testTarget(
             name: "DTLSTests",
             dependencies: ["DTLS", "Media", "Signaling", "Locking", "Clocks", "CallNodeTestKit", "CallNodeTestSupport"]),
@@ -266,7 +266,7 @@ let package = Package(
             dependencies: ["SIP", "CallNodeTestSupport"]),
         .testTarget(
             name: "SDPTests",
-            dependencies: ["SDP", "CallNodeTestSupport"]),
+            dependencies: ["SDP", "RTP", "CallNodeTestSupport"]),
         .testTarget(
             name: "RTPTests",
             dependencies: ["RTP", "CallNodeTestSupport"]),
@@ -290,7 +290,7 @@ let package = Package(
             ]),
         .testTarget(
             name: "AudioSessionTests",
-            dependencies: ["AudioSession", "Media", "Locking", "CallNodeTestKit", "CallNodeTestSupport"]),
+            dependencies: ["AudioSession", "Media", "Clocks", "Locking", "CallNodeTestKit", "CallNodeTestSupport"]),
         // A process the Recents crash test kills mid-call.
         .executableTarget(
             name: "calls-crash-child",
@@ -298,7 +298,7 @@ let package = Package(
             path: "Tests/CallsCrashChild"),
         .testTarget(
             name: "CallsTests",
-            dependencies: ["Calls", "AudioSession", "Media", "CallNodeTestKit", "CallNodeTestSupport"]),
+            dependencies: ["Calls", "AudioSession", "Media", "Clocks", "CallNodeTestKit", "CallNodeTestSupport"]),
         .testTarget(
             name: "FuzzTests",
             dependencies: ["FuzzTargets"]),

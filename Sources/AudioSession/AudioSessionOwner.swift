@@ -1,4 +1,4 @@
-@_exported import Clocks
+import Clocks
 import Media
 
 /// Who may activate an audio session. The policy is part of the owner's type, so the

@@ -12,9 +12,13 @@
 /// - `CallCore`: one call's state machine (``LegState``): every decision of a call, with no
 ///   networking, no media and no concurrency; the signals a call speaks (``CallSignal``).
 /// - `DTLS`: DTLS-SRTP (RFC 5763/5764) over OpenSSL, keying SRTP on the media path.
+/// - `Clocks`: ``TimerClock``, the one clock a node's timers run on (a node's configuration
+///   takes one), and the helpers on `Duration`.
+/// Only this module re-exports: each of the others imports what it uses by name.
 @_exported import AudioSession
 @_exported import CallCore
 @_exported import Calls
+@_exported import Clocks
 @_exported import DTLS
 @_exported import ICE
 @_exported import Media

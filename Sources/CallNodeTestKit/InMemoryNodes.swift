@@ -1,4 +1,5 @@
 import CallNode
+import Clocks
 import Foundation
 import Locking
 

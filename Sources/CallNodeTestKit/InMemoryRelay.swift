@@ -1,4 +1,5 @@
 import CallNode
+import Clocks
 import Locking
 
 /// A rendezvous relay in memory: nodes register under their identity, calls to a registered

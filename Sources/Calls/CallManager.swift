@@ -1,4 +1,6 @@
 import AudioSession
+import CallCore
+import Clocks
 import Foundation
 import RTP  // DTMF digits are checked against RFC 4733's events
 

@@ -1,4 +1,5 @@
 import AudioSession
+import CallCore
 import Foundation
 
 /// Who activates the audio session for a ``CallManager``.

@@ -1,4 +1,5 @@
 import AudioSession
+import CallCore
 import Foundation
 
 /// What a call's performer (CallKit's provider side) reports to the ``CallManager``: one

@@ -1,3 +1,4 @@
+import CallCore
 import Foundation
 
 /// Where a call is in its setup, following the call protocol's messages (SimpleX's states)

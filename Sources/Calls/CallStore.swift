@@ -1,3 +1,4 @@
+import CallCore
 import Foundation
 import GRDB
 import Locking

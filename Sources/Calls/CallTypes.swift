@@ -1,4 +1,4 @@
-@_exported import CallCore
+import CallCore
 import Foundation
 
 /// How a call's remote party is addressed (CallKit's `CXHandle`).

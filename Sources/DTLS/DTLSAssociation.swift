@@ -1,4 +1,4 @@
-@_exported import Clocks
+import Clocks
 import Locking
 
 /// Runs a ``DTLSEndpoint`` over a datagram path for the life of a call: the handshake with

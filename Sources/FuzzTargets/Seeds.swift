@@ -1,3 +1,4 @@
+import CallCore
 import Foundation
 import ICE
 import Media

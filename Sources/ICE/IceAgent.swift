@@ -1,4 +1,5 @@
 internal import CNice
+import Clocks
 import Logging
 
 /// One ICE agent (RFC 8445, via libnice) carrying one component of datagrams.

@@ -1,4 +1,4 @@
-@_exported import Clocks
+import Clocks
 /// A host and port, such as a STUN or TURN server's.
 public struct IceServerAddress: Sendable, Hashable, CustomStringConvertible {
     /// An IP literal or a host name (resolved once, when the agent starts).

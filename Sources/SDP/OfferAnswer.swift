@@ -1,4 +1,4 @@
-@_exported import enum RTP.AudioEncoding
+import enum RTP.AudioEncoding
 
 /// What this node can send and would like to receive: the parameters it writes into an offer
 /// or answer.

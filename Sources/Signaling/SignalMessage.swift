@@ -1,4 +1,4 @@
-@_exported import CallCore
+import CallCore
 import Foundation
 
 /// What an invitation says about the call.

@@ -1,9 +1,10 @@
 import AudioSession
-import Foundation
 import CallNodeTestKit
 import CallNodeTestSupport
-import Media
+import Clocks
+import Foundation
 import Locking
+import Media
 import Synchronization
 import Testing
 

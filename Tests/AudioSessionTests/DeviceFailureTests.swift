@@ -1,6 +1,7 @@
 import AudioSession
 import CallNodeTestKit
 import CallNodeTestSupport
+import Clocks
 import Locking
 import Media
 import Testing

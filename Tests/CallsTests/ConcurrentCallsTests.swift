@@ -1,9 +1,10 @@
 import AudioSession
 import CallNodeTestKit
 import CallNodeTestSupport
+@testable import Calls
+import Clocks
 import Foundation
 import Testing
-@testable import Calls
 
 @Suite struct ConcurrentCallsTests {
     static func store() throws -> CallStore {

@@ -1,9 +1,10 @@
 import AudioSession
 import CallNodeTestKit
 import CallNodeTestSupport
+@testable import Calls
+import Clocks
 import Foundation
 import Testing
-@testable import Calls
 
 /// A manager on a manual clock, with the performer side driven by the test.
 struct Harness {

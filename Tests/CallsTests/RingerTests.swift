@@ -1,10 +1,11 @@
 import AudioSession
 import CallNodeTestKit
 import CallNodeTestSupport
+@testable import Calls
+import Clocks
 import Foundation
 import Media
 import Testing
-@testable import Calls
 
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,5 @@
 import CallNodeTestKit
+import Clocks
 import ICE
 import Testing
 

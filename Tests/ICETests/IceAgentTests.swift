@@ -1,5 +1,6 @@
 import CallNodeTestKit
 import CallNodeTestSupport
+import Clocks
 import Foundation
 @_spi(Testing) import ICE
 import Testing

@@ -1,3 +1,4 @@
+import RTP
 import SDP
 import Testing
 

@@ -1,4 +1,5 @@
 import AudioSession
+import Clocks
 import DTLS
 import Foundation
 import Media

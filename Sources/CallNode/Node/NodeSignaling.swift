@@ -1,15 +1,16 @@
 import AudioSession
 import Calls
-import Foundation
+import Clocks
 import DTLS
+import Foundation
 import ICE
+import Locking
 import Logging
 import Media
 import Metrics
 import SDP
 import ServiceLifecycle
 import Signaling
-import Locking
 
 /// Signaling: dialing, incoming connections, web pages, the messages of a call, admission.
 extension CallNode {

@@ -1,6 +1,7 @@
-@_spi(Simulation) import CallCore
 import AudioSession
+@_spi(Simulation) import CallCore
 import Calls
+import Clocks
 import Foundation
 import ICE
 import Media

@@ -1,9 +1,10 @@
 import AudioSession
+import Clocks
 import Foundation
 import ICE
 import Locking
-import SDP
 import Media
+import SDP
 
 extension CallNodeConfiguration {
     /// The ICE settings a call's agent is made with: ``ice`` on the node's clock.
