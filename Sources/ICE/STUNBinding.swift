@@ -11,7 +11,7 @@ import Glibc
 /// remembers the transactions it sent: an answer is taken only for one of them.
 ///
 /// Not thread-safe: its owner holds it under a lock (``PlainRTPPath`` keeps it in its state).
-final class STUNBinding: @unchecked Sendable {
+final class STUNBinding: @unchecked Sendable {  // used only under its owner's lock (PlainRTPPath's state)
     private let agent: UnsafeMutablePointer<cnice_stun_binding>
 
     init() { agent = cnice_stun_binding_new() }

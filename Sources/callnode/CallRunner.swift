@@ -51,30 +51,30 @@ final class CallRunner {
     private var connected: Set<UUID> = []
     /// The call this run placed (`call`, `join`, a rung page), whose failure is its exit status.
     private var dialedCall: UUID?
-    private var lastPair: [UUID: SelectedPairInfo] = [:]
-    private var lastStats: [UUID: MediaStatistics] = [:]
+    var lastPair: [UUID: SelectedPairInfo] = [:]
+    var lastStats: [UUID: MediaStatistics] = [:]
     var current: UUID?
     /// Calls whose media runs before they are answered (early media).
-    private var earlyMedia: Set<UUID> = []
+    var earlyMedia: Set<UUID> = []
     /// The address being typed after `t` (whom to transfer the call to), until Enter or Esc;
     /// the status line waits meanwhile.
     var transferEntry: String?
     private var onSpeaker = false, bypassed = false
     /// Each call's hold and mute, as the node last reported them.
-    private var heldCalls: Set<UUID> = [], mutedCalls: Set<UUID> = []
+    var heldCalls: Set<UUID> = [], mutedCalls: Set<UUID> = []
     /// The hold and mute of the call the keys act on.
-    private var muted: Bool { current.map(mutedCalls.contains) ?? false }
-    private var held: Bool { current.map(heldCalls.contains) ?? false }
+    var muted: Bool { current.map(mutedCalls.contains) ?? false }
+    var held: Bool { current.map(heldCalls.contains) ?? false }
     /// Who is on each call, as the screen names them; the calls the peer holds.
-    private var peers: [UUID: String] = [:]
-    private var heldByPeer: Set<UUID> = []
+    var peers: [UUID: String] = [:]
+    var heldByPeer: Set<UUID> = []
     /// Calls ringing here, oldest first; calls connected and not ended, in the order they connected.
-    private var ringing: [UUID] = []
-    private var connectedCalls: [UUID] = []
+    var ringing: [UUID] = []
+    var connectedCalls: [UUID] = []
     private let isTerminal = isatty(1) == 1
-    private var statusShown = false
+    var statusShown = false
     /// Each call's media protection, for the status line.
-    private var securities: [UUID: MediaSecurity] = [:]
+    var securities: [UUID: MediaSecurity] = [:]
     private var keyboard: RawKeyboard?
     /// Ring the first web page that connects (`callnode web --ring-page`).
     private var ringsWebPage: Bool
@@ -565,59 +565,6 @@ final class CallRunner {
             case .connectionClosed: break
             case .joined, .connectionLost, .connectionRestored: break
             }
-        }
-    }
-
-    private func status(_ uuid: UUID, _ s: MediaStatistics) {
-        let pair = lastPair[uuid].map { "\($0.localType.rawValue)/\($0.remoteType.rawValue)" } ?? "-"
-        let rtt = s.roundTripTime.map { "\(EventJSON.milliseconds($0)) ms" } ?? "-"
-        guard uuid == current, transferEntry == nil else { return }  // the line shows the call the keys act on
-        let state = held ? "held" : heldByPeer.contains(uuid) ? "on hold by \(peers[uuid] ?? "the peer")" : nil
-        let early = earlyMedia.contains(uuid) ? "early media, not answered yet" : nil
-        let what = (state.map { muted ? "\($0), muted" : $0 } ?? early ?? (muted ? "muted" : "in call"))
-            + (node.configuration.playbackOnly ? " (playback only: no microphone)" : "")
-        let others = connectedCalls.count > 1 ? " (+\(connectedCalls.count - 1) call\(connectedCalls.count > 2 ? "s" : ""))" : ""
-        let conference = node.conference(of: uuid)
-        let with = heldByPeer.contains(uuid) ? ""
-            : conference.count > 1 ? " in conference with \(conference.compactMap { peers[$0] }.sorted().joined(separator: ", "))"
-            : peers[uuid].map { " with \($0)" } ?? ""
-        let keys = !ringing.isEmpty ? "a e p d m h s c u 0-9 q" : connectedCalls.count > 1 ? "m h s c u 0-9 q" : "m h 0-9 o q"
-        let e2e = securities[uuid].map { $0.frameEncryption ? "e2e \($0.securityCode ?? "")" : "no e2e" }
-        let load = s.encoding == .opus ? Self.loadNote(configured: node.configuration.media, current: s.opusComplexity) : nil
-        // Each part with its rank: on a narrow terminal the lowest-ranked go first, so who the
-        // call is with, the keys and whether audio gets through stay (the security code was
-        // printed when the call was secured).
-        let parts: [(text: String?, rank: Int)] = [
-            ("● \(what)\(with)\(others)", 0), (e2e, 5), ("pair \(pair)", 7), ("RTT \(rtt)", 4),
-            ("loss \(s.packetsLost)", 3), ("jitter \(EventJSON.milliseconds(s.jitter)) ms", 6),
-            ("\(s.sendBitrate / 1000)/\(s.receiveBitrate / 1000) kbit/s" + (s.encoding == .opus ? "" : " \(s.encoding.rtpName)"), 8),
-            ("level \(Int(s.sendLevel))/\(Int(s.receiveLevel)) dB", 9), (load, 1), (keys, 2),
-        ]
-        let line = Terminal.statusLine(parts.compactMap { part in part.text.map { ($0, part.rank) } }, columns: Terminal.columns())
-        // One row, redrawn in place: a line wider than the terminal would wrap, and each redraw
-        // would leave its first rows behind.
-        FileHandle.standardOutput.write(Data(("\r\u{1B}[2K" + line).utf8))
-        statusShown = true
-    }
-
-    /// A call's end as the terminal says it: where no network path was found, the flags that
-    /// find one are named (the node's own words name none: embedders have no flags).
-    static func hinted(_ detail: String) -> String {
-        let noPath = detail.hasPrefix("ICE failed") || detail.contains("ICE did not connect")
-        return noPath ? detail + " (try --stun or --turn)" : detail
-    }
-
-    /// Said on the status line while this host's load keeps the encoder below the configured
-    /// complexity (the node's media threads run late): why the audio sent is plainer.
-    static func loadNote(configured: MediaConfiguration, current: Int) -> String? {
-        guard configured.complexityFollowsLoad, current < configured.opus.complexity else { return nil }
-        return "busy host: complexity \(current) of \(configured.opus.complexity)"
-    }
-
-    private func clearStatus() {
-        if statusShown {
-            FileHandle.standardOutput.write(Data("\r\u{1B}[2K".utf8))
-            statusShown = false
         }
     }
 
