@@ -56,21 +56,25 @@ let package = Package(
         // it runs on the agent's own thread.
         .target(name: "CSofiaShim", dependencies: ["CSofiaSIP"]),
         // SIP on sofia-sip: the user agent (its thread, its events) in Swift's terms.
-        .target(name: "SIP", dependencies: ["CSofiaShim", "Locking"]),
+        .target(name: "SIP", dependencies: ["CSofiaShim", "Locking", "POSIX"]),
 
         // libsrtp's ciphers (AES-ICM, AES-GCM, HMAC-SHA1) on OpenSSL, replacing the NSS ones
         // Debian's libsrtp2 is built with (a context made per packet).
         .target(name: "CSRTPOpenSSL", dependencies: ["CSRTP", "CSSL"]),
 
-        // The lock shared state uses: pthread_mutex, which ThreadSanitizer can see.
+        // The primitives shared state uses: a lock on pthread_mutex (which ThreadSanitizer can
+        // see), a condition lock, and a broadcaster that fans one event stream out to many.
         .target(name: "Locking"),
+        // The process's threads and system calls: the one way to make a thread (named, joined or
+        // detached) and the one funnel for errno (syscall(where:), as swift-nio's).
+        .target(name: "POSIX"),
         // The one clock every timer of a node runs on (continuous in production, manual in tests),
         // and the helpers on Duration every module uses.
         .target(name: "Clocks"),
         .target(
             name: "ICE",
             dependencies: [
-                "CNice", "Clocks", "Locking",
+                "CNice", "Clocks", "Locking", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // SRTP key and suite values, shared by key exchange (SDES, DTLS) and the media path.
@@ -89,18 +93,24 @@ let package = Package(
         .target(name: "AudioCodec", dependencies: ["COpus", "Clocks"]),
         // Audio endpoints: sources and sinks, ALSA devices on their own I/O threads, WAV files,
         // tones and synthetic speech.
-        .target(name: "AudioDevices", dependencies: ["CALSA", "Clocks", "Locking"]),
+        .target(name: "AudioDevices", dependencies: ["CALSA", "Clocks", "Locking", "POSIX"]),
         // End-to-end frame encryption (AES-256-GCM over each frame, keys agreed with P-256).
         .target(
             name: "FrameCrypto",
             dependencies: ["CSSL", "SRTPKeys", .product(name: "Crypto", package: "swift-crypto")]),
-        // One call's media pipeline: the media actor (capture, voice processing, encoding, RTP
-        // with redundancy, SRTP, the jitter buffer, playout), the media clock and its threads.
+        // The media clock: frame periods paced on media threads of its own (or stepped by hand in
+        // tests), and the load governor that lowers codec complexity when those threads fall behind.
+        .target(name: "MediaTiming", dependencies: ["Locking", "POSIX"]),
+        // Voice processing on the microphone signal (speexdsp's echo canceller, noise suppression
+        // and gain control): what the audio session needs, without the codec or SRTP.
+        .target(name: "VoiceProcessing", dependencies: ["CSpeexDSP", "AudioDevices", "Clocks", "Locking"]),
+        // One call's media pipeline: the media actor (capture, encoding, RTP with redundancy,
+        // SRTP, the jitter buffer, playout) on the media clock.
         .target(
             name: "Media",
             dependencies: [
-                "RTP", "SRTPKeys", "AudioCodec", "AudioDevices", "FrameCrypto", "CSRTP", "CSRTPOpenSSL", "CSpeexDSP",
-                "Locking",
+                "RTP", "SRTPKeys", "AudioCodec", "AudioDevices", "FrameCrypto", "MediaTiming", "CSRTP", "CSRTPOpenSSL",
+                "CSpeexDSP", "Locking",
             ]),
         // DTLS-SRTP (RFC 5763/5764): OpenSSL's DTLS over memory BIOs, keys into the SRTP path.
         .target(
@@ -108,16 +118,16 @@ let package = Package(
             dependencies: ["CSSL", "SRTPKeys", "Clocks", "Locking"]),
         .target(
             name: "AudioSession",
-            dependencies: ["Media", "CALSA", "Clocks", "Locking"]),
+            dependencies: ["MediaTiming", "VoiceProcessing", "AudioDevices", "CALSA", "Clocks", "Locking"]),
         .target(
             name: "Calls",
             dependencies: [
-                "CallCore", "AudioSession", "RTP", "Clocks", "Locking",
+                "CallCore", "AudioSession", "RTP", "Clocks", "Locking", "POSIX",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]),
         // Test doubles that embedders may use too: a manual clock for every injected timer, two
         // call managers joined in memory, an in-memory ICE network for whole nodes on manual time.
-        .target(name: "CallNodeTestKit", dependencies: ["CallNode", "Calls", "ICE", "Media", "Clocks", "Locking"]),
+        .target(name: "CallNodeTestKit", dependencies: ["CallNode", "Calls", "ICE", "Media", "MediaTiming", "Clocks", "Locking"]),
         // Node identity (self-signed certificate, fingerprint) and the mutual-TLS signaling channel.
         .target(
             name: "Signaling",
@@ -136,8 +146,8 @@ let package = Package(
         .target(
             name: "CallNode",
             dependencies: [
-                "CallCore", "ICE", "RTP", "SDP", "Media", "AudioDevices", "DTLS", "AudioSession", "Calls", "Signaling", "SIP", "SIPDialog",
-                "Clocks", "Locking",
+                "CallCore", "ICE", "RTP", "SDP", "Media", "MediaTiming", "VoiceProcessing", "AudioDevices", "DTLS", "AudioSession",
+                "Calls", "Signaling", "SIP", "SIPDialog", "Clocks", "Locking", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -164,7 +174,7 @@ let package = Package(
         .executableTarget(
             name: "callnode",
             dependencies: [
-                "CallNode", "NodeSettings", "NodeControl",
+                "CallNode", "NodeSettings", "NodeControl", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -198,6 +208,9 @@ let package = Package(
                 "AudioSession",
                 "Calls",
                 "Media",
+                "MediaTiming",
+                "VoiceProcessing",
+                "POSIX",
                 .product(name: "Logging", package: "swift-log"),
                 "CNice", "COpus", "CSRTP", "CSpeexDSP",
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -245,8 +258,12 @@ let package = Package(
         // Helpers shared by the test targets (child processes for test servers).
         .target(
             name: "CallNodeTestSupport",
-            dependencies: ["Locking", "TestingPrimitives"],
-            path: "Tests/TestSupport"),
+            dependencies: ["Locking", "POSIX", "TestingPrimitives"],
+            path: "Tests/TestSupport",
+            // Optimised in every configuration: judging a recording (AudioAlignment's
+            // correlation searches) is millions of multiply-adds that a debug build would make
+            // compete with the real-time calls the suite runs beside it. No product contains it.
+            swiftSettings: [.unsafeFlags(["-O"])]),
         // The call's state machine alone: no concurrency, no networking, no media.
         .testTarget(
             name: "CallCoreTests",
@@ -272,11 +289,11 @@ let package = Package(
             dependencies: ["RTP", "CallNodeTestSupport"]),
         .testTarget(
             name: "MediaTests",
-            dependencies: ["Media", "RTP", "FrameCrypto", "Locking", "CallNodeTestKit", "CallNodeTestSupport"]),
+            dependencies: ["Media", "MediaTiming", "VoiceProcessing", "RTP", "FrameCrypto", "Locking", "CallNodeTestKit", "CallNodeTestSupport"]),
         .testTarget(
             name: "CallNodeTests",
             dependencies: ["CallNode", "CallNodeTestKit", "CallNodeTestSupport", "NodeSettings", "NodeControl", "SIP", "CallNodeSimulation",
-                           "AudioCodec", "ICE", "Media", "Signaling", "Locking"]),
+                           "AudioCodec", "ICE", "Media", "Signaling", "Locking", "POSIX"]),
         .testTarget(
             name: "SignalingTests",
             dependencies: [
@@ -297,8 +314,11 @@ let package = Package(
             dependencies: ["Calls", "AudioSession"],
             path: "Tests/CallsCrashChild"),
         .testTarget(
+            name: "POSIXTests",
+            dependencies: ["POSIX"]),
+        .testTarget(
             name: "CallsTests",
-            dependencies: ["Calls", "AudioSession", "Media", "Clocks", "CallNodeTestKit", "CallNodeTestSupport"]),
+            dependencies: ["Calls", "AudioSession", "Media", "MediaTiming", "Clocks", "CallNodeTestKit", "CallNodeTestSupport"]),
         .testTarget(
             name: "FuzzTests",
             dependencies: ["FuzzTargets"]),

@@ -1,6 +1,7 @@
 internal import CALSA
 import Clocks
 import Locking
+import POSIX
 import Synchronization
 
 #if canImport(Glibc)
@@ -32,32 +33,6 @@ private func openPCM(_ device: String, capture: Bool, format: AudioFormat, laten
     return pcm
 }
 
-/// A thread of its own for blocking device I/O (never the cooperative pool).
-final class IOThread: @unchecked Sendable {  // the pthread handle is written once in start, read once in join
-    private var thread = pthread_t()
-    private var started = false
-
-    func start(_ body: @escaping @Sendable () -> Void) {
-        let box = Unmanaged.passRetained(Box(body)).toOpaque()
-        started = pthread_create(&thread, nil, { raw in
-            Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue().body()  // retained just above
-            return nil
-        }, box) == 0
-        if !started { Unmanaged<Box>.fromOpaque(box).release() }
-    }
-
-    func join() {
-        guard started else { return }
-        started = false
-        pthread_join(thread, nil)
-    }
-
-    private final class Box {
-        let body: @Sendable () -> Void
-        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-    }
-}
-
 /// Counters of an ALSA endpoint.
 public struct AudioDeviceStatistics: Sendable, Equatable {
     /// Overruns (capture) or underruns (playback) the device reported and that were recovered.
@@ -82,7 +57,8 @@ private final class ALSAStream: Sendable {
     /// Playback samples dropped as delay (see ``ALSAPlaybackSink/write(_:)``).
     let trimmed = Atomic<Int>(0)
     private let stats = Locked(AudioDeviceStatistics())
-    private let thread = Locked<IOThread?>(nil)
+    /// The I/O thread: blocking device reads and writes never run on the cooperative pool.
+    private let thread = Locked<SystemThread?>(nil)
 
     init(device: String, format: AudioFormat, capture: Bool, period: Duration) {
         self.device = device
@@ -108,10 +84,16 @@ private final class ALSAStream: Sendable {
         nonisolated(unsafe) let handle = pcm  // moved to the I/O thread, which alone uses and closes it
         ring.removeAll()
         running.store(true, ordering: .releasing)
-        let io = IOThread()
-        io.start { [self] in
-            if capture { captureLoop(handle) } else { playbackLoop(handle) }
+        let io: SystemThread
+        do {
+            io = try SystemThread.start(name: capture ? "callnode-alsa-in" : "callnode-alsa-out") { [self] in
+                if capture { captureLoop(handle) } else { playbackLoop(handle) }
+                snd_pcm_close(handle)
+            }
+        } catch {
+            running.store(false, ordering: .releasing)
             snd_pcm_close(handle)
+            throw .failed("ALSA \(capture ? "capture" : "playback") device '\(device)': no I/O thread (\(error))")
         }
         thread.withLock { $0 = io }
     }

@@ -1,5 +1,6 @@
 import Dispatch
 import Locking
+import POSIX
 
 #if canImport(Glibc)
 import Glibc
@@ -13,7 +14,8 @@ public enum WAV {
     ///   ``AudioDeviceError/unsupportedFormat(_:)`` for anything but 16-bit PCM.
     public static func read(path: String) throws(AudioDeviceError) -> (format: AudioFormat, samples: [Int16]) {
         guard let file = fopen(path, "rb") else {
-            throw errno == ENOENT ? .notFound(path) : .failed("\(path): \(String(cString: strerror(errno)))")
+            let error = SystemError.last("fopen")
+            throw error.errno == ENOENT ? .notFound(path) : .failed("\(path): \(error.reason)")
         }
         defer { fclose(file) }
         var bytes: [UInt8] = []
@@ -124,7 +126,7 @@ public enum WAV {
     /// Writes a 16-bit PCM WAV file.
     public static func write(_ samples: [Int16], format: AudioFormat, path: String) throws(AudioDeviceError) {
         let bytes = encode(samples, format: format)
-        guard let file = fopen(path, "wb") else { throw .failed("cannot create \(path): \(String(cString: strerror(errno)))") }
+        guard let file = fopen(path, "wb") else { throw .failed("cannot create \(path): \(SystemError.last("fopen").reason)") }
         defer { fclose(file) }
         guard fwrite(bytes, 1, bytes.count, file) == bytes.count else { throw .failed("short write to \(path)") }
     }
@@ -249,10 +251,10 @@ public final class WAVFileSink: AudioSink {
     /// Creates the file (so a bad path fails at start, not at hang-up).
     public func start() throws(AudioDeviceError) {
         let opened = fopen(path, "wb")
-        guard let opened else { throw .failed("cannot create \(path): \(String(cString: strerror(errno)))") }
+        guard let opened else { throw .failed("cannot create \(path): \(SystemError.last("fopen").reason)") }
         let header = WAV.encode([], format: format)
         guard fwrite(header, 1, header.count, opened) == header.count, fflush(opened) == 0 else {
-            let reason = String(cString: strerror(errno))
+            let reason = SystemError.last("fwrite").reason
             fclose(opened)
             throw .failed("cannot write \(path): \(reason)")
         }
@@ -270,11 +272,11 @@ public final class WAVFileSink: AudioSink {
                 s.buffer.append(UInt8(bits >> 8))
             }
             guard fwrite(s.buffer, 1, s.buffer.count, file) == s.buffer.count else {
-                return fail(&s, file, String(cString: strerror(errno)))
+                return fail(&s, file, SystemError.last("fwrite").reason)
             }
             s.samples += frame.count
             guard s.samples - s.synced >= syncInterval else { return nil }
-            guard sync(&s, file) else { return fail(&s, file, String(cString: strerror(errno))) }
+            guard sync(&s, file) else { return fail(&s, file, SystemError.last("fflush").reason) }
             return nil
         }
         if let (handler, reason) = failed { handler(reason) }
@@ -340,7 +342,7 @@ public final class WAVFileSink: AudioSink {
             guard let file = s.file else { return nil }
             // The lengths as they are now, and the file closed.
             guard fflush(file) == 0, patchHeader(file, samples: s.samples) else {
-                return fail(&s, file, String(cString: strerror(errno)))
+                return fail(&s, file, SystemError.last("fflush").reason)
             }
             s.fileBits = nil
             fsync(fileno(file))

@@ -1,5 +1,6 @@
 internal import CALSA
-import Media
+import AudioDevices
+
 import Locking
 
 #if canImport(Glibc)

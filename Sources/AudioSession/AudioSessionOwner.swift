@@ -1,5 +1,7 @@
 import Clocks
-import Media
+import Locking
+import AudioDevices
+import VoiceProcessing
 
 /// Who may activate an audio session. The policy is part of the owner's type, so the
 /// activation API exists only where the policy allows it.

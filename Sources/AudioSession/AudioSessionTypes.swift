@@ -1,4 +1,5 @@
-import Media
+import AudioDevices
+
 
 /// What the session is for: which directions it opens.
 public enum AudioSessionCategory: String, Sendable, CaseIterable, CustomStringConvertible {

@@ -1,4 +1,5 @@
-import Media
+import AudioDevices
+import MediaTiming
 import Locking
 
 /// Plays the provider's ringtone (a WAV file, looped) while an incoming call rings.

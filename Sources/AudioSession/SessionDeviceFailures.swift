@@ -1,4 +1,5 @@
-import Media
+import AudioDevices
+
 
 /// Devices that fail mid-call (a USB headset unplugged, a sound server's sink removed): the
 /// session checks its open devices while active and falls back, or says it cannot.

@@ -1,4 +1,5 @@
-import Media
+import AudioDevices
+import VoiceProcessing
 import Locking
 
 /// The devices an active session opened, shared with the endpoints it hands to media.

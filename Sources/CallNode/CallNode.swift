@@ -3,8 +3,11 @@
 /// This umbrella module re-exports the node's parts so embedders write one import:
 /// - `ICE`: ``IceAgent`` over libnice — gathering, trickle, TURN/STUN, restart, datagrams.
 /// - `RTP`: RTP/RTCP packets, reception statistics, the adaptive jitter buffer.
-/// - `Media`: Opus, SRTP, audio endpoints (ALSA, WAV, tone, manual), the media clock and
-///   ``MediaActor``; ``IceMediaTransport`` runs a call's media over an ``IceAgent``.
+/// - `Media`: Opus, SRTP, audio endpoints (ALSA, WAV, tone, manual) and ``MediaActor``;
+///   ``IceMediaTransport`` runs a call's media over an ``IceAgent``.
+/// - `MediaTiming`: the ``MediaClock`` that paces every call (real time on media threads of its
+///   own, or manual in tests).
+/// - `VoiceProcessing`: ``VoiceProcessor`` (echo cancellation, noise suppression, gain).
 /// - `AudioSession`: ``AudioSessionOwner``, the one owner of the audio session, with the
 ///   ownership policy (system-owned or app-owned) in its type.
 /// - `Calls`: ``CallManager`` (CallKit's provider and controller), the call directory, Recents.
@@ -22,9 +25,11 @@
 @_exported import DTLS
 @_exported import ICE
 @_exported import Media
+@_exported import MediaTiming
 @_exported import RTP
 @_exported import SDP
 @_exported import Signaling
+@_exported import VoiceProcessing
 
 /// The version of the CallNode library.
 public enum CallNodeVersion {

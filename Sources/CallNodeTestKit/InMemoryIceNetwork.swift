@@ -1,3 +1,4 @@
+import MediaTiming
 import ICE
 import Locking
 import Media

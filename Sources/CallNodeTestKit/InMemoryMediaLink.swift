@@ -1,3 +1,4 @@
+import MediaTiming
 import Locking
 import Media
 

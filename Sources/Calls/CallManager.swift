@@ -1,3 +1,4 @@
+import Locking
 import AudioSession
 import CallCore
 import Clocks

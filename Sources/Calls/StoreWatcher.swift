@@ -1,5 +1,6 @@
 import Foundation
 import Locking
+import POSIX
 
 #if canImport(Glibc)
 import Glibc
@@ -22,7 +23,7 @@ final class StoreWatcher: Sendable {
 
     /// Starts watching: with inotify, or, when the host has none to give (its per-user limit
     /// of instances, 128 by default, is shared by every process of the user), by looking at the
-    /// database's files twice a second. Nil only when not even a pipe can be made.
+    /// database's files twice a second. Nil only when not even a pipe or a thread can be made.
     /// `inotify` false looks at the files from the start (what a host without inotify gets).
     init?(path: String, inotify useInotify: Bool = true, changed: @escaping @Sendable () -> Void) {
         let directory = (path as NSString).deletingLastPathComponent
@@ -43,7 +44,7 @@ final class StoreWatcher: Sendable {
         let (stopRead, stopWrite) = (ends[0], ends[1])
         self.wake = stopWrite
         let finished = self.finished
-        let watching = Thread {
+        let watching = try? SystemThread.start(name: "callnode-store-watch", detached: true) {
             if inotify >= 0 {
                 Self.loop(fd: inotify, wake: stopRead, name: name, finished: finished, changed: changed)
             } else {
@@ -57,8 +58,13 @@ final class StoreWatcher: Sendable {
                 close(stopWrite)
             }
         }
-        watching.name = "callnode.store-watch"
-        watching.start()
+        guard watching != nil else {
+            finished.withLock { $0 = true }  // so deinit's stop() writes to no closed descriptor
+            if inotify >= 0 { close(inotify) }
+            close(stopRead)
+            close(stopWrite)
+            return nil
+        }
     }
 
     /// Stops the thread (idempotent); `changed` is not called afterwards.
@@ -89,8 +95,7 @@ final class StoreWatcher: Sendable {
         var last = signature(of: path)
         while !finished.withLock({ $0 }) {
             var fds = [pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
-            let ready = poll(&fds, 1, pollInterval)
-            if ready < 0 && errno != EINTR { return }
+            guard let ready = try? syscall(where: "poll", { poll(&fds, 1, pollInterval) }) else { return }
             if ready > 0 && fds[0].revents != 0 { return }
             let now = signature(of: path)
             if now != last {
@@ -104,11 +109,7 @@ final class StoreWatcher: Sendable {
         var buffer = [UInt8](repeating: 0, count: 4096)
         while !finished.withLock({ $0 }) {
             var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
-            let ready = poll(&fds, 2, -1)
-            if ready < 0 {
-                if errno == EINTR { continue }
-                return
-            }
+            guard (try? syscall(where: "poll", { poll(&fds, 2, -1) })) != nil else { return }
             if fds[1].revents != 0 { return }
             var touched = false
             // Drain everything queued now (and what follows within a moment), then reload once.

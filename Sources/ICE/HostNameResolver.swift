@@ -2,6 +2,7 @@ import Clocks
 import Dispatch
 import Foundation
 import Locking
+import POSIX
 
 #if canImport(Glibc)
 import Glibc
@@ -24,12 +25,14 @@ public enum HostNameResolver {
         let deadline = clock.now + timeout
         return await withTaskGroup(of: String?.self) { group in
             let (lookedUp, done) = AsyncStream.makeStream(of: String?.self)
-            let thread = Thread {
-                done.yield(lookup(name))
-                done.finish()
+            do {
+                try SystemThread.start(name: "callnode-resolve", detached: true) {
+                    done.yield(lookup(name))
+                    done.finish()
+                }
+            } catch {
+                done.finish()  // no thread to look it up on: it does not resolve
             }
-            thread.name = "callnode-resolve"
-            thread.start()
             group.addTask {
                 for await address in lookedUp { return address }
                 return nil

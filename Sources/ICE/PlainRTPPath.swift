@@ -1,6 +1,7 @@
 internal import CNice  // (its GLib headers own the socket types' declarations in a clean build)
 import Foundation
 import Locking
+import POSIX
 
 #if canImport(Glibc)
 import Glibc
@@ -53,19 +54,28 @@ public final class PlainRTPPath: IcePath, DatagramPort {
             throw .invalidConfiguration("'\(address)' is not an IP address of this host to send RTP from")
         }
         let family = Int32(storage.ss_family)
-        let descriptor = socket(family, Int32(SOCK_DGRAM.rawValue), 0)
-        guard descriptor >= 0 else { throw .invalidConfiguration("cannot open a UDP socket: \(String(cString: strerror(errno)))") }
+        let descriptor: Int32
+        do {
+            descriptor = try syscall(where: "socket") { socket(family, Int32(SOCK_DGRAM.rawValue), 0) }
+        } catch {
+            throw .invalidConfiguration("cannot open a UDP socket: \(error)")
+        }
         var bound = storage
-        let ok = withUnsafeMutablePointer(to: &bound) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw -> Bool in
+        let failure = withUnsafeMutablePointer(to: &bound) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw -> SystemError? in
                 var size = socklen_t(MemoryLayout<sockaddr_storage>.size)
-                return bind(descriptor, raw, length) == 0 && getsockname(descriptor, raw, &size) == 0
+                do throws(SystemError) {
+                    try syscall(where: "bind") { bind(descriptor, raw, length) }
+                    try syscall(where: "getsockname") { getsockname(descriptor, raw, &size) }
+                    return nil
+                } catch {
+                    return error
+                }
             }
         }
-        guard ok, let endpoint = Self.endpoint(bound) else {
-            let reason = String(cString: strerror(errno))
+        guard failure == nil, let endpoint = Self.endpoint(bound) else {
             Glibc.close(descriptor)
-            throw .invalidConfiguration("cannot bind a UDP socket on \(address): \(reason)")
+            throw .invalidConfiguration("cannot bind a UDP socket on \(address): \(failure?.description ?? "no address")")
         }
         // Wake up now and then to see whether the path was closed.
         var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
@@ -75,11 +85,14 @@ public final class PlainRTPPath: IcePath, DatagramPort {
         local = IceCandidate(foundation: "rtp", priority: 1, address: endpoint.address, port: endpoint.port, type: .host)
         (events, eventsContinuation) = AsyncStream.makeStream(of: IceEvent.self)
         (datagrams, datagramsContinuation) = AsyncStream.makeStream(of: IceDatagram.self)
-        let thread = Thread { [descriptor, state, datagramsContinuation, family] in
-            Self.read(descriptor, family: family, state: state, datagrams: datagramsContinuation)
+        do {
+            try SystemThread.start(name: "callnode-rtp", detached: true) { [descriptor, state, datagramsContinuation, family] in
+                Self.read(descriptor, family: family, state: state, datagrams: datagramsContinuation)
+            }
+        } catch {
+            Glibc.close(descriptor)
+            throw .invalidConfiguration("no thread to read RTP on: \(error)")
         }
-        thread.name = "callnode-rtp"
-        thread.start()
     }
 
     deinit {

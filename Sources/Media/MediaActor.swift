@@ -1,3 +1,4 @@
+import MediaTiming
 import RTP
 import Locking
 import Synchronization

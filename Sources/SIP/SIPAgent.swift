@@ -1,6 +1,7 @@
 import CSofiaShim
 import Foundation
 import Locking
+import POSIX
 
 /// What a SIP agent hears, in Swift's terms (copied out of the stack's thread).
 public struct SIPEvent: Sendable, Equatable {
@@ -141,8 +142,7 @@ public final class SIPAgent: Sendable {
         let sink = Unmanaged.passRetained(Sink(continuation))
         let context = Context(pointer: UnsafeMutableRawPointer(sink.toOpaque()))
         // Binding the transports waits for the stack's thread: not on the cooperative pool.
-        let result: Result<Handle, SIPError> = await withCheckedContinuation { done in
-            let thread = Thread {
+        let started = try? await SystemThread.run(name: "callnode-sip-start") { () -> Result<Handle, SIPError> in
                 var error = [CChar](repeating: 0, count: 512)
                 let pointer = csip_start(url, tls?.url, tls?.certificateDirectory, from, userAgent, { context, event in
                     guard let context, let event else { return }
@@ -154,17 +154,11 @@ public final class SIPAgent: Sendable {
                         Unmanaged<Sink>.fromOpaque(context).release()
                     }
                 }, context.pointer, &error, error.count)
-                if let pointer {
-                    done.resume(returning: .success(Handle(pointer: pointer)))
-                } else {
-                    let text = error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
-                    done.resume(returning: .failure(SIPError(String(decoding: text, as: UTF8.self))))
-                }
-            }
-            thread.name = "callnode-sip-start"
-            thread.start()
+                if let pointer { return .success(Handle(pointer: pointer)) }
+                let text = error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+                return .failure(SIPError(String(decoding: text, as: UTF8.self)))
         }
-        switch result {
+        switch started ?? .failure(SIPError("no thread to start the SIP stack on")) {
         case let .success(handle):
             return SIPAgent(handle: handle, events: events)
         case let .failure(error):
@@ -342,13 +336,10 @@ public final class SIPAgent: Sendable {
     public func stop() async {
         guard !stopped.withLock({ state in defer { state = true }; return state }) else { return }
         let handle = self.handle
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            let thread = Thread {
-                csip_stop(handle.pointer)
-                done.resume()
-            }
-            thread.name = "callnode-sip-stop"
-            thread.start()
+        do {
+            try await SystemThread.run(name: "callnode-sip-stop") { csip_stop(handle.pointer) }
+        } catch {
+            csip_stop(handle.pointer)  // no thread to be had: stopping here beats leaving the stack running
         }
     }
 
@@ -356,6 +347,8 @@ public final class SIPAgent: Sendable {
         // An agent dropped without stop(): stop it on a thread of its own, not waited for.
         guard !stopped.withLock({ $0 }) else { return }
         let handle = self.handle
-        Thread { csip_stop(handle.pointer) }.start()
+        if (try? SystemThread.start(name: "callnode-sip-stop", detached: true) { csip_stop(handle.pointer) }) == nil {
+            csip_stop(handle.pointer)
+        }
     }
 }

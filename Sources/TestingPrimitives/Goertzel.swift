@@ -6,13 +6,25 @@ import Glibc
 /// sample: how the audio tests find a tone in a recording.
 public enum Goertzel {
     public static func power<C: Collection>(of frequency: Double, in samples: C, rate: Double = 48_000) -> Double where C.Element == Int16 {
+        // Arrays and slices (every caller) take the plain loop over their storage: in a debug
+        // build, iterating a generic collection costs a witness call per sample, and the
+        // simulator probes every frame of every call.
+        if let power = samples.withContiguousStorageIfAvailable({ power(of: frequency, in: $0, rate: rate) }) { return power }
+        return power(of: frequency, in: Array(samples), rate: rate)
+    }
+
+    static func power(of frequency: Double, in samples: UnsafeBufferPointer<Int16>, rate: Double) -> Double {
         let k = 2 * cos(2 * Double.pi * frequency / rate)
         var s1 = 0.0, s2 = 0.0
-        for x in samples {
-            let s0 = Double(x) + k * s1 - s2
+        var index = 0
+        let count = samples.count
+        guard let base = samples.baseAddress else { return 0 }
+        while index < count {
+            let s0 = Double(base[index]) + k * s1 - s2
             s2 = s1
             s1 = s0
+            index += 1
         }
-        return (s1 * s1 + s2 * s2 - k * s1 * s2) / Double(max(1, samples.count))
+        return (s1 * s1 + s2 * s2 - k * s1 * s2) / Double(max(1, count))
     }
 }

@@ -12,12 +12,12 @@ import Testing
 /// endpoints and with one leg on an audio session's bridge port, as a node's calls play.
 @Suite struct AllocationTests {
     @Test(arguments: [false, true])
-    func aRunningCallAllocatesAFewTimesPerFrameNotPerSample(throughSession: Bool) throws {
+    func aRunningCallAllocatesAFewTimesPerFrameNotPerSample(throughSession: Bool) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("allocations-\(UUID().uuidString.prefix(8))").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let log = directory + "/allocations.log"
-        let status = try ChildProcess.run(try BuildProducts.executable("callnode-bench"),
+        let status = try await ChildProcess.running(try BuildProducts.executable("callnode-bench"),
                                           ["allocations", "--frames", "250", "--maximum-per-frame", "40"] + (throughSession ? ["--through-session"] : []),
                                           output: log)
         let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""

@@ -149,7 +149,7 @@ final class BrowserNetwork {
 }
 
 extension RealTimeTests {
-@Suite(.enabled(if: BrowserBed.isAvailable, "needs root, network namespaces and chromium"))
+@Suite(.serialized, .realTimeAlone, .enabled(if: BrowserBed.isAvailable, "needs root, network namespaces and chromium"))
 struct BrowserCallTests {
     static let secret = "browser-test-secret"
 

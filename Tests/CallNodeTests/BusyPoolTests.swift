@@ -11,7 +11,7 @@ extension RealTimeTests {
 /// Media runs on media threads, never on Swift's cooperative pool: a node whose pool is busy
 /// (a burst of signaling, an embedder's task that blocks where it should not) still plays its
 /// calls' audio on time.
-@Suite struct BusyPoolTests {
+@Suite(.serialized) struct BusyPoolTests {
     @Test func aCallPlaysOnWhileEveryThreadOfTheCooperativePoolIsBlocked() async throws {
         let f = try TwoNodeTests.Fixture()
         let (alice, bob, bobEvents, call) = try await f.toneCall()

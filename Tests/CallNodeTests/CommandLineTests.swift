@@ -9,9 +9,9 @@ import Glibc
 
 /// The `callnode` executable end to end: two processes on loopback.
 extension RealTimeTests {
-@Suite struct CommandLineTests {
-    static func run(_ arguments: [String], log: String) throws -> (status: Int32, output: String) {
-        let status = try ChildProcess.run(try BuildProducts.executable("callnode"), arguments, output: log)
+@Suite(.serialized) struct CommandLineTests {
+    static func run(_ arguments: [String], log: String) async throws -> (status: Int32, output: String) {
+        let status = try await ChildProcess.running(try BuildProducts.executable("callnode"), arguments, output: log)
         return (status, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
     }
 
@@ -41,13 +41,13 @@ extension RealTimeTests {
         let aliceHome = directory + "/alice", bobHome = directory + "/bob"
 
         // Identities, and each side's contact for the other.
-        let aliceID = try Self.run(["identity", "--home", aliceHome], log: directory + "/id-alice.log")
-        let bobID = try Self.run(["identity", "--home", bobHome], log: directory + "/id-bob.log")
+        let aliceID = try await Self.run(["identity", "--home", aliceHome], log: directory + "/id-alice.log")
+        let bobID = try await Self.run(["identity", "--home", bobHome], log: directory + "/id-bob.log")
         #expect(aliceID.status == 0 && bobID.status == 0)
         let aliceFingerprint = try #require(aliceID.output.split(separator: "\n").compactMap { Fingerprint(String($0)) }.first)
         let bobFingerprint = try #require(bobID.output.split(separator: "\n").compactMap { Fingerprint(String($0)) }.first)
-        #expect(try Self.run(["contacts", "add", "alice", aliceFingerprint.hex, "--home", bobHome], log: directory + "/c1.log").status == 0)
-        let listed = try Self.run(["contacts", "list", "--home", bobHome], log: directory + "/c2.log")
+        #expect(try await Self.run(["contacts", "add", "alice", aliceFingerprint.hex, "--home", bobHome], log: directory + "/c1.log").status == 0)
+        let listed = try await Self.run(["contacts", "list", "--home", bobHome], log: directory + "/c2.log")
         #expect(listed.output.contains("alice\t\(aliceFingerprint.hex)"))
 
         // Bob listens and answers; Alice calls for 5 s.
@@ -61,7 +61,7 @@ extension RealTimeTests {
         let address = try #require(Self.jsonLines(listening).first?["address"] as? String)
 
         let callLog = directory + "/call.log"
-        let call = try Self.run([
+        let call = try await Self.run([
             "call", "\(bobFingerprint.hex)@\(address)", "--home", aliceHome, "--bind", "127.0.0.1",
             "--input", "wav:" + sent, "--duration", "5", "--json",
         ], log: callLog)
@@ -95,7 +95,7 @@ extension RealTimeTests {
         #expect(match.correlation > 0.7, "correlation \(match.correlation)")
 
         // Recents on Alice's side, via the CLI.
-        let recents = try Self.run(["recents", "--home", aliceHome], log: directory + "/recents.log")
+        let recents = try await Self.run(["recents", "--home", aliceHome], log: directory + "/recents.log")
         #expect(recents.output.contains("outgoing") && recents.output.contains("localEnded"))
     }
 
@@ -251,12 +251,12 @@ extension RealTimeTests {
         let listening = try await Self.waitForLine(in: listenLog, process: listener) { $0.contains("\"listening\"") }
         let address = try #require(Self.jsonLines(listening).first?["address"] as? String)
 
-        let failed = try Self.run(["call", address, "--home", directory + "/alice", "--bind", "127.0.0.1",
+        let failed = try await Self.run(["call", address, "--home", directory + "/alice", "--bind", "127.0.0.1",
                                    "--input", "alsa:callnode-no-such-device"], log: directory + "/failed.log")
         #expect(failed.status == 1)
         #expect(failed.output.contains("ALSA capture device 'callnode-no-such-device'"), "\(failed.output)")
         // Then a call that works; once the callee has seen it end, every call it saw is in its log.
-        let good = try Self.run(["call", address, "--home", directory + "/alice", "--bind", "127.0.0.1", "--duration", "2"],
+        let good = try await Self.run(["call", address, "--home", directory + "/alice", "--bind", "127.0.0.1", "--duration", "2"],
                                 log: directory + "/good.log")
         #expect(good.status == 0, "\(good.output)")
         let seen = Self.jsonLines((try? String(contentsOfFile: listenLog, encoding: .utf8)) ?? "")
@@ -304,7 +304,7 @@ extension RealTimeTests {
                                                    "--dnd", "--bind", "127.0.0.1"], output: directory + "/b.log")
         defer { callee.stop() }
         _ = try await Self.waitForLine(in: directory + "/b.log", process: callee) { $0.contains("listening on") }
-        let caller = try Self.run(["call", "127.0.0.1:\(port)", "--home", directory + "/a", "--bind", "127.0.0.1"], log: directory + "/a.log")
+        let caller = try await Self.run(["call", "127.0.0.1:\(port)", "--home", directory + "/a", "--bind", "127.0.0.1"], log: directory + "/a.log")
         #expect(caller.status == 1)
         #expect(caller.output.contains("do-not-disturb"), "\(caller.output)")
         let calleeOutput = (try? String(contentsOfFile: directory + "/b.log", encoding: .utf8)) ?? ""
@@ -315,30 +315,30 @@ extension RealTimeTests {
         let directory = "/tmp/callnode-cli-\(getpid())-\(UUID().uuidString.prefix(8))"
         defer { try? FileManager.default.removeItem(atPath: directory) }
         // Nobody listens on this port.
-        let unreachable = try Self.run(["call", "127.0.0.1:9", "--home", directory + "/a", "--bind", "127.0.0.1"], log: directory + ".1.log")
+        let unreachable = try await Self.run(["call", "127.0.0.1:9", "--home", directory + "/a", "--bind", "127.0.0.1"], log: directory + ".1.log")
         #expect(unreachable.status == 1)
         #expect(unreachable.output.contains("cannot reach 127.0.0.1:9"), "\(unreachable.output)")
         // One line says why, not two (the `call ended` line leaves it to the last line).
         #expect(unreachable.output.components(separatedBy: "cannot reach 127.0.0.1:9").count == 2, "\(unreachable.output)")
-        let badFlag = try Self.run(["call", "127.0.0.1:9", "--input", "microphone", "--home", directory + "/a"], log: directory + ".2.log")
+        let badFlag = try await Self.run(["call", "127.0.0.1:9", "--input", "microphone", "--home", directory + "/a"], log: directory + ".2.log")
         #expect(badFlag.status != 0)
         #expect(badFlag.output.contains("--input 'microphone' is not"), "\(badFlag.output)")
         // A value checked as the command runs (here, as it would be from config.yaml) points to
         // that command's help, not to the top command's usage.
-        let badValue = try Self.run(["call", "127.0.0.1:9", "--bitrate", "5", "--home", directory + "/a"], log: directory + ".5.log")
+        let badValue = try await Self.run(["call", "127.0.0.1:9", "--bitrate", "5", "--home", directory + "/a"], log: directory + ".5.log")
         #expect(badValue.status == 64)
         #expect(badValue.output.contains("--bitrate '5' is not a bitrate") && badValue.output.contains("See 'callnode call --help'."),
                 "\(badValue.output)")
         #expect(!badValue.output.contains("callnode <subcommand>"), "\(badValue.output)")
         try? FileManager.default.removeItem(atPath: directory + ".5.log")
-        let noContact = try Self.run(["call", "nobody", "--home", directory + "/a"], log: directory + ".3.log")
+        let noContact = try await Self.run(["call", "nobody", "--home", directory + "/a"], log: directory + ".3.log")
         #expect(noContact.status == 1)
         #expect(noContact.output.contains("no contact named 'nobody'"), "\(noContact.output)")
         // A WAV the node cannot play is refused before anything is dialed, with the reason.
         var unplayable = WAV.encode([0, 0, 0, 0], format: AudioFormat())
         unplayable[34] = 12  // 12 bits per sample
         #expect(FileManager.default.createFile(atPath: directory + ".bad.wav", contents: Data(unplayable)))
-        let badWAV = try Self.run(["call", "127.0.0.1:9", "--input", "wav:" + directory + ".bad.wav", "--home", directory + "/a"], log: directory + ".4.log")
+        let badWAV = try await Self.run(["call", "127.0.0.1:9", "--input", "wav:" + directory + ".bad.wav", "--home", directory + "/a"], log: directory + ".4.log")
         #expect(badWAV.status == 64, "\(badWAV.output)")
         #expect(badWAV.output.contains("--input:") && badWAV.output.contains("12 bits"), "\(badWAV.output)")
         #expect(!badWAV.output.contains("cannot reach"), "it dialed anyway: \(badWAV.output)")
@@ -353,27 +353,27 @@ extension RealTimeTests {
     /// cuts no key or value, an input that playback-only never opens is said, the usage line does
     /// not read as if options were required, and a caller's key exchange that the callee's offer
     /// overrides is said.
-    @Test func cornersANewcomerHitsAreSaid() throws {
+    @Test func cornersANewcomerHitsAreSaid() async throws {
         let directory = "/tmp/callnode-cli-\(getpid())-\(UUID().uuidString.prefix(8))"
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let recents = try Self.run(["recents", "--home", directory + "/new"], log: directory + ".1.log")
+        let recents = try await Self.run(["recents", "--home", directory + "/new"], log: directory + ".1.log")
         #expect(recents.status == 0 && recents.output.contains("no recent calls"), "\(recents.output)")
-        let contacts = try Self.run(["contacts", "list", "--home", directory + "/new"], log: directory + ".2.log")
+        let contacts = try await Self.run(["contacts", "list", "--home", directory + "/new"], log: directory + ".2.log")
         #expect(contacts.status == 0 && contacts.output.contains("no contacts"), "\(contacts.output)")
         #expect(!FileManager.default.fileExists(atPath: directory + "/new/identity.key"), "a read-only command created an identity")
         #expect(!FileManager.default.fileExists(atPath: directory + "/new/callnode.sqlite"), "a read-only command created a database")
 
-        let shown = try Self.run(["config", "show", "--home", directory + "/a", "--turn", "user:hunter2pw@turn.example.org:3478"],
+        let shown = try await Self.run(["config", "show", "--home", directory + "/a", "--turn", "user:hunter2pw@turn.example.org:3478"],
                                  log: directory + ".3.log")
         #expect(shown.status == 0, "\(shown.output)")
         #expect(shown.output.contains("complexity-follows-load "), "\(shown.output)")
         #expect(shown.output.contains("turn.example.org:3478"), "\(shown.output)")
         #expect(!shown.output.contains("hunter2pw"), "the TURN password was shown")
 
-        let help = try Self.run(["listen", "--help"], log: directory + ".4.log")
+        let help = try await Self.run(["listen", "--help"], log: directory + ".4.log")
         #expect(help.output.contains("USAGE: callnode listen [<options>]"), "\(help.output.prefix(600))")
 
-        let playback = try Self.run(["call", "127.0.0.1:9", "--home", directory + "/a", "--bind", "127.0.0.1", "--playback-only",
+        let playback = try await Self.run(["call", "127.0.0.1:9", "--home", directory + "/a", "--bind", "127.0.0.1", "--playback-only",
                                      "--input", "tone:440", "--key-exchange", "sdes"], log: directory + ".5.log")
         #expect(playback.output.contains("--playback-only never opens a microphone: --input 'tone:440' is not used"), "\(playback.output)")
         #expect(playback.output.contains("--key-exchange sdes applies to calls this node answers"), "\(playback.output)")

@@ -12,7 +12,7 @@ import Glibc
 /// callers through the API alone. Outcomes are what a person would hear: tones found in
 /// recordings, in order.
 extension RealTimeTests {
-@Suite struct ControlCommandLineTests {
+@Suite(.serialized) struct ControlCommandLineTests {
     /// A short directory of its own (the homes' sockets must fit a socket's 107 bytes).
     final class Directory: Sendable {
         let path = "/tmp/cn-ctl-\(getpid())-\(UUID().uuidString.prefix(6))"
@@ -25,7 +25,7 @@ extension RealTimeTests {
     /// `callnode ARGUMENTS`: its exit status and what it printed.
     static func callnode(_ arguments: [String], in directory: Directory) async throws -> (status: Int32, output: String) {
         let log = directory.path + "/run-\(UUID().uuidString.prefix(6)).log"
-        return try await ControlServerTests.offPool { try CommandLineTests.run(arguments, log: log) }
+        return try await CommandLineTests.run(arguments, log: log)
     }
 
     /// A `callnode listen` with its own home, on loopback; returns once its control API is up.

@@ -14,7 +14,7 @@ import Glibc
 /// before and during the load (what each caller sent, found frame by frame in what the node
 /// recorded of that call).
 extension RealTimeTests {
-@Suite struct ControlLoadTests {
+@Suite(.serialized, .realTimeAlone) struct ControlLoadTests {
     /// For each 20 ms frame of `samples` between `from` and `to` seconds: whether `frequency`
     /// leads it.
     static func toneFrames(_ samples: [Int16], _ frequency: Double, from: Double, to: Double) -> [Bool] {

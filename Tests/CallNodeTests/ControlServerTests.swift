@@ -3,6 +3,7 @@ import CallNodeTestKit
 import CallNodeTestSupport
 import Foundation
 import Locking
+import POSIX
 @testable import NodeControl
 import Testing
 
@@ -37,9 +38,14 @@ import Glibc
     /// Runs `work` (a child process waited for) on a thread of its own: blocking the two
     /// threads of the cooperative pool would leave none to answer the request it makes.
     static func offPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread { continuation.resume(with: Result { try work() }) }.start()
+        let result = try await SystemThread.run(name: "test-off-pool") { () -> Result<T, TestFailure> in
+            do {
+                return .success(try work())
+            } catch {
+                return .failure(error as? TestFailure ?? TestFailure("\(error)"))
+            }
         }
+        return try result.get()
     }
 
     /// Polls `condition` every 20 ms for at most `seconds`.

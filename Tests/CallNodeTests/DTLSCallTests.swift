@@ -7,7 +7,7 @@ import Testing
 /// DTLS-SRTP between real nodes: the handshake over libnice's selected pair, the keys into
 /// libsrtp, each side checking the other's certificate against the SDP fingerprint.
 extension RealTimeTests {
-@Suite struct DTLSCallTests {
+@Suite(.serialized) struct DTLSCallTests {
     typealias Fixture = TwoNodeTests.Fixture
 
     static func secured(_ events: AsyncStream<NodeEvent>, _ call: UUID) async throws -> MediaSecurity? {

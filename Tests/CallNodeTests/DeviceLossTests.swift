@@ -10,7 +10,7 @@ import Glibc
 /// A sound device that goes away mid-call, as real processes: Bob plays the call to a
 /// PulseAudio null sink (through ALSA's `pulse` PCM) that is unloaded while the call runs.
 extension RealTimeTests {
-@Suite struct DeviceLossTests {
+@Suite(.serialized) struct DeviceLossTests {
     /// Two PulseAudio servers, each with one null sink: ALSA PCMs `callsink` (the first) and
     /// `fallbacksink` (the second; a sink on its own server, so that PulseAudio cannot move the
     /// stream there by itself as it does between sinks of one server).
@@ -39,8 +39,8 @@ extension RealTimeTests {
         }
 
         /// Removes the main server's sink (a USB headset unplugged, in effect).
-        func unplug() throws {
-            let status = try ChildProcess.run("/usr/bin/env", ["PULSE_SERVER=unix:\(main.socket)", "pactl", "unload-module", "module-null-sink"],
+        func unplug() async throws {
+            let status = try await ChildProcess.running("/usr/bin/env", ["PULSE_SERVER=unix:\(main.socket)", "pactl", "unload-module", "module-null-sink"],
                                               output: directory + "/pactl.log")
             guard status == 0 else { throw TestFailure("pactl unload-module failed: \((try? String(contentsOfFile: directory + "/pactl.log", encoding: .utf8)) ?? "")") }
         }
@@ -67,10 +67,10 @@ extension RealTimeTests {
         let directory = devices.directory
         var fingerprints: [String: String] = [:]
         for name in ["alice", "bob"] {
-            let id = try CommandLineTests.run(["identity", "--home", directory + "/" + name], log: directory + "/id-\(name).log")
+            let id = try await CommandLineTests.run(["identity", "--home", directory + "/" + name], log: directory + "/id-\(name).log")
             fingerprints[name] = try #require(id.output.split(separator: "\n").compactMap { Fingerprint(String($0)) }.first).hex
         }
-        _ = try CommandLineTests.run(["contacts", "add", "alice", fingerprints["alice"]!, "--home", directory + "/bob"], log: directory + "/c.log")
+        _ = try await CommandLineTests.run(["contacts", "add", "alice", fingerprints["alice"]!, "--home", directory + "/bob"], log: directory + "/c.log")
         let bobLog = directory + "/bob.log", aliceLog = directory + "/alice.log"
         let bob = try devices.callnode(["listen", "--home", directory + "/bob", "--listen", "127.0.0.1:0", "--bind", "127.0.0.1",
                                         "--auto-answer", "--input", "tone:660", "--output", "alsa:callsink", "--calls", "1", "--json"] + extra,
@@ -102,7 +102,7 @@ extension RealTimeTests {
         let recording = directory + "/fallback.raw"
         let recorder = try devices.recordSpare(to: recording)
         let unpluggedAt = Date().timeIntervalSince1970
-        try devices.unplug()
+        try await devices.unplug()
         let change = try await CommandLineTests.waitForLine(in: run.bobLog, process: run.bob) { $0.contains("\"route-change\"") }
         let event = try #require(CommandLineTests.jsonLines(change).first)
         #expect(event["reason"] as? String == "old-device-unavailable")
@@ -143,7 +143,7 @@ extension RealTimeTests {
         let run = try await Self.call(devices, bobOptions: [], seconds: 30)
         defer { run.bob.stop(); run.alice.stop() }
         try await Task.sleep(for: .seconds(1))
-        try devices.unplug()
+        try await devices.unplug()
         let ended = try await CommandLineTests.waitForLine(in: run.bobLog, process: run.bob) { $0.contains("\"ended\"") }
         let event = try #require(CommandLineTests.jsonLines(ended).first)
         #expect(event["reason"] as? String == "failed")

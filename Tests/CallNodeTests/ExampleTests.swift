@@ -8,10 +8,10 @@ import Testing
 extension RealTimeTests {
 @Suite(.serialized) struct ExampleTests {
     /// Runs an example; its exit status and what it printed (stdout and stderr).
-    static func run(_ name: String) throws -> (status: Int32, output: String) {
+    static func run(_ name: String) async throws -> (status: Int32, output: String) {
         let log = "/tmp/callnode-example-\(getpid())-\(name).log"
         defer { unlink(log) }
-        let status = try ChildProcess.run(try BuildProducts.executable(name), [], output: log)
+        let status = try await ChildProcess.running(try BuildProducts.executable(name), [], output: log)
         return (status, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
     }
 
@@ -22,15 +22,15 @@ extension RealTimeTests {
         return Double(rest.prefix { $0.isNumber || $0 == "-" || $0 == "." })
     }
 
-    @Test func iceLoopbackConnectsTwoAgentsAndCarriesDatagrams() throws {
-        let (status, output) = try Self.run("ice-loopback")
+    @Test func iceLoopbackConnectsTwoAgentsAndCarriesDatagrams() async throws {
+        let (status, output) = try await Self.run("ice-loopback")
         #expect(status == 0, "\(output)")
         #expect(output.contains("connected: host 127.0.0.1:"), "\(output)")
         for n in 1...3 { #expect(output.contains("b received: hello \(n)"), "\(output)") }
     }
 
-    @Test func twoNodesCallRecordsTheCallAndSaysSoOnce() throws {
-        let (status, output) = try Self.run("two-nodes")
+    @Test func twoNodesCallRecordsTheCallAndSaysSoOnce() async throws {
+        let (status, output) = try await Self.run("two-nodes")
         #expect(status == 0, "\(output)")
         #expect(output.contains("alice: connected in"), "\(output)")
         #expect(output.contains("alice: ended (localEnded)"), "\(output)")
@@ -40,8 +40,8 @@ extension RealTimeTests {
         #expect(recorded >= 1_900, "bob recorded \(recorded) ms of a 2 s call")
     }
 
-    @Test func theOwnershipStudyShowsTheBugSilencesTheMicrophoneAndOneOwnerDoesNot() throws {
-        let (status, output) = try Self.run("ownership-study")
+    @Test func theOwnershipStudyShowsTheBugSilencesTheMicrophoneAndOneOwnerDoesNot() async throws {
+        let (status, output) = try await Self.run("ownership-study")
         #expect(status == 0, "\(output)")
         // 1b: two activations, the far end hears nothing; one activation, it hears the tone.
         #expect(output.contains("heard RMS 0"), "\(output)")
@@ -57,8 +57,8 @@ extension RealTimeTests {
         #expect(output.contains("activate() again → refused"), "\(output)")
     }
 
-    @Test func twoPhonesCallHearEachOtherSendDigitsHoldAndEnd() throws {
-        let (status, output) = try Self.run("two-phones")
+    @Test func twoPhonesCallHearEachOtherSendDigitsHoldAndEnd() async throws {
+        let (status, output) = try await Self.run("two-phones")
         #expect(status == 0, "\(output)")
         #expect((Self.number(after: "alice's microphone, RMS", in: output) ?? 0) > 1_000, "\(output)")
         for digit in ["4", "2", "#"] { #expect(output.contains("[bob] heard DTMF \(digit)"), "\(output)") }

@@ -10,7 +10,7 @@ import Glibc
 
 extension RealTimeTests {
 /// Input nobody should send, arriving at a live call: the call keeps playing.
-@Suite struct HostileInputTests {
+@Suite(.serialized, .realTimeAlone) struct HostileInputTests {
     /// Sends `count` hostile datagrams to 127.0.0.1:`port` from one socket: random bytes of
     /// random length, STUN binding requests with a made-up username and integrity, and
     /// RTP-looking packets (version 2, the call's payload type) under random SSRCs.
@@ -224,7 +224,7 @@ extension RealTimeTests {
 }
 
 /// Many connections at a node's signaling port at once, each misbehaving in its own way.
-@Suite struct SignalingFloodTests {
+@Suite(.serialized, .exclusiveProcessResources) struct SignalingFloodTests {
     /// Opens `count` TCP connections that never start TLS and waits (up to `bound`) until the
     /// node has closed each. Returns how many it closed. Runs on its own thread: the sockets
     /// are plain blocking POSIX ones.

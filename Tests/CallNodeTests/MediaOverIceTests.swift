@@ -5,7 +5,7 @@ import Testing
 /// The whole media path on real parts: libnice ICE on loopback, SRTP, Opus, and the real-time
 /// media clock. Checks outcomes (audio arrived, reports flowed), not timings.
 extension RealTimeTests {
-@Suite struct MediaOverIceTests {
+@Suite(.serialized) struct MediaOverIceTests {
     @Test func aToneCrossesRealICEWithSRTPBothWays() async throws {
         let (iceA, iceB) = try await LoopbackAgents.connectedPair()
 

@@ -1,6 +1,7 @@
 import CallNode
 import CallNodeTestSupport
 import Foundation
+import Locking
 import Testing
 
 #if canImport(Glibc)
@@ -40,32 +41,47 @@ enum NetworkBed {
 }
 
 /// One topology for one test: built in `init`, torn down (with every process in it) by `down()`.
+/// Its namespaces carry a prefix of their own (`scripts/netbed --prefix`), so tests holding a
+/// ``NetworkBedSlotTrait`` slot run their beds side by side.
 final class Bed {
     let prefix: String
     let directory: String
     private var processes: [BedProcess] = []
 
-    init(_ name: String) throws {
-        prefix = "n\(getpid() % 100_000)"
+    /// Beds made so far by this process: each gets a prefix of its own, so beds run side by side.
+    private static let made = Locked(0)
+
+    /// Builds the bed (`netbed up`, waited for off the cooperative pool: it takes seconds).
+    init(_ name: String) async throws {
+        let serial = Self.made.withLock { made -> Int in
+            made += 1
+            return made
+        }
+        prefix = "n\(getpid() % 10_000)" + String(serial, radix: 36)
         directory = "/tmp/callnode-bed-\(getpid())-\(name)"
         try? FileManager.default.removeItem(atPath: directory)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let status = try ChildProcess.run(NetworkBed.script, ["--prefix", prefix, "up"], output: directory + "/bed.log")
+        let status = try await ChildProcess.running(NetworkBed.script, ["--prefix", prefix, "up"], output: directory + "/bed.log")
         guard status == 0 else {
             throw TestFailure("the test bed did not come up:\n" + ((try? String(contentsOfFile: directory + "/bed.log", encoding: .utf8)) ?? ""))
         }
     }
 
-    /// Stops every process and removes the namespaces. The logs stay (the next run of the
-    /// same scenario replaces them), so a failure can be read afterwards.
+    /// Stops every process and removes the namespaces, on a thread of its own (a `defer`
+    /// cannot wait, and stopping takes a second or so); the suite waits for it before it ends.
+    /// The logs stay (the next run of the same scenario replaces them), so a failure can be
+    /// read afterwards.
     func down() {
-        for process in processes { process.child.stop(grace: .milliseconds(500)) }
-        _ = try? ChildProcess.run(NetworkBed.script, ["--prefix", prefix, "down"], output: directory + "/bed.log")
+        let children = processes.map(\.child), prefix = self.prefix, log = directory + "/bed.log"
+        BackgroundTeardown.start(name: "bed-down") {
+            for child in children { child.stop(grace: .milliseconds(500)) }
+            _ = try? ChildProcess.run(NetworkBed.script, ["--prefix", prefix, "down"], output: log)
+        }
     }
 
     /// `loss PERCENT`, `cut a`, `restore a`…
-    func control(_ arguments: [String]) throws {
-        let status = try ChildProcess.run(NetworkBed.script, ["--prefix", prefix] + arguments, output: directory + "/bed.log")
+    func control(_ arguments: [String]) async throws {
+        let status = try await ChildProcess.running(NetworkBed.script, ["--prefix", prefix] + arguments, output: directory + "/bed.log")
         guard status == 0 else { throw TestFailure("netbed \(arguments.joined(separator: " ")) failed") }
     }
 
@@ -83,23 +99,23 @@ final class Bed {
     func start(_ host: String, program: String, _ arguments: [String], log: String) throws -> BedProcess {
         let path = directory + "/" + log
         let child = try ChildProcess(NetworkBed.script, ["--prefix", prefix, "exec", host, program] + arguments, output: path,
-                                     stdin: open("/dev/null", O_RDONLY))
+                                     nullStdin: true)
         let process = BedProcess(child: child, log: path)
         processes.append(process)
         return process
     }
 
     /// Runs `callnode ARGUMENTS` outside the namespaces (identities, contacts, recents).
-    func callnode(_ arguments: [String]) throws -> (status: Int32, output: String) {
+    func callnode(_ arguments: [String]) async throws -> (status: Int32, output: String) {
         let log = directory + "/cli-\(UUID().uuidString.prefix(6)).log"
-        let status = try ChildProcess.run(try BuildProducts.executable("callnode"), arguments, output: log)
+        let status = try await ChildProcess.running(try BuildProducts.executable("callnode"), arguments, output: log)
         return (status, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
     }
 
     /// A home with an identity; returns its fingerprint.
-    func identity(_ name: String) throws -> (home: String, fingerprint: String) {
+    func identity(_ name: String) async throws -> (home: String, fingerprint: String) {
         let home = directory + "/" + name
-        let result = try callnode(["identity", "--home", home])
+        let result = try await callnode(["identity", "--home", home])
         guard result.status == 0, let fingerprint = result.output.split(separator: "\n").compactMap({ Fingerprint(String($0)) }).first else {
             throw TestFailure("identity failed: \(result.output)")
         }
@@ -171,7 +187,12 @@ struct BedProcess {
     }
 }
 
-extension RealTimeTests {
+/// The scenarios that build network test beds: apart from the serialized real-time tests, at
+/// most ``NetworkBedSlotTrait/capacity`` beds at a time (their processes are paced by the wall
+/// clock on two cores), never beside a test that counts the process's threads and descriptors.
+@Suite(.networkBedSlot) enum NetworkBeds {}
+
+extension NetworkBeds {
 @Suite(.enabled(if: NetworkBed.isAvailable, "needs root and network namespaces; the reason is printed above"))
 struct NetworkBedTests {
     /// Alice on A, Bob on B, each the other's contact; a speech-like WAV for Alice to send.
@@ -181,13 +202,14 @@ struct NetworkBedTests {
         let sent: String
     }
 
-    static func callers(in bed: Bed, bobKnowsAlice: Bool = true) throws -> Callers {
-        let alice = try bed.identity("alice"), bob = try bed.identity("bob")
-        guard try bed.callnode(["contacts", "add", "bob", bob.fingerprint, "--home", alice.home]).status == 0 else {
+    static func callers(in bed: Bed, bobKnowsAlice: Bool = true) async throws -> Callers {
+        let alice = try await bed.identity("alice")
+        let bob = try await bed.identity("bob")
+        guard try await bed.callnode(["contacts", "add", "bob", bob.fingerprint, "--home", alice.home]).status == 0 else {
             throw TestFailure("contacts add failed")
         }
         if bobKnowsAlice {
-            guard try bed.callnode(["contacts", "add", "alice", alice.fingerprint, "--home", bob.home]).status == 0 else {
+            guard try await bed.callnode(["contacts", "add", "alice", alice.fingerprint, "--home", bob.home]).status == 0 else {
                 throw TestFailure("contacts add failed")
             }
         }
@@ -228,9 +250,9 @@ struct NetworkBedTests {
     // MARK: - 1. STUN only
 
     @Test func stunOnlyCallsThroughTheRelayConnectTenOfTenOnServerReflexivePairs() async throws {
-        let bed = try Bed("stun")
+        let bed = try await Bed("stun")
         defer { bed.down() }
-        let callers = try Self.callers(in: bed)
+        let callers = try await Self.callers(in: bed)
         _ = try await bed.startRelay()
         let network = ["--stun", NetworkBed.stun]
         var connected = 0
@@ -263,9 +285,9 @@ struct NetworkBedTests {
 
     @Test(arguments: ["udp", "tcp"])
     func relayOnlyCallsUseATurnRelayedPair(transport: String) async throws {
-        let bed = try Bed("turn-\(transport)")
+        let bed = try await Bed("turn-\(transport)")
         defer { bed.down() }
-        let callers = try Self.callers(in: bed)
+        let callers = try await Self.callers(in: bed)
         _ = try await bed.startRelay()
         let network = ["--turn", NetworkBed.turn + (transport == "tcp" ? "?transport=tcp" : ""), "--relay-only"]
         let recording = bed.directory + "/recording.wav"
@@ -351,21 +373,21 @@ struct NetworkBedTests {
     }
 
     static func lossRun(percent: Int, redundancy: String, burst: Int, attempt: Int) async throws -> LossRun {
-        let bed = try Bed("loss-\(percent)-\(burst)-\(redundancy)" + (attempt > 1 ? "-\(attempt)" : ""))
+        let bed = try await Bed("loss-\(percent)-\(burst)-\(redundancy)" + (attempt > 1 ? "-\(attempt)" : ""))
         defer { bed.down() }
-        let callers = try Self.callers(in: bed)
+        let callers = try await Self.callers(in: bed)
         _ = try await bed.startRelay()
         let network = ["--stun", NetworkBed.stun, "--redundancy", redundancy]
         let recording = bed.directory + "/recording.wav"
         let bob = try await Self.startBob(bed, callers, network: network, recording: recording, log: "bob.log")
         let alice = try Self.startAlice(bed, callers, network: network, seconds: 34, log: "alice.log")
         try await alice.waitFor("connected")
-        try bed.control(["loss", String(percent), String(burst)])
+        try await bed.control(["loss", String(percent), String(burst)])
         let lossStarted = ContinuousClock.now, lossStartedAt = Date().timeIntervalSince1970
         try await Task.sleep(until: lossStarted + .seconds(30))
         let statsUnderLoss = bob.events("stats").last ?? [:]
         let lossEndedAt = Date().timeIntervalSince1970
-        try bed.control(["loss", "0"])
+        try await bed.control(["loss", "0"])
         let status = try await alice.exit(timeout: .seconds(30))
         _ = try await bob.exit(timeout: .seconds(20))
         let punctuality = [Punctuality(alice, name: "alice", from: lossStartedAt, to: lossEndedAt),
@@ -431,7 +453,7 @@ struct NetworkBedTests {
     /// relay): her signaling is a TCP connection of her own through her NAT.
     static func liveCall(in bed: Bed, seconds: Int, network: [String] = ["--stun", NetworkBed.stun],
                          direct: Bool = false) async throws -> LiveCall {
-        let callers = try Self.callers(in: bed)
+        let callers = try await Self.callers(in: bed)
         _ = try await bed.startRelay()
         let recording = bed.directory + "/recording.wav"
         let bob: BedProcess, alice: BedProcess
@@ -476,18 +498,18 @@ struct NetworkBedTests {
     }
 
     @Test func aCutLinkIsReportedAndTheCallRecoversWhenItReturns() async throws {
-        let bed = try Bed("cut")
+        let bed = try await Bed("cut")
         defer { bed.down() }
         let call = try await Self.liveCall(in: bed, seconds: 14)
         let alice = call.alice, bob = call.bob
 
         let cutAt = Self.epoch()
-        try bed.control(["cut", "a"])
+        try await bed.control(["cut", "a"])
         let lostAlice = try await alice.waitFor("connection-lost", timeout: .seconds(5))
         let lostBob = try await bob.waitFor("connection-lost", timeout: .seconds(5))
         try await Task.sleep(for: .seconds(5) - .milliseconds(Int((Self.epoch() - cutAt) * 1000)))
         let restoredAt = Self.epoch()
-        try bed.control(["restore", "a"])
+        try await bed.control(["restore", "a"])
         let backAlice = try await alice.waitFor("connection-restored", timeout: .seconds(6))
         let backBob = try await bob.waitFor("connection-restored", timeout: .seconds(6))
         let receivedAtRestore = bob.events("stats").last?["packets_received"] as? Int ?? 0
@@ -501,14 +523,14 @@ struct NetworkBedTests {
     }
 
     @Test func aNATThatForgetsItsMappingsIsCrossedByAnICERestart() async throws {
-        let bed = try Bed("rebind")
+        let bed = try await Bed("rebind")
         defer { bed.down() }
         let call = try await Self.liveCall(in: bed, seconds: 22)
         let alice = call.alice, bob = call.bob
 
         // Bob's NAT reboots, in effect: the UDP path is gone for good, the signaling is not.
         let rebindAt = Self.epoch()
-        try bed.control(["rebind", "b"])
+        try await bed.control(["rebind", "b"])
         try await alice.waitFor("connection-lost", timeout: .seconds(5))
         try await bob.waitFor("connection-lost", timeout: .seconds(5))
         let restartBob = try await bob.waitFor("ice-restart", timeout: .seconds(10))
@@ -544,8 +566,8 @@ struct NetworkBedTests {
     }
 
     /// The rows of `callnode recents` for a home.
-    static func recents(_ bed: Bed, _ home: String) throws -> [String] {
-        try bed.callnode(["recents", "--home", home]).output.split(separator: "\n").map(String.init).filter { $0.contains("\t") }
+    static func recents(_ bed: Bed, _ home: String) async throws -> [String] {
+        try await bed.callnode(["recents", "--home", home]).output.split(separator: "\n").map(String.init).filter { $0.contains("\t") }
     }
 
     /// Host A (the caller) moves to a new address and its NAT forgets its mappings, mid-call, as a
@@ -559,7 +581,7 @@ struct NetworkBedTests {
     @Test(arguments: ["stun", "turn", "direct", "callee"])
     func aHostThatMovesToANewAddressKeepsItsCall(media: String) async throws {
         let moves = ProcessInfo.processInfo.environment["CALLNODE_BED_MOVES"].flatMap(Int.init) ?? 2
-        let bed = try Bed("move-" + media)
+        let bed = try await Bed("move-" + media)
         defer { bed.down() }
         let network = media == "turn" ? ["--turn", NetworkBed.turn, "--relay-only"] : ["--stun", NetworkBed.stun]
         let call = try await Self.liveCall(in: bed, seconds: 6 + 7 * moves, network: network, direct: media == "direct")
@@ -570,7 +592,7 @@ struct NetworkBedTests {
         for n in 1...moves {
             let movedAt = Self.epoch()
             times.append(movedAt)
-            try bed.control(["move", media == "callee" ? "b" : "a"])
+            try await bed.control(["move", media == "callee" ? "b" : "a"])
             // Resumed on a new connection from the new address, and the path found again.
             try await mover.waitForLine(timeout: .seconds(10)) { line in
                 line.contains("\"event\":\"signaling-resumed\"") && line.timeValue > movedAt
@@ -593,20 +615,20 @@ struct NetworkBedTests {
         #expect(ids.count == 1, "alice's events name \(ids.count) calls")
         #expect(alice.events("connected").count == 1 && bob.events("connected").count == 1)
         #expect(mover.events("ice-restart").contains { $0["by_peer"] as? Bool == false }, "the host that moved restarts ICE itself")
-        #expect(try Self.recents(bed, call.callers.alice.home).count == 1)
-        #expect(try Self.recents(bed, call.callers.bob.home).count == 1)
+        #expect(try await Self.recents(bed, call.callers.alice.home).count == 1)
+        #expect(try await Self.recents(bed, call.callers.bob.home).count == 1)
         let sorted = backs.sorted()
         let median = sorted.isEmpty ? .nan : sorted[sorted.count / 2]
         print("netbed move (\(media)): \(moves) moves, audio back after \(backs.map { String(format: "%.2f", $0) }) s (median \(String(format: "%.2f", median)) s of \(backs.count) sides), correlation at the end \(match)")
     }
 
     @Test func aSignalingConnectionResetAloneIsResumedAndTheMediaNeverNotices() async throws {
-        let bed = try Bed("resettcp")
+        let bed = try await Bed("resettcp")
         defer { bed.down() }
         let call = try await Self.liveCall(in: bed, seconds: 12)
         let alice = call.alice, bob = call.bob
         let resetAt = Self.epoch()
-        try bed.control(["reset-tcp", "a"])
+        try await bed.control(["reset-tcp", "a"])
         try await alice.waitFor("signaling-lost", timeout: .seconds(5))
         let resumed = try await alice.waitFor("signaling-resumed", timeout: .seconds(10))
         try await bob.waitFor("signaling-resumed", timeout: .seconds(10))
@@ -614,7 +636,7 @@ struct NetworkBedTests {
         let before = receivedAtEnd()
         let match = try await Self.expectAudioResumed(call, receivedAtRestore: before)
         #expect(alice.events("connection-lost").isEmpty && bob.events("connection-lost").isEmpty, "the media path was never lost")
-        #expect(try Self.recents(bed, call.callers.alice.home).count == 1)
+        #expect(try await Self.recents(bed, call.callers.alice.home).count == 1)
         let after = (resumed["time"] as? Double ?? .infinity) - resetAt
         print("netbed reset-tcp: resumed \(String(format: "%.2f", after)) s after the reset; correlation at the end \(match)")
     }
@@ -623,14 +645,14 @@ struct NetworkBedTests {
     /// while the caller's packets still reach the callee. Only the caller hears nothing, so only
     /// it can see the break: it restarts ICE itself, and the new round's mapping gets through.
     @Test func aBreakOnlyTheCallerSeesIsRepairedByItsOwnRestart() async throws {
-        let bed = try Bed("oneway")
+        let bed = try await Bed("oneway")
         defer { bed.down() }
         let call = try await Self.liveCall(in: bed, seconds: 22)
         let alice = call.alice, bob = call.bob
         let pair = try #require(alice.events("selected-pair").last?["local"] as? String)
         let parts = pair.split(separator: ":")
         let rebindAt = Self.epoch()
-        try bed.control(["drop-to", String(parts[0]), String(parts[1])])
+        try await bed.control(["drop-to", String(parts[0]), String(parts[1])])
         let lost = try await alice.waitFor("connection-lost", timeout: .seconds(5))
         let restart = try await alice.waitFor("ice-restart", timeout: .seconds(12))
         let back = try await alice.waitFor("connection-restored", timeout: .seconds(15))
@@ -646,9 +668,9 @@ struct NetworkBedTests {
     // MARK: - 5. Peer crash
 
     @Test func aKilledPeerEndsTheCallWithAReasonAndARecentsRow() async throws {
-        let bed = try Bed("crash")
+        let bed = try await Bed("crash")
         defer { bed.down() }
-        let callers = try Self.callers(in: bed)
+        let callers = try await Self.callers(in: bed)
         _ = try await bed.startRelay()
         let network = ["--stun", NetworkBed.stun]
         let bob = try await Self.startBob(bed, callers, network: network, recording: bed.directory + "/recording.wav", log: "bob.log")
@@ -668,7 +690,7 @@ struct NetworkBedTests {
         #expect(detail.contains("the other node went away"), "the end gives no reason: \(ended)")
         let status = try await alice.exit(timeout: .seconds(10))
         #expect(status != 0, "a call that failed exits non-zero")
-        let recents = try bed.callnode(["recents", "--home", callers.alice.home])
+        let recents = try await bed.callnode(["recents", "--home", callers.alice.home])
         #expect(recents.output.contains("outgoing") && recents.output.contains("failed"), "\(recents.output)")
         print("netbed crash: ended \(String(format: "%.2f", after)) s after SIGKILL: \(detail)")
     }
@@ -676,9 +698,9 @@ struct NetworkBedTests {
     // MARK: - 6. Unknown and blocked callers
 
     @Test func unknownAndBlockedCallersAcrossTheRelayAreRejectedWithTheirReasons() async throws {
-        let bed = try Bed("reject")
+        let bed = try await Bed("reject")
         defer { bed.down() }
-        let callers = try Self.callers(in: bed, bobKnowsAlice: false)
+        let callers = try await Self.callers(in: bed, bobKnowsAlice: false)
         _ = try await bed.startRelay()
         let network = ["--stun", NetworkBed.stun]
 
@@ -689,8 +711,8 @@ struct NetworkBedTests {
         #expect(alice.text.contains("unknown-caller") || alice.text.contains("unknown caller"))
         bob.child.stop()
 
-        _ = try bed.callnode(["contacts", "add", "alice", callers.alice.fingerprint, "--home", callers.bob.home])
-        #expect(try bed.callnode(["block", "alice", "--home", callers.bob.home]).status == 0)
+        _ = try await bed.callnode(["contacts", "add", "alice", callers.alice.fingerprint, "--home", callers.bob.home])
+        #expect(try await bed.callnode(["block", "alice", "--home", callers.bob.home]).status == 0)
         bob = try await Self.startBob(bed, callers, network: network, recording: bed.directory + "/r2.wav", log: "bob-2.log")
         alice = try Self.startAlice(bed, callers, network: network, seconds: 3, log: "alice-2.log")
         #expect(try await alice.exit(timeout: .seconds(30)) == 1)

@@ -11,13 +11,13 @@ import Glibc
 /// secrets kept out of argv and output, a directory that other processes change live, and
 /// metrics scraped while a call runs. Real `callnode` processes.
 extension RealTimeTests {
-@Suite struct OperatorTests {
+@Suite(.serialized) struct OperatorTests {
     static func callnode() throws -> String { try BuildProducts.executable("callnode") }
 
     /// Runs `callnode` to completion with extra environment variables; its output (stdout and stderr).
-    static func run(_ arguments: [String], environment: [String: String] = [:], log: String) throws -> (status: Int32, output: String) {
+    static func run(_ arguments: [String], environment: [String: String] = [:], log: String) async throws -> (status: Int32, output: String) {
         let child = try ChildProcess(try callnode(), arguments, output: log, environment: environment)
-        let status = child.waitBlocking()
+        let status = await child.wait()
         return (status, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
     }
 
@@ -56,7 +56,7 @@ extension RealTimeTests {
             .write(toFile: directory + "/config.yaml", atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: directory + "/config.yaml")
 
-        let shown = try Self.run(["config", "show", "--home", directory, "--json", "--redundancy", "always", "--no-complexity-follows-load"],
+        let shown = try await Self.run(["config", "show", "--home", directory, "--json", "--redundancy", "always", "--no-complexity-follows-load"],
                                  environment: ["CALLNODE_FRAME_MS": "60"], log: directory + "/show.log")
         #expect(shown.status == 0, "\(shown.output)")
         let settings = CommandLineTests.jsonLines(shown.output).reduce(into: [String: (String, String)]()) { all, line in
@@ -73,15 +73,15 @@ extension RealTimeTests {
         #expect(!shown.output.contains("warning"), "\(shown.output)")
 
         // A secret on the command line works but warns; it is never printed.
-        let argv = try Self.run(["config", "show", "--home", directory, "--turn", "argv:on-the-line@turn.example:3478"], log: directory + "/argv.log")
+        let argv = try await Self.run(["config", "show", "--home", directory, "--turn", "argv:on-the-line@turn.example:3478"], log: directory + "/argv.log")
         #expect(argv.status == 0)
         #expect(argv.output.contains("warning: --turn on the command line can be read by every user"), "\(argv.output)")
         #expect(!argv.output.contains("on-the-line"))
         // A bad value names where it came from.
-        let bad = try Self.run(["config", "show", "--home", directory], environment: ["CALLNODE_BITRATE": "loud"], log: directory + "/bad.log")
+        let bad = try await Self.run(["config", "show", "--home", directory], environment: ["CALLNODE_BITRATE": "loud"], log: directory + "/bad.log")
         #expect(bad.status != 0 && bad.output.contains("CALLNODE_BITRATE 'loud'"), "\(bad.output)")
         // --home from the environment.
-        let viaEnvironment = try Self.run(["config", "show"], environment: ["CALLNODE_HOME": directory], log: directory + "/home.log")
+        let viaEnvironment = try await Self.run(["config", "show"], environment: ["CALLNODE_HOME": directory], log: directory + "/home.log")
         #expect(viaEnvironment.output.contains("32000"))
     }
 
@@ -90,8 +90,8 @@ extension RealTimeTests {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let aliceHome = directory + "/alice", bobHome = directory + "/bob"
-        let aliceID = try Self.run(["identity", "--home", aliceHome], log: directory + "/id-alice.log")
-        let bobID = try Self.run(["identity", "--home", bobHome], log: directory + "/id-bob.log")
+        let aliceID = try await Self.run(["identity", "--home", aliceHome], log: directory + "/id-alice.log")
+        let bobID = try await Self.run(["identity", "--home", bobHome], log: directory + "/id-bob.log")
         let alice = try #require(aliceID.output.split(separator: "\n").compactMap { Fingerprint(String($0)) }.first)
         let bob = try #require(bobID.output.split(separator: "\n").compactMap { Fingerprint(String($0)) }.first)
 
@@ -122,7 +122,7 @@ extension RealTimeTests {
         #expect(events("unknown").contains { $0["event"] as? String == "rejected" && $0["reason"] as? String == "unknown-caller" })
 
         // Another process adds Alice: the running node lets her ring at once.
-        #expect(try Self.run(["contacts", "add", "alice", alice.hex, "--home", bobHome], log: directory + "/add.log").status == 0)
+        #expect(try await Self.run(["contacts", "add", "alice", alice.hex, "--home", bobHome], log: directory + "/add.log").status == 0)
         let second = try call("known", seconds: 5)
         // A scrape during the call shows it connected, with its figures.
         var during = ""
@@ -141,12 +141,12 @@ extension RealTimeTests {
         // Frames were encrypted end to end (the default), and the code matches `contacts show`.
         let secured = try #require(events("known").first { $0["event"] as? String == "secured" })
         #expect(secured["frame_encryption"] as? Bool == true, "\(secured)")
-        let shown = try Self.run(["contacts", "show", "alice", "--home", bobHome], log: directory + "/show.log")
+        let shown = try await Self.run(["contacts", "show", "alice", "--home", bobHome], log: directory + "/show.log")
         let code = try #require(secured["security_code"] as? String)
         #expect(shown.output.contains("security code: \(code)"), "\(shown.output) / \(code)")
 
         // Another process blocks her: her next call is refused as blocked.
-        #expect(try Self.run(["block", "alice", "--home", bobHome], log: directory + "/block.log").status == 0)
+        #expect(try await Self.run(["block", "alice", "--home", bobHome], log: directory + "/block.log").status == 0)
         let third = try call("blocked", seconds: 2)
         #expect(await third.wait() != 0)
         #expect(events("blocked").contains { $0["event"] as? String == "rejected" && $0["reason"] as? String == "blocked" }, "\(events("blocked"))")
@@ -162,7 +162,7 @@ extension RealTimeTests {
     /// The systemd unit is valid as written (ExecStart pointed at this build's binary; its man
     /// pages are checked after `scripts/install`, not here).
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze"), "needs systemd-analyze"))
-    func theServiceUnitVerifies() throws {
+    func theServiceUnitVerifies() async throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let unit = try String(contentsOf: root.appendingPathComponent("contrib/callnode.service"), encoding: .utf8)
         #expect(unit.contains("ExecStart=/usr/local/bin/callnode listen"))
@@ -172,7 +172,7 @@ extension RealTimeTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try unit.replacingOccurrences(of: "ExecStart=/usr/local/bin/callnode", with: "ExecStart=\(try Self.callnode())")
             .write(toFile: directory + "/callnode.service", atomically: true, encoding: .utf8)
-        let status = try ChildProcess.run("/usr/bin/systemd-analyze", ["verify", "--man=no", directory + "/callnode.service"],
+        let status = try await ChildProcess.running("/usr/bin/systemd-analyze", ["verify", "--man=no", directory + "/callnode.service"],
                                           output: directory + "/verify.log")
         let output = (try? String(contentsOfFile: directory + "/verify.log", encoding: .utf8)) ?? ""
         #expect(status == 0 && output.isEmpty, "\(output)")

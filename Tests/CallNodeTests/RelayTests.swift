@@ -6,7 +6,7 @@ import Testing
 
 /// Nodes that meet through the rendezvous relay: by fingerprint, and in sessions.
 extension RealTimeTests {
-@Suite struct RelayTests {
+@Suite(.serialized) struct RelayTests {
     typealias Fixture = TwoNodeTests.Fixture
 
     func relayedNode(_ f: Fixture, _ name: String, relay: RelayServer, input: NodeAudioInput = .silence,

@@ -12,7 +12,7 @@ import Glibc
 /// core's offer and answer (the caller's in its INVITE, the callee's in its 200 OK), libnice
 /// ICE and SRTP beneath, as between nodes on their own signaling.
 extension RealTimeTests {
-@Suite struct SIPCallTests {
+@Suite(.serialized) struct SIPCallTests {
     typealias Fixture = TwoNodeTests.Fixture
 
     /// Whether `node` has no call left, polled for up to two seconds (a refused call's leg tears

@@ -7,7 +7,7 @@ import Testing
 /// One conference of calls from three dialects: Alice over SIP, Carol a node call, and a call
 /// page. Bob merges them as they come; then everyone hears everyone else.
 extension RealTimeTests {
-@Suite struct SIPConferenceTests {
+@Suite(.serialized) struct SIPConferenceTests {
     typealias Fixture = TwoNodeTests.Fixture
     /// Tones none of whose sums, differences or doubles is another's (a mix that clips makes them).
     static let voices: [String: Double] = ["alice": 440, "bob": 620, "carol": 830, "browser": 1_170]

@@ -123,7 +123,7 @@ struct SIPInteropTests {
         let uri = tls ? try #require(settings.tlsURI) : plainURI
         let events = node.events()
         let baresip = try ChildProcess("/usr/bin/baresip", ["-f", phone, "-4", "-e", "/dial \(uri)", "-t", "12"], output: f.path("baresip.log"),
-                                       stdin: open("/dev/null", O_RDONLY))
+                                       nullStdin: true)
         defer { baresip.stop() }
         guard case let .incoming(call, _, _, _) = try await TwoNodeTests.next(events, where: { if case .incoming = $0 { true } else { false } })
         else { return }
@@ -154,7 +154,7 @@ struct SIPInteropTests {
                                                              mediaEncryption: .required))
         let events = node.events()
         let baresip = try ChildProcess("/usr/bin/baresip", ["-f", phone, "-4", "-e", "/dial \(uri)", "-t", "5"], output: f.path("baresip.log"),
-                                       stdin: open("/dev/null", O_RDONLY))
+                                       nullStdin: true)
         defer { baresip.stop() }
         guard case let .ended(_, reason, detail, _) = try await TwoNodeTests.next(events, where: { if case .ended = $0 { true } else { false } })
         else { return }
@@ -178,7 +178,7 @@ struct SIPInteropTests {
         try Self.baresip(in: phone, port: phonePort, mediaEncryption: "", codec: codec, srtpModules: false)
         let baresipLog = f.path("baresip.log")
         let baresip = try ChildProcess("/usr/bin/baresip", ["-f", phone, "-4", "-t", "20"], output: baresipLog,
-                                       stdin: open("/dev/null", O_RDONLY))
+                                       nullStdin: true)
         defer { baresip.stop() }
         _ = try await CommandLineTests.waitForLine(in: baresipLog, process: baresip) { $0.contains("baresip is ready") }
         let log = f.path("call.log")
@@ -219,7 +219,7 @@ struct SIPInteropTests {
         let baresipEncryption = encryption == .off ? "" : keyExchange == .dtls ? "dtls_srtp" : "srtp-mand"
         try Self.baresip(in: phone, port: phonePort, mediaEncryption: baresipEncryption, codec: codec)
         let baresip = try ChildProcess("/usr/bin/baresip", ["-f", phone, "-4", "-t", "15"], output: f.path("baresip.log"),
-                                       stdin: open("/dev/null", O_RDONLY))
+                                       nullStdin: true)
         defer { baresip.stop() }
         let node = try await f.node("alice", input: .tone(660), output: .wav(f.path("alice-out.wav")), keyExchange: keyExchange)
         var settings = SIPListenSettings(host: "127.0.0.1", port: SIPCallTests.freePort(), user: "alice", mediaEncryption: encryption)

@@ -13,7 +13,7 @@ import Glibc
 /// call has media (the side behind the NAT names its private address, and baresip sends only
 /// where the SDP says); with it, the pair is a server-reflexive candidate, DTLS-SRTP keys the
 /// media, and each side hears the other's tone.
-extension RealTimeTests {
+extension NetworkBeds {
 @Suite(.serialized, .enabled(if: NetworkBed.isAvailable && FileManager.default.isExecutableFile(atPath: "/usr/bin/baresip"),
                              "needs root, network namespaces and baresip"))
 struct SIPNetworkBedTests {
@@ -34,7 +34,7 @@ struct SIPNetworkBedTests {
     /// recording what it hears; tried again while baresip is not listening yet (its first
     /// INVITE may find nothing there). Its process, once a call connected and ended.
     static func callBaresip(from bed: Bed, ice: Bool, recording: String) async throws -> BedProcess {
-        let alice = try bed.identity("alice")
+        let alice = try await bed.identity("alice")
         for attempt in 0..<10 {
             let process = try bed.start("a", [
                 "call", "sip:b@\(NetworkBed.publicAddress):\(Self.baresipPort)", "--home", alice.home,
@@ -48,18 +48,18 @@ struct SIPNetworkBedTests {
     }
 
     @Test func aNodeBehindNATCallsBaresipWithICEAndDTLS() async throws {
-        let bed = try Bed("sip-ice-out")
+        let bed = try await Bed("sip-ice-out")
         defer { bed.down() }
         let phone = bed.directory + "/baresip"
-        try SIPInteropTests.baresip(in: phone, host: NetworkBed.publicAddress, port: Self.baresipPort, mediaEncryption: "dtls_srtp",
+        try RealTimeTests.SIPInteropTests.baresip(in: phone, host: NetworkBed.publicAddress, port: Self.baresipPort, mediaEncryption: "dtls_srtp",
                                     stun: NetworkBed.stun)
         let baresip = try bed.start("router", program: "/usr/bin/baresip", ["-f", phone, "-4", "-t", "20"], log: "baresip.log")
         let recording = bed.directory + "/alice-heard.wav"
         let caller = try await Self.callBaresip(from: bed, ice: true, recording: recording)
         Self.expectICEAndDTLS(caller, localType: "srflx", remoteType: "host")
         baresip.child.stop()
-        #expect(SIPInteropTests.holds(try WAV.read(path: recording).samples, 550, over: 660), "the node did not hear baresip's 550 Hz")
-        #expect(SIPInteropTests.holds(try SIPInteropTests.baresipHeard(in: phone), 660, over: 550), "baresip did not hear the node's 660 Hz")
+        #expect(RealTimeTests.SIPInteropTests.holds(try WAV.read(path: recording).samples, 550, over: 660), "the node did not hear baresip's 550 Hz")
+        #expect(RealTimeTests.SIPInteropTests.holds(try RealTimeTests.SIPInteropTests.baresipHeard(in: phone), 660, over: 550), "baresip did not hear the node's 660 Hz")
     }
 
     /// Without ICE, through a NAT: a node behind NAT A calls baresip on the router offering
@@ -67,13 +67,13 @@ struct SIPNetworkBedTests {
     /// saw its RTP socket come from (NAT A's), so baresip, which sends only where the SDP says,
     /// reaches it: each side hears the other's tone.
     @Test func aNodeBehindNATOffersItsStunMappedAddressWithoutICE() async throws {
-        let bed = try Bed("sip-stun-plain")
+        let bed = try await Bed("sip-stun-plain")
         defer { bed.down() }
         let phone = bed.directory + "/baresip"
         // DTLS-SRTP, baresip its client: its first ClientHello meets NAT A before anything of the
         // node's went its way and is dropped; the node's STUN Binding Indication to it opens the
         // way, and its retransmission gets through.
-        try SIPInteropTests.baresip(in: phone, host: NetworkBed.publicAddress, port: Self.baresipPort, mediaEncryption: "dtls_srtp")
+        try RealTimeTests.SIPInteropTests.baresip(in: phone, host: NetworkBed.publicAddress, port: Self.baresipPort, mediaEncryption: "dtls_srtp")
         // baresip sends from the public address its SDP names, as a server on the Internet does
         // (the router would otherwise pick its address on NAT A's link, which no mapping expects).
         let route = try bed.start("router", program: "/usr/sbin/ip", ["route", "replace", "100.64.1.0/24", "dev", "to-a", "proto", "kernel",
@@ -87,8 +87,8 @@ struct SIPNetworkBedTests {
         let stats = caller.events("stats").last
         #expect((stats?["packets_received"] as? Int ?? 0) > 100, "baresip's RTP did not reach the node behind its NAT: \(stats ?? [:])")
         baresip.child.stop()
-        #expect(SIPInteropTests.holds(try WAV.read(path: recording).samples, 550, over: 660), "the node did not hear baresip's 550 Hz")
-        #expect(SIPInteropTests.holds(try SIPInteropTests.baresipHeard(in: phone), 660, over: 550), "baresip did not hear the node's 660 Hz")
+        #expect(RealTimeTests.SIPInteropTests.holds(try WAV.read(path: recording).samples, 550, over: 660), "the node did not hear baresip's 550 Hz")
+        #expect(RealTimeTests.SIPInteropTests.holds(try RealTimeTests.SIPInteropTests.baresipHeard(in: phone), 660, over: 550), "baresip did not hear the node's 660 Hz")
     }
 
     /// Both ends behind NATs, registered with Kamailio on the public side, which keeps the
@@ -104,7 +104,7 @@ struct SIPNetworkBedTests {
     /// way that would let it in. The node behind NAT B has no such help: as it answers, it sends
     /// to the caller's address itself (and every keep-alive interval while the call lasts).
     @Test func phonesBehindTwoNATsCallEachOtherThroughARegistrarThatStaysOutOfTheDialog() async throws {
-        let bed = try Bed("sip-kamailio-nat")
+        let bed = try await Bed("sip-kamailio-nat")
         defer { bed.down() }
         let registrar = "\(NetworkBed.publicAddress):5060"
         let config = try KamailioServer.config(port: 5060, domain: NetworkBed.publicAddress,
@@ -117,10 +117,10 @@ struct SIPNetworkBedTests {
             "-P", bed.directory + "/kamailio/kamailio.pid", "-m", "32", "-M", "8",
         ], log: "kamailio.log")
         try await kamailio.waitForLine(timeout: .seconds(20)) { $0.contains("Listening on") }
-        try bed.control(["forward", "a", String(Self.baresipPort)])
+        try await bed.control(["forward", "a", String(Self.baresipPort)])
 
         let phone = bed.directory + "/baresip", console = 5555
-        try SIPInteropTests.baresip(in: phone, host: "10.10.1.2", port: Self.baresipPort, stun: NetworkBed.stun, console: console,
+        try RealTimeTests.SIPInteropTests.baresip(in: phone, host: "10.10.1.2", port: Self.baresipPort, stun: NetworkBed.stun, console: console,
                                     account: "<sip:alice@\(NetworkBed.publicAddress)>;auth_pass=alice-secret;outbound=\"sip:\(registrar)\";"
                                         + "regint=600;answermode=auto;medianat=stun;stunserver=stun:\(NetworkBed.stun)")
         let baresip = try bed.start("a", program: "/usr/bin/baresip", ["-f", phone, "-4"], log: "baresip.log")
@@ -133,7 +133,7 @@ struct SIPNetworkBedTests {
             try await baresip.waitForLine(timeout: .seconds(20)) { _ in baresip.text.components(separatedBy: "terminated (duration").count > count }
         }
 
-        let bob = try bed.identity("bob")
+        let bob = try await bed.identity("bob")
         try "bob-secret\n".write(toFile: bed.directory + "/bob-password", atomically: true, encoding: .utf8)
         let recordings = bed.directory + "/bob-heard/"
         let node = try bed.start("b", [
@@ -146,19 +146,19 @@ struct SIPNetworkBedTests {
         try await node.waitFor("sip-registered", timeout: .seconds(30))
 
         // The node calls baresip's address of record, and hangs up: its BYE must reach baresip.
-        let placed = try bed.callnode(["ctl", "call", "--home", bob.home, "sip:alice@\(NetworkBed.publicAddress)"])
+        let placed = try await bed.callnode(["ctl", "call", "--home", bob.home, "sip:alice@\(NetworkBed.publicAddress)"])
         #expect(placed.status == 0, "\(placed.output)")
         let first = try await node.waitFor("connected")
         let firstCall = try #require(first["call"] as? String)
         try await Task.sleep(for: .seconds(4))  // the call's length: tones both ways
-        let hungUp = try bed.callnode(["ctl", "hangup", firstCall, "--home", bob.home])
+        let hungUp = try await bed.callnode(["ctl", "hangup", firstCall, "--home", bob.home])
         #expect(hungUp.status == 0, "\(hungUp.output)")
         try await baresipEnded(1)
 
         // Both NATs forget everything; the node's next keep-alive opens its way again.
         let keepAlives = { kamailio.text.components(separatedBy: "request OPTIONS sip:bob@").count - 1 }
-        try bed.control(["forget", "a"])
-        try bed.control(["forget", "b"])
+        try await bed.control(["forget", "a"])
+        try await bed.control(["forget", "b"])
         let before = keepAlives()
         try await kamailio.waitForLine(timeout: .seconds(20)) { _ in keepAlives() > before }
 
@@ -187,21 +187,21 @@ struct SIPNetworkBedTests {
         let heard = try FileManager.default.contentsOfDirectory(atPath: recordings).filter { $0.hasSuffix(".wav") }
         #expect(heard.count == 2, "\(heard)")
         for file in heard {
-            #expect(SIPInteropTests.holds(try WAV.read(path: recordings + file).samples, 550, over: 660), "the node did not hear baresip's 550 Hz in \(file)")
+            #expect(RealTimeTests.SIPInteropTests.holds(try WAV.read(path: recordings + file).samples, 550, over: 660), "the node did not hear baresip's 550 Hz in \(file)")
         }
         let dumps = try FileManager.default.contentsOfDirectory(atPath: phone + "/snd").filter { $0.hasSuffix("-dec.wav") }.sorted()
         #expect(dumps.count == 2, "\(dumps)")
         for dump in dumps {
             let (format, samples) = try WAV.read(path: phone + "/snd/" + dump)
             let left = format.channels == 2 ? stride(from: 0, to: samples.count, by: 2).map { samples[$0] } : samples
-            #expect(SIPInteropTests.holds(left, 660, over: 550, rate: format.sampleRate), "baresip did not hear the node's 660 Hz in \(dump)")
+            #expect(RealTimeTests.SIPInteropTests.holds(left, 660, over: 550, rate: format.sampleRate), "baresip did not hear the node's 660 Hz in \(dump)")
         }
     }
 
     @Test func baresipBehindNATCallsTheNodeWithICEAndDTLS() async throws {
-        let bed = try Bed("sip-ice-in")
+        let bed = try await Bed("sip-ice-in")
         defer { bed.down() }
-        let bob = try bed.identity("bob")
+        let bob = try await bed.identity("bob")
         let recording = bed.directory + "/bob-heard.wav"
         let node = try bed.start("router", [
             "listen", "--home", bob.home, "--listen", "\(NetworkBed.publicAddress):\(Self.nodeListenPort)",
@@ -212,7 +212,7 @@ struct SIPNetworkBedTests {
         ], log: "bob.log")
         try await node.waitFor("listening", timeout: .seconds(30))
         let phone = bed.directory + "/baresip"
-        try SIPInteropTests.baresip(in: phone, host: "10.10.2.2", port: Self.baresipPort, mediaEncryption: "dtls_srtp", stun: NetworkBed.stun)
+        try RealTimeTests.SIPInteropTests.baresip(in: phone, host: "10.10.2.2", port: Self.baresipPort, mediaEncryption: "dtls_srtp", stun: NetworkBed.stun)
         let baresip = try bed.start("b", program: "/usr/bin/baresip",
                                     ["-f", phone, "-4", "-e", "/dial sip:callnode@\(NetworkBed.publicAddress):\(Self.nodeSIPPort)", "-t", "15"],
                                     log: "baresip.log")
@@ -222,8 +222,8 @@ struct SIPNetworkBedTests {
         #expect(node.events("ended").last?["reason"] as? String == "remoteEnded", "\(node.events("ended"))")
         Self.expectICEAndDTLS(node, localType: "host", remoteType: "srflx")
         baresip.child.stop()
-        #expect(SIPInteropTests.holds(try WAV.read(path: recording).samples, 550, over: 660), "the node did not hear baresip's 550 Hz")
-        #expect(SIPInteropTests.holds(try SIPInteropTests.baresipHeard(in: phone), 660, over: 550), "baresip did not hear the node's 660 Hz")
+        #expect(RealTimeTests.SIPInteropTests.holds(try WAV.read(path: recording).samples, 550, over: 660), "the node did not hear baresip's 550 Hz")
+        #expect(RealTimeTests.SIPInteropTests.holds(try RealTimeTests.SIPInteropTests.baresipHeard(in: phone), 660, over: 550), "baresip did not hear the node's 660 Hz")
     }
 }
 }

@@ -151,7 +151,7 @@ struct SIPRegistrarTests {
         try account.write(toFile: phone + "/accounts", atomically: true, encoding: .utf8)
         let events = alice.events()
         let baresip = try ChildProcess("/usr/bin/baresip", ["-f", phone, "-4", "-e", "/dial sip:alice@\(Self.domain)", "-t", "12"],
-                                       output: f.path("baresip.log"), stdin: open("/dev/null", O_RDONLY))
+                                       output: f.path("baresip.log"), nullStdin: true)
         defer { baresip.stop() }
         guard case let .incoming(call, _, _, _) = try await TwoNodeTests.next(events, where: { if case .incoming = $0 { true } else { false } })
         else { return }
@@ -175,7 +175,7 @@ struct SIPRegistrarTests {
         let port = String(SIPCallTests.freePort())
         let arguments = ["listen", "--home", f.path("cli"), "--listen", "127.0.0.1:0", "--sip", "127.0.0.1:" + port,
                          "--sip-register", "sip:bob@\(Self.domain)", "--sip-registrar", server.uri]
-        let missing = try CommandLineTests.run(arguments, log: f.path("missing.log"))
+        let missing = try await CommandLineTests.run(arguments, log: f.path("missing.log"))
         #expect(missing.status == 64 && missing.output.contains("needs its password: set CALLNODE_SIP_PASSWORD"), "\(missing.output)")
         try "bob-secret\n".write(toFile: f.path("password"), atomically: true, encoding: .utf8)
         for (extra, environment) in [(["--sip-password-file", f.path("password")], [String: String]()), ([], ["CALLNODE_SIP_PASSWORD": "bob-secret"])] {

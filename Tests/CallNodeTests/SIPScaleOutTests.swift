@@ -49,7 +49,7 @@ struct SIPScaleOutTests {
             "listen", "--home", f.path(name), "--listen", "127.0.0.1:\(FreePort.udpAndTCP())", "--sip", "127.0.0.1:\(sipPort)",
             "--sip-user", "service", "--auto-answer", "--accept-unknown", "--input", "silence", "--output", "wav:\(recordings)/",
             "--max-calls", "4", "--json",
-        ] + extra, output: log, stdin: open("/dev/null", O_RDONLY))
+        ] + extra, output: log, nullStdin: true)
         let process = BedProcess(child: child, log: log)
         try await process.waitFor("sip", timeout: .seconds(30))
         return ServiceNode(name: name, process: process, sipPort: sipPort, recordings: recordings)

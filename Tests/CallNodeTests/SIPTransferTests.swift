@@ -12,7 +12,7 @@ import Glibc
 /// of its progress): Alice talks to Bob and transfers him to Carol; Bob follows, his call with
 /// Alice ends once Carol answers, and the tones say who hears whom.
 extension RealTimeTests {
-@Suite struct SIPTransferTests {
+@Suite(.serialized) struct SIPTransferTests {
     typealias Fixture = TwoNodeTests.Fixture
 
     /// Alice (440 Hz), Bob (660 Hz) and Carol (880 Hz), each listening for SIP on loopback and
@@ -168,7 +168,7 @@ extension RealTimeTests {
         try SIPInteropTests.baresip(in: phone, port: phonePort, console: console)
         let bobEvents = bob.events(), carolEvents = carol.events()
         let baresip = try ChildProcess("/usr/bin/baresip", ["-f", phone, "-4", "-e", "/dial \(bobURI)", "-t", "25"], output: f.path("baresip.log"),
-                                       stdin: open("/dev/null", O_RDONLY))
+                                       nullStdin: true)
         defer { baresip.stop() }
         guard case let .incoming(old, _, _, _) = try await TwoNodeTests.next(bobEvents, where: { if case .incoming = $0 { true } else { false } })
         else { return }
@@ -197,7 +197,7 @@ extension RealTimeTests {
         let phone = f.path("baresip"), phonePort = SIPCallTests.freePort()
         try SIPInteropTests.baresip(in: phone, port: phonePort, mediaEncryption: "", codec: "PCMU/8000", srtpModules: false, tone: 700)
         let baresip = try ChildProcess("/usr/bin/baresip", ["-f", phone, "-4", "-t", "30"], output: f.path("baresip.log"),
-                                       stdin: open("/dev/null", O_RDONLY))
+                                       nullStdin: true)
         defer { baresip.stop() }
         var samples: [Int16] = []
         for i in 0..<(30 * 8_000) { samples.append(Int16(8_000 * sin(2 * Double.pi * 1_200 * Double(i) / 8_000))) }

@@ -304,7 +304,7 @@ enum SIPp {
                       "-mp", String(FreePort.udpAndTCP()), "-rtp_echo", "-p", String(localPort),
                       "-timeout", "\(seconds)s", "-timeout_error", "-recv_timeout", "15000", "-nostdin",
                       "-trace_msg", "-message_file", messages, "-trace_err", "-error_file", errors] + extra
-        let child = try ChildProcess(executable, arguments, output: directory + "/sipp.out", stdin: open("/dev/null", O_RDONLY))
+        let child = try ChildProcess(executable, arguments, output: directory + "/sipp.out", nullStdin: true)
         let status = await child.wait()
         let log = [errors, messages].map { (try? String(contentsOfFile: $0, encoding: .utf8)) ?? "" }.joined(separator: "\n----\n")
         return (status, String(log.suffix(6_000)))

@@ -9,7 +9,7 @@ import Glibc
 
 /// A node as a service for several callers at once, as real processes: per-call recordings.
 extension RealTimeTests {
-@Suite struct ServiceTests {
+@Suite(.serialized) struct ServiceTests {
     @Test func twoCallersAtOnceLeaveTwoRecordingsEachWithOnlyItsCaller() async throws {
         let directory = "/tmp/callnode-service-\(getpid())-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -17,12 +17,12 @@ extension RealTimeTests {
         let homes = ["alice", "bob", "carol"].reduce(into: [String: String]()) { $0[$1] = directory + "/" + $1 }
         var fingerprints: [String: Fingerprint] = [:]
         for (name, home) in homes {
-            let id = try CommandLineTests.run(["identity", "--home", home], log: directory + "/id-\(name).log")
+            let id = try await CommandLineTests.run(["identity", "--home", home], log: directory + "/id-\(name).log")
             let fingerprint = try #require(id.output.split(separator: "\n").compactMap { Fingerprint(String($0)) }.first)
             fingerprints[name] = fingerprint
         }
         for caller in ["alice", "carol"] {
-            _ = try CommandLineTests.run(["contacts", "add", caller, fingerprints[caller]!.hex, "--home", homes["bob"]!], log: directory + "/c-\(caller).log")
+            _ = try await CommandLineTests.run(["contacts", "add", caller, fingerprints[caller]!.hex, "--home", homes["bob"]!], log: directory + "/c-\(caller).log")
         }
         let messages = directory + "/messages/"
         let bobLog = directory + "/bob.log"
@@ -72,7 +72,7 @@ extension RealTimeTests {
             #expect(frames.filter { $0 }.count >= 250, "\(caller) heard Bob in \(frames.filter { $0 }.count) frames")
         }
         // Recents name each call's recording.
-        let recents = try CommandLineTests.run(["recents", "--home", homes["bob"]!], log: directory + "/recents.log")
+        let recents = try await CommandLineTests.run(["recents", "--home", homes["bob"]!], log: directory + "/recents.log")
         for file in files { #expect(recents.output.contains(messages + file), "\(recents.output)") }
     }
 }
@@ -123,7 +123,7 @@ extension RealTimeTests.ServiceTests {
             let beep = RealTimeTests.PauseTests.toneFrames(heard, frequency: 1_000).filter { $0 }.count
             #expect(beep >= 15, "\(name) heard the beep in \(beep) frames")
         }
-        let recents = try RealTimeTests.CommandLineTests.run(["recents", "--home", directory + "/service"], log: directory + "/recents.log")
+        let recents = try await RealTimeTests.CommandLineTests.run(["recents", "--home", directory + "/service"], log: directory + "/recents.log")
         for file in files { #expect(recents.output.contains(messages + file), "\(recents.output)") }
     }
 }

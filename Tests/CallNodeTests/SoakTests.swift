@@ -8,7 +8,7 @@ extension RealTimeTests {
 /// descriptors and threads are the same after the last call as after the warm-up. (Resident
 /// memory is measured by `callnode-bench soak`, not asserted: it moves with the allocator and
 /// SQLite's page cache.)
-@Suite struct SoakTests {
+@Suite(.serialized, .exclusiveProcessResources) struct SoakTests {
     /// One complete call: dial, the callee's first decoded audio, hang up, both ends ended.
     static func completeCall(_ alice: CallNode, _ bob: CallNode) async throws {
         let aliceEvents = alice.events(), bobEvents = bob.events()

@@ -1,3 +1,4 @@
+import MediaTiming
 import AudioSession
 import CallNodeTestKit
 import CallNodeTestSupport
@@ -130,7 +131,7 @@ import Glibc
     /// The DESIGN.md sequence: the app activates in its answer action, again when its call
     /// session starts, while the system activates too. In system-owned mode the first two calls
     /// do not compile; this test compiles them against the built modules and reads the errors.
-    @Test func doubleActivationDoesNotCompileInSystemOwnedMode() throws {
+    @Test func doubleActivationDoesNotCompileInSystemOwnedMode() async throws {
         let modules = try Self.builtModulesDirectory()
         let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("Sources").path
@@ -150,12 +151,12 @@ import Glibc
                 try await session.deactivate()
             }
             """
-        let refused = try Self.typecheck(doubleActivation, modules: modules, sources: sources)
+        let refused = try await Self.typecheck(doubleActivation, modules: modules, sources: sources)
         #expect(refused.status != 0)
         #expect(refused.output.contains("activate()"), "\(refused.output)")
         #expect(refused.output.contains("'SystemOwned' and 'AppOwned' be equivalent"), "\(refused.output)")
         #expect(refused.output.contains("providerActivate"), "the provider's path is not public: \(refused.output)")
-        let accepted = try Self.typecheck(appOwned, modules: modules, sources: sources)
+        let accepted = try await Self.typecheck(appOwned, modules: modules, sources: sources)
         #expect(accepted.status == 0, "app-owned activation compiles: \(accepted.output)")
     }
 
@@ -243,7 +244,7 @@ import Glibc
         try BuildProducts.directory() + "/Modules"
     }
 
-    static func typecheck(_ source: String, modules: String, sources: String) throws -> (status: Int32, output: String) {
+    static func typecheck(_ source: String, modules: String, sources: String) async throws -> (status: Int32, output: String) {
         let base = "/tmp/callnode-typecheck-\(getpid())-\(UUID().uuidString.prefix(8))"
         let file = base + ".swift", log = base + ".log"
         defer { unlink(file); unlink(log) }
@@ -258,7 +259,7 @@ import Glibc
         }
         let swiftc = ["/opt/swift/usr/bin/swiftc", "/usr/bin/swiftc", "/usr/local/bin/swiftc"]
             .first { FileManager.default.isExecutableFile(atPath: $0) } ?? "swiftc"
-        let status = try ChildProcess.run(swiftc, arguments + [file], output: log)
+        let status = try await ChildProcess.running(swiftc, arguments + [file], output: log)
         return (status, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
     }
 }

@@ -1,3 +1,4 @@
+import MediaTiming
 import AudioSession
 import CallNodeTestKit
 import CallNodeTestSupport

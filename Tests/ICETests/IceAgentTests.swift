@@ -5,12 +5,11 @@ import Foundation
 @_spi(Testing) import ICE
 import Testing
 
-/// Real libnice agents on loopback. Serialized: the hygiene test counts the process's file
-/// descriptors and threads, which other agents running alongside would disturb. And never beside
-/// the real-time call tests (``TestLock/processResources``, each test in turn): seventy seconds of
-/// agents beside them on two cores is the likeliest reason a fallback device's recording came
-/// out 60 % silent in a whole run and whole when run alone.
-@Suite(.serialized, .exclusiveProcessResources) struct IceAgentTests {
+/// Real libnice agents on loopback, one test at a time. The hygiene test counts the process's
+/// file descriptors and threads, which anything else running would disturb: it alone holds
+/// ``TestLock/processResources`` exclusively; the others share it with the real-time suites
+/// and the network beds.
+@Suite(.serialized, .sharedProcessResources) struct IceAgentTests {
     static func configuration(_ role: IceRole, _ edit: (inout IceConfiguration) -> Void = { _ in }) -> IceConfiguration {
         var c = IceConfiguration(role: role)
         c.localAddresses = ["127.0.0.1"]
@@ -311,7 +310,7 @@ import Testing
         await agent.close()  // idempotent
     }
 
-    @Test func hundredAgentsLeaveNoFileDescriptorsOrThreadsBehind() async throws {
+    @Test(.exclusiveProcessResources) func hundredAgentsLeaveNoFileDescriptorsOrThreadsBehind() async throws {
         // Warm up once: GLib and the test runtime create process-wide state on first use.
         try await Self.connectedPair(Self.configuration(.controlling), Self.configuration(.controlled)).close()
         let before = ProcessResourceCounts.current()

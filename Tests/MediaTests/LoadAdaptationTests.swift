@@ -1,3 +1,4 @@
+@_spi(Testing) import MediaTiming
 import Foundation
 @_spi(Testing) import Media
 import Testing

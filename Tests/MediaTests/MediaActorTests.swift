@@ -1,3 +1,4 @@
+import MediaTiming
 import CallNodeTestKit
 import Media
 import RTP

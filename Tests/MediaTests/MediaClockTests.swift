@@ -1,3 +1,4 @@
+import MediaTiming
 import Foundation
 import Media
 import Testing

@@ -1,3 +1,4 @@
+import VoiceProcessing
 import CallNodeTestSupport
 import Foundation
 import Media

@@ -88,6 +88,32 @@ import Testing
         #expect(wrong.isEmpty, "Package.swift and the imports disagree: \(wrong.joined(separator: "; "))")
     }
 
+    /// Everything `name` builds on, directly or through other targets of the manifest.
+    static func closure(of name: String, in targets: [Target]) -> Set<String> {
+        let byName = Dictionary(targets.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        var seen = Set<String>(), pending = [name]
+        while let next = pending.popLast() {
+            for dependency in byName[next]?.dependencies ?? [] where seen.insert(dependency).inserted {
+                pending.append(dependency)
+            }
+        }
+        return seen
+    }
+
+    /// The CallKit model (`import Calls`: the manager, the audio session, Recents) links no
+    /// codec, no SRTP and no OpenSSL: an embedder who wants the call model alone does not carry
+    /// the media pipeline. Voice processing and the media clock come from their own modules.
+    @Test func theCallModelLinksNoCodecNorTheMediaPipeline() throws {
+        let manifest = try String(contentsOf: Self.root.appendingPathComponent("Package.swift"), encoding: .utf8)
+        let targets = try Self.targets(in: manifest)
+        let calls = Self.closure(of: "Calls", in: targets)
+        #expect(calls.contains("AudioSession") && calls.contains("CallCore"), "Calls' dependencies were not read: \(calls.sorted())")
+        let media: Set<String> = ["COpus", "AudioCodec", "Media", "CSRTP", "CSRTPOpenSSL", "CSSL", "FrameCrypto", "ICE", "CNice"]
+        #expect(calls.isDisjoint(with: media), "import Calls pulls in \(calls.intersection(media).sorted())")
+        // And the pipeline does link them, so the check above reads the graph it means to.
+        #expect(Self.closure(of: "Media", in: targets).isSuperset(of: ["COpus", "CSRTP"]))
+    }
+
     /// The manifest reader finds what a target declares, products by their module.
     @Test func theManifestReaderReadsATargetsDependencies() throws {
         let manifest = """

@@ -1,4 +1,5 @@
 import Foundation
+import POSIX
 import Locking
 
 #if canImport(Glibc)
@@ -13,13 +14,20 @@ public final class ChildProcess: Sendable {
     private let reaped = Locked<Int32?>(nil)
 
     /// Starts `path` with `arguments`; stdout and stderr go to /dev/null unless `output` names a file.
+    /// `stdin`: a descriptor of the caller's for the child's standard input (the caller closes
+    /// it); `nullStdin`: the child reads /dev/null, opened in the child alone, so this process
+    /// holds no descriptor for it (a test counting descriptors may run meanwhile).
     /// `environment`: variables set (or replaced) for the child, on top of this process's.
-    public init(_ path: String, _ arguments: [String], output: String = "/dev/null", stdin: Int32? = nil,
+    public init(_ path: String, _ arguments: [String], output: String = "/dev/null", stdin: Int32? = nil, nullStdin: Bool = false,
                 environment: [String: String] = [:]) throws {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        if let stdin { posix_spawn_file_actions_adddup2(&actions, stdin, 0) }
+        if let stdin {
+            posix_spawn_file_actions_adddup2(&actions, stdin, 0)
+        } else if nullStdin {
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        }
         posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_APPEND, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         // Nothing else of the test process goes with the child: an inherited socket keeps a
@@ -76,9 +84,8 @@ public final class ChildProcess: Sendable {
     /// in-process node and server of the tests running beside it would wait with it.
     public func wait() async -> Int32 {
         if let status = reaped.withLock({ $0 }) { return status }
-        return await withCheckedContinuation { continuation in
-            Thread { continuation.resume(returning: self.waitBlocking()) }.start()
-        }
+        // Off the cooperative pool; should no thread be had, here.
+        return (try? await SystemThread.run(name: "test-wait") { self.waitBlocking() }) ?? waitBlocking()
     }
 
     /// Waits for the process to end on the calling thread (never on the cooperative pool).
@@ -117,6 +124,21 @@ public final class ChildProcess: Sendable {
         return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32).self)
     }()
 
+    /// As ``run(_:_:input:output:)``, waited for on a thread of its own: the calling task holds
+    /// no thread of the cooperative pool meanwhile (two of them, on two cores, serve every test).
+    public static func running(_ path: String, _ arguments: [String], input: String = "", output: String = "/dev/null") async throws -> Int32 {
+        let result = try await SystemThread.run(name: "test-child") { () -> Result<Int32, TestFailure> in
+            do {
+                return .success(try run(path, arguments, input: input, output: output))
+            } catch let failure as TestFailure {
+                return .failure(failure)
+            } catch {
+                return .failure(TestFailure("\(error)"))
+            }
+        }
+        return try result.get()
+    }
+
     /// Runs `path` to completion with `input` on stdin; returns its exit status.
     public static func run(_ path: String, _ arguments: [String], input: String = "", output: String = "/dev/null") throws -> Int32 {
         var fds: [Int32] = [0, 0]
@@ -138,7 +160,7 @@ public final class ChildProcess: Sendable {
 }
 
 /// A test setup step that failed, with what went wrong.
-public struct TestFailure: Error, CustomStringConvertible {
+public struct TestFailure: Error, Sendable, CustomStringConvertible {
     public var description: String
     public init(_ description: String) { self.description = description }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import POSIX
 
 #if canImport(Glibc)
 import Glibc
@@ -101,34 +102,43 @@ public enum HostNetworkWatcher {
             _ = write(wakeWrite, &byte, 1)
         }
         let socket = openRouteSocket()
-        Thread.detachNewThread {
-            Thread.current.name = "callnode-netwatch"
-            defer {
-                if socket >= 0 { close(socket) }
-                close(wakeRead)
-                close(wakeWrite)
-            }
-            var buffer = [UInt8](repeating: 0, count: 8_192)
-            let fallbackMs = Int32(fallback.components.seconds * 1000 + fallback.components.attoseconds / 1_000_000_000_000_000)
-            let settleMs = Int32(settle.components.seconds * 1000 + settle.components.attoseconds / 1_000_000_000_000_000)
-            while true {
-                var fds = [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0), pollfd(fd: socket, events: Int16(POLLIN), revents: 0)]
-                let ready = poll(&fds, socket >= 0 ? 2 : 1, fallbackMs)
-                if ready < 0 && errno == EINTR { continue }
-                if fds[0].revents != 0 { return }
-                if ready > 0 && fds[1].revents != 0 {
-                    // Let the burst finish, draining what comes meanwhile, then report once.
-                    var until = ContinuousClock.now + settle
-                    while ContinuousClock.now < until {
-                        while recv(socket, &buffer, buffer.count, Int32(MSG_DONTWAIT)) > 0 {}
-                        var more = [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0), pollfd(fd: socket, events: Int16(POLLIN), revents: 0)]
-                        _ = poll(&more, 2, settleMs)
-                        if more[0].revents != 0 { return }
-                        if more[1].revents == 0 { until = .now }
-                    }
+        do {
+            try SystemThread.start(name: "callnode-netwatch", detached: true) {
+                defer {
+                    if socket >= 0 { close(socket) }
+                    close(wakeRead)
+                    close(wakeWrite)
                 }
-                if case .terminated = continuation.yield(()) { return }
+                var buffer = [UInt8](repeating: 0, count: 8_192)
+                let fallbackMs = Int32(fallback.components.seconds * 1000 + fallback.components.attoseconds / 1_000_000_000_000_000)
+                let settleMs = Int32(settle.components.seconds * 1000 + settle.components.attoseconds / 1_000_000_000_000_000)
+                while true {
+                    var fds = [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0), pollfd(fd: socket, events: Int16(POLLIN), revents: 0)]
+                    // A poll that fails for good (not an interruption) ends the watch rather than
+                    // reporting a change at every turn.
+                    guard let ready = try? syscall(where: "poll", { poll(&fds, socket >= 0 ? 2 : 1, fallbackMs) }) else { return }
+                    if fds[0].revents != 0 { return }
+                    if ready > 0 && fds[1].revents != 0 {
+                        // Let the burst finish, draining what comes meanwhile, then report once.
+                        var until = ContinuousClock.now + settle
+                        while ContinuousClock.now < until {
+                            while recv(socket, &buffer, buffer.count, Int32(MSG_DONTWAIT)) > 0 {}
+                            var more = [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0), pollfd(fd: socket, events: Int16(POLLIN), revents: 0)]
+                            _ = poll(&more, 2, settleMs)
+                            if more[0].revents != 0 { return }
+                            if more[1].revents == 0 { until = .now }
+                        }
+                    }
+                    if case .terminated = continuation.yield(()) { return }
+                }
             }
+        } catch {
+            // No thread to watch on: no reports (the node keeps the addresses it has).
+            continuation.onTermination = nil
+            if socket >= 0 { close(socket) }
+            close(wakeRead)
+            close(wakeWrite)
+            continuation.finish()
         }
         return stream
     }

@@ -6,6 +6,7 @@ import ICE
 import Logging
 import Media
 import Metrics
+import POSIX
 import SDP
 import ServiceLifecycle
 import Signaling
@@ -249,11 +250,10 @@ public actor CallNode: Service {
             isWarmedUp = true
         } else {
             keepUntilDone {
-                await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-                    Thread.detachNewThread {
-                        warmUp()
-                        done.resume()
-                    }
+                do {
+                    try await SystemThread.run(name: "callnode-warmup") { warmUp() }
+                } catch {
+                    warmUp()  // no thread to be had: warm up here rather than not at all
                 }
                 await weak.node?.finishWarmUp()
             }

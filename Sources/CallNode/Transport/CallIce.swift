@@ -1,3 +1,4 @@
+import Locking
 import Clocks
 import Foundation
 import ICE

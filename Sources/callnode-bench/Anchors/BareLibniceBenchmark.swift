@@ -1,5 +1,6 @@
 internal import CNice
 import Foundation
+import POSIX
 
 /// The loopback connect of `callnode-bench ice` done with bare libnice calls on one thread: the
 /// anchor that shows what ``IceAgent`` adds on top of libnice. It lives here so that GLib stays
@@ -16,10 +17,7 @@ import Foundation
 
     /// Runs one connect on a dedicated thread (GLib iteration blocks) and returns its duration.
     public static func connectOnce(pacingMS: UInt32) async -> Duration? {
-        await withCheckedContinuation { continuation in
-            let thread = Thread { continuation.resume(returning: run(pacingMS: pacingMS)) }
-            thread.start()
-        }
+        (try? await SystemThread.run(name: "bench-libnice") { run(pacingMS: pacingMS) }) ?? nil
     }
 
     private static func run(pacingMS: UInt32) -> Duration? {

@@ -1,4 +1,5 @@
 import Foundation
+import POSIX
 
 #if canImport(Glibc)
 import Glibc
@@ -37,18 +38,20 @@ enum Terminal {
 /// cooperative pool) and restores the terminal mode when released.
 final class RawKeyboard {
     private var saved = termios()
-    private let thread: Thread
 
     init(onKey: @escaping @Sendable (UInt8) -> Void) {
         tcgetattr(0, &saved)
         var raw = saved
         raw.c_lflag &= ~tcflag_t(ICANON | ECHO)
         tcsetattr(0, TCSANOW, &raw)
-        thread = Thread {
-            var byte: UInt8 = 0
-            while read(0, &byte, 1) == 1 { onKey(byte) }
+        do {
+            try SystemThread.start(name: "callnode-keys", detached: true) {
+                var byte: UInt8 = 0
+                while read(0, &byte, 1) == 1 { onKey(byte) }
+            }
+        } catch {
+            FileHandle.standardError.write(Data("callnode: keys are off (\(error))\n".utf8))
         }
-        thread.start()
     }
 
     deinit {

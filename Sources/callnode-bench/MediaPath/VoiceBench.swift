@@ -1,3 +1,4 @@
+import VoiceProcessing
 import ArgumentParser
 import AudioSession
 @_spi(Benchmarks) import Media

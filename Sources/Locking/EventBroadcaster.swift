@@ -1,5 +1,3 @@
-import Locking
-
 /// Fans one event stream out to any number of subscribers, each with its own bounded buffer.
 ///
 /// An `AsyncStream` has one consumer; an actor's events often have several (the app, the call

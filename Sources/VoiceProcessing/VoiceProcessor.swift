@@ -1,5 +1,6 @@
 internal import CSpeexDSP
-import RTP
+import AudioDevices
+import Clocks
 import Locking
 import Synchronization
 

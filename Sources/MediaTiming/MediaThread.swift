@@ -1,4 +1,5 @@
 import Locking
+import POSIX
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -31,21 +32,22 @@ public final class MediaThread: TaskExecutor, @unchecked Sendable {  // every mu
     private var sleeping = false
     private var stopping = false
     private var stopped = false
-    private var thread: pthread_t?
+    private var thread: SystemThread?
     public let name: String
 
+    /// Starts the thread. A process that may make no more threads stops here: media cannot
+    /// run without one.
     public init(name: String = "callnode-media") {
         self.name = name
-        let box = Unmanaged.passRetained(self).toOpaque()
-        var handle = pthread_t()
-        let status = pthread_create(&handle, nil, { raw in
-            let thread = Unmanaged<MediaThread>.fromOpaque(raw!).takeRetainedValue()  // passed just below
-            thread.nameThisThread()
-            thread.loop()
-            return nil
-        }, box)
-        precondition(status == 0, "pthread_create failed: \(status)")
-        thread = handle
+        do {
+            // The loop holds the executor until it ends; the thread frees itself then.
+            let made = try SystemThread.start(name: name, detached: true) { [self] in loop() }
+            lock.lock()
+            thread = made
+            lock.unlock()
+        } catch {
+            preconditionFailure("no media thread: \(error)")
+        }
     }
 
     public func enqueue(_ job: consuming ExecutorJob) {
@@ -73,8 +75,7 @@ public final class MediaThread: TaskExecutor, @unchecked Sendable {  // every mu
     public var isCurrent: Bool {
         lock.lock()
         defer { lock.unlock() }
-        guard let thread else { return false }
-        return pthread_equal(thread, pthread_self()) != 0
+        return thread?.isCurrent ?? false
     }
 
     /// Suspends the calling task until `deadline` (on `ContinuousClock`) or a ``poke()``,
@@ -122,16 +123,6 @@ public final class MediaThread: TaskExecutor, @unchecked Sendable {  // every mu
         if signal { lock.signal() }
     }
 
-    /// Names the thread as `top` and `/proc` show it (Linux: at most 15 characters).
-    private func nameThisThread() {
-        #if os(Linux)
-        let descriptor = open("/proc/thread-self/comm", O_WRONLY)
-        guard descriptor >= 0 else { return }
-        _ = String(name.prefix(15)).withCString { write(descriptor, $0, strlen($0)) }
-        close(descriptor)
-        #endif
-    }
-
     private func loop() {
         let executor = asUnownedTaskExecutor()
         lock.lock()
@@ -168,7 +159,6 @@ public final class MediaThread: TaskExecutor, @unchecked Sendable {  // every mu
             lock.lock()
         }
         lock.unlock()
-        pthread_detach(pthread_self())
     }
 
     /// The `CLOCK_MONOTONIC` time at a `ContinuousClock` instant (the condition variable waits on
