@@ -61,8 +61,7 @@ import Testing
         let samples = try WAV.read(path: path).samples
         let slice = samples[min(samples.count, Int(from * 48_000))..<min(samples.count, Int(to * 48_000))]
         guard !slice.isEmpty else { return 0 }
-        let energy = slice.reduce(0.0) { $0 + Double($1) * Double($1) } / Double(slice.count)
-        return energy > 0 ? 2 * Goertzel.power(of: frequency, in: slice) / energy : 0
+        return Goertzel.share(of: frequency, in: slice)
     }
 
     /// For each 20 ms frame of a recording: whether it is mostly `frequency`, and loud.
@@ -71,7 +70,7 @@ import Testing
         return stride(from: 0, to: samples.count - 959, by: 960).map { start in
             let frame = samples[start..<(start + 960)]
             let energy = frame.reduce(0.0) { $0 + Double($1) * Double($1) } / 960
-            return energy > 1e6 && 2 * Goertzel.power(of: frequency, in: frame) / energy > 0.8
+            return energy > 1e6 && Goertzel.share(of: frequency, in: frame) > 0.8
         }
     }
 

@@ -49,7 +49,7 @@ extension RealTimeTests {
             let window = samples[start..<(start + 4_800)]
             let energy = window.reduce(0.0) { $0 + Double($1) * Double($1) } / 4_800
             guard energy > 1e5 else { continue }
-            let powers = frequencies.map { (frequency: $0, power: 2 * Goertzel.power(of: $0, in: window) / energy) }
+            let powers = frequencies.map { (frequency: $0, power: Goertzel.share(of: $0, in: window)) }
             guard let best = powers.max(by: { $0.power < $1.power }), best.power > 0.5 else { continue }
             if sequence.last != best.frequency { sequence.append(best.frequency) }
         }

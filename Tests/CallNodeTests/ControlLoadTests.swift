@@ -22,7 +22,7 @@ extension RealTimeTests {
         return stride(from: start, to: end - 959, by: 960).map { offset in
             let frame = samples[offset..<(offset + 960)]
             let energy = frame.reduce(0.0) { $0 + Double($1) * Double($1) } / 960
-            return energy > 1e5 && 2 * Goertzel.power(of: frequency, in: frame) / energy > 0.5
+            return energy > 1e5 && Goertzel.share(of: frequency, in: frame) > 0.5
         }
     }
 

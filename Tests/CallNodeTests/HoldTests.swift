@@ -20,8 +20,7 @@ import Testing
     static func hasTone(_ frame: [Int16], _ frequency: Double) -> Bool {
         let peak = frame.map { abs(Int($0)) }.max() ?? 0
         // A tone at 0.3 of full scale after Opus: the frequency dominates the frame's energy.
-        let energy = frame.reduce(0.0) { $0 + Double($1) * Double($1) }
-        return peak > 1_000 && Goertzel.power(of: frequency, in: frame) > 0.2 * energy
+        return peak > 1_000 && Goertzel.share(of: frequency, in: frame) > 0.4
     }
 
     /// The longest run of frames with nothing audible in them (peak ≤ −50 dBFS).

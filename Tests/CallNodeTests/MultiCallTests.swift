@@ -18,7 +18,7 @@ import Testing
         let energy = samples.reduce(0.0) { $0 + Double($1) * Double($1) } / Double(max(1, samples.count))
         guard energy > 100 else { return [] }  // below −50 dBFS: silence
         var heard: Set<String> = []
-        for (name, frequency) in voices where Goertzel.power(of: frequency, in: samples) / energy > 0.1 {
+        for (name, frequency) in voices where Goertzel.share(of: frequency, in: samples) > 0.1 {
             heard.insert(name)
         }
         return heard

@@ -5,21 +5,20 @@ import Foundation
 import Testing
 
 /// One conference of calls from three dialects: Alice over SIP, Carol a node call, and a call
-/// page. Bob merges them as they come; then everyone hears everyone else. It runs with no
-/// other real-time suite beside it: with one, Alice once heard her own tone in Bob's mix for
-/// 300 ms (the mix less her part, misaligned when Bob's media ticks come late), a defect of
-/// the bridge under load that this test, as it stands, judges on an unloaded machine.
+/// page. Bob merges them as they come; then everyone hears everyone else.
 extension RealTimeTests {
-@Suite(.serialized, .realTimeAlone) struct SIPConferenceTests {
+@Suite(.serialized) struct SIPConferenceTests {
     typealias Fixture = TwoNodeTests.Fixture
     /// Tones none of whose sums, differences or doubles is another's (a mix that clips makes them).
     static let voices: [String: Double] = ["alice": 440, "bob": 620, "carol": 830, "browser": 1_170]
 
-    /// The voices in `samples` (each one's share of the energy at its frequency).
+    /// The voices in `samples`: those with at least 5 % of its energy at their frequency (a
+    /// codec's residue and the clicks of a late frame spread some energy everywhere, 30 dB and
+    /// more below the voices).
     static func voices(in samples: ArraySlice<Int16>) -> Set<String> {
         let energy = samples.reduce(0.0) { $0 + Double($1) * Double($1) } / Double(max(1, samples.count))
         guard energy > 100 else { return [] }
-        return Set(voices.filter { Goertzel.power(of: $0.value, in: samples) / energy > 0.05 }.keys)
+        return Set(voices.filter { Goertzel.share(of: $0.value, in: samples) > 0.05 }.keys)
     }
 
     @Test func callsFromSIPANodeAndAPageAreMergedIntoOneConference() async throws {
