@@ -267,7 +267,7 @@ let package = Package(
         // The call's state machine alone: no concurrency, no networking, no media.
         .testTarget(
             name: "CallCoreTests",
-            dependencies: ["CallCore"]),
+            dependencies: ["CallCore", "SDP"]),
         .testTarget(
             name: "ICETests",
             dependencies: ["ICE", "Clocks", "Locking", "CallNodeTestKit", "CallNodeTestSupport"]),

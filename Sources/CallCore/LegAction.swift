@@ -1,3 +1,11 @@
+import SDP
+
+/// Signaling progress a provider reports while a call is set up (the call manager's phase
+/// follows it).
+public enum CallProgress: String, Sendable, Equatable {
+    case invitationSent, offerReceived, answerSent, offerSent, answerReceived
+}
+
 /// What the leg's owner does after a transition, in order.
 public enum LegAction: Sendable, Equatable {
     /// Send this on the call's signaling connection (if it has one).
@@ -22,15 +30,22 @@ public enum LegAction: Sendable, Equatable {
     case restartICE
     /// The embedder's restart cannot start, for `reason`.
     case restartRefused(String)
-    /// Make this side's first offer (in this dialect's order: the callee's, once answered).
+    /// Make this side's first offer (in this dialect's order: the callee's, once answered);
+    /// once made, it comes back as ``LegEvent/offerMade(sdp:)``.
     case makeOffer
     /// Answer the peer's new offer for the running call (it did not cross one of this side's,
     /// or it crossed one and the peer's stands).
-    case answerPeerOffer
-    /// Answer the peer's first offer and start ICE.
-    case answerFirstOffer
+    case answerPeerOffer(SessionDescription)
+    /// Answer the peer's first offer and start ICE; the answer, once made, comes back as
+    /// ``LegEvent/answerMade(sdp:)``.
+    case answerFirstOffer(SessionDescription)
     /// Take the peer's answer to this side's offer.
-    case takeAnswer
+    case takeAnswer(SessionDescription)
+    /// Tell the call manager how far the call's setup has come. It comes before what it
+    /// tells of leaves or starts (the offer, the answer, ICE): the manager's next input, the
+    /// peer's reply or media connecting, must find it past that step, or it would end the call.
+    /// A progress the manager refuses stops the actions after it.
+    case reportProgress(CallProgress)
     /// Start building and keying the call's media (SDES: as soon as the offer and answer are
     /// done, so ICE connecting only has to start it; DTLS: once ICE connected, because the
     /// handshake runs over the selected pair). It comes back as ``LegEvent/mediaReady``.
@@ -47,6 +62,7 @@ public enum LegAction: Sendable, Equatable {
     case startEarlyMedia(microphoneMuted: Bool)
     /// The early answer now stands: tell the manager the offer and answer are done (the callee's
     /// answer came, or this side's went), which it did not hear while the call was unanswered.
+    /// (Unlike ``reportProgress(_:)``, the call runs on whatever the manager says.)
     case reportAnswered
     /// The embedder's early media cannot start, for `reason`.
     case earlyMediaRefused(String)

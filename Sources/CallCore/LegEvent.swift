@@ -44,15 +44,23 @@ public enum LegEvent: Sendable, Equatable {
     case renegotiationSettled
     /// The peer offered again for the running call (a restart, a hold, a resume): whether to
     /// answer it, or to keep this side's own offer that crossed it, is the state's decision.
-    case peerReoffered
-    /// An offer came from the peer: the first (answered if this side expects it: in this
-    /// protocol the caller does) or a later one (``peerReoffered``).
-    case offerArrived
+    case peerReoffered(SessionDescription)
+    /// An offer came from the peer: the first (answered if this side expects it: the caller's
+    /// in node envelopes; the callee's, waiting for the user, in SIP) or a later one
+    /// (``peerReoffered(_:)``). The state keeps a first offer that waits, and hands back in its
+    /// action the one to answer.
+    case offerArrived(SessionDescription)
     /// An answer came from the peer: taken if this side has an offer out that it answers.
-    case answerArrived
+    case answerArrived(SessionDescription)
     /// Outgoing: the callee's answer to this side's first offer came before the callee took
     /// the call (early media: ``CallSignal/earlyAnswer(sdp:)``).
-    case earlyAnswerArrived
+    case earlyAnswerArrived(SessionDescription)
+    /// This side's offer is made (`sdp`, ready to send; its gathering under way): the state
+    /// says whom to tell before it goes.
+    case offerMade(sdp: String)
+    /// This side's answer to the peer's first offer is made (`sdp`): the state says whom to
+    /// tell before it goes, and whether it goes early (early media) or takes the call.
+    case answerMade(sdp: String)
     /// Outgoing: the callee took the call whose answer came early (``CallSignal/accepted``).
     case peerAccepted
     /// Incoming: the embedder sends early media before it answers (or declines): the caller's

@@ -57,8 +57,10 @@ public struct LegState: Sendable, Equatable {
     /// Which side makes the first offer (the dialect's wire says: the callee on node
     /// envelopes and the page, the caller in SIP's INVITE).
     public let firstOffer: FirstOffer
+    /// Incoming, the caller offering: its first offer, here and waiting for the user to answer.
+    public private(set) var waitingOffer: SessionDescription?
     /// Incoming, the caller offering: its first offer is here, waiting for the user to answer.
-    public private(set) var offerWaiting = false
+    public var offerWaiting: Bool { waitingOffer != nil }
     /// Outgoing, the caller offering: this side's first offer is out, its answer not in yet.
     public private(set) var firstOfferOut = false
     /// The first offer goes (again) in plain RTP: the peer refused an encrypted one.
@@ -67,7 +69,6 @@ public struct LegState: Sendable, Equatable {
     /// answered: its media runs early, and the manager hears of the answer only when the call
     /// is taken.
     public private(set) var earlyMedia = false
-    /// A fixed defect put back for a simulation to find (never set by a node).
 
     /// A new leg: an outgoing one dialing, an incoming one ringing here.
     public init(outgoing: Bool, muted: Bool = false, timings: LegTimings = LegTimings(), sendsHoldAudio: Bool = false,
@@ -129,9 +130,9 @@ public struct LegState: Sendable, Equatable {
             if earlyMedia { return accepted() }
             guard phase == .ringing else { return [] }
             // The caller's offer came with its invitation: the answer says yes to both.
-            if offerWaiting {
-                offerWaiting = false
-                return [.answerFirstOffer]
+            if let offer = waitingOffer {
+                waitingOffer = nil
+                return [.answerFirstOffer(offer)]
             }
             // Otherwise the callee makes the first offer, once it answers (node envelopes and
             // the page always; SIP when the INVITE came without one).
@@ -140,12 +141,17 @@ public struct LegState: Sendable, Equatable {
         case let .negotiated(dtls, ice):
             switch phase {
             case .dialing, .inviting, .ringing, .offering:
+                // The peer's answer to this side's first offer took it: the manager hears of
+                // it before ICE starts (ICE connecting, and media with it, is its next input).
+                // An early answer it hears of when the call is taken; this side's own answer,
+                // when it goes (``LegEvent/answerMade(sdp:)``).
+                let answered = (firstOfferOut || phase == .offering) && !earlyMedia
                 phase = .checking
                 firstOfferOut = false
                 keyedByDTLS = dtls
                 pathUsesICE = ice
                 // SDES keys are known now: build the media while the checks run.
-                return (dtls ? [] : [.prepareMedia]) + armSetupRound()
+                return (answered ? [.reportProgress(.answerReceived)] : []) + (dtls ? [] : [.prepareMedia]) + armSetupRound()
             default:
                 return []  // a re-offer or a restart's answer: the media goes on
             }
@@ -268,7 +274,7 @@ public struct LegState: Sendable, Equatable {
         case .renegotiationSettled:
             renegotiationPending = false
             return []
-        case .peerReoffered:
+        case let .peerReoffered(offer):
             // Before any pair worked the peer's offer restarts the checks: a fresh round here
             // too, with a full round's time.
             var fresh: [LegAction] = []
@@ -276,7 +282,7 @@ public struct LegState: Sendable, Equatable {
                 if armed.remove(.setupRound) != nil { fresh = [.cancel(.setupRound)] }
                 fresh += armSetupRound()
             }
-            guard offerPending else { return [.answerPeerOffer] + fresh }
+            guard offerPending else { return [.answerPeerOffer(offer)] + fresh }
             // Offers crossed (both sides offered at once). The callee's stands: the callee
             // ignores the caller's, the caller answers the callee's (its answer says its own
             // hold) and gives its own up, which will never be answered.
@@ -285,16 +291,16 @@ public struct LegState: Sendable, Equatable {
             restartPending = false
             // The answer says this side's direction as it is now: nothing left to offer again.
             renegotiateAgain = false
-            return [.answerPeerOffer] + fresh
-        case .offerArrived:
-            if phase.isNegotiated { return handle(.peerReoffered, now: now) }
+            return [.answerPeerOffer(offer)] + fresh
+        case let .offerArrived(offer):
+            if phase.isNegotiated { return handle(.peerReoffered(offer), now: now) }
             switch (firstOffer, outgoing, phase) {
             case (.byCallee, true, .dialing), (.byCallee, true, .inviting), (.byCallee, true, .ringing):
                 // The callee's first offer: the caller answers it at once.
-                return [.answerFirstOffer]
+                return [.answerFirstOffer(offer)]
             case (.byCaller, false, .ringing) where !offerWaiting:
                 // The caller's, with its invitation: kept until the user answers.
-                offerWaiting = true
+                waitingOffer = offer
                 return []
             default:
                 return []  // out of turn (a stray offer changes nothing)
@@ -304,12 +310,23 @@ public struct LegState: Sendable, Equatable {
             guard outgoing, firstOfferOut, !offersUnencrypted, phase == .inviting || phase == .ringing else { return [] }
             offersUnencrypted = true
             return [.makeOffer]
-        case .earlyAnswerArrived:
+        case let .earlyAnswerArrived(answer):
             // The callee's answer before it takes the call: the media starts on it; the call
             // stays unanswered until ``LegEvent/peerAccepted``.
             guard outgoing, firstOfferOut, phase == .inviting || phase == .ringing else { return [] }
             earlyMedia = true
-            return [.takeAnswer]
+            return [.takeAnswer(answer)]
+        case let .offerMade(sdp):
+            // The callee's first offer: the manager hears of it before it goes, for the answer
+            // (its next input) would end a call whose offer it does not know of. The caller's
+            // goes with its invitation, which the manager knows of.
+            return (outgoing ? [] : [.reportProgress(.offerSent)]) + [.send(.offer(sdp: sdp))]
+        case let .answerMade(sdp):
+            // The answer to the peer's first offer: the manager hears of both before it goes,
+            // for ICE and DTLS finish (and media connects) only after the peer has it. Early
+            // (early media), the call is not taken: the manager hears of it when it is.
+            if earlyMedia { return [.send(.earlyAnswer(sdp: sdp))] }
+            return (outgoing ? [.reportProgress(.offerReceived)] : []) + [.reportProgress(.answerSent), .send(.answer(sdp: sdp))]
         case .peerAccepted:
             guard outgoing else { return [] }
             return accepted()
@@ -317,18 +334,18 @@ public struct LegState: Sendable, Equatable {
             guard !outgoing, phase == .ringing, !earlyMedia else {
                 return [.earlyMediaRefused(earlyMedia ? "the call's early media already runs" : "only a call ringing here can send early media")]
             }
-            guard firstOffer == .byCaller, offerWaiting else {
+            guard firstOffer == .byCaller, let offer = waitingOffer else {
                 return [.earlyMediaRefused("early media answers the caller's offer, and this call's caller sent none with its invitation")]
             }
-            offerWaiting = false
+            waitingOffer = nil
             earlyMedia = true
-            return [.answerFirstOffer]
-        case .answerArrived:
+            return [.answerFirstOffer(offer)]
+        case let .answerArrived(answer):
             // The callee's first offer, the caller's (the answer says the callee took the
             // call), or either side's later one still out.
-            if phase == .offering { return [.takeAnswer] }
-            if firstOfferOut, phase == .inviting || phase == .ringing { return [.takeAnswer] }
-            return phase.isNegotiated && offerPending ? [.takeAnswer] : []
+            if phase == .offering { return [.takeAnswer(answer)] }
+            if firstOfferOut, phase == .inviting || phase == .ringing { return [.takeAnswer(answer)] }
+            return phase.isNegotiated && offerPending ? [.takeAnswer(answer)] : []
         case .restartRequested:
             guard phase.isNegotiated else { return [.restartRefused("the call has no offer to restart")] }
             guard pathUsesICE else { return [.restartRefused("the call goes without ICE (plain RTP): there is nothing to restart")] }

@@ -48,11 +48,6 @@ public enum CallPhase: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// Signaling progress a provider reports while a call is set up.
-public enum CallProgress: String, Sendable, Equatable {
-    case invitationSent, offerReceived, answerSent, offerSent, answerReceived
-}
-
 /// Something that happens to a call.
 public enum CallStateEvent: Sendable, Equatable {
     case progress(CallProgress)

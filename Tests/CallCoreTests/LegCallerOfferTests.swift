@@ -17,11 +17,11 @@ import Testing
         #expect(!caller.handle(.signalingReady, now: .zero).contains(.makeOffer))
         _ = caller.handle(.peerRinging, now: .zero)
         // The callee's answer is it taking the call.
-        #expect(caller.handle(.answerArrived, now: .zero) == [.takeAnswer])
+        #expect(caller.handle(.answerArrived(anAnswer), now: .zero) == [.takeAnswer(anAnswer)])
         _ = caller.handle(.negotiated(dtls: false), now: .zero)
         #expect(caller.phase == .checking && !caller.firstOfferOut)
         // Once negotiated, a stray answer is not taken again.
-        #expect(caller.handle(.answerArrived, now: .zero) == [])
+        #expect(caller.handle(.answerArrived(anAnswer), now: .zero) == [])
     }
 
     /// A SIP phone that takes no SRTP refuses the encrypted first offer: the caller offers again
@@ -33,11 +33,11 @@ import Testing
         #expect(caller.handle(.firstOfferRefusedEncrypted, now: .zero) == [.makeOffer])
         #expect(caller.offersUnencrypted && caller.firstOfferOut && caller.phase == .ringing)
         #expect(caller.handle(.firstOfferRefusedEncrypted, now: .zero) == [], "only once")
-        #expect(caller.handle(.answerArrived, now: .zero) == [.takeAnswer])
+        #expect(caller.handle(.answerArrived(anAnswer), now: .zero) == [.takeAnswer(anAnswer)])
         _ = caller.handle(.negotiated(dtls: false), now: .zero)
         // Negotiated, or a callee, or on node envelopes: nothing to offer again.
         var late = LegState(outgoing: true, timings: Self.timings, firstOffer: .byCaller)
-        _ = LegDecisionTests.feed(&late, [.signalingReady, .answerArrived, .negotiated(dtls: false)])
+        _ = LegDecisionTests.feed(&late, [.signalingReady, .answerArrived(anAnswer), .negotiated(dtls: false)])
         #expect(late.handle(.firstOfferRefusedEncrypted, now: .zero) == [])
         var callee = LegState(outgoing: false, timings: Self.timings, firstOffer: .byCaller)
         _ = callee.handle(.signalingReady, now: .zero)
@@ -51,25 +51,25 @@ import Testing
     @Test func aCallerOfferingTakesNoOfferBeforeNegotiationAndAnswersLaterOnes() {
         var caller = LegState(outgoing: true, timings: Self.timings, firstOffer: .byCaller)
         _ = LegDecisionTests.feed(&caller, [.signalingReady, .peerRinging])
-        #expect(caller.handle(.offerArrived, now: .zero) == [], "its own offer is out: no first offer from the callee")
-        _ = LegDecisionTests.feed(&caller, [.answerArrived, .negotiated(dtls: false), .iceConnected, .mediaReady, .audioActivated])
+        #expect(caller.handle(.offerArrived(anOffer), now: .zero) == [], "its own offer is out: no first offer from the callee")
+        _ = LegDecisionTests.feed(&caller, [.answerArrived(anAnswer), .negotiated(dtls: false), .iceConnected, .mediaReady, .audioActivated])
         #expect(caller.phase.hasMedia)
-        #expect(caller.handle(.offerArrived, now: .zero) == [.answerPeerOffer], "a hold or restart offer later is answered")
+        #expect(caller.handle(.offerArrived(anOffer), now: .zero) == [.answerPeerOffer(anOffer)], "a hold or restart offer later is answered")
     }
 
     @Test func theCalleeKeepsTheCallersOfferUntilTheUserAnswers() {
         var callee = LegState(outgoing: false, timings: Self.timings, firstOffer: .byCaller)
         _ = callee.handle(.signalingReady, now: .zero)
-        #expect(callee.handle(.offerArrived, now: .zero) == [])
+        #expect(callee.handle(.offerArrived(anOffer), now: .zero) == [])
         #expect(callee.offerWaiting && callee.phase == .ringing)
-        #expect(callee.handle(.offerArrived, now: .zero) == [], "a second offer while ringing changes nothing")
-        #expect(callee.handle(.answering, now: .zero) == [.answerFirstOffer])
+        #expect(callee.handle(.offerArrived(anOffer), now: .zero) == [], "a second offer while ringing changes nothing")
+        #expect(callee.handle(.answering, now: .zero) == [.answerFirstOffer(anOffer)])
         #expect(!callee.offerWaiting)
         #expect(callee.phase == .ringing, "the answer's negotiation moves it on")
         _ = callee.handle(.negotiated(dtls: true), now: .zero)
         #expect(callee.phase == .checking && callee.keyedByDTLS)
         // It made no offer: no answer is taken.
-        #expect(callee.handle(.answerArrived, now: .zero) == [])
+        #expect(callee.handle(.answerArrived(anAnswer), now: .zero) == [])
     }
 
     @Test func aCalleeWithoutTheCallersOfferOffersItselfWhenItAnswers() {
@@ -77,12 +77,12 @@ import Testing
         _ = callee.handle(.signalingReady, now: .zero)
         #expect(callee.handle(.answering, now: .zero) == [.makeOffer])
         #expect(callee.phase == .offering)
-        #expect(callee.handle(.answerArrived, now: .zero) == [.takeAnswer])
+        #expect(callee.handle(.answerArrived(anAnswer), now: .zero) == [.takeAnswer(anAnswer)])
     }
 
     @Test func aCalleeThatDeclinesWithAnOfferWaitingRejectsOnce() {
         var callee = LegState(outgoing: false, timings: Self.timings, firstOffer: .byCaller)
-        _ = LegDecisionTests.feed(&callee, [.signalingReady, .offerArrived])
+        _ = LegDecisionTests.feed(&callee, [.signalingReady, .offerArrived(anOffer)])
         let actions = callee.handle(.end(.hangUp), now: .zero)
         #expect(actions.filter { if case .send = $0 { true } else { false } } == [.send(.reject(.declined))])
         #expect(callee.handle(.answering, now: .zero) == [], "over: answering does nothing")
@@ -93,7 +93,7 @@ import Testing
         #expect(!caller.handle(.signalingReady, now: .zero).contains(.makeOffer))
         var callee = LegState(outgoing: false, timings: Self.timings)
         _ = callee.handle(.signalingReady, now: .zero)
-        _ = callee.handle(.offerArrived, now: .zero)
+        _ = callee.handle(.offerArrived(anOffer), now: .zero)
         #expect(!callee.offerWaiting)
         #expect(callee.handle(.answering, now: .zero) == [.makeOffer])
     }

@@ -40,37 +40,37 @@ import Testing
     @Test func onlyTheCallerAnswersAFirstOfferAndOnlyBeforeNegotiation() {
         var caller = LegState(outgoing: true, timings: Self.timings)
         _ = Self.feed(&caller, [.signalingReady, .peerRinging])
-        #expect(caller.handle(.offerArrived, now: .zero) == [.answerFirstOffer])
+        #expect(caller.handle(.offerArrived(anOffer), now: .zero) == [.answerFirstOffer(anOffer)])
         var callee = LegState(outgoing: false, timings: Self.timings)
         _ = Self.feed(&callee, [.signalingReady])
-        #expect(callee.handle(.offerArrived, now: .zero) == [], "a callee that has not answered takes no offer")
+        #expect(callee.handle(.offerArrived(anOffer), now: .zero) == [], "a callee that has not answered takes no offer")
         _ = callee.handle(.answering, now: .zero)
-        #expect(callee.handle(.offerArrived, now: .zero) == [], "nor once it made its own")
+        #expect(callee.handle(.offerArrived(anOffer), now: .zero) == [], "nor once it made its own")
         // Once negotiated, an offer is a later one: crossing offers decide.
         var running = Self.connected(outgoing: true)
-        #expect(running.handle(.offerArrived, now: .zero) == [.answerPeerOffer])
+        #expect(running.handle(.offerArrived(anOffer), now: .zero) == [.answerPeerOffer(anOffer)])
         _ = running.handle(.setHeld(true), now: .zero)
-        #expect(running.handle(.offerArrived, now: .zero) == [.answerPeerOffer], "the callee's stands")
+        #expect(running.handle(.offerArrived(anOffer), now: .zero) == [.answerPeerOffer(anOffer)], "the callee's stands")
         var runningCallee = Self.connected(outgoing: false)
         _ = runningCallee.handle(.setHeld(true), now: .zero)
-        #expect(runningCallee.handle(.offerArrived, now: .zero) == [], "ours stands")
+        #expect(runningCallee.handle(.offerArrived(anOffer), now: .zero) == [], "ours stands")
     }
 
     @Test func anAnswerIsTakenOnlyWhenAnOfferOfOursIsOut() {
         var callee = LegState(outgoing: false, timings: Self.timings)
         _ = callee.handle(.signalingReady, now: .zero)
-        #expect(callee.handle(.answerArrived, now: .zero) == [], "nothing offered yet")
+        #expect(callee.handle(.answerArrived(anAnswer), now: .zero) == [], "nothing offered yet")
         _ = callee.handle(.answering, now: .zero)
-        #expect(callee.handle(.answerArrived, now: .zero) == [.takeAnswer])
+        #expect(callee.handle(.answerArrived(anAnswer), now: .zero) == [.takeAnswer(anAnswer)])
         var caller = LegState(outgoing: true, timings: Self.timings)
         _ = Self.feed(&caller, [.signalingReady, .peerRinging])
-        #expect(caller.handle(.answerArrived, now: .zero) == [], "the caller never offers first")
+        #expect(caller.handle(.answerArrived(anAnswer), now: .zero) == [], "the caller never offers first")
         var running = Self.connected(outgoing: true)
-        #expect(running.handle(.answerArrived, now: .zero) == [], "no offer of ours is out")
+        #expect(running.handle(.answerArrived(anAnswer), now: .zero) == [], "no offer of ours is out")
         _ = running.handle(.restartRequested, now: .zero)
-        #expect(running.handle(.answerArrived, now: .zero) == [.takeAnswer])
+        #expect(running.handle(.answerArrived(anAnswer), now: .zero) == [.takeAnswer(anAnswer)])
         _ = running.handle(.end(.hangUp), now: .zero)
-        #expect(running.handle(.answerArrived, now: .zero) == [])
+        #expect(running.handle(.answerArrived(anAnswer), now: .zero) == [])
     }
 
     // MARK: - When media is built
@@ -90,7 +90,7 @@ import Testing
     @Test func dtlsMediaIsBuiltOnlyOnceICEConnected() {
         var state = LegState(outgoing: false, timings: Self.timings)
         _ = Self.feed(&state, [.signalingReady, .answering])
-        #expect(state.handle(.negotiated(dtls: true), now: .zero) == [.arm(.setupRound, after: .seconds(4))])
+        #expect(state.handle(.negotiated(dtls: true), now: .zero) == [.reportProgress(.answerReceived), .arm(.setupRound, after: .seconds(4))])
         #expect(state.keyedByDTLS)
         #expect(state.handle(.iceConnected, now: .milliseconds(40)) == [.cancel(.setupRound), .prepareMedia])
         #expect(state.phase == .securing(iceConnectedAt: .milliseconds(40)))
@@ -166,8 +166,8 @@ import Testing
     @Test func thePeersRestartDuringTheChecksStartsTheRoundsTimerOver() {
         var state = LegState(outgoing: false, timings: Self.timings)
         _ = Self.feed(&state, [.signalingReady, .answering])
-        #expect(state.handle(.negotiated(dtls: true), now: .zero) == [.arm(.setupRound, after: .seconds(4))])
-        #expect(state.handle(.offerArrived, now: .seconds(3)) == [.answerPeerOffer, .cancel(.setupRound), .arm(.setupRound, after: .seconds(4))])
+        #expect(state.handle(.negotiated(dtls: true), now: .zero) == [.reportProgress(.answerReceived), .arm(.setupRound, after: .seconds(4))])
+        #expect(state.handle(.offerArrived(anOffer), now: .seconds(3)) == [.answerPeerOffer(anOffer), .cancel(.setupRound), .arm(.setupRound, after: .seconds(4))])
         #expect(state.handle(.iceConnected, now: .seconds(5)) == [.cancel(.setupRound), .prepareMedia])
     }
 
@@ -180,7 +180,7 @@ import Testing
         _ = Self.feed(&state, [.signalingReady, .peerRinging, .negotiated(dtls: true)])
         #expect(state.handle(.iceConnected, now: .seconds(1)) == [.cancel(.setupRound), .prepareMedia])
         // The peer's restart: answered, and this side's round timed.
-        #expect(state.handle(.offerArrived, now: .seconds(4)) == [.answerPeerOffer, .arm(.setupRound, after: .seconds(4))])
+        #expect(state.handle(.offerArrived(anOffer), now: .seconds(4)) == [.answerPeerOffer(anOffer), .arm(.setupRound, after: .seconds(4))])
         #expect(state.handle(.timerFired(.setupRound), now: .seconds(8)) == [.restartICE, .arm(.setupRound, after: .seconds(4))])
         _ = Self.feed(&state, [.restartOffered, .offerAnswered], at: .seconds(8))
         // That round fails outright: another.
@@ -237,8 +237,8 @@ import Testing
 
     @Test func aPeerOfferWithNothingOfOursOutIsAnswered() {
         var caller = Self.connected(outgoing: true), callee = Self.connected(outgoing: false)
-        #expect(caller.handle(.peerReoffered, now: .zero) == [.answerPeerOffer])
-        #expect(callee.handle(.peerReoffered, now: .zero) == [.answerPeerOffer])
+        #expect(caller.handle(.peerReoffered(anOffer), now: .zero) == [.answerPeerOffer(anOffer)])
+        #expect(callee.handle(.peerReoffered(anOffer), now: .zero) == [.answerPeerOffer(anOffer)])
     }
 
     @Test func whenHoldOffersCrossTheCalleesStandsAndTheCallerAnswersIt() {
@@ -247,9 +247,9 @@ import Testing
         #expect(caller.handle(.setHeld(true), now: .zero).contains(.renegotiate))
         #expect(callee.handle(.setHeld(true), now: .zero).contains(.renegotiate))
         // Each gets the other's offer while its own is out.
-        #expect(callee.handle(.peerReoffered, now: .zero) == [], "the callee keeps its own offer")
+        #expect(callee.handle(.peerReoffered(anOffer), now: .zero) == [], "the callee keeps its own offer")
         #expect(callee.renegotiationPending)
-        #expect(caller.handle(.peerReoffered, now: .zero) == [.answerPeerOffer], "the caller answers the callee's")
+        #expect(caller.handle(.peerReoffered(anOffer), now: .zero) == [.answerPeerOffer(anOffer)], "the caller answers the callee's")
         #expect(!caller.offerPending)
         // The caller's answer said its own hold: nothing more to offer.
         #expect(caller.handle(.offerAnswered, now: .zero) == [])
@@ -263,8 +263,8 @@ import Testing
         #expect(caller.handle(.timerFired(.iceRestart), now: .seconds(9.5)).first == .restartICE)
         #expect(caller.restartPending)
         _ = callee.handle(.setHeld(true), now: .seconds(9.5))
-        #expect(callee.handle(.peerReoffered, now: .seconds(9.6)) == [])
-        #expect(caller.handle(.peerReoffered, now: .seconds(9.6)) == [.answerPeerOffer])
+        #expect(callee.handle(.peerReoffered(anOffer), now: .seconds(9.6)) == [])
+        #expect(caller.handle(.peerReoffered(anOffer), now: .seconds(9.6)) == [.answerPeerOffer(anOffer)])
         #expect(!caller.restartPending)
         // The caller's next interval restarts again (its own restart was never answered).
         #expect(caller.handle(.timerFired(.iceRestart), now: .seconds(14.5)).first == .restartICE)
@@ -275,7 +275,7 @@ import Testing
         _ = caller.handle(.setHeld(true), now: .zero)  // the hold's offer is out
         _ = caller.handle(.setHeld(false), now: .zero)  // changed again: offered after the answer
         #expect(caller.renegotiateAgain)
-        #expect(caller.handle(.peerReoffered, now: .zero) == [.answerPeerOffer])
+        #expect(caller.handle(.peerReoffered(anOffer), now: .zero) == [.answerPeerOffer(anOffer)])
         // Its answer to the callee's offer says `sendrecv`, what it wants now: nothing is left
         // to offer, and no answer to its own abandoned offer is waited for.
         #expect(!caller.renegotiateAgain && !caller.offerPending)
@@ -514,7 +514,7 @@ import Testing
             #expect(first.filter { if case .send = $0 { true } else { false } }.count <= 1, "\(name), \(ending)")
             // Whatever comes after changes nothing.
             for later in [LegEvent.end(.hangUp), .end(.peerEnded(.hangup)), .iceConnected, .mediaReady, .audioActivated,
-                          .timerFired(.keepAlive), .reconnectFailed, .peerReoffered, .restartRequested] {
+                          .timerFired(.keepAlive), .reconnectFailed, .peerReoffered(anOffer), .restartRequested] {
                 #expect(state.handle(later, now: .seconds(3)) == [], "\(name), \(ending), then \(later)")
             }
         }

@@ -18,13 +18,13 @@ import Testing
     /// A callee ringing with the caller's offer.
     static func ringingCallee(muted: Bool = false) -> LegState {
         var callee = LegState(outgoing: false, muted: muted, timings: timings, firstOffer: .byCaller)
-        _ = LegDecisionTests.feed(&callee, [.signalingReady, .offerArrived])
+        _ = LegDecisionTests.feed(&callee, [.signalingReady, .offerArrived(anOffer)])
         return callee
     }
 
     @Test func theCallerPlaysTheCalleesEarlyMediaWithItsMicrophoneSilentUntilTheCallIsTaken() {
         var caller = Self.ringingCaller()
-        #expect(caller.handle(.earlyAnswerArrived, now: .zero) == [.takeAnswer])
+        #expect(caller.handle(.earlyAnswerArrived(anAnswer), now: .zero) == [.takeAnswer(anAnswer)])
         #expect(caller.earlyMedia)
         _ = LegDecisionTests.feed(&caller, [.negotiated(dtls: false, ice: false), .mediaReady])
         // The path works and the media is keyed: the event stream hears of early media, the
@@ -48,7 +48,7 @@ import Testing
 
     @Test func aMuteSetDuringTheCallersEarlyMediaHoldsWhenTheCallIsTaken() {
         var caller = Self.ringingCaller()
-        _ = LegDecisionTests.feed(&caller, [.earlyAnswerArrived, .negotiated(dtls: false, ice: false), .mediaReady, .iceConnected, .audioActivated])
+        _ = LegDecisionTests.feed(&caller, [.earlyAnswerArrived(anAnswer), .negotiated(dtls: false, ice: false), .mediaReady, .iceConnected, .audioActivated])
         _ = caller.handle(.setMuted(true), now: .seconds(1))
         _ = caller.handle(.peerAccepted, now: .seconds(2))
         #expect(caller.handle(.audioActivated, now: .seconds(2)) == [.startMedia(microphoneMuted: true)])
@@ -56,7 +56,7 @@ import Testing
 
     @Test func aCallTakenBeforeItsEarlyMediaRanConnectsAsAnyCall() {
         var caller = Self.ringingCaller()
-        _ = LegDecisionTests.feed(&caller, [.earlyAnswerArrived, .negotiated(dtls: false, ice: false)])
+        _ = LegDecisionTests.feed(&caller, [.earlyAnswerArrived(anAnswer), .negotiated(dtls: false, ice: false)])
         // The 200 came while the path was still being found.
         #expect(caller.handle(.peerAccepted, now: .zero) == [.reportAnswered])
         _ = caller.handle(.mediaReady, now: .zero)
@@ -66,7 +66,7 @@ import Testing
 
     @Test func aCallTakenWhileItsEarlyMediaWaitsForTheAudioSessionConnectsWhenItIsActive() {
         var caller = Self.ringingCaller()
-        _ = LegDecisionTests.feed(&caller, [.earlyAnswerArrived, .negotiated(dtls: false, ice: false), .mediaReady, .iceConnected])
+        _ = LegDecisionTests.feed(&caller, [.earlyAnswerArrived(anAnswer), .negotiated(dtls: false, ice: false), .mediaReady, .iceConnected])
         #expect(caller.handle(.peerAccepted, now: .zero) == [.reportAnswered, .reportMediaConnected])
         #expect(caller.handle(.audioActivated, now: .milliseconds(60)) == [.startMedia(microphoneMuted: false)])
         #expect(caller.handle(.audioActivated, now: .milliseconds(70)) == [], "the second activation (the router told twice) changes nothing")
@@ -75,11 +75,11 @@ import Testing
     @Test func anEarlyAnswerOutOfTurnIsNotTaken() {
         // After the call's answer, before the offer, and on a callee: nothing.
         var answered = Self.ringingCaller()
-        _ = LegDecisionTests.feed(&answered, [.answerArrived, .negotiated(dtls: false)])
-        #expect(answered.handle(.earlyAnswerArrived, now: .zero) == [])
+        _ = LegDecisionTests.feed(&answered, [.answerArrived(anAnswer), .negotiated(dtls: false)])
+        #expect(answered.handle(.earlyAnswerArrived(anAnswer), now: .zero) == [])
         #expect(!answered.earlyMedia)
         var callee = Self.ringingCallee()
-        #expect(callee.handle(.earlyAnswerArrived, now: .zero) == [])
+        #expect(callee.handle(.earlyAnswerArrived(anAnswer), now: .zero) == [])
         #expect(callee.handle(.peerAccepted, now: .zero) == [])
         var plain = Self.ringingCaller()
         #expect(plain.handle(.peerAccepted, now: .zero) == [], "no early answer: nothing to take")
@@ -87,19 +87,19 @@ import Testing
 
     @Test func hangingUpDuringTheCallersEarlyMediaEndsTheUnansweredCall() {
         var caller = Self.ringingCaller()
-        _ = LegDecisionTests.feed(&caller, [.earlyAnswerArrived, .negotiated(dtls: false, ice: false), .mediaReady, .iceConnected, .audioActivated])
+        _ = LegDecisionTests.feed(&caller, [.earlyAnswerArrived(anAnswer), .negotiated(dtls: false, ice: false), .mediaReady, .iceConnected, .audioActivated])
         let actions = caller.handle(.end(.hangUp), now: .seconds(5))
         #expect(actions.contains(.send(.end(.hangup))) && actions.contains(.tearDown))
         #expect(caller.phase == .ended(LegEnd(reason: .localEnded, detail: nil)))
         // The manager's ring timeout says what did not happen.
         var timedOut = Self.ringingCaller()
-        _ = LegDecisionTests.feed(&timedOut, [.earlyAnswerArrived, .negotiated(dtls: false, ice: false), .mediaReady, .iceConnected, .audioActivated])
+        _ = LegDecisionTests.feed(&timedOut, [.earlyAnswerArrived(anAnswer), .negotiated(dtls: false, ice: false), .mediaReady, .iceConnected, .audioActivated])
         #expect(timedOut.unfinished == "the call was not answered in time (its early media ran)")
     }
 
     @Test func theCalleesGreetingGoesBeforeItAnswersWithItsMicrophoneLive() {
         var callee = Self.ringingCallee()
-        #expect(callee.handle(.progressing, now: .zero) == [.answerFirstOffer])
+        #expect(callee.handle(.progressing, now: .zero) == [.answerFirstOffer(anOffer)])
         #expect(callee.earlyMedia && !callee.offerWaiting)
         _ = LegDecisionTests.feed(&callee, [.negotiated(dtls: false, ice: false), .mediaReady])
         #expect(callee.handle(.iceConnected, now: .milliseconds(40)) == [.reportEarlyMedia])

@@ -75,7 +75,7 @@ import Testing
         // Still waiting for its answer: the next restart waits.
         #expect(caller.handle(.timerFired(.iceRestart), now: .seconds(20)) == [.arm(.iceRestart, after: .seconds(4))])
         // The callee's offer crosses the caller's: the callee's stands, the caller answers it.
-        #expect(caller.handle(.peerReoffered, now: .seconds(21)) == [.answerPeerOffer])
+        #expect(caller.handle(.peerReoffered(anOffer), now: .seconds(21)) == [.answerPeerOffer(anOffer)])
         #expect(!caller.offerPending)
         #expect(caller.handle(.timerFired(.iceRestart), now: .seconds(24)) == [.restartICE, .arm(.iceRestart, after: .seconds(4))])
     }

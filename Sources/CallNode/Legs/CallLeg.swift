@@ -59,9 +59,8 @@ actor CallLeg {
     /// The manager's actions whose requests the state is deciding, by the state's request id.
     var requests: [Int: ActionID] = [:]
     var nextRequest = 0
-    /// The peer's offer or answer, while the state decides whether to take it.
-    var peerOffer: SessionDescription?
-    var peerAnswer: SessionDescription?
+    /// The peer's offers this side answered (to log one it did not).
+    var offersTaken = 0
     /// The call's ICE path: its agent, candidates both ways, restarts.
     let ice: CallIce
     var media: (any MediaPath)?
@@ -430,7 +429,7 @@ actor CallLeg {
             actions = actions.map { rewrite(before, after, $0) }
         }
         var failure: (any Error)?
-        for action in actions {
+        performing: for action in actions {
             switch action {
             case let .send(signal):
                 await send(signal)
@@ -475,18 +474,22 @@ actor CallLeg {
                     self.failure = "answering failed: \(error)"
                     if let answerAction { try? await manager.report(.failed(answerAction, reason: "\(error)")) }
                 }
-            case .answerPeerOffer, .answerFirstOffer:
-                guard let offer = peerOffer else { break }
-                peerOffer = nil
-                do {
-                    if action == .answerFirstOffer { try await answer(first: offer) } else { try await answer(offer) }
-                } catch {
-                    await negotiationFailed(error)
-                }
-            case .takeAnswer:
-                guard let answer = peerAnswer else { break }
-                peerAnswer = nil
+            case let .answerFirstOffer(offer):
+                offersTaken += 1
+                do { try await answer(first: offer) } catch { await negotiationFailed(error) }
+            case let .answerPeerOffer(offer):
+                offersTaken += 1
+                do { try await answer(offer) } catch { await negotiationFailed(error) }
+            case let .takeAnswer(answer):
                 do { try await take(answer) } catch { await negotiationFailed(error) }
+            case let .reportProgress(progress):
+                do {
+                    try await manager.report(.progress(uuid, progress))
+                } catch {
+                    // What follows (the offer or answer going out) depends on the manager knowing.
+                    failure = failure ?? error
+                    break performing
+                }
             case .prepareMedia:
                 await prepareMedia()
             case .reportMediaConnected:

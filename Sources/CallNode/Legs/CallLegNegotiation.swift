@@ -24,23 +24,20 @@ extension CallLeg {
         offer.frameKey = frames.ownKey()
         offer.pageFrameKeys = frames.pageKeysValue()
         negotiation.record(offer: offer)
-        // The call manager hears of the callee's offer before it goes out: the answer is a
-        // later input, but an answer to an offer the manager does not know of would end the
-        // call. (A caller's offer goes with its invitation: the manager knows of that.)
-        if !outgoing { try await manager.report(.progress(uuid, .offerSent)) }
-        await send(.offer(sdp: offer.serialized))
+        // The state says whom to tell before it goes (``LegEvent/offerMade(sdp:)``).
+        if let refused = await legEvent(.offerMade(sdp: offer.serialized)) { throw refused }
         mark("offer-sent")
         await ice.trickle(prepared.gathering, skipping: Set(prepared.local.candidates))
     }
 
     /// An offer from the peer: the state decides whether this side answers it (the first, or a
-    /// later one that did not cross one of this side's that stands).
+    /// later one that did not cross one of this side's that stands), or keeps it (the caller's
+    /// with its invitation, until the user answers).
     func offered(sdp: String) async throws {
-        peerOffer = try SessionDescription(parsing: sdp)
-        await legEvent(.offerArrived)
-        // The caller's offer with its invitation waits for the user's answer.
-        if peerOffer != nil, !state.offerWaiting {
-            peerOffer = nil
+        let offer = try SessionDescription(parsing: sdp)
+        let answered = offersTaken
+        await legEvent(.offerArrived(offer))
+        if offersTaken == answered, state.waitingOffer != offer {
             logger.info("call \(uuid): an offer not answered (it crossed ours, which stands, or came out of turn)")
         }
     }
@@ -48,9 +45,8 @@ extension CallLeg {
     /// The answer from the peer: the state decides whether it answers an offer of this side's
     /// (`early`: the callee's, before it takes the call).
     func answered(sdp: String, early: Bool = false) async throws {
-        peerAnswer = try SessionDescription(parsing: sdp)
-        await legEvent(early ? .earlyAnswerArrived : .answerArrived)
-        peerAnswer = nil
+        let answer = try SessionDescription(parsing: sdp)
+        await legEvent(early ? .earlyAnswerArrived(answer) : .answerArrived(answer))
     }
 
     /// Answers the peer's first offer and starts ICE.
@@ -70,16 +66,9 @@ extension CallLeg {
         try frames.pageAccepted(offer.pageFrameKeys)
         negotiation.agree(negotiated, answer: answer)
         await legEvent(.negotiated(dtls: negotiated.dtls != nil, ice: negotiated.remoteRTP == nil))
-        // The call manager hears of both before the answer leaves: ICE and DTLS finish (and
-        // media connects) only after the peer has it. (A callee answering the caller's offer
-        // takes the call by its answer — unless it answers early, for early media: the
-        // manager hears of it when the call is taken.)
-        let early = state.earlyMedia
-        if !early {
-            if outgoing { try await manager.report(.progress(uuid, .offerReceived)) }
-            try await manager.report(.progress(uuid, .answerSent))
-        }
-        await send(early ? .earlyAnswer(sdp: answer.serialized) : .answer(sdp: answer.serialized))
+        // The state says whom to tell before it goes, and whether it goes early
+        // (``LegEvent/answerMade(sdp:)``).
+        if let refused = await legEvent(.answerMade(sdp: answer.serialized)) { throw refused }
         mark("answer-sent")
         await peerOffered(offer)
         try await ice.setRemote(negotiated)
@@ -101,12 +90,9 @@ extension CallLeg {
             try frames.accept(answered: answer.frameKey, offered: offer.frameKey != nil, peer: peer)
             try frames.pageAccepted(answer.pageFrameKeys)
             negotiation.agree(negotiated)
-            await legEvent(.negotiated(dtls: negotiated.dtls != nil, ice: negotiated.remoteRTP == nil))
+            // The manager hears of the answer before ICE starts (the state's progress report).
+            if let refused = await legEvent(.negotiated(dtls: negotiated.dtls != nil, ice: negotiated.remoteRTP == nil)) { throw refused }
             await peerAnswered(answer, to: offer)
-            // The manager hears of the answer before ICE starts: ICE connecting (and media
-            // with it) is a later input, but the manager must know the call is past its offer.
-            // An early answer (early media) it hears of when the callee takes the call.
-            if !state.earlyMedia { try await manager.report(.progress(uuid, .answerReceived)) }
             try await ice.setRemote(negotiated)
         }
     }
