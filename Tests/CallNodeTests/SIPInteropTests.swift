@@ -114,7 +114,7 @@ struct SIPInteropTests {
                       ("dtls_srtp", "opus/48000/2", false), ("dtls_srtp", "PCMU/8000", false)])
     func baresipCallsTheNodeAndEachHearsTheOther(baresipEncryption: String, codec: String, tls: Bool) async throws {
         let f = try Fixture()
-        let phone = f.path("baresip"), phonePort = SIPCallTests.freePort()
+        let phone = f.path("baresip"), phonePort = FreePort.udpAndTCPWithTLSNext()
         try Self.baresip(in: phone, port: phonePort, mediaEncryption: baresipEncryption, codec: codec)
         let node = try await f.node("bob", input: .tone(660), output: .wav(f.path("bob-out.wav")), keyExchange: .sdes)
         var settings = SIPListenSettings(host: "127.0.0.1", port: SIPCallTests.freePort(), user: "bob")
@@ -147,7 +147,7 @@ struct SIPInteropTests {
 
     @Test func aNodeThatRequiresSRTPRefusesBaresipsPlainRTPWith488() async throws {
         let f = try Fixture()
-        let phone = f.path("baresip"), phonePort = SIPCallTests.freePort()
+        let phone = f.path("baresip"), phonePort = FreePort.udpAndTCPWithTLSNext()
         try Self.baresip(in: phone, port: phonePort, mediaEncryption: "")
         let node = try await f.node("bob", input: .tone(660), keyExchange: .sdes)
         let uri = try await node.listenSIP(SIPListenSettings(host: "127.0.0.1", port: SIPCallTests.freePort(), user: "bob",
@@ -174,7 +174,7 @@ struct SIPInteropTests {
     @Test(arguments: [("opus/48000/2", false), ("PCMU/8000", true)])
     func aNewcomersCallToAPlainSoftphoneConnectsWithTheDefaults(codec: String, json: Bool) async throws {
         let f = try Fixture()
-        let phone = f.path("baresip"), phonePort = SIPCallTests.freePort()
+        let phone = f.path("baresip"), phonePort = FreePort.udpAndTCPWithTLSNext()
         try Self.baresip(in: phone, port: phonePort, mediaEncryption: "", codec: codec, srtpModules: false)
         let baresipLog = f.path("baresip.log")
         let baresip = try ChildProcess("/usr/bin/baresip", ["-f", phone, "-4", "-t", "20"], output: baresipLog,
@@ -215,7 +215,7 @@ struct SIPInteropTests {
                       (.preferred, "opus/48000/2", false, .dtls), (.required, "PCMA/8000", false, .dtls)])
     func theNodeCallsBaresipAndEachHearsTheOther(encryption: MediaEncryption, codec: String, tls: Bool, keyExchange: KeyExchange) async throws {
         let f = try Fixture()
-        let phone = f.path("baresip"), phonePort = SIPCallTests.freePort()
+        let phone = f.path("baresip"), phonePort = FreePort.udpAndTCPWithTLSNext()
         let baresipEncryption = encryption == .off ? "" : keyExchange == .dtls ? "dtls_srtp" : "srtp-mand"
         try Self.baresip(in: phone, port: phonePort, mediaEncryption: baresipEncryption, codec: codec)
         let baresip = try ChildProcess("/usr/bin/baresip", ["-f", phone, "-4", "-t", "15"], output: f.path("baresip.log"),

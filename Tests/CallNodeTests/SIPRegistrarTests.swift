@@ -144,7 +144,7 @@ struct SIPRegistrarTests {
         defer { server.stop() }
         let alice = try await Self.node(f, "alice", tone: 660, server: server)
         #expect(await server.waitForLog("registered sip:alice@\(Self.domain)", timeout: .seconds(10)))
-        let phone = f.path("baresip"), phonePort = SIPCallTests.freePort()
+        let phone = f.path("baresip"), phonePort = FreePort.udpAndTCPWithTLSNext()
         try SIPInteropTests.baresip(in: phone, port: phonePort, mediaEncryption: "", codec: "PCMU/8000")
         let account = "<sip:carol@\(Self.domain)>;auth_pass=carol-secret;outbound=\"\(server.uri);transport=udp\";regint=3600;"
             + "answermode=auto;audio_codecs=PCMU/8000\n"

@@ -164,7 +164,7 @@ extension RealTimeTests {
     func baresipTransfersItsCallWithANodeToAnotherNode() async throws {
         let f = try Fixture()
         let (_, bob, carol, bobURI, carolURI) = try await Self.nodes(f)
-        let phone = f.path("baresip"), phonePort = SIPCallTests.freePort(), console = SIPCallTests.freePort()
+        let phone = f.path("baresip"), phonePort = FreePort.udpAndTCPWithTLSNext(), console = SIPCallTests.freePort()
         try SIPInteropTests.baresip(in: phone, port: phonePort, console: console)
         let bobEvents = bob.events(), carolEvents = carol.events()
         let baresip = try ChildProcess("/usr/bin/baresip", ["-f", phone, "-4", "-e", "/dial \(bobURI)", "-t", "25"], output: f.path("baresip.log"),
@@ -194,7 +194,7 @@ extension RealTimeTests {
         let f = try Fixture()
         let alice = try await f.node("alice", input: .tone(440), output: .wav(f.path("alice-out.wav")), keyExchange: .sdes)
         _ = try await alice.listenSIP(SIPListenSettings(host: "127.0.0.1", port: SIPCallTests.freePort(), user: "alice"))
-        let phone = f.path("baresip"), phonePort = SIPCallTests.freePort()
+        let phone = f.path("baresip"), phonePort = FreePort.udpAndTCPWithTLSNext()
         try SIPInteropTests.baresip(in: phone, port: phonePort, mediaEncryption: "", codec: "PCMU/8000", srtpModules: false, tone: 700)
         let baresip = try ChildProcess("/usr/bin/baresip", ["-f", phone, "-4", "-t", "30"], output: f.path("baresip.log"),
                                        nullStdin: true)

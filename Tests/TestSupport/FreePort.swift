@@ -21,6 +21,22 @@ public enum FreePort {
         return bound(SOCK_DGRAM, port: 0) ?? 0
     }
 
+    /// As ``udpAndTCP()``, with the next port free for TCP too: baresip listens for SIP over
+    /// TLS there, and fails to start when something else has it.
+    public static func udpAndTCPWithTLSNext() -> Int {
+        for _ in 0..<200 {
+            guard let port = bound(SOCK_DGRAM, port: 0), port < 65_535, bound(SOCK_STREAM, port: port) != nil,
+                  bound(SOCK_STREAM, port: port + 1) != nil else { continue }
+            let free = handedOut.withLock { ports in
+                guard !ports.contains(port), !ports.contains(port + 1) else { return false }
+                ports.formUnion([port, port + 1])
+                return true
+            }
+            if free { return port }
+        }
+        return udpAndTCP()
+    }
+
     private static let handedOut = Locked<Set<Int>>([])
 
     /// Binds a socket of `type` to 127.0.0.1:`port` (0: any), closes it, and returns the port.
