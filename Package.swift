@@ -151,7 +151,12 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ]),
+            ],
+            exclude: ["Page/call.html", "Page/call.js"],  // the call page's files, carried in the binary by EmbedPage
+            plugins: ["EmbedPage"]),
+        // Text files as Swift string constants, for the plugin below (build time only).
+        .executableTarget(name: "EmbedFiles"),
+        .plugin(name: "EmbedPage", capability: .buildTool(), dependencies: ["EmbedFiles"]),
         // The control API: a running node driven over HTTP and JSON (a Unix socket, or TCP on
         // loopback with a token), its events streamed; the objects `--json` prints.
         .target(
