@@ -83,7 +83,7 @@ extension RealTimeTests {
         let socket = bob.home + "/control.sock"
         var connected = false
         for _ in 0..<100 where !connected {
-            let listed = try await ControlServerTests.curl(["--unix-socket", socket, "http://node/v1/calls/\(short)"])
+            let listed = try await ControlRequests.curl(["--unix-socket", socket, "http://node/v1/calls/\(short)"])
             connected = listed.output.contains("\"status\":\"connected\"")
             if !connected { try await Task.sleep(for: .milliseconds(100)) }
         }
@@ -98,7 +98,7 @@ extension RealTimeTests {
                                       ["ctl", "events", "--home", bob.home, "--call", short, "--json"], output: eventsLog)
         defer { events.stop() }
         try await Task.sleep(for: .milliseconds(500))
-        let played = try await ControlServerTests.curl(["--unix-socket", socket, "-X", "POST", "-d", #"{"tone": 1000, "seconds": 1}"#,
+        let played = try await ControlRequests.curl(["--unix-socket", socket, "-X", "POST", "-d", #"{"tone": 1000, "seconds": 1}"#,
                                                   "http://node/v1/calls/\(short)/play"])
         #expect(played.output.contains("\"playback\""), "\(played.output)")
         _ = try await CommandLineTests.waitForLine(in: eventsLog, process: events) { $0.contains("playback-finished") }
@@ -159,7 +159,7 @@ extension RealTimeTests {
             return run.output
         }
         func curl(_ method: String, _ path: String, _ body: String? = nil) async throws -> String {
-            try await ControlServerTests.curl(["--unix-socket", socket, "-X", method] + (body.map { ["-d", $0] } ?? []) + ["http://node" + path]).output
+            try await ControlRequests.curl(["--unix-socket", socket, "-X", method] + (body.map { ["-d", $0] } ?? []) + ["http://node" + path]).output
         }
         func dial(_ caller: (ChildProcess, home: String, address: String, log: String)) async throws -> String {
             let placed = try await Self.callnode(["ctl", "call", "--home", caller.home, bob.address], in: directory)
@@ -176,7 +176,7 @@ extension RealTimeTests {
         let a = try await dial(alice)
         #expect(try await curl("POST", "/v1/calls/\(a)/answer").contains("\"status\""))
         // Carol's second call placed from curl on her node's socket.
-        let placed = try await ControlServerTests.curl(["--unix-socket", carol.home + "/control.sock", "-d", #"{"to": "\#(bob.address)"}"#,
+        let placed = try await ControlRequests.curl(["--unix-socket", carol.home + "/control.sock", "-d", #"{"to": "\#(bob.address)"}"#,
                                                         "http://node/v1/calls"]).output
         let c = try #require(placed.split(separator: "\"").compactMap { UUID(uuidString: String($0)) }.first, "\(placed)")
             .uuidString.prefix(8).lowercased()

@@ -10,7 +10,7 @@ import Testing
     static func framesUntilDepthThree(early: Int?) async throws -> Int {
         var configuration = MediaActorTests.redundant(.adaptive)
         configuration.earlyReportAfterPackets = early
-        let call = try MediaActorTests.makeCall(source: WAVFileSource(samples: OpusTests.speechLike(seconds: 4), format: AudioFormat(), loops: true),
+        let call = try MediaActorTests.makeCall(source: WAVFileSource(samples: SyntheticSpeech.samples(seconds: 4), format: AudioFormat(), loops: true),
                                                 sink: NullSink(), seed: 3, configuration: configuration)
         try await call.a.start()
         try await call.b.start()
@@ -44,7 +44,7 @@ import Testing
     /// for the first `blackout` frames of it (the early report among it).
     static func framesUntilDepthThree(blackout: Int) async throws -> (frames: Int, early: Int) {
         let configuration = MediaActorTests.redundant(.adaptive)
-        let call = try MediaActorTests.makeCall(source: WAVFileSource(samples: OpusTests.speechLike(seconds: 4), format: AudioFormat(), loops: true),
+        let call = try MediaActorTests.makeCall(source: WAVFileSource(samples: SyntheticSpeech.samples(seconds: 4), format: AudioFormat(), loops: true),
                                                 sink: NullSink(), seed: 3, configuration: configuration)
         try await call.a.start()
         try await call.b.start()

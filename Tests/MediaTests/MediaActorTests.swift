@@ -71,7 +71,7 @@ import Glibc
     @Test func speechThroughTwoCallsArrivesAlignedAndIntact() async throws {
         let inputPath = Self.temporaryPath("in.wav"), outputPath = Self.temporaryPath("out.wav")
         defer { unlink(inputPath); unlink(outputPath) }
-        let speech = OpusTests.speechLike(seconds: 3)
+        let speech = SyntheticSpeech.samples(seconds: 3)
         try WAV.write(speech, format: AudioFormat(), path: inputPath)
 
         let call = try Self.makeCall(source: try WAVFileSource(path: inputPath), sink: WAVFileSink(path: outputPath))
@@ -103,7 +103,7 @@ import Glibc
 
     @Test func tenPercentLossKeepsPlayingWithConcealmentAndFEC() async throws {
         let sink = ManualAudioEndpoint()
-        let call = try Self.makeCall(source: WAVFileSource(samples: OpusTests.speechLike(seconds: 4), format: AudioFormat(), loops: true),
+        let call = try Self.makeCall(source: WAVFileSource(samples: SyntheticSpeech.samples(seconds: 4), format: AudioFormat(), loops: true),
                                      sink: sink, conditions: LinkConditions(loss: 0.1), seed: 42)
         try await call.a.start()
         try await call.b.start()
@@ -351,7 +351,7 @@ import Glibc
 
     @Test func redundancyDepthFollowsReportedLossUpAndBackDown() async throws {
         let sink = ManualAudioEndpoint()
-        let call = try Self.makeCall(source: WAVFileSource(samples: OpusTests.speechLike(seconds: 4), format: AudioFormat(), loops: true),
+        let call = try Self.makeCall(source: WAVFileSource(samples: SyntheticSpeech.samples(seconds: 4), format: AudioFormat(), loops: true),
                                      sink: sink, conditions: LinkConditions(loss: 0.01), seed: 9, configuration: Self.redundant(.adaptive))
         try await call.a.start()
         try await call.b.start()
@@ -382,7 +382,7 @@ import Glibc
     /// call sends about what a frame and three copies took; nearly every lost frame comes back
     /// whole. Loss that eases takes the copies and the bitrate back down.
     @Test func halfThePacketsLostTakesFiveCopiesAtAboutTheSameBitrate() async throws {
-        let call = try Self.makeCall(source: WAVFileSource(samples: OpusTests.speechLike(seconds: 4), format: AudioFormat(), loops: true),
+        let call = try Self.makeCall(source: WAVFileSource(samples: SyntheticSpeech.samples(seconds: 4), format: AudioFormat(), loops: true),
                                      sink: NullSink(), conditions: LinkConditions(loss: 0.5), seed: 4,
                                      configuration: Self.redundant(.adaptive))
         try await call.a.start()
@@ -411,7 +411,7 @@ import Glibc
     /// them close (1, 2, 3 back), where the runs are as short as randomness makes them.
     @Test(arguments: [(0.1, 3.0), (0.3, 1.0)])
     func burstyLossSpreadsTheCopiesRandomLossKeepsThemClose(loss: Double, burst: Double) async throws {
-        let call = try Self.makeCall(source: WAVFileSource(samples: OpusTests.speechLike(seconds: 4), format: AudioFormat(), loops: true),
+        let call = try Self.makeCall(source: WAVFileSource(samples: SyntheticSpeech.samples(seconds: 4), format: AudioFormat(), loops: true),
                                      sink: NullSink(), conditions: LinkConditions(loss: loss, meanBurst: burst), seed: 4,
                                      configuration: Self.redundant(.adaptive))
         try await call.a.start()
@@ -436,7 +436,7 @@ import Glibc
 
     @Test func onALossyPathRedundancyStartsAndRebuildsMostLostFramesWhole() async throws {
         let sink = ManualAudioEndpoint()
-        let call = try Self.makeCall(source: WAVFileSource(samples: OpusTests.speechLike(seconds: 4), format: AudioFormat(), loops: true),
+        let call = try Self.makeCall(source: WAVFileSource(samples: SyntheticSpeech.samples(seconds: 4), format: AudioFormat(), loops: true),
                                      sink: sink, conditions: LinkConditions(loss: 0.1), seed: 42, configuration: Self.redundant(.adaptive))
         try await call.a.start()
         try await call.b.start()

@@ -1,7 +1,7 @@
-import VoiceProcessing
+import AudioDevices
 import CallNodeTestSupport
 import Foundation
-import Media
+import VoiceProcessing
 import Testing
 
 /// Echo cancellation, noise suppression, gain control and bypass, on known signals: every

@@ -1,5 +1,4 @@
 @testable import FrameCrypto
-import Media
 import Testing
 
 /// The frame cipher against AES-256-GCM's published test vectors, and its failure cases.

@@ -3,7 +3,6 @@ import CallNodeTestKit
 import CallNodeTestSupport
 import Foundation
 import Locking
-import POSIX
 @testable import NodeControl
 import Testing
 
@@ -15,37 +14,11 @@ import Glibc
 /// with a token, events streamed to readers (a stalled one dropped alone, a departed one
 /// forgotten), and the OpenAPI document checked against the routes served.
 @Suite struct ControlServerTests {
-    /// A short socket path of its own (a socket's path is limited to 107 bytes).
-    static func socketPath() -> String { "/tmp/cn-ctl-\(UUID().uuidString.prefix(8)).sock" }
-
     /// A server for `node` at `address`, serving until the returned task is cancelled.
     static func serve(_ node: CallNode, at address: ControlAddress, token: String? = nil, events: ControlEvents = ControlEvents(),
                       limits: ControlServer.Limits = ControlServer.Limits()) async throws -> (ControlServer, Task<Void, Never>) {
         let server = try await ControlServer(api: ControlAPI(node: node, events: events), address: address, token: token, limits: limits)
         return (server, Task { await server.run() })
-    }
-
-    static func curl(_ arguments: [String]) async throws -> (status: Int32, output: String) {
-        let log = "/tmp/cn-curl-\(UUID().uuidString.prefix(8)).out"
-        defer { unlink(log) }
-        // A minute at most: the node's handlers run on this process's two pool threads, which
-        // the suite's first half-minute (every test started at once) keeps busy for up to ~30 s
-        // (pure parsing tests "pass after 27 s" then); ten seconds timed out there.
-        let status = try await offPool { try ChildProcess.run("/usr/bin/curl", ["-s", "--max-time", "60"] + arguments, output: log) }
-        return (status, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
-    }
-
-    /// Runs `work` (a child process waited for) on a thread of its own: blocking the two
-    /// threads of the cooperative pool would leave none to answer the request it makes.
-    static func offPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-        let result = try await SystemThread.run(name: "test-off-pool") { () -> Result<T, TestFailure> in
-            do {
-                return .success(try work())
-            } catch {
-                return .failure(error as? TestFailure ?? TestFailure("\(error)"))
-            }
-        }
-        return try result.get()
     }
 
     /// Polls `condition` every 20 ms for at most `seconds`.
@@ -60,21 +33,21 @@ import Glibc
     @Test func curlReachesTheNodeOnItsSocketWhichOnlyItsUserMayOpen() async throws {
         let f = try InMemoryNodes()
         let bob = try await f.node("bob")
-        let path = Self.socketPath()
+        let path = ControlRequests.socketPath()
         let (server, serving) = try await Self.serve(bob, at: .unix(path))
-        let (status, output) = try await Self.curl(["--unix-socket", path, "http://node/v1/node"])
+        let (status, output) = try await ControlRequests.curl(["--unix-socket", path, "http://node/v1/node"])
         #expect(status == 0)
         let object = try #require((try? JSONSerialization.jsonObject(with: Data(output.utf8))) as? [String: Any], "\(output)")
         #expect(object["fingerprint"] as? String == bob.identity.fingerprint.hex && object["calls"] as? Int == 0)
         var info = stat()
         #expect(stat(path, &info) == 0 && info.st_mode & 0o777 == 0o600)
         // A POST with a body, and a 4xx with its reason, as curl sees them.
-        let refused = try await Self.curl(["--unix-socket", path, "-X", "POST", "-d", #"{"to": "nobody"}"#, "-w", "\n%{http_code}", "http://node/v1/calls"])
+        let refused = try await ControlRequests.curl(["--unix-socket", path, "-X", "POST", "-d", #"{"to": "nobody"}"#, "-w", "\n%{http_code}", "http://node/v1/calls"])
         #expect(refused.output.hasSuffix("\n400") && refused.output.contains("no contact named 'nobody'"), "\(refused.output)")
 
         // A second node on the same socket is refused, saying which; the first is unharmed.
         await #expect(throws: ControlError.inUse(path)) { _ = try await ControlServer(api: ControlAPI(node: bob), address: .unix(path)) }
-        #expect(try await Self.curl(["--unix-socket", path, "http://node/v1/calls"]).output.contains("\"calls\""))
+        #expect(try await ControlRequests.curl(["--unix-socket", path, "http://node/v1/calls"]).output.contains("\"calls\""))
         serving.cancel()
         await server.close()
         #expect(access(path, F_OK) != 0, "the socket file outlived its server")
@@ -84,7 +57,7 @@ import Glibc
     @Test func aStaleSocketFileIsReplaced() async throws {
         let f = try InMemoryNodes()
         let bob = try await f.node("bob")
-        let path = Self.socketPath()
+        let path = ControlRequests.socketPath()
         // A socket file nobody listens on (a node killed with -9 leaves one).
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_un()
@@ -94,7 +67,7 @@ import Glibc
         close(fd)
         #expect(bound == 0 && access(path, F_OK) == 0)
         let (server, serving) = try await Self.serve(bob, at: .unix(path))
-        #expect(try await Self.curl(["--unix-socket", path, "http://node/v1/node"]).output.contains(bob.identity.fingerprint.hex))
+        #expect(try await ControlRequests.curl(["--unix-socket", path, "http://node/v1/node"]).output.contains(bob.identity.fingerprint.hex))
         serving.cancel()
         await server.close()
         await f.shutdown()
@@ -113,9 +86,9 @@ import Glibc
         let (server, serving) = try await Self.serve(bob, at: .tcp(host: "127.0.0.1", port: 0), token: token)
         guard case let .tcp(_, port) = server.address else { throw TestFailure("not TCP") }
         let url = "http://127.0.0.1:\(port)/v1/node"
-        #expect(try await Self.curl(["-w", "\n%{http_code}", url]).output.hasSuffix("\n401"))
-        #expect(try await Self.curl(["-w", "\n%{http_code}", "-H", "Authorization: Bearer wrong", url]).output.hasSuffix("\n401"))
-        let allowed = try await Self.curl(["-w", "\n%{http_code}", "-H", "Authorization: Bearer \(token)", url])
+        #expect(try await ControlRequests.curl(["-w", "\n%{http_code}", url]).output.hasSuffix("\n401"))
+        #expect(try await ControlRequests.curl(["-w", "\n%{http_code}", "-H", "Authorization: Bearer wrong", url]).output.hasSuffix("\n401"))
+        let allowed = try await ControlRequests.curl(["-w", "\n%{http_code}", "-H", "Authorization: Bearer \(token)", url])
         #expect(allowed.output.hasSuffix("\n200") && allowed.output.contains(bob.identity.fingerprint.hex))
         // The client takes the token too.
         let reply = try await ControlClient(address: server.address, token: token).send("GET", "/v1/calls")
@@ -128,7 +101,7 @@ import Glibc
     @Test func aBodyTooLargeIsRefusedAndTheServerGoesOn() async throws {
         let f = try InMemoryNodes()
         let bob = try await f.node("bob")
-        let path = Self.socketPath()
+        let path = ControlRequests.socketPath()
         var limits = ControlServer.Limits()
         limits.bodyBytes = 1_024
         let (server, serving) = try await Self.serve(bob, at: .unix(path), limits: limits)
@@ -144,7 +117,7 @@ import Glibc
     @Test func eachReaderGetsEveryEventAStalledOneIsDroppedAloneAndADepartedOneIsForgotten() async throws {
         let f = try InMemoryNodes()
         let bob = try await f.node("bob")
-        let path = Self.socketPath()
+        let path = ControlRequests.socketPath()
         var limits = ControlServer.Limits()
         limits.writeBufferHighWater = 1_024
         limits.socketSendBuffer = 4_096
@@ -202,7 +175,7 @@ import Glibc
         let f = try InMemoryNodes()
         let bob = try await f.node("bob")
         for round in 0..<10 {
-            let path = Self.socketPath()
+            let path = ControlRequests.socketPath()
             let closing = Locked<ControlServer?>(nil)
             let api = ControlAPI(node: bob) { _ in
                 // What the command does once drained: close the server (from its own task).
@@ -246,7 +219,7 @@ import Glibc
         // Each documented route is served: none answers that it has no such route or method.
         let f = try InMemoryNodes()
         let bob = try await f.node("bob")
-        let path = Self.socketPath()
+        let path = ControlRequests.socketPath()
         let (server, serving) = try await Self.serve(bob, at: .unix(path))
         let client = ControlClient(address: .unix(path))
         for route in documented.sorted() where route != "GET /v1/events" && route != "POST /v1/drain" {

@@ -14,7 +14,7 @@ import Glibc
     /// A Unix-socket server on a thread of its own that closes the first `dropped` connections
     /// it accepts without a word and answers the others `{"ok": true}`, counting them all.
     final class DroppingServer: Sendable {
-        let path = ControlServerTests.socketPath()
+        let path = ControlRequests.socketPath()
         let accepted = Locked(0)
         private let listener: Int32
 

@@ -1,4 +1,5 @@
-import Media
+import AudioCodec
+import AudioDevices
 #if canImport(Glibc)
 import Glibc
 #endif
