@@ -35,6 +35,29 @@ extension CallNode {
                         blocked: blocked, knownCaller: knownCaller, acceptUnknownCallers: configuration.acceptUnknownCallers)
     }
 
+    /// Whether an incoming call from `handle` may ring, for every dialect's calls: the
+    /// admission ladder (``Admission/decide(_:)``) on what the node knows now, then the call
+    /// manager's own filters (its block list, do-not-disturb, its limits), which hears of it as
+    /// a new incoming call. Returns why the call is refused, nil when it is admitted.
+    /// `knownCaller`: whether the caller is a contact (nil where a caller cannot be one).
+    func admitIncoming(_ uuid: UUID, handle: CallHandle, name: String?, knownCaller: Bool?) async -> RejectReason? {
+        if let refused = Admission.decide(admissionFacts(blocked: store.directory.isBlocked(handle), knownCaller: knownCaller)) {
+            return refused
+        }
+        do {
+            try await reportNewIncoming(uuid, handle: handle, name: name)
+            return nil
+        } catch {
+            return Admission.refusal(managerFiltered: Self.managerRefusal(error))
+        }
+    }
+
+    /// Tells the call manager of a new incoming call (which may refuse it).
+    func reportNewIncoming(_ uuid: UUID, handle: CallHandle, name: String?) async throws(CallReportFailure) {
+        try await manager.report(.newIncomingCall(uuid, CallUpdate(remoteHandle: handle, localizedCallerName: name,
+                                                                  supportsGrouping: true, supportsUngrouping: true)))
+    }
+
     /// How the call manager's refusal of a new incoming call is told to the caller.
     static func managerRefusal(_ failure: CallReportFailure) -> Admission.ManagerRefusal {
         switch failure {
@@ -58,16 +81,7 @@ extension CallNode {
     /// does not ring: ``replace(_:with:handle:invitation:)`` answers it.
     func admit(_ dialect: some CallDialect, handle: String, invitation: CallInvitation, replacing: UUID?) async -> UUID? {
         let uuid = UUID()
-        let callHandle = CallHandle(.generic, handle)
-        var refusal = Admission.decide(admissionFacts(blocked: store.directory.isBlocked(callHandle), knownCaller: nil))
-        if refusal == nil {
-            do {
-                try await manager.report(.newIncomingCall(uuid, CallUpdate(remoteHandle: callHandle, localizedCallerName: invitation.displayName,
-                                                                          supportsGrouping: true, supportsUngrouping: true)))
-            } catch {
-                refusal = Admission.refusal(managerFiltered: Self.managerRefusal(error))
-            }
-        }
+        let refusal = await admitIncoming(uuid, handle: CallHandle(.generic, handle), name: invitation.displayName, knownCaller: nil)
         // Events name a caller by a fingerprint: a handle without one is named by its hash.
         let from = Fingerprint(certificateDER: Array(handle.utf8))
         if let refusal {

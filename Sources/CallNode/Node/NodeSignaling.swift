@@ -190,25 +190,15 @@ extension CallNode {
             // Both sides entered this session ID: no ringing, no contact check (identities are
             // shown, not pinned).
             do {
-                try await manager.report(.newIncomingCall(uuid, CallUpdate(remoteHandle: handle, localizedCallerName: invitation.displayName,
-                                                                          supportsGrouping: true, supportsUngrouping: true)))
+                try await reportNewIncoming(uuid, handle: handle, name: invitation.displayName)
             } catch {
                 refusal = .busy
             }
-        } else if let refused = Admission.decide(admissionFacts(blocked: store.directory.isBlocked(handle),
-                                                                 // A web page has no certificate to be a contact with; the
-                                                                 // web secret admitted it.
-                                                                 knownCaller: connection.origin == .webPage ? nil : contact != nil)) {
-            refusal = refused
         } else {
             let name = contact?.name ?? invitation.displayName.map { "\($0) (unverified)" }
                 ?? (connection.origin == .webPage ? "web page at \(connection.remoteAddress)" : nil)
-            do {
-                try await manager.report(.newIncomingCall(uuid, CallUpdate(remoteHandle: handle, localizedCallerName: name,
-                                                                          supportsGrouping: true, supportsUngrouping: true)))
-            } catch {
-                refusal = Admission.refusal(managerFiltered: Self.managerRefusal(error))
-            }
+            // A web page has no certificate to be a contact with; the web secret admitted it.
+            refusal = await admitIncoming(uuid, handle: handle, name: name, knownCaller: connection.origin == .webPage ? nil : contact != nil)
         }
         if let refusal {
             logger.info("refused call from \(fingerprint.short): \(refusal.rawValue)")
