@@ -137,46 +137,6 @@ extension RealTimeTests {
         await bob.shutdown()
     }
 
-    /// Sends `request` over UDP to 127.0.0.1:`port` and returns the final response (nil: none in 5 s).
-    static func finalResponse(to request: String, port: Int) -> String? {
-        let descriptor = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        defer { close(descriptor) }
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(port).bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bytes = Array(request.utf8)
-        _ = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(descriptor, bytes, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        for _ in 0..<10 {
-            let count = recv(descriptor, &buffer, buffer.count, 0)
-            guard count > 0 else { return nil }
-            let text = String(decoding: buffer[..<count], as: UTF8.self)
-            if let code = Int(text.dropFirst("SIP/2.0 ".count).prefix(3)), code >= 200 { return text }
-        }
-        return nil
-    }
-
-    static func invite(port: Int, sdp: String) -> String {
-        let lines = [
-            "INVITE sip:bob@127.0.0.1:\(port) SIP/2.0",
-            "Via: SIP/2.0/UDP 127.0.0.1:5999;rport;branch=z9hG4bK\(UUID().uuidString.prefix(8))",
-            "Max-Forwards: 70",
-            "From: <sip:probe@127.0.0.1:5999>;tag=\(UUID().uuidString.prefix(6))",
-            "To: <sip:bob@127.0.0.1:\(port)>",
-            "Call-ID: \(UUID().uuidString)",
-            "CSeq: 1 INVITE",
-            "Contact: <sip:probe@127.0.0.1:5999>",
-            "Content-Type: application/sdp",
-            "Content-Length: \(sdp.utf8.count)",
-        ]
-        return lines.joined(separator: "\r\n") + "\r\n\r\n" + sdp
-    }
-
     /// Offers a node cannot take get a 4xx with the reason, and the node takes the next call.
     @Test func offersTheNodeCannotTakeAreRefusedAndItServesOn() async throws {
         let f = try Fixture()
@@ -186,7 +146,7 @@ extension RealTimeTests {
         let unknownCodecs = noMedia + "m=audio 40000 RTP/AVP 9 18\r\na=rtpmap:9 G722/8000\r\na=rtpmap:18 G729/8000\r\n"
         let garbage = "this is not SDP at all"
         for sdp in [noMedia, unknownCodecs, garbage] {
-            let response = try #require(Self.finalResponse(to: Self.invite(port: port, sdp: sdp), port: port), "no final answer to \(sdp.prefix(20))")
+            let response = try #require(await SIPProbe.finalResponse(to: SIPProbe.invite(port: port, sdp: sdp), port: port), "no final answer to \(sdp.prefix(20))")
             #expect(response.hasPrefix("SIP/2.0 4"), "\(response.prefix(60))")
         }
         // The refused calls end (the leg's teardown follows the response).
@@ -210,7 +170,7 @@ extension RealTimeTests {
         let port = Int(bobURI.split(separator: ":").last ?? "") ?? 0
         let noMedia = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n"
         // Each a new transaction (its own Call-ID and branch), else it would be a retransmission.
-        func plain() -> String { Self.invite(port: port, sdp: noMedia) }
+        func plain() -> String { SIPProbe.invite(port: port, sdp: noMedia) }
         let length = "Content-Length: \(noMedia.utf8.count)"
         let hostile: [(name: String, request: String, answer: String)] = [
             ("a 20 000-byte header", plain().replacingOccurrences(of: "Max-Forwards: 70", with: "Max-Forwards: 70\r\nSubject: " + String(repeating: "A", count: 20_000)), "488"),
@@ -218,15 +178,15 @@ extension RealTimeTests {
             ("a Content-Length past the body", plain().replacingOccurrences(of: length, with: "Content-Length: 5000"), "400"),
             ("a Content-Length that is not a number", plain().replacingOccurrences(of: length, with: "Content-Length: many"), "400"),
             ("no Call-ID", plain().split(separator: "\r\n", omittingEmptySubsequences: false).filter { !$0.hasPrefix("Call-ID") }.joined(separator: "\r\n"), "400"),
-            ("a body that is not SDP", Self.invite(port: port, sdp: String(repeating: "\u{1}\u{2}garbage", count: 50)), "488"),
+            ("a body that is not SDP", SIPProbe.invite(port: port, sdp: String(repeating: "\u{1}\u{2}garbage", count: 50)), "488"),
             ("SDP with no media", plain(), "488"),
         ]
         for (name, request, answer) in hostile {
-            let response = Self.finalResponse(to: request, port: port)
+            let response = await SIPProbe.finalResponse(to: request, port: port)
             #expect(response?.hasPrefix("SIP/2.0 \(answer)") == true, "\(name): \(response?.prefix(60) ?? "no answer")")
         }
         // Not SIP at all: nothing to answer, nothing breaks.
-        #expect(Self.finalResponse(to: "\u{0}\u{1}\u{2} not a request", port: port) == nil)
+        #expect(await SIPProbe.finalResponse(to: "\u{0}\u{1}\u{2} not a request", port: port) == nil)
         // No call is left of them.
         #expect(try await Self.noCallsLeft(bob))
         // The node still takes a call.
@@ -271,18 +231,7 @@ extension RealTimeTests {
         await bob.shutdown()
     }
 
-    static func options(port: Int) -> String {
-        [
-            "OPTIONS sip:127.0.0.1:\(port) SIP/2.0",
-            "Via: SIP/2.0/UDP 127.0.0.1:5999;rport;branch=z9hG4bK\(UUID().uuidString.prefix(8))",
-            "Max-Forwards: 70",
-            "From: <sip:dispatcher@127.0.0.1:5999>;tag=\(UUID().uuidString.prefix(6))",
-            "To: <sip:127.0.0.1:\(port)>",
-            "Call-ID: \(UUID().uuidString)",
-            "CSeq: 1 OPTIONS",
-            "Content-Length: 0", "", "",
-        ].joined(separator: "\r\n")
-    }
+    static func options(port: Int) -> String { SIPProbe.request("OPTIONS", port: port, uri: "sip:127.0.0.1:\(port)") }
 
     /// A proxy's probes: OPTIONS is answered 200 while the node takes calls, 503 with a short
     /// Retry-After while it is at its maximum of calls, and 503 with a long one (and an INVITE
@@ -296,30 +245,30 @@ extension RealTimeTests {
         try await alice.listenSIP(SIPListenSettings(host: "127.0.0.1", port: Self.freePort(), user: "alice"))
         let port = Self.freePort()
         let bobURI = try await bob.listenSIP(SIPListenSettings(host: "127.0.0.1", port: port, user: "bob"))
-        let idle = try #require(Self.finalResponse(to: Self.options(port: port), port: port))
+        let idle = try #require(await SIPProbe.finalResponse(to: Self.options(port: port), port: port))
         #expect(idle.hasPrefix("SIP/2.0 200"), "\(idle.prefix(80))")
         #expect(!idle.contains("Retry-After"))
 
         let events = alice.events()
         let call = try await alice.call(.sip(bobURI))
         _ = try await TwoNodeTests.next(events) { if case .connected(call, _) = $0 { true } else { false } }
-        let full = try #require(Self.finalResponse(to: Self.options(port: port), port: port))
+        let full = try #require(await SIPProbe.finalResponse(to: Self.options(port: port), port: port))
         #expect(full.hasPrefix("SIP/2.0 503") && full.contains("Retry-After: 5"), "\(full.prefix(200))")
 
         try await alice.hangUp(call)
         _ = try await TwoNodeTests.next(events) { if case .ended(call, _, _, _) = $0 { true } else { false } }
         var answer = ""
         for _ in 0..<50 {
-            answer = Self.finalResponse(to: Self.options(port: port), port: port) ?? ""
+            answer = await SIPProbe.finalResponse(to: Self.options(port: port), port: port) ?? ""
             if answer.hasPrefix("SIP/2.0 200") { break }
             try await Task.sleep(for: .milliseconds(20))
         }
         #expect(answer.hasPrefix("SIP/2.0 200"), "not taking calls again after the call ended: \(answer.prefix(80))")
 
         #expect(await bob.drain(grace: .seconds(1)) == 0)
-        let draining = try #require(Self.finalResponse(to: Self.options(port: port), port: port))
+        let draining = try #require(await SIPProbe.finalResponse(to: Self.options(port: port), port: port))
         #expect(draining.hasPrefix("SIP/2.0 503") && draining.contains("Retry-After: 60"), "\(draining.prefix(200))")
-        let refused = try #require(Self.finalResponse(to: Self.invite(port: port, sdp: "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 40000 RTP/AVP 0\r\n"), port: port))
+        let refused = try #require(await SIPProbe.finalResponse(to: SIPProbe.invite(port: port, sdp: "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 40000 RTP/AVP 0\r\n"), port: port))
         #expect(refused.hasPrefix("SIP/2.0 503") && refused.contains("Retry-After: 60"), "\(refused.prefix(200))")
         await alice.shutdown()
         await bob.shutdown()

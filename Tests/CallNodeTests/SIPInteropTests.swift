@@ -72,16 +72,7 @@ struct SIPInteropTests {
 
     /// Types `command` at baresip's prompt through its `cons` module (a UDP datagram).
     static func baresipCommand(_ command: String, port: Int) {
-        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(port).bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bytes = Array((command + "\n").utf8)
-        _ = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, bytes, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
+        SIPProbe.send(command + "\n", port: port)
     }
 
     /// What baresip decoded (its `sndfile` dump, at the codec's rate), one channel.

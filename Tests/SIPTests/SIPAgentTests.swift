@@ -130,64 +130,28 @@ import Glibc
         await first.stop()
     }
 
-    /// Sends `datagram` to 127.0.0.1:`port` over UDP and returns the first reply (nil: none in a second).
-    static func exchange(_ datagram: String, port: Int) -> String? {
-        let descriptor = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        defer { close(descriptor) }
-        var timeout = timeval(tv_sec: 1, tv_usec: 0)
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(port).bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bytes = Array(datagram.utf8)
-        _ = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-                sendto(descriptor, bytes, bytes.count, 0, raw, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        let count = recv(descriptor, &buffer, buffer.count, 0)
-        return count > 0 ? String(decoding: buffer[..<count], as: UTF8.self) : nil
-    }
-
-    static func request(_ method: String, port: Int, headers: [String] = [], body: String = "", contentLength: Int? = nil) -> String {
-        let branch = "z9hG4bK" + UUID().uuidString.prefix(8)
-        var lines = [
-            "\(method) sip:bob@127.0.0.1:\(port) SIP/2.0",
-            "Via: SIP/2.0/UDP 127.0.0.1:5999;rport;branch=\(branch)",
-            "Max-Forwards: 70",
-            "From: <sip:probe@127.0.0.1:5999>;tag=\(UUID().uuidString.prefix(6))",
-            "To: <sip:bob@127.0.0.1:\(port)>",
-            "Call-ID: \(UUID().uuidString)",
-            "CSeq: 1 \(method)",
-        ] + headers
-        lines.append("Content-Length: \(contentLength ?? body.utf8.count)")
-        return lines.joined(separator: "\r\n") + "\r\n\r\n" + body
-    }
-
     @Test func optionsAreAnsweredAndHostileRequestsGetAnswersWhileTheAgentServesOn() async throws {
         let port = Self.freePort()
         let bob = try await Self.agent("bob", port: port)
         let bobEvents = Events(bob)
-        let options = try #require(Self.exchange(Self.request("OPTIONS", port: port), port: port))
+        let options = try #require(await SIPProbe.exchange(SIPProbe.request("OPTIONS", port: port), port: port))
         #expect(options.hasPrefix("SIP/2.0 200"), "\(options.prefix(80))")
         #expect(options.contains("INVITE"), "the Allow header names INVITE")
 
         // Garbage, a huge header, a Content-Length longer than the body, an INVITE whose SDP
         // has no media: each gets an answer or is dropped, and none stops the agent.
-        _ = Self.exchange("\u{1}\u{2}not sip at all\r\n\r\n", port: port)
-        let huge = Self.exchange(Self.request("OPTIONS", port: port, headers: ["X-Huge: " + String(repeating: "a", count: 30_000)]), port: port)
+        _ = await SIPProbe.exchange("\u{1}\u{2}not sip at all\r\n\r\n", port: port)
+        let huge = await SIPProbe.exchange(SIPProbe.request("OPTIONS", port: port, headers: ["X-Huge: " + String(repeating: "a", count: 30_000)]), port: port)
         #expect(huge == nil || huge!.hasPrefix("SIP/2.0"), "\(huge?.prefix(80) ?? "-")")
-        let short = Self.exchange(Self.request("OPTIONS", port: port, body: "v=0", contentLength: 500), port: port)
+        let short = await SIPProbe.exchange(SIPProbe.request("OPTIONS", port: port, body: "v=0", contentLength: 500), port: port)
         #expect(short == nil || short!.hasPrefix("SIP/2.0 4"), "\(short?.prefix(80) ?? "-")")
-        _ = Self.exchange(Self.request("INVITE", port: port, headers: ["Contact: <sip:probe@127.0.0.1:5999>", "Content-Type: application/sdp"],
+        _ = await SIPProbe.exchange(SIPProbe.request("INVITE", port: port, headers: ["Contact: <sip:probe@127.0.0.1:5999>", "Content-Type: application/sdp"],
                                        body: "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n"), port: port)
         let noMedia = try await bobEvents.next(.invite)
         #expect(noMedia.sdp?.contains("m=") == false)
         bob.respond(noMedia.call, status: 488, phrase: "Not Acceptable Here")
 
-        let again = try #require(Self.exchange(Self.request("OPTIONS", port: port), port: port))
+        let again = try #require(await SIPProbe.exchange(SIPProbe.request("OPTIONS", port: port), port: port))
         #expect(again.hasPrefix("SIP/2.0 200"), "the agent still serves: \(again.prefix(80))")
         await bob.stop()
     }
