@@ -14,6 +14,8 @@ public enum LegAction: Sendable, Equatable {
     case cancel(LegTimer)
     /// Silence the microphone or let it be heard (the user's mute and this side's hold together).
     case setMicrophone(muted: Bool)
+    /// Send DTMF digits on the call's audio (RFC 4733 events, one after another).
+    case sendDTMF(String)
     /// Send a new offer for the running call with ``LegState/wantedDirection`` (RFC 3264 hold
     /// and resume), and follow its answer.
     case renegotiate

@@ -95,4 +95,6 @@ public enum LegEvent: Sendable, Equatable {
 public enum LegRequest: Sendable, Equatable {
     case mute(Bool)
     case hold(Bool)
+    /// Send these DTMF digits (RFC 4733 events) on the call's audio; nothing to roll back.
+    case dtmf(String)
 }

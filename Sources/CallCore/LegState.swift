@@ -99,6 +99,15 @@ public struct LegState: Sendable, Equatable {
         return MediaFlow(sending: wanted.sends && peerReceives, receiving: wanted.receives && peerSends, heldHere: held)
     }
 
+    /// Why DTMF digits cannot go now (nil: they can): they travel with the call's audio, so
+    /// only once media runs and while it flows from this side.
+    public var dtmfRefusal: String? {
+        guard phase.hasMedia else { return "the call has no media yet" }
+        if held { return "the call is on hold here: resume it to send digits" }
+        if !peerReceives { return "the other side holds the call: digits would not be heard" }
+        return nil
+    }
+
     /// An offer of this side is out (a restart's or a hold's): answers do not say which offer
     /// they answer, so one at a time.
     public var offerPending: Bool { restartPending || renegotiationPending }
@@ -238,13 +247,21 @@ public struct LegState: Sendable, Equatable {
             }
             return actions
         case let .request(request, id):
+            if case let .dtmf(digits) = request {
+                // Digits go with the call's audio: only while it flows from this side.
+                if let refusal = dtmfRefusal { return [.fail(id, reason: refusal)] }
+                requests[id] = request
+                return [.sendDTMF(digits), .settle(id)]
+            }
             requests[id] = switch request {
             case .mute: .mute(muted)
             case .hold: .hold(held)
+            case .dtmf: request
             }
             let actions: [LegAction] = switch request {
             case let .mute(on): handle(.setMuted(on), now: now)
             case let .hold(on): handle(.setHeld(on), now: now)
+            case .dtmf: []
             }
             return actions + [.settle(id)]
         case let .settled(id, failure):
@@ -254,6 +271,7 @@ public struct LegState: Sendable, Equatable {
             let undo: [LegAction] = switch before {
             case let .mute(on): handle(.setMuted(on), now: now)
             case let .hold(on): handle(.setHeld(on), now: now)
+            case .dtmf: []  // digits not sent stay unsent
             }
             return undo + [.fail(id, reason: failure)]
         case let .peerDirection(receives, sends):

@@ -78,3 +78,26 @@ import Testing
         #expect(caller.handle(.peerAccepted, now: .zero).first == .reportAnswered)
     }
 }
+
+/// DTMF goes through the state like mute and hold: sent while the call's audio flows from this
+/// side, refused with a reason otherwise (it used to be "sent" with no media at all).
+@Suite struct LegDTMFTests {
+    @Test func digitsGoOnlyWhileAudioFlowsFromThisSide() {
+        var ringing = LegState(outgoing: false)
+        #expect(ringing.handle(.request(.dtmf("12"), id: 1), now: .zero) == [.fail(1, reason: "the call has no media yet")])
+
+        var call = LegDecisionTests.connected(outgoing: true)
+        #expect(call.handle(.request(.dtmf("12#"), id: 2), now: .seconds(2)) == [.sendDTMF("12#"), .settle(2)])
+        #expect(call.handle(.settled(id: 2, failure: nil), now: .seconds(2)) == [.fulfil(2)])
+        #expect(call.handle(.request(.dtmf("3"), id: 3), now: .seconds(2)) == [.sendDTMF("3"), .settle(3)])
+        #expect(call.handle(.settled(id: 3, failure: "the encoder is gone"), now: .seconds(2)) == [.fail(3, reason: "the encoder is gone")],
+                "a failure undoes nothing: mute and hold stay as they were")
+        #expect(!call.microphoneMuted && !call.held)
+
+        _ = call.handle(.setHeld(true), now: .seconds(3))
+        #expect(call.handle(.request(.dtmf("4"), id: 4), now: .seconds(3)) == [.fail(4, reason: "the call is on hold here: resume it to send digits")])
+        _ = call.handle(.setHeld(false), now: .seconds(4))
+        _ = call.handle(.peerDirection(receives: false, sends: true), now: .seconds(4))
+        #expect(call.handle(.request(.dtmf("5"), id: 5), now: .seconds(4)) == [.fail(5, reason: "the other side holds the call: digits would not be heard")])
+    }
+}

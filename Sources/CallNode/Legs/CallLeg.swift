@@ -315,12 +315,8 @@ actor CallLeg {
         case let .setMuted(_, muted):
             await request(.mute(muted), for: provider)
         case let .playDTMF(_, digits):
-            do {
-                try await media?.sendDTMF(digits)
-                try? await manager.report(.fulfilled(provider.id))
-            } catch {
-                try? await manager.report(.failed(provider.id, reason: "\(error)"))
-            }
+            // Sent only while the call's audio flows from this side (the state says).
+            await request(.dtmf(digits), for: provider)
         case let .setGroup(_, other):
             // The bridge joins the ports now if media runs, else when it starts.
             group = .some(other)
@@ -445,6 +441,13 @@ actor CallLeg {
                 timers.cancel(timer)
             case let .setMicrophone(muted):
                 do { try await media?.setMuted(muted) } catch { failure = failure ?? error }
+            case let .sendDTMF(digits):
+                do {
+                    guard let media else { throw LegRefusal(description: "the call has no media") }
+                    try await media.sendDTMF(digits)
+                } catch {
+                    failure = failure ?? error
+                }
             case let .startMedia(muted):
                 await startMedia(microphoneMuted: muted)
             case .restartICE:
@@ -595,4 +598,9 @@ actor CallLeg {
 final class WeakLeg: Sendable {
     weak let leg: CallLeg?
     init(_ leg: CallLeg) { self.leg = leg }
+}
+
+/// Why the leg did not do what it was asked, in words for the embedder.
+struct LegRefusal: Error, CustomStringConvertible {
+    let description: String
 }
