@@ -298,6 +298,7 @@ let package = Package(
         // The codec, the frame cipher, voice processing, a node's settings and its control API,
         // each on its own (the node's calls through them are CallNodeTests').
         .testTarget(name: "AudioCodecTests", dependencies: ["AudioCodec", "AudioDevices"]),
+        .testTarget(name: "AudioDevicesTests", dependencies: ["AudioDevices", "TestingPrimitives"]),
         .testTarget(name: "FrameCryptoTests", dependencies: ["FrameCrypto"]),
         .testTarget(name: "VoiceProcessingTests", dependencies: ["VoiceProcessing", "AudioDevices", "CallNodeTestSupport"]),
         .testTarget(name: "NodeSettingsTests", dependencies: ["NodeSettings"]),
