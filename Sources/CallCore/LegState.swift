@@ -81,6 +81,10 @@ public struct LegState: Sendable, Equatable {
         phase = outgoing ? .dialing : .ringing
     }
 
+    /// Whether this side controls ICE (RFC 8445 §6.1.1): the side that makes the first offer
+    /// does — the caller where it offers with its invitation (SIP), the callee otherwise.
+    public var controlsICE: Bool { outgoing == (firstOffer == .byCaller) }
+
     /// Whether the microphone is silenced (muted or held).
     public var microphoneMuted: Bool { muted || held }
 

@@ -101,3 +101,13 @@ import Testing
         #expect(call.handle(.request(.dtmf("5"), id: 5), now: .seconds(4)) == [.fail(5, reason: "the other side holds the call: digits would not be heard")])
     }
 }
+
+/// Who controls ICE is the state's answer, from who offers first.
+@Suite struct LegICERoleTests {
+    @Test func theSideThatOffersFirstControlsICE() {
+        #expect(!LegState(outgoing: true).controlsICE, "node envelopes: the callee offers")
+        #expect(LegState(outgoing: false).controlsICE)
+        #expect(LegState(outgoing: true, firstOffer: .byCaller).controlsICE, "SIP: the caller's INVITE offers")
+        #expect(!LegState(outgoing: false, firstOffer: .byCaller).controlsICE)
+    }
+}

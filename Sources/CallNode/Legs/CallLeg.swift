@@ -299,7 +299,7 @@ actor CallLeg {
             startAction = provider.id
             // The caller's ICE agent gets under way (from the pool if it has one) while the
             // invitation goes out and the callee rings.
-            await ice.prepareEarly(role: state.firstOffer == .byCallee ? .controlled : .controlling)
+            await ice.prepareEarly(role: state.controlsICE ? .controlling : .controlled)
             await dialect.dial()
         case .answer:
             answerAction = provider.id
@@ -336,7 +336,7 @@ actor CallLeg {
     /// it has one) before the call rings.
     func invited(ring: Bool) async {
         // The side that offers first controls ICE (the callee here, unless the caller offered).
-        await ice.prepareEarly(role: state.firstOffer == .byCallee ? .controlling : .controlled)
+        await ice.prepareEarly(role: state.controlsICE ? .controlling : .controlled)
         await legEvent(.signalingReady)
         if ring { await send(.ringing) }
     }
