@@ -196,18 +196,29 @@ import Testing
         }
     }
 
+    /// Frames of 2 ms and a lag of three of them (the bridge counts in samples, and a debug
+    /// build sums 20 ms frames slowly); the microphone and each member's voice are one bit of
+    /// the sample value each, so a frame says exactly whose audio it holds.
+    static let bitFrame = 96
+    static let bitMicrophone: @Sendable (inout [Int16]) -> Void = { frame in for i in frame.indices { frame[i] = 1 } }
+    static let bitVoices: [Int16] = [8, 64, 512]
+
+    /// A bridge with three ports joined in one conference.
+    static func threeMembers() -> (AudioBridge, [BridgePortID]) {
+        var bridge = AudioBridge(maximumLag: 3 * bitFrame)
+        let ports = [bridge.addPort(), bridge.addPort(), bridge.addPort()]
+        bridge.join(ports)
+        return (bridge, ports)
+    }
+
     /// Three members, 300 periods of ticks in shuffled order; one in 100, 20 or 6 ticks of a
     /// member comes one to six frames late, and its ticks then run back to back. Each voice is
     /// one bit of the sample value, the microphone another. Frames of 2 ms and a lag of three of
     /// them: the bridge counts in samples, and a debug build sums 20 ms frames slowly.
     static func conferenceWithLateTicks(seed: Int) -> (problems: [String], heardOthers: Int) {
         var rng = SplitMix64(seed: UInt64(seed))
-        let count = 96
-        var bridge = AudioBridge(maximumLag: 3 * count)
-        let microphone: (inout [Int16]) -> Void = { frame in for i in frame.indices { frame[i] = 1 } }
-        let ports = [bridge.addPort(), bridge.addPort(), bridge.addPort()]
-        bridge.join(ports)
-        let voices: [Int16] = [8, 64, 512]
+        var (bridge, ports) = Self.threeMembers()
+        let (count, microphone, voices) = (Self.bitFrame, Self.bitMicrophone, Self.bitVoices)
         let lateness = [100, 20, 6][seed % 3]
         var due = [0, 0, 0], waiting = [0, 0, 0]
         var heardOthers = 0
@@ -248,12 +259,8 @@ import Testing
     /// it had not added it) is a problem.
     static func conferenceUnderRandomOperations(seed: Int, steps: Int = 3_000) -> [String] {
         var rng = SplitMix64(seed: UInt64(seed))
-        let count = 96
-        var bridge = AudioBridge(maximumLag: 3 * count)
-        let microphone: (inout [Int16]) -> Void = { frame in for i in frame.indices { frame[i] = 1 } }
-        let ports = [bridge.addPort(), bridge.addPort(), bridge.addPort()]
-        bridge.join(ports)
-        let voices: [Int16] = [8, 64, 512]
+        var (bridge, ports) = Self.threeMembers()
+        let (count, microphone, voices) = (Self.bitFrame, Self.bitMicrophone, Self.bitVoices)
         var problems: [String] = []
         for step in 0..<steps {
             let member = Int.random(in: 0..<3, using: &rng)

@@ -504,7 +504,7 @@ actor CallLeg {
             case .reportAnswered:
                 await reportAnswered()
             case let .earlyMediaRefused(reason):
-                failure = failure ?? EarlyMediaRefusal(description: reason)
+                failure = failure ?? LegRefusal(description: reason)
             case let .settle(id):
                 let reason = failure.map { "\($0)" }
                 post(.event(.settled(id: id, failure: reason), done: nil))
@@ -591,16 +591,10 @@ actor CallLeg {
         queue.finish()
         await report(.released)
     }
-
 }
 
 /// A weak reference to a leg for the tasks it starts, so they do not keep it alive.
 final class WeakLeg: Sendable {
     weak let leg: CallLeg?
     init(_ leg: CallLeg) { self.leg = leg }
-}
-
-/// Why the leg did not do what it was asked, in words for the embedder.
-struct LegRefusal: Error, CustomStringConvertible {
-    let description: String
 }

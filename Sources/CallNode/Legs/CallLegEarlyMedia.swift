@@ -42,7 +42,8 @@ extension CallLeg {
     }
 }
 
-/// Why the embedder's early media cannot start (the leg's state said so).
-struct EarlyMediaRefusal: Error, CustomStringConvertible {
+/// Why the leg did not do what it was asked (early media the state refused, digits with no
+/// media to carry them), in words for the embedder.
+struct LegRefusal: Error, CustomStringConvertible {
     let description: String
 }
