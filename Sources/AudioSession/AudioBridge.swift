@@ -30,11 +30,16 @@ public enum BridgePortMode: Sendable, Equatable {
 ///   device once every live port has added its part, so one port alone plays with no added
 ///   delay and several are summed sample for sample. A port more than ``maximumLag`` behind
 ///   the others is not waited for; what it plays later joins the timeline where it stands.
-/// - **Conferences**: what members play is also summed into the conference's mix at its
-///   place on the playback timeline; each member hears the mix, less its own part, up to
-///   where every other live member has played.
+/// - **Conferences**: what a member plays also waits in its own short queue; the
+///   conference's mix is formed from every member's queue as the microphone is read (on the
+///   capture timeline, one frame per period however the ticks are ordered), and each member
+///   hears the mix less its own part. A member whose ticks come late is missing from the
+///   frames formed while it was away and is heard again, its queue's frames in order, once it
+///   plays; a member that reads late reads the frames it missed from the kept mix. So nobody
+///   waits for anybody.
 ///
-/// The anchors are PJSIP's conference bridge and baresip's `aumix`. Plain value, no locking:
+/// The anchors are PJSIP's conference bridge and baresip's `aumix` (a buffer per source, read
+/// once per period into the mix). Plain value, no locking:
 /// ``SessionDevices`` holds it under its lock and tests drive it directly.
 public struct AudioBridge: Sendable {
     struct Port: Sendable {
@@ -45,31 +50,99 @@ public struct AudioBridge: Sendable {
         var captureCursor: Int?
         /// Where the port adds next on the playback timeline (nil until its first write).
         var playbackCursor: Int?
-        /// Where the port next hears its conference, on the playback timeline (nil until it
-        /// first hears the others).
+        /// Where the port next hears its conference, on the mix's timeline (nil until it first
+        /// hears the others).
         var mixCursor: Int?
+        /// How much the port has read while in the conference (see ``ConferenceMix/front``).
+        var conferenceReads: Int?
+        /// What the port played that the conference's mix has not taken yet, oldest first.
+        var queued = PlayedQueue()
+        /// The fewest samples left queued after the mix took its part, over the last
+        /// ``AudioBridge/queueWindow`` times it did: a queue that never runs down holds
+        /// latency nobody needs.
+        var queueLow = Int.max
+        var queueTakes = 0
         /// What the port added to its conference's mix, sample for sample with the mix's sums
-        /// (from the mix's start; none past its end): taken back out of what it hears. Kept
-        /// aligned with the mix rather than with the port's own writes, so a write that lands
-        /// after a gap (the port's ticks came late and the timeline had moved on) cannot lose
-        /// the record of what it added before it, which the port would then hear.
+        /// (from the mix's start; none past its end): taken back out of what it hears, so it
+        /// never hears itself whatever the order of its operations.
         var own: [Int32] = []
 
-        /// Forgets where it heard the conference and what it added to it.
-        mutating func resetConference() {
-            mixCursor = nil
+        mutating func leftConference() {
+            conference = nil
+            resetHearing()
             own.removeAll(keepingCapacity: true)
+        }
+
+        /// Forgets where it heard the conference and what it had queued for it. (What it added
+        /// to the mix stays recorded while it is a member: it may still read there.)
+        mutating func resetHearing() {
+            mixCursor = nil
+            conferenceReads = nil
+            queued.removeAll()
+            queueLow = Int.max
+            queueTakes = 0
         }
     }
 
-    /// A conference's mix: every active member's played audio summed at its place on the
-    /// playback timeline, for [start, start + sums.count). A member hears the mix less its own
-    /// part, where every other member has played: one sum per sample however many members
-    /// (a buffer per pair of members grew with the square of the conference).
+    /// What a conference member played that the mix has not taken yet, oldest first: a ring
+    /// that allocates once, at its first frame.
+    struct PlayedQueue: Sendable {
+        private var samples: [Int16] = []
+        private var head = 0
+        private(set) var count = 0
+
+        /// Appends `played`; beyond `capacity` samples the oldest give way.
+        mutating func append(_ played: [Int16], keeping capacity: Int) {
+            if samples.count != capacity { (samples, head, count) = ([Int16](repeating: 0, count: capacity), 0, 0) }
+            let incoming = min(played.count, capacity)
+            drop(count + incoming - capacity)
+            var tail = (head + count) % capacity, from = played.count - incoming, left = incoming
+            played.withUnsafeBufferPointer { source in
+                samples.withUnsafeMutableBufferPointer { ring in
+                    while left > 0 {
+                        let run = min(left, capacity - tail)
+                        (ring.baseAddress! + tail).update(from: source.baseAddress! + from, count: run)  // both hold the run
+                        (tail, from, left) = ((tail + run) % capacity, from + run, left - run)
+                    }
+                }
+            }
+            count += incoming
+        }
+
+        /// Hands the oldest `taken` samples to `body` (in at most two runs, each with its offset
+        /// from the first), then lets them go.
+        mutating func take(_ taken: Int, _ body: (UnsafeBufferPointer<Int16>, Int) -> Void) {
+            let taken = min(taken, count)
+            guard taken > 0 else { return }
+            let first = min(taken, samples.count - head)
+            samples.withUnsafeBufferPointer { all in
+                body(UnsafeBufferPointer(rebasing: all[head..<(head + first)]), 0)
+                if first < taken { body(UnsafeBufferPointer(rebasing: all[0..<(taken - first)]), first) }
+            }
+            drop(taken)
+        }
+
+        mutating func drop(_ dropped: Int) {
+            let dropped = min(dropped, count)
+            guard dropped > 0 else { return }
+            head = (head + dropped) % samples.count
+            count -= dropped
+        }
+
+        mutating func removeAll() { (head, count) = (0, 0) }
+    }
+
+    /// A conference's mix: what every active member had queued, summed as the microphone is
+    /// read, for [start, start + sums.count) of the capture timeline. A member hears the mix
+    /// less its own part: one sum per sample however many members (a buffer per pair of
+    /// members grew with the square of the conference).
     struct ConferenceMix: Sendable {
         var start = 0
         var sums: [Int32] = []
         var end: Int { start + sums.count }
+        /// The most any member has read since it joined (members count from the front when
+        /// they join): the mix is formed to here (its end), whatever order the members tick in.
+        var front = 0
     }
 
     /// What a write produced for the device: samples to play, or a stretch to fill as skipped
@@ -82,6 +155,15 @@ public struct AudioBridge: Sendable {
     /// How far (in samples) a port may fall behind the others before the bridge stops keeping
     /// audio for it or waiting for it.
     public let maximumLag: Int
+
+    /// How far behind the others a conference member may fall (its ticks late) and still hear
+    /// all it missed once its ticks run back to back; further behind, it hears the newest again.
+    /// Four lags (240 ms by default): the mix is kept that long; nobody on time hears later.
+    var catchUpWindow: Int { 4 * maximumLag }
+
+    /// How many times the mix takes from a member's queue before a queue that never ran below
+    /// a frame gives a frame up (once a second with 20 ms frames).
+    static let queueWindow = 25
 
     private(set) var ports: [BridgePortID: Port] = [:]
     private var mixes: [Int: ConferenceMix] = [:]
@@ -137,7 +219,7 @@ public struct AudioBridge: Sendable {
         guard var port = ports[id], port.mode != mode else { return [] }
         port.mode = mode
         port.captureCursor = nil
-        port.mixCursor = nil
+        port.resetHearing()
         ports[id] = port
         trimCapture()
         return flush()
@@ -150,6 +232,8 @@ public struct AudioBridge: Sendable {
         guard ports[id] != nil else { return [] }
         if capture {
             ports[id]?.captureCursor = nil
+            ports[id]?.mixCursor = nil
+            ports[id]?.conferenceReads = nil
             return []
         }
         ports[id]?.playbackCursor = nil
@@ -166,7 +250,6 @@ public struct AudioBridge: Sendable {
         for id in members where ports[id]?.conference != conference {
             leaveConference(id)
             ports[id]?.conference = conference
-            ports[id]?.resetConference()
         }
     }
 
@@ -179,13 +262,9 @@ public struct AudioBridge: Sendable {
             for sample in 0..<min(own.count, mix.sums.count) { mix.sums[sample] -= own[sample] }
             mixes[conference] = mix
         }
-        ports.values[index].conference = nil
-        ports.values[index].resetConference()
+        ports.values[index].leftConference()
         let rest = ports.filter { $0.value.conference == conference }.map(\.key)
-        if rest.count == 1 {
-            ports[rest[0]]?.conference = nil
-            ports[rest[0]]?.resetConference()
-        }
+        if rest.count == 1 { ports[rest[0]]?.leftConference() }
         if rest.count <= 1 { mixes[conference] = nil }
     }
 
@@ -245,31 +324,35 @@ public struct AudioBridge: Sendable {
     }
 
     /// Adds what the port's conference played to `frame`, less the port's own part, summed
-    /// wide and saturated once: the next stretch every other live member has played (the mix
-    /// is read where it is complete, so a member that plays later in the period is not missed;
-    /// a member hears the others up to a frame later than they played).
+    /// wide and saturated once: the port's next stretch of the mix, formed from the members'
+    /// queues by the first member to read in each period. A port that read late reads what it
+    /// missed; one further behind than ``catchUpWindow`` starts again at the newest frame.
     private mutating func hearConference(_ index: Dictionary<BridgePortID, Port>.Index, into frame: inout [Int16]) {
-        guard let conference = ports.values[index].conference, let mix = mixes[conference] else { return }
-        let id = ports.keys[index], count = frame.count
-        // Where every other live member has played to: members further behind than the lag
-        // (stopped, paused) are not waited for, as on the output.
-        var ahead = Int.min
-        for (other, port) in ports where other != id && port.conference == conference && port.mode == .active {
-            if let cursor = port.playbackCursor { ahead = max(ahead, cursor) }
+        guard let conference = ports.values[index].conference else { return }
+        let count = frame.count
+        var mix = mixes[conference] ?? ConferenceMix()
+        mixes[conference] = nil  // held here while it changes: no second reference to copy
+        defer { mixes[conference] = mix }
+        // How much this member has read in the conference. One in step with the others moves
+        // the front and forms that much more of the mix; one catching up (its ticks came late
+        // and now run back to back) reads what was formed while it was away. A member reading
+        // more often than the others (late from its first read, or further behind than the
+        // window) gets at most a frame ahead of them: it cannot run the mix ahead of time and
+        // empty their queues.
+        var reads = ports.values[index].conferenceReads ?? (mix.front - count)
+        if reads < mix.front - catchUpWindow { reads = mix.front - count }
+        reads += count
+        ports.values[index].conferenceReads = reads
+        if reads > mix.front {
+            form(&mix, conference: conference, count: reads - mix.front)
+            mix.front = reads
         }
-        guard ahead > Int.min else { return }
-        var complete = Int.max
-        for (other, port) in ports where other != id && port.conference == conference && port.mode == .active {
-            if let cursor = port.playbackCursor, cursor >= ahead - maximumLag { complete = min(complete, cursor) }
-        }
-        complete = min(complete, mix.end)
-        var cursor = ports.values[index].mixCursor ?? (complete - count)
-        if cursor < complete - maximumLag { cursor = complete - count }
-        cursor = max(cursor, mix.start)
-        let available = min(count, complete - cursor)
+        let newest = max(mix.start, mix.end - count)
+        var cursor = ports.values[index].mixCursor ?? newest
+        if cursor < mix.start || cursor < mix.end - catchUpWindow { cursor = newest }
+        let available = min(count, mix.end - cursor)
         guard available > 0 else { return }
         if sums.count != count { sums = [Int32](repeating: 0, count: count) }
-        let own = ports.values[index].own
         sums.withUnsafeMutableBufferPointer { wide in
             frame.withUnsafeBufferPointer { microphone in
                 mix.sums.withUnsafeBufferPointer { all in
@@ -277,7 +360,7 @@ public struct AudioBridge: Sendable {
                 }
                 for sample in available..<count { wide[sample] = Int32(microphone[sample]) }
             }
-            own.withUnsafeBufferPointer { mine in
+            ports.values[index].own.withUnsafeBufferPointer { mine in
                 // The port's own part of that stretch, where it played there.
                 let from = cursor - mix.start, to = min(from + available, mine.count)
                 if from < to {
@@ -291,57 +374,99 @@ public struct AudioBridge: Sendable {
             }
         }
         ports.values[index].mixCursor = cursor + available
-        trimMix(conference)
+        trimMix(&mix, conference: conference)
     }
 
-    /// Adds a conference member's played samples at `position` to its conference's mix, and
-    /// to the member's own part at the same place.
-    private mutating func addToMix(_ index: Dictionary<BridgePortID, Port>.Index, conference: Int, at position: Int, _ samples: [Int16]) {
-        var mix = mixes[conference] ?? ConferenceMix(start: position)
-        let skip = max(0, mix.start - position)  // a stretch already let go
-        guard skip < samples.count else { return }
-        mixes[conference] = nil  // held here while it changes: no second reference to copy
-        let base = position - mix.start, end = base + samples.count
-        if end > mix.sums.count { mix.sums.append(contentsOf: repeatElement(0, count: end - mix.sums.count)) }
-        if end > ports.values[index].own.count {
-            ports.values[index].own.append(contentsOf: repeatElement(0, count: end - ports.values[index].own.count))
-        }
-        samples.withUnsafeBufferPointer { played in
-            mix.sums.withUnsafeMutableBufferPointer { all in
-                for sample in skip..<played.count { all[base + sample] += Int32(played[sample]) }
-            }
+    /// The mix's next `count` samples: what each active member has queued, up to `count` of
+    /// it (a member with less queued, its ticks late, is missing from the rest), recorded as
+    /// its own part too.
+    private mutating func form(_ mix: inout ConferenceMix, conference: Int, count: Int) {
+        let base = mix.sums.count
+        mix.sums.append(contentsOf: repeatElement(0, count: count))
+        for index in memberIndices(conference) {
+            // Its own part stays aligned with the mix (a member that joined late has none).
+            let missing = base + count - ports.values[index].own.count
+            if missing > 0 { ports.values[index].own.append(contentsOf: repeatElement(0, count: missing)) }
+            let queuedCount = ports.values[index].queued.count
+            guard queuedCount > 0 else { continue }
+            let taken = ports.values[index].mode == .active ? min(count, queuedCount) : 0
+            var queue = ports.values[index].queued  // only its place changes: no copy
             ports.values[index].own.withUnsafeMutableBufferPointer { mine in
-                for sample in skip..<played.count { mine[base + sample] += Int32(played[sample]) }
+                mix.sums.withUnsafeMutableBufferPointer { all in
+                    queue.take(taken) { played, at in
+                        for sample in 0..<played.count {
+                            let value = Int32(played[sample])
+                            all[base + at + sample] += value
+                            mine[base + at + sample] = value
+                        }
+                    }
+                }
+            }
+            ports.values[index].queued = queue
+            // A queue that never ran down to less than a frame in the window gives one up: its
+            // member is heard a frame sooner from then on.
+            ports.values[index].queueLow = min(ports.values[index].queueLow, queuedCount - taken)
+            ports.values[index].queueTakes += 1
+            if ports.values[index].queueTakes >= Self.queueWindow {
+                if ports.values[index].queueLow >= count { ports.values[index].queued.drop(count) }
+                ports.values[index].queueLow = Int.max
+                ports.values[index].queueTakes = 0
             }
         }
-        mixes[conference] = mix
+    }
+
+    /// Queues what a conference member played for the mix, keeping no more than the lag (the
+    /// oldest goes: a member whose ticks ran back to back is not heard later from then on).
+    private mutating func enqueue(_ index: Dictionary<BridgePortID, Port>.Index, _ samples: [Int16]) {
+        ports.values[index].queued.append(samples, keeping: 2 * maximumLag)
     }
 
     /// Lets go of the stretch of a conference's mix every member has heard, or that is further
     /// back than any member may still read.
-    private mutating func trimMix(_ conference: Int) {
-        guard var mix = mixes[conference] else { return }
-        // A member reads no further back than the lag behind where all have played, which is
-        // itself no more than the lag behind the newest.
-        var oldest = mix.end - 2 * maximumLag
-        // Sooner once every member has heard a stretch (one that has not yet heard anything
-        // may start a frame behind where the others have played).
+    private mutating func trimMix(_ mix: inout ConferenceMix, conference: Int) {
+        // A member reads no further back than two lags behind the newest.
+        var oldest = mix.end - catchUpWindow
+        // Sooner once every member has heard a stretch.
         var readers = Int.max
         for port in ports.values where port.conference == conference {
             readers = min(readers, port.mixCursor ?? Int.min)
         }
         oldest = max(oldest, min(readers, mix.end))
         let drop = min(mix.sums.count, oldest - mix.start)
-        // In steps of a few frames: each drop moves what is kept.
-        guard drop >= 4_800 else { return }
-        mixes[conference] = nil
-        mix.sums.removeFirst(drop)
+        // In steps at least as long as what is kept: each drop moves what is kept, so that is
+        // at most one sample moved per sample formed.
+        guard drop >= max(4_800, catchUpWindow) else { return }
+        Self.dropFirst(drop, of: &mix.sums)
         mix.start += drop
-        mixes[conference] = mix
         // The members' own parts stay aligned with it.
-        for index in ports.indices where ports.values[index].conference == conference {
-            ports.values[index].own.removeFirst(min(drop, ports.values[index].own.count))
+        for index in memberIndices(conference) {
+            Self.dropFirst(drop, of: &ports.values[index].own)
         }
+    }
+
+    /// Where the conference's members are in `ports`. Collected first: iterating
+    /// `ports.indices` holds the dictionary's storage, and a change to a port while it is held
+    /// copies the storage and then each array the port changes.
+    private func memberIndices(_ conference: Int) -> [Dictionary<BridgePortID, Port>.Index] {
+        var indices: [Dictionary<BridgePortID, Port>.Index] = []
+        var index = ports.startIndex
+        while index != ports.endIndex {
+            if ports.values[index].conference == conference { indices.append(index) }
+            ports.formIndex(after: &index)
+        }
+        return indices
+    }
+
+    /// Removes the first `count` values (or all there are) keeping the array's storage, so the
+    /// appends that follow do not allocate again.
+    private static func dropFirst(_ count: Int, of values: inout [Int32]) {
+        let count = min(count, values.count)
+        guard count > 0 else { return }
+        let kept = values.count - count
+        values.withUnsafeMutableBufferPointer { all in
+            if kept > 0 { all.baseAddress!.update(from: all.baseAddress! + count, count: kept) }  // overlapping: memmove
+        }
+        values.removeLast(count)
     }
 
     private static func silence(_ samples: inout [Int16]) {
@@ -359,6 +484,8 @@ public struct AudioBridge: Sendable {
             captureHead = cursor
         }
         port.captureCursor = cursor
+        port.mixCursor = nil  // it hears the conference again from its newest frame
+        port.conferenceReads = port.conferenceReads.map { $0 + count }  // the time went by
         ports[id] = port
         trimCapture()
     }
@@ -409,13 +536,15 @@ public struct AudioBridge: Sendable {
     }
 
     private mutating func add(_ id: BridgePortID, count: Int, samples played: [Int16]?, into outputs: inout [Output]) {
-        guard count > 0, var port = ports[id] else { return }
+        // Through the port's index, never a copy of it: a copy would share its queue, and the
+        // queue's next append would copy it whole.
+        guard count > 0, let index = ports.index(forKey: id) else { return }
         // A held port plays silence: nobody hears it, and the output keeps its pace (a
         // recording stays as long as the call, a device does not run dry).
-        let held = port.mode == .held && played != nil
+        let held = ports.values[index].mode == .held && played != nil
         // Audio that comes after its place was written joins the timeline where it stands; a
         // skip is not moved (what the others already covered is not skipped twice).
-        let start = port.playbackCursor ?? flushed
+        let start = ports.values[index].playbackCursor ?? flushed
         let cursor = played == nil ? start : max(start, flushed)
         let end = cursor + count - flushed
         if end > pending.count {
@@ -432,19 +561,17 @@ public struct AudioBridge: Sendable {
             if !held {
                 pending.withUnsafeMutableBufferPointer { sums in
                     samples.withUnsafeBufferPointer { frame in
-                        for index in 0..<count { sums[base + index] += Int32(frame[index]) }
+                        for sample in 0..<count { sums[base + sample] += Int32(frame[sample]) }
                     }
                 }
             }
             touched.withUnsafeMutableBufferPointer { marks in
-                for index in 0..<count { marks[base + index] = true }
+                for sample in 0..<count { marks[base + sample] = true }
             }
         }
-        port.playbackCursor = cursor + count
-        let conference = port.conference
-        ports[id] = port
-        if let samples = played, !held, let conference, let index = ports.index(forKey: id) {
-            addToMix(index, conference: conference, at: cursor, samples)
+        ports.values[index].playbackCursor = cursor + count
+        if let samples = played, !held, ports.values[index].conference != nil {
+            enqueue(index, samples)
         }
         flush(into: &outputs)
     }

@@ -33,6 +33,11 @@ public final class TestLock: Sendable {
     /// counts (and the real-time call tests, whose media starves beside seventy seconds of ICE
     /// agents on two cores).
     public static let processResources = TestLock()
+    /// Shared: each network test bed while it runs (two or three debug node processes and
+    /// their namespaces). Exclusive: a suite that judges what a load of its own does to calls
+    /// in real time, which a bed starting beside it would disturb as much (see
+    /// ``Trait/apartFromNetworkBeds``). Taken before ``processResources``, never inside it.
+    public static let networkBeds = TestLock()
 
     public init() {}
 
@@ -185,7 +190,9 @@ public struct NetworkBedSlotTrait: TestTrait, SuiteTrait, TestScoping {
             return await BackgroundTeardown.finish()
         }
         try await Self.slots.withSlots(1) {
-            try await TestLock.processResources.withSharedLock { try await function() }
+            try await TestLock.networkBeds.withSharedLock {
+                try await TestLock.processResources.withSharedLock { try await function() }
+            }
         }
     }
 }
@@ -193,6 +200,18 @@ public struct NetworkBedSlotTrait: TestTrait, SuiteTrait, TestScoping {
 extension Trait where Self == NetworkBedSlotTrait {
     /// The test builds a network test bed of its own (one of ``NetworkBedSlotTrait/capacity``).
     public static var networkBedSlot: Self { NetworkBedSlotTrait() }
+}
+
+/// A real-time suite that runs with no network test bed beside it: it judges what its own load
+/// does to calls in real time. Its lane holds ``TestLock/networkBeds`` exclusively, taken
+/// before the lane (so that it does not keep a lane idle while the beds finish).
+public struct ApartFromNetworkBedsTrait: SuiteTrait {
+    public var isRecursive: Bool { false }
+}
+
+extension Trait where Self == ApartFromNetworkBedsTrait {
+    /// The suite runs with no network test bed beside it.
+    public static var apartFromNetworkBeds: Self { ApartFromNetworkBedsTrait() }
 }
 
 /// The real-time suites (`RealTimeTests` and the suites nested in it): each nested suite runs its
@@ -224,8 +243,18 @@ public struct RealTimeLaneTrait: TestTrait, SuiteTrait, TestScoping {
         // The outermost suite and suites inside a lane pass through.
         guard test.id.nameComponents.count >= 2, !Self.inLane else { return try await function() }
         let alone = test.traits.contains { $0 is RealTimeAloneTrait }
-        try await Self.slots.withSlots(alone ? Self.lanes : 1) {
-            try await Self.$inLane.withValue(true) { try await function() }
+        try await withoutNetworkBeds(test.traits.contains { $0 is ApartFromNetworkBedsTrait }) {
+            try await Self.slots.withSlots(alone ? Self.lanes : 1) {
+                try await Self.$inLane.withValue(true) { try await function() }
+            }
+        }
+    }
+
+    private func withoutNetworkBeds(_ apart: Bool, _ body: () async throws -> Void) async throws {
+        if apart {
+            try await TestLock.networkBeds.withLock { try await body() }
+        } else {
+            try await body()
         }
     }
 }
