@@ -31,9 +31,9 @@ public enum BridgePortMode: Sendable, Equatable {
 ///   delay and several are summed sample for sample. A port more than ``maximumLag`` behind
 ///   the others is not waited for; what it plays later joins the timeline where it stands.
 /// - **Conferences**: what a member plays also waits in its own short queue; the
-///   conference's mix is formed from every member's queue as the microphone is read (on the
-///   capture timeline, one frame per period however the ticks are ordered), and each member
-///   hears the mix less its own part. A member whose ticks come late is missing from the
+///   conference's mix is formed from every member's queue by the first member to read in a
+///   period (one frame per period however the ticks are ordered), and each member hears the
+///   mix less its own part. A member whose ticks come late is missing from the
 ///   frames formed while it was away and is heard again, its queue's frames in order, once it
 ///   plays; a member that reads late reads the frames it missed from the kept mix. So nobody
 ///   waits for anybody.
@@ -132,9 +132,9 @@ public struct AudioBridge: Sendable {
         mutating func removeAll() { (head, count) = (0, 0) }
     }
 
-    /// A conference's mix: what every active member had queued, summed as the microphone is
-    /// read, for [start, start + sums.count) of the capture timeline. A member hears the mix
-    /// less its own part: one sum per sample however many members (a buffer per pair of
+    /// A conference's mix: what every active member had queued, summed as the members read,
+    /// for [start, start + sums.count) of its own timeline. A member hears the mix less its
+    /// own part: one sum per sample however many members (a buffer per pair of
     /// members grew with the square of the conference).
     struct ConferenceMix: Sendable {
         var start = 0
