@@ -12,8 +12,8 @@ import Glibc
 /// The control API under load while calls run in real time: requests at 200 a second, a
 /// reader of events that never reads and one that does, and ten calls whose audio is checked
 /// before and during the load (what each caller sent, found frame by frame in what the node
-/// recorded of that call). Apart from the network beds as well as the other real-time suites:
-/// beds starting beside it (namespaces, coturn, three debug nodes each) took the ten calls'
+/// recorded of that call). Alone among the real-time suites, and no network bed starts while
+/// it runs: two beds starting beside it (namespaces, coturn, debug nodes) took the ten calls'
 /// tone from 100 % to 88 % of frames in one full run, the API's requests having no part in it.
 extension RealTimeTests {
 @Suite(.serialized, .realTimeAlone, .apartFromNetworkBeds) struct ControlLoadTests {

@@ -33,11 +33,12 @@ public final class TestLock: Sendable {
     /// counts (and the real-time call tests, whose media starves beside seventy seconds of ICE
     /// agents on two cores).
     public static let processResources = TestLock()
-    /// Shared: each network test bed while it runs (two or three debug node processes and
-    /// their namespaces). Exclusive: a suite that judges what a load of its own does to calls
-    /// in real time, which a bed starting beside it would disturb as much (see
-    /// ``Trait/apartFromNetworkBeds``). Taken before ``processResources``, never inside it.
-    public static let networkBeds = TestLock()
+    /// A gate network test beds pass (shared, for a moment) before they start; a suite that
+    /// judges what a load of its own does to calls in real time holds it exclusively while it
+    /// runs (``Trait/apartFromNetworkBeds``): no bed starts beside it (a bed's start, its
+    /// namespaces, coturn and debug nodes, is the heaviest part of it). Beds already running
+    /// are not waited for: that kept the real-time lanes or the beds idle for minutes.
+    public static let networkBedStarts = TestLock()
 
     public init() {}
 
@@ -190,9 +191,8 @@ public struct NetworkBedSlotTrait: TestTrait, SuiteTrait, TestScoping {
             return await BackgroundTeardown.finish()
         }
         try await Self.slots.withSlots(1) {
-            try await TestLock.networkBeds.withSharedLock {
-                try await TestLock.processResources.withSharedLock { try await function() }
-            }
+            await TestLock.networkBedStarts.withSharedLock {}
+            try await TestLock.processResources.withSharedLock { try await function() }
         }
     }
 }
@@ -202,15 +202,14 @@ extension Trait where Self == NetworkBedSlotTrait {
     public static var networkBedSlot: Self { NetworkBedSlotTrait() }
 }
 
-/// A real-time suite that runs with no network test bed beside it: it judges what its own load
-/// does to calls in real time. Its lane holds ``TestLock/networkBeds`` exclusively, taken
-/// before the lane (so that it does not keep a lane idle while the beds finish).
+/// A real-time suite during which no network test bed starts: it judges what its own load
+/// does to calls in real time. Its lane holds ``TestLock/networkBedStarts`` exclusively.
 public struct ApartFromNetworkBedsTrait: SuiteTrait {
     public var isRecursive: Bool { false }
 }
 
 extension Trait where Self == ApartFromNetworkBedsTrait {
-    /// The suite runs with no network test bed beside it.
+    /// No network test bed starts while the suite runs.
     public static var apartFromNetworkBeds: Self { ApartFromNetworkBedsTrait() }
 }
 
@@ -243,18 +242,15 @@ public struct RealTimeLaneTrait: TestTrait, SuiteTrait, TestScoping {
         // The outermost suite and suites inside a lane pass through.
         guard test.id.nameComponents.count >= 2, !Self.inLane else { return try await function() }
         let alone = test.traits.contains { $0 is RealTimeAloneTrait }
-        try await withoutNetworkBeds(test.traits.contains { $0 is ApartFromNetworkBedsTrait }) {
-            try await Self.slots.withSlots(alone ? Self.lanes : 1) {
-                try await Self.$inLane.withValue(true) { try await function() }
+        let apart = test.traits.contains { $0 is ApartFromNetworkBedsTrait }
+        try await Self.slots.withSlots(alone ? Self.lanes : 1) {
+            try await Self.$inLane.withValue(true) {
+                if apart {
+                    try await TestLock.networkBedStarts.withLock { try await function() }
+                } else {
+                    try await function()
+                }
             }
-        }
-    }
-
-    private func withoutNetworkBeds(_ apart: Bool, _ body: () async throws -> Void) async throws {
-        if apart {
-            try await TestLock.networkBeds.withLock { try await body() }
-        } else {
-            try await body()
         }
     }
 }

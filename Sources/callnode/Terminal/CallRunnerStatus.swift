@@ -22,12 +22,13 @@ extension CallRunner {
         let load = s.encoding == .opus ? Self.loadNote(configured: node.configuration.media, current: s.opusComplexity) : nil
         // Each part with its rank: on a narrow terminal the lowest-ranked go first, so who the
         // call is with, the keys and whether audio gets through stay (the security code was
-        // printed when the call was secured).
+        // printed when the call was secured). The keys outrank the busy-host note: on a loaded
+        // host a 60-column terminal used to keep the note and lose the keys.
         let parts: [(text: String?, rank: Int)] = [
             ("● \(what)\(with)\(others)", 0), (e2e, 5), ("pair \(pair)", 7), ("RTT \(rtt)", 4),
             ("loss \(s.packetsLost)", 3), ("jitter \(EventJSON.milliseconds(s.jitter)) ms", 6),
             ("\(s.sendBitrate / 1000)/\(s.receiveBitrate / 1000) kbit/s" + (s.encoding == .opus ? "" : " \(s.encoding.rtpName)"), 8),
-            ("level \(Int(s.sendLevel))/\(Int(s.receiveLevel)) dB", 9), (load, 1), (keys, 2),
+            ("level \(Int(s.sendLevel))/\(Int(s.receiveLevel)) dB", 9), (load, 2), (keys, 1),
         ]
         let line = Terminal.statusLine(parts.compactMap { part in part.text.map { ($0, part.rank) } }, columns: Terminal.columns())
         // One row, redrawn in place: a line wider than the terminal would wrap, and each redraw
