@@ -121,6 +121,17 @@ final class BrowserNetwork {
         }
     }
 
+    /// The node's next incoming call (the page's), within 30 s; when none comes, the error
+    /// carries the end of Chromium's log (a page that never loaded says why there).
+    func incoming(_ events: AsyncStream<NodeEvent>) async throws -> NodeEvent {
+        do {
+            return try await RealTimeTests.TwoNodeTests.next(events, within: .seconds(30), where: { if case .incoming = $0 { true } else { false } })
+        } catch {
+            let log = (try? String(contentsOfFile: directory + "/chromium.log", encoding: .utf8)) ?? "(no log)"
+            throw TestFailure("\(error); Chromium's log ends:\n" + log.split(separator: "\n").suffix(25).joined(separator: "\n"))
+        }
+    }
+
     /// The first console line containing `text`, waiting up to `timeout`.
     func waitForConsole(_ text: String, timeout: Duration = .seconds(20)) async throws {
         let deadline = ContinuousClock.now + timeout
@@ -203,9 +214,7 @@ struct BrowserCallTests {
         let events = node.events()
         try network.open("http://\(web)/#secret=\(Self.secret)&call=1&stats=1&raw=1&hangup=7&name=chromium", microphone: browserSpeech)
 
-        guard case let .incoming(call, from, name, _) = try await TwoNodeTests.next(events, within: .seconds(30), where: {
-            if case .incoming = $0 { true } else { false }
-        }) else { return }
+        guard case let .incoming(call, from, name, _) = try await network.incoming(events) else { return }
         #expect(from == WebSignalingServer.pagePeer && name == "chromium")
         guard case let .secured(_, security) = try await TwoNodeTests.next(events, where: { if case .secured(call, _) = $0 { true } else { false } })
         else { return }
@@ -253,9 +262,7 @@ struct BrowserCallTests {
         }
         let events = node.events()
         try network.open("http://\(web)/#secret=\(Self.secret)&call=1&stats=1&raw=1&hangup=5&name=wrong", microphone: browserSpeech)
-        guard case let .incoming(call, _, _, _) = try await TwoNodeTests.next(events, within: .seconds(30), where: {
-            if case .incoming = $0 { true } else { false }
-        }) else { return }
+        guard case let .incoming(call, _, _, _) = try await network.incoming(events) else { return }
         guard case let .statistics(_, heard) = try await TwoNodeTests.next(events, within: .seconds(30), where: {
             if case let .statistics(call2, s) = $0 { call2 == call && s.packetsReceived > 100 } else { false }
         }) else { return }
@@ -280,9 +287,7 @@ struct BrowserCallTests {
         let (node, web) = try await Self.node(network, speech: nodeSpeech, recording: recording, https: true)
         let events = node.events()
         try network.open("https://\(web)/#secret=\(Self.secret)&call=1&stats=1&raw=1&hangup=5&name=secure", microphone: browserSpeech)
-        guard case let .incoming(call, _, name, _) = try await TwoNodeTests.next(events, within: .seconds(30), where: {
-            if case .incoming = $0 { true } else { false }
-        }) else { return }
+        guard case let .incoming(call, _, name, _) = try await network.incoming(events) else { return }
         #expect(name == "secure")
         guard case let .secured(_, security) = try await TwoNodeTests.next(events, where: { if case .secured(call, _) = $0 { true } else { false } })
         else { return }
