@@ -17,10 +17,20 @@ extension RealTimeTests {
         return security
     }
 
-    /// Both nodes hear each other's tone: statistics with packets and a level.
-    static func hearing(_ events: AsyncStream<NodeEvent>) async throws {
-        _ = try await TwoNodeTests.next(events) {
-            if case let .statistics(_, s) = $0 { s.packetsReceived >= 25 && s.receiveLevel > -40 && s.authenticationFailures == 0 } else { false }
+    /// Both nodes hear each other's tone: statistics with packets and a level. When none come
+    /// within 20 s, the error says what the last statistics held.
+    static func hearing(_ events: AsyncStream<NodeEvent>, _ who: String) async throws {
+        let last = Locked<MediaStatistics?>(nil)
+        do {
+            _ = try await TwoNodeTests.next(events) {
+                guard case let .statistics(_, s) = $0 else { return false }
+                last.withLock { $0 = s }
+                return s.packetsReceived >= 25 && s.receiveLevel > -40 && s.authenticationFailures == 0
+            }
+        } catch {
+            let s = last.withLock { $0 }
+            throw TestFailure("\(who) did not hear the other side: \(error); its last statistics: "
+                + (s.map { "\($0.packetsReceived) packets received, level \($0.receiveLevel) dB, \($0.authenticationFailures) authentication failures, \($0.malformedDropped) malformed, \($0.replaysDropped) replays" } ?? "none"))
         }
     }
 
@@ -51,8 +61,8 @@ extension RealTimeTests {
         } else {
             #expect(aliceSecurity.suite == "AES_CM_128_HMAC_SHA1_80" && aliceSecurity.handshake == nil)
         }
-        try await Self.hearing(aliceEvents)
-        try await Self.hearing(bobEvents)
+        try await Self.hearing(aliceEvents, "alice")
+        try await Self.hearing(bobEvents, "bob")
         try await alice.hangUp(call)
         guard case let .ended(_, reason, _, _) = try await TwoNodeTests.next(bobEvents, where: { if case .ended = $0 { true } else { false } })
         else { return }
