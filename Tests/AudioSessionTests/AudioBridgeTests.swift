@@ -210,33 +210,20 @@ import Testing
     /// into another: a late member is heard later, never doubled or out of order.
     @Test func aLateMembersVoiceIsHeardInOrderAndNeverTwice() {
         for seed in 0..<6 {
-            var rng = SplitMix64(seed: UInt64(seed))
             var (bridge, ports) = Self.threeMembers()
             let count = Self.bitFrame
             let quiet: @Sendable (inout [Int16]) -> Void = { _ in }
-            var due = [0, 0, 0], waiting = [0, 0, 0], spoken = 0
+            var spoken = 0
             var heard: [[Int16]] = [[], [], []]
-            for _ in 0..<300 {
-                for member in [0, 1, 2].shuffled(using: &rng) {
-                    due[member] += 1
-                    if waiting[member] > 0 {
-                        waiting[member] -= 1
-                        continue
-                    }
-                    if Int.random(in: 0..<6, using: &rng) == 0 {
-                        waiting[member] = Int.random(in: 0...5, using: &rng)
-                        continue
-                    }
-                    while due[member] > 0 {
-                        due[member] -= 1
-                        let frame = bridge.read(ports[member], count: count, device: quiet)
-                        heard[member] += frame.filter { $0 != 0 }
-                        if member == 0 {
-                            spoken += 1
-                            _ = bridge.write(ports[member], Self.frame(Int16(spoken), count: count))
-                        } else {
-                            _ = bridge.write(ports[member], Self.frame(0, count: count))
-                        }
+            Self.lateTicks(seed: seed, lateness: 6) { member, _, due in
+                for _ in 0..<due {
+                    let frame = bridge.read(ports[member], count: count, device: quiet)
+                    heard[member] += frame.filter { $0 != 0 }
+                    if member == 0 {
+                        spoken += 1
+                        _ = bridge.write(ports[member], Self.frame(Int16(spoken), count: count))
+                    } else {
+                        _ = bridge.write(ports[member], Self.frame(0, count: count))
                     }
                 }
             }
@@ -270,19 +257,12 @@ import Testing
         return (bridge, ports)
     }
 
-    /// Three members, 300 periods of ticks in shuffled order; one in 100, 20 or 6 ticks of a
-    /// member comes one to six frames late, and its ticks then run back to back (or, `skipping`,
-    /// the missed ones are skipped as the media clock skips them). Each voice is
-    /// one bit of the sample value, the microphone another. Frames of 2 ms and a lag of three of
-    /// them: the bridge counts in samples, and a debug build sums 20 ms frames slowly.
-    static func conferenceWithLateTicks(seed: Int, skipping: Bool = false) -> (problems: [String], heardOthers: Int) {
+    /// Three members' ticks over 300 periods, in shuffled order each period: one tick in
+    /// `lateness` of a member comes late, the member missing 0–5 more periods. `tick(member,
+    /// period, due)` runs a member when it comes, with the ticks due by then (1 when on time).
+    static func lateTicks(seed: Int, lateness: Int, _ tick: (_ member: Int, _ period: Int, _ due: Int) -> Void) {
         var rng = SplitMix64(seed: UInt64(seed))
-        var (bridge, ports) = Self.threeMembers()
-        let (count, microphone, voices) = (Self.bitFrame, Self.bitMicrophone, Self.bitVoices)
-        let lateness = [100, 20, 6][seed % 3]
         var due = [0, 0, 0], waiting = [0, 0, 0]
-        var heardOthers = 0
-        var problems: [String] = []
         for period in 0..<300 {
             for member in [0, 1, 2].shuffled(using: &rng) {
                 due[member] += 1
@@ -294,26 +274,41 @@ import Testing
                     waiting[member] = Int.random(in: 0...5, using: &rng)
                     continue
                 }
-                let voice = voices[member]
-                if skipping, due[member] > 1 {
-                    // As the media clock does: the ticks missed are skipped, not run.
-                    let missed = due[member] - 1
-                    bridge.skipCapture(ports[member], count: missed * count) { _ in }
-                    _ = bridge.skipPlayback(ports[member], count: missed * count)
-                    due[member] = 1
+                tick(member, period, due[member])
+                due[member] = 0
+            }
+        }
+    }
+
+    /// Three members, 300 periods of ticks in shuffled order; one in 100, 20 or 6 ticks of a
+    /// member comes one to six frames late, and its ticks then run back to back (or, `skipping`,
+    /// the missed ones are skipped as the media clock skips them). Each voice is
+    /// one bit of the sample value, the microphone another. Frames of 2 ms and a lag of three of
+    /// them: the bridge counts in samples, and a debug build sums 20 ms frames slowly.
+    static func conferenceWithLateTicks(seed: Int, skipping: Bool = false) -> (problems: [String], heardOthers: Int) {
+        var (bridge, ports) = Self.threeMembers()
+        let (count, microphone, voices) = (Self.bitFrame, Self.bitMicrophone, Self.bitVoices)
+        var heardOthers = 0
+        var problems: [String] = []
+        Self.lateTicks(seed: seed, lateness: [100, 20, 6][seed % 3]) { member, period, due in
+            let voice = voices[member]
+            var ticks = due
+            if skipping, due > 1 {
+                // As the media clock does: the ticks missed are skipped, not run.
+                bridge.skipCapture(ports[member], count: (due - 1) * count) { _ in }
+                _ = bridge.skipPlayback(ports[member], count: (due - 1) * count)
+                ticks = 1
+            }
+            for _ in 0..<ticks {
+                let heard = bridge.read(ports[member], count: count, device: microphone)
+                var own = 0, others = false
+                for sample in heard {
+                    if sample & voice != 0 { own += 1 }
+                    if sample > 1 { others = true }
                 }
-                while due[member] > 0 {
-                    due[member] -= 1
-                    let heard = bridge.read(ports[member], count: count, device: microphone)
-                    var own = 0, others = false
-                    for sample in heard {
-                        if sample & voice != 0 { own += 1 }
-                        if sample > 1 { others = true }
-                    }
-                    if own > 0 { problems.append("period \(period), member \(member): \(own) samples") }
-                    if others { heardOthers += 1 }
-                    _ = bridge.write(ports[member], Self.frame(voice, count: count))
-                }
+                if own > 0 { problems.append("period \(period), member \(member): \(own) samples") }
+                if others { heardOthers += 1 }
+                _ = bridge.write(ports[member], Self.frame(voice, count: count))
             }
         }
         return (problems, heardOthers)
