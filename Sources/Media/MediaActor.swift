@@ -89,6 +89,9 @@ public actor MediaActor: MediaClockClient {
     var spareFrames: [[UInt8]] = []
     /// When the first frame played as its packet arrived (real-time clocks), until the next tick.
     var playedOnArrivalAt: Duration?
+    /// When the last tick was due: the first frame plays as it arrives only if the ticks after
+    /// it, on this grid, leave its successors' packets their margin (``JitterBuffer/mayStartOnArrival(ticksAt:)``).
+    var lastTickDue: Duration?
     var sendMeter: LevelMeter
     var receiveMeter: LevelMeter
     /// The last audio packets sent, newest last (their bodies as sent, sealed if frames are
@@ -319,6 +322,7 @@ public actor MediaActor: MediaClockClient {
 
     public func tick(now: Duration, skipped: Int) async {
         guard state == .running else { return }
+        lastTickDue = now
         if configuration.complexityFollowsLoad, let encoder {
             let wanted = min(configuration.opus.complexity, clock.complexityCap)
             if wanted != encoder.complexity { try? encoder.setComplexity(wanted) }
@@ -382,7 +386,8 @@ public actor MediaActor: MediaClockClient {
     }
 
     /// Before the first frame has played: take what arrived and play it now if the jitter
-    /// buffer can start. That frame is this period's: the call's next tick, less than a period
+    /// buffer can start, and if this call's ticks fall far enough after its packets' arrivals
+    /// (otherwise a tick starts playout, a frame later than it could). That frame is this period's: the call's next tick, less than a period
     /// later, plays nothing new (the next packet is not due before a period after this one; asking
     /// for it then would conceal a frame, find the next two packets late and move the stream's
     /// timeline by 40 ms), and the ticks after it go on from there.
@@ -391,7 +396,7 @@ public actor MediaActor: MediaClockClient {
         defer { inbox.firstAudio.store(playedAudio ? 2 : 0, ordering: .relaxed) }
         let now = clock.now
         receive(now: now)
-        if jitter.isWaitingToStart && jitter.bufferedPackets > 0 {
+        if jitter.isWaitingToStart && jitter.bufferedPackets > 0, lastTickDue.map({ jitter.mayStartOnArrival(ticksAt: $0) }) ?? true {
             playFrame(now: now)
             if playedAudio { playedOnArrivalAt = now }
         }

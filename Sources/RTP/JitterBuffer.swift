@@ -94,6 +94,9 @@ public struct JitterBuffer: Sendable {
     /// the hold ends, so a peer moving between depths does not move playout back and forth
     /// (each move a frame dropped or inserted in the speech).
     private var heldDepth = 0
+    /// The frame held one tick at the first gap after a clean stretch, until the next tick
+    /// says whether its packet was lost or only late.
+    private var heldAtFirstGap: Int64?
 
     public init(configuration: JitterBufferConfiguration = JitterBufferConfiguration()) {
         self.configuration = configuration
@@ -288,13 +291,42 @@ public struct JitterBuffer: Sendable {
         reset(.newSource, samples: 0)
     }
 
+    /// How far under the target the first frame may start. Playout keeps the gap between a
+    /// packet's arrival and the tick that takes it that the first frame set, and on a clean path
+    /// that gap is the only margin a packet a little late has: started a millisecond behind its
+    /// packet, playout misses the first packet the sender's host delays, holds a frame for it
+    /// and keeps a frame more for FEC for seconds (each move of the delay is heard). Started
+    /// no less than a quarter frame under the target, it rides such hiccups out.
+    public var startMargin: Duration { configuration.frameDuration / 4 }
+
+    /// Whether the first frame may play as its packet arrives, for a receiver whose ticks fall
+    /// at `tick` give or take whole frame periods: the ticks after it find their packets as long
+    /// after they came as the next tick falls after the newest packet's arrival, and that must
+    /// be no less than the target less ``startMargin``. If not, a tick starts playout, once its
+    /// frame has waited long enough.
+    public func mayStartOnArrival(ticksAt tick: Duration) -> Bool {
+        guard nextTimestamp == nil, let newest else { return false }
+        let period = Int64((configuration.frameDuration.seconds * 1_000_000).rounded())
+        var phase = Int64(((tick.seconds - newest.arrival) * 1_000_000).rounded()) % period
+        if phase < 0 { phase += period }
+        return .microseconds(phase) + startMargin >= statistics.targetDelay
+    }
+
     /// What to play for the frame due now. Call once per frame period.
     public mutating func nextFrame(now: Duration) -> PlayoutAction {
         let frame = configuration.samplesPerFrame
+        if let held = heldAtFirstGap {
+            heldAtFirstGap = nil
+            if let first = entries.first, first.timestamp == held, !first.redundant {
+                // The frame held at the first gap came after all: it was late, not lost, and
+                // the frame it was held already put its lateness into the delay. No FEC hold.
+                fecHoldFrames = 0
+            }
+        }
         updateTarget()
         guard var next = nextTimestamp else {
-            // Start at once: the first frame is heard a tick sooner, and where the target needs
-            // more delay the stretch rule below adds it one frame later.
+            // Start with the newest packet: at once if it came long enough before this tick
+            // (``startMargin``), otherwise on a tick to come.
             guard let newest = entries.last else { return .waiting }
             if entries.count > 1 {
                 // Several packets before the first frame is a late start of our own playout
@@ -350,6 +382,12 @@ public struct JitterBuffer: Sendable {
         }
         let bufferDelay = delay(playing: next, at: now)
         statistics.currentDelay = bufferDelay + outputBacklog
+        if lastPlayedSequence == nil, entries.first?.timestamp == next, bufferDelay + startMargin < statistics.targetDelay {
+            // The first frame waits a tick rather than start right behind its packet
+            // (``startMargin``): before anything was heard, waiting is not heard.
+            nextTimestamp = next
+            return .waiting
+        }
 
         if timeStretching {
             // The caller moves the delay smoothly, a pitch period at a time. It grows until the
@@ -398,9 +436,10 @@ public struct JitterBuffer: Sendable {
             if first.redundant {
                 statistics.lost += 1
                 statistics.redundancyRecovered += 1
-                // A loss like any other: the delay that let its copy arrive in time stays
-                // while copies keep filling gaps (a hold already running goes on).
-                if fecHoldFrames > 0 { fecHoldFrames = Int((configuration.fecHold / configuration.frameDuration).rounded(.up)) }
+                // A loss like any other: it starts the FEC hold, or keeps one running, so the
+                // delay holds for the copies' depth from the first loss on. A copy one back can
+                // come in time without it, but the next loss may be two in a row.
+                fecHoldFrames = Int((configuration.fecHold / configuration.frameDuration).rounded(.up))
             } else {
                 statistics.packetsPlayed += 1
             }
@@ -417,6 +456,7 @@ public struct JitterBuffer: Sendable {
             // one tick (a concealed frame continues the audio) and start the FEC hold. Next
             // tick either it arrived late after all, or the packet after it brings its FEC.
             fecHoldFrames = Int((configuration.fecHold / configuration.frameDuration).rounded(.up))
+            heldAtFirstGap = next
             statistics.stretched += 1
             nextTimestamp = next
             return .conceal

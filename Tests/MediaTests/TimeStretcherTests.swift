@@ -190,7 +190,7 @@ import Testing
         configuration.timeStretching = true
         let sink = ManualAudioEndpoint(bufferDuration: .seconds(20))
         let call = try MediaActorTests.makeCall(source: WAVFileSource(samples: speech, format: AudioFormat(), loops: true), sink: sink,
-                                                conditions: LinkConditions(jitter: .milliseconds(60)), seed: 21, configuration: configuration)
+                                                conditions: LinkConditions(jitter: .milliseconds(90)), seed: 21, configuration: configuration)
         try await call.a.start()
         try await call.b.start()
         await call.clock.advance(frames: 250)

@@ -3,8 +3,9 @@ import RTP
 import Testing
 
 /// Jitter-buffer behaviour on simulated time: a sender emits one 20 ms frame every 20 ms, each
-/// packet takes its own network delay, and the receiver asks for a frame every 20 ms (offset
-/// by half a frame). No real clock is involved.
+/// packet takes its own network delay, and the receiver asks for a frame every 20 ms, 15 ms
+/// into each period (at the usual 30 ms of delay, a quarter frame after its packet came: the
+/// least margin playout starts with). No real clock is involved.
 @Suite struct JitterBufferTests {
     struct Sent {
         var sequence: UInt16
@@ -30,7 +31,7 @@ import Testing
         var next = 0
         var actions: [PlayoutAction] = []
         for tick in 0..<ticks {
-            let now = Duration.milliseconds(20 * tick + 10)
+            let now = Duration.milliseconds(20 * tick + 15)
             while next < arrivals.count && arrivals[next].0 <= now {
                 let p = arrivals[next].1
                 buffer.insert(sequence: p.sequence, timestamp: p.timestamp, payload: p.payload, arrival: arrivals[next].0)
@@ -58,14 +59,16 @@ import Testing
         #expect(buffer.statistics.targetDelay == .milliseconds(10))
     }
 
-    @Test func aStartAboveTheTickPhaseStretchesOnceAfterTheFirstFrame() {
-        // A buffer that wants a frame of delay plays the first packet at once, then stretches
-        // once (one concealed frame continuing it), rather than holding the first packet back.
+    @Test func aStartBelowTheTargetWaitsATickRatherThanStretchAfterTheFirstFrame() {
+        // A buffer that wants a frame of delay holds the first packet back a tick (nothing was
+        // heard yet, so the wait is not heard) rather than play it at once and then stretch
+        // (a concealed frame inserted after the first).
         var buffer = JitterBuffer(configuration: JitterBufferConfiguration(minimumDelay: .milliseconds(20)))
         let actions = Self.run(&buffer, Self.stream(count: 30) { _ in .milliseconds(30) }, ticks: 30)
-        #expect(Array(actions.prefix(4)) == [.waiting, .play([0]), .conceal, .play([1])])
-        #expect(buffer.statistics.stretched == 1)
+        #expect(Array(actions.prefix(4)) == [.waiting, .waiting, .play([0]), .play([1])])
+        #expect(buffer.statistics.stretched == 0)
         #expect(buffer.statistics.concealed == 0)
+        #expect(buffer.statistics.currentDelay == .milliseconds(25))
         #expect(Self.played(actions) == (0..<28).map { UInt8($0) })
     }
 
@@ -75,7 +78,7 @@ import Testing
         // skipped at once, before anything is heard, instead of being dropped frame by frame
         // mid-speech while its bunched transits hold the target up.
         var buffer = JitterBuffer()
-        let packets = Self.stream(count: 100) { i in i < 10 ? .milliseconds(200 - 20 * i) : .milliseconds(15) }
+        let packets = Self.stream(count: 100) { i in i < 10 ? .milliseconds(200 - 20 * i) : .milliseconds(20) }
         let actions = Self.run(&buffer, packets, ticks: 100)
         #expect(Array(actions.prefix(11)) == Array(repeating: .waiting, count: 10) + [.play([9])])
         #expect(Self.played(actions) == (9..<99).map { UInt8($0) })
@@ -144,7 +147,7 @@ import Testing
         // The first tick of the gap holds (stretch), then two frames are concealed and the
         // third is rebuilt from packet 13's FEC.
         #expect(Array(actions[(index + 1)...(index + 5)]) == [.conceal, .conceal, .conceal, .recover(fromNext: [13]), .play([13])])
-        #expect(buffer.statistics.stretched == 2)  // one at the start, one at the gap
+        #expect(buffer.statistics.stretched == 1)  // at the gap (the start waited a tick instead)
         #expect(buffer.statistics.lost == 3)
         #expect(buffer.statistics.concealed == 2)
         #expect(buffer.statistics.fecRecovered == 1)
@@ -219,7 +222,7 @@ import Testing
         var next = 0
         var actions: [PlayoutAction] = []
         for tick in 0..<ticks {
-            let now = Duration.milliseconds(20 * tick + 10)
+            let now = Duration.milliseconds(20 * tick + 15)
             while next < arrivals.count && arrivals[next].0 <= now {
                 let (arrival, i) = arrivals[next]
                 let p = packets[i]

@@ -55,7 +55,7 @@ import Testing
         buffer.redundancyDepth = depth
         var firstPlayed: Int?, lastPlayed: Int?
         for tick in 0..<(count + 3) {
-            let now = Duration.milliseconds(20 * tick + 10)
+            let now = Duration.milliseconds(20 * tick + 15)
             let i = tick - 2  // the packet sent at 20 i ms arrives 30 ms later, before this tick
             if i >= 0 && i < count && !lost.contains(i) {
                 let sequence = UInt16(truncatingIfNeeded: 500 + i), timestamp = UInt32(90_000 + 960 * i)

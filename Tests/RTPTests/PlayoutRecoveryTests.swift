@@ -49,7 +49,7 @@ import Testing
         }
     }
 
-    /// Runs the receiver for `ticks` periods (tick t at 20 t + 10 ms). While `stall` lasts the
+    /// Runs the receiver for `ticks` periods (tick t at 20 t + 15 ms: the packets of a steady stream are a quarter frame old when taken). While `stall` lasts the
     /// receiver does not run: packets arriving meanwhile are read when it resumes, and the first
     /// tick after it skips the ticks it missed (`reportSkips`), as the media clock reports them.
     static func run(_ packets: [Packet], ticks: Int, delay: Duration = .milliseconds(30),
@@ -61,7 +61,7 @@ import Testing
         var next = 0
         var skipped = 0
         for tick in 0..<ticks {
-            let now = frame * tick + .milliseconds(10)
+            let now = frame * tick + .milliseconds(15)
             if let stall, stall.contains(now) {
                 skipped += 1
                 continue
@@ -221,7 +221,7 @@ import Testing
         var next = 0
         var resets: [PlayoutReset] = []
         for tick in 0..<300 {
-            let now = Self.frame * tick + .milliseconds(10)
+            let now = Self.frame * tick + .milliseconds(15)
             while next < arrivals.count && arrivals[next].0 <= now {
                 buffer.insert(sequence: arrivals[next].1.sequence, timestamp: arrivals[next].1.timestamp,
                               payload: [0], arrival: arrivals[next].0)
