@@ -295,7 +295,8 @@ extension NodeEvent {
         #expect(detail?.hasPrefix("missed") == true, "\(detail ?? "-")")
         try await bob.store.flush()
         let recent = try #require(try await bob.store.recents().first { $0.id == bobCall })
-        #expect(recent.reason == .unanswered && recent.connected == nil && recent.direction == .incoming)
+        #expect(recent.reason == .unanswered && recent.connected == nil && recent.direction == .incoming,
+                "the Recents row: \(recent); every row: \(try await bob.store.recents())")
         await f.shutdown()
     }
 }
