@@ -119,7 +119,12 @@ public actor MediaActor: MediaClockClient {
     var lowerDepthWantedSince: Duration?
     /// The deepest redundant copy seen in the peer's recent packets, and how many packets ago.
     var peerDepth = (depth: 0, age: 0)
+    /// How far back the copies in the peer's latest packet go: what it sends now (the deepest
+    /// of the last seconds may be from before a report changed it).
+    var peerLatestDepth = 0
     var lastReportedLossAt: Duration?
+    /// Whether a report of the peer's has come: until then the redundancy is at its initial depth.
+    var heardReport = false
 
     enum State { case idle, running, stopped }
 
@@ -203,6 +208,7 @@ public actor MediaActor: MediaClockClient {
         receiveMeter = LevelMeter(frames: meterFrames)
         stats.encoding = encoding
         redundancyActive = encoding == .opus && configuration.redundancyPayloadType != nil && configuration.redundancy != .off
+        redundancyDepth = max(1, min(configuration.maximumRedundancyDepth, configuration.initialRedundancyDepth))
         (events, eventsContinuation) = AsyncStream.makeStream(of: MediaEvent.self, bufferingPolicy: .bufferingNewest(64))
     }
 

@@ -134,6 +134,12 @@ extension MediaActor {
             // back to none after a clean hold.
             let seen = Double(block.fractionLost) / 256
             reportedLoss = reportedLoss == 0 ? seen : (reportedLoss + seen) / 2
+            if !heardReport {
+                // The initial depth was for a path not known yet: the first report says what
+                // it needs (below, at once: one copy without loss, and none after the hold).
+                heardReport = true
+                redundancyDepth = 1
+            }
             if block.fractionLost > 0 {
                 redundancyActive = true
                 lastReportedLossAt = arrival
@@ -236,7 +242,7 @@ extension MediaActor {
         // Three losses at least: one early in an interval is no news (1 % loss has them).
         guard interval.expected >= after && interval.lost >= 3 && interval.lost * 10 >= interval.expected else { return false }
         if lastReportedLoss < 0.05 { return true }
-        return earlyReports > 0 && earlyReports < 3 && (1..<3).contains(peerDepth.depth)
+        return earlyReports > 0 && earlyReports < 3 && (1..<3).contains(peerLatestDepth)
     }
 
     func sendReport(now: Duration) async {

@@ -64,6 +64,7 @@ extension MediaActor {
         // How far back the peer's copies go, so playout holds enough delay for them to arrive in time.
         let depth = min(MediaConfiguration.deepestRedundantFrame,
                         receivedBlocks.reduce(0) { max($0, Int($1.offset) / Int(timestampStep)) })  // per packet: no array
+        peerLatestDepth = depth
         peerDepth = depth >= peerDepth.depth ? (depth, 0) : (peerDepth.depth, peerDepth.age + 1)
         if peerDepth.age > 250 { peerDepth = (depth, 0) }  // five seconds without deeper copies
         jitter.redundancyDepth = peerDepth.depth

@@ -100,6 +100,14 @@ public struct MediaConfiguration: Sendable, Equatable {
     /// three, 1.6 % with five) and costs one more frame of payload (beyond three copies the
     /// frames are coded at a lower bitrate instead). Browsers take one; nodes take up to five.
     public var maximumRedundancyDepth = 5
+    /// With redundancy on: the copies per packet from the first frame until the peer's first
+    /// report, while the path's loss is not known (default 3; at most
+    /// ``maximumRedundancyDepth``). A call loses most in its first second, before the reports
+    /// have said anything; the first report sets the depth its loss wants at once (one copy
+    /// on a clean path). Over 20 loss patterns from the first packet (`callnode-bench quality`),
+    /// a first depth of 3 instead of 1 took 30 % random from PESQ-WB 3.28 to 3.47, and 10 %
+    /// from 3.73 to 3.81.
+    public var initialRedundancyDepth = 3
 
     /// Which earlier frames a packet carries at each depth, in frames back: the frames just
     /// before (1; 1, 2; 1, 2, 3; up to 1–5), or — when the peer's loss-run reports show losses

@@ -294,9 +294,10 @@ extension NodeEvent {
         #expect(reason == .unanswered)
         #expect(detail?.hasPrefix("missed") == true, "\(detail ?? "-")")
         try await bob.store.flush()
-        let recent = try #require(try await bob.store.recents().first { $0.id == bobCall })
+        let rows = try await bob.store.recents()
+        let recent = try #require(rows.first { $0.id == bobCall })
         #expect(recent.reason == .unanswered && recent.connected == nil && recent.direction == .incoming,
-                "the Recents row: \(recent); every row: \(try await bob.store.recents())")
+                "the Recents row: \(recent); every row: \(rows)")
         await f.shutdown()
     }
 }

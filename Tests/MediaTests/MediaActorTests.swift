@@ -470,15 +470,19 @@ import Glibc
             let after = await call.a.statistics
             return (Double(after.bytesSent - before.bytesSent) / Double(after.packetsSent - before.packetsSent), after.sendingRedundancy)
         }
-        let start = await sent(frames: 50)  // 1 s: on from the first frame
-        #expect(start.redundancy)
+        // On from the first frame: three copies until the first report (a quarter second in),
+        // one after it.
+        let first = await sent(frames: 10)
+        let start = await sent(frames: 50)
+        #expect(first.redundancy && start.redundancy)
         #expect(MediaConfiguration.redundancyHold == .seconds(8))
-        await call.clock.advance(frames: 375)  // the report at 8.25 s has seen no loss for 8 s
+        await call.clock.advance(frames: 365)  // the report at 8.25 s has seen no loss for 8 s
         let clean = await sent(frames: 50)
         #expect(!clean.redundancy)
         // About twice the frame (plus 5 header bytes; the encoder's first second runs a little larger).
         #expect(start.bytesPerPacket > 1.8 * clean.bytesPerPacket && start.bytesPerPacket < 2.2 * clean.bytesPerPacket,
                 "\(start.bytesPerPacket) against \(clean.bytesPerPacket) bytes per packet")
+        #expect(first.bytesPerPacket > 3.4 * clean.bytesPerPacket, "the first frames: \(first.bytesPerPacket) against \(clean.bytesPerPacket)")
         // The path turns lossy: the next report brings redundancy back.
         call.link.setConditions(LinkConditions(loss: 0.3), fromA: true)
         let lossy = await sent(frames: 75)
