@@ -1,4 +1,3 @@
-import AudioDevices
 import Media
 import RTP
 import Testing
