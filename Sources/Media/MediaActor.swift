@@ -393,10 +393,11 @@ public actor MediaActor: MediaClockClient {
 
     /// Before the first frame has played: take what arrived and play it now if the jitter
     /// buffer can start, and if this call's ticks fall far enough after its packets' arrivals
-    /// (otherwise a tick starts playout, a frame later than it could). That frame is this period's: the call's next tick, less than a period
-    /// later, plays nothing new (the next packet is not due before a period after this one; asking
-    /// for it then would conceal a frame, find the next two packets late and move the stream's
-    /// timeline by 40 ms), and the ticks after it go on from there.
+    /// (otherwise a tick starts playout, a frame later than it could). That frame is this
+    /// period's: the call's next tick, less than a period later, plays nothing new (the next
+    /// packet is not due before a period after this one; asking for it then would conceal a
+    /// frame, find the next two packets late and move the stream's timeline by 40 ms), and the
+    /// ticks after it go on from there.
     func playOnArrival() {
         guard state == .running, !playedAudio else { return }
         defer { inbox.firstAudio.store(playedAudio ? 2 : 0, ordering: .relaxed) }
