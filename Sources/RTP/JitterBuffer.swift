@@ -291,6 +291,9 @@ public struct JitterBuffer: Sendable {
         reset(.newSource, samples: 0)
     }
 
+    /// The FEC hold in frames (``JitterBufferConfiguration/fecHold``).
+    private var fecHoldLength: Int { Int((configuration.fecHold / configuration.frameDuration).rounded(.up)) }
+
     /// How far under the target the first frame may start. Playout keeps the gap between a
     /// packet's arrival and the tick that takes it that the first frame set, and on a clean path
     /// that gap is the only margin a packet a little late has: started a millisecond behind its
@@ -439,7 +442,7 @@ public struct JitterBuffer: Sendable {
                 // A loss like any other: it starts the FEC hold, or keeps one running, so the
                 // delay holds for the copies' depth from the first loss on. A copy one back can
                 // come in time without it, but the next loss may be two in a row.
-                fecHoldFrames = Int((configuration.fecHold / configuration.frameDuration).rounded(.up))
+                fecHoldFrames = fecHoldLength
             } else {
                 statistics.packetsPlayed += 1
             }
@@ -455,14 +458,14 @@ public struct JitterBuffer: Sendable {
             // The first gap after a clean stretch, with nothing behind it yet: hold this frame
             // one tick (a concealed frame continues the audio) and start the FEC hold. Next
             // tick either it arrived late after all, or the packet after it brings its FEC.
-            fecHoldFrames = Int((configuration.fecHold / configuration.frameDuration).rounded(.up))
+            fecHoldFrames = fecHoldLength
             heldAtFirstGap = next
             statistics.stretched += 1
             nextTimestamp = next
             return .conceal
         }
         statistics.lost += 1
-        fecHoldFrames = Int((configuration.fecHold / configuration.frameDuration).rounded(.up))
+        fecHoldFrames = fecHoldLength
         if let first = entries.first, first.timestamp == next + frame {
             // This frame's loss is settled by the next packet: rebuilt from its FEC if it
             // carries any, otherwise concealed.

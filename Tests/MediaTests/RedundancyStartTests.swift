@@ -5,17 +5,27 @@ import Testing
 /// Redundancy at the start of a call, before the peer's first report has said what the path
 /// loses: three copies per packet from the first frame, then what the reports ask for.
 @Suite struct RedundancyStartTests {
-    @Test func aCallStartsWithThreeCopiesAndItsFirstCleanReportTakesItToOne() async throws {
+    /// A call of looped speech from A to B: for each of `steps` frame counts, advanced by that
+    /// many frames, what A sends and what B's jitter buffer did.
+    static func run(_ configuration: MediaConfiguration, conditions: LinkConditions = LinkConditions(), seed: UInt64 = 1,
+                    steps: [Int]) async throws -> [(sender: MediaStatistics, receiver: JitterBufferStatistics)] {
         let call = try MediaActorTests.makeCall(source: WAVFileSource(samples: SyntheticSpeech.samples(seconds: 4), format: AudioFormat(), loops: true),
-                                                sink: NullSink(), configuration: MediaActorTests.redundant(.adaptive))
+                                                sink: NullSink(), conditions: conditions, seed: seed, configuration: configuration)
         try await call.a.start()
         try await call.b.start()
-        await call.clock.advance(frames: 5)
-        let first = await call.a.statistics
-        await call.clock.advance(frames: 50)
-        let reported = await call.a.statistics
+        var seen: [(sender: MediaStatistics, receiver: JitterBufferStatistics)] = []
+        for frames in steps {
+            await call.clock.advance(frames: frames)
+            seen.append((await call.a.statistics, await call.b.statistics.jitterBuffer))
+        }
         await call.a.stop()
         await call.b.stop()
+        return seen
+    }
+
+    @Test func aCallStartsWithThreeCopiesAndItsFirstCleanReportTakesItToOne() async throws {
+        let seen = try await Self.run(MediaActorTests.redundant(.adaptive), steps: [5, 50])
+        let first = seen[0].sender, reported = seen[1].sender
         #expect(first.sendingRedundancy && first.redundancyDepth == 3, "first frames: depth \(first.redundancyDepth)")
         #expect(reported.sendingRedundancy && reported.redundancyDepth == 1, "after a clean report: depth \(reported.redundancyDepth)")
     }
@@ -23,15 +33,8 @@ import Testing
     @Test func aBrowserPeerGetsTheOneCopyItTakesFromTheStart() async throws {
         var configuration = MediaActorTests.redundant(.adaptive)
         configuration.maximumRedundancyDepth = 1
-        let call = try MediaActorTests.makeCall(source: WAVFileSource(samples: SyntheticSpeech.samples(seconds: 4), format: AudioFormat(), loops: true),
-                                                sink: NullSink(), configuration: configuration)
-        try await call.a.start()
-        try await call.b.start()
-        await call.clock.advance(frames: 5)
-        let first = await call.a.statistics
-        await call.a.stop()
-        await call.b.stop()
-        #expect(first.redundancyDepth == 1)
+        let seen = try await Self.run(configuration, steps: [5])
+        #expect(seen[0].sender.redundancyDepth == 1)
     }
 
     /// 30 % random loss from the first packet, five loss patterns: with three copies from the
@@ -43,16 +46,8 @@ import Testing
             for seed in UInt64(1)...5 {
                 var configuration = MediaActorTests.redundant(.adaptive)
                 configuration.initialRedundancyDepth = depth
-                let call = try MediaActorTests.makeCall(source: WAVFileSource(samples: SyntheticSpeech.samples(seconds: 4), format: AudioFormat(), loops: true),
-                                                        sink: NullSink(), conditions: LinkConditions(loss: 0.3), seed: seed,
-                                                        configuration: configuration)
-                try await call.a.start()
-                try await call.b.start()
-                await call.clock.advance(frames: 150)
-                let jb = await call.b.statistics.jitterBuffer
-                await call.a.stop()
-                await call.b.stop()
-                concealed[depth, default: 0] += jb.concealed
+                let seen = try await Self.run(configuration, conditions: LinkConditions(loss: 0.3), seed: seed, steps: [150])
+                concealed[depth, default: 0] += seen[0].receiver.concealed
             }
         }
         #expect(concealed[3, default: 0] < concealed[1, default: 0], "concealed in the first 3 s, by first depth: \(concealed)")
