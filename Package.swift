@@ -312,7 +312,7 @@ let package = Package(
         .testTarget(
             name: "SignalingTests",
             dependencies: [
-                "Signaling", "Locking", "CallNodeTestSupport",
+                "Signaling", "CallCore", "Locking", "CallNodeTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

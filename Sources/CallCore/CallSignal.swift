@@ -19,6 +19,9 @@ public enum CallSignal: Sendable, Equatable {
     case accepted
     /// ICE candidates found after the offer or answer went out (`end`: no more this round).
     case candidates([String], end: Bool)
+    /// This side's checks found a working pair while the call sets up its path: the peer, whose
+    /// own checks may still be failing (its answers to them lost), can take the same pair.
+    case pathFound(FoundPath)
     /// The call is over, for `reason`.
     case end(HangupReason)
     /// The callee refuses the call.
@@ -27,6 +30,37 @@ public enum CallSignal: Sendable, Equatable {
     case error(String)
     /// Nothing: keeps the signaling path open through NATs and relays.
     case keepAlive
+}
+
+/// The candidate pair one side's connectivity checks proved, as the peer is told of it
+/// (``CallSignal/pathFound(_:)``). A check that succeeded went from `local` to `remote` and its
+/// response came back: the path works both ways for the peer too, from `remote` to `local`.
+public struct FoundPath: Sendable, Equatable, Codable {
+    /// The round of checks it was found in: the finder's ICE username fragment.
+    public var ufrag: String
+    /// The finder's candidate (the peer's remote one).
+    public var local: CandidateEndpoint
+    /// The peer's candidate the finder reached (the peer's local one).
+    public var remote: CandidateEndpoint
+
+    public init(ufrag: String, local: CandidateEndpoint, remote: CandidateEndpoint) {
+        self.ufrag = ufrag
+        self.local = local
+        self.remote = remote
+    }
+}
+
+/// A candidate's transport address.
+public struct CandidateEndpoint: Sendable, Equatable, Codable, CustomStringConvertible {
+    public var address: String
+    public var port: Int
+
+    public init(address: String, port: Int) {
+        self.address = address
+        self.port = port
+    }
+
+    public var description: String { address.contains(":") ? "[\(address)]:\(port)" : "\(address):\(port)" }
 }
 
 /// What a caller's invitation says of the call.

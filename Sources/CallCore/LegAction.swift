@@ -30,6 +30,11 @@ public enum LegAction: Sendable, Equatable {
     /// Restart ICE: new credentials, a new gathering, a new offer (the state counts it as
     /// pending from now on: no other offer of this side crosses it).
     case restartICE
+    /// Tell the peer the pair this side's checks found (``CallSignal/pathFound(_:)``), while
+    /// the call sets up its path: the peer's own checks on it may be failing.
+    case tellPeerPath
+    /// Take the pair the peer's checks found, unless this round has one already.
+    case adoptPeerPath(FoundPath)
     /// The embedder's restart cannot start, for `reason`.
     case restartRefused(String)
     /// Make this side's first offer (in this dialect's order: the callee's, once answered);

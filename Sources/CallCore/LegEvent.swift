@@ -15,6 +15,8 @@ public enum LegEvent: Sendable, Equatable {
     /// nothing to restart.
     case negotiated(dtls: Bool, ice: Bool = true)
     case iceConnected
+    /// The peer's checks found a pair (``CallSignal/pathFound(_:)``).
+    case peerFoundPath(FoundPath)
     case iceDisconnected
     /// ICE gave up: no pair worked, or the selected one failed (consent expired).
     case iceFailed

@@ -173,17 +173,24 @@ public struct LegState: Sendable, Equatable {
             case .checking:
                 phase = .securing(iceConnectedAt: now)
                 let cancel: [LegAction] = armed.remove(.setupRound) != nil ? [.cancel(.setupRound)] : []
-                if mediaBuilt { return cancel + mediaConnected(at: now) }
+                if mediaBuilt { return cancel + tellPeerPath + mediaConnected(at: now) }
                 // DTLS runs its handshake over the selected pair, now there is one.
-                return cancel + (keyedByDTLS ? [.prepareMedia] : [])
+                return cancel + tellPeerPath + (keyedByDTLS ? [.prepareMedia] : [])
             case .securing:
                 // Back on a pair after a fresh round (the peer's restart, or this side's).
-                return armed.remove(.setupRound) != nil ? [.cancel(.setupRound)] : []
+                return (armed.remove(.setupRound) != nil ? [.cancel(.setupRound)] : []) + tellPeerPath
             case var .reconnecting(lost):
                 return restore(&lost, clearing: .ice)
             default:
                 return []
             }
+        case let .peerFoundPath(path):
+            // While the path is set up, this side takes the pair the peer's checks proved: its
+            // own checks through heavy loss can fail for seconds after the peer's succeeded,
+            // and the peer's media (the DTLS handshake first) goes nowhere meanwhile. Once the
+            // call has its path, ICE alone decides (a restart's round finds its own).
+            guard pathUsesICE, settingUpPath else { return [] }
+            return [.adoptPeerPath(path)]
         case .iceDisconnected:
             return lose(.ice, now: now)
         case .iceFailed:
@@ -434,18 +441,6 @@ public struct LegState: Sendable, Equatable {
         }
     }
 
-    /// The signaling connection closed from the other end (it is being resumed) and the media
-    /// has stopped: what a peer whose process died leaves (its kernel closes the connection,
-    /// its media stops at once). A network that breaks closes nothing, and a relay that
-    /// restarts leaves the media going: neither arms this. The call ends unless either comes
-    /// back within ``LegTimings/peerGoneAfter``.
-    private mutating func peerMayBeGone() -> [LegAction] {
-        guard !signaling.isUp, signalingClosedByPeer, case let .reconnecting(lost) = phase, lost.signals.contains(.media),
-              !armed.contains(.peerGone) else { return [] }
-        armed.insert(.peerGone)
-        return [.arm(.peerGone, after: timings.peerGoneAfter)]
-    }
-
     /// Whether the call is still finding its path: checking, or on a pair whose media is not
     /// up yet (keys being agreed).
     private var settingUpPath: Bool {
@@ -454,6 +449,10 @@ public struct LegState: Sendable, Equatable {
         default: false
         }
     }
+
+    /// A pair found while the path is set up goes to the peer, whose checks on it may be
+    /// failing (``LegEvent/peerFoundPath(_:)``); a plain RTP path found none.
+    private var tellPeerPath: [LegAction] { pathUsesICE ? [.tellPeerPath] : [] }
 
     /// Whether a round of checks that found no pair may give way to a fresh one.
     private var startsFreshRound: Bool {
@@ -501,54 +500,6 @@ public struct LegState: Sendable, Equatable {
         default:
             return told  // the path is still being found: media connects as any call's does
         }
-    }
-
-    // MARK: - Loss and recovery
-
-    private mutating func lose(_ signal: LegLossSignal, now: Duration) -> [LegAction] {
-        switch phase {
-        case let .connected(since):
-            phase = .reconnecting(.init(connectedSince: since, lostAt: now, signals: [signal]))
-            var actions: [LegAction] = [.arm(.connectionLost, after: timings.connectionLostTimeout)]
-            armed.insert(.connectionLost)
-            if pathUsesICE, let interval = timings.iceRestartInterval, interval > .zero {
-                // The first restart after one interval: a path that comes back by itself is
-                // kept. Either side restarts (a break in one direction is lost only on one
-                // side); the caller waits half an interval longer, so that when both lost the
-                // path the callee's offer goes first and the caller answers it.
-                actions.append(.arm(.iceRestart, after: outgoing ? interval + interval / 2 : interval))
-                armed.insert(.iceRestart)
-            }
-            actions.append(.reportConnectionLost)
-            // Something on the signaling path now: a NAT that forgot its mappings drops what
-            // comes in on a TCP connection until this side sends on it (a restart offer from
-            // the peer would wait for the next keep-alive, seconds later).
-            actions.append(.send(.keepAlive))
-            return actions + peerMayBeGone()
-        case var .reconnecting(lost):
-            lost.signals.insert(signal)
-            phase = .reconnecting(lost)
-            return peerMayBeGone()
-        default:
-            return []  // before media, a lost path is ICE's and the setup timeouts' business
-        }
-    }
-
-    /// Clears `signal` (every signal when nil); restored when none is left.
-    private mutating func restore(_ lost: inout LegPhase.Reconnecting, clearing signal: LegLossSignal?) -> [LegAction] {
-        if let signal { lost.signals.remove(signal) } else { lost.signals.removeAll() }
-        guard lost.signals.isEmpty else {
-            phase = .reconnecting(lost)
-            return []
-        }
-        phase = .connected(since: lost.connectedSince)
-        var actions: [LegAction] = []
-        for timer in [LegTimer.connectionLost, .iceRestart, .peerGone] where armed.contains(timer) {
-            armed.remove(timer)
-            actions.append(.cancel(timer))
-        }
-        actions.append(.reportConnectionRestored)
-        return actions
     }
 
     private mutating func fired(_ timer: LegTimer, now: Duration) -> [LegAction] {

@@ -145,14 +145,16 @@ public struct LegTimings: Sendable, Equatable {
     /// `nil` or zero: never restart ICE by itself.
     public var iceRestartInterval: Duration?
     /// How many fresh rounds of checks a call starts (by restarting ICE) when a round fails
-    /// before any pair worked. Through heavy loss a round can run out (libnice gives a pair up
-    /// some 7 s in) where a fresh one gets through; a path that cannot work fails each round
+    /// before any pair worked. Through heavy loss a round can run out (libnice sends a check
+    /// four times, 0.5, 1.5 and 2 s after the first, and gives the pair up half a second after
+    /// the last) where a fresh one gets through; a path that cannot work fails each round
     /// alike, so this also bounds how long that takes to say. 0 (or no restart interval): the
     /// first failure ends the call.
     public var setupIceRestarts: Int
     /// How long a round of checks may go without a pair before a fresh one starts (counted
     /// in ``setupIceRestarts``); `nil`: only when a round fails. A round on an ordinary path
-    /// connects within a second (through a TURN server over TCP, two).
+    /// connects within a second (through a TURN server over TCP, two); by two and a half
+    /// seconds libnice has given up every pair the peer's checks did not bring back.
     public var setupIceRound: Duration?
     /// How long a call whose signaling connection dropped waits to be resumed on a new one.
     public var resumeWindow: Duration
@@ -162,7 +164,7 @@ public struct LegTimings: Sendable, Equatable {
 
     public init(keepAliveInterval: Duration = .seconds(15), connectionLostTimeout: Duration = .seconds(30),
                 iceRestartInterval: Duration? = .seconds(5), resumeWindow: Duration = .seconds(30),
-                peerGoneAfter: Duration = .seconds(3), setupIceRestarts: Int = 5, setupIceRound: Duration? = .seconds(4)) {
+                peerGoneAfter: Duration = .seconds(3), setupIceRestarts: Int = 5, setupIceRound: Duration? = .milliseconds(2500)) {
         self.keepAliveInterval = keepAliveInterval
         self.connectionLostTimeout = connectionLostTimeout
         self.iceRestartInterval = iceRestartInterval

@@ -68,6 +68,7 @@ public actor LineDialect: CallDialect {
         case let .earlyAnswer(sdp): "EARLY " + b64(sdp)
         case .accepted: "ACCEPTED"
         case let .candidates(lines, last): "CANDIDATES " + (last ? "+" : "") + b64(lines.joined(separator: "\n"))
+        case let .pathFound(path): "PATH \(path.ufrag) \(path.local.address) \(path.local.port) \(path.remote.address) \(path.remote.port)"
         case let .end(reason): "END " + reason.rawValue
         case let .reject(reason): "REJECT " + reason.rawValue
         case let .error(text): "ERROR " + b64(text)
@@ -101,6 +102,11 @@ public actor LineDialect: CallDialect {
             let last = payload.hasPrefix("+")
             guard let body = text(last ? String(payload.dropFirst()) : payload) else { return nil }
             return .candidates(body.isEmpty ? [] : body.split(separator: "\n").map(String.init), end: last)
+        case "PATH":
+            let fields = payload.split(separator: " ").map(String.init)
+            guard fields.count == 5, let localPort = Int(fields[2]), let remotePort = Int(fields[4]) else { return nil }
+            return .pathFound(FoundPath(ufrag: fields[0], local: CandidateEndpoint(address: fields[1], port: localPort),
+                                        remote: CandidateEndpoint(address: fields[3], port: remotePort)))
         case "END": return HangupReason(rawValue: payload).map { .end($0) }
         case "REJECT": return RejectReason(rawValue: payload).map { .reject($0) }
         case "ERROR": return text(payload).map { .error($0) }

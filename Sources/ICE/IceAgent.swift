@@ -166,15 +166,17 @@ public actor IceAgent {
         return try await loop.run { handle.localCandidates() }
     }
 
-    /// Changes the role before the peer's credentials are set, so that an agent made ahead of
-    /// time (a pool) can take either side of a call.
+    /// Changes the role before gathering, so that an agent made ahead of time can take either
+    /// side of a call.
     ///
-    /// - Throws: ``IceError/invalidConfiguration(_:)`` once the peer's credentials are set.
+    /// - Throws: ``IceError/invalidConfiguration(_:)`` once the agent has gathered: libnice
+    ///   keeps the role a stream started gathering in (its property reads back the new role,
+    ///   but the checks claim the old one, and both sides of a call then claimed control).
     public func setRole(_ role: IceRole) async throws(IceError) {
         guard !isClosed else { throw .closed }
         guard role != self.role else { return }
-        guard remoteCredentials == nil, !checksStarted else {
-            throw .invalidConfiguration("the ICE role can only change before the peer's credentials are set")
+        guard !gathered else {
+            throw .invalidConfiguration("the ICE role can only change before gathering (this agent gathered as \(self.role.rawValue))")
         }
         self.role = role
         let handle = self.handle
@@ -277,6 +279,27 @@ public actor IceAgent {
         // call stays on the agent's own thread. Jobs run in the order they are posted.
         let handle = self.handle
         loop.post { handle.send(bytes) }
+    }
+
+    /// Takes the pair the peer's checks found, while this round's own checks have found none.
+    ///
+    /// A check of the peer's that succeeded went from its candidate (`remote` here) to this
+    /// side's (`local`) and this side's response got back: the pair works both ways. This side's
+    /// own checks on it may still be failing through heavy loss (its requests or the peer's
+    /// responses lost, libnice's retries further and further apart) while the peer's media
+    /// already goes to it. The pair is selected as if this side's checks had found it, and the
+    /// round's checks stop.
+    ///
+    /// - Parameter peerUfrag: the peer's ICE username fragment for the round it found the pair
+    ///   in; a pair of another round (before a restart) is not taken.
+    /// - Returns: whether the pair was taken: not when a pair is selected already, the round
+    ///   is another, or either candidate is not one this round knows.
+    public func adoptPeerPair(local: IceEndpoint, remote: IceEndpoint, peerUfrag: String) async -> Bool {
+        guard !isClosed, checksStarted, remoteCredentials?.ufrag == peerUfrag, sink.connection != .connected else { return false }
+        let handle = self.handle
+        let taken = (try? await loop.run { handle.select(local: local, remote: remote) }) ?? false
+        logger.debug("peer's pair \(taken ? "taken" : "not taken")", metadata: ["local": "\(local)", "remote": "\(remote)"])
+        return taken
     }
 
     /// ICE restart: new credentials, a fresh gathering and new checks.

@@ -28,10 +28,19 @@ public protocol IcePath: AnyObject, Sendable {
     func send(_ bytes: [UInt8]) async throws(IceError)
     /// A full ICE restart: new credentials, a new gathering, new checks.
     func restart() async throws(IceError) -> IceGathering
+    /// Takes the pair the peer's checks found (its candidate at `remote`, this side's at
+    /// `local`) while this round's checks have found none; `peerUfrag` names the peer's round.
+    /// Returns whether it was taken (see ``IceAgent/adoptPeerPair(local:remote:peerUfrag:)``).
+    func adoptPeerPair(local: IceEndpoint, remote: IceEndpoint, peerUfrag: String) async -> Bool
     /// Releases everything; idempotent.
     func close() async
     /// Direct datagram access for the media path, or nil (then ``send(_:)`` and ``datagrams``).
     var datagramPort: (any DatagramPort)? { get }
+}
+
+extension IcePath {
+    /// A path without connectivity checks of its own has no pair to take.
+    public func adoptPeerPair(local: IceEndpoint, remote: IceEndpoint, peerUfrag: String) async -> Bool { false }
 }
 
 extension IceAgent: IcePath {}

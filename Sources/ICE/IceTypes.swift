@@ -39,6 +39,23 @@ public struct IceCredentials: Sendable, Hashable {
     }
 }
 
+/// A candidate's transport address, as a peer names it.
+public struct IceEndpoint: Sendable, Hashable, CustomStringConvertible {
+    public var address: String
+    public var port: UInt16
+
+    public init(address: String, port: UInt16) {
+        self.address = address
+        self.port = port
+    }
+
+    public init(_ candidate: IceCandidate) {
+        self.init(address: candidate.address, port: candidate.port)
+    }
+
+    public var description: String { address.contains(":") ? "[\(address)]:\(port)" : "\(address):\(port)" }
+}
+
 /// The candidate pair ICE selected for sending and receiving.
 public struct IceCandidatePair: Sendable, Hashable, CustomStringConvertible {
     /// This agent's side of the pair.

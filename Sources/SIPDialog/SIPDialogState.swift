@@ -278,6 +278,8 @@ public struct SIPDialogState: Sendable, Equatable {
             held.candidates += lines
             waiting = held
             return end ? flush() : []
+        case .pathFound:
+            return []  // node to node only: a SIP peer's ICE finds its pairs itself
         case .ringing:
             guard !outgoing, phase == .early, !callEnded else { return [] }
             return [.respond(status: 180, phrase: "Ringing", sdp: nil, retryAfter: nil)]

@@ -49,6 +49,10 @@ public enum SignalMessage: Sendable, Equatable {
     case answer(sdp: String)
     /// Trickled ICE candidates (`candidate:…` attribute values); `end` marks end-of-candidates.
     case candidates([String], end: Bool)
+    /// The pair the sender's checks found while the call sets up its path. On the wire a
+    /// `candidates` message with no candidates and a `path`: a node that does not know it
+    /// reads nothing new.
+    case pathFound(FoundPath)
     /// The sender put the call on hold (`true`) or resumed it.
     case hold(Bool)
     /// The sender ended the call.
@@ -74,7 +78,7 @@ public enum SignalMessage: Sendable, Equatable {
         case .ringing: "ringing"
         case .offer: "offer"
         case .answer: "answer"
-        case .candidates: "candidates"
+        case .candidates, .pathFound: "candidates"
         case .hold: "hold"
         case .end: "end"
         case .reject: "reject"
@@ -125,7 +129,7 @@ public struct SignalEnvelope: Sendable, Equatable, Codable {
     }
 
     private enum Key: String, CodingKey {
-        case v, type, call, seq, ack, invitation, sdp, candidates, end, hold, reason, message, token, received
+        case v, type, call, seq, ack, invitation, sdp, candidates, end, path, hold, reason, message, token, received
     }
 
     public init(from decoder: any Decoder) throws {
@@ -142,6 +146,8 @@ public struct SignalEnvelope: Sendable, Equatable, Codable {
         case "ringing": message = .ringing
         case "offer": message = .offer(sdp: try c.decode(String.self, forKey: .sdp))
         case "answer": message = .answer(sdp: try c.decode(String.self, forKey: .sdp))
+        case "candidates" where c.contains(.path):
+            message = .pathFound(try c.decode(FoundPath.self, forKey: .path))
         case "candidates":
             message = .candidates(try c.decodeIfPresent([String].self, forKey: .candidates) ?? [],
                                   end: try c.decodeIfPresent(Bool.self, forKey: .end) ?? false)
@@ -178,6 +184,10 @@ public struct SignalEnvelope: Sendable, Equatable, Codable {
         case let .candidates(candidates, end):
             try c.encode(candidates, forKey: .candidates)
             try c.encode(end, forKey: .end)
+        case let .pathFound(path):
+            try c.encode([String](), forKey: .candidates)
+            try c.encode(false, forKey: .end)
+            try c.encode(path, forKey: .path)
         case let .hold(on): try c.encode(on, forKey: .hold)
         case let .end(reason): try c.encode(reason, forKey: .reason)
         case let .reject(reason): try c.encode(reason, forKey: .reason)

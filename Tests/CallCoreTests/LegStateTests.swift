@@ -32,9 +32,9 @@ import Testing
         #expect(state.handle(.peerRinging, now: .zero) == [])
         #expect(state.phase == .ringing)
         // SDES keys are known with the answer: the media is built while ICE checks.
-        #expect(state.handle(.negotiated(dtls: false), now: .zero) == [.prepareMedia, .arm(.setupRound, after: .seconds(4))])
+        #expect(state.handle(.negotiated(dtls: false), now: .zero) == [.prepareMedia, .arm(.setupRound, after: .milliseconds(2500))])
         #expect(state.phase == .checking)
-        #expect(state.handle(.iceConnected, now: .milliseconds(300)) == [.cancel(.setupRound)])
+        #expect(state.handle(.iceConnected, now: .milliseconds(300)) == [.cancel(.setupRound), .tellPeerPath])
         #expect(state.phase == .securing(iceConnectedAt: .milliseconds(300)))
         #expect(state.handle(.mediaReady, now: .milliseconds(400)) == [.reportMediaConnected])
         #expect(state.phase == .awaitingAudio(iceConnectedAt: .milliseconds(300)))

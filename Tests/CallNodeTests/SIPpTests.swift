@@ -251,7 +251,7 @@ struct SIPpTests {
         let start = Array(heard.samples[(rate / 4)..<(2 * rate)])
         let end = Array(heard.samples[(heard.samples.count - rate)...])
         #expect(Goertzel.power(of: 1_000, in: start, rate: Double(rate)) > 20 * Goertzel.power(of: 1_600, in: start, rate: Double(rate)),
-                "the announcement was not heard before the answer")
+                "the announcement was not heard before the answer: \(text)")
         #expect(Goertzel.power(of: 1_600, in: end, rate: Double(rate)) > 20 * Goertzel.power(of: 1_000, in: end, rate: Double(rate)),
                 "the answered call's audio was not heard after the 200")
     }

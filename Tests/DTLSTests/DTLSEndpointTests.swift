@@ -273,30 +273,32 @@ import Testing
         #expect(span < .seconds(30), "within the handshake's limit (CallNodeConfiguration.dtlsHandshakeTimeout)")
     }
 
-    /// Between OpenSSL's own resends the association sends the last flight again every half
+    /// Between OpenSSL's own resends the association sends the last flight again every quarter
     /// second (on its clock: a manual one here, on which OpenSSL's real-time timer barely
     /// moves), so a peer on a lossy path gets many more tries than OpenSSL's twelve.
-    @Test func theLastFlightGoesAgainEveryHalfSecondBetweenOpenSSLsResends() async throws {
+    @Test func theLastFlightGoesAgainEveryQuarterSecondBetweenOpenSSLsResends() async throws {
         let alice = try DTLSEndpointTests.certificate(), bob = try DTLSEndpointTests.certificate()
         let clock = ManualClock()
         let sent = Locked<[[UInt8]]>([])
         let began = ContinuousClock.now
         let client = DTLSAssociation(endpoint: try DTLSEndpoint(certificate: alice, role: .client, remoteFingerprint: bob.fingerprint),
                                      handshakeTimeout: .seconds(30), clock: TimerClock(clock)) { datagram in sent.withLock { $0.append(datagram) } }
-        // Five seconds of the clock, half a second at a time (one tick each); nobody answers.
+        // Two and a half seconds of the clock, a quarter second at a time (one tick each);
+        // nobody answers.
+        #expect(DTLSAssociation.repeatInterval == .milliseconds(250))
         // Each step's copy is waited for (bounded), so the count does not race the ticks.
         let start = ContinuousClock.now + .seconds(2)
         while sent.withLock({ $0.isEmpty }) && ContinuousClock.now < start { try await Task.sleep(for: .milliseconds(5)) }
         for step in 1...10 {
             let before = sent.withLock { $0.count }
             await clock.waitForSleepers()
-            clock.advance(by: .milliseconds(500))
+            clock.advance(by: DTLSAssociation.repeatInterval)
             let deadline = ContinuousClock.now + .seconds(2)
             while sent.withLock({ $0.count }) == before && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
             #expect(sent.withLock { $0.count } > before, "no copy in step \(step)")
         }
         let flights = sent.withLock { $0 }
-        // The ClientHello, then a copy every 500 ms: ten in five seconds, byte for byte the
+        // The ClientHello, then a copy every 250 ms: ten in 2.5 seconds, byte for byte the
         // datagrams sent before. OpenSSL's own resends, on real time, are new records, and a
         // tick that carries one sends no copy: every tick but those OpenSSL's schedule had
         // room for in the real time the test took (one or two on an idle machine, more on a

@@ -198,8 +198,8 @@ import Testing
         #expect(await eventsA.wait(for: .connected) != nil, "a: \(eventsA.states)")
         #expect(await eventsB.wait(for: .connected) != nil, "b: \(eventsB.states)")
 
-        // The role is fixed once the peer's credentials are known.
-        await #expect(throws: IceError.invalidConfiguration("the ICE role can only change before the peer's credentials are set")) {
+        // The role is fixed once the agent has gathered.
+        await #expect(throws: IceError.invalidConfiguration("the ICE role can only change before gathering (this agent gathered as controlled)")) {
             try await b.setRole(.controlling)
         }
         #expect(try await b.libniceRole() == .controlled)

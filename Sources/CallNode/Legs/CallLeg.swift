@@ -366,6 +366,8 @@ actor CallLeg {
                 await legEvent(.peerAccepted)
             case let .candidates(candidates, end):
                 await ice.add(candidates, end: end)
+            case let .pathFound(path):
+                await legEvent(.peerFoundPath(path))
             case let .end(reason):
                 if reason == .failed, let text = peerErrorText {
                     // Another dialect's error says whose it is (the SIP peer's status).
@@ -459,6 +461,10 @@ actor CallLeg {
                     failure = failure ?? error
                     post(.event(.restartSettled, done: nil))
                 }
+            case .tellPeerPath:
+                await tellPeerPath()
+            case let .adoptPeerPath(path):
+                await adoptPeerPath(path)
             case let .restartRefused(reason):
                 failure = failure ?? NegotiationError(reason)
             case .renegotiate:

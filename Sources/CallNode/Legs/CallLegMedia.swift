@@ -1,4 +1,5 @@
 import AudioSession
+import CallCore
 import Calls
 import Foundation
 import DTLS
@@ -8,6 +9,20 @@ import Media
 import Metrics
 import SDP
 import Signaling
+
+extension CandidateEndpoint {
+    init(_ candidate: IceCandidate) {
+        self.init(address: candidate.address, port: Int(candidate.port))
+    }
+}
+
+extension IceEndpoint {
+    /// The peer's endpoint, if its port is one.
+    init?(_ endpoint: CandidateEndpoint) {
+        guard let port = UInt16(exactly: endpoint.port) else { return nil }
+        self.init(address: endpoint.address, port: port)
+    }
+}
 
 /// A leg's ICE events, its media's keys (DTLS or SDES), building and starting its media, media events.
 extension CallLeg {
@@ -33,6 +48,24 @@ extension CallLeg {
             await legEvent(.iceFailed)
         default:
             break
+        }
+    }
+
+    /// Tells the peer the pair this side's checks found (the state says when: while the call
+    /// sets up its path).
+    func tellPeerPath() async {
+        guard let agent = await ice.agent as? IceAgent, let pair = await agent.selectedPair else { return }
+        let ufrag = await agent.localCredentials.ufrag
+        await send(.pathFound(FoundPath(ufrag: ufrag, local: CandidateEndpoint(pair.local), remote: CandidateEndpoint(pair.remote))))
+    }
+
+    /// Takes the pair the peer's checks found, unless this round has found one (or the pair
+    /// is not this round's).
+    func adoptPeerPath(_ path: FoundPath) async {
+        guard let agent = await ice.agent, let local = IceEndpoint(path.remote), let remote = IceEndpoint(path.local) else { return }
+        if await agent.adoptPeerPair(local: local, remote: remote, peerUfrag: path.ufrag) {
+            logger.info("call \(uuid): took the pair the peer's checks found (\(local) <-> \(remote)); this side's own had not")
+            mark("peer-pair-taken")
         }
     }
 

@@ -47,7 +47,8 @@ struct PreparedICE: Sendable {
 /// name NAT bindings and TURN allocations, which age: with STUN or TURN servers set, an agent
 /// older than ``CallNodeConfiguration/iceAgentPoolRefresh`` is replaced.
 final class IcePool: Sendable {
-    /// An agent made ahead of a call (in the controlling role; an outgoing call switches it).
+    /// An agent made ahead of a call (in the controlling role: a call in the other role makes
+    /// its own).
     struct Entry: Sendable {
         let task: Task<PreparedICE, any Error>
         /// When it was made, on the node's clock.
@@ -109,8 +110,8 @@ final class IcePool: Sendable {
         }
     }
 
-    /// A call's agent in `role`, being made now: the oldest pooled one still fresh (switched to
-    /// `role`), or a new one. Taken from the pool at once, not when the task runs, so two calls
+    /// A call's agent in `role`, being made now: the oldest pooled one still fresh if it can
+    /// take `role`, or a new one. Taken from the pool at once, not when the task runs, so two calls
     /// never share one; the pool refills when a call hears audio or ends.
     func prepare(role: IceRole) -> Task<PreparedICE, any Error> {
         let (pooled, stale) = take()
@@ -122,11 +123,20 @@ final class IcePool: Sendable {
             }
             do {
                 try await prepared.agent.setRole(role)
+                return prepared
             } catch {
-                await prepared.agent.close()
-                throw error
+                // libnice keeps the role an agent gathered in: one made for the other side of
+                // a call would claim that side's role in every check. A new one, in this role.
+                async let closed: Void = prepared.agent.close()
+                do {
+                    let made = try await PreparedICE.make(settings, role: role, make: make)
+                    await closed
+                    return made
+                } catch {
+                    await closed
+                    throw error
+                }
             }
-            return prepared
         }
     }
 

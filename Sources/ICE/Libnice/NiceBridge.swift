@@ -323,6 +323,34 @@ final class NiceHandle: @unchecked Sendable {  // confined: its pointer is used 
         return Int(added)
     }
 
+    /// Selects the pair of this stream's local candidate at `local` and its remote one at
+    /// `remote` (libnice stops the stream's checks and reports the pair and the state as for a
+    /// pair its checks found). False when a pair is selected already or either candidate is
+    /// not this stream's.
+    func select(local: IceEndpoint, remote: IceEndpoint) -> Bool {
+        var selectedLocal: UnsafeMutablePointer<NiceCandidate>?, selectedRemote: UnsafeMutablePointer<NiceCandidate>?
+        guard nice_agent_get_selected_pair(agent, streamID, 1, &selectedLocal, &selectedRemote) == 0 else { return false }
+        guard let localFoundation = localCandidates().first(where: { IceEndpoint($0) == local })?.foundation,
+              let remoteFoundation = remoteCandidates().first(where: { IceEndpoint($0) == remote })?.foundation
+        else { return false }
+        return nice_agent_set_selected_pair(agent, streamID, 1, localFoundation, remoteFoundation) != 0
+    }
+
+    /// The peer's candidates this stream knows, those its checks discovered included.
+    func remoteCandidates() -> [IceCandidate] {
+        guard let list = nice_agent_get_remote_candidates(agent, streamID, 1) else { return [] }
+        defer { cnice_candidate_list_free(list) }
+        var result: [IceCandidate] = []
+        var node: UnsafeMutablePointer<GSList>? = list
+        while let current = node {
+            if let data = current.pointee.data {
+                result.append(IceCandidate(nice: data.assumingMemoryBound(to: NiceCandidate.self)))
+            }
+            node = current.pointee.next
+        }
+        return result
+    }
+
     func setControlling(_ controlling: Bool) {
         cnice_set_bool(agent, "controlling-mode", controlling ? 1 : 0)
     }
