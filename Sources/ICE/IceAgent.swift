@@ -183,7 +183,8 @@ public actor IceAgent {
         try await loop.run { handle.setControlling(role == .controlling) }
     }
 
-    /// The role libnice itself holds (what ``role`` says, read back from the agent).
+    /// The role libnice's property reads back: the one last asked for, which its checks carry
+    /// only if it was asked for before gathering (the checks themselves say which they claim).
     @_spi(Testing) public func libniceRole() async throws(IceError) -> IceRole {
         guard !isClosed else { throw .closed }
         let handle = self.handle

@@ -188,7 +188,10 @@ import Testing
         #expect(after.map { abs(Int($0)) }.max() ?? 0 > 3_000)
     }
 
-    @Test("calls take agents made ahead, in either role, and the pool refills after first audio", arguments: [1, 0])
+    /// A pooled agent gathered as controlling, and libnice keeps the role an agent gathered
+    /// in (it reads the new one back, but checks in the old: both sides of a call claimed
+    /// control): the callee, which controls a node call, takes one; the caller makes its own.
+    @Test("callees take agents made ahead, callers make their own, and the pool refills after first audio", arguments: [1, 0])
     func callsTakePooledAgents(pool: Int) async throws {
         let f = try InMemoryNodes()
         let alice = try await f.node("alice", input: .tone(440)) { $0.iceAgentPool = pool }
@@ -201,14 +204,14 @@ import Testing
             let incomingBefore = f.events(calleeName).count { if case .incoming = $0 { true } else { false } }
             let firstAudioBefore = (f.events(callerName).count { $0.isFirstAudio }, f.events(calleeName).count { $0.isFirstAudio })
             let call = try await caller.call(.contact(calleeName))
-            // The caller took its agent when it dialled, the callee when the invitation came.
+            // The callee took its agent when the invitation came; the caller's pool is kept.
             for _ in 0..<100 where f.events(calleeName).count(where: { if case .incoming = $0 { true } else { false } }) == incomingBefore {
                 await f.settle()
                 try await Task.sleep(for: .milliseconds(1))
             }
             let incoming = f.events(calleeName).last { if case .incoming = $0 { true } else { false } }
             guard case let .incoming(calleeCall, _, _, _) = incoming else { throw TestFailure("no invitation at \(calleeName)") }
-            #expect(await caller.pooledICEAgents == 0)
+            #expect(await caller.pooledICEAgents == pool)
             #expect(await callee.pooledICEAgents == 0)
             for _ in 0..<300 where f.events(callerName).count(where: { $0.isFirstAudio }) == firstAudioBefore.0
                 || f.events(calleeName).count(where: { $0.isFirstAudio }) == firstAudioBefore.1 { await f.step() }

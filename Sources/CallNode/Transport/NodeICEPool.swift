@@ -47,8 +47,7 @@ struct PreparedICE: Sendable {
 /// name NAT bindings and TURN allocations, which age: with STUN or TURN servers set, an agent
 /// older than ``CallNodeConfiguration/iceAgentPoolRefresh`` is replaced.
 final class IcePool: Sendable {
-    /// An agent made ahead of a call (in the controlling role: a call in the other role makes
-    /// its own).
+    /// An agent made ahead of a call, in the controlling role (see ``prepare(role:)``).
     struct Entry: Sendable {
         let task: Task<PreparedICE, any Error>
         /// When it was made, on the node's clock.
@@ -110,33 +109,20 @@ final class IcePool: Sendable {
         }
     }
 
-    /// A call's agent in `role`, being made now: the oldest pooled one still fresh if it can
-    /// take `role`, or a new one. Taken from the pool at once, not when the task runs, so two calls
-    /// never share one; the pool refills when a call hears audio or ends.
+    /// A call's agent in `role`, being made now: the oldest pooled one still fresh, or a new
+    /// one. Taken from the pool at once, not when the task runs, so two calls never share one;
+    /// the pool refills when a call hears audio or ends. Pooled agents gathered as controlling
+    /// (the side a node's callee and a SIP caller take), and libnice keeps the role an agent
+    /// gathered in: a call on the controlled side makes its own and leaves the pool to the next.
     func prepare(role: IceRole) -> Task<PreparedICE, any Error> {
-        let (pooled, stale) = take()
+        let (pooled, stale) = role == .controlling ? take() : (nil, [])
         let settings = self.settings, make = self.make
         return Task {
             for entry in stale { await (try? await entry.task.value)?.agent.close() }
             guard let pooled, let prepared = try? await pooled.value else {
                 return try await PreparedICE.make(settings, role: role, make: make)
             }
-            do {
-                try await prepared.agent.setRole(role)
-                return prepared
-            } catch {
-                // libnice keeps the role an agent gathered in: one made for the other side of
-                // a call would claim that side's role in every check. A new one, in this role.
-                async let closed: Void = prepared.agent.close()
-                do {
-                    let made = try await PreparedICE.make(settings, role: role, make: make)
-                    await closed
-                    return made
-                } catch {
-                    await closed
-                    throw error
-                }
-            }
+            return prepared
         }
     }
 

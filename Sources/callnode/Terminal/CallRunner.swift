@@ -20,6 +20,8 @@ enum RunnerInput: Sendable {
     case drained(hungUp: Int)
     /// The control API asks for a drain (`POST /v1/drain`), with its grace if it gave one.
     case drainRequested(grace: Duration?)
+    /// Time to redraw what the placed call's setup waits for.
+    case setupTick
 }
 
 /// How a run ended, for the exit status.
@@ -44,13 +46,15 @@ final class CallRunner {
     let exitAfterCalls: Int?
     private var endedCalls = 0
     let inputs: AsyncStream<RunnerInput>
-    private let continuation: AsyncStream<RunnerInput>.Continuation
+    let continuation: AsyncStream<RunnerInput>.Continuation
     private var tasks: [Task<Void, Never>] = []
     private var servers: [Task<Void, Never>] = []
     private var signalSources: [any DispatchSourceSignal] = []
     private var connected: Set<UUID> = []
     /// The call this run placed (`call`, `join`, a rung page), whose failure is its exit status.
     private var dialedCall: UUID?
+    /// What the placed call's setup waits for, until it connects or ends (see `followSetup`).
+    var setup: (call: UUID, status: SetupStatus, began: ContinuousClock.Instant, ticker: Task<Void, Never>)?
     var lastPair: [UUID: SelectedPairInfo] = [:]
     var lastStats: [UUID: MediaStatistics] = [:]
     var current: UUID?
@@ -71,7 +75,7 @@ final class CallRunner {
     /// Calls ringing here, oldest first; calls connected and not ended, in the order they connected.
     var ringing: [UUID] = []
     var connectedCalls: [UUID] = []
-    private let isTerminal = isatty(1) == 1
+    let isTerminal = isatty(1) == 1
     var statusShown = false
     /// Each call's media protection, for the status line.
     var securities: [UUID: MediaSecurity] = [:]
@@ -126,6 +130,7 @@ final class CallRunner {
                 dialed = try await node.call(target)
                 dialedCall = dialed
                 current = dialed
+                if let dialed { beginSetupStatus(of: dialed) }
             } catch {
                 return .failed("callnode: \(error)")
             }
@@ -135,6 +140,7 @@ final class CallRunner {
             switch input {
             case let .node(event):
                 report(event)
+                followSetup(event)
                 switch event {
                 case let .connected(uuid, _):
                     connected.insert(uuid)
@@ -190,6 +196,8 @@ final class CallRunner {
                 default:
                     break
                 }
+            case .setupTick:
+                showSetup()
             case let .durationElapsed(uuid):
                 try? await node.hangUp(uuid)
             case let .interrupt(fromTerminal):

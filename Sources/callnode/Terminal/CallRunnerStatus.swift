@@ -57,4 +57,41 @@ extension CallRunner {
             statusShown = false
         }
     }
+
+    // MARK: - While the placed call is set up
+
+    /// Follows the placed call's setup; a tick every half second redraws it once it is slow.
+    func beginSetupStatus(of call: UUID) {
+        guard isTerminal, !json else { return }
+        let continuation = self.continuation
+        let ticker = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(500))
+                continuation.yield(.setupTick)
+            }
+        }
+        setup = (call, SetupStatus(), .now, ticker)
+    }
+
+    func followSetup(_ event: NodeEvent) {
+        guard var current = setup else { return }
+        switch event {
+        case let .connected(uuid, _) where uuid == current.call, let .ended(uuid, _, _, _) where uuid == current.call:
+            current.ticker.cancel()
+            setup = nil
+            clearStatus()
+        default:
+            current.status.follow(event, of: current.call)
+            setup = current
+        }
+    }
+
+    /// The status line says what a slow setup waits for (the call the keys act on only).
+    func showSetup() {
+        guard let setup, setup.call == current, transferEntry == nil,
+              let text = setup.status.text(peer: peers[setup.call] ?? "the peer", elapsed: .now - setup.began) else { return }
+        let line = Terminal.statusLine([(text, 0), ("q: hang up", 1)], columns: Terminal.columns())
+        FileHandle.standardOutput.write(Data(("\r\u{1B}[2K" + line).utf8))
+        statusShown = true
+    }
 }
