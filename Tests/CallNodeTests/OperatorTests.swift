@@ -137,6 +137,13 @@ extension RealTimeTests {
         #expect(during.contains("callnode_call_setup_seconds_count 1"), "\(during)")
         #expect(during.contains("callnode_call_jitter_seconds{call=") && during.contains("callnode_call_rtt_seconds{call="))
         #expect(during.contains("callnode_ice_selected_pairs_total{local=\"host\",remote=\"host\"}"), "\(during)")
+        // Every metric the shipped dashboard and alert rules query is there while a call runs.
+        let queried = try ShippedMonitoring.metricNames()
+        #expect(queried.count > 15, "\(queried)")
+        let exported = Set(during.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap {
+            $0.split(whereSeparator: { $0 == "{" || $0 == " " }).first.map(String.init)
+        })
+        #expect(queried.subtracting(exported).isEmpty, "queried but not exported: \(queried.subtracting(exported).sorted())")
         #expect(await second.wait() == 0, "\(events("known"))")
         // Frames were encrypted end to end (the default), and the code matches `contacts show`.
         let secured = try #require(events("known").first { $0["event"] as? String == "secured" })

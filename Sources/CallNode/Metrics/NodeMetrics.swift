@@ -24,6 +24,10 @@ import Metrics
 /// - `callnode_signaling_errors_total`: malformed or refused signaling from peers.
 /// - `callnode_dtls_failures_total`: calls that ended because DTLS did not complete.
 /// - `callnode_relay_registrations_total`, `callnode_relay_lost_total`.
+/// - `callnode_recording_failures_total`: recordings that failed (the call went on).
+///
+/// Every counter is exported at 0 from the start, with each value its label can take.
+/// `contrib/prometheus/callnode-alerts.yml` alerts on them and `contrib/grafana` charts them.
 public final class NodeMetrics: Sendable {
     private let factory: any MetricsFactory
     private let state = Locked<State>(State())
@@ -62,6 +66,14 @@ public final class NodeMetrics: Sendable {
                      "callnode_recording_failures_total", "callnode_calls_missed_total"] {
             counter(name).increment(by: 0)
         }
+        // Labelled ones too, for every value their label takes: a series born at 1 shows no
+        // increase, so an alert on the first failed or refused call after a start would miss it.
+        for reason in CallEndReason.allCases { counter("callnode_calls_ended_total", [("reason", reason.rawValue)]).increment(by: 0) }
+        for reason in RejectReason.allCases {
+            counter("callnode_refused_total", [("reason", reason.rawValue)]).increment(by: 0)
+            counter("callnode_rejected_total", [("reason", reason.rawValue)]).increment(by: 0)
+        }
+        for side in ["local", "peer"] { counter("callnode_ice_restarts_total", [("by", side)]).increment(by: 0) }
     }
 
     private func counter(_ label: String, _ dimensions: [(String, String)] = []) -> Counter {
