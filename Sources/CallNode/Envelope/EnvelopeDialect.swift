@@ -84,6 +84,8 @@ actor EnvelopeDialect: CallDialect {
     // MARK: - Sending
 
     func send(_ signal: CallSignal) async {
+        // A found pair is for a node's ICE: the page's browser finds its own.
+        if case .pathFound = signal, traits.peer != .node { return }
         guard var message = SignalMessage(signal) else { return }
         if case let .invite(invitation) = signal {
             message = .invite(Invitation(displayName: invitation.displayName, title: invitation.title, session: invitation.session,
