@@ -590,13 +590,4 @@ public struct JitterBuffer: Sendable {
         }
         statistics.targetDelay = min(configuration.maximumDelay, max(configuration.minimumDelay, target))
     }
-
-    /// Extends a 32-bit RTP timestamp to 64 bits, choosing the value closest to `reference`.
-    static func extendTimestamp(_ timestamp: UInt32, near reference: Int64) -> Int64 {
-        let base = reference & ~0xFFFF_FFFF
-        var candidate = base | Int64(timestamp)
-        if candidate - reference > 0x8000_0000 { candidate -= 0x1_0000_0000 }
-        else if reference - candidate > 0x8000_0000 { candidate += 0x1_0000_0000 }
-        return candidate
-    }
 }

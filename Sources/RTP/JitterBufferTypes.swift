@@ -126,3 +126,14 @@ public struct PlayoutReset: Sendable, Equatable {
         self.jump = jump
     }
 }
+
+extension JitterBuffer {
+    /// Extends a 32-bit RTP timestamp to 64 bits, choosing the value closest to `reference`.
+    static func extendTimestamp(_ timestamp: UInt32, near reference: Int64) -> Int64 {
+        let base = reference & ~0xFFFF_FFFF
+        var candidate = base | Int64(timestamp)
+        if candidate - reference > 0x8000_0000 { candidate -= 0x1_0000_0000 }
+        else if reference - candidate > 0x8000_0000 { candidate += 0x1_0000_0000 }
+        return candidate
+    }
+}
