@@ -139,6 +139,12 @@ public final class CallStore: Sendable {
             migrator.registerMigration("v5-last-seen") { db in
                 try db.alter(table: "recents") { t in t.add(column: "lastSeen", .datetime) }
             }
+            migrator.registerMigration("v6-quality") { db in
+                try db.create(table: "quality") { t in
+                    t.primaryKey("id", .text)
+                    t.column("timeline", .blob).notNull()
+                }
+            }
             try migrator.migrate(pool)
             let blocked = try pool.read { db in try String.fetchSet(db, sql: "SELECT handle FROM blocked") }
             let labels = try pool.read { db in
@@ -214,7 +220,10 @@ public final class CallStore: Sendable {
 
     /// Deletes every Recents row.
     public func clearRecents() async throws {
-        try await pool.write { db in _ = try RecentCall.deleteAll(db) }
+        try await pool.write { db in
+            _ = try RecentCall.deleteAll(db)
+            try db.execute(sql: "DELETE FROM quality")
+        }
     }
 
     /// Waits until every queued write is committed.

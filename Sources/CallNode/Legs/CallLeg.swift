@@ -66,6 +66,8 @@ actor CallLeg {
     var media: (any MediaPath)?
     /// The media started (its figures mean something).
     var mediaStarted = false
+    /// The call's quality over time, kept with it in Recents as it ends.
+    var quality = QualityRecording()
     /// The event stream has heard how the media is keyed (early media tells it before the call connects).
     var securityReported = false
     var mediaPreparation: Task<PreparedMedia, any Error>?
@@ -533,7 +535,17 @@ actor CallLeg {
         ended = true
         // The call's last figures, before its end is told: the periodic ones are up to a
         // statistics interval old (a 2 s call's summary said half the packets it sent).
-        if mediaStarted, let media { broadcaster.send(.statistics(uuid, await media.statistics)) }
+        if mediaStarted, let media {
+            let statistics = await media.statistics
+            broadcaster.send(.statistics(uuid, statistics))
+            quality.take(statistics, at: configuration.clock.now)
+        }
+        // Kept before the end is told: whoever hears of it finds the call's figures there.
+        if !quality.timeline.samples.isEmpty {
+            do { try await store.saveQuality(quality.timeline, of: uuid) } catch {
+                logger.warning("call \(uuid): its quality over time could not be kept: \(error)")
+            }
+        }
         let duration = state.connectedSince.map { configuration.clock.now - $0 }
         var detail: String?
         var reason: CallEndReason?

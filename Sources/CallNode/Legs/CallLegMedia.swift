@@ -189,6 +189,7 @@ extension CallLeg {
             // The leg takes no input after its teardown, whose final figures an older periodic
             // one would undo.
             broadcaster.send(.statistics(uuid, statistics))
+            quality.take(statistics, at: configuration.clock.now)
         case let .dtmf(digit): broadcaster.send(.dtmf(uuid, digit))
         case .firstAudio:
             // The pooled agent this call may have taken is replaced now, not while it was

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CallNode
 import Foundation
+import NodeControl
 
 /// Opens the database of a node that exists, for commands that only read it; `nil` (nothing
 /// created) when `home` holds no node yet.
@@ -159,7 +160,56 @@ struct Unblock: AsyncParsableCommand {
 }
 
 struct Recents: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List recent calls, newest first.")
+    static let configuration = CommandConfiguration(
+        abstract: "List recent calls, newest first; `recents show N` tells one call's quality over time.",
+        subcommands: [RecentsList.self, RecentsShow.self], defaultSubcommand: RecentsList.self)
+}
+
+struct RecentsShow: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "show", abstract: "One recent call: its row, and its quality over time with its worst moments.")
+    @OptionGroup var home: HomeOption
+    @Argument(help: "Which call: its place in `callnode recents` (1: the newest), or the start of its ID.") var which: String
+    @Option(name: .long, help: "Also draw the call's quality over time as an SVG image at PATH (…/call.svg).") var plot: String?
+
+    func validate() throws {
+        if let plot, !plot.lowercased().hasSuffix(".svg") { throw ValidationError("--plot writes SVG: give a PATH ending in .svg (got \(plot))") }
+    }
+
+    func run() async throws {
+        guard let store = try openExistingStore(home.home) else { throw ValidationError("no recent calls (no node in \(home.home) yet)") }
+        let rows = try await store.recents(limit: 500)
+        let row: RecentCall
+        if let index = Int(which) {
+            guard index >= 1, index <= rows.count else {
+                throw ValidationError(rows.count == 1 ? "there is one recent call: \(which) is not 1"
+                                      : "there are \(rows.count) recent calls: \(which) is not one of 1–\(rows.count)")
+            }
+            row = rows[index - 1]
+        } else {
+            let matching = rows.filter { $0.id.uuidString.lowercased().hasPrefix(which.lowercased()) }
+            guard matching.count == 1, let only = matching.first else {
+                throw ValidationError(matching.isEmpty ? "no recent call's ID starts with \(which)" : "\(matching.count) recent calls' IDs start with \(which): give more of it")
+            }
+            row = only
+        }
+        let who = store.contacts.withFingerprint(row.handle)?.name ?? row.handle
+        let duration = row.knownDuration.map { String(format: "%.1f s", $0) } ?? "-"
+        print("\(ISO8601DateFormatter().string(from: row.started))  \(row.direction.rawValue)  \(who)  \(row.reason?.rawValue ?? row.state)  \(duration)")
+        print("call \(row.id.uuidString)")
+        let timeline = try await store.quality(of: row.id) ?? QualityTimeline()
+        for line in QualitySummary.lines(timeline) { print(line) }
+        if let plot {
+            guard !timeline.samples.isEmpty else { throw ValidationError("nothing to plot: the call kept no quality (it had no media)") }
+            let title = "\(row.direction.rawValue) call with \(who), \(ISO8601DateFormatter().string(from: row.started))"
+            try Data(QualityPlot.svg(timeline, title: title).utf8).write(to: URL(fileURLWithPath: plot))
+            print("quality over time drawn in \(plot)")
+        }
+    }
+}
+
+struct RecentsList: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "list", abstract: "List recent calls, newest first.")
     @OptionGroup var home: HomeOption
     @Option(name: .long, help: "How many to show.") var limit = 20
     @Flag(name: .long, help: "Delete every recent call.") var clear = false

@@ -1,0 +1,23 @@
+import Foundation
+import GRDB
+
+/// Each call's quality over time (``QualityTimeline``), kept beside its Recents row and cleared
+/// with Recents.
+extension CallStore {
+    /// Keeps `timeline` as the call's (replacing what was kept).
+    public func saveQuality(_ timeline: QualityTimeline, of call: UUID) async throws {
+        let data = try JSONEncoder().encode(timeline)
+        try await pool.write { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO quality (id, timeline) VALUES (?, ?)", arguments: [call.uuidString, data])
+        }
+    }
+
+    /// The call's quality over time, if it was kept (nil for a call that never had media, or
+    /// one kept before this was).
+    public func quality(of call: UUID) async throws -> QualityTimeline? {
+        let data = try await pool.read { db in
+            try Data.fetchOne(db, sql: "SELECT timeline FROM quality WHERE id = ?", arguments: [call.uuidString])
+        }
+        return try data.map { try JSONDecoder().decode(QualityTimeline.self, from: $0) }
+    }
+}
