@@ -4,12 +4,14 @@ import GRDB
 /// Each call's quality over time (``QualityTimeline``), kept beside its Recents row and cleared
 /// with Recents.
 extension CallStore {
-    /// Keeps `timeline` as the call's (replacing what was kept).
-    public func saveQuality(_ timeline: QualityTimeline, of call: UUID) async throws {
-        let data = try JSONEncoder().encode(timeline)
-        try await pool.write { db in
+    /// Queues keeping `timeline` as the call's (replacing what was kept), in order with the
+    /// Recents rows the call manager writes: the caller never waits on the database (a call's
+    /// end does not), and ``flush()`` waits for it.
+    public func saveQuality(_ timeline: QualityTimeline, of call: UUID) {
+        guard let data = try? JSONEncoder().encode(timeline) else { return }  // plain numbers: cannot fail
+        pool.asyncWrite({ db in
             try db.execute(sql: "INSERT OR REPLACE INTO quality (id, timeline) VALUES (?, ?)", arguments: [call.uuidString, data])
-        }
+        }, completion: { _, _ in })
     }
 
     /// The call's quality over time, if it was kept (nil for a call that never had media, or

@@ -19,6 +19,7 @@ import Testing
         try await alice.hangUp(call)
         try await f.waitFor("bob", advancing: true) { if case .ended = $0 { true } else { false } }
 
+        try await bob.store.flush()
         let timeline = try #require(try await bob.store.quality(of: bobCall), "the callee kept no quality for its call")
         let samples = timeline.samples
         #expect(timeline.step == 1 && samples.count >= 9, "\(samples.count) samples")

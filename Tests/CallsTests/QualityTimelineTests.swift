@@ -42,7 +42,8 @@ import Testing
         for at in 0..<5 { timeline.append(Self.second(at, lost: at, rtt: at == 0 ? nil : 20)) }
         let call = UUID()
         #expect(try await store.quality(of: call) == nil)
-        try await store.saveQuality(timeline, of: call)
+        store.saveQuality(timeline, of: call)
+        try await store.flush()
         #expect(try await store.quality(of: call) == timeline)
         // Another process (the command line) reads what the node kept.
         let reader = try CallStore(path: directory + "/node.sqlite")

@@ -540,12 +540,8 @@ actor CallLeg {
             broadcaster.send(.statistics(uuid, statistics))
             quality.take(statistics, at: configuration.clock.now)
         }
-        // Kept before the end is told: whoever hears of it finds the call's figures there.
-        if !quality.timeline.samples.isEmpty {
-            do { try await store.saveQuality(quality.timeline, of: uuid) } catch {
-                logger.warning("call \(uuid): its quality over time could not be kept: \(error)")
-            }
-        }
+        // Queued before the end is told, in order with the call's Recents row.
+        if !quality.timeline.samples.isEmpty { store.saveQuality(quality.timeline, of: uuid) }
         let duration = state.connectedSince.map { configuration.clock.now - $0 }
         var detail: String?
         var reason: CallEndReason?
