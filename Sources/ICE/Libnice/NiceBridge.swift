@@ -337,19 +337,7 @@ final class NiceHandle: @unchecked Sendable {  // confined: its pointer is used 
     }
 
     /// The peer's candidates this stream knows, those its checks discovered included.
-    func remoteCandidates() -> [IceCandidate] {
-        guard let list = nice_agent_get_remote_candidates(agent, streamID, 1) else { return [] }
-        defer { cnice_candidate_list_free(list) }
-        var result: [IceCandidate] = []
-        var node: UnsafeMutablePointer<GSList>? = list
-        while let current = node {
-            if let data = current.pointee.data {
-                result.append(IceCandidate(nice: data.assumingMemoryBound(to: NiceCandidate.self)))
-            }
-            node = current.pointee.next
-        }
-        return result
-    }
+    func remoteCandidates() -> [IceCandidate] { Self.taking(nice_agent_get_remote_candidates(agent, streamID, 1)) }
 
     func setControlling(_ controlling: Bool) {
         cnice_set_bool(agent, "controlling-mode", controlling ? 1 : 0)
@@ -361,8 +349,11 @@ final class NiceHandle: @unchecked Sendable {  // confined: its pointer is used 
         _ = nice_agent_peer_candidate_gathering_done(agent, streamID)
     }
 
-    func localCandidates() -> [IceCandidate] {
-        guard let list = nice_agent_get_local_candidates(agent, streamID, 1) else { return [] }
+    func localCandidates() -> [IceCandidate] { Self.taking(nice_agent_get_local_candidates(agent, streamID, 1)) }
+
+    /// The candidates of a list libnice handed over (copies), which is freed.
+    private static func taking(_ list: UnsafeMutablePointer<GSList>?) -> [IceCandidate] {
+        guard let list else { return [] }
         defer { cnice_candidate_list_free(list) }
         var result: [IceCandidate] = []
         var node: UnsafeMutablePointer<GSList>? = list
