@@ -312,7 +312,7 @@ let package = Package(
         .testTarget(
             name: "SignalingTests",
             dependencies: [
-                "Signaling", "CallCore", "Locking", "CallNodeTestSupport",
+                "Signaling", "CallCore", "SDP", "Locking", "CallNodeTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

@@ -1,3 +1,5 @@
+import SDP
+
 /// What a call says to its peer, in the call's own terms. A signaling dialect (node envelopes,
 /// the call page's WebSocket, and others) puts these on its wire and reads them back; the
 /// leg's state never sees how.
@@ -39,28 +41,15 @@ public struct FoundPath: Sendable, Equatable, Codable {
     /// The round of checks it was found in: the finder's ICE username fragment.
     public var ufrag: String
     /// The finder's candidate (the peer's remote one).
-    public var local: CandidateEndpoint
+    public var local: TransportAddress
     /// The peer's candidate the finder reached (the peer's local one).
-    public var remote: CandidateEndpoint
+    public var remote: TransportAddress
 
-    public init(ufrag: String, local: CandidateEndpoint, remote: CandidateEndpoint) {
+    public init(ufrag: String, local: TransportAddress, remote: TransportAddress) {
         self.ufrag = ufrag
         self.local = local
         self.remote = remote
     }
-}
-
-/// A candidate's transport address.
-public struct CandidateEndpoint: Sendable, Equatable, Codable, CustomStringConvertible {
-    public var address: String
-    public var port: Int
-
-    public init(address: String, port: Int) {
-        self.address = address
-        self.port = port
-    }
-
-    public var description: String { address.contains(":") ? "[\(address)]:\(port)" : "\(address):\(port)" }
 }
 
 /// What a caller's invitation says of the call.

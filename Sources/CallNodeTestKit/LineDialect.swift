@@ -105,8 +105,8 @@ public actor LineDialect: CallDialect {
         case "PATH":
             let fields = payload.split(separator: " ").map(String.init)
             guard fields.count == 5, let localPort = Int(fields[2]), let remotePort = Int(fields[4]) else { return nil }
-            return .pathFound(FoundPath(ufrag: fields[0], local: CandidateEndpoint(address: fields[1], port: localPort),
-                                        remote: CandidateEndpoint(address: fields[3], port: remotePort)))
+            return .pathFound(FoundPath(ufrag: fields[0], local: TransportAddress(address: fields[1], port: localPort),
+                                        remote: TransportAddress(address: fields[3], port: remotePort)))
         case "END": return HangupReason(rawValue: payload).map { .end($0) }
         case "REJECT": return RejectReason(rawValue: payload).map { .reject($0) }
         case "ERROR": return text(payload).map { .error($0) }

@@ -121,7 +121,11 @@ public struct LocalAudioParameters: Sendable, Equatable {
 
 /// Where RTP goes without ICE: the `c=` address and `m=` port of a description (RTP and RTCP
 /// on that one port, `a=rtcp-mux`; symmetric RTP, RFC 4961).
-public struct RTPEndpoint: Sendable, Hashable, CustomStringConvertible {
+public typealias RTPEndpoint = TransportAddress
+
+/// An IP address and a port: where RTP goes without ICE (``RTPEndpoint``), an ICE candidate's
+/// address as a peer names it.
+public struct TransportAddress: Sendable, Hashable, Codable, CustomStringConvertible {
     public var address: String
     public var port: Int
 

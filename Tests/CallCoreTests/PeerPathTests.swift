@@ -1,4 +1,5 @@
 @testable import CallCore
+import SDP
 import Testing
 
 /// While a call sets up its path, the pair one side's checks found goes to the other, which
@@ -6,8 +7,8 @@ import Testing
 /// seconds (their answers lost, libnice's tries further and further apart), and the DTLS
 /// handshake cannot start until both have a pair.
 @Suite struct PeerPathTests {
-    static let path = FoundPath(ufrag: "abcd", local: CandidateEndpoint(address: "100.64.2.2", port: 40_000),
-                                remote: CandidateEndpoint(address: "100.64.1.2", port: 50_000))
+    static let path = FoundPath(ufrag: "abcd", local: TransportAddress(address: "100.64.2.2", port: 40_000),
+                                remote: TransportAddress(address: "100.64.1.2", port: 50_000))
 
     static func checking(outgoing: Bool, ice: Bool = true) -> LegState {
         var state = LegState(outgoing: outgoing, timings: LegDecisionTests.timings)

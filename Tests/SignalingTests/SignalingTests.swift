@@ -7,6 +7,7 @@ import Glibc
 import NIOCore
 import NIOEmbedded
 import NIOPosix
+import SDP
 import Testing
 @_spi(Fuzzing) @testable import Signaling
 
@@ -48,8 +49,8 @@ import Testing
         .invite(Invitation(displayName: "alice", title: "standup")), .ringing, .offer(sdp: "v=0\r\n"), .answer(sdp: "v=0\r\n"),
         .candidates(["candidate:1 1 UDP 2130706431 127.0.0.1 5000 typ host"], end: false), .candidates([], end: true),
         .hold(true), .hold(false), .end(.hangup), .reject(.unknownCaller), .reject(.doNotDisturb), .error("bad"), .keepAlive,
-        .pathFound(FoundPath(ufrag: "abcd", local: CandidateEndpoint(address: "100.64.2.2", port: 40_000),
-                             remote: CandidateEndpoint(address: "fe80::1", port: 9))),
+        .pathFound(FoundPath(ufrag: "abcd", local: TransportAddress(address: "100.64.2.2", port: 40_000),
+                             remote: TransportAddress(address: "fe80::1", port: 9))),
     ]
 
     @Test(arguments: messages) func roundTrips(_ message: SignalMessage) throws {
@@ -60,8 +61,8 @@ import Testing
     /// The pair a side found travels as a `candidates` message with none and a `path`: a node
     /// that does not know `path` reads an empty trickle, not a malformed frame.
     @Test func aFoundPathReadsAsNoCandidatesWithoutItsPath() throws {
-        let path = FoundPath(ufrag: "abcd", local: CandidateEndpoint(address: "100.64.2.2", port: 40_000),
-                             remote: CandidateEndpoint(address: "100.64.1.2", port: 50_000))
+        let path = FoundPath(ufrag: "abcd", local: TransportAddress(address: "100.64.2.2", port: 40_000),
+                             remote: TransportAddress(address: "100.64.1.2", port: 50_000))
         let wire = SignalEnvelope(call: Self.call, .pathFound(path)).encoded()
         var object = try #require(try JSONSerialization.jsonObject(with: Data(wire)) as? [String: Any])
         #expect(object["type"] as? String == "candidates")

@@ -10,7 +10,7 @@ import Metrics
 import SDP
 import Signaling
 
-extension CandidateEndpoint {
+extension TransportAddress {
     init(_ candidate: IceCandidate) {
         self.init(address: candidate.address, port: Int(candidate.port))
     }
@@ -18,7 +18,7 @@ extension CandidateEndpoint {
 
 extension IceEndpoint {
     /// The peer's endpoint, if its port is one.
-    init?(_ endpoint: CandidateEndpoint) {
+    init?(_ endpoint: TransportAddress) {
         guard let port = UInt16(exactly: endpoint.port) else { return nil }
         self.init(address: endpoint.address, port: port)
     }
@@ -56,7 +56,7 @@ extension CallLeg {
     func tellPeerPath() async {
         guard let agent = await ice.agent as? IceAgent, let pair = await agent.selectedPair else { return }
         let ufrag = await agent.localCredentials.ufrag
-        await send(.pathFound(FoundPath(ufrag: ufrag, local: CandidateEndpoint(pair.local), remote: CandidateEndpoint(pair.remote))))
+        await send(.pathFound(FoundPath(ufrag: ufrag, local: TransportAddress(pair.local), remote: TransportAddress(pair.remote))))
     }
 
     /// Takes the pair the peer's checks found, unless this round has found one (or the pair

@@ -238,6 +238,7 @@ final class CallRunner {
         keyboard = nil
         for source in signalSources { source.cancel() }
         for task in tasks { task.cancel() }
+        setup?.ticker.cancel()
         return outcome
     }
 
