@@ -166,7 +166,10 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-            ]),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            exclude: ["Page/console.html", "Page/console.js", "Page/console.css"],  // the console's files, carried in the binary by EmbedPage
+            plugins: ["EmbedPage"]),
         // The command line's settings: flags over CALLNODE_* environment variables over the
         // node's config.yaml over defaults, with secrets kept out of argv and out of output.
         .target(

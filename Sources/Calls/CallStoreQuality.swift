@@ -22,4 +22,15 @@ extension CallStore {
         }
         return try data.map { try JSONDecoder().decode(QualityTimeline.self, from: $0) }
     }
+
+    /// Which of `calls` have their quality kept (one query for a list of Recents).
+    public func callsWithQuality(_ calls: [UUID]) async throws -> Set<UUID> {
+        guard !calls.isEmpty else { return [] }
+        let ids = calls.map(\.uuidString)
+        let kept = try await pool.read { db in
+            try String.fetchAll(db, sql: "SELECT id FROM quality WHERE id IN (\(databaseQuestionMarks(count: ids.count)))",
+                                arguments: StatementArguments(ids))
+        }
+        return Set(kept.compactMap(UUID.init(uuidString:)))
+    }
 }

@@ -35,10 +35,20 @@ public struct ControlRequest: Sendable {
     }
 }
 
-/// The control API's answer: a status and a JSON body.
+/// The control API's answer: a status and a body (JSON, but for a recording or a picture).
 public struct ControlResponse: Sendable {
     public var status: Int
+    public var contentType = "application/json"
     public var body: [UInt8]
+    /// Headers besides the content's type and length.
+    public var headers: [(name: String, value: String)] = []
+
+    init(status: Int, contentType: String, body: [UInt8], headers: [(name: String, value: String)] = []) {
+        self.status = status
+        self.contentType = contentType
+        self.body = body
+        self.headers = headers
+    }
 
     init(_ status: Int, _ object: [String: Any]) {
         self.status = status
@@ -90,22 +100,24 @@ struct ControlRoute: Sendable, Equatable {
 public final class ControlAPI: Sendable {
     public let node: CallNode
     public let events: ControlEvents
+    /// What the events said of each live call (its start, encryption, codec).
+    let facts = ControlCallFacts()
     /// Starts a drain (the command line's: taking no new calls, exiting once the last ends).
     private let drainHandler: DrainHandler
-    private struct Playback {
+    struct Playback {
         let id: UUID
         let source: PromptSource
     }
-    private struct Recording {
+    struct Recording {
         let path: String
         let sink: WAVFileSink
     }
-    private struct State {
+    struct State {
         var playbacks: [UUID: Playback] = [:]
         var recordings: [UUID: Recording] = [:]
         var drain: Task<Void, Never>?
     }
-    private let state = Locked(State())
+    let state = Locked(State())
 
     final class DrainHandler: Sendable {
         let call: @Sendable (Duration?) async -> Void
@@ -148,6 +160,11 @@ public final class ControlAPI: Sendable {
         ControlRoute("PUT", "/v1/do-not-disturb"),
         ControlRoute("POST", "/v1/drain"),
         ControlRoute("GET", "/v1/events"),
+        ControlRoute("GET", "/v1/recents"),
+        ControlRoute("GET", "/v1/recents/{id}"),
+        ControlRoute("GET", "/v1/recents/{id}/quality"),
+        ControlRoute("GET", "/v1/recents/{id}/quality.svg"),
+        ControlRoute("GET", "/v1/recents/{id}/recording"),
     ]
 
     /// Every route as `METHOD /path` (`{id}` for a call), for the OpenAPI check.
@@ -171,6 +188,10 @@ public final class ControlAPI: Sendable {
             case let .success(parsed): body = parsed
             case let .failure(problem): return .error(400, problem.reason)
             }
+            if let id, route.pattern.dropFirst().first == "recents" {
+                // A recent call, not a live one.
+                return await answering { try await recent(id, part: route.pattern.count > 3 ? route.pattern[3] : nil) }
+            }
             if let id {
                 switch resolve(id) {
                 case let .success(call): return await perform(route, call: call, body: body)
@@ -184,6 +205,17 @@ public final class ControlAPI: Sendable {
             return .error(405, "\(request.method) is not served at \(request.path) (it takes \(allowed))")
         }
         return .error(404, "no such route: \(request.method) \(request.path) (docs/control-api.openapi.json lists them)")
+    }
+
+    /// `body`'s answer, or its problem's.
+    private func answering(_ body: () async throws -> ControlResponse) async -> ControlResponse {
+        do {
+            return try await body()
+        } catch let problem as Problem {
+            return .error(problem.status, problem.reason)
+        } catch {
+            return .error(500, "\(error)")
+        }
     }
 
     struct Problem: Error {
@@ -248,6 +280,7 @@ public final class ControlAPI: Sendable {
                 }
                 if !started { return ControlResponse(200, ["draining": true, "calls": calls]) }
                 return ControlResponse(202, ["draining": true, "calls": calls, "grace_s": grace as Any? ?? NSNull()])
+            case ("GET", "/v1/recents"): return try await recentsList(query)
             case ("GET", "/v1/events"):
                 return .error(400, "events stream over HTTP (GET /v1/events on the control socket)")
             default:
@@ -373,7 +406,7 @@ public final class ControlAPI: Sendable {
         }
     }
 
-    private func number(_ body: [String: Any], _ key: String, in range: ClosedRange<Double>) throws -> Double? {
+    func number(_ body: [String: Any], _ key: String, in range: ClosedRange<Double>) throws -> Double? {
         guard let value = body[key] else { return nil }
         guard let number = value as? Double ?? (value as? Int).map(Double.init), range.contains(number) else {
             throw Problem(status: 400, reason: "\(key) must be a number from \(range.lowerBound) to \(range.upperBound)")
@@ -401,122 +434,6 @@ public final class ControlAPI: Sendable {
         }
     }
 
-    private func play(into call: ObservedCall, _ body: [String: Any]) async throws -> ControlResponse {
-        guard call.hasConnected else {
-            throw Problem(status: 409, reason: "the call is \(Self.status(of: call)): prompts play into a connected call")
-        }
-        guard body["loop"] == nil || body["loop"] is Bool else { throw Problem(status: 400, reason: "loop must be true or false") }
-        let loops = body["loop"] as? Bool ?? false
-        let volume = try number(body, "volume", in: 0...4) ?? 1
-        let playback = UUID(), id = call.id, events = self.events
-        let weakState = WeakState(self)
-        let finished: @Sendable () -> Void = {
-            // On the media path: only hand it over.
-            guard weakState.api?.finishPlayback(playback, of: id) == true else { return }
-            events.publish(["event": "playback-finished", "call": id.uuidString, "playback": playback.uuidString])
-        }
-        let source: PromptSource
-        do {
-            if let file = body["file"] as? String {
-                source = try PromptSource(path: file, loops: loops, finished: finished)
-            } else if let frequency = try number(body, "tone", in: 20...20_000) {
-                source = try PromptSource(tone: frequency, seconds: try number(body, "seconds", in: 0.01...600) ?? 1,
-                                          loops: loops, finished: finished)
-            } else {
-                throw Problem(status: 400, reason: "give a WAV file {\"file\": \"/path/prompt.wav\"} or a tone {\"tone\": 440, \"seconds\": 1}")
-            }
-        } catch let error as AudioDeviceError {
-            throw Problem(status: 400, reason: "\(error)")
-        }
-        let replaced = state.withLock { state -> Playback? in
-            let before = state.playbacks[id]
-            state.playbacks[id] = Playback(id: playback, source: source)
-            return before
-        }
-        replaced?.source.stop()
-        do {
-            try await nodeCall { () async throws(CallNodeError) in try await node.play(source, into: id, volume: volume) }
-        } catch {
-            state.withLock { state in
-                if state.playbacks[id]?.id == playback { state.playbacks[id] = nil }
-            }
-            throw error
-        }
-        if let replaced {
-            events.publish(["event": "playback-stopped", "call": id.uuidString, "playback": replaced.id.uuidString])
-        }
-        return ControlResponse(202, ["playback": playback.uuidString, "call": id.uuidString,
-                                     "seconds": EventJSON.seconds(source.duration), "loop": loops])
-    }
-
-    /// The playback finished on its own: forgotten (true), unless another replaced it.
-    fileprivate func finishPlayback(_ playback: UUID, of call: UUID) -> Bool {
-        state.withLock { state in
-            guard state.playbacks[call]?.id == playback else { return false }
-            state.playbacks[call] = nil
-            return true
-        }
-    }
-
-    private func record(_ call: ObservedCall, _ body: [String: Any]) async throws -> ControlResponse {
-        guard call.hasConnected else {
-            throw Problem(status: 409, reason: "the call is \(Self.status(of: call)): a connected call is recorded")
-        }
-        guard let path = body["path"] as? String, !path.isEmpty else {
-            throw Problem(status: 400, reason: "give where to record: {\"path\": \"/var/lib/callnode/message.wav\"}")
-        }
-        guard body["sides"] == nil || body["sides"] is String else { throw Problem(status: 400, reason: "sides must be both or received") }
-        let sides = body["sides"] as? String ?? "both"
-        guard ["both", "received"].contains(sides) else {
-            throw Problem(status: 400, reason: "sides must be both (what is heard and sent, mixed) or received (what is heard)")
-        }
-        let directory = (path as NSString).deletingLastPathComponent
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: directory.isEmpty ? "." : directory, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw Problem(status: 400, reason: "no directory \(directory) to record into")
-        }
-        let sink = WAVFileSink(path: path)
-        let id = call.id, events = self.events
-        // The call's slot is taken before the media is asked, so two requests at once cannot
-        // both record (the second is refused).
-        let taken = state.withLock { state -> Bool in
-            guard state.recordings[id] == nil else { return false }
-            state.recordings[id] = Recording(path: path, sink: sink)
-            return true
-        }
-        guard taken else { throw Problem(status: 409, reason: "the call is being recorded already (DELETE …/record stops it)") }
-        let weakState = WeakState(self)
-        sink.onFailure { reason in
-            guard let recording = weakState.api?.state.withLock({ $0.recordings.removeValue(forKey: id) }) else { return }
-            events.publish(["event": "recording-stopped", "call": id.uuidString, "path": path, "reason": "failed: \(reason)",
-                            "seconds": Double(recording.sink.samplesWritten) / Double(recording.sink.format.sampleRate)])
-        }
-        do {
-            try await nodeCall { () async throws(CallNodeError) in try await node.record(id, into: sink, mixingSent: sides == "both") }
-        } catch {
-            state.withLock { state in
-                if state.recordings[id]?.sink === sink { state.recordings[id] = nil }
-            }
-            throw error
-        }
-        events.publish(["event": "recording-started", "call": id.uuidString, "path": path, "sides": sides])
-        return ControlResponse(201, ["call": id.uuidString, "path": path, "sides": sides])
-    }
-
-    /// Stops `call`'s recording, if it has one: what it recorded, said to readers too.
-    private func stopRecording(_ call: UUID, reason: String) async throws -> [String: Any]? {
-        guard let recording = state.withLock({ $0.recordings.removeValue(forKey: call) }) else { return nil }
-        try? await nodeCall { () async throws(CallNodeError) in try await node.record(call, into: nil) }
-        recording.sink.stop()
-        let seconds = Double(recording.sink.samplesWritten) / Double(recording.sink.format.sampleRate)
-        let object: [String: Any] = ["event": "recording-stopped", "call": call.uuidString, "path": recording.path,
-                                     "seconds": (seconds * 100).rounded() / 100, "reason": reason]
-        events.publish(object)
-        var answer = object
-        answer["event"] = nil
-        return answer
-    }
-
     /// A node event: published to readers, and the end of a call ends its prompt and recording.
     public func nodeEvent(_ event: NodeEvent) async {
         if case let .ended(call, _, _, _) = event {
@@ -526,6 +443,7 @@ public final class ControlAPI: Sendable {
             playing?.source.stop()
             _ = try? await stopRecording(call, reason: "the call ended")
         }
+        facts.take(event)
         if let object = EventJSON.object(event) { events.publish(object) }
     }
 
@@ -568,6 +486,8 @@ public final class ControlAPI: Sendable {
         let (playing, recording) = state.withLock { ($0.playbacks[call.id]?.id, $0.recordings[call.id]?.path) }
         object["playback"] = playing?.uuidString ?? NSNull()
         object["recording"] = recording ?? NSNull()
+        object["peer_kind"] = ControlCallFacts.peerKind(call.handle.value)
+        object.merge(facts.object(call.id)) { _, known in known }
         if call.hasConnected, let statistics = await node.statistics(call.id),
            var stats = EventJSON.object(.statistics(call.id, statistics)) {
             stats["event"] = nil
@@ -589,11 +509,4 @@ public final class ControlAPI: Sendable {
         default: return "connecting"
         }
     }
-}
-
-/// The API, weakly: a prompt's end handler lives in the media path, which must not keep the
-/// API alive.
-private final class WeakState: Sendable {
-    weak let api: ControlAPI?
-    init(_ api: ControlAPI) { self.api = api }
 }

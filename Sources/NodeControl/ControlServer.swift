@@ -39,7 +39,7 @@ public enum ControlAddress: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Whether `host` is this machine's loopback.
-    static func isLoopback(_ host: String) -> Bool {
+    public static func isLoopback(_ host: String) -> Bool {
         host == "localhost" || host == "::1" || host.hasPrefix("127.")
     }
 }
@@ -87,9 +87,11 @@ public final class ControlServer: Sendable {
     public let address: ControlAddress
     public let api: ControlAPI
     private let server: NIOAsyncChannel<NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, Never>
-    private let token: [UInt8]?
+    /// Who may use it over TCP (nil on a Unix socket: its file's permissions decide).
+    private let access: ConsoleAccess?
     private let limits: Limits
-    private let nodeEvents: AsyncStream<NodeEvent>
+    /// The node's events for the API, if this server feeds them (see `ownsAPI`).
+    private let nodeEvents: AsyncStream<NodeEvent>?
     /// Connections being answered now (not event streams): a request read or being read, an
     /// answer being written.
     private let answering = Locked(0)
@@ -99,13 +101,18 @@ public final class ControlServer: Sendable {
 
     /// Listens at `address`. A Unix socket is made readable and writable by this user only; a
     /// stale socket file (no node answers on it) is replaced.
-    /// - Parameter token: The bearer token TCP clients must present (required for TCP).
+    /// - Parameters:
+    ///   - token: The bearer token TCP clients must present (required for TCP).
+    ///   - ownsAPI: Whether this server feeds the API the node's events and closes it when it
+    ///     closes. False for a second address serving the same API (the console's port beside
+    ///     the Unix socket): one API, fed once.
     /// - Throws: ``ControlError``.
-    public init(api: ControlAPI, address: ControlAddress, token: String? = nil, limits: Limits = Limits()) async throws(ControlError) {
+    public init(api: ControlAPI, address: ControlAddress, token: String? = nil, limits: Limits = Limits(),
+                ownsAPI: Bool = true) async throws(ControlError) {
         self.api = api
         self.limits = limits
-        self.token = token.map { Array($0.utf8) }
-        nodeEvents = api.node.events()
+        access = token.flatMap { $0.isEmpty ? nil : ConsoleAccess(token: Array($0.utf8)) }
+        nodeEvents = ownsAPI ? api.node.events() : nil
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 64)
             .childChannelOption(.writeBufferWaterMark, value: .init(low: limits.writeBufferHighWater / 2, high: limits.writeBufferHighWater))
@@ -165,8 +172,10 @@ public final class ControlServer: Sendable {
     public func run() async {
         let api = self.api, nodeEvents = self.nodeEvents, cut = self.cut.stream
         try? await withThrowingDiscardingTaskGroup { group in
-            group.addTask {
-                for await event in nodeEvents { await api.nodeEvent(event) }
+            if let nodeEvents {
+                group.addTask {
+                    for await event in nodeEvents { await api.nodeEvent(event) }
+                }
             }
             group.addTask {
                 // Ends when ``close()`` has let the answers in progress finish (or on
@@ -188,7 +197,7 @@ public final class ControlServer: Sendable {
     public func close() async {
         try? await server.channel.close()
         if case let .unix(path) = address { unlink(path) }
-        await api.close()
+        if nodeEvents != nil { await api.close() }
         for _ in 0..<200 where answering.withLock({ $0 }) > 0 {
             try? await Task.sleep(for: .milliseconds(10))
         }
@@ -216,15 +225,24 @@ public final class ControlServer: Sendable {
                     }
                 case .end:
                     guard let head else { return }
-                    if let token, !Self.authorized(head, token: token) {
-                        try await Self.write(.error(401, "give the control token: Authorization: Bearer TOKEN"), to: connection.channel)
+                    let request = ControlRequest(method: head.method.rawValue, uri: head.uri, body: tooLarge ? [] : body)
+                    if let page = ConsolePage.answer(request) {
+                        try await Self.write(page, to: connection.channel)
+                        return
+                    }
+                    if request.path == ConsoleAccess.sessionPath, !tooLarge {
+                        try await Self.write(access?.session(request) ?? ConsoleAccess.signedOut, to: connection.channel)
+                        return
+                    }
+                    if let access, !access.allows(head) {
+                        try await Self.write(.error(401, "give the control token: Authorization: Bearer TOKEN (or sign in to the console at /console/)"),
+                                             to: connection.channel)
                         return
                     }
                     if tooLarge {
                         try await Self.write(.error(413, "the body is larger than \(limits.bodyBytes) bytes"), to: connection.channel)
                         return
                     }
-                    let request = ControlRequest(method: head.method.rawValue, uri: head.uri, body: body)
                     if request.method == "GET", request.path == "/v1/events" {
                         answering.withLock { $0 -= 1 }
                         defer { answering.withLock { $0 += 1 } }
@@ -238,25 +256,15 @@ public final class ControlServer: Sendable {
         }
     }
 
-    /// Compares in time that does not depend on where a guess differs.
-    static func authorized(_ head: HTTPRequestHead, token: [UInt8]) -> Bool {
-        guard let header = head.headers.first(name: "Authorization"), header.hasPrefix("Bearer ") else { return false }
-        let given = Array(header.dropFirst(7).utf8)
-        var difference = UInt8(given.count == token.count ? 0 : 1)
-        for i in 0..<max(given.count, token.count) {
-            difference |= (i < given.count ? given[i] : 0) ^ (i < token.count ? token[i] : 0)
-        }
-        return difference == 0
-    }
-
     /// Writes a whole answer and returns once the socket has taken all of it (at most 10 s).
     /// The connection closes right after: an answer still queued in the channel then would be
     /// cut short — what a large answer through a small send buffer to a reader that has not
     /// read yet got ("stream ended at an unexpected time" in the client).
     static func write(_ response: ControlResponse, to channel: any Channel) async throws {
         var headers = HTTPHeaders()
-        headers.add(name: "Content-Type", value: "application/json")
+        headers.add(name: "Content-Type", value: response.contentType)
         headers.add(name: "Content-Length", value: String(response.body.count))
+        for header in response.headers { headers.add(name: header.name, value: header.value) }
         headers.add(name: "Connection", value: "close")
         channel.write(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: .init(statusCode: response.status), headers: headers)),
                       promise: nil)

@@ -18,8 +18,12 @@ public final class ChildProcess: Sendable {
     /// it); `nullStdin`: the child reads /dev/null, opened in the child alone, so this process
     /// holds no descriptor for it (a test counting descriptors may run meanwhile).
     /// `environment`: variables set (or replaced) for the child, on top of this process's.
+    /// `descriptors`: more descriptors the child inherits, keyed by their number in the child
+    /// (3 and up), each a descriptor of the caller's put there with dup2 (the caller closes
+    /// its own); no caller's descriptor may itself be one of those numbers (the dup2 calls
+    /// run in turn and would overwrite it).
     public init(_ path: String, _ arguments: [String], output: String = "/dev/null", stdin: Int32? = nil, nullStdin: Bool = false,
-                environment: [String: String] = [:]) throws {
+                environment: [String: String] = [:], descriptors: [Int32: Int32] = [:]) throws {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -30,11 +34,15 @@ public final class ChildProcess: Sendable {
         }
         posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_APPEND, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        for (target, source) in descriptors.sorted(by: { $0.key < $1.key }) {
+            posix_spawn_file_actions_adddup2(&actions, source, target)
+        }
         // Nothing else of the test process goes with the child: an inherited socket keeps a
         // connection the node closed open (no FIN while the child holds a copy), and NIO
         // accepts without close-on-exec. A flood test once saw its 64 timed-out handshakes
         // stay open for 30 s while a simulator child ran.
-        _ = Self.addCloseFrom(&actions, 3)
+        // (The descriptors asked for stay: closing starts above the highest.)
+        _ = Self.addCloseFrom(&actions, max(3, (descriptors.keys.max() ?? 2) + 1))
         let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
         defer { for arg in argv { free(arg) } }
         var pid: pid_t = 0

@@ -19,4 +19,18 @@ public enum ControlRequests {
         let status = try await ChildProcess.running("/usr/bin/curl", ["-s", "--max-time", "60"] + arguments, output: log)
         return (status, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
     }
+
+    /// curl with `arguments`, its answer read as HTTP: status, headers (lower-cased names) and body.
+    public static func exchange(_ arguments: [String]) async throws -> (status: Int, headers: [String: String], body: String) {
+        let output = try await curl(["-D", "-"] + arguments).output
+        let parts = output.components(separatedBy: "\r\n\r\n")
+        let head = parts.first?.components(separatedBy: "\r\n") ?? []
+        let status = head.first.flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") } ?? 0
+        var headers: [String: String] = [:]
+        for line in head.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        return (status, headers, parts.dropFirst().joined(separator: "\r\n\r\n"))
+    }
 }

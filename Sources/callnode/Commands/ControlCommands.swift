@@ -7,45 +7,6 @@ import NodeControl
 import Glibc
 #endif
 
-/// Starts the control API on a running node where the settings put it (`byDefault`: the
-/// home's socket when they say nothing), and says where. Nil when it is off.
-func startControl(_ node: CallNode, _ setup: NodeSetup, home: String, runner: CallRunner, byDefault: Bool) async throws -> ControlServer? {
-    let address: ControlAddress
-    switch setup.control {
-    case .off: return nil
-    case let .at(given): address = given
-    case nil:
-        guard byDefault else { return nil }
-        address = .unix(defaultControlSocket(home: home))
-    }
-    let api = ControlAPI(node: node, drain: runner.drainRequester)
-    let server: ControlServer
-    do {
-        server = try await ControlServer(api: api, address: address, token: setup.controlToken)
-    } catch {
-        if setup.control == nil {
-            // The default socket cannot be had (another node with this home holds it, or the
-            // home's path is too long for a socket's): this node runs without an API rather
-            // than not at all. An address asked for is another matter.
-            printError("callnode: note: running without the control API: \(error)")
-            return nil
-        }
-        printError("callnode: \(error)")
-        await node.shutdown()
-        throw ExitCode(1)
-    }
-    // Served until the command closes it after the run (not cancelled with the run's own
-    // tasks: an answer being written, a drain's, is finished first).
-    runner.keepUncancelled { await server.run() }
-    if runner.json {
-        runner.emit(["event": "control", "address": server.address.description])
-    } else {
-        print("control: \(server.address) (callnode ctl --help)")
-    }
-    fflush(nil)
-    return server
-}
-
 /// `HOME/control.sock`, where `listen` and `web` serve the API and `ctl` looks for it.
 func defaultControlSocket(home: String) -> String {
     (home.hasSuffix("/") ? home : home + "/") + "control.sock"

@@ -234,9 +234,7 @@ struct RecentsList: AsyncParsableCommand {
             let interrupted = row.wasInterrupted(now: now)
             let duration = row.knownDuration.map { String(format: interrupted ? "≥%.1f s" : "%.1f s", $0) } ?? "-"
             let recording = row.recording.map { "\t\($0)" + (row.recordingProblem == nil ? "" : " (incomplete)") } ?? ""
-            // An incoming call nobody answered is a missed call.
-            let outcome = row.direction == .incoming && row.connected == nil && row.reason == .unanswered ? "missed"
-                : interrupted ? "interrupted" : row.reason?.rawValue ?? (row.isInProgress ? "in progress" : row.state)
+            let outcome = RecentOutcome.word(row, now: now)
             print("\(formatter.string(from: row.started))  \(row.direction.rawValue)\t\(who)\t\(outcome)\t\(duration)\(recording)")
         }
     }

@@ -120,6 +120,9 @@ struct NodeOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Read the control API's token (for tcp:) from this file (its first line).", valueName: "PATH"))
     var controlTokenFile: String?
 
+    @Option(name: .long, help: ArgumentHelp("Serve the console (a page for a browser on this machine: live calls with their levels and quality, actions, Recents with recordings) and the control API at http://HOST:PORT/console/, on loopback. It asks for the control token, or, when none is set, the one the node keeps in HOME/console-token (this user only).", valueName: "HOST:PORT"))
+    var console: String?
+
     @Option(name: .long, help: ArgumentHelp("Speak SIP on this address too (UDP and TCP): SIP softphones, PBXs and other nodes call this node at sip:USER@HOST:PORT, and `call sip:…` calls them. Add TLS on a port of its own with udp:HOST:PORT,tls:HOST:PORT (the node's identity certificate).", valueName: "HOST:PORT"))
     var sip: String?
 
@@ -172,7 +175,7 @@ struct NodeOptions: ParsableArguments {
         put("complexity-follows-load", complexityFollowsLoad)
         put("frame-ms", frameMs); put("redundancy", redundancy); put("ice-restart", iceRestart)
         put("resume-window", resumeWindow); put("key-exchange", keyExchange); put("frame-encryption", frameEncryption); put("playback-only", playbackOnly)
-        put("hold-audio", holdAudio); put("metrics", metrics); put("control", control); put("control-token-file", controlTokenFile); put("sip", sip); put("sip-user", sipUser)
+        put("hold-audio", holdAudio); put("metrics", metrics); put("control", control); put("control-token-file", controlTokenFile); put("console", console); put("sip", sip); put("sip-user", sipUser)
         put("sip-media-encryption", sipMediaEncryption); put("sip-ice", sipIce); put("sip-certificate", sipCertificate); put("sip-certificate-key", sipCertificateKey); put("sip-register", sipRegister); put("sip-registrar", sipRegistrar)
         put("sip-auth-user", sipAuthUser); put("sip-password-file", sipPasswordFile); put("sip-keepalive", sipKeepalive)
         put("stun", network.stun); put("turn-file", network.turnFile); put("relay-only", network.relayOnly)
@@ -265,6 +268,12 @@ struct NodeOptions: ParsableArguments {
         setup.controlToken = token
         if case .at(.tcp) = setup.control, token?.isEmpty != false {
             throw ValidationError("--control tcp: needs a token: control-token in config.yaml, CALLNODE_CONTROL_TOKEN, or --control-token-file PATH")
+        }
+        if let console = try read.address("console", console) {
+            guard ControlAddress.isLoopback(console.host) else {
+                throw ValidationError("--console \(console) is not on loopback: the console is served on 127.0.0.1 or ::1 only (reach it from elsewhere through an SSH tunnel)")
+            }
+            setup.console = console
         }
         if let listen = try read.parsed("sip", sip, "HOST:PORT or udp:HOST:PORT,tls:HOST:PORT (TLS on the same host)", Self.sipListen) {
             (setup.sip, setup.sipTLSPort) = (listen.address, listen.tlsPort)
@@ -380,6 +389,8 @@ struct NodeSetup {
     /// The control API: where the flag or settings put it (nil: the command's default).
     var control: ControlSetting?
     var controlToken: String?
+    /// Where the console is served (with the API, over TCP on loopback), if it is.
+    var console: SignalAddress?
     var sip: SignalAddress?
     var sipTLSPort: Int?
     var sipUser = "callnode"

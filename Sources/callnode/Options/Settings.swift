@@ -39,6 +39,7 @@ let settingKeys: [SettingKey] = [
     SettingKey("control"),
     SettingKey("control-token", secret: true),
     SettingKey("control-token-file"),
+    SettingKey("console"),
     SettingKey("sip"),
     SettingKey("sip-user", default: "callnode"),
     SettingKey("sip-media-encryption", default: MediaEncryption.preferred.rawValue),
