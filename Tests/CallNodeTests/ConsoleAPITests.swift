@@ -1,4 +1,3 @@
-import AudioDevices
 import CallNode
 import CallNodeTestKit
 import CallNodeTestSupport
