@@ -96,6 +96,24 @@ struct ConsolePageTests {
         #expect(try await page.evaluateString("\(Self.row(daveCall)).innerText").contains("dave"))
         try await page.screenshot(to: Self.artefacts + "/3-third-call.png")
 
+        // Bad input from the console gets the node's reason on the page, and the node serves on:
+        // digits DTMF cannot send (the operator's typing), and a hang-up of a call that ended
+        // while the page missed the news (its events stream paused).
+        _ = try await page.evaluate("window.prompt = () => '12x'")
+        try await page.click("\(Self.cssRow(daveCall)) button[data-action=dtmf]")
+        try await page.waitFor("document.querySelector('#error').innerText.includes('DTMF cannot send')", what: "the node's refusal of the digits")
+        // (The page misses the news: its stream closed and its fetching of calls held.)
+        _ = try await page.evaluate("events.close(), window.heldLoadCalls = loadCalls, window.loadCalls = async () => {}, true")
+        try await dave.hangUp(daveCall)
+        _ = try await TwoNodeTests.next(bobEvents) { if case .ended(daveCall, _, _, _) = $0 { true } else { false } }
+        try await page.click("\(Self.cssRow(daveCall)) button[data-action=hangup]")
+        try await page.waitFor("document.querySelector('#error').innerText.includes('no call')", what: "the node's answer for a call gone")
+        try await page.screenshot(to: Self.artefacts + "/4-bad-input.png")
+        _ = try await page.evaluate("window.loadCalls = heldLoadCalls, events = null, reconnect(), true")
+        try await page.waitFor("!\(Self.row(daveCall))", what: "the call gone from the page once fetched afresh")
+        for _ in 0..<100 where server.api.events.readers == 0 { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(server.api.events.readers == 1, "the page reads the events again")
+
         // The node restarts (same home, same port, same token): the page finds it again by
         // itself, still signed in, and shows the call placed to it next.
         serving.cancel()
@@ -113,12 +131,40 @@ struct ConsolePageTests {
         _ = try await TwoNodeTests.next(bobEvents) { if case .connected(again, _) = $0 { true } else { false } }
         try await page.waitFor("!!\(Self.row(again))", what: "the call to the restarted node")
         #expect(try await page.evaluateBool("document.querySelector('#login').offsetParent === null"), "the restart asked for the token again")
-        try await page.screenshot(to: Self.artefacts + "/4-after-restart.png")
+        try await page.screenshot(to: Self.artefacts + "/5-after-restart.png")
         #expect(page.console.filter { $0.contains("callnode-console-error") }.isEmpty, "\(page.console.suffix(10))")
 
         serving.cancel()
         await server.close()
         for node in [alice, carol, dave, bobAgain] { await node.shutdown() }
+    }
+
+    @Test func aReaderTheNodeDropsSaysSoAndReconnects() async throws {
+        let fixture = try TwoNodeTests.Fixture()
+        let bob = try await fixture.node("bob")
+        let token = "console-test-\(UUID().uuidString)"
+        // A reader falls behind after a few events (512 in a node).
+        let server = try await ControlServer(api: ControlAPI(node: bob, events: ControlEvents(readerLimit: 4)),
+                                             address: .tcp(host: "127.0.0.1", port: 0), token: token)
+        let serving = Task { await server.run() }
+        guard case let .tcp(_, port) = server.address else { throw TestFailure("not TCP") }
+        let browser = try HeadlessChromium(profile: fixture.path("chromium-profile"), log: fixture.path("chromium.log"))
+        defer { browser.close() }
+        let page = try await browser.openPage("http://127.0.0.1:\(port)/console/")
+        try await page.waitFor("document.querySelector('#login').offsetParent !== null", what: "the sign-in form")
+        try await page.type("#token", token)
+        try await page.click("#login button")
+        try await page.waitFor("document.querySelector('#link').innerText.includes('live')", what: "the console live")
+        let readers = server.api.events.readers
+        for n in 0..<200 { server.api.events.publish(["event": "test-burst", "n": n]) }
+        try await page.waitFor("document.querySelector('#error').innerText.includes('dropped')", what: "the drop said on the page")
+        #expect(server.api.events.droppedReaders >= 1)
+        try await page.waitFor("document.querySelector('#link').innerText.includes('live')", what: "the console live again")
+        #expect(server.api.events.readers == readers, "the page reads events again")
+        try await page.screenshot(to: Self.artefacts + "/6-dropped.png")
+        serving.cancel()
+        await server.close()
+        await bob.shutdown()
     }
 
     static func cssRow(_ call: UUID) -> String { "#calls tr[data-call=\"\(call.uuidString)\"]" }

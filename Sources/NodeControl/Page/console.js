@@ -146,11 +146,14 @@ function openEvents() {
     // EventSource retries by itself unless it gave up (a refusal, or a node that went away).
     if (es.readyState === EventSource.CLOSED) { events = null; setTimeout(reconnect, 1000); }
   });
-  es.addEventListener("dropped", () => {
+  es.addEventListener("dropped", (m) => {
     // The node dropped this reader for falling behind: a fresh stream and a fresh look.
     if (es !== events) return;
     es.close(); events = null; live = false;
     log("events dropped");
+    let reason = "";
+    try { reason = String(JSON.parse(m.data).reason || ""); } catch (e) { /* the notice without its reason */ }
+    showError("the node dropped this page's events" + (reason ? " (" + reason + ")" : "") + ": reconnecting, calls fetched afresh");
     setLink("reconnecting…");
     reconnect();
   });
