@@ -368,13 +368,13 @@ struct CtlPlay: AsyncParsableCommand {
 struct CtlRecord: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "record", abstract: "Record a call to a WAV file, or stop recording it.")
     @Argument(help: "The call's ID (or its start).") var id: String
-    @Argument(help: ArgumentHelp("Where to write the recording (48 kHz mono WAV).", valueName: "PATH")) var path: String?
+    @Argument(help: ArgumentHelp("Where to write the recording (48 kHz mono WAV; default: a file of its own in the node's HOME/recordings/, which Recents names).", valueName: "PATH")) var path: String?
     @Flag(name: .long, help: "Record only what the node hears (default: both sides, mixed).") var receivedOnly = false
     @Flag(name: .long, help: "Stop the recording.") var stop = false
     @OptionGroup var options: CtlOptions
 
     func validate() throws {
-        if stop == (path != nil) { throw ValidationError("give a PATH to record to, or --stop") }
+        if stop, path != nil { throw ValidationError("--stop takes no PATH") }
     }
 
     func run() async throws {
@@ -384,9 +384,10 @@ struct CtlRecord: AsyncParsableCommand {
             }
             return
         }
-        let absolute = URL(fileURLWithPath: path ?? "").standardizedFileURL.path
-        try await options.perform("POST", callPath(id, "record"), body: ["path": absolute, "sides": receivedOnly ? "received" : "both"]) { _ in
-            "recording to \(absolute)"
+        var body: [String: Any] = ["sides": receivedOnly ? "received" : "both"]
+        if let path { body["path"] = URL(fileURLWithPath: path).standardizedFileURL.path }
+        try await options.perform("POST", callPath(id, "record"), body: body) { object in
+            "recording to \(object["path"] as? String ?? "?")"
         }
     }
 }

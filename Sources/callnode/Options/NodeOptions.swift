@@ -93,7 +93,7 @@ struct NodeOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Send each frame again in the next packet (RFC 2198, if the peer supports it): adaptive (while the peer reports loss; the default), always or off.", valueName: "WHEN"))
     var redundancy: String?
 
-    @Option(name: .long, help: ArgumentHelp("While a call's connection stays lost, restart ICE after this many seconds and again every as many (either side; the caller half an interval later; 0: never, and no fresh rounds of checks during setup either; default 5). During setup a round of checks without a pair after 4 s gives way to a fresh one, five times at most.", valueName: "SECONDS"))
+    @Option(name: .long, help: ArgumentHelp("While a call's connection stays lost, restart ICE after this many seconds and again every as many (either side; the caller half an interval later; 0: never, and no fresh rounds of checks during setup either; default 5). During setup a round of checks without a pair after 2.5 s gives way to a fresh one, five times at most.", valueName: "SECONDS"))
     var iceRestart: String?
 
     @Option(name: .long, help: ArgumentHelp("When a call's signaling connection drops (a reset, a relay restart, this host's address changing), the side that can reach the other (the caller; the callee too when it knows the caller's address or shares its relay) reconnects and resumes the call; it ends as failed if that does not succeed within this many seconds (default 30).", valueName: "SECONDS"))
