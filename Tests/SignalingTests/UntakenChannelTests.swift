@@ -17,8 +17,10 @@ import Testing
         let port = try #require(server.localAddress?.port)
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connect(host: "127.0.0.1", port: port).get()
-        server.close(promise: nil)
+        // Wrapped before the listener goes: closing it with the connection still in its backlog
+        // resets the connection, and a loaded machine once wrapped it closed already.
         let framed = try await channel.eventLoop.submit { try FramedChannel(wrappingChannelSynchronously: channel) }.get()
+        server.close(promise: nil)
         return (channel, framed)
     }
 
