@@ -8,11 +8,20 @@ public struct SimPlan: Sendable, Equatable, Codable {
     /// Frames of activity; a quiet end follows (faults healed, every call hung up).
     public var frames: Int
     public var steps: [SimStep]
+    /// What the seed let happen (nil: the uniform mix of plans made before seeds picked one,
+    /// and of `--no-swarm`): the scheduler's reordering comes from it too.
+    public var swarm: SimSwarm?
 
-    public init(seed: UInt64, frames: Int, steps: [SimStep]) {
+    public init(seed: UInt64, frames: Int, steps: [SimStep], swarm: SimSwarm? = nil) {
         self.seed = seed
         self.frames = frames
         self.steps = steps.sorted { $0.frame < $1.frame }
+        self.swarm = swarm
+    }
+
+    /// This plan with other steps (or another end): the same seed and mix.
+    public func with(steps: [SimStep]? = nil, frames: Int? = nil) -> SimPlan {
+        SimPlan(seed: seed, frames: frames ?? self.frames, steps: steps ?? self.steps, swarm: swarm)
     }
 }
 
@@ -33,7 +42,7 @@ extension SimPlan {
     /// the places it kept), and the activity cut at `frames` if given.
     public func keeping(_ places: [Int], frames: Int? = nil) -> SimPlan {
         let kept = places.filter { steps.indices.contains($0) }.map { steps[$0] }
-        return SimPlan(seed: seed, frames: frames ?? self.frames, steps: kept)
+        return with(steps: kept, frames: frames)
     }
 
     /// The places of `shrunk`'s steps in this plan (it is this plan with steps left out).
@@ -114,6 +123,36 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
 
     public static let names = ["a", "b", "c", "d", "e"]
 
+    /// In an action on a call, for its node: whichever node has a call when the step comes
+    /// (among those with one, the step's pick chooses; the step does nothing if none has).
+    public static let holder = -1
+
+    /// The pick of an action on a call.
+    public var pick: Int? {
+        switch self {
+        case let .answer(_, pick), let .hangUp(_, pick), let .mute(_, pick, _), let .hold(_, pick, _), let .swap(_, pick),
+             let .merge(_, pick, _), let .unmerge(_, pick), let .dtmf(_, pick, _):
+            pick
+        default:
+            nil
+        }
+    }
+
+    /// This action on a call, by `node`.
+    public func acting(by node: Int) -> SimMove {
+        switch self {
+        case let .answer(_, pick): .answer(node: node, pick: pick)
+        case let .hangUp(_, pick): .hangUp(node: node, pick: pick)
+        case let .mute(_, pick, on): .mute(node: node, pick: pick, on: on)
+        case let .hold(_, pick, on): .hold(node: node, pick: pick, on: on)
+        case let .swap(_, pick): .swap(node: node, pick: pick)
+        case let .merge(_, pick, with): .merge(node: node, pick: pick, with: with)
+        case let .unmerge(_, pick): .unmerge(node: node, pick: pick)
+        case let .dtmf(_, pick, digits): .dtmf(node: node, pick: pick, digits: digits)
+        default: self
+        }
+    }
+
     public var isFault: Bool {
         switch self {
         case .network, .partition, .resetSignaling, .unreachable, .restartRelay, .addressChange, .crash, .restart, .microphoneFails: true
@@ -122,7 +161,7 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
     }
 
     public var description: String {
-        func n(_ i: Int) -> String { Self.names[i] }
+        func n(_ i: Int) -> String { i == Self.holder ? "whoever has a call" : Self.names[i] }
         switch self {
         case let .dial(from, to): return "\(n(from)) dials \(n(to))"
         case let .answer(node, pick): return "\(n(node)) answers its call (pick \(pick))"
@@ -161,6 +200,9 @@ public struct SimOptions: Sendable, Equatable {
     public var faults = true
     /// A fixed defect put back, to show a sweep finds it.
     public var reintroducedBug: String?
+    /// Whether each seed picks its own mix of actions and faults first (``SimSwarm``); off, every
+    /// seed draws from the same uniform mix, as plans were made before.
+    public var swarm = true
 
     public init() {}
 }
@@ -169,6 +211,100 @@ extension SimPlan {
     /// The plan a seed makes: actions weighted toward calls that connect and then change
     /// (mute, hold, merge), faults that come and heal.
     public static func generate(seed: UInt64, options: SimOptions) -> SimPlan {
+        options.swarm ? swarm(seed: seed, options: options) : uniform(seed: seed, options: options)
+    }
+
+    /// The plan of a seed that picked its mix first (``SimSwarm``): its actions and faults, drawn
+    /// by their weights, among the nodes that act.
+    static func swarm(seed: UInt64, options: SimOptions) -> SimPlan {
+        var random = SimRandom(seed: seed)
+        let nodeCount = max(2, min(options.nodes, SimMove.names.count - 1))
+        let swarm = SimSwarm.pick(&random, nodes: nodeCount, faults: options.faults, frames: options.frames)
+        let count = swarm.steps
+        // Who acts: the first nodes, and the browser (after the nodes) if its page does.
+        let actors = Array(0..<swarm.actingNodes) + (swarm.page ? [nodeCount] : [])
+        var steps: [SimStep] = []
+        func actor() -> Int { actors[random.below(actors.count)] }
+        func other(than first: Int) -> Int {
+            let others = actors.filter { $0 != first }
+            return others[random.below(others.count)]
+        }
+        let firstDial = random.below(40)
+        let caller = actor(), callee = other(than: caller)
+        steps.append(SimStep(frame: firstDial, move: .dial(from: caller, to: callee)))
+        steps.append(SimStep(frame: firstDial + 5 + random.below(60), move: .answer(node: callee, pick: 0)))
+        // The last action's call, for the next to follow up on; what acts on a call.
+        var last = (frame: firstDial + 5, node: callee, pick: 0)
+        let onCalls = swarm.actions.filter { [.hangUp, .mute, .hold, .swap, .merge, .unmerge, .dtmf].contains($0.kind) }
+        var parties = [caller, callee]
+        while steps.count < count {
+            var frame = random.chance(swarm.crossing) ? steps[random.below(steps.count)].frame : random.below(swarm.span)
+            var pick = random.below(3)
+            var at = actor()
+            if !swarm.faults.isEmpty, random.chance(swarm.faultShare) {
+                let lasting = 10 + random.below(swarm.faultFrames)
+                let healing: SimMove?
+                let move: SimMove
+                switch random.pick(swarm.faults) {
+                case .network:
+                    let losses = [0, 0.05, 0.1, 0.2, 0.3, 0.5].filter { $0 <= swarm.worstLoss }
+                    move = .network(loss: losses[random.below(losses.count)], delay: 1 + random.below(5),
+                                    reordering: [0, 0.05, 0.2][random.below(3)], duplication: [0, 0.02, 0.1][random.below(3)])
+                    healing = .network(loss: 0, delay: 1, reordering: 0, duplication: 0)
+                case .partition: (move, healing) = (.partition(on: true), .partition(on: false))
+                case .resetSignaling: (move, healing) = (.resetSignaling, nil)
+                case .restartRelay: (move, healing) = (.restartRelay, nil)
+                case .addressChange: (move, healing) = (.addressChange(node: at), nil)
+                case .microphoneFails: (move, healing) = (.microphoneFails(node: at), nil)
+                case .crash: (move, healing) = (.crash(node: at), .restart(node: at))
+                case .unreachable: (move, healing) = (.unreachable(node: at, on: true), .unreachable(node: at, on: false))
+                }
+                steps.append(SimStep(frame: frame, move: move))
+                if let healing { steps.append(SimStep(frame: frame + lasting, move: healing)) }
+                continue
+            }
+            // A follow-up acts on the call the last action did, with what acts on a call; other
+            // actions on calls come from a node that has one (a party to a dial before).
+            let followUp = !onCalls.isEmpty && random.chance(swarm.focus)
+            let kind = random.pick(followUp ? onCalls : swarm.actions)
+            if followUp {
+                (frame, at, pick) = (last.frame + 1 + random.below(40), last.node, last.pick)
+            } else if kind == .answer {
+                at = parties[random.below(parties.count)]
+            } else if kind != .dial, kind != .block, kind != .doNotDisturb {
+                // Mostly whoever has a call when the step comes: a plan does not know who will.
+                at = random.chance(0.7) ? SimMove.holder : parties[random.below(parties.count)]
+            }
+            last = (frame, at, pick)
+            let move: SimMove
+            switch kind {
+            case .dial:
+                let callee = other(than: at)
+                parties += [at, callee]
+                move = .dial(from: at, to: callee)
+            case .answer: move = .answer(node: at, pick: pick)
+            case .hangUp: move = .hangUp(node: at, pick: pick)
+            case .mute: move = .mute(node: at, pick: pick, on: random.chance(swarm.muting))
+            case .hold:
+                move = .hold(node: at, pick: pick, on: true)
+                if random.chance(swarm.resuming) {
+                    steps.append(SimStep(frame: frame + 5 + random.below(100), move: .hold(node: at, pick: pick, on: false)))
+                }
+            case .swap: move = .swap(node: at, pick: pick)
+            case .merge: move = .merge(node: at, pick: pick, with: random.below(3))
+            case .unmerge: move = .unmerge(node: at, pick: pick)
+            case .dtmf: move = .dtmf(node: at, pick: pick, digits: String("0123456789*#".randomElement(using: &random)!))
+            case .block: move = .block(node: at, other: other(than: at), on: random.chance(0.6))
+            case .doNotDisturb: move = .doNotDisturb(node: at, on: random.chance(0.6))
+            }
+            steps.append(SimStep(frame: frame, move: move))
+        }
+        return SimPlan(seed: seed, frames: options.frames, steps: steps, swarm: swarm)
+    }
+
+    /// The plan a seed made before seeds picked their own mix (`--no-swarm`): every action and
+    /// fault from one uniform mix.
+    static func uniform(seed: UInt64, options: SimOptions) -> SimPlan {
         var random = SimRandom(seed: seed)
         let count = options.steps.lowerBound + random.below(options.steps.count)
         // The nodes, and the browser with the first node's call page open.

@@ -52,9 +52,16 @@ public final class SimScheduler: SerialExecutor, @unchecked Sendable {  // all s
     /// How long the driver waits for a job from another thread before it calls the run stuck.
     public var stallLimit: TimeInterval = 20
 
-    /// - Parameter seed: chooses among ready jobs.
-    public init(seed: UInt64) {
+    /// How often a job is picked at random among those ready (else the oldest runs).
+    private let reordering: Double
+
+    /// - Parameters:
+    ///   - seed: chooses among ready jobs.
+    ///   - reordering: how often it does (1: always; less, the oldest ready job runs the
+    ///     other times, as a plain executor would run them).
+    public init(seed: UInt64, reordering: Double = 1) {
         random = SimRandom(seed: seed ^ 0x5EED_5C4E_D01E)
+        self.reordering = reordering
     }
 
     public func enqueue(_ job: consuming ExecutorJob) {
@@ -130,7 +137,9 @@ public final class SimScheduler: SerialExecutor, @unchecked Sendable {  // all s
             } else if !foreignArrivals.isEmpty {
                 job = foreignArrivals.removeFirst()
             } else if exclusiveDepth == 0, !ready.isEmpty {
-                job = ready.remove(at: ready.count == 1 ? 0 : random.below(ready.count))
+                // (Always at random: no roll, so the choices follow the seed as they always did.)
+                let outOfTurn = ready.count > 1 && (reordering >= 1 || random.chance(reordering))
+                job = ready.remove(at: outOfTurn ? random.below(ready.count) : 0)
             } else if exclusiveDepth == 0, !quiescenceWaiters.isEmpty {
                 let waiters = quiescenceWaiters
                 quiescenceWaiters.removeAll()

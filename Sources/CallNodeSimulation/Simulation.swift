@@ -116,6 +116,8 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     // MARK: The run
 
     func run() async {
+        // What the seed let happen, first: a trace says what it could have held.
+        for line in plan.swarm.map({ $0.description.split(separator: "\n") }) ?? [] { trace.append("mix: \(line)") }
         do {
             try await setUp()
         } catch {
@@ -377,7 +379,14 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         }
     }
 
-    private func perform(_ move: SimMove) async {
+    private func perform(_ planned: SimMove) async {
+        // An action by whoever has a call: the node the pick names among those with one.
+        var move = planned
+        if planned.actingNode == SimMove.holder {
+            let holders = (0...pageIndex).filter { !down.contains($0) && !calls(of: $0).isEmpty }
+            guard !holders.isEmpty else { return log("\(planned.description)  (nobody has a call)") }
+            move = planned.acting(by: holders[(planned.pick ?? 0) % holders.count])
+        }
         log(move.description)
         switch move {
         case .partition(true), .resetSignaling, .unreachable(_, true), .restartRelay, .crash: disruptedAt = disruptedAt ?? frame

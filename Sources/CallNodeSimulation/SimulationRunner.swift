@@ -25,7 +25,7 @@ public struct SimulationRunner: Sendable {
     /// Runs `plan` to its end or its first broken rule.
     public func run(_ plan: SimPlan) -> SimOutcome {
         reseedHost(plan.seed)
-        let scheduler = SimScheduler(seed: plan.seed)
+        let scheduler = SimScheduler(seed: plan.seed, reordering: plan.swarm?.reordering ?? 1)
         let simulation = Locked<Simulation?>(nil)
         let result = Locked<(trace: [String], failure: SimFailure?, frames: Int, calls: Int)?>(nil)
         let options = self.options
@@ -80,7 +80,7 @@ public struct SimulationRunner: Sendable {
             while start < best.steps.count, runs < budget {
                 var steps = best.steps
                 steps.removeSubrange(start..<min(start + chunk, steps.count))
-                let candidate = SimPlan(seed: best.seed, frames: best.frames, steps: steps)
+                let candidate = best.with(steps: steps)
                 if stillFails(candidate) {
                     best = candidate
                     removedAny = true
@@ -94,7 +94,7 @@ public struct SimulationRunner: Sendable {
         let lastStep = best.steps.map(\.frame).max() ?? 0
         let shorter = max(lastStep + 1, min(best.frames, (bestOutcome?.failure?.frame ?? failure.frame) + 1))
         if shorter < best.frames {
-            let candidate = SimPlan(seed: best.seed, frames: shorter, steps: best.steps)
+            let candidate = best.with(frames: shorter)
             if stillFails(candidate) { best = candidate }
         }
         return (best, bestOutcome)

@@ -14,10 +14,15 @@ struct SimCommand: ParsableCommand {
             mute, hold, swap, merge, DTMF, block, do-not-disturb), the faults (loss, delay, \
             reordering and duplication of media, partitions, signaling resets, unreachable nodes) and \
             the order in which jobs that are ready together run. The same seed prints the same trace.
+            Each seed first picks its mix (swarm testing): which actions and faults its plan holds \
+            and how often, how many nodes act, how dense and how focused on one call its steps are, \
+            how often the schedule runs a job out of turn. A trace's first lines say it; \
+            --no-swarm draws every seed from one uniform mix.
 
               callnode-sim --seeds 500               sweep seeds 1…500, print the failures
               callnode-sim --seed 42 --trace         replay one seed, print its trace
               callnode-sim --seed 42 --shrink        shrink a failing seed to a shorter plan
+              callnode-sim --seeds 20 --dry-run      print plans (and their mixes) without running them
               callnode-sim --seeds 200 --bug resume-unmutes
                                                      show that a sweep finds a known bug
               callnode-sim --invariants              what each invariant means
@@ -37,6 +42,9 @@ struct SimCommand: ParsableCommand {
 
     @Flag(help: "Print the run's plan: its steps.")
     var plan = false
+
+    @Flag(help: "Print the plans (with --seed, its; with --seeds, each) without running them: what a seed's mix makes.")
+    var dryRun = false
 
     @Flag(help: "Shrink a failing run to fewer steps that still break the same invariant, and print it.")
     var shrink = false
@@ -64,6 +72,9 @@ struct SimCommand: ParsableCommand {
 
     @Flag(help: "Plans without faults (actions only).")
     var noFaults = false
+
+    @Flag(help: "Every seed draws its steps from one uniform mix, as plans were made before each seed picked its own mix of actions, faults, nodes and reordering first (swarm testing, the default).")
+    var noSwarm = false
 
     @Flag(help: "Print every seed's summary line in a sweep (its trace's digest), not only failures.")
     var list = false
@@ -104,9 +115,15 @@ struct SimCommand: ParsableCommand {
         options.nodes = nodes
         options.faults = !noFaults
         options.reintroducedBug = bug
+        options.swarm = !noSwarm
         let runner = SimulationRunner(options: options) { seed in
             csimhost_seed(seed)
             csimhost_set_enabled(1)
+        }
+        if dryRun {
+            let first = seed ?? from
+            for each in first..<(first + UInt64(seed == nil ? (seeds ?? 1) : 1)) { printPlan(runner.plan(seed: each)) }
+            return
         }
         if seed != nil || (planFile != nil && seeds == nil) {
             var made: SimPlan
@@ -145,6 +162,7 @@ struct SimCommand: ParsableCommand {
 
     private func printPlan(_ plan: SimPlan) {
         print("plan of seed \(plan.seed): \(plan.frames) frames")
+        if let swarm = plan.swarm { for line in swarm.description.split(separator: "\n") { print("  \(line)") } }
         for step in plan.steps { print("  \(step)") }
     }
 
@@ -162,6 +180,7 @@ struct SimCommand: ParsableCommand {
         replay += bug.map { " --bug \($0)" } ?? ""
         replay += nodes != 3 ? " --nodes \(nodes)" : ""
         replay += noFaults ? " --no-faults" : ""
+        replay += noSwarm ? " --no-swarm" : ""
         print("replay it: \(replay) --trace")
         if let savePlan {
             do {
@@ -189,7 +208,7 @@ struct SimCommand: ParsableCommand {
         let started = ContinuousClock.now
         var failed: [SimOutcome] = []
         for seed in from..<(from + UInt64(count)) {
-            let outcome = runner.run(fixed.map { SimPlan(seed: seed, frames: $0.frames, steps: $0.steps) } ?? runner.plan(seed: seed))
+            let outcome = runner.run(fixed.map { SimPlan(seed: seed, frames: $0.frames, steps: $0.steps, swarm: $0.swarm) } ?? runner.plan(seed: seed))
             if trace { outcome.trace.forEach { print($0) } }
             if outcome.failure != nil {
                 failed.append(outcome)
@@ -211,6 +230,9 @@ struct SimCommand: ParsableCommand {
             return
         }
         print("\(failed.count) of \(count) seeds broke an invariant: \(failed.map { "\($0.plan.seed)" }.joined(separator: " "))")
+        if let first = failed.first {
+            print("the first at seed \(first.plan.seed), the sweep's \(first.plan.seed - from + 1)th")
+        }
         if shrink, let first = failed.first, let failure = first.failure {
             shrinkAndPrint(first, failure: failure, runner: runner)
         }

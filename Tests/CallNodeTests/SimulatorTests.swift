@@ -52,21 +52,36 @@ import Testing
         #expect(summaries(later.output) == summaries(first.output))
     }
 
-    /// Each fixed defect, put back, is found within 150 seeds, by the rule it breaks (2026-11-27:
-    /// resume-unmutes at seed 31, mute-lost-before-media at seed 83).
+    /// Each fixed defect, put back, is found within 50 seeds, by the rule it breaks: each seed
+    /// picks its own mix first (swarm), so a mix rich in mutes and holds comes soon (2026-11-30:
+    /// resume-unmutes at seed 4, mute-lost-before-media at seed 27; one mix for every seed found
+    /// them at seeds 31 and 83).
     @Test(arguments: ["resume-unmutes", "mute-lost-before-media"])
     func aReintroducedBugIsFound(bug: String) async throws {
-        let (status, output) = try await Self.sim(["--seeds", "150", "--bug", bug, "--stop-at-first"])
-        #expect(status == 1, "\(bug) was not found in 150 seeds:\n\(output)")
+        let (status, output) = try await Self.sim(["--seeds", "50", "--bug", bug, "--stop-at-first"])
+        #expect(status == 1, "\(bug) was not found in 50 seeds:\n\(output)")
         #expect(output.contains("INVARIANT muted-or-held-is-silent"), "\(output)")
+    }
+
+    /// A seed's trace begins with the mix it picked; `--no-swarm` still makes the plans of one
+    /// mix for every seed (the defect found at seed 31 then is found there still).
+    @Test func aSeedsTraceSaysItsMixAndTheUniformMixIsKept() async throws {
+        let traced = try await Self.sim(["--seed", "4", "--trace", "--bug", "resume-unmutes"])
+        let lines = traced.output.split(separator: "\n")
+        #expect(lines.first?.hasPrefix("mix: ") == true && lines.first?.contains("actions: dial×") == true, "\(lines.prefix(4))")
+        #expect(lines.dropFirst().first?.hasPrefix("mix: faults: ") == true && lines.dropFirst(2).first?.hasPrefix("mix: nodes acting: ") == true)
+        #expect(traced.status == 1)
+        let uniform = try await Self.sim(["--seed", "31", "--no-swarm", "--bug", "resume-unmutes"])
+        #expect(uniform.status == 1 && uniform.output.contains("INVARIANT muted-or-held-is-silent"), "\(uniform.output)")
+        #expect(!uniform.output.contains("mix: "))
     }
 
     /// A failing seed shrinks to fewer steps that still break the same rule, and the replay
     /// command it prints shows it again.
     @Test func aFailingSeedShrinksToAShorterPlanThatStillFails() async throws {
-        let (status, output) = try await Self.sim(["--seed", "31", "--bug", "resume-unmutes", "--shrink"])
+        let (status, output) = try await Self.sim(["--seed", "4", "--bug", "resume-unmutes", "--shrink"])
         #expect(status == 1)
-        let original = try #require(output.split(separator: "\n").first { $0.hasPrefix("seed 31:") })
+        let original = try #require(output.split(separator: "\n").first { $0.hasPrefix("seed 4:") })
         let originalSteps = try #require(Int(original.split(separator: " ")[2]))
         let shrunkLine = try #require(output.split(separator: "\n").first { $0.hasPrefix("shrunk to ") })
         let shrunkSteps = try #require(Int(shrunkLine.split(separator: " ")[2]))
@@ -130,5 +145,10 @@ import Testing
         #expect(shrunk.steps.count == 3)
         #expect(plan.places(of: shrunk) == places)
         #expect(try SimPlan(json: plan.json()) == plan)
+        // The mix goes with the plan, and with what is kept of it.
+        #expect(plan.swarm != nil && shrunk.swarm == plan.swarm)
+        var uniform = options
+        uniform.swarm = false
+        #expect(SimPlan.generate(seed: 99, options: uniform).swarm == nil)
     }
 }

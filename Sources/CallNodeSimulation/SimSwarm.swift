@@ -1,0 +1,111 @@
+/// What a seed lets happen at all, picked before its plan (swarm testing: Groce et al., ISSTA
+/// 2012). A uniform mix of every action and fault buries rare orders under common ones: a
+/// resume after a mute is rare among sixteen kinds of step, common among four. Each seed
+/// therefore first picks which actions and faults its plan may hold and how often, how many
+/// nodes act and whether the browser's page does, how often steps come at the same instant, and
+/// how often the scheduler runs a ready job out of turn; then its plan, from those.
+public struct SimSwarm: Sendable, Equatable, Codable, CustomStringConvertible {
+    public enum Action: String, Sendable, Codable, CaseIterable {
+        case dial, answer, hangUp = "hang-up", mute, hold, swap, merge, unmerge, dtmf, block, doNotDisturb = "dnd"
+    }
+
+    public enum Fault: String, Sendable, Codable, CaseIterable {
+        case network, partition, resetSignaling = "reset-signaling", restartRelay = "restart-relay",
+             addressChange = "address-change", microphoneFails = "microphone-fails", crash, unreachable
+    }
+
+    /// A kind of step and how often it comes, against the others of its list.
+    public struct Weighted<Kind: Sendable & Codable & Equatable>: Sendable, Codable, Equatable {
+        public var kind: Kind
+        public var weight: Int
+    }
+
+    /// The actions a plan may hold (dialling and answering always among them: a run without
+    /// calls shows nothing).
+    public var actions: [Weighted<Action>]
+    /// The faults it may hold; none, a run of actions only.
+    public var faults: [Weighted<Fault>]
+    /// The share of steps that are faults (when there are any).
+    public var faultShare: Double
+    /// How long a fault that heals lasts at most, in frames.
+    public var faultFrames: Int
+    /// The media's worst loss in a network fault.
+    public var worstLoss: Double
+    /// How many of the nodes act (the first ones); the others only answer what reaches them.
+    public var actingNodes: Int
+    /// Whether the browser with the first node's call page acts (dials, answers, hangs up).
+    public var page: Bool
+    /// The share of steps that come at the same frame as another (their messages cross).
+    public var crossing: Double
+    /// The share of actions that follow the one before on the same call, a moment later (a
+    /// user working on one call: mute, then hold, then resume), rather than anywhere.
+    public var focus: Double
+    /// The frames the steps fall in (the activity's first part: the same steps, denser).
+    public var span: Int
+    /// How many steps the plan has (more, where fewer kinds share them, make longer orders of
+    /// the same few).
+    public var steps: Int
+    /// How often a mute step mutes (else it unmutes), and a hold is resumed later.
+    public var muting: Double
+    public var resuming: Double
+    /// How often the scheduler picks among the jobs ready together at random (else the oldest):
+    /// 1, always.
+    public var reordering: Double
+
+    /// The mix every plan had before seeds picked theirs: every action and fault, at the
+    /// weights of the first generator.
+    public static func uniform(nodes: Int, faults: Bool) -> SimSwarm {
+        SimSwarm(actions: [.init(kind: .dial, weight: 16), .init(kind: .answer, weight: 16), .init(kind: .hangUp, weight: 8),
+                           .init(kind: .mute, weight: 8), .init(kind: .hold, weight: 8), .init(kind: .swap, weight: 4),
+                           .init(kind: .merge, weight: 5), .init(kind: .unmerge, weight: 3), .init(kind: .dtmf, weight: 4),
+                           .init(kind: .block, weight: 3), .init(kind: .doNotDisturb, weight: 3)],
+                 faults: faults ? Fault.allCases.map { .init(kind: $0, weight: 1) } : [], faultShare: faults ? 0.22 : 0,
+                 faultFrames: 160, worstLoss: 0.3, actingNodes: nodes, page: true, crossing: 0.3, focus: 0, span: 400, steps: 15, muting: 0.7, resuming: 0.7, reordering: 1)
+    }
+
+    /// A seed's own mix: each action besides dialling and answering in it seven times in ten,
+    /// each weighted 1–4; each fault in it one time in three (none without `faults`); the rest
+    /// from short lists of what matters.
+    public static func pick(_ random: inout SimRandom, nodes: Int, faults allowed: Bool, frames: Int) -> SimSwarm {
+        var actions: [Weighted<Action>] = []
+        for action in Action.allCases {
+            let always = action == .dial || action == .answer
+            guard always || random.chance(0.7) else { continue }
+            actions.append(.init(kind: action, weight: [1, 2, 4, 8][random.below(4)]))
+        }
+        var faults: [Weighted<Fault>] = []
+        if allowed {
+            for fault in Fault.allCases where random.chance(1.0 / 3) { faults.append(.init(kind: fault, weight: 1 + random.below(3))) }
+        }
+        let share = faults.isEmpty ? 0 : [0.1, 0.2, 0.35][random.below(3)]
+        return SimSwarm(actions: actions, faults: faults, faultShare: share,
+                        faultFrames: [40, 160, 300][random.below(3)], worstLoss: [0.1, 0.3, 0.5][random.below(3)],
+                        actingNodes: 2 + random.below(max(1, nodes - 1)), page: random.chance(0.3),
+                        crossing: [0, 0.15, 0.3, 0.6][random.below(4)], focus: [0, 0.4, 0.8][random.below(3)],
+                        span: max(50, [frames / 3, frames * 2 / 3, frames][random.below(3)]),
+                        steps: [6, 12, 24, 48][random.below(4)] + random.below(6), muting: [0.7, 1][random.below(2)], resuming: [0.7, 1][random.below(2)], reordering: [0.1, 0.5, 1][random.below(3)])
+    }
+
+    /// The plan's first lines in a trace: what this seed let happen.
+    public var description: String {
+        let acting = actions.map { "\($0.kind.rawValue)×\($0.weight)" }.joined(separator: " ")
+        let breaking = faults.isEmpty ? "none" : faults.map { "\($0.kind.rawValue)×\($0.weight)" }.joined(separator: " ")
+            + " (\(Int(faultShare * 100))% of steps, lasting up to \(faultFrames * 20) ms, loss up to \(Int(worstLoss * 100))%)"
+        return "\(steps) steps; actions: \(acting)\nfaults: \(breaking)\nnodes acting: \(actingNodes)\(page ? " and the page" : ""); "
+            + "steps in the first \(span * 20) ms, \(Int(crossing * 100))% at the same instant as another, "
+            + "\(Int(focus * 100))% following up on the call before; mutes \(Int(muting * 100))% on, holds \(Int(resuming * 100))% resumed; "
+            + "jobs run out of turn: \(Int(reordering * 100))%"
+    }
+}
+
+extension SimRandom {
+    /// One of `weighted`'s kinds, as often as its weight says.
+    mutating func pick<Kind>(_ weighted: [SimSwarm.Weighted<Kind>]) -> Kind {
+        var roll = below(weighted.reduce(0) { $0 + $1.weight })
+        for entry in weighted {
+            if roll < entry.weight { return entry.kind }
+            roll -= entry.weight
+        }
+        return weighted[weighted.count - 1].kind
+    }
+}
