@@ -203,6 +203,10 @@ public struct SimOptions: Sendable, Equatable {
     /// Whether each seed picks its own mix of actions and faults first (``SimSwarm``); off, every
     /// seed draws from the same uniform mix, as plans were made before.
     public var swarm = true
+    /// Node b takes its calls' audio from the test kit's deliberately unsafe session, which the
+    /// app activates in its answer action and the provider again (``UnsafeDoubleActivationSession``):
+    /// what the sweep shows of the bug the node's audio ownership rule prevents.
+    public var unsafeSession = false
 
     public init() {}
 }

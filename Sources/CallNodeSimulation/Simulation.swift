@@ -1,5 +1,6 @@
 @_spi(Simulation) import CallCore
 @_spi(Simulation) import CallNode
+import AudioDevices
 import CallNodeTestKit
 import Calls
 import Foundation
@@ -220,6 +221,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             try Data(identity.certificate.utf8).write(to: URL(fileURLWithPath: home + "/identity.crt"))
         }
         let browser = index == pageIndex
+        let unsafe = options.unsafeSession && index == 1
         let failure = DeviceFailureSwitch()
         if microphones.count > index { microphones[index] = failure } else { microphones.append(failure) }
         let fallback = NodeAudioInput.tone(frequencies[index] + 0.5)
@@ -227,6 +229,10 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
                                         keyExchange: browser ? .dtls : .sdes) {
             $0.legActionRewrite = bug?.legActionRewrite
             $0.warmsUpInline = true
+            if unsafe {
+                // The careless app: b's answers activate the session before the provider does.
+                $0.audioStandIn = UnsafeDoubleActivationSession(microphone: ToneSource(frequency: frequencies[index]), speaker: NullSink())
+            }
             // The microphone can fail; another one (the same tone, a device of its own) takes over.
             if var backend = $0.audio as? NodeAudioBackend {
                 backend.inputFailure = failure

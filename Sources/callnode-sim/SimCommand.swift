@@ -76,6 +76,9 @@ struct SimCommand: ParsableCommand {
     @Flag(help: "Every seed draws its steps from one uniform mix, as plans were made before each seed picked its own mix of actions, faults, nodes and reordering first (swarm testing, the default).")
     var noSwarm = false
 
+    @Flag(help: "Node b takes its calls' audio from a deliberately unsafe session that the app activates when it answers and the provider activates again (the bug the node's audio ownership rule prevents): what a sweep shows of it.")
+    var unsafeSession = false
+
     @Flag(help: "Print every seed's summary line in a sweep (its trace's digest), not only failures.")
     var list = false
 
@@ -116,6 +119,7 @@ struct SimCommand: ParsableCommand {
         options.faults = !noFaults
         options.reintroducedBug = bug
         options.swarm = !noSwarm
+        options.unsafeSession = unsafeSession
         let runner = SimulationRunner(options: options) { seed in
             csimhost_seed(seed)
             csimhost_set_enabled(1)
@@ -181,6 +185,7 @@ struct SimCommand: ParsableCommand {
         replay += nodes != 3 ? " --nodes \(nodes)" : ""
         replay += noFaults ? " --no-faults" : ""
         replay += noSwarm ? " --no-swarm" : ""
+        replay += unsafeSession ? " --unsafe-session" : ""
         print("replay it: \(replay) --trace")
         if let savePlan {
             do {
@@ -231,7 +236,7 @@ struct SimCommand: ParsableCommand {
         }
         print("\(failed.count) of \(count) seeds broke an invariant: \(failed.map { "\($0.plan.seed)" }.joined(separator: " "))")
         if let first = failed.first {
-            print("the first at seed \(first.plan.seed), the sweep's \(first.plan.seed - from + 1)th")
+            print("the first at seed \(first.plan.seed) (\(first.plan.seed - from + 1) seeds into the sweep)")
         }
         if shrink, let first = failed.first, let failure = first.failure {
             shrinkAndPrint(first, failure: failure, runner: runner)
