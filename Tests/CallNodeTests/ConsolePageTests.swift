@@ -102,8 +102,11 @@ struct ConsolePageTests {
         _ = try await page.evaluate("window.prompt = () => '12x'")
         try await page.click("\(Self.cssRow(daveCall)) button[data-action=dtmf]")
         try await page.waitFor("document.querySelector('#error').innerText.includes('DTMF cannot send')", what: "the node's refusal of the digits")
-        // (The page misses the news: its stream closed and its fetching of calls held.)
+        // (The page misses the news: once what it had on its way has come, its stream is closed
+        // and its fetching of calls held.)
+        try await page.waitFor("busy === 0", what: "the page's requests done")
         _ = try await page.evaluate("events.close(), window.heldLoadCalls = loadCalls, window.loadCalls = async () => {}, true")
+        try await page.waitFor("busy === 0", what: "the page's requests done")
         try await dave.hangUp(daveCall)
         _ = try await TwoNodeTests.next(bobEvents) { if case .ended(daveCall, _, _, _) = $0 { true } else { false } }
         try await page.click("\(Self.cssRow(daveCall)) button[data-action=hangup]")

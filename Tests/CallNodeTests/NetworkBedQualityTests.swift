@@ -17,10 +17,11 @@ extension NetworkBeds.NetworkBedTests {
         let network = ["--stun", NetworkBed.stun]
         let bob = try await Self.startBob(bed, callers, network: network, recording: bed.directory + "/recording.wav", log: "bob.log")
         // A steady tone: 50 packets every second (speech's pauses would send few, which a
-        // second of 10 % loss may leave all through).
+        // second of 10 % loss may leave all through). Long enough for clean seconds after the
+        // loss however slowly the bed's commands run beside other work.
         let alice = try bed.start("a", [
             "call", "bob", "--home", callers.alice.home, "--relay", NetworkBed.relay,
-            "--input", "tone:440", "--duration", "17", "--json",
+            "--input", "tone:440", "--duration", "24", "--json",
         ] + network, log: "alice.log")
         _ = try await alice.waitFor("connected")
         try await Task.sleep(for: .seconds(5))

@@ -41,7 +41,14 @@ window.addEventListener("unhandledrejection", (e) => uncaught(messageOf(e.reason
 const quietly = (promise) => promise.catch((e) => { if (e.status && e.status !== 401) showError(messageOf(e)); });
 
 // ---- the API ----
+// Requests in flight and refreshes waiting to start: 0 when the page has nothing on its way
+// (what a test waits for before it changes the node behind the page's back).
+let busy = 0;
 async function api(method, path, body) {
+  busy++;
+  try { return await request(method, path, body); } finally { busy--; }
+}
+async function request(method, path, body) {
   const init = { method: method, credentials: "same-origin", headers: {} };
   if (method !== "GET") {
     // The node refuses cookie-authorised writes without this header (a cross-site form cannot set it).
@@ -64,7 +71,11 @@ async function api(method, path, body) {
 // Runs fn at most once per ms, after the first ask: a burst of events makes one fetch.
 function debounced(fn, ms) {
   let timer = null;
-  return () => { if (!timer) timer = setTimeout(() => { timer = null; quietly(fn()); }, ms); };
+  return () => {
+    if (timer) return;
+    busy++;
+    timer = setTimeout(() => { timer = null; busy--; quietly(fn()); }, ms);
+  };
 }
 const refetchCalls = debounced(() => loadCalls(), 100);
 const refetchRecents = debounced(() => loadRecents(), 150);
