@@ -199,7 +199,7 @@ let package = Package(
         .executableTarget(
             name: "callnode-sim",
             dependencies: [
-                "CallNodeSimulation", "CSimHost",
+                "CallNodeSimulation", "CallCore", "CSimHost",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

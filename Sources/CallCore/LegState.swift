@@ -118,6 +118,7 @@ public struct LegState: Sendable, Equatable {
 
     /// Handles one event at `now` (the node clock's time) and returns what to do.
     public mutating func handle(_ event: LegEvent, now: Duration) -> [LegAction] {
+        LegCoverage.record(phase, event)
         if case .ended = phase { return [] }  // over: a second ending, a late timer, a stray event
         switch event {
         case .signalingReady:

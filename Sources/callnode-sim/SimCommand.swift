@@ -1,5 +1,6 @@
 import ArgumentParser
 import CSimHost
+import CallCore
 import CallNodeSimulation
 import Foundation
 import Logging
@@ -79,6 +80,12 @@ struct SimCommand: ParsableCommand {
     @Flag(help: "Node b takes its calls' audio from a deliberately unsafe session that the app activates when it answers and the provider activates again (the bug the node's audio ownership rule prevents): what a sweep shows of it.")
     var unsafeSession = false
 
+    @Flag(help: "After the runs, print which phase × event pairs of a call's leg they visited, against those the leg's unit tests reach (--reachable).")
+    var coverage = false
+
+    @Option(help: ArgumentHelp("The pairs the leg's unit tests reach, one a line (made by scripts/leg-coverage).", valueName: "path"))
+    var reachable = "docs/leg-pairs.txt"
+
     @Flag(help: "Print every seed's summary line in a sweep (its trace's digest), not only failures.")
     var list = false
 
@@ -124,6 +131,8 @@ struct SimCommand: ParsableCommand {
             csimhost_seed(seed)
             csimhost_set_enabled(1)
         }
+        if coverage { LegCoverage.start() }
+        defer { if coverage { printCoverage() } }
         if dryRun {
             let first = seed ?? from
             for each in first..<(first + UInt64(seed == nil ? (seeds ?? 1) : 1)) { printPlan(runner.plan(seed: each)) }
@@ -152,6 +161,21 @@ struct SimCommand: ParsableCommand {
             return
         }
         try sweep(runner)
+    }
+
+    /// The pairs visited against those the unit tests reach: how many, and which were not.
+    private func printCoverage() {
+        let visited = LegCoverage.visited
+        guard let text = try? String(contentsOfFile: reachable, encoding: .utf8) else {
+            print("coverage: \(visited.count) phase × event pairs visited (no list of reachable pairs at \(reachable): scripts/leg-coverage makes it)")
+            return
+        }
+        let expected = Set(text.split(separator: "\n").map(String.init).filter { !$0.isEmpty && !$0.hasPrefix("#") })
+        let hit = visited.intersection(expected), beyond = visited.subtracting(expected)
+        print("coverage: \(hit.count) of the \(expected.count) phase × event pairs the leg's unit tests reach were visited"
+              + " (\(expected.isEmpty ? 0 : 100 * hit.count / expected.count) %); \(beyond.count) more the unit tests never reach")
+        for pair in expected.subtracting(visited).sorted() { print("  not visited: \(pair)") }
+        for pair in beyond.sorted() { print("  beyond the unit tests: \(pair)") }
     }
 
     private func report(_ outcome: SimOutcome) {
