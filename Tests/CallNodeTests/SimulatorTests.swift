@@ -67,7 +67,7 @@ import Testing
 
     /// Each fixed defect, put back, is found within 50 seeds, by the rule it breaks: each seed
     /// picks its own mix first (swarm), so a mix rich in mutes and holds comes soon (2026-11-30:
-    /// resume-unmutes at seed 4, mute-lost-before-media at seed 27; one mix for every seed found
+    /// resume-unmutes at seed 4, mute-lost-before-media at seed 1; one mix for every seed found
     /// them at seeds 31 and 83).
     @Test(arguments: ["resume-unmutes", "mute-lost-before-media"])
     func aReintroducedBugIsFound(bug: String) async throws {
