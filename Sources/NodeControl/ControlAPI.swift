@@ -236,20 +236,13 @@ public final class ControlAPI: Sendable {
 
     /// The live call `id` names: its whole UUID, or a start of it no other live call shares.
     func resolve(_ id: String) -> Result<ObservedCall, Problem> {
-        let calls = node.manager.observer.calls
-        let wanted = id.lowercased()
-        if let uuid = UUID(uuidString: id) {
-            if let call = calls.first(where: { $0.id == uuid }) { return .success(call) }
-            return .failure(Problem(status: 404, reason: "no call \(uuid.uuidString) (it has ended, or never was)"))
+        switch IDPrefixMatch(id, in: node.manager.observer.calls, id: \.id) {
+        case let .one(call): .success(call)
+        case .none:
+            .failure(Problem(status: 404, reason: UUID(uuidString: id).map { "no call \($0.uuidString) (it has ended, or never was)" }
+                             ?? "no call whose ID starts with '\(id)' (GET /v1/calls lists them)"))
+        case let .several(count): .failure(Problem(status: 409, reason: "'\(id)' starts \(count) calls' IDs: give more of it"))
         }
-        let matching = calls.filter { $0.id.uuidString.lowercased().hasPrefix(wanted) }
-        guard !wanted.isEmpty, let first = matching.first else {
-            return .failure(Problem(status: 404, reason: "no call whose ID starts with '\(id)' (GET /v1/calls lists them)"))
-        }
-        guard matching.count == 1 else {
-            return .failure(Problem(status: 409, reason: "'\(id)' starts \(matching.count) calls' IDs: give more of it"))
-        }
-        return .success(first)
     }
 
     private func perform(_ route: ControlRoute, call: ObservedCall?, body: [String: Any], query: [String: String] = [:]) async -> ControlResponse {

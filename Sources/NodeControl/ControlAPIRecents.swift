@@ -73,20 +73,13 @@ extension ControlAPI {
 
     /// The recent call `id` names: its whole ID, or a start of it no other recent call shares.
     private func resolveRecent(_ id: String) async throws -> RecentCall {
-        let rows = try await recents(limit: 500)
-        if let uuid = UUID(uuidString: id) {
-            guard let row = rows.first(where: { $0.id == uuid }) else {
-                throw Problem(status: 404, reason: "no recent call \(uuid.uuidString) (GET /v1/recents lists them)")
-            }
-            return row
+        switch IDPrefixMatch(id, in: try await recents(limit: 500), id: \.id) {
+        case let .one(row): return row
+        case .none:
+            throw Problem(status: 404, reason: (UUID(uuidString: id).map { "no recent call \($0.uuidString)" } ?? "no recent call whose ID starts with '\(id)'")
+                          + " (GET /v1/recents lists them)")
+        case let .several(count): throw Problem(status: 409, reason: "'\(id)' starts \(count) recent calls' IDs: give more of it")
         }
-        let wanted = id.lowercased()
-        let matching = rows.filter { $0.id.uuidString.lowercased().hasPrefix(wanted) }
-        guard !wanted.isEmpty, let first = matching.first else {
-            throw Problem(status: 404, reason: "no recent call whose ID starts with '\(id)' (GET /v1/recents lists them)")
-        }
-        guard matching.count == 1 else { throw Problem(status: 409, reason: "'\(id)' starts \(matching.count) recent calls' IDs: give more of it") }
-        return first
     }
 
     static func recentObject(_ row: RecentCall, store: CallStore, now: Date, quality: Bool) -> [String: Any] {

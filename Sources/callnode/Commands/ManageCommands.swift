@@ -187,11 +187,11 @@ struct RecentsShow: AsyncParsableCommand {
             }
             row = rows[index - 1]
         } else {
-            let matching = rows.filter { $0.id.uuidString.lowercased().hasPrefix(which.lowercased()) }
-            guard matching.count == 1, let only = matching.first else {
-                throw ValidationError(matching.isEmpty ? "no recent call's ID starts with \(which)" : "\(matching.count) recent calls' IDs start with \(which): give more of it")
+            switch IDPrefixMatch(which, in: rows, id: \.id) {
+            case let .one(only): row = only
+            case .none: throw ValidationError("no recent call's ID starts with \(which)")
+            case let .several(count): throw ValidationError("\(count) recent calls' IDs start with \(which): give more of it")
             }
-            row = only
         }
         let who = store.contacts.withFingerprint(row.handle)?.name ?? row.handle
         let duration = row.knownDuration.map { String(format: "%.1f s", $0) } ?? "-"
