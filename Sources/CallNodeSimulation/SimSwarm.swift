@@ -52,17 +52,6 @@ public struct SimSwarm: Sendable, Equatable, Codable, CustomStringConvertible {
     /// 1, always.
     public var reordering: Double
 
-    /// The mix every plan had before seeds picked theirs: every action and fault, at the
-    /// weights of the first generator.
-    public static func uniform(nodes: Int, faults: Bool) -> SimSwarm {
-        SimSwarm(actions: [.init(kind: .dial, weight: 16), .init(kind: .answer, weight: 16), .init(kind: .hangUp, weight: 8),
-                           .init(kind: .mute, weight: 8), .init(kind: .hold, weight: 8), .init(kind: .swap, weight: 4),
-                           .init(kind: .merge, weight: 5), .init(kind: .unmerge, weight: 3), .init(kind: .dtmf, weight: 4),
-                           .init(kind: .block, weight: 3), .init(kind: .doNotDisturb, weight: 3)],
-                 faults: faults ? Fault.allCases.map { .init(kind: $0, weight: 1) } : [], faultShare: faults ? 0.22 : 0,
-                 faultFrames: 160, worstLoss: 0.3, actingNodes: nodes, page: true, crossing: 0.3, focus: 0, span: 400, steps: 15, muting: 0.7, resuming: 0.7, reordering: 1)
-    }
-
     /// A seed's own mix: each action besides dialling and answering in it seven times in ten,
     /// each weighted 1, 2, 4 or 8; faults in one mix of two (none without `faults`), each fault
     /// then in it one time in three; the rest from short lists of what matters.
