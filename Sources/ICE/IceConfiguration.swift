@@ -86,6 +86,9 @@ public struct IceConfiguration: Sendable {
     public var checkPacing: Duration = .milliseconds(5)
     /// How long checks may run without a working pair before the agent reports ``IceConnectionState/failed``.
     public var connectTimeout: Duration = .seconds(30)
+    /// How many times a check is sent again before its pair fails (nil: libnice's own, 3: a pair
+    /// unanswered fails about 2.5 s in). More keeps an unanswered pair checking for longer.
+    public var checkRetransmissions: Int?
     /// ICE-TCP candidates (RFC 6544). Default: off.
     public var iceTCP = false
     /// UPnP-IGD port mappings. Default: off.

@@ -37,7 +37,10 @@ import Testing
     /// The peer's checks found a pair this side's have not (here: the peer never answers
     /// them): this side takes it, connects, and its media goes to the peer's candidate.
     @Test func anAgentTakesThePairItsPeerFoundAndSendsOnIt() async throws {
-        let agent = try await IceAgent(configuration: IceAgentTests.configuration(.controlled))
+        // Its own checks, unanswered, keep the pair checking for half a minute (not libnice's
+        // 2.5 s), however slowly a loaded machine runs this test's steps before the peer's pair
+        // comes.
+        let agent = try await IceAgent(configuration: IceAgentTests.configuration(.controlled) { $0.checkRetransmissions = 6 })
         let events = EventRecorder(agent)
         let gathering = try await agent.gather()
         var locals: [IceCandidate] = []

@@ -196,6 +196,9 @@ final class NiceHandle: @unchecked Sendable {  // confined: its pointer is used 
         cnice_set_bool(agent, "ice-tcp", configuration.iceTCP ? 1 : 0)
         cnice_set_bool(agent, "upnp", configuration.upnp ? 1 : 0)
         cnice_set_bool(agent, "force-relay", configuration.relayOnly ? 1 : 0)
+        if let retransmissions = configuration.checkRetransmissions {
+            cnice_set_uint(agent, "stun-max-retransmissions", UInt32(max(0, retransmissions)))
+        }
         let pacing = configuration.checkPacing.components
         cnice_set_uint(agent, "stun-pacing-timer", UInt32(pacing.seconds * 1000 + pacing.attoseconds / 1_000_000_000_000_000))
         if let stunAddress, let stun = configuration.stunServer {
