@@ -71,7 +71,9 @@ extension RealTimeTests {
         // Each forgets itself right after reporting the failure (waited for, bounded).
         let deadline = ContinuousClock.now + .seconds(10)
         while await node.keptTaskCount > before && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
-        #expect(await node.keptTaskCount == before, "the ended joins' tasks are still kept")
+        // No more than before: a task of the node's own start (its agent pool filling) may end
+        // meanwhile on a loaded machine, so fewer is no failure; a join's kept task is.
+        #expect(await node.keptTaskCount <= before, "the ended joins' tasks are still kept")
         await node.shutdown()
     }
 
