@@ -89,6 +89,18 @@ let package = Package(
         // re-INVITE and ACK; glare; refusals; an encrypted offer a phone refuses made again in
         // plain RTP): the call's signals and the wire's events in, actions out. No sofia.
         .target(name: "SIPDialog", dependencies: ["CallCore", "SDP"]),
+        // A Janus room's session as a plain value (create, attach, join with the offer, the
+        // answer, participants, keep-alive, leave; Janus's errors in the user's terms) and its JSON.
+        .target(name: "JanusRoom", dependencies: ["CallCore"]),
+        // Janus's HTTP API on swift-nio: requests posted as JSON, events by long poll.
+        .target(
+            name: "Janus",
+            dependencies: [
+                "JanusRoom",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]),
         // Opus (encoder, decoder, packet inspection): the codec, apart from where audio goes.
         .target(name: "AudioCodec", dependencies: ["COpus", "Clocks"]),
         // Audio endpoints: sources and sinks, ALSA devices on their own I/O threads, WAV files,
@@ -147,7 +159,7 @@ let package = Package(
             name: "CallNode",
             dependencies: [
                 "CallCore", "ICE", "RTP", "SDP", "Media", "MediaTiming", "VoiceProcessing", "AudioDevices", "DTLS", "AudioSession",
-                "Calls", "Signaling", "SIP", "SIPDialog", "Clocks", "Locking", "POSIX",
+                "Calls", "Signaling", "SIP", "SIPDialog", "Janus", "JanusRoom", "Clocks", "Locking", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -286,6 +298,10 @@ let package = Package(
         .testTarget(
             name: "SIPDialogTests",
             dependencies: ["SIPDialog", "CallCore", "SDP"]),
+        // A Janus room's session value alone: no concurrency, no Janus.
+        .testTarget(
+            name: "JanusRoomTests",
+            dependencies: ["JanusRoom", "CallCore"]),
         .testTarget(
             name: "SIPTests",
             dependencies: ["SIP", "CallNodeTestSupport"]),

@@ -17,6 +17,8 @@
 /// - `DTLS`: DTLS-SRTP (RFC 5763/5764) over OpenSSL, keying SRTP on the media path.
 /// - `Clocks`: ``TimerClock``, the one clock a node's timers run on (a node's configuration
 ///   takes one), and the helpers on `Duration`.
+/// - `JanusRoom`: a Janus room's session as a plain value (``JanusRoomSession``) and a
+///   room's address (``JanusRoomAddress``), which ``CallTarget/janus(_:pin:)`` takes.
 /// Only this module re-exports: each of the others imports what it uses by name.
 @_exported import AudioSession
 @_exported import CallCore
@@ -24,6 +26,7 @@
 @_exported import Clocks
 @_exported import DTLS
 @_exported import ICE
+@_exported import JanusRoom
 @_exported import Media
 @_exported import MediaTiming
 @_exported import RTP

@@ -188,7 +188,7 @@ public actor MediaActor: MediaClockClient {
         self.source = source
         self.sink = sink
         var rng = SystemRandomNumberGenerator()
-        ssrc = UInt32.random(in: 1...UInt32.max, using: &rng)
+        ssrc = configuration.ssrc ?? UInt32.random(in: 1...UInt32.max, using: &rng)
         sequence = UInt16.random(in: 0...UInt16.max, using: &rng)
         timestamp = UInt32.random(in: 0...UInt32.max, using: &rng)
         timestampStep = UInt32(Int64(encoding.clockRate) * opus.frameDuration.milliseconds / 1000)

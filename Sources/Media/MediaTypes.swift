@@ -57,6 +57,9 @@ public struct MediaConfiguration: Sendable, Equatable {
     public var muteMode: MuteMode
     /// The RTCP CNAME (an opaque per-node name).
     public var cname: String
+    /// The SSRC this side sends with, when its SDP announced one (`a=ssrc`: media servers such
+    /// as Janus drop packets of an SSRC they were not told of); nil: a random one.
+    public var ssrc: UInt32?
     /// Whether FEC follows the loss the peer reports in RTCP (on by default; FEC costs quality
     /// on a clean network, so it is planned only for the loss actually seen).
     public var adaptiveFEC: Bool

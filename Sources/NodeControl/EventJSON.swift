@@ -98,6 +98,23 @@ public enum EventJSON {
         case let .sessionWaiting(id): return ["event": "session-waiting", "session": id]
         case let .sessionFailed(reason): return ["event": "session-failed", "reason": reason]
         case let .session(uuid, status): return ["event": "session", "call": uuid.uuidString, "status": status.rawValue]
+        case let .room(uuid, event): return room(uuid, event)
+        }
+    }
+
+    /// A room event: `room-joined` (this side's id and the others), `participant-joined`,
+    /// `participant-left`, `talking` and `participant-muted` (who, with `on`).
+    static func room(_ uuid: UUID, _ event: RoomEvent) -> [String: Any] {
+        func who(_ participant: RoomParticipant) -> [String: Any] {
+            ["id": participant.id, "name": participant.name ?? NSNull(), "muted": participant.muted]
+        }
+        let call = uuid.uuidString
+        return switch event {
+        case let .joined(room, me, others): ["event": "room-joined", "call": call, "room": room, "id": me, "participants": others.map(who)]
+        case let .participantJoined(participant): ["event": "participant-joined", "call": call, "participant": who(participant)]
+        case let .participantLeft(participant): ["event": "participant-left", "call": call, "participant": who(participant)]
+        case let .talking(participant, on): ["event": "talking", "call": call, "participant": who(participant), "on": on]
+        case let .participantMuted(participant, on): ["event": "participant-muted", "call": call, "participant": who(participant), "on": on]
         }
     }
 

@@ -31,11 +31,12 @@ extension RealTimeTests {
                   speaker: NodeAudioOutput? = nil, autoAnswer: Bool = true, acceptUnknown: Bool = false,
                   appOwned: Bool = false, provider: ProviderConfiguration? = nil, iceAgentPool: Int = 1,
                   voiceProcessing: Bool? = nil, prepared: Bool = false, signalingLimits: SignalingLimits? = nil,
-                  keyExchange: KeyExchange = .dtls, maximumCalls: Int? = nil, opusComplexity: Int? = nil) async throws -> CallNode {
+                  keyExchange: KeyExchange = .dtls, maximumCalls: Int? = nil, opusComplexity: Int? = nil,
+                  iceAddresses: [String] = ["127.0.0.1"]) async throws -> CallNode {
             var configuration = CallNodeConfiguration(home: path(name))
             configuration.displayName = name
             configuration.listenAddress = SignalAddress(host: "127.0.0.1", port: 0)
-            configuration.ice.localAddresses = ["127.0.0.1"]
+            configuration.ice.localAddresses = iceAddresses
             configuration.audio = NodeAudioBackend(input: input, output: output, speaker: speaker)
             configuration.autoAnswer = autoAnswer
             configuration.acceptUnknownCallers = acceptUnknown

@@ -267,7 +267,7 @@ actor EnvelopeDialect: CallDialect {
         case let .address(a): return .direct(a, nil)
         case let .pinned(a, f): return .direct(a, f)
         case let .relayed(f, relay): return .relayed(relay, f)
-        case .session, .webPage, .handle, .sip: return nil
+        case .session, .webPage, .handle, .sip, .janus: return nil
         }
     }
 

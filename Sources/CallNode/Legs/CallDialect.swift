@@ -69,6 +69,9 @@ public struct DialectTraits: Sendable, Equatable {
         /// A browser's call page: DTLS only, WebRTC stream ids, one redundant frame, frame
         /// keys offered over its own channel.
         case webPage
+        /// A room on a media server (a Janus AudioBridge): DTLS only, WebRTC stream ids, no
+        /// frame encryption (the room mixes what it hears), no security code (no identity).
+        case room
         /// Anything else: the node's own media settings, no frame encryption.
         case other
     }
@@ -180,6 +183,13 @@ public struct DialectCall: Sendable {
     /// Something on the wire makes the call impossible (`detail` says what): it ends as failed.
     public func failed(_ detail: String) {
         leg?.post(.event(.end(.failed(detail)), done: nil))
+    }
+
+    /// Something happened in the room the call joined (who is there, joins, leaves, talks):
+    /// told as ``NodeEvent/room(_:_:)``.
+    public func room(_ event: RoomEvent) {
+        guard let leg else { return }
+        leg.broadcaster.send(.room(id, event))
     }
 
     /// Runs `work` as a task of the call: it is cancelled and awaited when the call ends.

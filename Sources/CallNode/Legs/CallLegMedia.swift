@@ -83,6 +83,7 @@ extension CallLeg {
             let (association, preparation) = try CallMediaFactory.prepare(
                 negotiated: negotiated, over: agent, configuration: configuration, certificate: dtlsCertificate, clock: clock,
                 systemSession: systemSession, appSession: appSession, webPage: peerKind == .webPage, frameKeys: frameKeys,
+                ssrc: negotiation.announcedSSRC,
                 audio: CallAudioRequest(call: uuid, outgoing: outgoing, peerName: name, peer: peer, started: configuration.wallClock(),
                                         format: AudioFormat(sampleRate: 48_000, channels: 1)))
             if association != nil { mark("dtls-started") }

@@ -34,7 +34,7 @@ extension CallLeg {
             case let .end(reason):
                 if reason == .failed, let text = peerErrorText {
                     // Another dialect's error says whose it is (the SIP peer's status).
-                    await legEvent(.end(.failed(peerKind == .other ? text : "the other node ended the call: \(text)")))
+                    await legEvent(.end(.failed(peerKind == .other || peerKind == .room ? text : "the other node ended the call: \(text)")))
                 } else {
                     await legEvent(.end(.peerEnded(reason)))
                 }

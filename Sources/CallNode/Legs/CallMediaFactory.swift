@@ -15,9 +15,10 @@ enum CallMediaFactory {
     /// (``CallNodeConfiguration/callAudio``) is asked for with `audio`.
     static func prepare(negotiated: NegotiatedAudio, over agent: any IcePath, configuration: CallNodeConfiguration,
                         certificate: DTLSCertificate, clock: MediaClock, systemSession: AudioSessionOwner<SystemOwned>?,
-                        appSession: AudioSessionOwner<AppOwned>?, webPage: Bool, frameKeys: FrameKeys?,
+                        appSession: AudioSessionOwner<AppOwned>?, webPage: Bool, frameKeys: FrameKeys?, ssrc: UInt32? = nil,
                         audio: CallAudioRequest) throws -> (DTLSAssociation?, Task<PreparedMedia, any Error>) {
         var base = configuration.media
+        if let ssrc { base.ssrc = ssrc }
         // Browsers take one redundant copy per packet (libwebrtc's RED), nodes up to three.
         if webPage { base.maximumRedundancyDepth = 1 }
         let own = try configuration.callAudio?(audio)

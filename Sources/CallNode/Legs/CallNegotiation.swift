@@ -13,6 +13,9 @@ struct CallNegotiation: Sendable {
     let peerKind: DialectTraits.Peer
     /// Frames encrypted end to end (a page then goes without redundancy).
     let encryptsFrames: Bool
+    /// The SSRC this side's SDP announces to a room (a media server drops an SSRC it was not
+    /// told of); the call's media sends with it.
+    let announcedSSRC: UInt32?
     /// This side's last offer.
     private(set) var offer: SessionDescription?
     /// The caller's answer to the first offer (its SDP origin is what its own later offers continue).
@@ -37,12 +40,18 @@ struct CallNegotiation: Sendable {
         base = capabilities
         self.peerKind = peerKind
         encryptsFrames = configuration.frameEncryption != .off
+        announcedSSRC = peerKind == .room ? UInt32.random(in: 1...UInt32.max) : nil
     }
 
     /// The capabilities for the call's peer: a web page gets DTLS whatever this node's own
     /// preference (browsers speak nothing else), and WebRTC's stream ids in `local`.
     func capabilities(local: inout LocalAudioParameters) -> AudioCapabilities {
         var capabilities = base
+        if peerKind == .room {
+            // A media server speaks WebRTC as browsers do: DTLS only.
+            capabilities.keyExchange = .dtls
+            local.stream = LocalStream(streamID: "callnode", trackID: "callnode-audio", ssrc: announcedSSRC, cname: "callnode")
+        }
         if peerKind == .webPage {
             capabilities.keyExchange = .dtls
             // A browser's encoded transform sees its RED payload whole, not frame by frame:

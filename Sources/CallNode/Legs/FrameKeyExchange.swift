@@ -108,7 +108,7 @@ struct FrameKeyExchange: Sendable {
 
     /// Another dialect's peer has no way to agree frame keys: a node that requires them says so.
     private func checkOtherPeer() throws {
-        if peerKind == .other, policy == .required {
+        if peerKind == .other || peerKind == .room, policy == .required {
             throw NegotiationError("this call's peer cannot encrypt frames end to end, and this node requires it (--frame-encryption required)")
         }
     }

@@ -382,6 +382,7 @@ public actor CallNode: Service {
         case .session: throw .sessionNeedsJoin
         case let .handle(handle): throw .handleNeedsDialect(handle)
         case let .sip(uri): return try await callSIP(uri, title: title)
+        case let .janus(address, pin): return try await joinRoom(address, pin: pin, title: title)
         case .webPage:
             guard freeWebPage() != nil else { throw .noWebPage }
             handleValue = WebSignalingServer.pagePeer.hex

@@ -4,6 +4,7 @@ import Calls
 import Clocks
 import Foundation
 import ICE
+import JanusRoom
 import Media
 import RTP
 import SDP
@@ -279,6 +280,9 @@ public enum CallTarget: Sendable, Hashable, CustomStringConvertible {
     /// A SIP address (`sip:bob@example.org`, `sip:bob@192.0.2.7:5062`), called over SIP (see
     /// ``CallNode/listenSIP(_:)``).
     case sip(String)
+    /// A Janus AudioBridge room (`janus:http://HOST:8088/janus#ROOM`): the call joins it and
+    /// hears the room's mix; `pin`, if the room needs one.
+    case janus(JanusRoomAddress, pin: String? = nil)
 
     public var description: String {
         switch self {
@@ -290,6 +294,7 @@ public enum CallTarget: Sendable, Hashable, CustomStringConvertible {
         case .webPage: "the web page"
         case let .handle(handle): handle
         case let .sip(uri): uri
+        case let .janus(address, _): address.description
         }
     }
 }
@@ -430,6 +435,9 @@ public enum NodeEvent: Sendable, Equatable {
     case sessionFailed(String)
     /// A browser page connected to (or left) the web port.
     case webPage(connected: Bool, from: String)
+    /// Something happened in the room a call joined (``CallTarget/janus(_:pin:)``): who is
+    /// there, who joins, leaves, talks.
+    case room(UUID, RoomEvent)
     /// A call's session status (joined, left, connection closed, timed out, …).
     case session(UUID, SessionStatus)
     /// The SIP registration changed: registered, failed (and when it is tried again), removed.

@@ -263,14 +263,17 @@ struct Call: AsyncParsableCommand {
             TARGET is a contact name, HOST:PORT, FINGERPRINT@HOST:PORT (the callee must present \
             that identity), a FINGERPRINT reached through --relay HOST:PORT, or a SIP address \
             (sip:USER@HOST[:PORT]; this node's SIP side is --sip HOST:PORT, or without it a port \
-            picked on the address that routes to the peer, as softphones do). Calling HOST:PORT \
-            alone shows the callee's identity without checking it.
+            picked on the address that routes to the peer, as softphones do), or a Janus \
+            AudioBridge room (janus:http://HOST:8088/janus#ROOM: the node joins it and hears the \
+            room's mix; a room's PIN from CALLNODE_ROOM_PIN, never on the command line). Calling \
+            HOST:PORT alone shows the callee's identity without checking it.
             Exit status 0 when the call connected and ended normally; 1 with one line saying why \
             otherwise (unreachable, rejected with its reason, ICE failure, device error).
             Keys on a terminal: \(callKeysHelp)
             """)
 
-    @Argument(help: ArgumentHelp("Contact name, HOST:PORT, FINGERPRINT@HOST:PORT, or sip:USER@HOST[:PORT].", valueName: "TARGET"))
+    @Argument(help: ArgumentHelp("Contact name, HOST:PORT, FINGERPRINT@HOST:PORT, sip:USER@HOST[:PORT], or janus:http://HOST:PORT/janus#ROOM.",
+                                 valueName: "TARGET"))
     var target: String
 
     @OptionGroup var options: NodeOptions
@@ -279,10 +282,11 @@ struct Call: AsyncParsableCommand {
         let settings = try await loadSettings(home: options.home.home)
         var setup = try options.setup(settings, defaultListen: nil)
         let callTarget: CallTarget
-        switch CallTarget.parse(target, relay: setup.relay) {
+        let roomPIN = ProcessInfo.processInfo.environment["CALLNODE_ROOM_PIN"].flatMap { $0.isEmpty ? nil : $0 }
+        switch CallTarget.parse(target, relay: setup.relay, roomPIN: roomPIN) {
         case let .success(parsed): callTarget = parsed
-        case .failure:
-            printError("callnode: calling a fingerprint needs --relay HOST:PORT (or use FINGERPRINT@HOST:PORT)")
+        case let .failure(problem):
+            printError("callnode: \(problem)")
             throw ExitCode(1)
         }
         var ephemeralSIP = false

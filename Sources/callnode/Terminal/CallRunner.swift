@@ -574,6 +574,15 @@ final class CallRunner {
             case .connectionClosed: break
             case .joined, .connectionLost, .connectionRestored: break
             }
+        case let .room(_, event):
+            switch event {
+            case let .joined(room, _, others):
+                line("in room \(room)" + (others.isEmpty ? ", alone so far" : " with \(others.map(\.description).joined(separator: ", "))"))
+            case let .participantJoined(who): line("room: \(who) joined")
+            case let .participantLeft(who): line("room: \(who) left")
+            case let .talking(who, on): line("room: \(who) \(on ? "talks" : "stopped talking")")
+            case let .participantMuted(who, on): line("room: \(who) \(on ? "muted" : "unmuted")")
+            }
         }
     }
 

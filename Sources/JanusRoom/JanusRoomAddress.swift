@@ -1,0 +1,94 @@
+/// Where a Janus room is: the server's HTTP API and the room's id, written
+/// `janus:http://HOST[:PORT][/PATH]#ROOM` (port 8088 and path `/janus` by default, Janus's own).
+/// A room's PIN never rides in the address (addresses reach argv, logs and Recents): it is
+/// given beside it.
+public struct JanusRoomAddress: Sendable, Hashable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+    /// The API's base path (`/janus`).
+    public var path: String
+    /// The room's id: a number (Janus's default) or a string (rooms with `string_ids`).
+    public var room: String
+
+    public init(host: String, port: Int = 8088, path: String = "/janus", room: String) {
+        self.host = host
+        self.port = port
+        self.path = path
+        self.room = room
+    }
+
+    /// Reads `janus:http://HOST[:PORT][/PATH]#ROOM`; nil (with ``problem(_:)`` saying why) for
+    /// anything else.
+    public init?(_ text: String) {
+        guard case let .success(address) = Self.parse(text) else { return nil }
+        self = address
+    }
+
+    /// Why `text` is not a room's address, or nil when it is one.
+    public static func problem(_ text: String) -> String? {
+        if case let .failure(problem) = parse(text) { return problem.text }
+        return nil
+    }
+
+    private struct Problem: Error { let text: String }
+
+    private static func parse(_ text: String) -> Result<JanusRoomAddress, Problem> {
+        let form = "a Janus room is janus:http://HOST[:PORT][/PATH]#ROOM"
+        guard text.lowercased().hasPrefix("janus:") else { return .failure(Problem(text: form)) }
+        var rest = Substring(text.dropFirst("janus:".count))
+        guard rest.lowercased().hasPrefix("http://") else {
+            return .failure(Problem(text: "\(form) (only Janus's plain HTTP API is spoken: http://)"))
+        }
+        rest = rest.dropFirst("http://".count)
+        guard let hash = rest.firstIndex(of: "#") else { return .failure(Problem(text: "\(form): the room is missing (#ROOM)")) }
+        let room = String(rest[rest.index(after: hash)...])
+        guard !room.isEmpty, room.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) }) else {
+            return .failure(Problem(text: "\(form): '\(room)' is not a room id (digits, or letters, digits, - _ .)"))
+        }
+        rest = rest[..<hash]
+        let slash = rest.firstIndex(of: "/") ?? rest.endIndex
+        var path = String(rest[slash...])
+        while path.count > 1, path.hasSuffix("/") { path.removeLast() }
+        if path.isEmpty || path == "/" { path = "/janus" }
+        let authority = rest[..<slash]
+        var host = Substring(authority), port = 8088
+        if authority.hasPrefix("["), let close = authority.firstIndex(of: "]") {
+            host = authority[authority.index(after: authority.startIndex)..<close]
+            let after = authority[authority.index(after: close)...]
+            if after.hasPrefix(":") {
+                guard let value = Self.port(after.dropFirst()) else { return .failure(Problem(text: "\(form): a bad port")) }
+                port = value
+            } else if !after.isEmpty {
+                return .failure(Problem(text: "\(form): '\(after)' after the address"))
+            }
+        } else if let colon = authority.lastIndex(of: ":") {
+            host = authority[..<colon]
+            guard let value = Self.port(authority[authority.index(after: colon)...]) else {
+                return .failure(Problem(text: "\(form): a bad port"))
+            }
+            port = value
+            guard !host.contains(":") else { return .failure(Problem(text: "\(form): an IPv6 address goes in brackets, [::1]")) }
+        }
+        guard !host.isEmpty, !host.contains(where: { $0.isWhitespace || "@?".contains($0) }) else {
+            return .failure(Problem(text: "\(form): the host is missing"))
+        }
+        return .success(JanusRoomAddress(host: String(host), port: port, path: path, room: room))
+    }
+
+    private static func port(_ text: Substring) -> Int? {
+        guard !text.isEmpty, text.count <= 5, text.allSatisfy(\.isASCII), text.allSatisfy(\.isNumber), let value = Int(text),
+              (1...65535).contains(value) else { return nil }
+        return value
+    }
+
+    /// The room id as Janus's requests carry it: a number where it is all digits.
+    public var roomValue: JanusJSON {
+        if let number = Int64(room), number >= 0, String(number) == room { return .integer(number) }
+        return .string(room)
+    }
+
+    public var description: String {
+        let shownHost = host.contains(":") ? "[\(host)]" : host
+        return "janus:http://\(shownHost):\(port)\(path)#\(room)"
+    }
+}
