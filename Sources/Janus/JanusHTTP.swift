@@ -6,7 +6,12 @@ import NIOPosix
 /// Why Janus's HTTP API gave no usable reply.
 public struct JanusHTTPError: Error, Sendable, CustomStringConvertible {
     public let description: String
-    public init(_ description: String) { self.description = description }
+    /// The HTTP status Janus answered with, when it answered.
+    public let status: Int?
+    public init(_ description: String, status: Int? = nil) {
+        self.description = description
+        self.status = status
+    }
 }
 
 /// Janus's HTTP API (its REST transport, port 8088 at `/janus` by default): requests posted as
@@ -36,8 +41,15 @@ public struct JanusHTTP: Sendable {
 
     /// Reads the events of a session (`/janus/SESSION`), up to `maximum` at once: an array
     /// (empty when Janus had nothing for the poll's length).
+    /// A poll of a session Janus does not know (it restarted, or timed the session out) gets
+    /// 404 and nothing else: it is told as Janus's own error for it (458, no such session).
     public func poll(session path: String, maximum: Int = 16) async throws(JanusHTTPError) -> [JanusJSON] {
-        let reply = try await exchange(.GET, "\(path)?maxev=\(maximum)", body: nil, wait: timeout + Self.pollWait)
+        let reply: JanusJSON
+        do {
+            reply = try await exchange(.GET, "\(path)?maxev=\(maximum)", body: nil, wait: timeout + Self.pollWait)
+        } catch where error.status == 404 {
+            return [["janus": "error", "error": ["code": 458, "reason": "No such session (HTTP 404 to its poll)"]]]
+        }
         if let events = reply.array { return events }
         return reply["janus"]?.string == "keepalive" ? [] : [reply]
     }
@@ -73,9 +85,12 @@ public struct JanusHTTP: Sendable {
             return outcome
         }
         let (status, bytes) = try reply.get()
+        // Janus answers some failures with an error status and its own error object (a session
+        // it does not know: 404 with error 458): that object is the reply.
+        if status != .ok, let json = JanusJSON.parse(bytes), json["janus"]?.string == "error" { return json }
         guard status == .ok else {
             let text = String(decoding: bytes.prefix(200), as: UTF8.self)
-            throw JanusHTTPError("HTTP \(status.code) from Janus\(text.isEmpty ? "" : ": \(text)")")
+            throw JanusHTTPError("HTTP \(status.code) from Janus\(text.isEmpty ? "" : ": \(text)")", status: Int(status.code))
         }
         guard let json = JanusJSON.parse(bytes) else {
             throw JanusHTTPError("Janus's reply is not JSON: \(String(decoding: bytes.prefix(120), as: UTF8.self))")

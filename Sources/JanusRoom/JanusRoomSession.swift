@@ -289,6 +289,10 @@ public struct JanusRoomSession: Sendable {
             return fail("Janus detached this call from the AudioBridge")
         case "timeout":
             return fail("Janus timed this call's session out")
+        case "error":
+            // A poll Janus could not serve: after a restart it knows no such session (458).
+            if event["error"]?["code"]?.integer == 458 { return fail("Janus at \(address) forgot this call's session (restarted?)") }
+            return [.note("Janus reported an error: \(Self.errorText(event["error"]))")]
         case "keepalive", "ack", "success":
             return []
         default:

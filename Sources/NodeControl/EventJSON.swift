@@ -99,6 +99,15 @@ public enum EventJSON {
         case let .sessionFailed(reason): return ["event": "session-failed", "reason": reason]
         case let .session(uuid, status): return ["event": "session", "call": uuid.uuidString, "status": status.rawValue]
         case let .room(uuid, event): return room(uuid, event)
+        case let .conferenceRoom(address, status):
+            var object: [String: Any] = ["event": "conference-room", "room": address.description]
+            switch status {
+            case .joining: object["status"] = "joining"
+            case let .joined(call): object["status"] = "joined"; object["call"] = call.uuidString
+            case let .lost(reason, retryIn): object["status"] = "lost"; object["reason"] = reason; object["retry_in_ms"] = milliseconds(retryIn)
+            case .left: object["status"] = "left"
+            }
+            return object
         }
     }
 

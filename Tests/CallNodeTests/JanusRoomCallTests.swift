@@ -98,6 +98,119 @@ struct JanusRoomCallTests {
         }
     }
 
+    /// Cascade: node x answers two SIP callers into its conference and node y one node caller
+    /// into its own; each node's conference is in the room as one participant (its mix up, the
+    /// room's down), so each caller hears the two others, wherever they called.
+    @Test func callersOfTwoNodesMeetInOneRoomThroughTheirNodesConferences() async throws {
+        let f = try Fixture()
+        let janus = try await Self.janus(f, rooms: [.init(id: 4300)])
+        defer { janus.stop() }
+        let here = [janus.mediaAddress, "127.0.0.1"]
+        let x = try await f.node("x", output: .wav(f.path("x-out.wav")), acceptUnknown: true, iceAddresses: here, conference: true)
+        let y = try await f.node("y", output: .wav(f.path("y-out.wav")), acceptUnknown: true, iceAddresses: here, conference: true)
+        let a = try await f.node("a", input: .tone(440), output: .wav(f.path("a-out.wav")), keyExchange: .sdes)
+        let b = try await f.node("b", input: .tone(620), output: .wav(f.path("b-out.wav")), keyExchange: .sdes)
+        let c = try await f.node("c", input: .tone(830), output: .wav(f.path("c-out.wav")))
+        try await f.trust(c, as: "c", y, as: "y")
+        let xURI = try await x.listenSIP(SIPListenSettings(host: "127.0.0.1", port: FreePort.udpAndTCP(), user: "x"))
+        for (node, name) in [(a, "a"), (b, "b")] {
+            _ = try await node.listenSIP(SIPListenSettings(host: "127.0.0.1", port: FreePort.udpAndTCP(), user: name))
+        }
+        // Each node's conference joins the room first; callers answered after it merge in.
+        let xEvents = x.events(), yEvents = y.events()
+        let xRoom = try await x.call(Self.room(janus, 4300))
+        try await Self.connected(xEvents, xRoom)
+        let yRoom = try await y.call(Self.room(janus, 4300))
+        try await Self.connected(yEvents, yRoom)
+        var placed: [(CallNode, UUID)] = []
+        for (node, target, at) in [(a, CallTarget.sip(xURI), xEvents), (b, .sip(xURI), xEvents), (c, .contact("y"), yEvents)] {
+            let call = try await node.call(target)
+            _ = try await TwoNodeTests.next(at, within: .seconds(20)) { event in
+                if case let .connected(answered, _) = event, answered != xRoom, answered != yRoom { true } else { false }
+            }
+            placed.append((node, call))
+        }
+        await x.manager.settleHoldsAndGroups()
+        await y.manager.settleHoldsAndGroups()
+        #expect(Set(x.conference(of: xRoom)).count == 3, "x's conference: \(x.conference(of: xRoom))")
+        #expect(Set(y.conference(of: yRoom)).count == 2, "y's conference: \(y.conference(of: yRoom))")
+        #expect(try await janus.participants(room: 4300).sorted() == ["x", "y"])
+
+        try await Task.sleep(for: .seconds(4))
+        for (node, call) in placed { try await node.hangUp(call) }
+        try await x.hangUp(xRoom)
+        try await y.hangUp(yRoom)
+        for node in [a, b, c, x, y] { await node.shutdown() }
+
+        for name in ["a", "b", "c"] {
+            let others = Set(["a", "b", "c"]).subtracting([name])
+            let samples = try WAV.read(path: f.path("\(name)-out.wav")).samples
+            #expect(samples.count > 96_000, "\(name) recorded \(samples.count) samples")
+            let end = samples.count - 9_600
+            let blocks = stride(from: max(0, end - 72_000), to: end - 4_799, by: 4_800).map { Self.voices(in: samples[$0..<($0 + 4_800)]) }
+            let wrong = blocks.filter { $0 != others }
+            #expect(wrong.count <= 2, "\(name) should hear \(others.sorted()), heard \(blocks.map { $0.sorted() })")
+        }
+    }
+
+    /// Janus restarts under two nodes whose conferences it carries: each node says it lost the
+    /// room, joins again within seconds, and the callers hear each other through it again.
+    @Test func afterAJanusRestartTheNodesJoinTheRoomAgainAndTheirCallersHearEachOther() async throws {
+        let f = try Fixture()
+        let janus = try await Self.janus(f, rooms: [.init(id: 4400)])
+        defer { janus.stop() }
+        let here = [janus.mediaAddress, "127.0.0.1"]
+        // Nodes in one process each need devices of their own (else one interrupts the other).
+        let x = try await f.node("x", output: .wav(f.path("x-out.wav")), acceptUnknown: true, iceAddresses: here, conference: true)
+        let y = try await f.node("y", output: .wav(f.path("y-out.wav")), acceptUnknown: true, iceAddresses: here, conference: true)
+        let a = try await f.node("a", input: .tone(440), output: .wav(f.path("a-out.wav")))
+        let c = try await f.node("c", input: .tone(830), output: .wav(f.path("c-out.wav")))
+        try await f.trust(a, as: "a", x, as: "x")
+        try await f.trust(c, as: "c", y, as: "y")
+        let room = try #require(JanusRoomAddress(janus.address(room: 4400)))
+        let xEvents = x.events(), yEvents = y.events()
+        func joined(_ events: AsyncStream<NodeEvent>) async throws {
+            _ = try await TwoNodeTests.next(events, within: .seconds(30)) { if case .conferenceRoom(_, .joined) = $0 { true } else { false } }
+        }
+        await x.keepConference(in: room)
+        await y.keepConference(in: room)
+        try await joined(xEvents)
+        try await joined(yEvents)
+        let aCall = try await a.call(.contact("x"))
+        let cCall = try await c.call(.contact("y"))
+        for events in [xEvents, yEvents] {
+            _ = try await TwoNodeTests.next(events) { if case .connected = $0 { true } else { false } }
+        }
+        try await Task.sleep(for: .seconds(2))
+
+        let restartedAt = ContinuousClock.now
+        try await janus.restart()
+        for events in [xEvents, yEvents] {
+            guard case let .conferenceRoom(_, .lost(reason, _)) = try await TwoNodeTests.next(events, within: .seconds(30), where: {
+                if case .conferenceRoom(_, .lost) = $0 { true } else { false }
+            }) else { continue }
+            #expect(reason.contains("Janus"), "lost the room: \(reason)")
+        }
+        try await joined(xEvents)
+        try await joined(yEvents)
+        let back = ContinuousClock.now - restartedAt
+        #expect(back < .seconds(15), "the nodes were back in the room \(back) after the restart")
+        try await Task.sleep(for: .seconds(3))
+        try await a.hangUp(aCall)
+        try await c.hangUp(cCall)
+        await x.leaveConferenceRoom()
+        await y.leaveConferenceRoom()
+        for node in [a, c, x, y] { await node.shutdown() }
+
+        // The last second and a half: each caller hears the other through the rejoined room.
+        for (name, other) in [("a", "c"), ("c", "a")] {
+            let samples = try WAV.read(path: f.path("\(name)-out.wav")).samples
+            let end = samples.count - 9_600
+            let blocks = stride(from: max(0, end - 72_000), to: end - 4_799, by: 4_800).map { Self.voices(in: samples[$0..<($0 + 4_800)]) }
+            #expect(blocks.filter { $0 != [other] }.count <= 2, "\(name) should hear \(other), heard \(blocks.map { $0.sorted() })")
+        }
+    }
+
     @Test func aMissingJanusRoomOrPINEndsThatCallWithTheReasonAndTheRoomCallGoesOn() async throws {
         let f = try Fixture()
         let janus = try await Self.janus(f, rooms: [.init(id: 4100), .init(id: 4200, pin: "4242")])

@@ -32,13 +32,14 @@ extension RealTimeTests {
                   appOwned: Bool = false, provider: ProviderConfiguration? = nil, iceAgentPool: Int = 1,
                   voiceProcessing: Bool? = nil, prepared: Bool = false, signalingLimits: SignalingLimits? = nil,
                   keyExchange: KeyExchange = .dtls, maximumCalls: Int? = nil, opusComplexity: Int? = nil,
-                  iceAddresses: [String] = ["127.0.0.1"]) async throws -> CallNode {
+                  iceAddresses: [String] = ["127.0.0.1"], conference: Bool = false) async throws -> CallNode {
             var configuration = CallNodeConfiguration(home: path(name))
             configuration.displayName = name
             configuration.listenAddress = SignalAddress(host: "127.0.0.1", port: 0)
             configuration.ice.localAddresses = iceAddresses
             configuration.audio = NodeAudioBackend(input: input, output: output, speaker: speaker)
             configuration.autoAnswer = autoAnswer
+            if conference { configuration.autoAnswerOthers = .merge }
             configuration.acceptUnknownCallers = acceptUnknown
             configuration.appOwnedAudio = appOwned
             configuration.iceAgentPool = iceAgentPool

@@ -399,4 +399,36 @@ import Testing
         let join = try #require(Self.sent(room.handle(.call(.offer(sdp: Self.offer)))).first)
         #expect(join.scope == .handle(session: 11, handle: 22))
     }
+
+    @Test func aPollJanusAnswersWithNoSuchSessionEndsTheCallAsARestart() throws {
+        var room = try Self.joined()
+        let gone: JanusJSON = ["janus": "error", "error": ["code": 458, "reason": "No such session"]]
+        let text = try #require(Self.failure(room.handle(.events([gone, Self.event(["audiobridge": "event", "leaving": 5])])),
+                                             then: ["message", "destroy"]))
+        #expect(text.contains("forgot") && text.contains("restarted"), "\(text)")
+        // What followed in the same poll changes nothing once the call failed.
+        #expect(room.participants["5"] != nil)
+        #expect(room.phase == .ended)
+    }
+
+    @Test func aSessionJanusMakesAfterTheCallClosedIsLetGoOf() throws {
+        var room = Self.fresh()
+        let create = try #require(Self.sent(room.handle(.dial)).first)
+        #expect(room.handle(.callClosed) == [.stopPolling])
+        let late = room.handle(.reply(transaction: create.transaction, Self.success(77)))
+        let destroy = try #require(Self.sent(late).first)
+        #expect(late.count == 1 && destroy.verb == "destroy" && destroy.scope == .session(77))
+        #expect(room.handle(.reply(transaction: create.transaction, Self.success(78))) == [])
+    }
+
+    @Test func aLaterOfferWhileTheJoinIsUnansweredWaitsForTheAnswer() throws {
+        var room = try Self.joining()
+        #expect(room.handle(.call(.offer(sdp: "v=0 restart"))) == [])
+        let actions = room.handle(.events([Self.joinedEvent]))
+        let configure = try #require(Self.sent(actions).last)
+        #expect(configure.body["body"]?["request"]?.string == "configure")
+        #expect(configure.body["jsep"]?["sdp"]?.string == "v=0 restart")
+        #expect(actions.contains(.deliver(.answer(sdp: "v=0 answer"))))
+        #expect(room.phase == .joined)
+    }
 }

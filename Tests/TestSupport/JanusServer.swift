@@ -172,6 +172,12 @@ public final class JanusServer: Sendable {
         child?.stop(grace: .seconds(5))
     }
 
+    /// Stops Janus and starts it again on the same port and rooms: every session is gone.
+    public func restart() async throws {
+        stop()
+        try await start()
+    }
+
     /// Posts `body` (JSON) to `path` under the API (`""` for `/janus`) and returns the reply's
     /// text: for what a test asks of Janus itself (listing a room's participants).
     public func post(_ path: String, _ body: String) async throws -> String {

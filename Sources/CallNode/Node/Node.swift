@@ -76,6 +76,8 @@ public actor CallNode: Service {
     /// Tasks that end on their own (a session join, closing agents, one relay registration):
     /// each forgets itself when done, so a node that runs for months does not keep them all.
     var transientTasks: [UUID: Task<Void, Never>] = [:]
+    /// The task that keeps this node's conference in a room (``keepConference(in:pin:)``).
+    var roomKeeper: Task<Void, Never>?
     /// The one-time work `start()` does off the pool (replaceable in tests, to make it slow).
     var warmUp: @Sendable () -> Void
     /// Whether that work has finished.

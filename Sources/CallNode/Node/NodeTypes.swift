@@ -438,6 +438,9 @@ public enum NodeEvent: Sendable, Equatable {
     /// Something happened in the room a call joined (``CallTarget/janus(_:pin:)``): who is
     /// there, who joins, leaves, talks.
     case room(UUID, RoomEvent)
+    /// How this node's conference fares in the room it is kept in
+    /// (``CallNode/keepConference(in:pin:)``).
+    case conferenceRoom(JanusRoomAddress, ConferenceRoomStatus)
     /// A call's session status (joined, left, connection closed, timed out, …).
     case session(UUID, SessionStatus)
     /// The SIP registration changed: registered, failed (and when it is tried again), removed.

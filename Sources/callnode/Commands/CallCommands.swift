@@ -107,9 +107,13 @@ struct Listen: AsyncParsableCommand {
         if setup.doNotDisturb { await node.manager.setDoNotDisturb(true) }
         try await startSIP(node, setup, runner: runner)
         let control = try await startControl(node, setup, home: options.home.home, runner: runner, byDefault: true)
+        if let room = setup.conferenceRoom {
+            await node.keepConference(in: room, pin: ProcessInfo.processInfo.environment["CALLNODE_ROOM_PIN"].flatMap { $0.isEmpty ? nil : $0 })
+        }
         let outcome = await runner.run(calling: nil)
         await control?.close()
         await runner.waitForServers()
+        await node.leaveConferenceRoom()
         await node.shutdown()
         if case let .failed(message) = outcome {
             printError(message)

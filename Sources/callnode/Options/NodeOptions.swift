@@ -39,6 +39,9 @@ struct NodeOptions: ParsableArguments {
     @Flag(name: .long, inversion: .prefixedNo, help: "With --auto-answer, merge each new call into a conference with the calls already on (default: hold them).")
     var conference: Bool?
 
+    @Option(name: .long, help: ArgumentHelp("Keep this node's conference in a Janus AudioBridge room (janus:http://HOST:8088/janus#ROOM): the node joins it at start as one participant, merges every caller it answers into it (implies --auto-answer --conference), and joins again if the room call ends. A room's PIN from CALLNODE_ROOM_PIN.", valueName: "ROOM"))
+    var conferenceRoom: String?
+
     @Option(name: .long, help: ArgumentHelp("Refuse callers as busy while this many calls are in progress.", valueName: "N"))
     var maxCalls: String?
 
@@ -167,7 +170,7 @@ struct NodeOptions: ParsableArguments {
         func put(_ key: String, _ value: String?) { if let value { given[key] = [value] } }
         func put(_ key: String, _ value: Bool?) { if let value { given[key] = [value ? "true" : "false"] } }
         put("listen", listen ?? signal); put("relay", relay); put("name", name)
-        put("auto-answer", autoAnswer); put("conference", conference); put("max-calls", maxCalls); put("drain-grace", drainGrace)
+        put("auto-answer", autoAnswer); put("conference", conference); put("conference-room", conferenceRoom); put("max-calls", maxCalls); put("drain-grace", drainGrace)
         put("accept-unknown", acceptUnknown); put("dnd", dnd); put("input", input); put("output", output); put("speaker", speaker)
         put("fallback-input", fallbackInput); put("fallback-output", fallbackOutput)
         put("voice-processing", voiceProcessing); put("prepare-recording", prepareRecording)
@@ -196,6 +199,14 @@ struct NodeOptions: ParsableArguments {
         setup.name = try read.string("name", name)
         setup.autoAnswer = try read.flag("auto-answer", autoAnswer)
         setup.conference = try read.flag("conference", conference)
+        if let room = try read.string("conference-room", conferenceRoom) {
+            guard let address = JanusRoomAddress(room) else {
+                throw ValidationError("--conference-room: \(JanusRoomAddress.problem(room) ?? "not a room")")
+            }
+            setup.conferenceRoom = address
+            setup.autoAnswer = true
+            setup.conference = true
+        }
         setup.maxCalls = try read.integer("max-calls", maxCalls, 1...100_000, "a number of calls (at least 1)")
         setup.drainGrace = try read.number("drain-grace", drainGrace, 0...86_400, "a number of seconds (0–86400)")
         setup.acceptUnknown = try read.flag("accept-unknown", acceptUnknown)
@@ -361,6 +372,8 @@ struct NodeSetup {
     var name: String?
     var autoAnswer = false
     var conference = false
+    /// The room the node's conference is kept in (`--conference-room`).
+    var conferenceRoom: JanusRoomAddress?
     var maxCalls: Int?
     var drainGrace: Double?
     var acceptUnknown = false

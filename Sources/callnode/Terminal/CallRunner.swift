@@ -574,6 +574,14 @@ final class CallRunner {
             case .connectionClosed: break
             case .joined, .connectionLost, .connectionRestored: break
             }
+        case let .conferenceRoom(address, status):
+            switch status {
+            case .joining: break
+            case .joined: line("conference room: in \(address)")
+            case let .lost(reason, retryIn):
+                line("conference room: lost (\(Self.hinted(reason))); joining again in \(String(format: "%.0f", EventJSON.seconds(retryIn))) s")
+            case .left: line("conference room: left \(address)")
+            }
         case let .room(_, event):
             switch event {
             case let .joined(room, _, others):
