@@ -411,7 +411,7 @@ public final class ControlAPI: Sendable {
         guard let text = body["to"] as? String, !text.isEmpty else {
             throw Problem(status: 400, reason: "give whom to call: {\"to\": \"bob\"} (a contact, HOST:PORT, FINGERPRINT@HOST:PORT, sip:USER@HOST or janus:http://HOST:8088/janus#ROOM)")
         }
-        if let pin = body["pin"], !(pin is String) { throw Problem(status: 400, reason: "pin must be text (a Janus room's PIN)") }
+        if let pin = body["pin"], !(pin is String || pin is NSNull) { throw Problem(status: 400, reason: "pin must be text (a Janus room's PIN)") }
         let target: CallTarget
         switch CallTarget.parse(text, relay: node.configuration.relay, roomPIN: body["pin"] as? String) {
         case let .success(parsed): target = parsed

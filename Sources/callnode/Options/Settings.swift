@@ -11,6 +11,7 @@ let settingKeys: [SettingKey] = [
     SettingKey("name"),
     SettingKey("auto-answer", .flag, default: "false"),
     SettingKey("conference", .flag, default: "false"),
+    SettingKey("conference-room"),
     SettingKey("max-calls"),
     SettingKey("drain-grace"),
     SettingKey("accept-unknown", .flag, default: "false"),
