@@ -224,6 +224,8 @@ let package = Package(
             dependencies: [
                 "CallNode",
                 "CallNodeTestKit",
+                "Janus",
+                "JanusRoom",
                 "ICE",
                 "AudioSession",
                 "Calls",
