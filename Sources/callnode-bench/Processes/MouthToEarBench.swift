@@ -36,7 +36,7 @@ struct MouthToEarBench: AsyncParsableCommand {
     @Option(help: "Chirps per subject; the median delay is reported.")
     var chirps = 12
 
-    @Option(help: "Which to measure: callnode, baresip (both by default).")
+    @Option(help: "Which to measure: callnode, baresip (both by default), janus-room (two nodes in a Janus AudioBridge room: the mouth's node and the ear's).")
     var subjects: [String] = ["callnode", "baresip"]
 
     @Option(help: "baresip's jitter_buffer_delay, in frames (its default is 5-10).")
@@ -53,7 +53,9 @@ struct MouthToEarBench: AsyncParsableCommand {
 
     func validate() throws {
         guard (3...60).contains(chirps) else { throw ValidationError("--chirps is 3–60") }
-        guard subjects.allSatisfy({ ["callnode", "baresip"].contains($0) }) else { throw ValidationError("--subjects are callnode and baresip") }
+        guard subjects.allSatisfy({ ["callnode", "baresip", "janus-room"].contains($0) }) else {
+            throw ValidationError("--subjects are callnode, baresip and janus-room")
+        }
     }
 
     struct Result {
@@ -94,6 +96,7 @@ struct MouthToEarBench: AsyncParsableCommand {
             var result: Result
             switch subject {
             case "callnode": result = try await measureCallnode(rig: rig, directory: directory, train: trainPath, recording: recording)
+            case "janus-room": result = try await measureRoom(rig: rig, directory: directory, train: trainPath, recording: recording)
             default: result = try await measureBaresip(rig: rig, directory: directory, train: trainPath, recording: recording)
             }
             if let keep {
@@ -137,6 +140,10 @@ struct MouthToEarBench: AsyncParsableCommand {
                       + String(format: " + the rest %.1f ms", rest))
             }
         }
+        if !json, let room = results.first(where: { $0.subject == "janus-room" }), let direct = results.first(where: { $0.subject == "callnode" }) {
+            print(String(format: "mouth-to-ear ratio: through a Janus room %.2f× a direct call (%.1f ms against %.1f ms)",
+                         room.median / direct.median, room.median, direct.median))
+        }
         if !json, let ours = results.first(where: { $0.subject == "callnode" }), let anchor = results.first(where: { $0.subject == "baresip" }) {
             print(String(format: "mouth-to-ear ratio: callnode %.2f× baresip (%.1f ms against %.1f ms)", ours.median / anchor.median, ours.median, anchor.median))
         }
@@ -170,6 +177,37 @@ struct MouthToEarBench: AsyncParsableCommand {
         var result = try await playAndFind("callnode", rig: rig, train: train, recording: recording)
         // The callee's last stats line: its jitter buffer's delay and the RTT it measured.
         let stats = ((try? String(contentsOfFile: calleeLog, encoding: .utf8)) ?? "").split(separator: "\n")
+            .compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            .last { $0["event"] as? String == "stats" }
+        result.jitterBufferMs = stats?["buffer_delay_ms"] as? Double
+        result.roundTripMs = stats?["rtt_ms"] as? Double
+        return result
+    }
+
+    /// Two nodes in a Janus AudioBridge room: the mouth's node sends into the room, the ear's
+    /// hears the room's mix (Janus decodes, mixes and encodes again on the way).
+    func measureRoom(rig: PulseRig, directory: String, train: String, recording: String) async throws -> Result {
+        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+            .deletingLastPathComponent().appendingPathComponent("callnode").path
+        let home = directory + "/room"
+        let port = 29_000 + Int(getpid() % 1000)
+        let janus = try await JanusBench.startJanus(directory: home + "/janus", port: port)
+        defer { Self.end(janus) }
+        let room = "janus:http://127.0.0.1:\(port)/janus#1000"
+        let common = ["--input", "alsa:pulse", "--output", "alsa:pulse", "--json", "--opus-complexity", "8", "--no-complexity-follows-load",
+                      "--duration", String(chirps + 10)] + callnodeArgument
+        let earLog = home + "/ear.log", mouthLog = home + "/mouth.log"
+        let ear = try ProcessBench.spawn(executable, ["call", room, "--home", home + "/ear"] + common, output: earLog,
+                                         environment: rig.environment(source: "silent.monitor", sink: "ear"))
+        defer { Self.end(ear) }
+        _ = try await ProcessBench.waitFor(earLog, "\"first-audio\"")
+        let mouth = try ProcessBench.spawn(executable, ["call", room, "--home", home + "/mouth"] + common, output: mouthLog,
+                                           environment: rig.environment(source: "mic", sink: "silent"))
+        defer { Self.end(mouth) }
+        _ = try await ProcessBench.waitFor(mouthLog, "\"first-audio\"")
+        try await Task.sleep(for: .seconds(1))
+        var result = try await playAndFind("janus-room", rig: rig, train: train, recording: recording)
+        let stats = ((try? String(contentsOfFile: earLog, encoding: .utf8)) ?? "").split(separator: "\n")
             .compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
             .last { $0["event"] as? String == "stats" }
         result.jitterBufferMs = stats?["buffer_delay_ms"] as? Double
