@@ -558,6 +558,10 @@ public actor MediaActor: MediaClockClient {
         packet.removeAll(keepingCapacity: true)
         RTPHeader.append(payloadType: copies > 0 ? configuration.redundancyPayloadType ?? configuration.payloadType : configuration.payloadType,
                          sequenceNumber: sequence, timestamp: timestamp, ssrc: ssrc, to: &packet)
+        if let id = configuration.audioLevelExtension {
+            let level = RTPHeader.audioLevel(of: captureFrame)
+            RTPHeader.appendAudioLevel(id: id, level: level, voice: level < 127, to: &packet)
+        }
         if copies > 0 {
             // Block headers oldest first, the primary's last, then the data in the same order.
             for k in (0..<copies).reversed() {

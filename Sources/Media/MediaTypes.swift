@@ -60,6 +60,9 @@ public struct MediaConfiguration: Sendable, Equatable {
     /// The SSRC this side sends with, when its SDP announced one (`a=ssrc`: media servers such
     /// as Janus drop packets of an SSRC they were not told of); nil: a random one.
     public var ssrc: UInt32?
+    /// RFC 6464: each audio packet says its frame's level on this one-byte header extension id
+    /// (the answer kept it: a mixer such as Janus's AudioBridge tells who talks from it).
+    public var audioLevelExtension: UInt8?
     /// Whether FEC follows the loss the peer reports in RTCP (on by default; FEC costs quality
     /// on a clean network, so it is planned only for the loss actually seen).
     public var adaptiveFEC: Bool

@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Why a datagram is not a valid RTP or RTCP packet.
 public enum RTPParseError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Fewer bytes than the fixed header (or a declared part) needs.
@@ -197,6 +203,29 @@ public struct RTPHeader: Sendable, Equatable {
         out.appendUInt16(sequenceNumber)
         out.appendUInt32(timestamp)
         out.appendUInt32(ssrc)
+    }
+}
+
+extension RTPHeader {
+    /// RFC 6464's audio level, as a one-byte header extension (RFC 8285): appended right after a
+    /// 12-byte header ``append(payloadType:sequenceNumber:timestamp:ssrc:marker:to:)`` wrote at
+    /// the start of `out`, whose X bit it sets. `level` is the frame's level in -dBov (0 the
+    /// loudest, 127 silence); `voice` the sender's voice-activity flag.
+    public static func appendAudioLevel(id: UInt8, level: UInt8, voice: Bool, to out: inout [UInt8]) {
+        precondition((1...14).contains(id), "a one-byte extension id is 1–14")
+        precondition(out.count == RTPPacket.headerSize, "the extension follows a bare 12-byte header")
+        out[0] |= 0x10
+        out.append(contentsOf: [0xBE, 0xDE, 0x00, 0x01, id << 4, (voice ? 0x80 : 0) | min(level, 127), 0, 0])
+    }
+
+    /// A frame's level for ``appendAudioLevel(id:level:voice:to:)``: -dBov of its RMS, 0–127.
+    public static func audioLevel(of samples: [Int16]) -> UInt8 {
+        guard !samples.isEmpty else { return 127 }
+        var sum = 0.0
+        for sample in samples { sum += Double(sample) * Double(sample) }
+        let rms = (sum / Double(samples.count)).squareRoot() / 32_768
+        guard rms > 0 else { return 127 }
+        return UInt8(max(0, min(127, (-20 * log10(rms)).rounded())))
     }
 }
 

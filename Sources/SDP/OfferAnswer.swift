@@ -32,6 +32,9 @@ public struct AudioCapabilities: Sendable, Equatable {
     public var keyExchange: KeyExchange = .dtls
     /// Whether media may go unencrypted (plain RTP/AVP, for SIP peers that speak no SRTP).
     public var mediaEncryption: MediaEncryption = .required
+    /// Offers RFC 6464's audio level in each packet's header on this extension id (a media
+    /// server tells who talks from it), or `nil` to leave it out.
+    public var audioLevelExtension: Int?
 
     public init() {}
 }
@@ -195,6 +198,8 @@ public struct NegotiatedAudio: Sendable, Equatable {
     /// Without ICE and without `a=rtcp-mux` from the peer: where its RTCP goes (its `a=rtcp`,
     /// else the port after its RTP's). `nil` when RTP and RTCP share the port.
     public var remoteRTCP: RTPEndpoint?
+    /// The extension id RFC 6464's audio level goes on, when this side offered it and the answer kept it.
+    public var audioLevelExtension: Int?
 }
 
 /// Why an offer or answer cannot be used.
@@ -234,8 +239,10 @@ public enum OfferAnswer {
             }
             keying = .sdes(cryptos)
         }
-        return describe(sessionID: sessionID, codecs: codecs, telephoneEvents: events, redundancy: redundancy,
-                        capabilities: capabilities, local: local, keying: keying, mid: "0")
+        var description = describe(sessionID: sessionID, codecs: codecs, telephoneEvents: events, redundancy: redundancy,
+                                   capabilities: capabilities, local: local, keying: keying, mid: "0")
+        AudioLevelExtension.offer(capabilities.audioLevelExtension, in: &description)
+        return description
     }
 
     /// RFC 4733 telephone events: their payload type and the clock they run on (their codec's).
@@ -404,6 +411,7 @@ public enum OfferAnswer {
         negotiated.redundancyPayloadType = codec.encoding != .opus ? nil : redundancyPayloadType(in: media, opus: payloadType).flatMap { pt in
             redundancyPayloadType(in: offered, opus: payloadType) == pt ? pt : nil
         }
+        negotiated.audioLevelExtension = AudioLevelExtension.accepted(offer: offered, answer: media)
         return negotiated
     }
 

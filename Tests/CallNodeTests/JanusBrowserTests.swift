@@ -200,7 +200,7 @@ struct JanusBrowserTests {
             let node = try await f.node(name, input: .tone(frequency), output: .wav(f.path("\(name)-out.wav")), iceAddresses: [janus.mediaAddress])
             let events = node.events()
             let call = try await node.call(JanusRoomCallTests.room(janus, Self.room))
-            try await JanusRoomCallTests.connected(events, call)
+            try await JanusRoomCallTests.connected(events, call, janus: janus)
             nodes[name] = node
             calls[name] = call
         }

@@ -2,6 +2,7 @@ import CallNode
 import CallNodeTestKit
 import CallNodeTestSupport
 import Foundation
+import Locking
 import Testing
 
 #if canImport(Glibc)
@@ -35,8 +36,20 @@ struct JanusRoomCallTests {
         return .janus(address, pin: pin)
     }
 
-    static func connected(_ events: AsyncStream<NodeEvent>, _ call: UUID) async throws {
-        _ = try await TwoNodeTests.next(events, within: .seconds(20)) { if case .connected(call, _) = $0 { true } else { false } }
+    /// Waits for `call` to connect; a failure quotes what came of it and the end of Janus's log.
+    static func connected(_ events: AsyncStream<NodeEvent>, _ call: UUID, janus: JanusServer? = nil) async throws {
+        let seen = Locked<[String]>([])
+        do {
+            _ = try await TwoNodeTests.next(events, within: .seconds(20)) { event in
+                if case .statistics = event {} else { seen.withLock { $0.append("\(event)".prefix(200).description) } }
+                if case .connected(call, _) = event { return true }
+                return false
+            }
+        } catch {
+            let log = janus.flatMap { try? String(contentsOfFile: $0.logPath, encoding: .utf8) }?.split(separator: "\n").suffix(25) ?? []
+            throw TestFailure("call \(call) did not connect: \(error)\nits node said:\n\(seen.withLock { $0.suffix(25) }.joined(separator: "\n"))"
+                              + "\nJanus's log ends:\n\(log.joined(separator: "\n"))")
+        }
     }
 
     static func ended(_ events: AsyncStream<NodeEvent>, _ call: UUID) async throws -> (CallEndReason, String?) {
@@ -57,7 +70,7 @@ struct JanusRoomCallTests {
             let node = try await f.node(name, input: .tone(frequency), output: .wav(f.path("\(name)-out.wav")), iceAddresses: [janus.mediaAddress])
             let stream = node.events()
             let call = try await node.call(Self.room(janus, 4000))
-            try await Self.connected(stream, call)
+            try await Self.connected(stream, call, janus: janus)
             nodes[name] = node
             calls[name] = call
             events[name] = stream
@@ -119,9 +132,9 @@ struct JanusRoomCallTests {
         // Each node's conference joins the room first; callers answered after it merge in.
         let xEvents = x.events(), yEvents = y.events()
         let xRoom = try await x.call(Self.room(janus, 4300))
-        try await Self.connected(xEvents, xRoom)
+        try await Self.connected(xEvents, xRoom, janus: janus)
         let yRoom = try await y.call(Self.room(janus, 4300))
-        try await Self.connected(yEvents, yRoom)
+        try await Self.connected(yEvents, yRoom, janus: janus)
         var placed: [(CallNode, UUID)] = []
         for (node, target, at) in [(a, CallTarget.sip(xURI), xEvents), (b, .sip(xURI), xEvents), (c, .contact("y"), yEvents)] {
             let call = try await node.call(target)
@@ -211,6 +224,35 @@ struct JanusRoomCallTests {
         }
     }
 
+    /// Each packet carries its frame's audio level (RFC 6464), from which a room with
+    /// `audiolevel_event` tells who talks: b hears that a talks while a's tone plays, and that it
+    /// stopped once a is muted.
+    @Test func aRoomTellsWhoTalksFromTheLevelsInTheNodesPackets() async throws {
+        let f = try Fixture()
+        let janus = try await Self.janus(f, rooms: [.init(id: 4600, talkingEvents: true)])
+        defer { janus.stop() }
+        let a = try await f.node("a", input: .tone(440), output: .wav(f.path("a-out.wav")), iceAddresses: [janus.mediaAddress])
+        let b = try await f.node("b", input: .silence, output: .wav(f.path("b-out.wav")), iceAddresses: [janus.mediaAddress])
+        let aEvents = a.events(), bEvents = b.events()
+        let bCall = try await b.call(Self.room(janus, 4600))
+        try await Self.connected(bEvents, bCall, janus: janus)
+        let aCall = try await a.call(Self.room(janus, 4600))
+        try await Self.connected(aEvents, aCall, janus: janus)
+        func talking(_ on: Bool) async throws -> RoomParticipant {
+            guard case let .room(_, .talking(who, _)) = try await TwoNodeTests.next(bEvents, within: .seconds(15), where: {
+                if case let .room(_, .talking(_, now)) = $0 { now == on } else { false }
+            }) else { throw TestFailure("no talking event") }
+            return who
+        }
+        #expect(try await talking(true).name == "a")
+        try await a.setMuted(aCall, true)
+        #expect(try await talking(false).name == "a")
+        try await a.hangUp(aCall)
+        try await b.hangUp(bCall)
+        await a.shutdown()
+        await b.shutdown()
+    }
+
     @Test func aMissingJanusRoomOrPINEndsThatCallWithTheReasonAndTheRoomCallGoesOn() async throws {
         let f = try Fixture()
         let janus = try await Self.janus(f, rooms: [.init(id: 4100), .init(id: 4200, pin: "4242")])
@@ -218,7 +260,7 @@ struct JanusRoomCallTests {
         let node = try await f.node("a", input: .tone(440), output: .wav(f.path("a-out.wav")), maximumCalls: 8, iceAddresses: [janus.mediaAddress])
         let events = node.events()
         let inRoom = try await node.call(Self.room(janus, 4100))
-        try await Self.connected(events, inRoom)
+        try await Self.connected(events, inRoom, janus: janus)
 
         let noPIN = try await node.call(Self.room(janus, 4200))
         let (reason, detail) = try await Self.ended(events, noPIN)
@@ -229,7 +271,7 @@ struct JanusRoomCallTests {
         #expect(try await Self.ended(events, wrongPIN).1?.contains("PIN") == true)
 
         let rightPIN = try await node.call(Self.room(janus, 4200, pin: "4242"))
-        try await Self.connected(events, rightPIN)
+        try await Self.connected(events, rightPIN, janus: janus)
         try await node.hangUp(rightPIN)
 
         let noRoom = try await node.call(Self.room(janus, 999))

@@ -1,4 +1,5 @@
 import CallNodeTestSupport
+import Foundation
 import RTP
 import Testing
 
@@ -136,5 +137,32 @@ import Testing
         stats.record(sequence: 1, timestamp: 0, ssrc: 1, arrival: .seconds(2))
         stats.recordSenderReport(ntpTimestamp: 1 << 32, arrival: .seconds(2))
         #expect(stats.makeReportBlock(now: .milliseconds(1999))?.delaySinceLastSenderReport == 0)
+    }
+}
+
+/// RFC 6464's audio level in a one-byte header extension (RFC 8285), as a mixer reads it.
+@Suite struct AudioLevelExtensionTests {
+    @Test func theLevelRidesInAOneByteExtensionThatParsesBack() throws {
+        var packet: [UInt8] = []
+        RTPHeader.append(payloadType: 111, sequenceNumber: 7, timestamp: 960, ssrc: 0x1234_5678, to: &packet)
+        RTPHeader.appendAudioLevel(id: 1, level: 10, voice: true, to: &packet)
+        packet += [0xAA, 0xBB]
+        let parsed = try RTPPacket(parsing: packet)
+        #expect(parsed.payload == [0xAA, 0xBB])
+        #expect(parsed.sequenceNumber == 7 && parsed.ssrc == 0x1234_5678)
+        let ext = try #require(parsed.headerExtension)
+        #expect(ext.profile == 0xBEDE)
+        // One element: id 1, length 1 (stored as 0), V set, level 10; then padding.
+        #expect(ext.data == [0x10, 0x80 | 10, 0, 0])
+    }
+
+    @Test func aFramesLevelIsMinusDBovOfItsRMSFromLoudToSilent() {
+        #expect(RTPHeader.audioLevel(of: [Int16](repeating: 0, count: 960)) == 127)
+        #expect(RTPHeader.audioLevel(of: []) == 127)
+        // A full-scale square wave is 0 dBov; a tenth of full scale −20 dBov; 0.3 of full scale ≈ −10.5.
+        #expect(RTPHeader.audioLevel(of: (0..<960).map { $0 % 2 == 0 ? 32_767 : -32_767 }) == 0)
+        #expect(RTPHeader.audioLevel(of: [Int16](repeating: 3_277, count: 960)) == 20)
+        let tone = (0..<960).map { Int16(9_830 * sin(2 * Double.pi * 440 * Double($0) / 48_000)) }
+        #expect((12...14).contains(RTPHeader.audioLevel(of: tone)))
     }
 }

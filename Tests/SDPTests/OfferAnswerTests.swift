@@ -51,6 +51,30 @@ import Testing
         #expect(offerer.remoteIceUfrag == "answ" && offerer.payloadType == 111)
     }
 
+    /// RFC 6464's audio level: offered on the id asked for, taken when the answer keeps that id
+    /// (as Janus's AudioBridge does), left off when the answer drops or moves it.
+    @Test func theAudioLevelExtensionIsOfferedAndTakenOnlyOnTheOfferedID() throws {
+        var capabilities = AudioCapabilities()
+        capabilities.audioLevelExtension = 1
+        let offer = try SessionDescription(parsing: OfferAnswer.offer(sessionID: "1", capabilities: capabilities,
+                                                                      local: Self.local("offr", keys: Self.offererKeys)).serialized)
+        let offered = try #require(offer.media.first)
+        #expect(offered.attributes.contains(SDPAttribute("extmap", "1 \(AudioLevelExtension.uri)")))
+        let (plainAnswer, _) = try OfferAnswer.answer(to: offer, sessionID: "2", capabilities: AudioCapabilities(),
+                                                      local: Self.local("answ", keys: Self.answererKeys))
+        #expect(try OfferAnswer.accept(answer: plainAnswer, to: offer, capabilities: capabilities).audioLevelExtension == nil)
+        for (line, expected) in [("1 \(AudioLevelExtension.uri)", 1 as Int?), ("1/recvonly \(AudioLevelExtension.uri)", 1),
+                                 ("3 \(AudioLevelExtension.uri)", nil), ("1 urn:ietf:params:rtp-hdrext:sdes:mid", nil)] {
+            var answer = plainAnswer
+            answer.media[0].attributes.append(SDPAttribute("extmap", line))
+            let wire = try SessionDescription(parsing: answer.serialized)
+            #expect(try OfferAnswer.accept(answer: wire, to: offer, capabilities: capabilities).audioLevelExtension == expected, "\(line)")
+        }
+        // Without asking, nothing is offered.
+        let bare = OfferAnswer.offer(sessionID: "1", capabilities: AudioCapabilities(), local: Self.local("offr", keys: Self.offererKeys))
+        #expect(!(bare.media.first?.attributes.contains { $0.name == "extmap" } ?? true))
+    }
+
     @Test func holdDirectionsAreAnswered() throws {
         var local = Self.local("offr", keys: Self.offererKeys)
         local.direction = .sendonly

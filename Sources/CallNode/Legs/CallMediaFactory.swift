@@ -98,6 +98,7 @@ enum CallMediaFactory {
         var media = base
         media.encoding = negotiated.encoding
         media.payloadType = UInt8(negotiated.payloadType)
+        media.audioLevelExtension = negotiated.audioLevelExtension.map(UInt8.init)
         if let pt = negotiated.telephoneEventPayloadType { media.telephoneEventPayloadType = UInt8(pt) }
         // A peer's odd choice (a static type, one already in use) means no redundancy, not a failed call.
         media.redundancyPayloadType = negotiated.encoding != .opus ? nil

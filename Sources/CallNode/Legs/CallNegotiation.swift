@@ -51,6 +51,8 @@ struct CallNegotiation: Sendable {
             // A media server speaks WebRTC as browsers do: DTLS only.
             capabilities.keyExchange = .dtls
             local.stream = LocalStream(streamID: "callnode", trackID: "callnode-audio", ssrc: announcedSSRC, cname: "callnode")
+            // The room tells who talks from each packet's audio level (RFC 6464).
+            capabilities.audioLevelExtension = 1
         }
         if peerKind == .webPage {
             capabilities.keyExchange = .dtls
