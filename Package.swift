@@ -92,7 +92,7 @@ let package = Package(
         // A Janus room's session as a plain value (create, attach, join with the offer, the
         // answer, participants, keep-alive, leave; Janus's errors in the user's terms) and its JSON.
         .target(name: "JanusRoom", dependencies: ["CallCore"]),
-        // Janus's HTTP API on swift-nio: requests posted as JSON, events by long poll.
+        // Janus's APIs on swift-nio: HTTP (requests posted as JSON, events by long poll) and WebSocket.
         .target(
             name: "Janus",
             dependencies: [
@@ -100,6 +100,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
             ]),
         // Opus (encoder, decoder, packet inspection): the codec, apart from where audio goes.
         .target(name: "AudioCodec", dependencies: ["COpus", "Clocks"]),

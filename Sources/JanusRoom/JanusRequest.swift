@@ -33,6 +33,15 @@ public struct JanusRequest: Sendable, Equatable {
 
     /// What Janus calls the request (`create`, `attach`, `message`, …).
     public var verb: String { body["janus"]?.string ?? "?" }
+
+    /// The body as Janus's WebSocket API takes it: the session and handle named inside it.
+    public var selfContainedBody: JanusJSON {
+        switch scope {
+        case .server: body
+        case let .session(session): body.setting("session_id", .integer(session))
+        case let .handle(session, handle): body.setting("session_id", .integer(session)).setting("handle_id", .integer(handle))
+        }
+    }
 }
 
 /// A timer of a room session: it arms them, the dialect fires them on the node's clock.
@@ -57,6 +66,8 @@ public enum JanusRoomInput: Sendable, Equatable {
     case events([JanusJSON])
     /// The long poll could not reach Janus.
     case pollFailed(String)
+    /// The connection that carries requests and events (Janus's WebSocket) could not be made, or closed.
+    case transportLost(String)
     case timerFired(JanusRoomTimer)
     /// The call is over: let go of what Janus holds for it.
     case callClosed

@@ -1,8 +1,18 @@
-/// Where a Janus room is: the server's HTTP API and the room's id, written
-/// `janus:http://HOST[:PORT][/PATH]#ROOM` (port 8088 and path `/janus` by default, Janus's own).
+/// Where a Janus room is: the server's API and the room's id, written
+/// `janus:http://HOST[:PORT][/PATH]#ROOM` (its HTTP API: port 8088 and path `/janus` by default,
+/// Janus's own) or `janus:ws://HOST[:PORT][/PATH]#ROOM` (its WebSocket API, port 8188).
 /// A room's PIN never rides in the address (addresses reach argv, logs and Recents): it is
 /// given beside it.
 public struct JanusRoomAddress: Sendable, Hashable, CustomStringConvertible {
+    /// Which of Janus's APIs the node speaks to it.
+    public enum Transport: String, Sendable, Hashable {
+        /// Its HTTP API (`http://`, port 8088): requests posted, events by long poll.
+        case http
+        /// Its WebSocket API (`ws://`, port 8188): requests and events on one connection.
+        case webSocket = "ws"
+    }
+
+    public var transport: Transport
     public var host: String
     public var port: Int
     /// The API's base path (`/janus`).
@@ -10,7 +20,8 @@ public struct JanusRoomAddress: Sendable, Hashable, CustomStringConvertible {
     /// The room's id: a number (Janus's default) or a string (rooms with `string_ids`).
     public var room: String
 
-    public init(host: String, port: Int = 8088, path: String = "/janus", room: String) {
+    public init(host: String, port: Int = 8088, path: String = "/janus", room: String, transport: Transport = .http) {
+        self.transport = transport
         self.host = host
         self.port = port
         self.path = path
@@ -33,13 +44,19 @@ public struct JanusRoomAddress: Sendable, Hashable, CustomStringConvertible {
     private struct Problem: Error { let text: String }
 
     private static func parse(_ text: String) -> Result<JanusRoomAddress, Problem> {
-        let form = "a Janus room is janus:http://HOST[:PORT][/PATH]#ROOM"
+        let form = "a Janus room is janus:http://HOST[:PORT][/PATH]#ROOM or janus:ws://HOST[:PORT][/PATH]#ROOM"
         guard text.lowercased().hasPrefix("janus:") else { return .failure(Problem(text: form)) }
         var rest = Substring(text.dropFirst("janus:".count))
-        guard rest.lowercased().hasPrefix("http://") else {
-            return .failure(Problem(text: "\(form) (only Janus's plain HTTP API is spoken: http://)"))
+        let transport: Transport
+        if rest.lowercased().hasPrefix("http://") {
+            transport = .http
+            rest = rest.dropFirst("http://".count)
+        } else if rest.lowercased().hasPrefix("ws://") {
+            transport = .webSocket
+            rest = rest.dropFirst("ws://".count)
+        } else {
+            return .failure(Problem(text: "\(form) (Janus's plain HTTP or WebSocket API: http:// or ws://)"))
         }
-        rest = rest.dropFirst("http://".count)
         guard let hash = rest.firstIndex(of: "#") else { return .failure(Problem(text: "\(form): the room is missing (#ROOM)")) }
         let room = String(rest[rest.index(after: hash)...])
         guard !room.isEmpty, room.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) }) else {
@@ -49,9 +66,9 @@ public struct JanusRoomAddress: Sendable, Hashable, CustomStringConvertible {
         let slash = rest.firstIndex(of: "/") ?? rest.endIndex
         var path = String(rest[slash...])
         while path.count > 1, path.hasSuffix("/") { path.removeLast() }
-        if path.isEmpty || path == "/" { path = "/janus" }
+        if path.isEmpty || path == "/" { path = transport == .http ? "/janus" : "/" }
         let authority = rest[..<slash]
-        var host = Substring(authority), port = 8088
+        var host = Substring(authority), port = transport == .http ? 8088 : 8188
         if authority.hasPrefix("["), let close = authority.firstIndex(of: "]") {
             host = authority[authority.index(after: authority.startIndex)..<close]
             let after = authority[authority.index(after: close)...]
@@ -72,7 +89,7 @@ public struct JanusRoomAddress: Sendable, Hashable, CustomStringConvertible {
         guard !host.isEmpty, !host.contains(where: { $0.isWhitespace || "@?".contains($0) }) else {
             return .failure(Problem(text: "\(form): the host is missing"))
         }
-        return .success(JanusRoomAddress(host: String(host), port: port, path: path, room: room))
+        return .success(JanusRoomAddress(host: String(host), port: port, path: path, room: room, transport: transport))
     }
 
     private static func port(_ text: Substring) -> Int? {
@@ -89,6 +106,6 @@ public struct JanusRoomAddress: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String {
         let shownHost = host.contains(":") ? "[\(host)]" : host
-        return "janus:http://\(shownHost):\(port)\(path)#\(room)"
+        return "janus:\(transport.rawValue)://\(shownHost):\(port)\(path == "/" ? "" : path)#\(room)"
     }
 }

@@ -93,6 +93,8 @@ public struct JanusRoomSession: Sendable {
             pollFailures += 1
             guard pollFailures > Self.pollRetries else { return [.arm(.pollRetry, Self.pollRetryDelay)] }
             return fail("lost Janus at \(address): \(detail)")
+        case let .transportLost(detail):
+            return fail(phase == .creating ? "no Janus at \(address): \(detail)" : "lost Janus at \(address): \(detail)")
         case .timerFired(.pollRetry):
             guard let session else { return [] }
             return [.poll(session: session)]

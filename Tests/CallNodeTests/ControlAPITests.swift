@@ -187,7 +187,7 @@ import Testing
             ("POST", "/v1/calls", #"{"to": "nobody"}"#, 400, "no contact named"),
             ("POST", "/v1/calls", #"{"to": "\#(String(repeating: "ab", count: 32))"}"#, 400, "relay"),
             ("POST", "/v1/calls", #"{"to": "janus:http://127.0.0.1:8088/janus"}"#, 400, "the room is missing"),
-            ("POST", "/v1/calls", #"{"to": "janus:ws://127.0.0.1:8188#1234"}"#, 400, "only Janus's plain HTTP API"),
+            ("POST", "/v1/calls", #"{"to": "janus:wss://127.0.0.1:8189#1234"}"#, 400, "http:// or ws://"),
             ("POST", "/v1/calls", #"{"to": "janus:http://127.0.0.1:8088/janus#1234", "pin": 1234}"#, 400, "pin must be text"),
             ("GET", "/v1/nowhere", nil, 404, "no such route"),
             ("DELETE", "/v1/calls", nil, 405, "GET, POST"),

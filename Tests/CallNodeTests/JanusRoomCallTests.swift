@@ -224,6 +224,40 @@ struct JanusRoomCallTests {
         }
     }
 
+    /// Janus's WebSocket API serves as its HTTP API does: a node joins over it and hears, and is
+    /// heard by, a node in the same room over HTTP; a WebSocket where no Janus listens says so.
+    @Test func aNodeOverJanussWebSocketAndOneOverHTTPHearEachOther() async throws {
+        let f = try Fixture()
+        let janus = try await Self.janus(f, rooms: [.init(id: 4700)])
+        defer { janus.stop() }
+        let a = try await f.node("a", input: .tone(440), output: .wav(f.path("a-out.wav")), iceAddresses: [janus.mediaAddress])
+        let b = try await f.node("b", input: .tone(620), output: .wav(f.path("b-out.wav")), iceAddresses: [janus.mediaAddress])
+        let aEvents = a.events(), bEvents = b.events()
+        let overSocket = try #require(JanusRoomAddress(janus.webSocketAddress(room: 4700)))
+        #expect(overSocket.transport == .webSocket)
+        let aCall = try await a.call(.janus(overSocket))
+        try await Self.connected(aEvents, aCall, janus: janus)
+        let bCall = try await b.call(Self.room(janus, 4700))
+        try await Self.connected(bEvents, bCall, janus: janus)
+        // The WebSocket brings the room's news too.
+        _ = try await TwoNodeTests.next(aEvents) { if case let .room(_, .participantJoined(who)) = $0 { who.name == "b" } else { false } }
+        try await Task.sleep(for: .seconds(2))
+        try await a.hangUp(aCall)
+        try await b.hangUp(bCall)
+        let nowhere = try #require(JanusRoomAddress("janus:ws://127.0.0.1:\(FreePort.udpAndTCP())#4700"))
+        let failed = try await a.call(.janus(nowhere))
+        let (reason, detail) = try await Self.ended(aEvents, failed)
+        #expect(reason == .failed && detail?.contains("no Janus at janus:ws://") == true, "\(String(describing: detail))")
+        await a.shutdown()
+        await b.shutdown()
+        for (name, other) in [("a", "b"), ("b", "a")] {
+            let samples = try WAV.read(path: f.path("\(name)-out.wav")).samples
+            let end = samples.count - 9_600
+            let blocks = stride(from: max(0, end - 72_000), to: end - 4_799, by: 4_800).map { Self.voices(in: samples[$0..<($0 + 4_800)]) }
+            #expect(blocks.filter { $0 != [other] }.count <= 2, "\(name) should hear \(other), heard \(blocks.map { $0.sorted() })")
+        }
+    }
+
     /// Each packet carries its frame's audio level (RFC 6464), from which a room with
     /// `audiolevel_event` tells who talks: b hears that a talks while a's tone plays, and that it
     /// stopped once a is muted.

@@ -33,6 +33,8 @@ import Testing
             ("janus:http://host#lobby", "janus:http://host:8088/janus#lobby"),
             ("janus:http://[::1]:9000#1234", "janus:http://[::1]:9000/janus#1234"),
             ("janus:http://janus.example.org:8089/gateway/api/#lobby", "janus:http://janus.example.org:8089/gateway/api#lobby"),
+            ("janus:ws://janus.example.org#1234", "janus:ws://janus.example.org:8188#1234"),
+            ("janus:ws://127.0.0.1:9000/ws#lobby", "janus:ws://127.0.0.1:9000/ws#lobby"),
         ]
         for (text, shown) in written {
             let address = try #require(JanusRoomAddress(text), "\(text)")
@@ -43,7 +45,10 @@ import Testing
 
     @Test func anythingElseIsRefusedWithAReason() {
         let refused: [(text: String, says: String)] = [
-            ("janus:ws://h#1", "only Janus's plain HTTP API"),
+            ("janus:wss://h#1", "http:// or ws://"),
+            ("janus:http://::1#1", "an IPv6 address goes in brackets"),
+            ("janus:http://[::1]x#1", "'x' after the address"),
+            ("janus:http://h:+80#1", "a bad port"),
             ("janus:http://h:8088/janus", "the room is missing"),
             ("janus:http://:8088#1", "the host is missing"),
             ("janus:http://h:99999#1", "a bad port"),

@@ -431,4 +431,25 @@ import Testing
         #expect(actions.contains(.deliver(.answer(sdp: "v=0 answer"))))
         #expect(room.phase == .joined)
     }
+
+    @Test func aLostWebSocketSaysNoJanusBeforeASessionAndLostJanusAfter() throws {
+        var dialling = Self.fresh()
+        _ = dialling.handle(.dial)
+        let early = dialling.handle(.transportLost("connection refused"))
+        guard case let .failed(before)? = early.first else {
+            Issue.record("no failure: \(early)")
+            return
+        }
+        #expect(before.contains("no Janus at") && before.contains("connection refused"), "\(before)")
+        var room = try Self.joined()
+        let text = try #require(Self.failure(room.handle(.transportLost("Janus closed the WebSocket")), then: ["message", "destroy"]))
+        #expect(text.contains("lost Janus at") && text.contains("closed the WebSocket"), "\(text)")
+    }
+
+    @Test func overTheWebSocketARequestNamesItsSessionAndHandleInItsBody() throws {
+        let request = JanusRequest(scope: .handle(session: 11, handle: 22), body: ["janus": "trickle"], transaction: "t")
+        let expected: JanusJSON = ["janus": "trickle", "transaction": "t", "session_id": 11, "handle_id": 22]
+        #expect(request.selfContainedBody == expected)
+        #expect(JanusRequest(scope: .server, body: ["janus": "create"], transaction: "c").selfContainedBody == ["janus": "create", "transaction": "c"])
+    }
 }

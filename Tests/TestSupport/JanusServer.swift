@@ -6,8 +6,9 @@ import Glibc
 #endif
 
 /// A private Janus (Debian's 1.1.2) for tests: its own configuration folder, its HTTP API on
-/// 127.0.0.1:`port` at `/janus`, only the AudioBridge and VideoRoom plugins and the HTTP
-/// transport loaded, and the AudioBridge rooms given (each `room-ID` with its settings).
+/// 127.0.0.1:`port` at `/janus` and its WebSocket API on 127.0.0.1:``webSocketPort``, only the
+/// AudioBridge and VideoRoom plugins and those two transports loaded, and the AudioBridge rooms
+/// given (each `room-ID` with its settings).
 ///
 /// Janus gathers its ICE candidates on this host's interfaces; it is ready within a second and
 /// exits at SIGTERM. Its log is `directory/janus.log`.
@@ -35,6 +36,8 @@ public final class JanusServer: Sendable {
 
     public let directory: String
     public let port: Int
+    /// The WebSocket API's port (127.0.0.1, subprotocol `janus-protocol`).
+    public let webSocketPort: Int
     public let rooms: [Room]
     /// The one address Janus gathers ICE candidates on (it never gathers on loopback): the
     /// nodes of a test use it too.
@@ -46,6 +49,9 @@ public final class JanusServer: Sendable {
     /// A room's address as the node takes it (`janus:http://127.0.0.1:PORT/janus#ROOM`).
     public func address(room: Int) -> String { "janus:\(url)#\(room)" }
 
+    /// A room's address over the WebSocket API (`janus:ws://127.0.0.1:PORT#ROOM`).
+    public func webSocketAddress(room: Int) -> String { "janus:ws://127.0.0.1:\(webSocketPort)#\(room)" }
+
     private let process = Locked<ChildProcess?>(nil)
 
     /// Writes the configuration into `directory` (created if missing); ``start()`` runs it.
@@ -53,6 +59,7 @@ public final class JanusServer: Sendable {
         guard let mediaAddress = Self.hostAddress() else { throw TestFailure("this host has no IPv4 address but loopback's: Janus gathers no candidate on loopback") }
         self.directory = directory
         self.port = port
+        webSocketPort = FreePort.udpAndTCP()
         self.rooms = rooms
         self.mediaAddress = mediaAddress
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -79,7 +86,7 @@ public final class JanusServer: Sendable {
                 disable = "\(unwanted.map { "libjanus_\($0).so" }.joined(separator: ","))"
             }
             transports: {
-                disable = "libjanus_mqtt.so,libjanus_nanomsg.so,libjanus_pfunix.so,libjanus_rabbitmq.so,libjanus_websockets.so"
+                disable = "libjanus_mqtt.so,libjanus_nanomsg.so,libjanus_pfunix.so,libjanus_rabbitmq.so"
             }
             loggers: {
                 disable = "libjanus_jsonlog.so"
@@ -110,6 +117,20 @@ public final class JanusServer: Sendable {
                 return (lines + ["}"]).joined(separator: "\n")
             }.joined(separator: "\n") + "\n",
             "janus.plugin.videoroom.jcfg": "general: {\n}\n",
+            "janus.transport.websockets.jcfg": """
+            general: {
+                json = "plain"
+                ws = true
+                ws_port = \(webSocketPort)
+                ws_ip = "127.0.0.1"
+                wss = false
+            }
+            admin: {
+                admin_ws = false
+                admin_wss = false
+            }
+
+            """,
         ]
         for (name, text) in files {
             try text.write(toFile: directory + "/" + name, atomically: true, encoding: .utf8)

@@ -9,8 +9,9 @@ import Logging
 /// offer and hears the room's mix. What is said to Janus is decided by the call's
 /// ``JanusRoomSession``; this actor only feeds it the call's signals and Janus's replies and
 /// events, in order, and performs what it returns: requests over Janus's HTTP API (one after
-/// the other, so a trickled candidate never overtakes the join), the session's long poll, and
-/// timers on the node's clock.
+/// the other, so a trickled candidate never overtakes the join) with the session's long poll,
+/// or over its WebSocket (requests, replies and events on one connection, in order), and timers
+/// on the node's clock.
 actor JanusDialect: CallDialect {
     /// A room is another WebRTC peer: DTLS-SRTP and Opus, with ICE; this side offers (the
     /// AudioBridge answers); a call cannot outlive its session at Janus.
@@ -27,6 +28,11 @@ actor JanusDialect: CallDialect {
     private let requestSink: AsyncStream<JanusRequest>.Continuation
     /// The long poll that runs now (a new one, or none, makes an older one stop).
     private var pollGeneration = 0
+    /// Over Janus's WebSocket: what goes on the connection, and the requests whose replies are
+    /// due (a reply is told from an event by its transaction).
+    private let socketMessages: AsyncStream<JanusJSON>
+    private let socketSink: AsyncStream<JanusJSON>.Continuation
+    private var awaitingReply: Set<String> = []
 
     init(address: JanusRoomAddress, display: String?, pin: String?, clock: TimerClock, logger: Logger) {
         state = JanusRoomSession(address: address, display: display, pin: pin, seed: UInt64.random(in: .min ... .max))
@@ -34,7 +40,10 @@ actor JanusDialect: CallDialect {
         self.clock = clock
         self.logger = logger
         (requests, requestSink) = AsyncStream.makeStream(of: JanusRequest.self)
+        (socketMessages, socketSink) = AsyncStream.makeStream(of: JanusJSON.self)
     }
+
+    private var overWebSocket: Bool { state.address.transport == .webSocket }
 
     var address: JanusRoomAddress { state.address }
 
@@ -42,6 +51,21 @@ actor JanusDialect: CallDialect {
 
     func start(_ call: DialectCall) {
         self.call = call
+        if overWebSocket {
+            let address = state.address, messages = socketMessages
+            call.run { [weak self] in
+                do throws(JanusHTTPError) {
+                    try await JanusWebSocket.run(host: address.host, port: address.port, path: address.path, outgoing: messages) { [weak self] message in
+                        await self?.socketReceived(message)
+                    }
+                    guard !Task.isCancelled else { return }
+                    await self?.handle(.transportLost("Janus closed the WebSocket"))
+                } catch {
+                    guard !Task.isCancelled else { return }
+                    await self?.handle(.transportLost(error.description))
+                }
+            }
+        }
         let requests = self.requests, http = self.http, base = state.address.path
         call.run { [weak self] in
             for await request in requests {
@@ -74,9 +98,25 @@ actor JanusDialect: CallDialect {
         requestSink.finish()
         pollGeneration += 1
         let actions = state.handle(.callClosed)
+        if overWebSocket {
+            // Sent if the connection still stands; Janus ends the session with the connection anyway.
+            for case let .send(request) in actions { socketSink.yield(request.selfContainedBody) }
+            socketSink.finish()
+            return
+        }
         let http = self.http, base = state.address.path
         for case let .send(request) in actions {
             _ = try? await http.post(request.path(base: base), request.body)
+        }
+    }
+
+    /// A message on Janus's WebSocket: the reply to a request still due, else an event.
+    private func socketReceived(_ message: JanusJSON) {
+        if let transaction = message["transaction"]?.string, ["success", "error", "ack", "server_info"].contains(message["janus"]?.string ?? ""),
+           awaitingReply.remove(transaction) != nil {
+            handle(.reply(transaction: transaction, message))
+        } else {
+            handle(.events([message]))
         }
     }
 
@@ -93,7 +133,14 @@ actor JanusDialect: CallDialect {
         }
         switch action {
         case let .send(request):
-            requestSink.yield(request)
+            if overWebSocket {
+                awaitingReply.insert(request.transaction)
+                socketSink.yield(request.selfContainedBody)
+            } else {
+                requestSink.yield(request)
+            }
+        case .poll where overWebSocket, .stopPolling where overWebSocket:
+            break  // the WebSocket brings the events
         case let .poll(session):
             pollGeneration += 1
             let generation = pollGeneration, http = self.http, path = "\(state.address.path)/\(session)"
