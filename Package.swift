@@ -92,11 +92,12 @@ let package = Package(
         // A Janus room's session as a plain value (create, attach, join with the offer, the
         // answer, participants, keep-alive, leave; Janus's errors in the user's terms) and its JSON.
         .target(name: "JanusRoom", dependencies: ["CallCore"]),
-        // Janus's APIs on swift-nio: HTTP (requests posted as JSON, events by long poll) and WebSocket.
+        // Janus's APIs: HTTP (requests posted as JSON, events by long poll) and WebSocket on
+        // swift-nio, and its Unix socket (SOCK_SEQPACKET, which swift-nio has not: a reader thread).
         .target(
             name: "Janus",
             dependencies: [
-                "JanusRoom",
+                "JanusRoom", "POSIX",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

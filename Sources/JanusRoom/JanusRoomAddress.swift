@@ -1,6 +1,7 @@
 /// Where a Janus room is: the server's API and the room's id, written
 /// `janus:http://HOST[:PORT][/PATH]#ROOM` (its HTTP API: port 8088 and path `/janus` by default,
-/// Janus's own) or `janus:ws://HOST[:PORT][/PATH]#ROOM` (its WebSocket API, port 8188).
+/// Janus's own), `janus:ws://HOST[:PORT][/PATH]#ROOM` (its WebSocket API, port 8188) or
+/// `janus:unix:/PATH#ROOM` (its Unix-socket API on this host).
 /// A room's PIN never rides in the address (addresses reach argv, logs and Recents): it is
 /// given beside it.
 public struct JanusRoomAddress: Sendable, Hashable, CustomStringConvertible {
@@ -10,6 +11,8 @@ public struct JanusRoomAddress: Sendable, Hashable, CustomStringConvertible {
         case http
         /// Its WebSocket API (`ws://`, port 8188): requests and events on one connection.
         case webSocket = "ws"
+        /// Its Unix-socket API (`unix:/PATH`, the pfunix transport): as the WebSocket, on this host.
+        case unixSocket = "unix"
     }
 
     public var transport: Transport
@@ -44,9 +47,18 @@ public struct JanusRoomAddress: Sendable, Hashable, CustomStringConvertible {
     private struct Problem: Error { let text: String }
 
     private static func parse(_ text: String) -> Result<JanusRoomAddress, Problem> {
-        let form = "a Janus room is janus:http://HOST[:PORT][/PATH]#ROOM or janus:ws://HOST[:PORT][/PATH]#ROOM"
+        let form = "a Janus room is janus:http://HOST[:PORT][/PATH]#ROOM, janus:ws://HOST[:PORT][/PATH]#ROOM or janus:unix:/PATH#ROOM"
         guard text.lowercased().hasPrefix("janus:") else { return .failure(Problem(text: form)) }
         var rest = Substring(text.dropFirst("janus:".count))
+        if rest.lowercased().hasPrefix("unix:") {
+            // janus:unix:/PATH#ROOM: the socket's path (absolute), no host or port.
+            rest = rest.dropFirst("unix:".count)
+            guard let hash = rest.lastIndex(of: "#") else { return .failure(Problem(text: "\(form): the room is missing (#ROOM)")) }
+            let path = String(rest[..<hash]), room = String(rest[rest.index(after: hash)...])
+            guard path.hasPrefix("/"), path.count > 1 else { return .failure(Problem(text: "\(form): a Unix socket's path is absolute")) }
+            guard Self.isRoomID(room) else { return .failure(Problem(text: "\(form): '\(room)' is not a room id (digits, or letters, digits, - _ .)")) }
+            return .success(JanusRoomAddress(host: "", port: 0, path: path, room: room, transport: .unixSocket))
+        }
         let transport: Transport
         if rest.lowercased().hasPrefix("http://") {
             transport = .http
@@ -59,7 +71,7 @@ public struct JanusRoomAddress: Sendable, Hashable, CustomStringConvertible {
         }
         guard let hash = rest.firstIndex(of: "#") else { return .failure(Problem(text: "\(form): the room is missing (#ROOM)")) }
         let room = String(rest[rest.index(after: hash)...])
-        guard !room.isEmpty, room.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) }) else {
+        guard Self.isRoomID(room) else {
             return .failure(Problem(text: "\(form): '\(room)' is not a room id (digits, or letters, digits, - _ .)"))
         }
         rest = rest[..<hash]
@@ -92,6 +104,10 @@ public struct JanusRoomAddress: Sendable, Hashable, CustomStringConvertible {
         return .success(JanusRoomAddress(host: String(host), port: port, path: path, room: room, transport: transport))
     }
 
+    private static func isRoomID(_ room: String) -> Bool {
+        !room.isEmpty && room.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) }
+    }
+
     private static func port(_ text: Substring) -> Int? {
         guard !text.isEmpty, text.count <= 5, text.allSatisfy(\.isASCII), text.allSatisfy(\.isNumber), let value = Int(text),
               (1...65535).contains(value) else { return nil }
@@ -105,6 +121,7 @@ public struct JanusRoomAddress: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String {
+        if transport == .unixSocket { return "janus:unix:\(path)#\(room)" }
         let shownHost = host.contains(":") ? "[\(host)]" : host
         return "janus:\(transport.rawValue)://\(shownHost):\(port)\(path == "/" ? "" : path)#\(room)"
     }

@@ -94,7 +94,7 @@ public struct JanusRoomSession: Sendable {
             guard pollFailures > Self.pollRetries else { return [.arm(.pollRetry, Self.pollRetryDelay)] }
             return fail("lost Janus at \(address): \(detail)")
         case let .transportLost(detail):
-            return fail(phase == .creating ? "no Janus at \(address): \(detail)" : "lost Janus at \(address): \(detail)")
+            return fail(phase == .creating || phase == .idle ? "no Janus at \(address): \(detail)" : "lost Janus at \(address): \(detail)")
         case .timerFired(.pollRetry):
             guard let session else { return [] }
             return [.poll(session: session)]

@@ -224,37 +224,39 @@ struct JanusRoomCallTests {
         }
     }
 
-    /// Janus's WebSocket API serves as its HTTP API does: a node joins over it and hears, and is
-    /// heard by, a node in the same room over HTTP; a WebSocket where no Janus listens says so.
-    @Test func aNodeOverJanussWebSocketAndOneOverHTTPHearEachOther() async throws {
+    /// Janus's WebSocket and Unix-socket APIs serve as its HTTP API does: a node over each, in one
+    /// room, each hears the two others; a WebSocket or socket where no Janus listens says so.
+    @Test func nodesOverJanussWebSocketUnixSocketAndHTTPHearEachOther() async throws {
         let f = try Fixture()
         let janus = try await Self.janus(f, rooms: [.init(id: 4700)])
         defer { janus.stop() }
-        let a = try await f.node("a", input: .tone(440), output: .wav(f.path("a-out.wav")), iceAddresses: [janus.mediaAddress])
-        let b = try await f.node("b", input: .tone(620), output: .wav(f.path("b-out.wav")), iceAddresses: [janus.mediaAddress])
-        let aEvents = a.events(), bEvents = b.events()
-        let overSocket = try #require(JanusRoomAddress(janus.webSocketAddress(room: 4700)))
-        #expect(overSocket.transport == .webSocket)
-        let aCall = try await a.call(.janus(overSocket))
-        try await Self.connected(aEvents, aCall, janus: janus)
-        let bCall = try await b.call(Self.room(janus, 4700))
-        try await Self.connected(bEvents, bCall, janus: janus)
+        let addresses = [("a", janus.webSocketAddress(room: 4700)), ("b", janus.address(room: 4700)), ("c", janus.unixSocketAddress(room: 4700))]
+        var nodes: [(CallNode, UUID, AsyncStream<NodeEvent>)] = []
+        for (name, text) in addresses {
+            let node = try await f.node(name, input: .tone(try #require(Self.voices[name])), output: .wav(f.path("\(name)-out.wav")),
+                                        iceAddresses: [janus.mediaAddress])
+            let events = node.events()
+            let call = try await node.call(.janus(try #require(JanusRoomAddress(text), "\(text)")))
+            try await Self.connected(events, call, janus: janus)
+            nodes.append((node, call, events))
+        }
         // The WebSocket brings the room's news too.
-        _ = try await TwoNodeTests.next(aEvents) { if case let .room(_, .participantJoined(who)) = $0 { who.name == "b" } else { false } }
+        _ = try await TwoNodeTests.next(nodes[0].2) { if case let .room(_, .participantJoined(who)) = $0 { who.name == "c" } else { false } }
         try await Task.sleep(for: .seconds(2))
-        try await a.hangUp(aCall)
-        try await b.hangUp(bCall)
-        let nowhere = try #require(JanusRoomAddress("janus:ws://127.0.0.1:\(FreePort.udpAndTCP())#4700"))
-        let failed = try await a.call(.janus(nowhere))
-        let (reason, detail) = try await Self.ended(aEvents, failed)
-        #expect(reason == .failed && detail?.contains("no Janus at janus:ws://") == true, "\(String(describing: detail))")
-        await a.shutdown()
-        await b.shutdown()
-        for (name, other) in [("a", "b"), ("b", "a")] {
+        for (node, call, _) in nodes { try await node.hangUp(call) }
+        let (a, _, aEvents) = nodes[0]
+        for nowhere in ["janus:ws://127.0.0.1:\(FreePort.udpAndTCP())#4700", "janus:unix:\(f.path("no-janus.sock"))#4700"] {
+            let failed = try await a.call(.janus(try #require(JanusRoomAddress(nowhere))))
+            let (reason, detail) = try await Self.ended(aEvents, failed)
+            #expect(reason == .failed && detail?.contains("no Janus at janus:") == true, "\(String(describing: detail))")
+        }
+        for (node, _, _) in nodes { await node.shutdown() }
+        for name in Self.voices.keys {
+            let others = Set(Self.voices.keys).subtracting([name])
             let samples = try WAV.read(path: f.path("\(name)-out.wav")).samples
             let end = samples.count - 9_600
             let blocks = stride(from: max(0, end - 72_000), to: end - 4_799, by: 4_800).map { Self.voices(in: samples[$0..<($0 + 4_800)]) }
-            #expect(blocks.filter { $0 != [other] }.count <= 2, "\(name) should hear \(other), heard \(blocks.map { $0.sorted() })")
+            #expect(blocks.filter { $0 != others }.count <= 2, "\(name) should hear \(others.sorted()), heard \(blocks.map { $0.sorted() })")
         }
     }
 

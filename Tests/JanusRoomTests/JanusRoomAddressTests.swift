@@ -35,6 +35,7 @@ import Testing
             ("janus:http://janus.example.org:8089/gateway/api/#lobby", "janus:http://janus.example.org:8089/gateway/api#lobby"),
             ("janus:ws://janus.example.org#1234", "janus:ws://janus.example.org:8188#1234"),
             ("janus:ws://127.0.0.1:9000/ws#lobby", "janus:ws://127.0.0.1:9000/ws#lobby"),
+            ("janus:unix:/run/janus/api.sock#1234", "janus:unix:/run/janus/api.sock#1234"),
         ]
         for (text, shown) in written {
             let address = try #require(JanusRoomAddress(text), "\(text)")
@@ -46,6 +47,8 @@ import Testing
     @Test func anythingElseIsRefusedWithAReason() {
         let refused: [(text: String, says: String)] = [
             ("janus:wss://h#1", "http:// or ws://"),
+            ("janus:unix:run/janus.sock#1", "a Unix socket's path is absolute"),
+            ("janus:unix:/run/janus.sock", "the room is missing"),
             ("janus:http://::1#1", "an IPv6 address goes in brackets"),
             ("janus:http://[::1]x#1", "'x' after the address"),
             ("janus:http://h:+80#1", "a bad port"),

@@ -6,9 +6,9 @@ import Glibc
 #endif
 
 /// A private Janus (Debian's 1.1.2) for tests: its own configuration folder, its HTTP API on
-/// 127.0.0.1:`port` at `/janus` and its WebSocket API on 127.0.0.1:``webSocketPort``, only the
-/// AudioBridge and VideoRoom plugins and those two transports loaded, and the AudioBridge rooms
-/// given (each `room-ID` with its settings).
+/// 127.0.0.1:`port` at `/janus`, its WebSocket API on 127.0.0.1:``webSocketPort`` and its
+/// Unix-socket API at `directory/janus-api.sock`, only the AudioBridge and VideoRoom plugins and
+/// those three transports loaded, and the AudioBridge rooms given (each `room-ID` with its settings).
 ///
 /// Janus gathers its ICE candidates on this host's interfaces; it is ready within a second and
 /// exits at SIGTERM. Its log is `directory/janus.log`.
@@ -52,6 +52,9 @@ public final class JanusServer: Sendable {
     /// A room's address over the WebSocket API (`janus:ws://127.0.0.1:PORT#ROOM`).
     public func webSocketAddress(room: Int) -> String { "janus:ws://127.0.0.1:\(webSocketPort)#\(room)" }
 
+    /// A room's address over the Unix-socket API (`janus:unix:DIRECTORY/janus-api.sock#ROOM`).
+    public func unixSocketAddress(room: Int) -> String { "janus:unix:\(directory)/janus-api.sock#\(room)" }
+
     private let process = Locked<ChildProcess?>(nil)
 
     /// Writes the configuration into `directory` (created if missing); ``start()`` runs it.
@@ -86,7 +89,7 @@ public final class JanusServer: Sendable {
                 disable = "\(unwanted.map { "libjanus_\($0).so" }.joined(separator: ","))"
             }
             transports: {
-                disable = "libjanus_mqtt.so,libjanus_nanomsg.so,libjanus_pfunix.so,libjanus_rabbitmq.so"
+                disable = "libjanus_mqtt.so,libjanus_nanomsg.so,libjanus_rabbitmq.so"
             }
             loggers: {
                 disable = "libjanus_jsonlog.so"
@@ -117,6 +120,18 @@ public final class JanusServer: Sendable {
                 return (lines + ["}"]).joined(separator: "\n")
             }.joined(separator: "\n") + "\n",
             "janus.plugin.videoroom.jcfg": "general: {\n}\n",
+            "janus.transport.pfunix.jcfg": """
+            general: {
+                enabled = true
+                json = "plain"
+                path = "\(directory)/janus-api.sock"
+                type = "SOCK_SEQPACKET"
+            }
+            admin: {
+                admin_enabled = false
+            }
+
+            """,
             "janus.transport.websockets.jcfg": """
             general: {
                 json = "plain"

@@ -43,7 +43,8 @@ actor JanusDialect: CallDialect {
         (socketMessages, socketSink) = AsyncStream.makeStream(of: JanusJSON.self)
     }
 
-    private var overWebSocket: Bool { state.address.transport == .webSocket }
+    /// Over Janus's WebSocket or Unix socket: one connection carries requests, replies and events.
+    private var overWebSocket: Bool { state.address.transport != .http }
 
     var address: JanusRoomAddress { state.address }
 
@@ -55,11 +56,14 @@ actor JanusDialect: CallDialect {
             let address = state.address, messages = socketMessages
             call.run { [weak self] in
                 do throws(JanusHTTPError) {
-                    try await JanusWebSocket.run(host: address.host, port: address.port, path: address.path, outgoing: messages) { [weak self] message in
-                        await self?.socketReceived(message)
+                    let received: @Sendable (JanusJSON) async -> Void = { [weak self] message in await self?.socketReceived(message) }
+                    if address.transport == .unixSocket {
+                        try await JanusUnixSocket.run(path: address.path, outgoing: messages, incoming: received)
+                    } else {
+                        try await JanusWebSocket.run(host: address.host, port: address.port, path: address.path, outgoing: messages, incoming: received)
                     }
                     guard !Task.isCancelled else { return }
-                    await self?.handle(.transportLost("Janus closed the WebSocket"))
+                    await self?.handle(.transportLost("Janus closed the connection"))
                 } catch {
                     guard !Task.isCancelled else { return }
                     await self?.handle(.transportLost(error.description))
