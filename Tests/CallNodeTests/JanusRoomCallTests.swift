@@ -260,6 +260,51 @@ struct JanusRoomCallTests {
         }
     }
 
+    /// Hold and resume in a room: the held node's new offers go to Janus as `configure` with a
+    /// JSEP (a renegotiation); while held, the other hears nothing of it, and after the resume
+    /// both hear each other again.
+    @Test func aNodeHoldsItsRoomCallAndResumesIt() async throws {
+        let f = try Fixture()
+        let janus = try await Self.janus(f, rooms: [.init(id: 4800)])
+        defer { janus.stop() }
+        let a = try await f.node("a", input: .tone(440), output: .wav(f.path("a-out.wav")), iceAddresses: [janus.mediaAddress])
+        let b = try await f.node("b", input: .tone(620), output: .wav(f.path("b-out.wav")), iceAddresses: [janus.mediaAddress])
+        let aEvents = a.events(), bEvents = b.events()
+        let aCall = try await a.call(Self.room(janus, 4800))
+        try await Self.connected(aEvents, aCall, janus: janus)
+        let bCall = try await b.call(Self.room(janus, 4800))
+        try await Self.connected(bEvents, bCall, janus: janus)
+        let started = ContinuousClock.now
+        func at() -> Double {
+            let elapsed = ContinuousClock.now - started
+            return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        }
+        try await Task.sleep(for: .seconds(2))
+        let heldAt = at()
+        try await a.setHeld(aCall, true)
+        try await Task.sleep(for: .seconds(3))
+        let resumedAt = at()
+        try await a.setHeld(aCall, false)
+        try await Task.sleep(for: .seconds(3))
+        let endedAt = at()
+        try await a.hangUp(aCall)
+        try await b.hangUp(bCall)
+        await a.shutdown()
+        await b.shutdown()
+        // b's recording: a's tone before the hold, none in its middle, again well after the resume.
+        let samples = try WAV.read(path: f.path("b-out.wav")).samples
+        let offset = samples.count - Int(endedAt * 48_000)  // b's recording began a moment before `started`
+        func heard(from: Double, to: Double) -> [Set<String>] {
+            stride(from: max(0, offset + Int(from * 48_000)), to: min(samples.count, offset + Int(to * 48_000)) - 4_799, by: 4_800)
+                .map { Self.voices(in: samples[$0..<($0 + 4_800)]) }
+        }
+        let before = heard(from: heldAt - 1.5, to: heldAt - 0.2), during = heard(from: heldAt + 1, to: resumedAt - 0.2)
+        let after = heard(from: resumedAt + 1.5, to: endedAt - 0.2)
+        #expect(before.filter { $0 == ["a"] }.count >= before.count - 1, "before the hold b heard \(before)")
+        #expect(during.allSatisfy { !$0.contains("a") }, "during the hold b heard \(during)")
+        #expect(after.filter { $0 == ["a"] }.count >= after.count - 1, "after the resume b heard \(after)")
+    }
+
     /// Each packet carries its frame's audio level (RFC 6464), from which a room with
     /// `audiolevel_event` tells who talks: b hears that a talks while a's tone plays, and that it
     /// stopped once a is muted.
