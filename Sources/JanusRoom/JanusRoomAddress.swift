@@ -15,7 +15,17 @@ public struct JanusRoomAddress: Sendable, Hashable, CustomStringConvertible {
         case unixSocket = "unix"
     }
 
+    /// Which of Janus's room plugins the call speaks to.
+    public enum Plugin: Sendable, Hashable {
+        /// The AudioBridge (`#ROOM`): the call joins the room's mix.
+        case audioBridge
+        /// The VideoRoom as an audio SFU (`#videoroom:ROOM` publishes this node's audio to it;
+        /// `#videoroom:ROOM/FEED` subscribes to one publisher's).
+        case videoRoom(feed: String?)
+    }
+
     public var transport: Transport
+    public var plugin: Plugin = .audioBridge
     public var host: String
     public var port: Int
     /// The API's base path (`/janus`).
@@ -47,6 +57,28 @@ public struct JanusRoomAddress: Sendable, Hashable, CustomStringConvertible {
     private struct Problem: Error { let text: String }
 
     private static func parse(_ text: String) -> Result<JanusRoomAddress, Problem> {
+        guard let hash = text.lastIndex(of: "#") else { return parseRoom(text) }
+        // `#videoroom:ROOM[/FEED]`: the VideoRoom, published to or one feed subscribed to.
+        let fragment = text[text.index(after: hash)...]
+        guard fragment.lowercased().hasPrefix("videoroom:") else { return parseRoom(text) }
+        let parts = fragment.dropFirst("videoroom:".count).split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count <= 2, let room = parts.first, isRoomID(String(room)) else {
+            return .failure(Problem(text: "a VideoRoom is #videoroom:ROOM (to publish) or #videoroom:ROOM/FEED (to hear one publisher)"))
+        }
+        var parsed = parseRoom(String(text[..<hash]) + "#" + String(room))
+        if case var .success(address) = parsed {
+            if parts.count == 2 {
+                guard isRoomID(String(parts[1])) else { return .failure(Problem(text: "'\(parts[1])' is not a feed id")) }
+                address.plugin = .videoRoom(feed: String(parts[1]))
+            } else {
+                address.plugin = .videoRoom(feed: nil)
+            }
+            parsed = .success(address)
+        }
+        return parsed
+    }
+
+    private static func parseRoom(_ text: String) -> Result<JanusRoomAddress, Problem> {
         let form = "a Janus room is janus:http://HOST[:PORT][/PATH]#ROOM, janus:ws://HOST[:PORT][/PATH]#ROOM or janus:unix:/PATH#ROOM"
         guard text.lowercased().hasPrefix("janus:") else { return .failure(Problem(text: form)) }
         var rest = Substring(text.dropFirst("janus:".count))
@@ -120,9 +152,17 @@ public struct JanusRoomAddress: Sendable, Hashable, CustomStringConvertible {
         return .string(room)
     }
 
+    /// The fragment naming the room (and the plugin, the feed).
+    private var fragment: String {
+        switch plugin {
+        case .audioBridge: room
+        case let .videoRoom(feed): "videoroom:\(room)" + (feed.map { "/\($0)" } ?? "")
+        }
+    }
+
     public var description: String {
-        if transport == .unixSocket { return "janus:unix:\(path)#\(room)" }
+        if transport == .unixSocket { return "janus:unix:\(path)#\(fragment)" }
         let shownHost = host.contains(":") ? "[\(host)]" : host
-        return "janus:\(transport.rawValue)://\(shownHost):\(port)\(path == "/" ? "" : path)#\(room)"
+        return "janus:\(transport.rawValue)://\(shownHost):\(port)\(path == "/" ? "" : path)#\(fragment)"
     }
 }

@@ -37,24 +37,34 @@ public struct JanusRoomSession: Sendable {
     public static let pollRetries = 3
     /// The AudioBridge plugin's package name.
     public static let plugin = "janus.plugin.audiobridge"
+    /// The VideoRoom plugin's.
+    public static let videoRoomPlugin = "janus.plugin.videoroom"
+
+    /// The plugin the address names.
+    var pluginName: String { if case .videoRoom = address.plugin { Self.videoRoomPlugin } else { Self.plugin } }
+
+    /// The VideoRoom feed this call hears (a subscription: Janus offers, this side answers).
+    public var subscribedFeed: String? { if case let .videoRoom(feed) = address.plugin { feed } else { nil } }
 
     public let address: JanusRoomAddress
     /// The name the others see (Janus's `display`).
     public let display: String?
     private let pin: String?
-    public private(set) var phase: Phase = .idle
+    public internal(set) var phase: Phase = .idle
     /// Janus's ids for the session and the plugin handle, once it gave them.
     public private(set) var session: Int64?
     public private(set) var handle: Int64?
     /// This side's id in the room, once joined.
-    public private(set) var me: String?
+    public internal(set) var me: String?
     /// Everyone else in the room, by id.
-    public private(set) var participants: [String: RoomParticipant] = [:]
+    public internal(set) var participants: [String: RoomParticipant] = [:]
     /// The call's first offer, when it came before the handle (sent with the join).
     private var pendingOffer: String?
     /// Candidates the call trickled before its offer went out.
     private var pendingCandidates: [String] = []
     private var pendingEnd = false
+    /// A subscription's invitation that came before the handle.
+    private var pendingSubscription = false
     private var requests: [String: Purpose] = [:]
     private var counter = 0
     private let prefix: String
@@ -145,14 +155,34 @@ public struct JanusRoomSession: Sendable {
             return leave()
         case let .error(text):
             return [.note("the call could not take what the room sent: \(text)")]
+        case .invite where subscribedFeed != nil:
+            // A subscription starts at the invitation: Janus makes the offer.
+            guard phase == .attached else {
+                pendingSubscription = true
+                return []
+            }
+            return subscribe()
+        case let .answer(sdp) where subscribedFeed != nil && phase == .joined:
+            return [message(["request": "start"], jsep: ["type": "answer", "sdp": .string(sdp)], for: .configure)]
         case .invite, .ringing, .answer, .earlyAnswer, .accepted, .pathFound, .keepAlive:
             return []  // a room does not ring, answers only this side's offers, and checks its own paths
         }
     }
 
+    /// A subscription to the feed: Janus answers with its offer.
+    private mutating func subscribe() -> [JanusRoomAction] {
+        guard let feed = subscribedFeed else { return [] }
+        phase = .joining
+        let feedValue: JanusJSON = Int64(feed).map { .integer($0) } ?? .string(feed)
+        var body: JanusJSON = ["request": "join", "ptype": "subscriber", "room": address.roomValue, "streams": [["feed": feedValue]]]
+        if let pin { body = body.setting("pin", .string(pin)) }
+        return [message(body, for: .join)]
+    }
+
     private mutating func join(offer sdp: String) -> [JanusRoomAction] {
         phase = .joining
         var body: JanusJSON = ["request": "join", "room": address.roomValue, "muted": false]
+        if case .videoRoom = address.plugin { body = ["request": "joinandconfigure", "ptype": "publisher", "room": address.roomValue] }
         if let display { body = body.setting("display", .string(display)) }
         if let pin { body = body.setting("pin", .string(pin)) }
         var actions = [message(body, jsep: ["type": "offer", "sdp": .string(sdp)], for: .join)]
@@ -191,7 +221,7 @@ public struct JanusRoomSession: Sendable {
         return actions
     }
 
-    private mutating func fail(_ detail: String) -> [JanusRoomAction] {
+    mutating func fail(_ detail: String) -> [JanusRoomAction] {
         let leaving = leave()
         return [.failed(detail)] + leaving
     }
@@ -219,7 +249,7 @@ public struct JanusRoomSession: Sendable {
             session = id
             phase = .attaching
             return [.poll(session: id), .arm(.keepAlive, Self.keepAliveInterval),
-                    request(.session(id), ["janus": "attach", "plugin": .string(Self.plugin)], for: .attach)]
+                    request(.session(id), ["janus": "attach", "plugin": .string(pluginName)], for: .attach)]
         case .attach:
             guard kind == "success", let id = body["data"]?["id"]?.integer else {
                 return fail("Janus at \(address) answered the attach with something else: \(Self.excerpt(body))")
@@ -227,6 +257,10 @@ public struct JanusRoomSession: Sendable {
             handle = id
             phase = .attached
             var actions: [JanusRoomAction] = [.signalingUp]
+            if pendingSubscription {
+                pendingSubscription = false
+                actions += subscribe()
+            }
             if let offer = pendingOffer {
                 pendingOffer = nil
                 actions += join(offer: offer)
@@ -257,6 +291,14 @@ public struct JanusRoomSession: Sendable {
         case "event":
             guard let data = event["plugindata"]?["data"] else { return [.note("a Janus event without the plugin's data")] }
             var actions = pluginEvent(data)
+            if phase != .ended, let jsep = event["jsep"], subscribedFeed != nil {
+                // A subscription: Janus offers the feed, this side answers with `start`.
+                guard jsep["type"]?.string == "offer", let sdp = jsep["sdp"]?.string else {
+                    return actions + fail("Janus sent an answer or a malformed offer where the feed's offer was due: \(Self.excerpt(jsep))")
+                }
+                if phase == .joining { phase = .joined }
+                return actions + [.deliver(.offer(sdp: sdp))]
+            }
             if phase != .ended, let jsep = event["jsep"] {
                 guard jsep["type"]?.string == "answer", let sdp = jsep["sdp"]?.string else {
                     return actions + fail("Janus sent an offer or a malformed answer where the room's answer was due: \(Self.excerpt(jsep))")
@@ -305,6 +347,7 @@ public struct JanusRoomSession: Sendable {
     /// The AudioBridge's own event (`plugindata.data`).
     private mutating func pluginEvent(_ data: JanusJSON) -> [JanusRoomAction] {
         if data["error_code"] != nil { return pluginError(data, joining: phase == .joining) }
+        if case .videoRoom = address.plugin { return videoRoomEvent(data) }
         switch data["audiobridge"]?.string {
         case "joined":
             let listed = (data["participants"]?.array ?? []).compactMap(Self.participant)
@@ -334,7 +377,7 @@ public struct JanusRoomSession: Sendable {
         }
     }
 
-    private mutating func arrived(_ listed: [RoomParticipant]) -> [JanusRoomAction] {
+    mutating func arrived(_ listed: [RoomParticipant]) -> [JanusRoomAction] {
         var actions: [JanusRoomAction] = []
         for participant in listed where participant.id != me {
             if let known = participants[participant.id] {
@@ -347,7 +390,7 @@ public struct JanusRoomSession: Sendable {
         return actions
     }
 
-    private mutating func departed(_ id: String) -> [JanusRoomAction] {
+    mutating func departed(_ id: String) -> [JanusRoomAction] {
         guard let gone = participants.removeValue(forKey: id) else { return [] }
         return [.room(.participantLeft(gone))]
     }
@@ -356,6 +399,7 @@ public struct JanusRoomSession: Sendable {
         let code = data["error_code"]?.integer ?? 0
         let text = data["error"]?.string ?? "error \(code)"
         guard joining else { return [.note("the AudioBridge refused a request: \(text)")] }
+        if case .videoRoom = address.plugin { return videoRoomError(code, text) }
         return switch code {
         case 485: fail("no room \(address.room) at Janus (\(address)): \(text)")
         case 489: fail("room \(address.room) at Janus refused this PIN: \(text)")
@@ -374,12 +418,13 @@ public struct JanusRoomSession: Sendable {
         return .send(JanusRequest(scope: scope, body: body, transaction: transaction))
     }
 
-    private mutating func message(_ body: JanusJSON, jsep: JanusJSON, for purpose: Purpose) -> JanusRoomAction {
+    private mutating func message(_ body: JanusJSON, jsep: JanusJSON? = nil, for purpose: Purpose) -> JanusRoomAction {
         guard let session, let handle else { return .note("no handle to send a message on") }
-        return request(.handle(session: session, handle: handle), ["janus": "message", "body": body, "jsep": jsep], for: purpose)
+        let request: JanusJSON = ["janus": "message", "body": body]
+        return self.request(.handle(session: session, handle: handle), request.setting("jsep", jsep), for: purpose)
     }
 
-    private static func participant(_ json: JanusJSON) -> RoomParticipant? {
+    static func participant(_ json: JanusJSON) -> RoomParticipant? {
         guard let id = json["id"]?.idText else { return nil }
         return RoomParticipant(id: id, name: json["display"]?.string, muted: json["muted"]?.bool ?? false)
     }

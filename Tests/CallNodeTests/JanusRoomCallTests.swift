@@ -25,8 +25,8 @@ struct JanusRoomCallTests {
         return Set(voices.filter { Goertzel.share(of: $0.value, in: samples) > 0.05 }.keys)
     }
 
-    static func janus(_ f: Fixture, rooms: [JanusServer.Room]) async throws -> JanusServer {
-        let server = try JanusServer(directory: f.path("janus"), port: FreePort.udpAndTCP(), rooms: rooms)
+    static func janus(_ f: Fixture, rooms: [JanusServer.Room], videoRooms: [Int] = []) async throws -> JanusServer {
+        let server = try JanusServer(directory: f.path("janus"), port: FreePort.udpAndTCP(), rooms: rooms, videoRooms: videoRooms)
         try await server.start()
         return server
     }
@@ -303,6 +303,41 @@ struct JanusRoomCallTests {
         #expect(before.filter { $0 == ["a"] }.count >= before.count - 1, "before the hold b heard \(before)")
         #expect(during.allSatisfy { !$0.contains("a") }, "during the hold b heard \(during)")
         #expect(after.filter { $0 == ["a"] }.count >= after.count - 1, "after the resume b heard \(after)")
+    }
+
+    /// The VideoRoom as an SFU, one step: a node publishes its audio to a VideoRoom, and another
+    /// subscribes to that publisher's feed (Janus offers it, the node answers) and hears it,
+    /// forwarded as it was sent, not mixed. A feed that is not there says so.
+    @Test func aNodeHearsAnotherNodesFeedThroughAVideoRoom() async throws {
+        let f = try Fixture()
+        let janus = try await Self.janus(f, rooms: [], videoRooms: [5000])
+        defer { janus.stop() }
+        let a = try await f.node("a", input: .tone(440), output: .wav(f.path("a-out.wav")), iceAddresses: [janus.mediaAddress])
+        let b = try await f.node("b", input: .tone(620), output: .wav(f.path("b-out.wav")), iceAddresses: [janus.mediaAddress])
+        let aEvents = a.events(), aRoom = a.events(), bEvents = b.events()
+        let publish = try #require(JanusRoomAddress("janus:\(janus.url)#videoroom:5000"))
+        let aCall = try await a.call(.janus(publish))
+        try await Self.connected(aEvents, aCall, janus: janus)
+        guard case let .room(_, .joined(_, feed, others)) = try await TwoNodeTests.next(aRoom, where: {
+            if case .room(_, .joined) = $0 { true } else { false }
+        }) else { throw TestFailure("a did not join the VideoRoom") }
+        #expect(others.isEmpty)
+        let listen = try #require(JanusRoomAddress("janus:\(janus.url)#videoroom:5000/\(feed)"))
+        let bCall = try await b.call(.janus(listen))
+        try await Self.connected(bEvents, bCall, janus: janus)
+        try await Task.sleep(for: .seconds(3))
+        let missing = try await b.call(.janus(try #require(JanusRoomAddress("janus:\(janus.url)#videoroom:5000/12345"))))
+        let (reason, detail) = try await Self.ended(bEvents, missing)
+        #expect(reason == .failed && detail?.contains("no feed 12345") == true, "\(String(describing: detail))")
+        try await b.hangUp(bCall)
+        try await a.hangUp(aCall)
+        await a.shutdown()
+        await b.shutdown()
+        // b heard a's tone (the last second and a half of its subscription), and only a's.
+        let samples = try WAV.read(path: f.path("b-out.wav")).samples
+        let end = samples.count - 9_600
+        let blocks = stride(from: max(0, end - 72_000), to: end - 4_799, by: 4_800).map { Self.voices(in: samples[$0..<($0 + 4_800)]) }
+        #expect(blocks.filter { $0 != ["a"] }.count <= 2, "b should hear a, heard \(blocks.map { $0.sorted() })")
     }
 
     /// Each packet carries its frame's audio level (RFC 6464), from which a room with

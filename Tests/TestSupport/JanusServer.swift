@@ -39,6 +39,8 @@ public final class JanusServer: Sendable {
     /// The WebSocket API's port (127.0.0.1, subprotocol `janus-protocol`).
     public let webSocketPort: Int
     public let rooms: [Room]
+    /// VideoRoom rooms (audio only, Opus), by id.
+    public let videoRooms: [Int]
     /// The one address Janus gathers ICE candidates on (it never gathers on loopback): the
     /// nodes of a test use it too.
     public let mediaAddress: String
@@ -58,12 +60,13 @@ public final class JanusServer: Sendable {
     private let process = Locked<ChildProcess?>(nil)
 
     /// Writes the configuration into `directory` (created if missing); ``start()`` runs it.
-    public init(directory: String, port: Int, rooms: [Room]) throws {
+    public init(directory: String, port: Int, rooms: [Room], videoRooms: [Int] = []) throws {
         guard let mediaAddress = Self.hostAddress() else { throw TestFailure("this host has no IPv4 address but loopback's: Janus gathers no candidate on loopback") }
         self.directory = directory
         self.port = port
         webSocketPort = FreePort.udpAndTCP()
         self.rooms = rooms
+        self.videoRooms = videoRooms
         self.mediaAddress = mediaAddress
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let library = "/usr/lib/x86_64-linux-gnu/janus"
@@ -119,7 +122,9 @@ public final class JanusServer: Sendable {
                 if room.talkingEvents { lines.append("    audiolevel_event = true") }
                 return (lines + ["}"]).joined(separator: "\n")
             }.joined(separator: "\n") + "\n",
-            "janus.plugin.videoroom.jcfg": "general: {\n}\n",
+            "janus.plugin.videoroom.jcfg": "general: {\n}\n" + videoRooms.map { id in
+                "room-\(id): {\n    description = \"room \(id)\"\n    publishers = 6\n    audiocodec = \"opus\"\n}"
+            }.joined(separator: "\n") + "\n",
             "janus.transport.pfunix.jcfg": """
             general: {
                 enabled = true

@@ -14,8 +14,9 @@ import Logging
 /// on the node's clock.
 actor JanusDialect: CallDialect {
     /// A room is another WebRTC peer: DTLS-SRTP and Opus, with ICE; this side offers (the
-    /// AudioBridge answers); a call cannot outlive its session at Janus.
-    nonisolated let traits = DialectTraits(peer: .room, resumable: false, firstOffer: .byCaller)
+    /// AudioBridge answers, as a VideoRoom does a publisher), except to hear a VideoRoom feed,
+    /// which Janus offers; a call cannot outlive its session at Janus.
+    nonisolated let traits: DialectTraits
     private var state: JanusRoomSession
     private let http: JanusHTTP
     private let clock: TimerClock
@@ -36,6 +37,7 @@ actor JanusDialect: CallDialect {
 
     init(address: JanusRoomAddress, display: String?, pin: String?, clock: TimerClock, logger: Logger) {
         state = JanusRoomSession(address: address, display: display, pin: pin, seed: UInt64.random(in: .min ... .max))
+        traits = DialectTraits(peer: .room, resumable: false, firstOffer: state.subscribedFeed == nil ? .byCaller : .byCallee)
         http = JanusHTTP(address)
         self.clock = clock
         self.logger = logger
