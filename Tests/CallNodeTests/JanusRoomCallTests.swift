@@ -340,6 +340,64 @@ struct JanusRoomCallTests {
         #expect(blocks.filter { $0 != ["a"] }.count <= 2, "b should hear a, heard \(blocks.map { $0.sorted() })")
     }
 
+    /// A group on a VideoRoom, mixed at the edge: three nodes publish to one VideoRoom, each
+    /// subscribes to the two others' feeds (Janus forwards them as sent) and hears them both,
+    /// never itself; one leaving is hung up at the others.
+    @Test func threeNodesInAVideoRoomGroupEachHearTheOtherTwoMixedAtTheirEdge() async throws {
+        let f = try Fixture()
+        let janus = try await Self.janus(f, rooms: [], videoRooms: [5100])
+        defer { janus.stop() }
+        let room = try #require(JanusRoomAddress("janus:\(janus.url)#videoroom:5100"))
+        var members: [(name: String, node: CallNode, call: UUID)] = []
+        for (name, frequency) in Self.voices.sorted(by: { $0.key < $1.key }) {
+            // Each feed is a call of its own: the manager's default allows two side by side.
+            let node = try await f.node(name, input: .tone(frequency), output: .wav(f.path("\(name)-out.wav")), maximumCalls: 4,
+                                        iceAddresses: [janus.mediaAddress])
+            let events = node.events()
+            let call = try await node.call(.janus(room))
+            try await Self.connected(events, call, janus: janus)
+            members.append((name, node, call))
+        }
+        // Each hears the two others' feeds: two feed calls connected at each node.
+        for member in members {
+            var feeds = member.node.manager.observer.calls.filter { $0.id != member.call && $0.hasConnected && !$0.hasEnded }
+            for _ in 0..<100 where feeds.count < 2 {
+                try await Task.sleep(for: .milliseconds(100))
+                feeds = member.node.manager.observer.calls.filter { $0.id != member.call && $0.hasConnected && !$0.hasEnded }
+            }
+            #expect(feeds.count == 2, "\(member.name) hears \(feeds.count) feeds")
+        }
+        try await Task.sleep(for: .seconds(3))
+        let recordedUntil = ContinuousClock.now
+        // c leaves: a's feed of c is hung up, its feed of b stays.
+        try await members[2].node.hangUp(members[2].call)
+        var aFeeds = members[0].node.manager.observer.calls.filter { $0.id != members[0].call && !$0.hasEnded }
+        for _ in 0..<100 where aFeeds.count > 1 {
+            try await Task.sleep(for: .milliseconds(100))
+            aFeeds = members[0].node.manager.observer.calls.filter { $0.id != members[0].call && !$0.hasEnded }
+        }
+        #expect(aFeeds.count == 1, "a still has \(aFeeds.count) feeds after c left")
+        let afterwards = ContinuousClock.now - recordedUntil
+        for member in members.prefix(2) { try await member.node.hangUp(member.call) }
+        for member in members { await member.node.shutdown() }
+        let skipped = Int(Double(afterwards.components.seconds) * 48_000 + Double(afterwards.components.attoseconds) / 1e18 * 48_000)
+        for name in Self.voices.keys {
+            let others = Set(Self.voices.keys).subtracting([name])
+            if name != "c" {
+                // Judge a and b on the stretch before c left.
+                let samples = try WAV.read(path: f.path("\(name)-out.wav")).samples
+                let end = samples.count - 9_600 - skipped
+                let blocks = stride(from: max(0, end - 72_000), to: end - 4_799, by: 4_800).map { Self.voices(in: samples[$0..<($0 + 4_800)]) }
+                #expect(blocks.filter { $0 != others }.count <= 2, "\(name) should hear \(others.sorted()), heard \(blocks.map { $0.sorted() })")
+                continue
+            }
+            let samples = try WAV.read(path: f.path("\(name)-out.wav")).samples
+            let end = samples.count - 9_600
+            let blocks = stride(from: max(0, end - 72_000), to: end - 4_799, by: 4_800).map { Self.voices(in: samples[$0..<($0 + 4_800)]) }
+            #expect(blocks.filter { $0 != others }.count <= 2, "\(name) should hear \(others.sorted()), heard \(blocks.map { $0.sorted() })")
+        }
+    }
+
     /// Each packet carries its frame's audio level (RFC 6464), from which a room with
     /// `audiolevel_event` tells who talks: b hears that a talks while a's tone plays, and that it
     /// stopped once a is muted.

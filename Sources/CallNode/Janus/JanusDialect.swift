@@ -37,7 +37,8 @@ actor JanusDialect: CallDialect {
 
     init(address: JanusRoomAddress, display: String?, pin: String?, clock: TimerClock, logger: Logger) {
         state = JanusRoomSession(address: address, display: display, pin: pin, seed: UInt64.random(in: .min ... .max))
-        traits = DialectTraits(peer: .room, resumable: false, firstOffer: state.subscribedFeed == nil ? .byCaller : .byCallee)
+        let feed = state.subscribedFeed != nil
+        traits = DialectTraits(peer: .room, resumable: false, firstOffer: feed ? .byCallee : .byCaller, receivesOnly: feed)
         http = JanusHTTP(address)
         self.clock = clock
         self.logger = logger

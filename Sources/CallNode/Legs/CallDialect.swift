@@ -95,10 +95,14 @@ public struct DialectTraits: Sendable, Equatable {
     /// The codecs the call may use, most wanted first: Opus between nodes and with pages; SIP
     /// peers may also get G.711 (``SIPListenSettings/codecs``).
     public var codecs: [AudioEncoding]
+    /// The peer only ever sends (a room's feed): its `sendonly` is what it is, not a hold, and
+    /// is not reported as one.
+    public var receivesOnly: Bool
 
     public init(peer: Peer, resumable: Bool, firstOffer: FirstOffer = .byCallee, offersICE: Bool = true, mediaAddress: String? = nil,
-                mediaEncryption: MediaEncryption = .required, codecs: [AudioEncoding] = [.opus]) {
+                mediaEncryption: MediaEncryption = .required, codecs: [AudioEncoding] = [.opus], receivesOnly: Bool = false) {
         self.codecs = codecs
+        self.receivesOnly = receivesOnly
         self.peer = peer
         self.resumable = resumable
         self.firstOffer = firstOffer

@@ -480,6 +480,8 @@ actor CallLeg {
             case let .setFlow(flow):
                 if let error = await apply(flow) { failure = failure ?? error }
             case let .reportHeldByPeer(on):
+                // A peer that only ever sends (a room's feed) holds nothing by saying sendonly.
+                guard !dialect.traits.receivesOnly else { break }
                 logger.info("call \(uuid): \(on ? "held" : "resumed") by the peer")
                 broadcaster.send(.remoteHold(uuid, on))
             case .reportConnectionLost:

@@ -303,6 +303,10 @@ struct Call: AsyncParsableCommand {
             setup.sip = SignalAddress(host: chosen.host, port: chosen.port)
             ephemeralSIP = true
         }
+        if case let .janus(address, _) = callTarget, address.plugin == .videoRoom(feed: nil), setup.maxCalls == nil {
+            // A VideoRoom group: each other publisher's feed is a call of its own.
+            setup.maxCalls = 16
+        }
         var callsSIP = false
         if case .sip = callTarget { callsSIP = true }
         if let chosen = options.keyExchange, !callsSIP {
