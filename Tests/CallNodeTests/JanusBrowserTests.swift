@@ -279,10 +279,8 @@ struct JanusBrowserTests {
         // The last second and a half before the hang-ups, each node heard the other and the
         // browser, and not itself.
         for (name, others) in [("a", Set(["b", "browser"])), ("b", Set(["a", "browser"]))] {
-            let samples = try WAV.read(path: f.path("\(name)-out.wav")).samples
-            #expect(samples.count > 96_000, "\(name) recorded \(samples.count) samples")
-            let end = samples.count - 9_600
-            let blocks = stride(from: max(0, end - 72_000), to: end - 4_799, by: 4_800).map { Self.voices(in: samples[$0..<($0 + 4_800)]) }
+            let blocks = try JanusRoomCallTests.lastBlocks(f, name, voices: Self.voices(in:))
+            #expect(blocks.count == 15, "\(name) recorded too little: \(blocks.count) blocks")
             let wrong = blocks.filter { $0 != others }
             #expect(wrong.count <= 2, "\(name) should hear \(others.sorted()), heard \(blocks.map { $0.sorted() })")
         }

@@ -25,6 +25,15 @@ struct JanusRoomCallTests {
         return Set(voices.filter { Goertzel.share(of: $0.value, in: samples) > 0.05 }.keys)
     }
 
+    /// What `name` heard in each 100 ms of the second and a half before the last 0.2 s of its
+    /// recording (`skipping` samples more at the end): the voices of `voices` found there.
+    static func lastBlocks(_ f: Fixture, _ name: String, skipping: Int = 0,
+                           voices: (ArraySlice<Int16>) -> Set<String> = voices(in:)) throws -> [Set<String>] {
+        let samples = try WAV.read(path: f.path("\(name)-out.wav")).samples
+        let end = samples.count - 9_600 - skipping
+        return stride(from: max(0, end - 72_000), to: end - 4_799, by: 4_800).map { voices(samples[$0..<($0 + 4_800)]) }
+    }
+
     static func janus(_ f: Fixture, rooms: [JanusServer.Room], videoRooms: [Int] = []) async throws -> JanusServer {
         let server = try JanusServer(directory: f.path("janus"), port: FreePort.udpAndTCP(), rooms: rooms, videoRooms: videoRooms)
         try await server.start()
@@ -102,10 +111,8 @@ struct JanusRoomCallTests {
         // (the AudioBridge sends each participant the mix less its own voice).
         for name in Self.voices.keys {
             let others = Set(Self.voices.keys).subtracting([name])
-            let samples = try WAV.read(path: f.path("\(name)-out.wav")).samples
-            #expect(samples.count > 96_000, "\(name) recorded \(samples.count) samples")
-            let end = samples.count - 9_600
-            let blocks = stride(from: max(0, end - 72_000), to: end - 4_799, by: 4_800).map { Self.voices(in: samples[$0..<($0 + 4_800)]) }
+            let blocks = try Self.lastBlocks(f, name)
+            #expect(blocks.count == 15, "\(name) recorded too little: \(blocks.count) blocks")
             let wrong = blocks.filter { $0 != others }
             #expect(wrong.count <= 2, "\(name) should hear \(others.sorted()), heard \(blocks.map { $0.sorted() })")
         }
@@ -157,10 +164,8 @@ struct JanusRoomCallTests {
 
         for name in ["a", "b", "c"] {
             let others = Set(["a", "b", "c"]).subtracting([name])
-            let samples = try WAV.read(path: f.path("\(name)-out.wav")).samples
-            #expect(samples.count > 96_000, "\(name) recorded \(samples.count) samples")
-            let end = samples.count - 9_600
-            let blocks = stride(from: max(0, end - 72_000), to: end - 4_799, by: 4_800).map { Self.voices(in: samples[$0..<($0 + 4_800)]) }
+            let blocks = try Self.lastBlocks(f, name)
+            #expect(blocks.count == 15, "\(name) recorded too little: \(blocks.count) blocks")
             let wrong = blocks.filter { $0 != others }
             #expect(wrong.count <= 2, "\(name) should hear \(others.sorted()), heard \(blocks.map { $0.sorted() })")
         }
@@ -217,9 +222,7 @@ struct JanusRoomCallTests {
 
         // The last second and a half: each caller hears the other through the rejoined room.
         for (name, other) in [("a", "c"), ("c", "a")] {
-            let samples = try WAV.read(path: f.path("\(name)-out.wav")).samples
-            let end = samples.count - 9_600
-            let blocks = stride(from: max(0, end - 72_000), to: end - 4_799, by: 4_800).map { Self.voices(in: samples[$0..<($0 + 4_800)]) }
+            let blocks = try Self.lastBlocks(f, name)
             #expect(blocks.filter { $0 != [other] }.count <= 2, "\(name) should hear \(other), heard \(blocks.map { $0.sorted() })")
         }
     }
@@ -253,9 +256,7 @@ struct JanusRoomCallTests {
         for (node, _, _) in nodes { await node.shutdown() }
         for name in Self.voices.keys {
             let others = Set(Self.voices.keys).subtracting([name])
-            let samples = try WAV.read(path: f.path("\(name)-out.wav")).samples
-            let end = samples.count - 9_600
-            let blocks = stride(from: max(0, end - 72_000), to: end - 4_799, by: 4_800).map { Self.voices(in: samples[$0..<($0 + 4_800)]) }
+            let blocks = try Self.lastBlocks(f, name)
             #expect(blocks.filter { $0 != others }.count <= 2, "\(name) should hear \(others.sorted()), heard \(blocks.map { $0.sorted() })")
         }
     }
@@ -334,9 +335,7 @@ struct JanusRoomCallTests {
         await a.shutdown()
         await b.shutdown()
         // b heard a's tone (the last second and a half of its subscription), and only a's.
-        let samples = try WAV.read(path: f.path("b-out.wav")).samples
-        let end = samples.count - 9_600
-        let blocks = stride(from: max(0, end - 72_000), to: end - 4_799, by: 4_800).map { Self.voices(in: samples[$0..<($0 + 4_800)]) }
+        let blocks = try Self.lastBlocks(f, "b")
         #expect(blocks.filter { $0 != ["a"] }.count <= 2, "b should hear a, heard \(blocks.map { $0.sorted() })")
     }
 
@@ -385,15 +384,11 @@ struct JanusRoomCallTests {
             let others = Set(Self.voices.keys).subtracting([name])
             if name != "c" {
                 // Judge a and b on the stretch before c left.
-                let samples = try WAV.read(path: f.path("\(name)-out.wav")).samples
-                let end = samples.count - 9_600 - skipped
-                let blocks = stride(from: max(0, end - 72_000), to: end - 4_799, by: 4_800).map { Self.voices(in: samples[$0..<($0 + 4_800)]) }
+                let blocks = try Self.lastBlocks(f, name, skipping: skipped)
                 #expect(blocks.filter { $0 != others }.count <= 2, "\(name) should hear \(others.sorted()), heard \(blocks.map { $0.sorted() })")
                 continue
             }
-            let samples = try WAV.read(path: f.path("\(name)-out.wav")).samples
-            let end = samples.count - 9_600
-            let blocks = stride(from: max(0, end - 72_000), to: end - 4_799, by: 4_800).map { Self.voices(in: samples[$0..<($0 + 4_800)]) }
+            let blocks = try Self.lastBlocks(f, name)
             #expect(blocks.filter { $0 != others }.count <= 2, "\(name) should hear \(others.sorted()), heard \(blocks.map { $0.sorted() })")
         }
     }

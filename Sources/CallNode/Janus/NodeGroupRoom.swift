@@ -18,12 +18,17 @@ extension CallNode {
     }
 
     /// Subscribes to each publisher the publishing call hears of and hangs up each feed whose
-    /// publisher leaves, until the publishing call ends; then ends every feed.
+    /// publisher leaves, until the publishing call ends; then ends every feed. A feed that fails
+    /// while its publisher is still in the room (its path could not be set up) is asked for
+    /// again, a second later, up to three times.
     private static func followGroup(_ publishing: UUID, address: JanusRoomAddress, pin: String?, events: AsyncStream<NodeEvent>,
                                     node weak: WeakNode) async {
         var feeds: [String: UUID] = [:]
+        var present: [String: RoomParticipant] = [:]
+        var tries: [String: Int] = [:]
         func subscribe(_ publisher: RoomParticipant) async {
             guard let node = weak.node, feeds[publisher.id] == nil else { return }
+            tries[publisher.id, default: 0] += 1
             var feed = address
             feed.plugin = .videoRoom(feed: publisher.id)
             do {
@@ -36,16 +41,26 @@ extension CallNode {
         for await event in events {
             switch event {
             case let .room(call, .joined(_, _, others)) where call == publishing:
-                for publisher in others { await subscribe(publisher) }
+                for publisher in others {
+                    present[publisher.id] = publisher
+                    await subscribe(publisher)
+                }
             case let .room(call, .participantJoined(publisher)) where call == publishing:
+                present[publisher.id] = publisher
                 await subscribe(publisher)
             case let .room(call, .participantLeft(publisher)) where call == publishing:
+                present[publisher.id] = nil
                 if let feed = feeds.removeValue(forKey: publisher.id) { try? await weak.node?.hangUp(feed) }
             case let .ended(call, _, _, _) where call == publishing:
                 for feed in feeds.values { try? await weak.node?.hangUp(feed) }
                 return
-            case let .ended(call, _, _, _):
-                if let publisher = feeds.first(where: { $0.value == call })?.key { feeds[publisher] = nil }
+            case let .ended(call, reason, detail, _):
+                guard let id = feeds.first(where: { $0.value == call })?.key else { continue }
+                feeds[id] = nil
+                guard reason == .failed, let publisher = present[id], tries[id, default: 0] < 3, let node = weak.node else { continue }
+                node.logger.notice("room \(address.room): the feed of \(publisher) failed (\(detail ?? "no reason")); asking for it again")
+                try? await node.configuration.clock.sleep(for: .seconds(1))
+                await subscribe(publisher)
             default:
                 continue
             }
