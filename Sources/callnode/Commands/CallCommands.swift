@@ -267,16 +267,19 @@ struct Call: AsyncParsableCommand {
             TARGET is a contact name, HOST:PORT, FINGERPRINT@HOST:PORT (the callee must present \
             that identity), a FINGERPRINT reached through --relay HOST:PORT, or a SIP address \
             (sip:USER@HOST[:PORT]; this node's SIP side is --sip HOST:PORT, or without it a port \
-            picked on the address that routes to the peer, as softphones do), or a Janus \
-            AudioBridge room (janus:http://HOST:8088/janus#ROOM: the node joins it and hears the \
-            room's mix; a room's PIN from CALLNODE_ROOM_PIN, never on the command line). Calling \
-            HOST:PORT alone shows the callee's identity without checking it.
+            picked on the address that routes to the peer, as softphones do), or a Janus room: \
+            janus:http://HOST:8088/janus#ROOM (an AudioBridge: the node joins it and hears the \
+            room's mix), janus:http://HOST:8088/janus#videoroom:ROOM (a VideoRoom: the node \
+            publishes and hears every other publisher's feed; #videoroom:ROOM/FEED hears one), \
+            over Janus's WebSocket (janus:ws://HOST:8188#ROOM) or Unix socket \
+            (janus:unix:/PATH#ROOM); a room's PIN from CALLNODE_ROOM_PIN, never on the command \
+            line. Calling HOST:PORT alone shows the callee's identity without checking it.
             Exit status 0 when the call connected and ended normally; 1 with one line saying why \
             otherwise (unreachable, rejected with its reason, ICE failure, device error).
             Keys on a terminal: \(callKeysHelp)
             """)
 
-    @Argument(help: ArgumentHelp("Contact name, HOST:PORT, FINGERPRINT@HOST:PORT, sip:USER@HOST[:PORT], or janus:http://HOST:PORT/janus#ROOM.",
+    @Argument(help: ArgumentHelp("Contact name, HOST:PORT, FINGERPRINT@HOST:PORT, sip:USER@HOST[:PORT], or janus:http://HOST:PORT/janus#[videoroom:]ROOM.",
                                  valueName: "TARGET"))
     var target: String
 
