@@ -69,6 +69,8 @@ public enum JanusRoomInput: Sendable, Equatable {
     /// The connection that carries requests and events (Janus's WebSocket) could not be made, or closed.
     case transportLost(String)
     case timerFired(JanusRoomTimer)
+    /// This side's microphone was muted or unmuted: the room shows it.
+    case microphoneMuted(Bool)
     /// The call is over: let go of what Janus holds for it.
     case callClosed
 }

@@ -58,6 +58,8 @@ public struct JanusRoomSession: Sendable {
     public internal(set) var me: String?
     /// Everyone else in the room, by id.
     public internal(set) var participants: [String: RoomParticipant] = [:]
+    /// Those the room last said are talking.
+    public internal(set) var talking: Set<String> = []
     /// The call's first offer, when it came before the handle (sent with the join).
     private var pendingOffer: String?
     /// Candidates the call trickled before its offer went out.
@@ -111,6 +113,10 @@ public struct JanusRoomSession: Sendable {
         case .timerFired(.keepAlive):
             guard let session else { return [] }
             return [request(.session(session), ["janus": "keepalive"], for: .keepAlive), .arm(.keepAlive, Self.keepAliveInterval)]
+        case let .microphoneMuted(muted):
+            // An AudioBridge marks the participant muted for the others (and mixes it no more).
+            guard phase == .joined, address.plugin == .audioBridge else { return [] }
+            return [message(["request": "configure", "muted": .bool(muted)], for: .configure)]
         case .callClosed:
             return leave()
         }
@@ -365,9 +371,7 @@ public struct JanusRoomSession: Sendable {
             }
             return arrived((data["participants"]?.array ?? []).compactMap(Self.participant))
         case "talking", "stopped-talking":
-            guard let id = data["id"]?.idText, id != me else { return [] }
-            let who = participants[id] ?? RoomParticipant(id: id)
-            return [.room(.talking(who, data["audiobridge"]?.string == "talking"))]
+            return talked(data["id"]?.idText, data["audiobridge"]?.string == "talking")
         case "destroyed":
             return fail("room \(address.room) was destroyed at Janus")
         case "left", "roomchanged", "success", nil:
@@ -382,6 +386,9 @@ public struct JanusRoomSession: Sendable {
         for participant in listed where participant.id != me {
             if let known = participants[participant.id] {
                 if known.muted != participant.muted { actions.append(.room(.participantMuted(participant, participant.muted))) }
+                // The room no longer hears one it muted: whoever was talking is not any more
+                // (the AudioBridge drops a muted participant's packets before it measures them).
+                if participant.muted, talking.remove(participant.id) != nil { actions.append(.room(.talking(participant, false))) }
             } else {
                 actions.append(.room(.participantJoined(participant)))
             }
@@ -390,7 +397,15 @@ public struct JanusRoomSession: Sendable {
         return actions
     }
 
+    /// Someone started or stopped talking (this side's own talk is not news).
+    mutating func talked(_ id: String?, _ now: Bool) -> [JanusRoomAction] {
+        guard let id, id != me else { return [] }
+        if now { talking.insert(id) } else { talking.remove(id) }
+        return [.room(.talking(participants[id] ?? RoomParticipant(id: id), now))]
+    }
+
     mutating func departed(_ id: String) -> [JanusRoomAction] {
+        talking.remove(id)
         guard let gone = participants.removeValue(forKey: id) else { return [] }
         return [.room(.participantLeft(gone))]
     }

@@ -23,9 +23,7 @@ extension JanusRoomSession {
             if data["started"] != nil { return [.note("Janus sends the feed")] }
             return arrived(publishers)
         case "talking", "stopped-talking":
-            guard let id = data["id"]?.idText, id != me else { return [] }
-            let who = participants[id] ?? RoomParticipant(id: id)
-            return [.room(.talking(who, data["videoroom"]?.string == "talking"))]
+            return talked(data["id"]?.idText, data["videoroom"]?.string == "talking")
         case "destroyed":
             return fail("room \(address.room) was destroyed at Janus")
         case "attached", "updated", "slow_link", "success", nil:

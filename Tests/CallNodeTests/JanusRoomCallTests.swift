@@ -394,8 +394,8 @@ struct JanusRoomCallTests {
     }
 
     /// Each packet carries its frame's audio level (RFC 6464), from which a room with
-    /// `audiolevel_event` tells who talks: b hears that a talks while a's tone plays, and that it
-    /// stopped once a is muted.
+    /// `audiolevel_event` tells who talks: b hears that a talks while a's tone plays; a muted is
+    /// shown muted to b by the room, and stops talking.
     @Test func aRoomTellsWhoTalksFromTheLevelsInTheNodesPackets() async throws {
         let f = try Fixture()
         let janus = try await Self.janus(f, rooms: [.init(id: 4600, talkingEvents: true)])
@@ -414,7 +414,13 @@ struct JanusRoomCallTests {
             return who
         }
         #expect(try await talking(true).name == "a")
+        let bMuted = b.events()
         try await a.setMuted(aCall, true)
+        // The room marks a muted for the others, and a stops talking.
+        guard case let .room(_, .participantMuted(who, on)) = try await TwoNodeTests.next(bMuted, within: .seconds(10), where: {
+            if case .room(_, .participantMuted) = $0 { true } else { false }
+        }) else { throw TestFailure("b never heard that a was muted") }
+        #expect(who.name == "a" && on)
         #expect(try await talking(false).name == "a")
         try await a.hangUp(aCall)
         try await b.hangUp(bCall)

@@ -452,4 +452,24 @@ import Testing
         #expect(request.selfContainedBody == expected)
         #expect(JanusRequest(scope: .server, body: ["janus": "create"], transaction: "c").selfContainedBody == ["janus": "create", "transaction": "c"])
     }
+
+    @Test func aMutedMicrophoneIsShownToTheRoomOnceJoined() throws {
+        var joining = try Self.joining()
+        #expect(joining.handle(.microphoneMuted(true)) == [])
+        var room = try Self.joined()
+        let configure = try #require(Self.sent(room.handle(.microphoneMuted(true))).first)
+        #expect(configure.body["body"] == ["request": "configure", "muted": true])
+        #expect(configure.scope == .handle(session: 11, handle: 22))
+        #expect(Self.sent(room.handle(.microphoneMuted(false))).first?.body["body"] == ["request": "configure", "muted": false])
+    }
+
+    @Test func someoneTheRoomMutesWhileTalkingStopsTalking() throws {
+        var room = try Self.joined()
+        #expect(room.handle(.events([Self.event(["audiobridge": "talking", "room": 1234, "id": 5])])) == [.room(.talking(Self.b, true))])
+        #expect(room.talking == ["5"])
+        let muted = RoomParticipant(id: "5", name: "b", muted: true)
+        let actions = room.handle(.events([Self.event(["audiobridge": "event", "participants": [["id": 5, "display": "b", "muted": true]]])]))
+        #expect(actions == [.room(.participantMuted(muted, true)), .room(.talking(muted, false))])
+        #expect(room.talking.isEmpty)
+    }
 }

@@ -99,6 +99,10 @@ actor JanusDialect: CallDialect {
         handle(.call(signal))
     }
 
+    func microphoneMuted(_ muted: Bool) {
+        handle(.microphoneMuted(muted))
+    }
+
     /// Leaves the room: the leave and the session's end go out now, not through the queue, whose
     /// task ends with the call.
     func close() async {

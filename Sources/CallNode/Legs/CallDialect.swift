@@ -38,6 +38,9 @@ public protocol CallDialect: AnyObject, Sendable {
     /// replace it there (SIP: its dialog, which the REFER's Replaces names); nil where the wire
     /// has no such name.
     var replaceableDialog: ReplaceableDialog? { get async }
+    /// This side's microphone was muted or unmuted (its media sends silence either way): a wire
+    /// that shows it to others says so (a Janus room marks the participant muted).
+    func microphoneMuted(_ muted: Bool) async
 }
 
 /// A call's dialog as an attended transfer names it to the peer's side (SIP: the call's
@@ -54,6 +57,8 @@ extension CallDialect {
     }
 
     public var replaceableDialog: ReplaceableDialog? { get async { nil } }
+
+    public func microphoneMuted(_ muted: Bool) async {}
 
     public func reconnect() async {}
     public func dropConnection() async {}

@@ -399,6 +399,7 @@ actor CallLeg {
                 timers.cancel(timer)
             case let .setMicrophone(muted):
                 do { try await media?.setMuted(muted) } catch { failure = failure ?? error }
+                await dialect.microphoneMuted(muted)
             case let .sendDTMF(digits):
                 do {
                     guard let media else { throw LegRefusal(description: "the call has no media") }
