@@ -115,9 +115,13 @@ public struct JanusHTTP: Sendable {
                 head.headers.add(name: "Content-Type", value: "application/json")
                 head.headers.add(name: "Content-Length", value: String(body.count))
             }
-            try await outbound.write(.head(head))
-            if let body { try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
-            try await outbound.write(.end(nil))
+            // One write: Janus may answer and close as soon as the body is in, and a later write
+            // on the closed channel would fail a request Janus has done.
+            var parts: [HTTPClientRequestPart] = [.head(head)]
+            if let body { parts.append(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
+            parts.append(.end(nil))
+            var unsent: (any Error)?
+            do { try await outbound.write(contentsOf: parts) } catch { unsent = error }
             var status = HTTPResponseStatus.ok
             var bytes: [UInt8] = []
             for try await part in inbound {
@@ -129,7 +133,7 @@ public struct JanusHTTP: Sendable {
                 case .end: return (status, bytes)
                 }
             }
-            throw JanusHTTPError("Janus closed the connection before its reply ended")
+            throw unsent ?? JanusHTTPError("Janus closed the connection before its reply ended")
         }
     }
 

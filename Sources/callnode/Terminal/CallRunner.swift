@@ -575,22 +575,9 @@ final class CallRunner {
             case .joined, .connectionLost, .connectionRestored: break
             }
         case let .conferenceRoom(address, status):
-            switch status {
-            case .joining: break
-            case .joined: line("conference room: in \(address)")
-            case let .lost(reason, retryIn):
-                line("conference room: lost (\(Self.hinted(reason))); joining again in \(String(format: "%.0f", EventJSON.seconds(retryIn))) s")
-            case .left: line("conference room: left \(address)")
-            }
+            if let text = Self.describe(address, status) { line(text) }
         case let .room(_, event):
-            switch event {
-            case let .joined(room, _, others):
-                line("in room \(room)" + (others.isEmpty ? ", alone so far" : " with \(others.map(\.description).joined(separator: ", "))"))
-            case let .participantJoined(who): line("room: \(who) joined")
-            case let .participantLeft(who): line("room: \(who) left")
-            case let .talking(who, on): line("room: \(who) \(on ? "talks" : "stopped talking")")
-            case let .participantMuted(who, on): line("room: \(who) \(on ? "muted" : "unmuted")")
-            }
+            line(Self.describe(event))
         }
     }
 

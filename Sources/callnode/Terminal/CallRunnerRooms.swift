@@ -1,0 +1,28 @@
+import CallNode
+import NodeControl
+
+/// How the terminal tells what happens in a Janus room: who is in it, joins, leaves, talks and
+/// is muted, and how a conference kept in a room fares.
+extension CallRunner {
+    static func describe(_ event: RoomEvent) -> String {
+        switch event {
+        case let .joined(room, _, others):
+            "in room \(room)" + (others.isEmpty ? ", alone so far" : " with \(others.map(\.description).joined(separator: ", "))")
+        case let .participantJoined(who): "room: \(who) joined"
+        case let .participantLeft(who): "room: \(who) left"
+        case let .talking(who, on): "room: \(who) \(on ? "talks" : "stopped talking")"
+        case let .participantMuted(who, on): "room: \(who) \(on ? "muted" : "unmuted")"
+        }
+    }
+
+    /// Nil for what is not worth a line (the room call being placed).
+    static func describe(_ room: JanusRoomAddress, _ status: ConferenceRoomStatus) -> String? {
+        switch status {
+        case .joining: nil
+        case .joined: "conference room: in \(room)"
+        case let .lost(reason, retryIn):
+            "conference room: lost (\(hinted(reason))); joining again in \(Int(EventJSON.seconds(retryIn).rounded())) s"
+        case .left: "conference room: left \(room)"
+        }
+    }
+}
