@@ -14,7 +14,13 @@ public struct RoomParticipant: Sendable, Hashable, CustomStringConvertible {
         self.muted = muted
     }
 
-    public var description: String { name.map { "\($0) (\(id))" } ?? id }
+    /// The name and the id; a member of an encrypted group by its name alone (its display also
+    /// names its identity and node, which the group's security code stands for).
+    public var description: String {
+        guard let name else { return id }
+        let shown = name.firstRange(of: " · callnode ").map { String(name[..<$0.lowerBound]) } ?? name
+        return "\(shown) (\(id))"
+    }
 }
 
 /// What happens in the room a call joined, told as the call's events: who is there, who
@@ -30,4 +36,9 @@ public enum RoomEvent: Sendable, Hashable {
     case talking(RoomParticipant, Bool)
     /// Someone was muted or unmuted in the room.
     case participantMuted(RoomParticipant, Bool)
+    /// An end-to-end encrypted group's members changed: the code every member sees (from all
+    /// their identities, this side's too), and how many they are with this side.
+    case groupSecured(securityCode: String, members: Int)
+    /// A member's frames cannot be opened (`missing`: why, heard as silence), or can again (nil).
+    case senderKey(RoomParticipant, missing: String?)
 }

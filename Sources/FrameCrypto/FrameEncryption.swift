@@ -93,20 +93,41 @@ public struct FrameKeyAgreement: Sendable {
 }
 
 /// Seals frames with the outbound key (counting them) and opens frames with the inbound one.
+///
+/// A group's sender keys change while frames flow (a member left): ``rekey(outbound:inbound:)``
+/// replaces a key; the inbound key before the last change still opens what the peer sealed
+/// before it switched, so a change made in flight drops no frame.
 package struct FrameCipher {
     package static let tagLength = 16
     package static let overhead = tagLength + 4
-    package let keys: FrameKeys
+    package private(set) var keys: FrameKeys
     private var counter: UInt32 = 0
     /// One OpenSSL AES-256-GCM context per direction, keyed once: a frame only sets its nonce
     /// (swift-crypto's one-shot API builds a context, a nonce, a box and a few arrays per call).
-    private let sealing: GCMContext
-    private let opening: GCMContext
+    private var sealing: GCMContext
+    private var opening: GCMContext
+    /// The inbound key before the last change, tried when a frame does not open with the new one.
+    private var previousOpening: GCMContext?
 
     package init(keys: FrameKeys) {
         self.keys = keys
         sealing = GCMContext(key: keys.outbound.key, encrypting: true)
         opening = GCMContext(key: keys.inbound.key, encrypting: false)
+    }
+
+    /// Replaces the outbound key (its frames are counted from 0 again: a new key, new nonces)
+    /// or the inbound one (nil leaves a key; the same key again changes nothing).
+    package mutating func rekey(outbound: FrameEncryptionKey?, inbound: FrameEncryptionKey?) {
+        if let outbound, outbound != keys.outbound {
+            keys.outbound = outbound
+            sealing = GCMContext(key: outbound.key, encrypting: true)
+            counter = 0
+        }
+        if let inbound, inbound != keys.inbound {
+            keys.inbound = inbound
+            previousOpening = opening
+            opening = GCMContext(key: inbound.key, encrypting: false)
+        }
     }
 
     package mutating func seal(_ frame: [UInt8]) throws -> [UInt8] { try seal(frame[...]) }
@@ -132,14 +153,14 @@ package struct FrameCipher {
     /// Opens a frame where it lies (in a received packet): one array, the frame.
     package func open(_ sealed: ArraySlice<UInt8>) -> [UInt8]? {
         guard sealed.count > Self.overhead else { return nil }
-        return sealed.withUnsafeBufferPointer { opening.open($0) }
+        return sealed.withUnsafeBufferPointer { opening.open($0) ?? previousOpening?.open($0) }
     }
 
     /// Opens a frame where it lies into `frame` (a buffer kept for reuse); false, `frame`
     /// unspecified, when it does not open.
     package func open(_ sealed: ArraySlice<UInt8>, into frame: inout [UInt8]) -> Bool {
         guard sealed.count > Self.overhead else { return false }
-        return sealed.withUnsafeBufferPointer { opening.open($0, into: &frame) }
+        return sealed.withUnsafeBufferPointer { opening.open($0, into: &frame) || previousOpening?.open($0, into: &frame) == true }
     }
 }
 

@@ -1,7 +1,8 @@
 /// Where a Janus room is: the server's API and the room's id, written
 /// `janus:http://HOST[:PORT][/PATH]#ROOM` (its HTTP API: port 8088 and path `/janus` by default,
 /// Janus's own), `janus:ws://HOST[:PORT][/PATH]#ROOM` (its WebSocket API, port 8188) or
-/// `janus:unix:/PATH#ROOM` (its Unix-socket API on this host).
+/// `janus:unix:/PATH#ROOM` (its Unix-socket API on this host); `#videoroom:ROOM` names a
+/// VideoRoom, `#e2ee:ROOM` one whose members encrypt their frames end to end.
 /// A room's PIN never rides in the address (addresses reach argv, logs and Recents): it is
 /// given beside it.
 public struct JanusRoomAddress: Sendable, Hashable, CustomStringConvertible {
@@ -26,6 +27,10 @@ public struct JanusRoomAddress: Sendable, Hashable, CustomStringConvertible {
 
     public var transport: Transport
     public var plugin: Plugin = .audioBridge
+    /// A VideoRoom group whose frames are encrypted end to end (`#e2ee:ROOM`, a room made
+    /// with `require_e2ee`): Janus forwards what it cannot open, the members' keys go from
+    /// node to node.
+    public var endToEnd = false
     public var host: String
     public var port: Int
     /// The API's base path (`/janus`).
@@ -58,15 +63,17 @@ public struct JanusRoomAddress: Sendable, Hashable, CustomStringConvertible {
 
     private static func parse(_ text: String) -> Result<JanusRoomAddress, Problem> {
         guard let hash = text.lastIndex(of: "#") else { return parseRoom(text) }
-        // `#videoroom:ROOM[/FEED]`: the VideoRoom, published to or one feed subscribed to.
+        // `#videoroom:ROOM[/FEED]`: the VideoRoom, published to or one feed subscribed to;
+        // `#e2ee:ROOM[/FEED]`: the same with frames encrypted end to end.
         let fragment = text[text.index(after: hash)...]
-        guard fragment.lowercased().hasPrefix("videoroom:") else { return parseRoom(text) }
-        let parts = fragment.dropFirst("videoroom:".count).split(separator: "/", omittingEmptySubsequences: false)
+        guard let prefix = ["videoroom:", "e2ee:"].first(where: { fragment.lowercased().hasPrefix($0) }) else { return parseRoom(text) }
+        let parts = fragment.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false)
         guard parts.count <= 2, let room = parts.first, isRoomID(String(room)) else {
-            return .failure(Problem(text: "a VideoRoom is #videoroom:ROOM (to publish) or #videoroom:ROOM/FEED (to hear one publisher)"))
+            return .failure(Problem(text: "a VideoRoom is #\(prefix)ROOM (to publish) or #\(prefix)ROOM/FEED (to hear one publisher)"))
         }
         var parsed = parseRoom(String(text[..<hash]) + "#" + String(room))
         if case var .success(address) = parsed {
+            address.endToEnd = prefix == "e2ee:"
             if parts.count == 2 {
                 guard isRoomID(String(parts[1])) else { return .failure(Problem(text: "'\(parts[1])' is not a feed id")) }
                 address.plugin = .videoRoom(feed: String(parts[1]))
@@ -156,7 +163,7 @@ public struct JanusRoomAddress: Sendable, Hashable, CustomStringConvertible {
     private var fragment: String {
         switch plugin {
         case .audioBridge: room
-        case let .videoRoom(feed): "videoroom:\(room)" + (feed.map { "/\($0)" } ?? "")
+        case let .videoRoom(feed): (endToEnd ? "e2ee:" : "videoroom:") + room + (feed.map { "/\($0)" } ?? "")
         }
     }
 

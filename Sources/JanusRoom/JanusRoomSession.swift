@@ -436,6 +436,9 @@ public struct JanusRoomSession: Sendable {
     private mutating func message(_ body: JanusJSON, jsep: JanusJSON? = nil, for purpose: Purpose) -> JanusRoomAction {
         guard let session, let handle else { return .note("no handle to send a message on") }
         let request: JanusJSON = ["janus": "message", "body": body]
+        // A group encrypting its frames end to end says so with each offer and answer (a
+        // `require_e2ee` room refuses a publisher that does not).
+        let jsep = address.endToEnd ? jsep?.setting("e2ee", .bool(true)) : jsep
         return self.request(.handle(session: session, handle: handle), request.setting("jsep", jsep), for: purpose)
     }
 

@@ -102,4 +102,12 @@ extension MediaActor {
     func recycle(_ frame: [UInt8]) {
         if spareFrames.count < 4 { spareFrames.append(frame) }
     }
+
+    /// Replaces a frame key while the call runs (a group's sender key changed): nil leaves
+    /// one. Frames sealed before the peer switched still open.
+    /// - Throws: ``MediaError/crypto(_:)`` when the call does not encrypt frames.
+    public func setFrameKeys(outbound: FrameEncryptionKey?, inbound: FrameEncryptionKey?) throws(MediaError) {
+        guard frameCipher != nil else { throw .crypto("this call does not encrypt frames end to end") }
+        frameCipher?.rekey(outbound: outbound, inbound: inbound)
+    }
 }

@@ -118,6 +118,8 @@ public protocol MediaPath: AnyObject, Sendable {
     func setTap(_ sink: (any AudioSink)?, mixingSent: Bool) async throws(MediaError)
     /// The current statistics.
     var statistics: MediaStatistics { get async }
+    /// Replaces a frame key while the call runs (nil leaves one).
+    func setFrameKeys(outbound: FrameEncryptionKey?, inbound: FrameEncryptionKey?) async throws(MediaError)
 }
 
 extension MediaActor: MediaPath {}

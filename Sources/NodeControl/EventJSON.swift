@@ -112,7 +112,9 @@ public enum EventJSON {
     }
 
     /// A room event: `room-joined` (this side's id and the others), `participant-joined`,
-    /// `participant-left`, `talking` and `participant-muted` (who, with `on`).
+    /// `participant-left`, `talking` and `participant-muted` (who, with `on`), `group-secured`
+    /// (an end-to-end encrypted group's security code and size) and `sender-key` (a member
+    /// heard as silence for want of its key, with the reason, or heard again: `missing` null).
     static func room(_ uuid: UUID, _ event: RoomEvent) -> [String: Any] {
         func who(_ participant: RoomParticipant) -> [String: Any] {
             ["id": participant.id, "name": participant.name ?? NSNull(), "muted": participant.muted]
@@ -124,6 +126,9 @@ public enum EventJSON {
         case let .participantLeft(participant): ["event": "participant-left", "call": call, "participant": who(participant)]
         case let .talking(participant, on): ["event": "talking", "call": call, "participant": who(participant), "on": on]
         case let .participantMuted(participant, on): ["event": "participant-muted", "call": call, "participant": who(participant), "on": on]
+        case let .groupSecured(code, members): ["event": "group-secured", "call": call, "securityCode": code, "members": members]
+        case let .senderKey(participant, missing):
+            ["event": "sender-key", "call": call, "participant": who(participant), "missing": missing ?? NSNull()]
         }
     }
 

@@ -6,7 +6,18 @@ public enum SecurityCode {
     /// 12 digits in groups of three (`041 772 590 318`), the same whichever side computes it.
     public static func between(_ a: [UInt8], _ b: [UInt8]) -> String {
         let (first, second) = a.lexicographicallyPrecedes(b) ? (a, b) : (b, a)
-        let digest = Array(SHA256.hash(data: Array("callnode security code v1".utf8) + first + second))
+        return digits(Array(SHA256.hash(data: Array("callnode security code v1".utf8) + first + second)))
+    }
+
+    /// The code every member of a group sees, from all their identities (in any order): one
+    /// member more or less, or another identity in its place, and the digits differ.
+    public static func group(_ members: some Sequence<Fingerprint>) -> String {
+        let sorted = Set(members).sorted()
+        return digits(Array(SHA256.hash(data: Array("callnode group security code v1".utf8) + sorted.flatMap(\.bytes))))
+    }
+
+    /// 12 digits in groups of three from a digest.
+    private static func digits(_ digest: [UInt8]) -> String {
         let number = digest.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } % 1_000_000_000_000
         let digits = String(number).leftPadded(to: 12)
         return stride(from: 0, to: 12, by: 3).map { start in

@@ -36,6 +36,25 @@ public struct ResumeRequest: Sendable, Equatable, Codable {
     }
 }
 
+/// A member's sender key for an end-to-end encrypted group (a room on a media server that
+/// forwards frames it cannot open): sent by the member to each other member's node, inside the
+/// mutually authenticated TLS connection pinned to that member's identity, so the server
+/// carrying the room never sees it. The sender is the connection's peer.
+public struct GroupKeyGrant: Sendable, Equatable, Codable {
+    /// The room, as the members name it (the room's address).
+    public var room: String
+    /// Counts the sender's keys: a newer one replaces an older (one made when a member left).
+    public var epoch: Int
+    /// The key (32 bytes, base64).
+    public var key: String
+
+    public init(room: String, epoch: Int, key: String) {
+        self.room = room
+        self.epoch = epoch
+        self.key = key
+    }
+}
+
 /// One signaling message (the call protocol: invitation, offer, answer, extra info, end,
 /// reject), plus hold, errors and keep-alives.
 public enum SignalMessage: Sendable, Equatable {
@@ -70,6 +89,10 @@ public enum SignalMessage: Sendable, Equatable {
     case resumed(received: Int)
     /// The callee will not resume the call here, and says why.
     case resumeRefused(String)
+    /// A group member's sender key (a connection of its own, no call).
+    case groupKey(GroupKeyGrant)
+    /// The receiver holds the sender key of this epoch (or says why not: `refused`).
+    case groupKeyTaken(epoch: Int, refused: String?)
 
     /// The wire name of the message type.
     public var type: String {
@@ -87,6 +110,8 @@ public enum SignalMessage: Sendable, Equatable {
         case .resume: "resume"
         case .resumed: "resumed"
         case .resumeRefused: "resume-refused"
+        case .groupKey: "group-key"
+        case .groupKeyTaken: "group-key-taken"
         }
     }
 
@@ -94,7 +119,7 @@ public enum SignalMessage: Sendable, Equatable {
     /// keep-alives and the resumption handshake are never numbered or sent again.
     public var isConnectionLevel: Bool {
         switch self {
-        case .keepAlive, .resume, .resumed, .resumeRefused: true
+        case .keepAlive, .resume, .resumed, .resumeRefused, .groupKey, .groupKeyTaken: true
         default: false
         }
     }
@@ -129,7 +154,7 @@ public struct SignalEnvelope: Sendable, Equatable, Codable {
     }
 
     private enum Key: String, CodingKey {
-        case v, type, call, seq, ack, invitation, sdp, candidates, end, path, hold, reason, message, token, received
+        case v, type, call, seq, ack, invitation, sdp, candidates, end, path, hold, reason, message, token, received, grant, epoch
     }
 
     public init(from decoder: any Decoder) throws {
@@ -165,6 +190,9 @@ public struct SignalEnvelope: Sendable, Equatable, Codable {
             guard received >= 0 else { throw DecodingError.dataCorruptedError(forKey: .received, in: c, debugDescription: "a negative sequence number") }
             message = .resumed(received: received)
         case "resume-refused": message = .resumeRefused(try c.decode(String.self, forKey: .reason))
+        case "group-key": message = .groupKey(try c.decode(GroupKeyGrant.self, forKey: .grant))
+        case "group-key-taken":
+            message = .groupKeyTaken(epoch: try c.decode(Int.self, forKey: .epoch), refused: try c.decodeIfPresent(String.self, forKey: .reason))
         default:
             throw DecodingError.dataCorruptedError(forKey: .type, in: c, debugDescription: "unknown message type '\(type)'")
         }
@@ -197,6 +225,10 @@ public struct SignalEnvelope: Sendable, Equatable, Codable {
             try c.encode(request.received, forKey: .received)
         case let .resumed(received): try c.encode(received, forKey: .received)
         case let .resumeRefused(reason): try c.encode(reason, forKey: .reason)
+        case let .groupKey(grant): try c.encode(grant, forKey: .grant)
+        case let .groupKeyTaken(epoch, refused):
+            try c.encode(epoch, forKey: .epoch)
+            try c.encodeIfPresent(refused, forKey: .reason)
         }
     }
 

@@ -62,3 +62,28 @@ import Testing
         #expect(empty.count == FrameCipher.overhead)
     }
 }
+
+/// A group's keys change while frames flow: a new inbound key opens the sender's new frames
+/// and, for the frames still in flight, the one before it; a third key leaves the first behind.
+@Suite struct FrameCipherRekeyTests {
+    @Test func aNewInboundKeyStillOpensFramesSealedWithTheOneBeforeIt() throws {
+        let first = FrameEncryptionKey.random(), second = FrameEncryptionKey.random(), third = FrameEncryptionKey.random()
+        var sender = FrameCipher(keys: FrameKeys(shared: first))
+        var receiver = FrameCipher(keys: FrameKeys(outbound: .random(), inbound: first))
+        let early = try sender.seal([1, 2, 3])
+        sender.rekey(outbound: second, inbound: nil)
+        let late = try sender.seal([4, 5, 6])
+        // The sender counts the new key's frames from 0: a new key, new nonces.
+        #expect(late.suffix(4) == [0, 0, 0, 0])
+        #expect(receiver.open(late) == nil)
+        receiver.rekey(outbound: nil, inbound: second)
+        #expect(receiver.open(late) == [4, 5, 6])
+        #expect(receiver.open(early) == [1, 2, 3])
+        receiver.rekey(outbound: nil, inbound: third)
+        #expect(receiver.open(early) == nil, "a key two changes back still opened a frame")
+        #expect(receiver.open(late) == [4, 5, 6])
+        // The same key again changes nothing (the one before it stays the fallback).
+        receiver.rekey(outbound: nil, inbound: third)
+        #expect(receiver.open(late) == [4, 5, 6])
+    }
+}

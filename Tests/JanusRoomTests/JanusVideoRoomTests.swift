@@ -39,6 +39,33 @@ import Testing
         #expect(JanusRoomAddress.problem("janus:http://h#videoroom:5000/bad feed")?.contains("feed") == true)
     }
 
+    /// `#e2ee:ROOM` is a VideoRoom whose frames are encrypted end to end: the publisher's offer
+    /// and a feed's answer say `"e2ee": true` (a `require_e2ee` room refuses one that does not).
+    @Test func anEncryptedGroupSaysSoWithEachOfferAndAnswer() throws {
+        let group = try #require(JanusRoomAddress("janus:http://h:8088/janus#e2ee:5200"))
+        #expect(group.plugin == .videoRoom(feed: nil) && group.endToEnd && group.room == "5200")
+        let feed = try #require(JanusRoomAddress("janus:unix:/run/janus.sock#e2ee:5200/17"))
+        #expect(feed.plugin == .videoRoom(feed: "17") && feed.endToEnd)
+        for address in [group, feed] { #expect(JanusRoomAddress(address.description) == address, "\(address)") }
+        #expect(JanusRoomAddress("janus:http://h#videoroom:5200")?.endToEnd == false)
+        #expect(JanusRoomAddress.problem("janus:http://h#e2ee:")?.contains("#e2ee:ROOM") == true)
+
+        var publisher = try Self.session("e2ee:5200")
+        _ = try Self.attached(&publisher)
+        let join = try #require(Self.sent(publisher.handle(.call(.offer(sdp: "v=0 offer")))).first)
+        #expect(join.body["jsep"] == ["type": "offer", "sdp": "v=0 offer", "e2ee": true])
+        var subscriber = try Self.session("e2ee:5200/3")
+        _ = subscriber.handle(.call(.invite(CallInvitation())))
+        _ = try Self.attached(&subscriber)
+        _ = subscriber.handle(.events([Self.event(["videoroom": "attached", "room": 5200], jsep: ["type": "offer", "sdp": "v=0 feed", "e2ee": true])]))
+        let start = try #require(Self.sent(subscriber.handle(.call(.answer(sdp: "v=0 mine")))).first)
+        #expect(start.body["jsep"] == ["type": "answer", "sdp": "v=0 mine", "e2ee": true])
+        // A plain VideoRoom's offer says nothing of it.
+        var plain = try Self.session("videoroom:5200")
+        _ = try Self.attached(&plain)
+        #expect(try #require(Self.sent(plain.handle(.call(.offer(sdp: "v=0")))).first).body["jsep"]?["e2ee"] == nil)
+    }
+
     @Test func aPublisherJoinsWithItsOfferAndHearsOfTheOtherPublishers() throws {
         var room = try Self.session("videoroom:5000")
         #expect(room.subscribedFeed == nil)

@@ -68,4 +68,18 @@ import Testing
             #expect(throws: SignalingError.self) { try SignalEnvelope.decode(Array(bad.utf8)) }
         }
     }
+
+    /// A group member's key and its receipt: connection-level messages (never numbered or sent
+    /// again), and a grant without its key is malformed.
+    @Test func aGroupKeyAndItsReceiptRoundTripOutsideAnyCall() throws {
+        let grant = GroupKeyGrant(room: "5200", epoch: 2, key: "AAEC")
+        for envelope in [SignalEnvelope(call: nil, .groupKey(grant)), SignalEnvelope(call: nil, .groupKeyTaken(epoch: 2, refused: nil)),
+                         SignalEnvelope(call: nil, .groupKeyTaken(epoch: 2, refused: "no such group"))] {
+            #expect(try SignalEnvelope.decode(envelope.encoded()) == envelope)
+            #expect(envelope.message.isConnectionLevel)
+        }
+        for bad in [#"{"v":1,"type":"group-key","grant":{"room":"5200","epoch":1}}"#, #"{"v":1,"type":"group-key-taken"}"#] {
+            #expect(throws: SignalingError.self) { try SignalEnvelope.decode(Array(bad.utf8)) }
+        }
+    }
 }

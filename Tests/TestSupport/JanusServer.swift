@@ -41,6 +41,11 @@ public final class JanusServer: Sendable {
     public let rooms: [Room]
     /// VideoRoom rooms (audio only, Opus), by id.
     public let videoRooms: [Int]
+    /// VideoRoom rooms that require end-to-end encrypted media (`require_e2ee`) and record what
+    /// they forward (`record`) into ``recordingDirectory``, by id.
+    public let encryptedRooms: [Int]
+    /// Where the encrypted rooms' recordings go (`videoroom-ROOM-user-ID-…-audio-0.mjr`).
+    public var recordingDirectory: String { directory + "/recordings" }
     /// The one address Janus gathers ICE candidates on (it never gathers on loopback): the
     /// nodes of a test use it too.
     public let mediaAddress: String
@@ -60,15 +65,16 @@ public final class JanusServer: Sendable {
     private let process = Locked<ChildProcess?>(nil)
 
     /// Writes the configuration into `directory` (created if missing); ``start()`` runs it.
-    public init(directory: String, port: Int, rooms: [Room], videoRooms: [Int] = []) throws {
+    public init(directory: String, port: Int, rooms: [Room], videoRooms: [Int] = [], encryptedRooms: [Int] = []) throws {
         guard let mediaAddress = Self.hostAddress() else { throw TestFailure("this host has no IPv4 address but loopback's: Janus gathers no candidate on loopback") }
         self.directory = directory
         self.port = port
         webSocketPort = FreePort.udpAndTCP()
         self.rooms = rooms
         self.videoRooms = videoRooms
+        self.encryptedRooms = encryptedRooms
         self.mediaAddress = mediaAddress
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: directory + "/recordings", withIntermediateDirectories: true)
         let library = "/usr/lib/x86_64-linux-gnu/janus"
         let unwanted = ["duktape", "echotest", "lua", "nosip", "recordplay", "sip", "streaming", "textroom", "videocall", "voicemail"]
         let files: [String: String] = [
@@ -122,9 +128,12 @@ public final class JanusServer: Sendable {
                 if room.talkingEvents { lines.append("    audiolevel_event = true") }
                 return (lines + ["}"]).joined(separator: "\n")
             }.joined(separator: "\n") + "\n",
-            "janus.plugin.videoroom.jcfg": "general: {\n}\n" + videoRooms.map { id in
+            "janus.plugin.videoroom.jcfg": "general: {\n}\n" + (videoRooms.map { id in
                 "room-\(id): {\n    description = \"room \(id)\"\n    publishers = 6\n    audiocodec = \"opus\"\n}"
-            }.joined(separator: "\n") + "\n",
+            } + encryptedRooms.map { id in
+                "room-\(id): {\n    description = \"room \(id)\"\n    publishers = 6\n    audiocodec = \"opus\"\n    require_e2ee = true\n"
+                    + "    record = true\n    rec_dir = \"\(directory)/recordings\"\n}"
+            }).joined(separator: "\n") + "\n",
             "janus.transport.pfunix.jcfg": """
             general: {
                 enabled = true

@@ -4,6 +4,7 @@ import Foundation
 import Janus
 import JanusRoom
 import Logging
+import Media
 
 /// A Janus AudioBridge room as a dialect of the call core: the call joins the room with its
 /// offer and hears the room's mix. What is said to Janus is decided by the call's
@@ -35,10 +36,13 @@ actor JanusDialect: CallDialect {
     private let socketSink: AsyncStream<JanusJSON>.Continuation
     private var awaitingReply: Set<String> = []
 
-    init(address: JanusRoomAddress, display: String?, pin: String?, clock: TimerClock, logger: Logger) {
+    /// - Parameter frameKeys: an end-to-end encrypted group's keys for this call (its publishing
+    ///   call's sender key, a feed's publisher's), nil for a room that opens what it carries.
+    init(address: JanusRoomAddress, display: String?, pin: String?, frameKeys: FrameKeys? = nil, clock: TimerClock, logger: Logger) {
         state = JanusRoomSession(address: address, display: display, pin: pin, seed: UInt64.random(in: .min ... .max))
         let feed = state.subscribedFeed != nil
-        traits = DialectTraits(peer: .room, resumable: false, firstOffer: feed ? .byCallee : .byCaller, receivesOnly: feed)
+        traits = DialectTraits(peer: .room, resumable: false, firstOffer: feed ? .byCallee : .byCaller, receivesOnly: feed,
+                               frameKeys: frameKeys)
         http = JanusHTTP(address)
         self.clock = clock
         self.logger = logger

@@ -31,8 +31,12 @@ extension CallNode {
             tries[publisher.id, default: 0] += 1
             var feed = address
             feed.plugin = .videoRoom(feed: publisher.id)
+            // An encrypted group's feed opens with its publisher's key (once it sent it).
+            let keys = await node.groupArrived(publishing, publisher)
             do {
-                feeds[publisher.id] = try await node.call(.janus(feed, pin: pin), title: publisher.name.map { "feed of \($0)" })
+                let call = try await node.joinRoom(feed, pin: pin, title: publisher.name.map { "feed of \(GroupMember.name(in: $0))" }, frameKeys: keys)
+                feeds[publisher.id] = call
+                await node.groupFeedPlaced(publishing, participant: publisher.id, feed: call)
             } catch {
                 let hint = if case .request(.maximumCallsReached) = error { " (each feed is a call: raise the maximum of calls, --max-calls)" } else { "" }
                 node.logger.notice("room \(address.room): cannot hear \(publisher): \(error)\(hint)")
@@ -50,13 +54,16 @@ extension CallNode {
                 await subscribe(publisher)
             case let .room(call, .participantLeft(publisher)) where call == publishing:
                 present[publisher.id] = nil
+                await weak.node?.groupDeparted(publishing, participant: publisher.id)
                 if let feed = feeds.removeValue(forKey: publisher.id) { try? await weak.node?.hangUp(feed) }
             case let .ended(call, _, _, _) where call == publishing:
+                await weak.node?.groupEnded(publishing)
                 for feed in feeds.values { try? await weak.node?.hangUp(feed) }
                 return
             case let .ended(call, reason, detail, _):
                 guard let id = feeds.first(where: { $0.value == call })?.key else { continue }
                 feeds[id] = nil
+                await weak.node?.groupFeedEnded(publishing, participant: id)
                 guard reason == .failed, let publisher = present[id], tries[id, default: 0] < 3, let node = weak.node else { continue }
                 node.logger.notice("room \(address.room): the feed of \(publisher) failed (\(detail ?? "no reason")); asking for it again")
                 try? await node.configuration.clock.sleep(for: .seconds(1))

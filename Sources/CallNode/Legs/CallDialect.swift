@@ -103,9 +103,15 @@ public struct DialectTraits: Sendable, Equatable {
     /// The peer only ever sends (a room's feed): its `sendonly` is what it is, not a hold, and
     /// is not reported as one.
     public var receivesOnly: Bool
+    /// Frame keys the dialect brings instead of agreeing them with the peer: an end-to-end
+    /// encrypted group's (this member's sender key out, a feed's publisher's in), which the
+    /// group changes while the call runs (``CallNode/setFrameKeys(_:outbound:inbound:)``).
+    public var frameKeys: FrameKeys?
 
     public init(peer: Peer, resumable: Bool, firstOffer: FirstOffer = .byCallee, offersICE: Bool = true, mediaAddress: String? = nil,
-                mediaEncryption: MediaEncryption = .required, codecs: [AudioEncoding] = [.opus], receivesOnly: Bool = false) {
+                mediaEncryption: MediaEncryption = .required, codecs: [AudioEncoding] = [.opus], receivesOnly: Bool = false,
+                frameKeys: FrameKeys? = nil) {
+        self.frameKeys = frameKeys
         self.codecs = codecs
         self.receivesOnly = receivesOnly
         self.peer = peer

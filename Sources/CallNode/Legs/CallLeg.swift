@@ -147,7 +147,8 @@ actor CallLeg {
         negotiation = CallNegotiation(configuration: services.configuration, peerKind: dialect.traits.peer,
                                       mediaEncryption: dialect.traits.mediaEncryption, codecs: dialect.traits.codecs)
         frames = FrameKeyExchange(policy: services.configuration.frameEncryption, adjustment: services.configuration.frameKeyAdjustment,
-                                  peerKind: dialect.traits.peer, call: uuid, outgoing: outgoing, own: services.identity.fingerprint)
+                                  peerKind: dialect.traits.peer, call: uuid, outgoing: outgoing, own: services.identity.fingerprint,
+                                  given: dialect.traits.frameKeys)
     }
 
     /// The call's frame keys, once agreed.
@@ -267,6 +268,9 @@ actor CallLeg {
             }
         case let .statistics(reply):
             reply(await media?.statistics)
+        case let .frameKeys(outbound, inbound):
+            frames.rekey(outbound: outbound, inbound: inbound)
+            try? await media?.setFrameKeys(outbound: outbound, inbound: inbound)
         case let .appAudio(source, volume, reply):
             guard let media, mediaStarted else {
                 source?.stop()

@@ -114,6 +114,8 @@ extension CallLeg {
         let actor = prepared.path
         media = actor
         bridgePort = prepared.port
+        // A group's key that changed while the media was being built.
+        if let keys = frames.keys { try? await actor.setFrameKeys(outbound: keys.outbound, inbound: keys.inbound) }
         if let recording = prepared.recording {
             await manager.setRecording(recording, of: uuid)
             // A recording that stops early (a full disk) is said, and the call goes on.

@@ -26,14 +26,29 @@ struct FrameKeyExchange: Sendable {
     /// The call's frame keys, once both shares are known (or, with a page, once it accepted).
     private(set) var keys: FrameKeys?
 
+    /// - Parameter given: keys the call's dialect brings (an end-to-end encrypted group's), in
+    ///   force from the start whatever the policy: nothing is agreed with the peer.
     init(policy: FrameEncryptionPolicy, adjustment: (@Sendable (FrameKeys) -> FrameKeys)?, peerKind: DialectTraits.Peer,
-         call: UUID, outgoing: Bool, own: Fingerprint) {
+         call: UUID, outgoing: Bool, own: Fingerprint, given: FrameKeys? = nil) {
         self.policy = policy
         self.adjustment = adjustment
         self.peerKind = peerKind
         self.call = call
         self.outgoing = outgoing
         self.own = own
+        self.given = given != nil
+        keys = given.map { adjustment?($0) ?? $0 }
+    }
+
+    /// Whether the keys are the dialect's (a group's), not agreed here.
+    private let given: Bool
+
+    /// A group's key changed while the call runs (nil leaves one).
+    mutating func rekey(outbound: FrameEncryptionKey?, inbound: FrameEncryptionKey?) {
+        guard given, var keys else { return }
+        if let outbound { keys.outbound = outbound }
+        if let inbound { keys.inbound = inbound }
+        self.keys = keys
     }
 
     /// Whether the call takes part in the exchange in its SDP (node peers only).
@@ -108,7 +123,7 @@ struct FrameKeyExchange: Sendable {
 
     /// Another dialect's peer has no way to agree frame keys: a node that requires them says so.
     private func checkOtherPeer() throws {
-        if peerKind == .other || peerKind == .room, policy == .required {
+        if peerKind == .other || peerKind == .room, policy == .required, !given {
             throw NegotiationError("this call's peer cannot encrypt frames end to end, and this node requires it (--frame-encryption required)")
         }
     }

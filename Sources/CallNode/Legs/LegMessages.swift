@@ -45,6 +45,8 @@ enum LegInput: Sendable {
     case transferProgress(status: Int, detail: String)
     /// A local candidate of trickle round `round` to send (`nil`: the end of its candidates).
     case trickled(round: Int, candidate: String?)
+    /// A group's frame keys changed (nil leaves one): media built later takes them too.
+    case frameKeys(outbound: FrameEncryptionKey?, inbound: FrameEncryptionKey?)
     /// The call's media statistics now (nil before media).
     case statistics(LegReply<MediaStatistics?>)
     /// Mix this into what the call sends (nil: stop); the reply is the error, if it could not.
@@ -154,7 +156,7 @@ extension CallSignal {
         case let .reject(reason): self = .reject(reason)
         case let .error(text): self = .error(text)
         case .keepAlive: self = .keepAlive
-        case .hold, .resume, .resumed, .resumeRefused: return nil
+        case .hold, .resume, .resumed, .resumeRefused, .groupKey, .groupKeyTaken: return nil
         }
     }
 }

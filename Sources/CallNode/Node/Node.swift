@@ -100,6 +100,8 @@ public actor CallNode: Service {
     /// SIP's agent and calls, once ``listenSIP(_:)`` was called.
     var sipRouter: SIPRouter?
     var webPages: [SignalingConnection] = []
+    /// End-to-end encrypted groups this node is in, by their publishing call.
+    var groups: [UUID: GroupState] = [:]
 
     /// What every call's leg shares with the node.
     struct Services: Sendable {

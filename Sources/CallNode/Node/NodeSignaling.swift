@@ -153,6 +153,10 @@ extension CallNode {
     func receive(_ envelope: SignalEnvelope, on connection: SignalingConnection) async {
         guard let uuid = envelope.call else {
             if case .keepAlive = envelope.message { return }
+            if case let .groupKey(grant) = envelope.message, connection.origin != .webPage {
+                await groupKeyReceived(grant, on: connection)
+                return
+            }
             if case let .error(text) = envelope.message { broadcaster.send(.peerError("peer reports: \(text)")) }
             return
         }

@@ -322,6 +322,8 @@ public enum CallNodeError: Error, Sendable, Equatable, CustomStringConvertible {
     case handleNeedsDialect(String)
     /// SIP: not listening for it, a URI that is not SIP, or an address it cannot listen at.
     case sip(String)
+    /// A room this node cannot join as asked (an encrypted group without a listener for its keys).
+    case room(String)
 
     public var description: String {
         switch self {
@@ -339,6 +341,7 @@ public enum CallNodeError: Error, Sendable, Equatable, CustomStringConvertible {
         case .noWebPage: "no web page is connected and free (open the node's web page first)"
         case let .handleNeedsDialect(handle): "'\(handle)' is reached through its dialect: call(over:handle:title:)"
         case let .sip(problem): "SIP: \(problem)"
+        case let .room(problem): problem
         }
     }
 }

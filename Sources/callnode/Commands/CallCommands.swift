@@ -271,7 +271,9 @@ struct Call: AsyncParsableCommand {
             janus:http://HOST:8088/janus#ROOM (an AudioBridge: the node joins it and hears the \
             room's mix), janus:http://HOST:8088/janus#videoroom:ROOM (a VideoRoom: the node \
             publishes and hears every other publisher's feed; #videoroom:ROOM/FEED hears one), \
-            over Janus's WebSocket (janus:ws://HOST:8188#ROOM) or Unix socket \
+            #e2ee:ROOM (a VideoRoom made with require_e2ee: frames encrypted end to end, each \
+            member's key sent to the others' nodes, never to Janus; the node must listen for \
+            calls, and shows the group's security code), over Janus's WebSocket (janus:ws://HOST:8188#ROOM) or Unix socket \
             (janus:unix:/PATH#ROOM); a room's PIN from CALLNODE_ROOM_PIN, never on the command \
             line. Calling HOST:PORT alone shows the callee's identity without checking it.
             Exit status 0 when the call connected and ended normally; 1 with one line saying why \
@@ -279,7 +281,7 @@ struct Call: AsyncParsableCommand {
             Keys on a terminal: \(callKeysHelp)
             """)
 
-    @Argument(help: ArgumentHelp("Contact name, HOST:PORT, FINGERPRINT@HOST:PORT, sip:USER@HOST[:PORT], or janus:http://HOST:PORT/janus#[videoroom:]ROOM.",
+    @Argument(help: ArgumentHelp("Contact name, HOST:PORT, FINGERPRINT@HOST:PORT, sip:USER@HOST[:PORT], or janus:http://HOST:PORT/janus#[videoroom:|e2ee:]ROOM.",
                                  valueName: "TARGET"))
     var target: String
 
@@ -309,6 +311,10 @@ struct Call: AsyncParsableCommand {
         if case let .janus(address, _) = callTarget, address.plugin == .videoRoom(feed: nil), setup.maxCalls == nil {
             // A VideoRoom group: each other publisher's feed is a call of its own.
             setup.maxCalls = 16
+        }
+        if case let .janus(address, _) = callTarget, address.endToEnd, setup.listen == nil {
+            // An encrypted group's members send their keys to this node: a port the kernel picks.
+            setup.listen = SignalAddress(host: "0.0.0.0", port: 0)
         }
         var callsSIP = false
         if case .sip = callTarget { callsSIP = true }

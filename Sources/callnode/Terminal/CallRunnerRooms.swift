@@ -12,6 +12,9 @@ extension CallRunner {
         case let .participantLeft(who): "room: \(who) left"
         case let .talking(who, on): "room: \(who) \(on ? "talks" : "stopped talking")"
         case let .participantMuted(who, on): "room: \(who) \(on ? "muted" : "unmuted")"
+        case let .groupSecured(code, members): "room: encrypted end to end among \(members); security code \(code) (the same at every member)"
+        case let .senderKey(who, missing?): "room: \(who) is silent here: \(missing)"
+        case let .senderKey(who, nil): "room: \(who)'s key arrived; heard"
         }
     }
 
