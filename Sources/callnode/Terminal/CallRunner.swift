@@ -70,11 +70,10 @@ final class CallRunner {
     var muted: Bool { current.map(mutedCalls.contains) ?? false }
     var held: Bool { current.map(heldCalls.contains) ?? false }
     /// Who is on each call, as the screen names them; the calls the peer holds.
-    var peers: [UUID: String] = [:]
-    var heldByPeer: Set<UUID> = []
-    /// Calls ringing here, oldest first; calls connected and not ended, in the order they connected.
-    var ringing: [UUID] = []
-    var connectedCalls: [UUID] = []
+    var peers: [UUID: String] = [:], heldByPeer: Set<UUID> = []
+    /// Calls ringing here, oldest first; calls connected and not ended, in the order they
+    /// connected; a VideoRoom group's feeds (each hears one member), never the call keys act on.
+    var ringing: [UUID] = [], connectedCalls: [UUID] = [], roomFeeds: Set<UUID> = []
     let isTerminal = isatty(1) == 1
     var statusShown = false
     /// Each call's media protection, for the status line.
@@ -107,11 +106,12 @@ final class CallRunner {
             for await event in events { continuation.yield(.node(event)) }
             continuation.yield(.nodeFinished)
         })
-        // Ctrl-C, and SIGTERM (systemctl stop, a container's stop): hang up, then exit cleanly.
-        for number in [SIGINT, SIGTERM] {
+        // Ctrl-C, SIGTERM (systemctl stop, a container's stop) and SIGHUP (the terminal closed):
+        // hang up (leaving a room: no participant left behind), then exit cleanly.
+        for number in [SIGINT, SIGTERM, SIGHUP] {
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            let fromTerminal = number == SIGINT
+            let fromTerminal = number != SIGTERM
             source.setEventHandler { continuation.yield(.interrupt(terminal: fromTerminal)) }
             source.resume()
             signalSources.append(source)
@@ -146,7 +146,7 @@ final class CallRunner {
                     connected.insert(uuid)
                     ringing.removeAll { $0 == uuid }
                     connectedCalls.append(uuid)
-                    current = uuid
+                    if !roomFeeds.contains(uuid) || current == nil { current = uuid }
                     if let duration {
                         let continuation = self.continuation
                         tasks.append(Task {
@@ -179,7 +179,7 @@ final class CallRunner {
                     mutedCalls.remove(uuid)
                     if current == uuid {
                         // The next call left (if any) becomes the one the keys act on.
-                        current = connectedCalls.last ?? ringing.last
+                        current = connectedCalls.last { !roomFeeds.contains($0) } ?? connectedCalls.last ?? ringing.last
                     }
                     endedCalls += 1
                     if uuid == dialed || (target == nil && exitAfterCalls.map { endedCalls >= $0 } == true) {
@@ -436,6 +436,7 @@ final class CallRunner {
             if node.configuration.playbackOnly { line("playback only: no microphone is opened; calls send silence") }
         case let .dialing(uuid, target):
             peers[uuid] = target.description
+            if Self.isRoomFeed(target) { roomFeeds.insert(uuid) }
             line("calling \(target)…")
         case let .incoming(uuid, from, name, known):
             if let handle = node.handle(of: uuid) {
