@@ -235,6 +235,29 @@ struct JanusGroupTests {
               + (convertedTone.map { ", converted by janus-pp-rec \(String(format: "%.3f", $0))" } ?? ", janus-pp-rec refused it"))
     }
 
+    /// A VideoRoom that takes one publisher: a second node's join ends failed with "full", and
+    /// the first stays in the room.
+    @Test func aNodeJoiningAFullRoomIsToldSoAndTheRoomGoesOn() async throws {
+        let f = try Fixture()
+        let server = try JanusServer(directory: f.path("janus"), port: FreePort.udpAndTCP(), rooms: [], videoRooms: [5300], publishers: [5300: 1])
+        try await server.start()
+        defer { server.stop() }
+        let room = try #require(JanusRoomAddress("janus:\(server.url)#videoroom:5300"))
+        let a = try await f.node("a", input: .tone(440), maximumCalls: 4, iceAddresses: [server.mediaAddress])
+        let b = try await f.node("b", input: .tone(620), maximumCalls: 4, iceAddresses: [server.mediaAddress])
+        let aEvents = a.events(), bEvents = b.events()
+        let aCall = try await a.call(.janus(room))
+        try await Rooms.connected(aEvents, aCall, janus: server)
+        let bCall = try await b.call(.janus(room))
+        let (reason, detail) = try await Rooms.ended(bEvents, bCall)
+        #expect(reason == .failed)
+        #expect(detail?.contains("room 5300 is full") == true, "\(detail ?? "no reason")")
+        #expect(a.manager.observer.calls.first { $0.id == aCall }.map { $0.hasConnected && !$0.hasEnded } == true, "a's call did not stay in the room")
+        try await a.hangUp(aCall)
+        await a.shutdown()
+        await b.shutdown()
+    }
+
     /// A node that does not listen for calls cannot take its members' keys: joining an
     /// encrypted room says so, and places no call.
     @Test func aNodeThatDoesNotListenCannotJoinAnEncryptedRoom() async throws {

@@ -65,7 +65,9 @@ public final class JanusServer: Sendable {
     private let process = Locked<ChildProcess?>(nil)
 
     /// Writes the configuration into `directory` (created if missing); ``start()`` runs it.
-    public init(directory: String, port: Int, rooms: [Room], videoRooms: [Int] = [], encryptedRooms: [Int] = []) throws {
+    /// - Parameter publishers: how many publishers a VideoRoom takes, by id (6 where not given).
+    public init(directory: String, port: Int, rooms: [Room], videoRooms: [Int] = [], encryptedRooms: [Int] = [],
+                publishers: [Int: Int] = [:]) throws {
         guard let mediaAddress = Self.hostAddress() else { throw TestFailure("this host has no IPv4 address but loopback's: Janus gathers no candidate on loopback") }
         self.directory = directory
         self.port = port
@@ -129,7 +131,7 @@ public final class JanusServer: Sendable {
                 return (lines + ["}"]).joined(separator: "\n")
             }.joined(separator: "\n") + "\n",
             "janus.plugin.videoroom.jcfg": "general: {\n}\n" + (videoRooms.map { id in
-                "room-\(id): {\n    description = \"room \(id)\"\n    publishers = 6\n    audiocodec = \"opus\"\n}"
+                "room-\(id): {\n    description = \"room \(id)\"\n    publishers = \(publishers[id] ?? 6)\n    audiocodec = \"opus\"\n}"
             } + encryptedRooms.map { id in
                 "room-\(id): {\n    description = \"room \(id)\"\n    publishers = 6\n    audiocodec = \"opus\"\n    require_e2ee = true\n"
                     + "    record = true\n    rec_dir = \"\(directory)/recordings\"\n}"
