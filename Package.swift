@@ -31,8 +31,11 @@ let package = Package(
     targets: [
         // One system-library target per C library; each header holds prefixed static inline
         // helpers for what Swift cannot import (macros, variadics).
+        // libnice's own pkg-config file brings `-pthread` (through gupnp-igd), which SwiftPM
+        // refuses with a warning on every build: glib's gives the include paths libnice's
+        // headers need (theirs are under /usr/include), and the module map links libnice.
         .systemLibrary(
-            name: "CNice", pkgConfig: "nice",
+            name: "CNice", pkgConfig: "glib-2.0",
             providers: [.apt(["libnice-dev"])]),
         .systemLibrary(
             name: "CSRTP", pkgConfig: "libsrtp2",
