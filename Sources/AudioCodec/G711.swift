@@ -10,6 +10,9 @@ public enum G711 {
     }
 
     /// Encodes `samples` into `bytes` (replacing its contents, keeping its capacity).
+    /// Inlinable, so a caller's concrete collection is walked directly rather than through the
+    /// generic collection's witnesses (which cost more than the coding itself).
+    @inlinable
     public static func encode(_ samples: some Collection<Int16>, law: Law, into bytes: inout [UInt8]) {
         bytes.removeAll(keepingCapacity: true)
         switch law {
@@ -19,6 +22,7 @@ public enum G711 {
     }
 
     /// Decodes `bytes` into `samples` (replacing its contents, keeping its capacity).
+    @inlinable
     public static func decode(_ bytes: some Collection<UInt8>, law: Law, into samples: inout [Int16]) {
         samples.removeAll(keepingCapacity: true)
         let table = law == .mu ? muLawTable : aLawTable
@@ -56,14 +60,14 @@ public enum G711 {
         return UInt8(truncatingIfNeeded: (segment << 4 | mantissa) ^ mask)
     }
 
-    static let muLawTable: [Int16] = (0...255).map { byte in
+    @usableFromInline static let muLawTable: [Int16] = (0...255).map { byte in
         let inverted = ~byte & 0xFF
         let segment = (inverted >> 4) & 0x07, mantissa = inverted & 0x0F
         let magnitude = ((mantissa << 3) + 0x84) << segment
         return Int16(inverted & 0x80 != 0 ? 0x84 - magnitude : magnitude - 0x84)
     }
 
-    static let aLawTable: [Int16] = (0...255).map { byte in
+    @usableFromInline static let aLawTable: [Int16] = (0...255).map { byte in
         let value = byte ^ 0x55
         let segment = (value & 0x70) >> 4
         var magnitude = (value & 0x0F) << 4

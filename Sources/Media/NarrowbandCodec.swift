@@ -95,7 +95,12 @@ final class NarrowbandCodec {
         } else {
             for i in frame.indices { frame[i] = i < decoded.count ? decoded[i] : 0 }
         }
-        last = frame
+        // Copied into the kept buffer (assigning would share the caller's, which it then writes).
+        if last.count == frame.count {
+            last.withUnsafeMutableBufferPointer { kept in frame.withUnsafeBufferPointer { _ = kept.update(fromContentsOf: $0) } }
+        } else {
+            last = frame
+        }
         concealed = 0
         return true
     }

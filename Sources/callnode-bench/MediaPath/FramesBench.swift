@@ -21,8 +21,13 @@ struct FramesBench: AsyncParsableCommand {
     @Flag(help: "The bare Opus+SRTP loop instead of the call (one leg's C work per frame, twice per frame: both directions).")
     var bare = false
 
+    @Option(help: "The call: opus (the node's default profile: Opus, SRTP) or pcmu (a SIP phone's call: G.711 µ-law over plain RTP).")
+    var profile = "opus"
+
     func validate() throws {
         guard (10...50_000).contains(frames) else { throw ValidationError("--frames is 10–50000") }
+        guard ["opus", "pcmu"].contains(profile) else { throw ValidationError("--profile is opus or pcmu") }
+        guard !(bare && profile != "opus") else { throw ValidationError("--bare is the Opus+SRTP loop: --profile opus only") }
     }
 
     func run() async throws {
@@ -38,7 +43,12 @@ struct FramesBench: AsyncParsableCommand {
             return
         }
         let clock = MediaClock.manual()
-        let call = try await MediaBench.makeCall(clock: clock, speech: speech, configuration: configuration)
+        var callConfiguration = configuration
+        if profile == "pcmu" {
+            callConfiguration.encoding = .pcmu
+            callConfiguration.payloadType = 0
+        }
+        let call = try await MediaBench.makeCall(clock: clock, speech: speech, configuration: callConfiguration, plainRTP: profile == "pcmu")
         await clock.advance(frames: frames)
         let a = await call.0.statistics, b = await call.1.statistics
         await call.0.stop()

@@ -341,12 +341,13 @@ struct MediaBench: AsyncParsableCommand {
     ///   speech further on), so calls of a sweep talk independently instead of all encoding
     ///   the same syllable at the same instant.
     static func makeCall(clock: MediaClock, speech: [Int16], configuration: MediaConfiguration,
-                         frameEncryption: Bool = false, speechOffset: Int = 0,
+                         frameEncryption: Bool = false, plainRTP: Bool = false, speechOffset: Int = 0,
                          transports: (any MediaTransport, any MediaTransport)? = nil,
                          endpointsA: (any AudioSource, any AudioSink)? = nil) async throws -> (MediaActor, MediaActor) {
         let link = InMemoryMediaLink(clock: clock)
         let ends: (any MediaTransport, any MediaTransport) = transports ?? (link.a, link.b)
-        let keyA = SRTPKey.random(), keyB = SRTPKey.random()
+        // Plain RTP (a SIP phone without SRTP): no key either way.
+        let keyA: SRTPKey? = plainRTP ? nil : SRTPKey.random(), keyB: SRTPKey? = plainRTP ? nil : SRTPKey.random()
         let frameA = FrameEncryptionKey.random(), frameB = FrameEncryptionKey.random()
         let sourceA = WAVFileSource(samples: speech, format: AudioFormat(), loops: true)
         let sourceB = WAVFileSource(samples: speech, format: AudioFormat(), loops: true)
