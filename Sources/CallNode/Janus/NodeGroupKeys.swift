@@ -20,27 +20,35 @@ extension CallNode {
 
     /// A participant is in the group's room: the keys for its feed (nil: not an encrypted group).
     func groupArrived(_ publishing: UUID, _ participant: RoomParticipant) -> FrameKeys? {
-        guard var group = groups[publishing] else { return nil }
-        let actions = group.ring.arrived(participant)
-        let inbound = group.ring.feedKey(participant.id) ?? .random()  // none yet: its frames do not open
-        groups[publishing] = group
-        perform(actions, in: publishing)
-        return FrameKeys(outbound: .random(), inbound: inbound)
+        guard groups[publishing] != nil else { return nil }
+        var inbound: FrameEncryptionKey?
+        decide(publishing) { group in
+            defer { inbound = group.ring.feedKey(participant.id) }
+            return group.ring.arrived(participant)
+        }
+        // No key yet: its frames do not open until one comes.
+        return FrameKeys(outbound: .random(), inbound: inbound ?? .random())
     }
 
     /// The participant's feed is this call.
     func groupFeedPlaced(_ publishing: UUID, participant: String, feed: UUID) {
-        guard var group = groups[publishing] else { return }
-        group.feeds[participant] = feed
-        let actions = group.ring.feedPlaced(participant)
-        groups[publishing] = group
-        perform(actions, in: publishing)
+        decide(publishing) { group in
+            group.feeds[participant] = feed
+            return group.ring.feedPlaced(participant)
+        }
     }
 
     func groupDeparted(_ publishing: UUID, participant: String) {
+        decide(publishing) { group in
+            group.feeds[participant] = nil
+            return group.ring.departed(participant)
+        }
+    }
+
+    /// Lets the group's value decide, keeps what it became, and performs what it said.
+    private func decide(_ publishing: UUID, _ decision: (inout GroupState) -> [GroupKeyRing.Action]) {
         guard var group = groups[publishing] else { return }
-        group.feeds[participant] = nil
-        let actions = group.ring.departed(participant)
+        let actions = decision(&group)
         groups[publishing] = group
         perform(actions, in: publishing)
     }
