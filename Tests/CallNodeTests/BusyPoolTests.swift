@@ -10,8 +10,9 @@ import Glibc
 extension RealTimeTests {
 /// Media runs on media threads, never on Swift's cooperative pool: a node whose pool is busy
 /// (a burst of signaling, an embedder's task that blocks where it should not) still plays its
-/// calls' audio on time.
-@Suite(.serialized) struct BusyPoolTests {
+/// calls' audio on time. It takes every lane: blocking the whole pool of the test process for
+/// half a second would stall the other suites' calls too, and their work would be counted here.
+@Suite(.serialized, .realTimeAlone) struct BusyPoolTests {
     @Test func aCallPlaysOnWhileEveryThreadOfTheCooperativePoolIsBlocked() async throws {
         let f = try TwoNodeTests.Fixture()
         let (alice, bob, bobEvents, call) = try await f.toneCall()
