@@ -1,6 +1,7 @@
 internal import CNice  // (its GLib headers own the socket types' declarations in a clean build)
 import Foundation
 import Locking
+import Synchronization
 import POSIX
 
 #if canImport(Glibc)
@@ -14,7 +15,10 @@ import Glibc
 /// 4961). It latches once: later packets from other addresses are dropped, so a stranger who
 /// guesses the port cannot take the call's media over.
 ///
-/// It is "connected" as soon as it knows where to send; its reader runs on a thread of its own.
+/// It is "connected" as soon as it knows where to send; its reader runs on a thread of its own
+/// until the media path polls it (``setPolled(_:)``): then each tick of the media clock reads
+/// what arrived, the kernel's stamp giving each datagram's arrival, and the thread only looks,
+/// five times a second, whether it is wanted again or the path closed.
 public final class PlainRTPPath: IcePath, DatagramPort {
     public let events: AsyncStream<IceEvent>
     public let datagrams: AsyncStream<IceDatagram>
@@ -25,6 +29,10 @@ public final class PlainRTPPath: IcePath, DatagramPort {
     private let descriptor: Int32
     private let family: Int32
     private let state = Locked(State())
+    /// The poller's buffer (``poll()`` runs on one media lane at a time).
+    private let pollBuffer = Locked([UInt8](repeating: 0, count: 2_048))
+    /// During the receiver's call from ``poll()``: how long ago the datagram arrived (ns).
+    private let arrivalAge = Atomic<Int64>(0)
 
     private struct State {
         var remote: sockaddr_storage?
@@ -34,6 +42,8 @@ public final class PlainRTPPath: IcePath, DatagramPort {
         var latched = false
         var receiver: (@Sendable (UnsafeRawBufferPointer) -> Void)?
         var closed = false
+        /// The media path reads on its ticks (``poll()``); the reader thread waits.
+        var polled = false
         /// Packets dropped for coming from an address that is not the peer's.
         var strangers = 0
         /// STUN Binding from this socket (libnice's), whether a request is out, and what its
@@ -80,6 +90,8 @@ public final class PlainRTPPath: IcePath, DatagramPort {
         // Wake up now and then to see whether the path was closed.
         var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        // The kernel's receive stamps on (the first ask turns them on and answers that there is none yet).
+        _ = cnice_last_datagram_age_ns(descriptor)
         self.family = family
         self.descriptor = descriptor
         local = IceCandidate(foundation: "rtp", priority: 1, address: endpoint.address, port: endpoint.port, type: .host)
@@ -250,12 +262,51 @@ public final class PlainRTPPath: IcePath, DatagramPort {
         state.withLock { $0.receiver = receiver }
     }
 
+    public func setPolled(_ polled: Bool) {
+        state.withLock { $0.polled = polled }
+    }
+
+    /// Reads every datagram waiting in the socket, without blocking, and hands each over as the
+    /// reader thread would (the receiver called on this thread).
+    public func poll() {
+        guard state.withLock({ $0.polled && !$0.closed }) else { return }
+        let descriptor = self.descriptor, state = self.state, datagrams = datagramsContinuation
+        pollBuffer.withLock { buffer in
+            var source = sockaddr_storage()
+            while true {
+                var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+                let count = buffer.withUnsafeMutableBytes { bytes in
+                    withUnsafeMutablePointer(to: &source) { pointer in
+                        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                            recvfrom(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT), raw, &length)
+                        }
+                    }
+                }
+                guard count > 0 else { return }  // nothing more (EAGAIN), or an ICMP error
+                // A stamp older than half a second is not this datagram's.
+                let age = cnice_last_datagram_age_ns(descriptor)
+                self.arrivalAge.store((0..<500_000_000).contains(age) ? age : 0, ordering: .relaxed)
+                Self.handle(buffer, count: count, from: source, state: state, datagrams: datagrams)
+            }
+        }
+        arrivalAge.store(0, ordering: .relaxed)
+    }
+
+    public var lastArrivalAge: Duration { .nanoseconds(arrivalAge.load(ordering: .relaxed)) }
+
     // MARK: - The reader
 
     private static func read(_ descriptor: Int32, family: Int32, state: Locked<State>, datagrams: AsyncStream<IceDatagram>.Continuation) {
         var buffer = [UInt8](repeating: 0, count: 2_048)
         var source = sockaddr_storage()
         while true {
+            // Polled: the media clock's ticks read; look again in a while.
+            let (polled, closed) = state.withLock { ($0.polled, $0.closed) }
+            if closed { break }
+            if polled {
+                usleep(200_000)
+                continue
+            }
             var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
             let count = buffer.withUnsafeMutableBytes { bytes in
                 withUnsafeMutablePointer(to: &source) { pointer in
@@ -266,49 +317,56 @@ public final class PlainRTPPath: IcePath, DatagramPort {
             }
             if state.withLock({ $0.closed }) { break }
             guard count > 0 else { continue }  // the timeout, or an ICMP error on the socket
-            // A STUN server's answer to this path's Binding request (map(through:)): not media.
-            // (STUN's first two bits are zero, its magic cookie in bytes 4–7: RFC 5389 §6.)
-            if count >= 20, buffer[0] >> 6 == 0, buffer[4] == 0x21, buffer[5] == 0x12, buffer[6] == 0xA4, buffer[7] == 0x42 {
-                state.withLock { state in
-                    guard state.stunAsking, state.mapped == nil,
-                          let (address, port) = buffer.withUnsafeBytes({ state.stun.mapped(UnsafeRawBufferPointer(rebasing: $0[..<count])) })
-                    else { return }
-                    state.mapped = IceCandidate(foundation: "rtp", priority: 1, address: address, port: port, type: .serverReflexive)
-                }
-                continue
-            }
-            // RTP and RTCP both start with version 2 (the top two bits); RTCP's packet types
-            // sit where RTP's marker and payload type do not go (RFC 5761 §4).
-            // DTLS records start with a content type in 20–63 (RFC 7983): a DTLS-SRTP peer's
-            // handshake may be its first packet, from an address its SDP did not name.
-            let looksLikeRTP = count >= 8 && buffer[0] >> 6 == 2 && !(192...223).contains(buffer[1])
-            let looksLikeDTLS = count >= 13 && (20...63).contains(buffer[0])
-            let receiver = state.withLock { state -> (@Sendable (UnsafeRawBufferPointer) -> Void)?? in
-                guard let remote = state.remote else { return .some(state.receiver) }  // nowhere to send yet: still take it
-                if Self.same(source, remote) { return .some(state.receiver) }
-                // The peer's RTCP from its own port, when it does not mux.
-                if let rtcp = state.rtcpRemote, Self.same(source, rtcp) { return .some(state.receiver) }
-                // The peer's first RTP or DTLS packet from another address (its NAT's): latch to
-                // it, once.
-                if !state.latched && (looksLikeRTP || looksLikeDTLS) {
-                    state.latched = true
-                    state.remote = source
-                    return .some(state.receiver)
-                }
-                state.strangers += 1
-                return .none
-            }
-            guard let receiver else { continue }
-            if let receiver {
-                buffer.withUnsafeBytes { receiver(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
-            } else {
-                datagrams.yield(IceDatagram(bytes: Array(buffer[..<count])))
-            }
-            // A packet from the address the SDP named: the peer is where it said; no latching later.
-            state.withLock { if !$0.latched, let remote = $0.remote, Self.same(source, remote) { $0.latched = true } }
+            handle(buffer, count: count, from: source, state: state, datagrams: datagrams)
         }
         datagrams.finish()
         Glibc.close(descriptor)
+    }
+
+    /// One datagram read from the socket (by the reader thread or a poll): STUN's answer, the
+    /// peer's media (latching to its address once), or a stranger's, dropped.
+    private static func handle(_ buffer: [UInt8], count: Int, from source: sockaddr_storage, state: Locked<State>,
+                               datagrams: AsyncStream<IceDatagram>.Continuation) {
+        // A STUN server's answer to this path's Binding request (map(through:)): not media.
+        // (STUN's first two bits are zero, its magic cookie in bytes 4–7: RFC 5389 §6.)
+        if count >= 20, buffer[0] >> 6 == 0, buffer[4] == 0x21, buffer[5] == 0x12, buffer[6] == 0xA4, buffer[7] == 0x42 {
+            state.withLock { state in
+                guard state.stunAsking, state.mapped == nil,
+                      let (address, port) = buffer.withUnsafeBytes({ state.stun.mapped(UnsafeRawBufferPointer(rebasing: $0[..<count])) })
+                else { return }
+                state.mapped = IceCandidate(foundation: "rtp", priority: 1, address: address, port: port, type: .serverReflexive)
+            }
+            return
+        }
+        // RTP and RTCP both start with version 2 (the top two bits); RTCP's packet types
+        // sit where RTP's marker and payload type do not go (RFC 5761 §4).
+        // DTLS records start with a content type in 20–63 (RFC 7983): a DTLS-SRTP peer's
+        // handshake may be its first packet, from an address its SDP did not name.
+        let looksLikeRTP = count >= 8 && buffer[0] >> 6 == 2 && !(192...223).contains(buffer[1])
+        let looksLikeDTLS = count >= 13 && (20...63).contains(buffer[0])
+        let receiver = state.withLock { state -> (@Sendable (UnsafeRawBufferPointer) -> Void)?? in
+            guard let remote = state.remote else { return .some(state.receiver) }  // nowhere to send yet: still take it
+            if Self.same(source, remote) { return .some(state.receiver) }
+            // The peer's RTCP from its own port, when it does not mux.
+            if let rtcp = state.rtcpRemote, Self.same(source, rtcp) { return .some(state.receiver) }
+            // The peer's first RTP or DTLS packet from another address (its NAT's): latch to
+            // it, once.
+            if !state.latched && (looksLikeRTP || looksLikeDTLS) {
+                state.latched = true
+                state.remote = source
+                return .some(state.receiver)
+            }
+            state.strangers += 1
+            return .none
+        }
+        guard let receiver else { return }
+        if let receiver {
+            buffer.withUnsafeBytes { receiver(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+        } else {
+            datagrams.yield(IceDatagram(bytes: Array(buffer[..<count])))
+        }
+        // A packet from the address the SDP named: the peer is where it said; no latching later.
+        state.withLock { if !$0.latched, let remote = $0.remote, Self.same(source, remote) { $0.latched = true } }
     }
 
     /// Whether a packet is RTCP (RFC 5761's demultiplexing: its second byte in 192–223).

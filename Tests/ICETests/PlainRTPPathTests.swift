@@ -137,6 +137,42 @@ import Glibc
         for path in [a, peer, stranger, elsewhere] { await path.close() }
     }
 
+    /// Polled (a call's media reads on its clock's ticks): what arrives waits in the socket
+    /// until `poll()`, which hands it all over in order, each with the kernel's stamp of when it
+    /// arrived; unpolled, the path's own thread reads again.
+    @Test func polledItHandsOverWhatArrivedOnlyWhenPolledWithWhenItArrived() async throws {
+        let a = try PlainRTPPath(bindingTo: "127.0.0.1"), b = try PlainRTPPath(bindingTo: "127.0.0.1")
+        let ages = Locked<[Duration]>([])
+        let packets = Locked<[[UInt8]]>([])
+        b.setReceiver { [b] bytes in
+            packets.withLock { $0.append(Array(bytes)) }
+            ages.withLock { $0.append(b.lastArrivalAge) }
+        }
+        _ = try await a.setRemote(IceCredentials(ufrag: "", pwd: ""), candidates: [Self.candidate(b)], endOfCandidates: true)
+        _ = try await b.setRemote(IceCredentials(ufrag: "", pwd: ""), candidates: [Self.candidate(a)], endOfCandidates: true)
+        b.setPolled(true)
+        // The reader may be inside one read (it times out within 200 ms): let it see the flag.
+        try await Task.sleep(for: .milliseconds(300))
+        for marker: UInt8 in 1...3 { #expect(a.send(Self.rtp(marker))) }
+        try await Task.sleep(for: .milliseconds(80))
+        #expect(packets.withLock { $0 }.isEmpty, "the path's thread read while polled")
+        b.poll()
+        #expect(packets.withLock { $0 } == [Self.rtp(1), Self.rtp(2), Self.rtp(3)])
+        // Each arrived some 80 ms before the poll, and says so.
+        let stamped = ages.withLock { $0 }
+        #expect(stamped.allSatisfy { $0 >= .milliseconds(60) && $0 < .milliseconds(500) }, "arrival ages \(stamped)")
+        #expect(b.lastArrivalAge == .zero, "an age outside the receiver's call")
+        b.poll()
+        #expect(packets.withLock { $0 }.count == 3, "a second poll found the same datagrams again")
+        // Unpolled: the thread reads as things arrive.
+        b.setPolled(false)
+        #expect(a.send(Self.rtp(4)))
+        for _ in 0..<100 where packets.withLock({ $0.count }) < 4 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(packets.withLock { $0 }.last == Self.rtp(4))
+        await a.close()
+        await b.close()
+    }
+
     /// A DTLS record's header (content type 22, a handshake; DTLS 1.2), then `marker`.
     static func dtls(_ marker: UInt8) -> [UInt8] { [22, 0xFE, 0xFD, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, marker] }
 
