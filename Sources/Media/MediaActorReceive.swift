@@ -15,13 +15,6 @@ extension MediaActor {
             stats.malformedDropped += 1
             return
         }
-        // Its own stream sent back (an echoing peer): its SSRC and a number it sent lately. Not
-        // the peer's, and never a new source that would restart playout between the peer's
-        // packets. (A peer whose random SSRC is the same has its own numbering: it plays.)
-        if header.ssrc == ssrc, sequence &- header.sequenceNumber < 3_000 {
-            stats.loopedBack += 1
-            return
-        }
         if header.payloadType == configuration.telephoneEventPayloadType {
             reception.record(sequence: header.sequenceNumber, timestamp: header.timestamp, ssrc: header.ssrc,
                              arrival: arrival, measuresJitter: false)

@@ -252,9 +252,6 @@ public struct MediaStatistics: Sendable, Equatable {
     public var authenticationFailures = 0
     public var replaysDropped = 0
     public var malformedDropped = 0
-    /// Packets carrying this call's own SSRC: its own packets coming back (a peer or a path
-    /// that echoes them, RFC 3550 §8.2's loop), dropped rather than played as the peer.
-    public var loopedBack = 0
     /// Payloads that passed SRTP but failed frame decryption (wrong or missing frame key).
     public var frameDecryptionFailures = 0
     /// DTX frames the encoder asked not to send.
