@@ -17,8 +17,8 @@ import Glibc
 ///
 /// It is "connected" as soon as it knows where to send; its reader runs on a thread of its own
 /// until the media path polls it (``setPolled(_:)``): then each tick of the media clock reads
-/// what arrived, the kernel's stamp giving each datagram's arrival, and the thread ends (a new
-/// one reads again if the media stops polling): a call's plain RTP costs no thread of its own.
+/// what arrived, the kernel's stamp giving each datagram's arrival, and the thread only looks,
+/// five times a second, whether it is wanted again or the path closed.
 public final class PlainRTPPath: IcePath, DatagramPort {
     public let events: AsyncStream<IceEvent>
     public let datagrams: AsyncStream<IceDatagram>
@@ -42,11 +42,8 @@ public final class PlainRTPPath: IcePath, DatagramPort {
         var latched = false
         var receiver: (@Sendable (UnsafeRawBufferPointer) -> Void)?
         var closed = false
-        /// The media path reads on its ticks (``poll()``); no reader thread runs meanwhile.
+        /// The media path reads on its ticks (``poll()``); the reader thread waits.
         var polled = false
-        /// Whether a reader thread runs (it closes the socket when it sees the path closed;
-        /// without one, closing does).
-        var readerRunning = true
         /// Packets dropped for coming from an address that is not the peer's.
         var strangers = 0
         /// STUN Binding from this socket (libnice's), whether a request is out, and what its
@@ -101,38 +98,21 @@ public final class PlainRTPPath: IcePath, DatagramPort {
         (events, eventsContinuation) = AsyncStream.makeStream(of: IceEvent.self)
         (datagrams, datagramsContinuation) = AsyncStream.makeStream(of: IceDatagram.self)
         do {
-            try startReader()
+            try SystemThread.start(name: "callnode-rtp", detached: true) { [descriptor, state, datagramsContinuation, family] in
+                Self.read(descriptor, family: family, state: state, datagrams: datagramsContinuation)
+            }
         } catch {
             Glibc.close(descriptor)
             throw .invalidConfiguration("no thread to read RTP on: \(error)")
         }
     }
 
-    private func startReader() throws(SystemError) {
-        try SystemThread.start(name: "callnode-rtp", detached: true) { [descriptor, state, datagramsContinuation, family] in
-            Self.read(descriptor, family: family, state: state, datagrams: datagramsContinuation)
-        }
-    }
-
     deinit {
-        if markClosed() {
+        let closed = state.withLock { state in defer { state.closed = true }; return state.closed }
+        if !closed {
+            // The reader sees the flag within its timeout and closes the socket.
             eventsContinuation.finish()
         }
-    }
-
-    /// Marks the path closed; true the first time. A reader thread sees the flag within its
-    /// timeout and closes the socket; without one, the socket is closed here.
-    private func markClosed() -> Bool {
-        let (first, closeHere) = state.withLock { state -> (Bool, Bool) in
-            defer { state.closed = true }
-            return (!state.closed, !state.closed && !state.readerRunning)
-        }
-        if closeHere {
-            datagramsContinuation.finish()
-            // Not while a poll reads it (which then sees the path closed).
-            pollBuffer.withLock { _ in _ = Glibc.close(descriptor) }
-        }
-        return first
     }
 
     // MARK: - IcePath
@@ -202,7 +182,8 @@ public final class PlainRTPPath: IcePath, DatagramPort {
     }
 
     public func close() async {
-        guard markClosed() else { return }
+        let closed = state.withLock { state in defer { state.closed = true }; return state.closed }
+        guard !closed else { return }
         eventsContinuation.yield(.stateChanged(.closed))
         eventsContinuation.finish()
     }
@@ -281,29 +262,16 @@ public final class PlainRTPPath: IcePath, DatagramPort {
         state.withLock { $0.receiver = receiver }
     }
 
-    /// Polled, the reader thread ends (within its read's timeout); unpolled, a new one reads.
     public func setPolled(_ polled: Bool) {
-        let start = state.withLock { state -> Bool in
-            state.polled = polled
-            guard !polled, !state.closed, !state.readerRunning else { return false }
-            state.readerRunning = true
-            return true
-        }
-        guard start else { return }
-        do {
-            try startReader()
-        } catch {
-            // No thread to be had: the socket is read when polled again, and closed by close().
-            state.withLock { $0.readerRunning = false }
-        }
+        state.withLock { $0.polled = polled }
     }
 
     /// Reads every datagram waiting in the socket, without blocking, and hands each over as the
     /// reader thread would (the receiver called on this thread).
     public func poll() {
+        guard state.withLock({ $0.polled && !$0.closed }) else { return }
         let descriptor = self.descriptor, state = self.state, datagrams = datagramsContinuation
         pollBuffer.withLock { buffer in
-            guard state.withLock({ $0.polled && !$0.closed }) else { return }
             var source = sockaddr_storage()
             while true {
                 var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
@@ -333,14 +301,13 @@ public final class PlainRTPPath: IcePath, DatagramPort {
         var buffer = [UInt8](repeating: 0, count: 2_048)
         var source = sockaddr_storage()
         while true {
-            // Closed: this thread closes the socket. Polled: the media clock's ticks read, and
-            // this thread ends (a new one starts when they stop).
-            let (polled, closed) = state.withLock { state -> (Bool, Bool) in
-                if state.closed || state.polled { state.readerRunning = false }
-                return (state.polled, state.closed)
-            }
+            // Polled: the media clock's ticks read; look again in a while.
+            let (polled, closed) = state.withLock { ($0.polled, $0.closed) }
             if closed { break }
-            if polled { return }
+            if polled {
+                usleep(200_000)
+                continue
+            }
             var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
             let count = buffer.withUnsafeMutableBytes { bytes in
                 withUnsafeMutablePointer(to: &source) { pointer in
@@ -349,7 +316,8 @@ public final class PlainRTPPath: IcePath, DatagramPort {
                     }
                 }
             }
-            guard count > 0, !state.withLock({ $0.closed }) else { continue }  // the timeout, an ICMP error, or closed
+            if state.withLock({ $0.closed }) { break }
+            guard count > 0 else { continue }  // the timeout, or an ICMP error on the socket
             handle(buffer, count: count, from: source, state: state, datagrams: datagrams)
         }
         datagrams.finish()
