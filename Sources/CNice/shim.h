@@ -10,6 +10,9 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* The selected pair's socket descriptor with the kernel's receive stamps turned on, or -1 (no
    pair, or a relayed one: libnice gives no socket for TURN). The first SIOCGSTAMPNS turns them
@@ -36,6 +39,28 @@ static inline long long cnice_last_datagram_age_ns(int fd) {
 }
 
 /* Signal callback shapes, one per libnice signal CallNode listens to. */
+/* The process's socket watcher (SocketWatcher.swift): epoll with a 64-bit token per socket
+ * (struct epoll_event is packed on x86-64, so Swift never handles it). */
+static inline int cnice_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
+static inline int cnice_epoll_add(int epoll, int fd, unsigned long long token) {
+    struct epoll_event event = {0};
+    event.events = EPOLLIN;
+    event.data.u64 = token;
+    return epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &event);
+}
+static inline int cnice_epoll_remove(int epoll, int fd) { return epoll_ctl(epoll, EPOLL_CTL_DEL, fd, NULL); }
+/* Waits until a socket is readable; writes up to `max` (at most 64) tokens and returns how many,
+ * or -1 with errno set. */
+static inline int cnice_epoll_wait(int epoll, unsigned long long *tokens, int max) {
+    struct epoll_event events[64];
+    if (max > 64) max = 64;
+    int ready = epoll_wait(epoll, events, max, -1);
+    for (int i = 0; i < ready; i++) tokens[i] = events[i].data.u64;
+    return ready;
+}
+/* The calling thread's kernel id. */
+static inline int cnice_thread_id(void) { return (int)syscall(SYS_gettid); }
+
 typedef void (*cnice_state_changed_cb)(NiceAgent *agent, guint stream_id, guint component_id,
                                        guint state, gpointer user_data);
 typedef void (*cnice_new_candidate_cb)(NiceAgent *agent, NiceCandidate *candidate,

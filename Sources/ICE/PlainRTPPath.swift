@@ -15,10 +15,10 @@ import Glibc
 /// 4961). It latches once: later packets from other addresses are dropped, so a stranger who
 /// guesses the port cannot take the call's media over.
 ///
-/// It is "connected" as soon as it knows where to send; its reader runs on a thread of its own
-/// until the media path polls it (``setPolled(_:)``): then each tick of the media clock reads
-/// what arrived, the kernel's stamp giving each datagram's arrival, and the thread only looks,
-/// five times a second, whether it is wanted again or the path closed.
+/// It is "connected" as soon as it knows where to send. It has no thread of its own: until the
+/// media path polls it (``setPolled(_:)``) the process's one ``SocketWatcher`` reads its socket
+/// as datagrams arrive; once polled, each tick of the media clock reads what arrived, the
+/// kernel's stamp giving each datagram's arrival, and the watcher leaves the socket alone.
 public final class PlainRTPPath: IcePath, DatagramPort {
     public let events: AsyncStream<IceEvent>
     public let datagrams: AsyncStream<IceDatagram>
@@ -28,11 +28,12 @@ public final class PlainRTPPath: IcePath, DatagramPort {
     private let datagramsContinuation: AsyncStream<IceDatagram>.Continuation
     private let descriptor: Int32
     private let family: Int32
-    private let state = Locked(State())
-    /// The poller's buffer (``poll()`` runs on one media lane at a time).
-    private let pollBuffer = Locked([UInt8](repeating: 0, count: 2_048))
-    /// During the receiver's call from ``poll()``: how long ago the datagram arrived (ns).
-    private let arrivalAge = Atomic<Int64>(0)
+    private let state: Locked<State>
+    /// The socket's reads, sends and close, each under its lock.
+    private let udp: UDPSocket
+    /// The watcher's token while the watcher reads the socket (unpolled); taken under this
+    /// lock, which also keeps ``setPolled(_:)`` and ``close()`` from crossing.
+    private let watching = Locked<UInt64?>(nil)
 
     private struct State {
         var remote: sockaddr_storage?
@@ -87,9 +88,6 @@ public final class PlainRTPPath: IcePath, DatagramPort {
             Glibc.close(descriptor)
             throw .invalidConfiguration("cannot bind a UDP socket on \(address): \(failure?.description ?? "no address")")
         }
-        // Wake up now and then to see whether the path was closed.
-        var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         // The kernel's receive stamps on (the first ask turns them on and answers that there is none yet).
         _ = cnice_last_datagram_age_ns(descriptor)
         self.family = family
@@ -97,22 +95,31 @@ public final class PlainRTPPath: IcePath, DatagramPort {
         local = IceCandidate(foundation: "rtp", priority: 1, address: endpoint.address, port: endpoint.port, type: .host)
         (events, eventsContinuation) = AsyncStream.makeStream(of: IceEvent.self)
         (datagrams, datagramsContinuation) = AsyncStream.makeStream(of: IceDatagram.self)
+        let state = Locked(State())
+        self.state = state
+        udp = UDPSocket(descriptor: descriptor, state: state, datagrams: datagramsContinuation)
         do {
-            try SystemThread.start(name: "callnode-rtp", detached: true) { [descriptor, state, datagramsContinuation, family] in
-                Self.read(descriptor, family: family, state: state, datagrams: datagramsContinuation)
-            }
+            let token = try SocketWatcher.shared.watch(descriptor) { [udp] in udp.drain(stamped: false) }
+            watching.withLock { $0 = token }
         } catch {
-            Glibc.close(descriptor)
-            throw .invalidConfiguration("no thread to read RTP on: \(error)")
+            udp.close()
+            throw error
         }
     }
 
     deinit {
-        let closed = state.withLock { state in defer { state.closed = true }; return state.closed }
-        if !closed {
-            // The reader sees the flag within its timeout and closes the socket.
-            eventsContinuation.finish()
+        endReading()
+        eventsContinuation.finish()
+    }
+
+    /// Marks the path closed, stops the watcher reading its socket, and closes it (once).
+    private func endReading() {
+        watching.withLock { token in
+            state.withLock { $0.closed = true }
+            if let watched = token.take() { SocketWatcher.shared.unwatch(descriptor, token: watched) }
+            udp.close()
         }
+        datagramsContinuation.finish()
     }
 
     // MARK: - IcePath
@@ -182,8 +189,9 @@ public final class PlainRTPPath: IcePath, DatagramPort {
     }
 
     public func close() async {
-        let closed = state.withLock { state in defer { state.closed = true }; return state.closed }
+        let closed = state.withLock { $0.closed }
         guard !closed else { return }
+        endReading()
         eventsContinuation.yield(.stateChanged(.closed))
         eventsContinuation.finish()
     }
@@ -202,18 +210,14 @@ public final class PlainRTPPath: IcePath, DatagramPort {
     /// nil when none was answered (the socket's own address is named then).
     @discardableResult
     public func map(through server: IceServerAddress) async -> IceCandidate? {
-        guard var target = Self.resolve(server.host, port: server.port, family: family) else { return nil }
+        guard let target = Self.resolve(server.host, port: server.port, family: family) else { return nil }
         state.withLock { $0.stunAsking = true }
         defer { state.withLock { $0.stunAsking = false } }
         let length = socklen_t(target.ss_family == sa_family_t(AF_INET6) ? MemoryLayout<sockaddr_in6>.size : MemoryLayout<sockaddr_in>.size)
         for _ in 0..<3 {
             let request = state.withLock { $0.stun.request() }
             guard !request.isEmpty else { return nil }
-            _ = request.withUnsafeBytes { buffer in
-                withUnsafePointer(to: &target) { pointer in
-                    pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(descriptor, buffer.baseAddress, buffer.count, 0, $0, length) }
-                }
-            }
+            _ = udp.send(request, to: target, length: length)
             for _ in 0..<15 {
                 if let mapped = state.withLock({ $0.mapped }) { return mapped }
                 try? await Task.sleep(for: .milliseconds(20))
@@ -246,85 +250,122 @@ public final class PlainRTPPath: IcePath, DatagramPort {
     @discardableResult
     public func send(_ bytes: [UInt8]) -> Bool {
         let rtcp = Self.isRTCP(bytes)
-        guard var remote = state.withLock({ $0.closed ? nil : rtcp ? ($0.rtcpRemote ?? $0.remote) : $0.remote }) else { return false }
+        guard let remote = state.withLock({ $0.closed ? nil : rtcp ? ($0.rtcpRemote ?? $0.remote) : $0.remote }) else { return false }
         let length = socklen_t(remote.ss_family == sa_family_t(AF_INET6) ? MemoryLayout<sockaddr_in6>.size : MemoryLayout<sockaddr_in>.size)
-        let sent = bytes.withUnsafeBytes { buffer in
-            withUnsafePointer(to: &remote) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-                    sendto(descriptor, buffer.baseAddress, buffer.count, 0, raw, length)
-                }
-            }
-        }
-        return sent == bytes.count
+        return udp.send(bytes, to: remote, length: length)
     }
 
     public func setReceiver(_ receiver: (@Sendable (UnsafeRawBufferPointer) -> Void)?) {
         state.withLock { $0.receiver = receiver }
     }
 
+    /// Polled: the watcher lets the socket be and ``poll()`` reads it; unpolled: the watcher reads
+    /// it again as datagrams arrive.
     public func setPolled(_ polled: Bool) {
-        state.withLock { $0.polled = polled }
+        watching.withLock { token in
+            let closed = state.withLock { state in
+                defer { if !state.closed { state.polled = polled } }
+                return state.closed
+            }
+            guard !closed else { return }
+            if polled {
+                if let watched = token.take() { SocketWatcher.shared.unwatch(descriptor, token: watched) }
+            } else if token == nil {
+                do {
+                    token = try SocketWatcher.shared.watch(descriptor) { [udp] in udp.drain(stamped: false) }
+                } catch {
+                    // Nothing would read the peer's media: say the path failed rather than go deaf.
+                    eventsContinuation.yield(.stateChanged(.failed))
+                }
+            }
+        }
     }
 
-    /// Reads every datagram waiting in the socket, without blocking, and hands each over as the
-    /// reader thread would (the receiver called on this thread).
+    /// Reads every datagram waiting in the socket, without blocking, and hands each over (the
+    /// receiver called on this thread).
     public func poll() {
         guard state.withLock({ $0.polled && !$0.closed }) else { return }
-        let descriptor = self.descriptor, state = self.state, datagrams = datagramsContinuation
-        pollBuffer.withLock { buffer in
-            var source = sockaddr_storage()
-            while true {
-                var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-                let count = buffer.withUnsafeMutableBytes { bytes in
-                    withUnsafeMutablePointer(to: &source) { pointer in
+        udp.drain(stamped: true)
+    }
+
+    public var lastArrivalAge: Duration { .nanoseconds(udp.arrivalAge.load(ordering: .relaxed)) }
+
+    /// The path's socket: every read, send and the close hold its lock, so that no call ever
+    /// reaches a descriptor closed (and perhaps already another file's) behind its back. What
+    /// the watcher's handler keeps: not the path, which can end while watched.
+    private final class UDPSocket: Sendable {
+        let descriptor: Int32
+        let state: Locked<State>
+        let datagrams: AsyncStream<IceDatagram>.Continuation
+        /// During the receiver's call from a stamped drain: how long ago the datagram arrived (ns).
+        let arrivalAge = Atomic<Int64>(0)
+        private let io = Locked(IO())
+
+        private struct IO: Sendable {
+            var buffer = [UInt8](repeating: 0, count: 2_048)
+            var open = true
+        }
+
+        init(descriptor: Int32, state: Locked<State>, datagrams: AsyncStream<IceDatagram>.Continuation) {
+            self.descriptor = descriptor
+            self.state = state
+            self.datagrams = datagrams
+        }
+
+        /// Reads until the socket would block, handing each datagram over; `stamped`, each with
+        /// the kernel's arrival stamp (the socket's own, however late the tick: its true arrival).
+        func drain(stamped: Bool) {
+            let descriptor = self.descriptor
+            io.withLock { io in
+                guard io.open else { return }
+                var source = sockaddr_storage()
+                while true {
+                    var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+                    let count = io.buffer.withUnsafeMutableBytes { bytes in
+                        withUnsafeMutablePointer(to: &source) { pointer in
+                            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                                recvfrom(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT), raw, &length)
+                            }
+                        }
+                    }
+                    guard count > 0 else { return }  // nothing more (EAGAIN), or an ICMP error
+                    if stamped {
+                        let age = cnice_last_datagram_age_ns(descriptor)
+                        arrivalAge.store((0..<60_000_000_000).contains(age) ? age : 0, ordering: .relaxed)
+                    }
+                    PlainRTPPath.handle(io.buffer, count: count, from: source, state: state, datagrams: datagrams)
+                }
+            }
+            if stamped { arrivalAge.store(0, ordering: .relaxed) }
+        }
+
+        func send(_ bytes: [UInt8], to target: sockaddr_storage, length: socklen_t) -> Bool {
+            var target = target
+            let descriptor = self.descriptor
+            return io.withLock { io in
+                guard io.open else { return false }
+                let sent = bytes.withUnsafeBytes { buffer in
+                    withUnsafePointer(to: &target) { pointer in
                         pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-                            recvfrom(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT), raw, &length)
+                            sendto(descriptor, buffer.baseAddress, buffer.count, 0, raw, length)
                         }
                     }
                 }
-                guard count > 0 else { return }  // nothing more (EAGAIN), or an ICMP error
-                // The socket's own stamp, however late the tick (a loaded or paused process):
-                // the datagram's true arrival.
-                let age = cnice_last_datagram_age_ns(descriptor)
-                self.arrivalAge.store((0..<60_000_000_000).contains(age) ? age : 0, ordering: .relaxed)
-                Self.handle(buffer, count: count, from: source, state: state, datagrams: datagrams)
+                return sent == bytes.count
             }
         }
-        arrivalAge.store(0, ordering: .relaxed)
-    }
 
-    public var lastArrivalAge: Duration { .nanoseconds(arrivalAge.load(ordering: .relaxed)) }
-
-    // MARK: - The reader
-
-    private static func read(_ descriptor: Int32, family: Int32, state: Locked<State>, datagrams: AsyncStream<IceDatagram>.Continuation) {
-        var buffer = [UInt8](repeating: 0, count: 2_048)
-        var source = sockaddr_storage()
-        while true {
-            // Polled: the media clock's ticks read; look again in a while.
-            let (polled, closed) = state.withLock { ($0.polled, $0.closed) }
-            if closed { break }
-            if polled {
-                usleep(200_000)
-                continue
+        /// Closes the descriptor, once.
+        func close() {
+            io.withLock { io in
+                guard io.open else { return }
+                io.open = false
+                Glibc.close(descriptor)
             }
-            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-            let count = buffer.withUnsafeMutableBytes { bytes in
-                withUnsafeMutablePointer(to: &source) { pointer in
-                    pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-                        recvfrom(descriptor, bytes.baseAddress, bytes.count, 0, raw, &length)
-                    }
-                }
-            }
-            if state.withLock({ $0.closed }) { break }
-            guard count > 0 else { continue }  // the timeout, or an ICMP error on the socket
-            handle(buffer, count: count, from: source, state: state, datagrams: datagrams)
         }
-        datagrams.finish()
-        Glibc.close(descriptor)
     }
 
-    /// One datagram read from the socket (by the reader thread or a poll): STUN's answer, the
+    /// One datagram read from the socket (by the watcher or a poll): STUN's answer, the
     /// peer's media (latching to its address once), or a stranger's, dropped.
     private static func handle(_ buffer: [UInt8], count: Int, from source: sockaddr_storage, state: Locked<State>,
                                datagrams: AsyncStream<IceDatagram>.Continuation) {

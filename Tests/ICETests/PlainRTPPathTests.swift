@@ -139,7 +139,7 @@ import Glibc
 
     /// Polled (a call's media reads on its clock's ticks): what arrives waits in the socket
     /// until `poll()`, which hands it all over in order, each with the kernel's stamp of when it
-    /// arrived; unpolled, the path's own thread reads again.
+    /// arrived; unpolled, the process's socket watcher reads again.
     @Test func polledItHandsOverWhatArrivedOnlyWhenPolledWithWhenItArrived() async throws {
         let a = try PlainRTPPath(bindingTo: "127.0.0.1"), b = try PlainRTPPath(bindingTo: "127.0.0.1")
         let ages = Locked<[Duration]>([])
@@ -151,12 +151,10 @@ import Glibc
         _ = try await a.setRemote(IceCredentials(ufrag: "", pwd: ""), candidates: [Self.candidate(b)], endOfCandidates: true)
         _ = try await b.setRemote(IceCredentials(ufrag: "", pwd: ""), candidates: [Self.candidate(a)], endOfCandidates: true)
         b.setPolled(true)
-        // The reader may be inside one read (it times out within 200 ms): let it see the flag.
-        try await Task.sleep(for: .milliseconds(300))
         let sent = ContinuousClock.now
         for marker: UInt8 in 1...3 { #expect(a.send(Self.rtp(marker))) }
         try await Task.sleep(for: .milliseconds(80))
-        #expect(packets.withLock { $0 }.isEmpty, "the path's thread read while polled")
+        #expect(packets.withLock { $0 }.isEmpty, "the watcher read while polled")
         b.poll()
         let waited = ContinuousClock.now - sent
         #expect(packets.withLock { $0 } == [Self.rtp(1), Self.rtp(2), Self.rtp(3)])
@@ -168,7 +166,7 @@ import Glibc
         #expect(b.lastArrivalAge == .zero, "an age outside the receiver's call")
         b.poll()
         #expect(packets.withLock { $0 }.count == 3, "a second poll found the same datagrams again")
-        // Unpolled: the thread reads as things arrive.
+        // Unpolled: the watcher reads as things arrive.
         b.setPolled(false)
         #expect(a.send(Self.rtp(4)))
         for _ in 0..<100 where packets.withLock({ $0.count }) < 4 { try await Task.sleep(for: .milliseconds(10)) }
@@ -219,6 +217,30 @@ import Glibc
         #expect(await atA.wait(for: 2).count == 2)
         #expect(a.droppedFromStrangers == 0)
         for path in [a, rtpPort, rtcpPort] { await path.close() }
+    }
+
+    /// SIP calls' paths keep no thread each: however many are open, one thread of the process
+    /// (the socket watcher's) reads them all until their media polls them.
+    @Test func manyPathsShareOneReaderThread() async throws {
+        let paths = try (0..<24).map { _ in try PlainRTPPath(bindingTo: "127.0.0.1") }
+        let sender = try PlainRTPPath(bindingTo: "127.0.0.1")
+        let received = paths.map { Received($0) }
+        for (index, path) in paths.enumerated() {
+            _ = try await sender.setRemote(IceCredentials(ufrag: "", pwd: ""), candidates: [Self.candidate(path)], endOfCandidates: true)
+            #expect(sender.send(Self.rtp(UInt8(index))))
+            #expect(await received[index].wait(for: 1) == [Self.rtp(UInt8(index))], "path \(index) heard nothing")
+        }
+        let readers = Self.threads(named: "callnode-rtp")
+        #expect(readers == 1, "\(readers) threads read RTP for \(paths.count + 1) paths")
+        for path in paths + [sender] { await path.close() }
+    }
+
+    /// The threads of this process whose name is `name`.
+    static func threads(named name: String) -> Int {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.filter { task in
+            (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) == name
+        }.count
     }
 
     @Test func anAddressThatIsNotThisHostsIsAClearError() {
