@@ -373,18 +373,14 @@ public struct AudioBridge: Sendable {
         ports.values[index].queued.append(samples, keeping: 2 * maximumLag)
     }
 
-    /// Lets go of the stretch of a conference's mix every member has heard, or that is further
-    /// back than any member may still read.
+    /// Lets go of the stretch of a conference's mix that is further back than any member may
+    /// still read. Constant work per read, whatever the conference's size: no member's cursor
+    /// is looked at (keeping the window a little longer than every member needs costs a few
+    /// kilobytes, and a walk over the members on every read cost the square of the
+    /// conference per period).
     private mutating func trimMix(_ mix: inout ConferenceMix, conference: Int) {
-        // A member reads no further back than two lags behind the newest.
-        var oldest = mix.end - catchUpWindow
-        // Sooner once every member has heard a stretch.
-        var readers = Int.max
-        for port in ports.values where port.conference == conference {
-            readers = min(readers, port.mixCursor ?? Int.min)
-        }
-        oldest = max(oldest, min(readers, mix.end))
-        let drop = min(mix.sums.count, oldest - mix.start)
+        // A member reads no further back than the catch-up window behind the newest.
+        let drop = mix.sums.count - catchUpWindow
         // In steps at least as long as what is kept: each drop moves what is kept, so that is
         // at most one sample moved per sample formed.
         guard drop >= max(4_800, catchUpWindow) else { return }
