@@ -320,7 +320,7 @@ let package = Package(
             dependencies: ["RTP", "CallNodeTestSupport"]),
         .testTarget(
             name: "MediaTests",
-            dependencies: ["Media", "MediaTiming", "RTP", "Locking", "CallNodeTestKit", "CallNodeTestSupport"]),
+            dependencies: ["Media", "MediaTiming", "RTP", "Locking", "CallNodeTestKit", "CallNodeTestSupport", "TestingPrimitives"]),
         // The codec, the frame cipher, voice processing, a node's settings and its control API,
         // each on its own (the node's calls through them are CallNodeTests').
         .testTarget(name: "AudioCodecTests", dependencies: ["AudioCodec", "AudioDevices"]),

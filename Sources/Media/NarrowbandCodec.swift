@@ -1,15 +1,19 @@
 internal import CSpeexDSP
 import RTP
 
-/// speexdsp's resampler for one mono stream at fixed rates (quality 5: flat to 3.4 kHz going
-/// down to 8 kHz, images well below the noise of G.711 going up).
+/// speexdsp's resampler for one mono stream at fixed rates, at its "VoIP" quality (3): flat to
+/// 3.5 kHz going down to 8 kHz (the telephone band ends at 3.4), and about 80 dB of stop band,
+/// far below G.711's own noise (some 38 dB under a full-scale signal). Quality 5 filtered with
+/// 480 taps per 8 kHz sample where this takes 288, for nothing a G.711 call can carry.
 final class Resampler {
     private let state: OpaquePointer
     let inputRate: Int, outputRate: Int
+    /// speexdsp's `SPEEX_RESAMPLER_QUALITY_VOIP`.
+    static let quality: Int32 = 3
 
     init?(from inputRate: Int, to outputRate: Int) {
         var error: Int32 = 0
-        guard let state = speex_resampler_init(1, spx_uint32_t(inputRate), spx_uint32_t(outputRate), 5, &error),
+        guard let state = speex_resampler_init(1, spx_uint32_t(inputRate), spx_uint32_t(outputRate), Self.quality, &error),
               error == 0 else { return nil }
         // No ramp-up of zeros: the first frame comes out as long as every other.
         speex_resampler_skip_zeros(state)
