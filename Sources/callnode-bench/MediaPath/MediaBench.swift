@@ -61,6 +61,9 @@ struct MediaBench: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Also sweep a conference: this side's leg of each call on a port of one audio session, all ports joined, so every party hears the others; party counts, in order, each against the bare ceiling timed beside it.", valueName: "PARTIES"))
     var conference: [Int] = []
 
+    @Flag(help: "With --conference: each party's phone is a replay of its packets (speech encoded once, each packet SRTP-protected as it goes; what the node sends it is counted, not decoded), as if the phones were other machines: the process runs the node's side of each call alone.")
+    var farEnds = false
+
     @Option(help: ArgumentHelp("Draw the conference sweep's CPU and late frames against parties into this PNG (gnuplot).", valueName: "FILE.png"))
     var conferencePlot: String?
 
@@ -79,6 +82,7 @@ struct MediaBench: AsyncParsableCommand {
         if conferencePlot != nil && conference.isEmpty { throw ValidationError("--conference-plot needs --conference PARTIES") }
         guard pairedRounds >= 0 else { throw ValidationError("--paired-rounds is 0 or more") }
         if pairedRounds > 0 && conference.isEmpty { throw ValidationError("--paired-rounds needs --conference PARTIES") }
+        if farEnds && conference.isEmpty { throw ValidationError("--far-ends needs --conference PARTIES") }
     }
 
     func run() async throws {
@@ -173,11 +177,13 @@ struct MediaBench: AsyncParsableCommand {
             // Parties in one conference: each call's node-side leg on a session port, the
             // ports joined; its peer leg, in this process too, on plain sources (as in the
             // fixed sweep, two legs per call, so the same ceiling applies).
-            let (parties, ceiling, conferencePoints) = try await sweep(legs: conference.map { $0 * 2 }, speech: speech, configuration: fixedConfiguration,
-                                                                       baseline: baseline, label: "fixed complexity \(complexity), one conference", conference: true)
-            print("media real time: \(parties / 2) parties in one conference within 0.5 % late frames above the idle clock at complexity \(complexity) (each hears the others; \(parties) legs with their peers)\(Self.ofCeiling(parties, ceiling))")
+            let (counted, ceiling, conferencePoints) = try await sweep(legs: conference.map { farEnds ? $0 : $0 * 2 }, speech: speech, configuration: fixedConfiguration,
+                                                                       baseline: baseline, label: "fixed complexity \(complexity), one conference\(farEnds ? ", far ends replayed" : "")",
+                                                                       conference: true, farEnds: farEnds)
+            let parties = farEnds ? counted : counted / 2
+            print("media real time: \(parties) parties in one conference within 0.5 % late frames above the idle clock at complexity \(complexity) (each hears the others; \(counted) legs\(farEnds ? ", the node's side alone: each far end a replay" : " with their peers"))\(Self.ofCeiling(counted, ceiling))")
             if let conferencePlot {
-                try Self.draw(conferencePoints.map { ($0.legs / 2, $0.cpuPercent, $0.latePercent) }, baselinePercent: baseline * 100, to: conferencePlot,
+                try Self.draw(conferencePoints.map { (farEnds ? $0.legs : $0.legs / 2, $0.cpuPercent, $0.latePercent) }, baselinePercent: baseline * 100, to: conferencePlot,
                               title: "CallNode: parties in one conference on one node, each with its peer leg (\(ProcessInfo.processInfo.activeProcessorCount) cores)",
                               xLabel: "parties in one conference")
                 print("media real time: conference plot written to \(conferencePlot)")
@@ -234,8 +240,14 @@ struct MediaBench: AsyncParsableCommand {
     /// With `conference`, each call's first leg reads and plays through a port of one
     /// app-owned audio session (a manual device, fed a frame of capture and drained every
     /// period), all ports joined in one conference.
+    ///
+    /// With `farEnds` too, each count is the parties and each party's far end is a
+    /// ``FarEndPeer`` (its phone's packets replayed, as if it were another machine): the
+    /// count's legs are the node's side alone.
     func sweep(legs: [Int], speech: [Int16], configuration: MediaConfiguration, baseline: Double,
-               label: String, overLibnice: Bool = false, conference: Bool = false) async throws -> (Int, Double?, [(legs: Int, cpuPercent: Double, latePercent: Double)]) {
+               label: String, overLibnice: Bool = false, conference: Bool = false,
+               farEnds: Bool = false) async throws -> (Int, Double?, [(legs: Int, cpuPercent: Double, latePercent: Double)]) {
+        let replayed = farEnds ? try FarEndPeer.payloads(of: speech, opus: configuration.opus) : []
         var best = 0
         var bestCeiling: Double?
         var points: [(legs: Int, cpuPercent: Double, latePercent: Double)] = []
@@ -243,6 +255,9 @@ struct MediaBench: AsyncParsableCommand {
             let ceilingBefore = try bareCeiling(speech: speech, configuration: configuration)
             let clock = MediaClock(phases: phases)
             var calls: [(MediaActor, MediaActor)] = []
+            // The node's legs whose far ends are replays, and those far ends.
+            var nodeLegs: [MediaActor] = [], farEndPeers: [FarEndPeer] = []
+            let parties = farEnds ? count : count / 2
             var agents: [IceAgent] = []
             let backend = ManualRenderingBackend()
             let session = AudioSessionOwner<AppOwned>(name: "conference", configuration: AudioSessionConfiguration(), backend: backend)
@@ -250,7 +265,7 @@ struct MediaBench: AsyncParsableCommand {
             if conference {
                 try await session.setVoiceProcessingEnabled(false)
                 _ = try await session.activate()
-                for _ in 0..<(count / 2) { ports.append(try await session.port()) }
+                for _ in 0..<parties { ports.append(try await session.port()) }
                 await session.join(ports.map(\.id))
             }
             let device = backend.endpoint("manual")
@@ -265,11 +280,17 @@ struct MediaBench: AsyncParsableCommand {
                 }
             }
             defer { feeding.cancel() }
-            for index in 0..<(count / 2) {
+            for index in 0..<parties {
                 // Independent calls: each starts its speech somewhere else (an odd step through
                 // the ten seconds, so no two are in step).
                 let offset = (index * 6_599 * 48) % max(1, speech.count)
-                if overLibnice {
+                if farEnds {
+                    let (leg, farEnd) = try await Self.makeFarEndCall(clock: clock, payloads: replayed, configuration: configuration,
+                                                                      offset: offset / configuration.opus.samplesPerFrame,
+                                                                      endpoints: (ports[index].source, ports[index].sink))
+                    nodeLegs.append(leg)
+                    farEndPeers.append(farEnd)
+                } else if overLibnice {
                     let (a, b) = try await LoopbackAgents.connectedPair()
                     agents += [a, b]
                     calls.append(try await Self.makeCall(clock: clock, speech: speech, configuration: configuration, speechOffset: offset,
@@ -286,16 +307,23 @@ struct MediaBench: AsyncParsableCommand {
             // complexity), then the figures from scratch.
             try await Task.sleep(for: .seconds(settleSeconds))
             clock.restartReport()
-            let stretchesBefore = await Self.stretches(calls)
+            let stretchesBefore = await Self.stretches(calls, nodeLegs)
             let cpuBefore = BareMediaBenchmark.cpuTime(), wallBefore = ContinuousClock.now
             try await Task.sleep(for: .seconds(realTimeSeconds))
             let complexities = await calls.asyncMap { await $0.0.statistics.opusComplexity }
-            let stretchesAfter = await Self.stretches(calls)
+                + nodeLegs.asyncMap { await $0.statistics.opusComplexity }
+            let stretchesAfter = await Self.stretches(calls, nodeLegs)
             ticking.cancel()
             let report = await ticking.value
             let cpuPercent = (BareMediaBenchmark.cpuTime() - cpuBefore).seconds / (ContinuousClock.now - wallBefore).seconds
                 / Double(ProcessInfo.processInfo.activeProcessorCount) * 100
             for call in calls { await call.0.stop(); await call.1.stop() }
+            for leg in nodeLegs { await leg.stop() }
+            for farEnd in farEndPeers { clock.remove(farEnd) }
+            // Every far end must have heard its party's leg, or the count measured nothing.
+            if let deaf = farEndPeers.firstIndex(where: { $0.received == 0 }) {
+                throw ValidationError("party \(deaf)'s far end received nothing from the node's leg")
+            }
             for agent in agents { await agent.close() }
             agents = []
             feeding.cancel()
@@ -325,16 +353,29 @@ struct MediaBench: AsyncParsableCommand {
     }
 
     /// Frames lengthened and pairs shortened by playout's time stretching, over every leg.
-    static func stretches(_ calls: [(MediaActor, MediaActor)]) async -> (expanded: Int, compressed: Int) {
+    static func stretches(_ calls: [(MediaActor, MediaActor)], _ more: [MediaActor] = []) async -> (expanded: Int, compressed: Int) {
         var total = (expanded: 0, compressed: 0)
-        for (a, b) in calls {
-            for leg in [a, b] {
-                let buffer = await leg.statistics.jitterBuffer
-                total.expanded += buffer.expanded
-                total.compressed += buffer.compressed
-            }
+        for leg in calls.flatMap({ [$0.0, $0.1] }) + more {
+            let buffer = await leg.statistics.jitterBuffer
+            total.expanded += buffer.expanded
+            total.compressed += buffer.compressed
         }
         return total
+    }
+
+    /// A call whose node-side leg reads and plays through `endpoints` and whose far end is a
+    /// replay of `payloads` from frame `offset` (``FarEndPeer``), on one in-memory link.
+    static func makeFarEndCall(clock: MediaClock, payloads: [[UInt8]], configuration: MediaConfiguration, offset: Int,
+                               endpoints: (any AudioSource, any AudioSink)) async throws -> (MediaActor, FarEndPeer) {
+        let link = InMemoryMediaLink(clock: clock)
+        let toFarEnd = SRTPKey.random(), fromFarEnd = SRTPKey.random()
+        let leg = try MediaActor(configuration: configuration, transport: link.a, keys: MediaKeys(outbound: toFarEnd, inbound: fromFarEnd),
+                                 source: endpoints.0, sink: endpoints.1, clock: clock)
+        let farEnd = try FarEndPeer(transport: link.b, key: fromFarEnd, payloads: payloads, offset: offset,
+                                    payloadType: configuration.payloadType, samplesPerFrame: configuration.opus.samplesPerFrame)
+        try await leg.start()
+        clock.add(farEnd)
+        return (leg, farEnd)
     }
 
     /// - Parameter speechOffset: Where in the speech each leg starts (samples; B starts half the
