@@ -213,11 +213,10 @@ public final class PlainRTPPath: IcePath, DatagramPort {
         guard let target = Self.resolve(server.host, port: server.port, family: family) else { return nil }
         state.withLock { $0.stunAsking = true }
         defer { state.withLock { $0.stunAsking = false } }
-        let length = socklen_t(target.ss_family == sa_family_t(AF_INET6) ? MemoryLayout<sockaddr_in6>.size : MemoryLayout<sockaddr_in>.size)
         for _ in 0..<3 {
             let request = state.withLock { $0.stun.request() }
             guard !request.isEmpty else { return nil }
-            _ = udp.send(request, to: target, length: length)
+            _ = udp.send(request, to: target)
             for _ in 0..<15 {
                 if let mapped = state.withLock({ $0.mapped }) { return mapped }
                 try? await Task.sleep(for: .milliseconds(20))
@@ -251,8 +250,7 @@ public final class PlainRTPPath: IcePath, DatagramPort {
     public func send(_ bytes: [UInt8]) -> Bool {
         let rtcp = Self.isRTCP(bytes)
         guard let remote = state.withLock({ $0.closed ? nil : rtcp ? ($0.rtcpRemote ?? $0.remote) : $0.remote }) else { return false }
-        let length = socklen_t(remote.ss_family == sa_family_t(AF_INET6) ? MemoryLayout<sockaddr_in6>.size : MemoryLayout<sockaddr_in>.size)
-        return udp.send(bytes, to: remote, length: length)
+        return udp.send(bytes, to: remote)
     }
 
     public func setReceiver(_ receiver: (@Sendable (UnsafeRawBufferPointer) -> Void)?) {
@@ -339,8 +337,9 @@ public final class PlainRTPPath: IcePath, DatagramPort {
             if stamped { arrivalAge.store(0, ordering: .relaxed) }
         }
 
-        func send(_ bytes: [UInt8], to target: sockaddr_storage, length: socklen_t) -> Bool {
+        func send(_ bytes: [UInt8], to target: sockaddr_storage) -> Bool {
             var target = target
+            let length = socklen_t(target.ss_family == sa_family_t(AF_INET6) ? MemoryLayout<sockaddr_in6>.size : MemoryLayout<sockaddr_in>.size)
             let descriptor = self.descriptor
             return io.withLock { io in
                 guard io.open else { return false }

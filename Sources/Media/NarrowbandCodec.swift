@@ -2,9 +2,10 @@ internal import CSpeexDSP
 import RTP
 
 /// speexdsp's resampler for one mono stream at fixed rates, at its "VoIP" quality (3): flat to
-/// 3.5 kHz going down to 8 kHz (the telephone band ends at 3.4), and about 80 dB of stop band,
-/// far below G.711's own noise (some 38 dB under a full-scale signal). Quality 5 filtered with
-/// 480 taps per 8 kHz sample where this takes 288, for nothing a G.711 call can carry.
+/// 3 kHz going down to 8 kHz and 1 dB down at 3.4 (where the telephone band ends), and about
+/// 80 dB of stop band, far below G.711's own noise (some 38 dB under a full-scale signal).
+/// Quality 5 filtered with 480 taps per 8 kHz sample where this takes 288, for nothing a G.711
+/// call can carry.
 final class Resampler {
     private let state: OpaquePointer
     let inputRate: Int, outputRate: Int
