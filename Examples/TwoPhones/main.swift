@@ -134,7 +134,7 @@ let feeder = Task {
     }
 }
 
-let bobEvents = bob.manager.events()
+let bobEvents = bob.manager.events(), aliceEvents = alice.manager.events()
 let call = UUID()
 let start = try await alice.manager.controller.request(.start(call: call, handle: CallHandle(.generic, "bob")))
 print("[alice] start: \(try await alice.manager.outcome(of: start))")
@@ -143,6 +143,14 @@ for await event in bobEvents {
         print("[bob] incoming call from \(update.remoteHandle?.value ?? "?")")
         let answer = try await bob.manager.controller.request(.answer(call: uuid))
         print("[bob] answer: \(try await bob.manager.outcome(of: answer)) (fulfilled when media connected)")
+        break
+    }
+}
+// Alice's side joins once her media is up (her performer reports it after bob's answer): only
+// then may she send digits. A second of audio after it, bob's speaker has heard her.
+for await event in aliceEvents {
+    if case .session(call, .joined) = event {
+        print("[alice] joined")
         break
     }
 }
