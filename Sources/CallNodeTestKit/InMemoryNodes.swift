@@ -15,6 +15,8 @@ public final class InMemoryNodes: @unchecked Sendable {  // the event log is beh
     public let media = MediaClock.manual()
     public let network: InMemoryIceNetwork
     public let signaling = InMemorySignalNetwork()
+    /// SIP between the nodes (for those that listen for it), a tick at a time with the media.
+    public let sip: InMemorySIPNetwork
     public let directory: String
     private let logs = Locked<[String: [NodeEvent]]>([:])
     private var readers: [Task<Void, Never>] = []
@@ -22,9 +24,12 @@ public final class InMemoryNodes: @unchecked Sendable {  // the event log is beh
 
     /// - Parameter directory: where the nodes' homes go (made, and removed at the end); a new
     ///   temporary directory by default.
-    public init(conditions: InMemoryIceNetwork.Conditions = .init(), seed: UInt64 = 1, directory: String? = nil) throws {
+    /// `sipConditions`: how the in-memory SIP network between the nodes delays its messages.
+    public init(conditions: InMemoryIceNetwork.Conditions = .init(), seed: UInt64 = 1, directory: String? = nil,
+                sipConditions: InMemorySIPNetwork.Conditions = .init()) throws {
         network = InMemoryIceNetwork(conditions: conditions, seed: seed)
         media.add(network)  // first: each tick delivers what is due before the calls read
+        sip = InMemorySIPNetwork(seed: seed, conditions: sipConditions)
         self.directory = directory ?? FileManager.default.temporaryDirectory.appendingPathComponent("callnode-manual-\(UUID())").path
         try FileManager.default.createDirectory(atPath: self.directory, withIntermediateDirectories: true)
     }
@@ -47,6 +52,7 @@ public final class InMemoryNodes: @unchecked Sendable {  // the event log is beh
         configuration.displayName = name
         configuration.listenAddress = SignalAddress(host: name, port: 7600)
         configuration.signalNetwork = signaling
+        configuration.sipNetwork = sip
         let network = self.network
         configuration.makeIcePath = { ice in network.makePath(role: ice.role) }
         configuration.clock = TimerClock(timers)
@@ -80,6 +86,7 @@ public final class InMemoryNodes: @unchecked Sendable {  // the event log is beh
     /// delivers, then every call sends and plays), then every task gets to run.
     public func step() async {
         timers.advance(by: media.frameDuration)
+        sip.advance()
         await media.advance(frames: 1)
         await settle()
     }

@@ -181,15 +181,19 @@ public struct SIPDialogState: Sendable, Equatable {
             // longer knows the call; a request this side's stack could not deliver (the peer's
             // port refuses it: its process is gone) says it is not. No answer at all (a cut
             // link) is left to the call's own loss timeout.
+            // Either way the dialog is ended here too, by a BYE: it gets the same answer (481,
+            // or the refused port), and the stack lets the dialog go only once a BYE is answered.
             if status == 481 {
                 callEnded = true
                 phase = .terminating
-                return [.signalingLost("the SIP peer no longer knows this call (481 to an OPTIONS in its dialog: it restarted or dropped the call)")]
+                byeSent = true
+                return [.signalingLost("the SIP peer no longer knows this call (481 to an OPTIONS in its dialog: it restarted or dropped the call)"), .bye]
             }
             if local, status == 503 {
                 callEnded = true
                 phase = .terminating
-                return [.signalingLost("the SIP peer is gone: an OPTIONS in the call's dialog could not reach it (\(status) \(phrase))")]
+                byeSent = true
+                return [.signalingLost("the SIP peer is gone: an OPTIONS in the call's dialog could not reach it (\(status) \(phrase))"), .bye]
             }
             return []
         case .callClosed:

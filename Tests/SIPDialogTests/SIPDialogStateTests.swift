@@ -809,8 +809,8 @@ import Testing
 
     /// Any answer to the OPTIONS says the peer is there (405 and 501 too); a 481 says it no
     /// longer knows the call, and a request this side's stack could not deliver (503 made
-    /// locally: the peer's port refuses it) that it is gone: the call ends saying which, once.
-    /// No answer at all (408 after the stack's timeout) is left to the call's loss timeout.
+    /// locally: the peer's port refuses it) that it is gone: the call ends saying which, once,
+    /// and the dialog ends on this side with a BYE (else the stack would keep it for ever). No answer at all (408 after the stack's timeout) is left to the call's loss timeout.
     @Test func theProbesAnswerSaysWhetherThePeerIsStillThere() {
         for (status, local) in [(200, false), (405, false), (501, false), (503, false), (408, true)] {
             var state = Self.confirmedOutgoing()
@@ -822,7 +822,7 @@ import Testing
         var restarted = Self.confirmedOutgoing()
         Self.feed(&restarted, [.call(.keepAlive)], at: .seconds(15))
         let forgot = restarted.handle(.probeAnswered(status: 481, phrase: "Call/Transaction Does Not Exist", local: false), now: .seconds(15))
-        guard case let .signalingLost(text)? = forgot.first, forgot.count == 1 else {
+        guard case let .signalingLost(text)? = forgot.first, forgot.count == 2, forgot.last == .bye else {
             Issue.record("\(forgot)")
             return
         }
@@ -830,12 +830,13 @@ import Testing
         var gone = Self.confirmedIncoming()
         Self.feed(&gone, [.call(.keepAlive)], at: .seconds(15))
         let unreachable = gone.handle(.probeAnswered(status: 503, phrase: "Service Unavailable", local: true), now: .seconds(15))
-        guard case let .signalingLost(reason)? = unreachable.first, unreachable.count == 1 else {
+        guard case let .signalingLost(reason)? = unreachable.first, unreachable.count == 2, unreachable.last == .bye else {
             Issue.record("\(unreachable)")
             return
         }
         #expect(reason.contains("gone") && gone.callEnded)
         #expect(gone.handle(.bye, now: .seconds(16)) == [], "ended once")
+        #expect(gone.handle(.call(.end(.hangup)), now: .seconds(16)) == [], "one BYE")
     }
 
     // MARK: - UPDATE (RFC 3311) and session timers (RFC 4028)

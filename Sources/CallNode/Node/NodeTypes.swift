@@ -8,6 +8,7 @@ import JanusRoom
 import Media
 import RTP
 import SDP
+import SIP
 import Signaling
 
 /// Everything a ``CallNode`` needs to start.
@@ -157,6 +158,10 @@ public struct CallNodeConfiguration: Sendable {
     /// (the default); an in-memory network in tests (`CallNodeTestKit`'s `InMemorySignalNetwork`),
     /// where ``listenAddress`` is the node's name on it. Relays and the web port stay on TCP.
     public var signalNetwork: (any SignalNetwork)?
+    /// The SIP stack ``CallNode/listenSIP(_:)`` starts: sofia-sip on UDP, TCP (and TLS) when
+    /// nil (the default); an in-memory network in tests and simulations (`CallNodeTestKit`'s
+    /// `InMemorySIPNetwork`), where the node is reached at its settings' URI.
+    public var sipNetwork: (any SIPNetwork)?
     /// How the node reaches its relay (``relay``): its own TCP and TLS client when nil (the
     /// default); an in-memory relay in tests (`CallNodeTestKit`'s `InMemoryRelay`).
     public var relayNetwork: (any RelayNetwork)?

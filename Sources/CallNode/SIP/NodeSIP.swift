@@ -19,14 +19,13 @@ extension CallNode {
         guard sipRouter == nil else { throw .sip("this node listens for SIP already") }
         let host = settings.host.contains(":") ? "[\(settings.host)]" : settings.host
         let from = "<sip:\(settings.user)@\(host):\(settings.port)>"
-        let agent: SIPAgent
+        let agent: any SIPStack
         do {
-            var tls: (url: String, certificateDirectory: String)?
-            if let tlsPort = settings.tlsPort {
-                tls = ("sips:\(host):\(tlsPort)", try writeSIPCertificate(settings.tlsCertificate))
+            if let network = configuration.sipNetwork {
+                agent = try await network.start(address: settings.uri, from: from)
+            } else {
+                agent = try await startSofia(settings, host: host, from: from)
             }
-            agent = try await SIPAgent.start(listening: "sip:\(host):\(settings.port)", tls: tls, from: from,
-                                             userAgent: "CallNode")
         } catch let error as SIPError {
             throw .sip(error.description)
         } catch let error as CallNodeError {
@@ -44,6 +43,16 @@ extension CallNode {
         await router.register()
         logger.info("listening for SIP at \(settings.uri) (UDP and TCP)\(settings.tlsURI.map { " and \($0)" } ?? "")")
         return settings.uri
+    }
+
+    /// sofia-sip's agent at `settings`' address (and its TLS port, with the certificate written
+    /// where the stack reads it).
+    private func startSofia(_ settings: SIPListenSettings, host: String, from: String) async throws -> SIPAgent {
+        var tls: (url: String, certificateDirectory: String)?
+        if let tlsPort = settings.tlsPort {
+            tls = ("sips:\(host):\(tlsPort)", try writeSIPCertificate(settings.tlsCertificate))
+        }
+        return try await SIPAgent.start(listening: "sip:\(host):\(settings.port)", tls: tls, from: from, userAgent: "CallNode")
     }
 
     /// The node's identity (key and certificate), or the given certificate chain and key, where
@@ -88,6 +97,18 @@ extension CallNode {
     /// Where this node's SIP registration stands, if it registers (``SIPListenSettings/registration``).
     public var sipRegistration: SIPRegistrationState? {
         get async { await sipRouter?.registration }
+    }
+
+    /// The id the node's SIP stack has for `call`'s dialog (nil: not a SIP call here).
+    @_spi(Simulation)
+    public func sipDialog(of call: UUID) async -> Int? {
+        await sipRouter?.dialog(of: call)
+    }
+
+    /// The call the node's SIP stack knows by `dialog` (nil: none, or not started yet).
+    @_spi(Simulation)
+    public func call(ofSIPDialog dialog: Int) async -> UUID? {
+        await sipRouter?.call(of: dialog)
     }
 
     /// Places a SIP call to `uri`.

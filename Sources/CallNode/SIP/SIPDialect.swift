@@ -11,7 +11,7 @@ import SIPDialog
 /// clock.
 actor SIPDialect: CallDialect {
     nonisolated let traits: DialectTraits
-    private let agent: SIPAgent
+    private let agent: any SIPStack
     /// The call's id at the agent (a new one when the dialog starts again, as after an offer
     /// made again in plain RTP).
     private(set) var sipCall: Int
@@ -44,7 +44,7 @@ actor SIPDialect: CallDialect {
         case moved(to: Int)
     }
 
-    init(agent: SIPAgent, call sipCall: Int, outgoing: Bool, uri: String?, traits: DialectTraits, clock: TimerClock, logger: Logger,
+    init(agent: any SIPStack, call sipCall: Int, outgoing: Bool, uri: String?, traits: DialectTraits, clock: TimerClock, logger: Logger,
          referral: (call: Int, replaces: String?)? = nil, referredDialect: @escaping ReferredDialect,
          closed: @escaping @Sendable (Int, Bool) async -> Void) {
         self.traits = traits
@@ -147,7 +147,7 @@ actor SIPDialect: CallDialect {
                 agent.invite(sipCall, to: uri, displayName: displayName, sdp: sdp)
             }
         case let .reinvite(sdp):
-            agent.invite(sipCall, sdp: sdp)
+            agent.invite(sipCall, to: nil, displayName: nil, sdp: sdp)
         case let .respond(status, phrase, sdp, retryAfter):
             agent.respond(sipCall, status: status, phrase: phrase, sdp: sdp, retryAfter: retryAfter)
         case let .respondToUpdate(status, phrase, sdp):

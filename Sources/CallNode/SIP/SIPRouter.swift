@@ -9,7 +9,7 @@ import Signaling
 /// Incoming INVITEs go through the node's admission as any call does; everything else of a
 /// dialog goes to its call's dialect.
 actor SIPRouter {
-    let agent: SIPAgent
+    let agent: any SIPStack
     let settings: SIPListenSettings
     private var dialects: [Int: SIPDialect] = [:]
     private let logger: Logger
@@ -22,7 +22,7 @@ actor SIPRouter {
     /// The node's timer clock (a manual one in tests): the retry after a failure waits on it.
     private let clock: TimerClock
 
-    init(agent: SIPAgent, settings: SIPListenSettings, node: CallNode, clock: TimerClock, logger: Logger) {
+    init(agent: any SIPStack, settings: SIPListenSettings, node: CallNode, clock: TimerClock, logger: Logger) {
         self.agent = agent
         self.clock = clock
         self.settings = settings
@@ -90,7 +90,7 @@ actor SIPRouter {
         }
         if event.kind == .update {
             // An UPDATE for a call this node has let go of.
-            agent.respondToUpdate(event.call, status: 481, phrase: "Call/Transaction Does Not Exist")
+            agent.respondToUpdate(event.call, status: 481, phrase: "Call/Transaction Does Not Exist", sdp: nil)
             return
         }
         guard event.kind == .invite else { return }
@@ -110,7 +110,7 @@ actor SIPRouter {
         if let replaced = event.replaces {
             // An attended transfer's INVITE: it takes the place of the call it names, unrung.
             guard let old = await dialects[replaced]?.callID else {
-                agent.respond(event.call, status: 481, phrase: "Call/Transaction Does Not Exist (the Replaces names no call here)")
+                agent.respond(event.call, status: 481, phrase: "Call/Transaction Does Not Exist (the Replaces names no call here)", sdp: nil, retryAfter: nil)
                 dialects[event.call] = nil
                 return
             }
@@ -145,6 +145,17 @@ actor SIPRouter {
         return dialect
     }
 
+    /// The stack's id for `call`'s dialog.
+    func dialog(of call: UUID) async -> Int? {
+        for (id, dialect) in dialects.sorted(by: { $0.key < $1.key }) where await dialect.callID == call { return id }
+        return nil
+    }
+
+    /// The call carried by the dialog the stack knows as `id`.
+    func call(of id: Int) async -> UUID? {
+        await dialects[id]?.callID
+    }
+
     private func forget(_ call: Int) {
         dialects[call] = nil
     }
@@ -163,7 +174,7 @@ actor SIPRouter {
         guard lastAvailability != (takingCalls, draining) else { return }
         lastAvailability = (takingCalls, draining)
         if takingCalls {
-            agent.setAvailability(status: 200)
+            agent.setAvailability(status: 200, retryAfter: nil)
         } else {
             agent.setAvailability(status: 503, retryAfter: draining ? SIPWire.drainingRetryAfter : SIPWire.fullRetryAfter)
         }

@@ -1,0 +1,142 @@
+@testable import CallNode
+import CallNodeTestKit
+import Foundation
+import Testing
+
+/// SIP calls between whole nodes on manual time, over the test kit's in-memory SIP network
+/// (the stand-in for sofia-sip's transactions that the simulator drives): the node's SIP
+/// dialect and dialog value, its media on in-memory ICE. The same calls run over sofia-sip in
+/// `SIPCallTests`.
+@Suite struct InMemorySIPTests {
+    static func listen(_ node: CallNode, _ name: String) async throws {
+        try await node.listenSIP(SIPListenSettings(host: "\(name).sim", port: 5060, offersICE: true))
+    }
+
+    static func uri(_ name: String) -> String { "sip:callnode@\(name).sim:5060" }
+
+    static func isConnected(_ event: NodeEvent) -> Bool { if case .connected = event { true } else { false } }
+    static func isEnded(_ event: NodeEvent) -> Bool { if case .ended = event { true } else { false } }
+
+    @Test func aCallConnectsCarriesAudioBothWaysHoldsAndEndsOnBothSides() async throws {
+        let f = try InMemoryNodes()
+        let alice = try await f.node("alice", input: .tone(440))
+        let bob = try await f.node("bob", input: .tone(660))
+        try await Self.listen(alice, "alice")
+        try await Self.listen(bob, "bob")
+        let call = try await alice.call(.sip(Self.uri("bob")))
+        try await f.waitFor("alice", advancing: true, frames: 200, Self.isConnected)
+        try await f.waitFor("bob", advancing: true, frames: 50, Self.isConnected)
+        let bobCall = try #require(await bob.liveCalls.first)
+        for _ in 0..<50 { await f.step() }
+        #expect(try #require(await alice.statistics(call)).packetsReceived > 30)
+        #expect(try #require(await bob.statistics(bobCall)).packetsReceived > 30)
+
+        try await bob.setHeld(bobCall, true)
+        try await f.waitFor("alice", advancing: true, frames: 50) { if case .remoteHold(_, true) = $0 { true } else { false } }
+        try await bob.setHeld(bobCall, false)
+        try await f.waitFor("alice", advancing: true, frames: 50) { if case .remoteHold(_, false) = $0 { true } else { false } }
+
+        try await alice.hangUp(call)
+        try await f.waitFor("bob", advancing: true, frames: 50, Self.isEnded)
+        for _ in 0..<10 { await f.step() }
+        #expect(f.sip.openDialogs() == [])
+        #expect(f.sip.problems == [])
+        #expect(f.sip.counts.dialogs == 1)
+        #expect(f.sip.counts.invites == 3, "the INVITE, the hold's and the resume's re-INVITEs")
+        await f.shutdown()
+    }
+
+    /// Both sides hold at the same instant, then resume at the same instant: their re-INVITEs
+    /// cross (glare), each is refused with 491 and goes again after RFC 3261's random wait;
+    /// the side waiting takes the other's offer and answers it with its own direction, so each
+    /// side's wish stands: neither sends while both hold, both send again after both resume.
+    @Test func reINVITEsThatCrossAreRefusedWith491AndBothSidesWishesStand() async throws {
+        var conditions = InMemorySIPNetwork.Conditions()
+        conditions.delay = 2...2
+        let f = try InMemoryNodes(sipConditions: conditions)
+        let alice = try await f.node("alice", input: .tone(440))
+        let bob = try await f.node("bob", input: .tone(660))
+        try await Self.listen(alice, "alice")
+        try await Self.listen(bob, "bob")
+        let call = try await alice.call(.sip(Self.uri("bob")))
+        try await f.waitFor("bob", advancing: true, frames: 200, Self.isConnected)
+        let bobCall = try #require(await bob.liveCalls.first)
+        for _ in 0..<20 { await f.step() }
+
+        async let aliceHolds: Void = alice.setHeld(call, true)
+        async let bobHolds: Void = bob.setHeld(bobCall, true)
+        _ = try await (aliceHolds, bobHolds)
+        for _ in 0..<300 { await f.step() }
+        #expect(f.sip.counts.crossings >= 1, "the two re-INVITEs did not cross")
+        #expect(await alice.manager.state(of: call)?.isOnHold == true)
+        #expect(await bob.manager.state(of: bobCall)?.isOnHold == true)
+        let sentByAlice = try #require(await alice.statistics(call)).packetsSent
+        let sentByBob = try #require(await bob.statistics(bobCall)).packetsSent
+        for _ in 0..<50 { await f.step() }
+        #expect(try #require(await alice.statistics(call)).packetsSent == sentByAlice, "alice sends while both hold")
+        #expect(try #require(await bob.statistics(bobCall)).packetsSent == sentByBob, "bob sends while both hold")
+
+        let crossings = f.sip.counts.crossings
+        async let aliceResumes: Void = alice.setHeld(call, false)
+        async let bobResumes: Void = bob.setHeld(bobCall, false)
+        _ = try await (aliceResumes, bobResumes)
+        for _ in 0..<300 { await f.step() }
+        #expect(f.sip.counts.crossings > crossings, "the resumes' re-INVITEs did not cross")
+        let heardByAlice = try #require(await alice.statistics(call)).packetsReceived
+        let heardByBob = try #require(await bob.statistics(bobCall)).packetsReceived
+        for _ in 0..<50 { await f.step() }
+        #expect(try #require(await alice.statistics(call)).packetsReceived > heardByAlice + 40, "alice hears nothing after both resumed")
+        #expect(try #require(await bob.statistics(bobCall)).packetsReceived > heardByBob + 40, "bob hears nothing after both resumed")
+        #expect(f.sip.problems == [])
+        try await alice.hangUp(call)
+        try await f.waitFor("bob", advancing: true, frames: 50, Self.isEnded)
+        for _ in 0..<10 { await f.step() }
+        #expect(f.sip.openDialogs() == [])
+        await f.shutdown()
+    }
+
+    /// The callee's process dies: the caller's next OPTIONS in the dialog finds its port closed,
+    /// and the call ends as signaling lost, its dialog over on the side that is left.
+    @Test func aPeerWhoseStackDiedIsNoticedByTheDialogsProbe() async throws {
+        let f = try InMemoryNodes()
+        let alice = try await f.node("alice", input: .tone(440))
+        let bob = try await f.node("bob", input: .tone(660))
+        try await Self.listen(alice, "alice")
+        try await Self.listen(bob, "bob")
+        _ = try await alice.call(.sip(Self.uri("bob")))
+        try await f.waitFor("bob", advancing: true, frames: 200, Self.isConnected)
+        f.sip.crash(Self.uri("bob"))
+        let (event, _) = try await f.waitFor("alice", advancing: true, frames: 2_500, Self.isEnded)
+        guard case let .ended(_, reason, detail, _) = event else { return }
+        #expect(reason == .failed)
+        #expect(detail?.contains("gone") == true, "\(detail ?? "no detail")")
+        for _ in 0..<10 { await f.step() }
+        #expect(f.sip.openDialogs() == [])
+        await f.shutdown()
+    }
+
+    /// Bob transfers alice to carol (a REFER): alice's node calls carol, tells bob how it goes
+    /// by NOTIFY, and bob's call ends as transferred once carol's answers.
+    @Test func aBlindTransferMovesTheCallerToTheTarget() async throws {
+        let f = try InMemoryNodes()
+        let alice = try await f.node("alice", input: .tone(440))
+        let bob = try await f.node("bob", input: .tone(660))
+        let carol = try await f.node("carol", input: .tone(880))
+        for (node, name) in [(alice, "alice"), (bob, "bob"), (carol, "carol")] { try await Self.listen(node, name) }
+        _ = try await alice.call(.sip(Self.uri("bob")))
+        try await f.waitFor("bob", advancing: true, frames: 200, Self.isConnected)
+        let bobCall = try #require(await bob.liveCalls.first)
+        for _ in 0..<10 { await f.step() }
+        try await bob.transfer(bobCall, to: Self.uri("carol"))
+        try await f.waitFor("carol", advancing: true, frames: 300, Self.isConnected)
+        let (ended, _) = try await f.waitFor("bob", advancing: true, frames: 200, Self.isEnded)
+        guard case let .ended(_, reason, detail, _) = ended else { return }
+        #expect(reason == .localEnded && detail == "transferred to \(Self.uri("carol"))", "\(ended)")
+        for _ in 0..<20 { await f.step() }
+        #expect(await alice.liveCalls.count == 1, "alice is on the call with carol")
+        #expect(f.sip.counts.dialogs == 2)
+        #expect(f.sip.problems == [])
+        await f.shutdown()
+        #expect(f.sip.openDialogs() == [])
+    }
+}
