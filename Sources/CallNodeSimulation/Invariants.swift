@@ -32,6 +32,9 @@ public enum Invariant: String, CaseIterable, Sendable {
     /// The audio session is active exactly when the call manager (its one owner) says it is,
     /// and active while a call's media runs.
     case oneAudioOwner = "one-audio-owner"
+    /// SIP's wire: no side starts an INVITE while its last is unanswered, every INVITE
+    /// transaction gets its final response, and every dialog ends on both sides.
+    case sipDialogs = "sip-dialogs-end"
     /// The nodes could not even start (not an invariant of calls: the run is void).
     case setUp = "set-up"
 
@@ -47,6 +50,7 @@ public enum Invariant: String, CaseIterable, Sendable {
         case .recents: "one Recents row per call on each side, none for calls that never were"
         case .nothingLeft: "after the calls end: no legs, leg tasks, bridge ports, media endpoints, manager calls or ICE paths remain"
         case .oneAudioOwner: "the audio session is active exactly when its owner (the call manager) has activated it, and while media runs"
+        case .sipDialogs: "no SIP side starts an INVITE while its last is unanswered; once the calls end, every INVITE transaction has had its final response and every dialog has ended on both sides (but a side whose process crashed)"
         case .setUp: "the nodes start"
         }
     }
@@ -61,6 +65,7 @@ extension Simulation {
     static let debugHeard = ProcessInfo.processInfo.environment["CALLNODE_SIM_DEBUG_HEARD"] != nil
 
     func checkStep() async {
+        if let problem = world.sip.problems.first { return fail(.sipDialogs, problem) }
         await checkStates()
         checkAudio()
         checkReasons()

@@ -108,13 +108,20 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
     /// A node's microphone fails for good (a headset unplugged); the node has another to
     /// fall back to.
     case microphoneFails(node: Int)
+    /// A node calls another at its SIP address (the in-memory SIP network; ICE and SRTP as any
+    /// SIP call between nodes that offer ICE).
+    case dialSIP(from: Int, to: Int)
+    /// A node transfers its call to another node's SIP address (a REFER; only SIP calls can be).
+    case transfer(node: Int, pick: Int, to: Int)
+    /// The session refresh of a node's SIP call is lost: its stack ends the session (a BYE).
+    case sessionLost(node: Int, pick: Int)
 
     /// The node whose user acts (nil for faults).
     public var actingNode: Int? {
         switch self {
         case let .dial(node, _), let .answer(node, _), let .hangUp(node, _), let .mute(node, _, _), let .hold(node, _, _),
              let .swap(node, _), let .merge(node, _, _), let .unmerge(node, _), let .dtmf(node, _, _), let .block(node, _, _),
-             let .doNotDisturb(node, _):
+             let .doNotDisturb(node, _), let .dialSIP(node, _), let .transfer(node, _, _):
             node
         default:
             nil
@@ -131,7 +138,7 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
     public var pick: Int? {
         switch self {
         case let .answer(_, pick), let .hangUp(_, pick), let .mute(_, pick, _), let .hold(_, pick, _), let .swap(_, pick),
-             let .merge(_, pick, _), let .unmerge(_, pick), let .dtmf(_, pick, _):
+             let .merge(_, pick, _), let .unmerge(_, pick), let .dtmf(_, pick, _), let .transfer(_, pick, _), let .sessionLost(_, pick):
             pick
         default:
             nil
@@ -149,13 +156,15 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
         case let .merge(_, pick, with): .merge(node: node, pick: pick, with: with)
         case let .unmerge(_, pick): .unmerge(node: node, pick: pick)
         case let .dtmf(_, pick, digits): .dtmf(node: node, pick: pick, digits: digits)
+        case let .transfer(_, pick, to): .transfer(node: node, pick: pick, to: to)
         default: self
         }
     }
 
     public var isFault: Bool {
         switch self {
-        case .network, .partition, .resetSignaling, .unreachable, .restartRelay, .addressChange, .crash, .restart, .microphoneFails: true
+        case .network, .partition, .resetSignaling, .unreachable, .restartRelay, .addressChange, .crash, .restart, .microphoneFails,
+             .sessionLost: true
         default: false
         }
     }
@@ -184,6 +193,9 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
         case let .crash(node): return "\(n(node)) crashes"
         case let .restart(node): return "\(n(node)) starts again from its database"
         case let .microphoneFails(node): return "\(n(node))'s microphone fails"
+        case let .dialSIP(from, to): return "\(n(from)) dials \(n(to)) over SIP"
+        case let .transfer(node, pick, to): return "\(n(node)) transfers its call (pick \(pick)) to \(n(to))"
+        case let .sessionLost(node, pick): return "SIP: the session refresh of \(n(node))'s call (pick \(pick)) is lost"
         }
     }
 }
@@ -207,6 +219,8 @@ public struct SimOptions: Sendable, Equatable {
     /// app activates in its answer action and the provider again (``UnsafeDoubleActivationSession``):
     /// what the sweep shows of the bug the node's audio ownership rule prevents.
     public var unsafeSession = false
+    /// Whether seeds may pick SIP calls between the nodes too (``SimSIPMix``; swarm plans only).
+    public var sip = true
 
     public init() {}
 }
@@ -303,7 +317,14 @@ extension SimPlan {
             }
             steps.append(SimStep(frame: frame, move: move))
         }
-        return SimPlan(seed: seed, frames: options.frames, steps: steps, swarm: swarm)
+        var mix = swarm
+        // SIP from a stream of its own: a seed that picks none plans and runs as before it could.
+        var sipRandom = SimRandom(seed: seed ^ 0x5349_5053_494D)
+        if options.sip, let sip = SimSIPMix.pick(&sipRandom, faults: !swarm.faults.isEmpty) {
+            mix.sip = sip
+            steps += sip.steps(&sipRandom, actors: Array(0..<swarm.actingNodes), nodes: nodeCount, span: swarm.span)
+        }
+        return SimPlan(seed: seed, frames: options.frames, steps: steps, swarm: mix)
     }
 
     /// The plan a seed made before seeds picked their own mix (`--no-swarm`): every action and

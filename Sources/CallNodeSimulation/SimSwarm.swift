@@ -51,6 +51,9 @@ public struct SimSwarm: Sendable, Equatable, Codable, CustomStringConvertible {
     /// How often the scheduler picks among the jobs ready together at random (else the oldest):
     /// 1, always.
     public var reordering: Double
+    /// SIP calls between the nodes, and their races and faults (nil: none; mixes made before
+    /// SIP was simulated have none).
+    public var sip: SimSIPMix?
 
     /// A seed's own mix: each action besides dialling and answering in it seven times in ten,
     /// each weighted 1, 2, 4 or 8; faults in one mix of two (none without `faults`), each fault
@@ -85,7 +88,7 @@ public struct SimSwarm: Sendable, Equatable, Codable, CustomStringConvertible {
         return "\(steps) steps; actions: \(acting)\nfaults: \(breaking)\nnodes acting: \(actingNodes)\(page ? " and the page" : ""); "
             + "steps in the first \(span * 20) ms, \(Int(crossing * 100))% at the same instant as another, "
             + "\(Int(focus * 100))% following up on the call before; mutes \(Int(muting * 100))% on, holds \(Int(resuming * 100))% resumed; "
-            + "jobs run out of turn: \(Int(reordering * 100))%"
+            + "jobs run out of turn: \(Int(reordering * 100))%" + (sip.map { "\nsip: \($0)" } ?? "")
     }
 }
 
@@ -98,5 +101,87 @@ extension SimRandom {
             roll -= entry.weight
         }
         return weighted[weighted.count - 1].kind
+    }
+}
+
+/// What a seed lets SIP do (one mix in two, from a stream of its own): calls between the nodes
+/// at their SIP addresses, the races SIP's transactions are known for set up on purpose, and
+/// transfers and lost session refreshes.
+public struct SimSIPMix: Sendable, Equatable, Codable, CustomStringConvertible {
+    public enum Race: String, Sendable, Codable, CaseIterable {
+        /// Both sides hold (or resume) at once: their re-INVITEs cross (491).
+        case glare
+        /// The caller hangs up as the callee answers: the CANCEL crosses the 200.
+        case cancelCrossingAnswer = "cancel-crossing-200"
+        /// One side hangs up as the other holds: the BYE crosses the re-INVITE.
+        case byeCrossingReinvite = "bye-crossing-reinvite"
+        /// The callee holds, then transfers the call while it is held (a REFER during hold).
+        case referDuringHold = "refer-during-hold"
+    }
+
+    /// SIP calls placed.
+    public var dials: Int
+    /// The races set up after the calls' answers.
+    public var races: [Race]
+    /// Transfers anywhere in the plan (by whoever has a call).
+    public var transfers: Int
+    /// Lost session refreshes (in mixes with faults only).
+    public var sessionLosses: Int
+
+    /// A seed's SIP mix, or nil (half the seeds): one to three calls, each race in it one time
+    /// in two, up to two transfers and, where the mix has faults, up to two lost refreshes.
+    static func pick(_ random: inout SimRandom, faults: Bool) -> SimSIPMix? {
+        guard random.chance(0.5) else { return nil }
+        let races = Race.allCases.filter { _ in random.chance(0.5) }
+        return SimSIPMix(dials: 1 + random.below(3), races: races, transfers: random.below(3),
+                         sessionLosses: faults ? random.below(3) : 0)
+    }
+
+    /// The plan's SIP steps: each call dialled and answered, each race once after one of them.
+    func steps(_ random: inout SimRandom, actors: [Int], nodes: Int, span: Int) -> [SimStep] {
+        var steps: [SimStep] = []
+        func other(than node: Int) -> Int { (node + 1 + random.below(nodes - 1)) % nodes }
+        var answered: [(frame: Int, caller: Int, callee: Int)] = []
+        for _ in 0..<dials {
+            let frame = random.below(span), caller = actors[random.below(actors.count)], callee = other(than: caller)
+            let answer = frame + 10 + random.below(40)
+            steps.append(SimStep(frame: frame, move: .dialSIP(from: caller, to: callee)))
+            steps.append(SimStep(frame: answer, move: .answer(node: callee, pick: 0)))
+            answered.append((answer, caller, callee))
+        }
+        for race in races {
+            let call = answered[random.below(answered.count)]
+            let later = call.frame + 30 + random.below(60)
+            switch race {
+            case .glare:
+                steps.append(SimStep(frame: later, move: .hold(node: call.caller, pick: 0, on: true)))
+                steps.append(SimStep(frame: later, move: .hold(node: call.callee, pick: 0, on: true)))
+                let resume = later + 20 + random.below(120)
+                steps.append(SimStep(frame: resume, move: .hold(node: call.caller, pick: 0, on: false)))
+                steps.append(SimStep(frame: resume, move: .hold(node: call.callee, pick: 0, on: false)))
+            case .cancelCrossingAnswer:
+                steps.append(SimStep(frame: call.frame, move: .hangUp(node: call.caller, pick: 0)))
+            case .byeCrossingReinvite:
+                let (holding, leaving) = random.chance(0.5) ? (call.caller, call.callee) : (call.callee, call.caller)
+                steps.append(SimStep(frame: later, move: .hold(node: holding, pick: 0, on: true)))
+                steps.append(SimStep(frame: later, move: .hangUp(node: leaving, pick: 0)))
+            case .referDuringHold:
+                steps.append(SimStep(frame: later, move: .hold(node: call.callee, pick: 0, on: true)))
+                let target = (0..<nodes).first { $0 != call.caller && $0 != call.callee } ?? call.caller
+                steps.append(SimStep(frame: later + 5 + random.below(40), move: .transfer(node: call.callee, pick: 0, to: target)))
+            }
+        }
+        for _ in 0..<transfers {
+            steps.append(SimStep(frame: random.below(span), move: .transfer(node: SimMove.holder, pick: random.below(3), to: random.below(nodes))))
+        }
+        for _ in 0..<sessionLosses {
+            steps.append(SimStep(frame: random.below(span), move: .sessionLost(node: actors[random.below(actors.count)], pick: random.below(3))))
+        }
+        return steps
+    }
+
+    public var description: String {
+        "\(dials) calls; races: \(races.isEmpty ? "none" : races.map(\.rawValue).joined(separator: " ")); "
+            + "transfers: \(transfers); session refreshes lost: \(sessionLosses)"
     }
 }

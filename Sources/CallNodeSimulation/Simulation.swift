@@ -103,6 +103,15 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     /// The ID `node` knows the call by.
     func local(_ call: UUID, _ node: Int) -> UUID { calls[call]?.sides[node]?.uuid ?? call }
     func name(_ node: Int) -> String { SimMove.names[node] }
+    /// Whether the nodes listen for SIP (the seed's mix has SIP calls).
+    var speaksSIP: Bool { plan.swarm?.sip != nil }
+    /// A node's SIP address on the in-memory SIP network.
+    func sipURI(_ node: Int) -> String { "sip:callnode@\(name(node)).sim:5060" }
+    /// The node a SIP address names (nil: none of the nodes).
+    func node(ofSIP uri: String) -> Int? {
+        let host = uri.split(separator: "@").last.map { String($0.prefix { $0 != "." }) }
+        return (0..<nodeCount).first { name($0) == host }
+    }
 
     func log(_ line: String) {
         trace.append("[\(SimTrace.time(frame))] \(scrub(line))")
@@ -146,6 +155,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
                 }
             }
             world.timers.advance(by: world.media.frameDuration)
+            world.sip.advance()
             await world.media.advance(frames: 1)
             await scheduler.quiescence()
             frame += 1
@@ -165,6 +175,10 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             }
         }
         if failure == nil { await checkTheEnd() }
+        if speaksSIP {
+            let sip = world.sip.counts
+            log("sip: \(sip.dialogs) dialogs, \(sip.invites) INVITE transactions, \(sip.crossings) crossed one of the peer's")
+        }
         await closePage()
         await scheduler.exclusive { await world.shutdown() }
         if failure == nil { checkAfterShutdown() }
@@ -252,6 +266,9 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         }
         // The node's one-time work on a thread of its own ends before anything happens.
         while !(await node.hasWarmedUp) { await Task.yield() }
+        if speaksSIP, !browser {
+            try await node.listenSIP(SIPListenSettings(host: "\(name(index)).sim", port: 5060, offersICE: true))
+        }
         return node
     }
 
@@ -305,6 +322,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         world.signaling.setReachable(node.listenAddress!, false)
         world.signaling.dropConnections(of: fingerprint)
         relay.setSilenced(fingerprint, true)
+        if speaksSIP, index != pageIndex { world.sip.crash(sipURI(index)) }
         for path in paths[index].withLock({ list in defer { list = [] }; return list }) { await path.close() }
         for uuid in calls(of: index) { calls[uuid]!.sides[index]!.crashed = true }
         // The page's connection to a is one of its connections.
@@ -342,7 +360,10 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         for index in down.sorted() { await restart(index) }
         faults.network = .init()
         world.network.setConditions(faults.network)
-        for node in faults.unreachable { world.signaling.setReachable(nodes[node].listenAddress!, true) }
+        for node in faults.unreachable {
+            world.signaling.setReachable(nodes[node].listenAddress!, true)
+            world.sip.setReachable(sipURI(node), true)
+        }
         faults.unreachable.removeAll()
         faults.cleanSince = faults.cleanSince ?? frame
         for pair in blocked.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
@@ -395,7 +416,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         }
         log(move.description)
         switch move {
-        case .partition(true), .resetSignaling, .unreachable(_, true), .restartRelay, .crash: disruptedAt = disruptedAt ?? frame
+        case .partition(true), .resetSignaling, .unreachable(_, true), .restartRelay, .crash, .sessionLost: disruptedAt = disruptedAt ?? frame
         default: break
         }
         if let actor = move.actingNode, down.contains(actor) { return log("  (\(name(actor)) is down)") }
@@ -481,7 +502,20 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             moves += 1
             let address = "198.51.\(100 + moves % 100).\(10 + at)"
             hosts[at].withLock { $0 = HostNetworkSnapshot(addresses: [address], defaultRoutes: ["eth0 via 198.51.\(100 + moves % 100).1"]) }
+        case let .dialSIP(from, to):
+            let node = nodes[from], uri = sipURI(to)
+            spawn(from, "dials \(name(to)) over SIP") { _ = try await node.call(.sip(uri)) }
+        case let .transfer(at, index, to):
+            guard let uuid = pick(at, index) else { return log("  (no call at \(name(at)))") }
+            if calls[canonical(uuid)]?.peer(of: at) == to { return log("  (\(name(to)) is the other party of that call)") }
+            let node = nodes[at], uri = sipURI(to)
+            spawn(at, "transfers \(callName(uuid)) to \(name(to))") { try await node.transfer(uuid, to: uri) }
+        case let .sessionLost(at, index):
+            guard let uuid = pick(at, index) else { return log("  (no call at \(name(at)))") }
+            guard let dialog = await nodes[at].sipDialog(of: uuid) else { return log("  (call \(callName(uuid)) is not a SIP call)") }
+            if !world.sip.expireSession(at: sipURI(at), call: dialog) { log("  (call \(callName(uuid))'s session is not up)") }
         case let .unreachable(at, on):
+            if speaksSIP { world.sip.setReachable(sipURI(at), !on) }
             world.signaling.setReachable(nodes[at].listenAddress!, !on)
             if on {
                 faults.unreachable.insert(at)
@@ -546,6 +580,9 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
                 return fail(.recents, "\(name(index)) has \(rows.count) Recents rows for \(expected.count) calls")
             }
         }
+        // Every SIP dialog ended on both sides, every INVITE transaction with its final response.
+        let open = world.sip.openDialogs()
+        if !open.isEmpty { return fail(.sipDialogs, "every call ended, yet " + open.joined(separator: "; ")) }
         // Nothing of any call is left: the only ICE paths open are the nodes' pooled agents.
         var pooled = 0
         for node in nodes { pooled += await node.pooledICEAgents }

@@ -29,8 +29,9 @@ extension Simulation {
     /// IDs, paired here (one page call at a time: the page carries one).
     /// A side of a call: `local` is the node's ID for it. The browser's calls have IDs of their
     /// own: each is the call the node knows by its wire ID.
-    private func register(_ local: UUID, at node: Int, caller: Bool) -> UUID {
-        let call = node == pageIndex ? (page?.wire(of: local) ?? local) : local
+    /// A SIP call's callee side is the caller's call (`as`).
+    private func register(_ local: UUID, at node: Int, caller: Bool, as paired: UUID? = nil) -> UUID {
+        let call = paired ?? (node == pageIndex ? (page?.wire(of: local) ?? local) : local)
         if calls[call] == nil {
             calls[call] = SimCall(uuid: call, number: callOrder.count + 1)
             callOrder.append(call)
@@ -45,19 +46,30 @@ extension Simulation {
         let who = name(node)
         // A page has no identity of its own: the node names every page by one fingerprint.
         let isPage = { (from: Fingerprint) in from == WebSignalingServer.pagePeer || from == self.nodes[self.pageIndex].identity.fingerprint }
+        // A SIP caller is named by its address, as the node names it: a fingerprint of the handle.
+        let sipNode = { (from: Fingerprint) in
+            self.speaksSIP ? (0..<self.nodeCount).first { Fingerprint(certificateDER: Array(self.sipURI($0).utf8)) == from } : nil
+        }
         switch event {
         case let .dialing(uuid, target):
             let callee: Int? = switch target {
             case let .contact(contact): SimMove.names.firstIndex(of: contact)
             case .webPage: pageIndex
+            case let .sip(uri), let .handle(uri): self.node(ofSIP: uri)
             default: node == pageIndex ? 0 : nil
             }
             let call = register(uuid, at: node, caller: true)
             calls[call]!.intendedCallee = callee
             log("\(who): call \(callName(call)) dialing \(callee.map(name) ?? "?")")
         case let .incoming(uuid, from, _, _):
-            let caller = node == pageIndex ? 0 : isPage(from) ? pageIndex : nodes.firstIndex { $0.identity.fingerprint == from }
-            let call = register(uuid, at: node, caller: false)
+            var caller = node == pageIndex ? 0 : isPage(from) ? pageIndex : nodes.firstIndex { $0.identity.fingerprint == from }
+            var paired: UUID?
+            if caller == nil, let (index, call) = await sipCaller(of: uuid, at: node) {
+                caller = index
+                paired = register(call, at: index, caller: true)
+            }
+            caller = caller ?? sipNode(from)
+            let call = register(uuid, at: node, caller: false, as: paired)
             log("\(who): call \(callName(call)) incoming from \(caller.map(name) ?? "?")")
         case let .connected(uuid, _):
             let call = canonical(uuid)
@@ -88,7 +100,7 @@ extension Simulation {
             }
         case let .rejected(uuid, reason): log("\(who): call \(callName(uuid)) rejected (\(reason.rawValue))")
         case let .refused(_, from, reason):
-            let caller = isPage(from) ? pageIndex : nodes.firstIndex { $0.identity.fingerprint == from }
+            let caller = isPage(from) ? pageIndex : nodes.firstIndex { $0.identity.fingerprint == from } ?? sipNode(from)
             log("\(who): refused a call from \(caller.map(name) ?? "?") (\(reason.rawValue))")
         case let .ringing(uuid, _): log("\(who): call \(callName(uuid)) rings at the callee")
         case let .remoteHold(uuid, on): log("\(who): call \(callName(uuid)) \(on ? "held" : "resumed") by the peer")
@@ -101,7 +113,7 @@ extension Simulation {
         case let .playoutReset(uuid, reset): log("\(who): call \(callName(uuid)) playout reset (\(reset.reason.rawValue))")
         case let .firstAudio(uuid, _): log("\(who): call \(callName(uuid)) first audio")
         case let .earlyMedia(uuid): log("\(who): call \(callName(uuid)) early media")
-        case let .transfer(uuid, status, _): log("\(who): call \(callName(uuid)) transfer \(status)")
+        case let .transfer(uuid, status, detail): log("\(who): call \(callName(uuid)) transfer \(status): \(detail)")
         case let .peerError(message): log("\(who): peer error: \(message)")
         case let .recordingFailed(uuid, _, reason): log("\(who): call \(callName(uuid)) recording failed: \(reason)")
         case let .webPage(connected, _): log("\(who): its call page \(connected ? "opened" : "closed")")
@@ -111,6 +123,15 @@ extension Simulation {
         default:
             break  // snapshots, statistics and setup details: not part of the story
         }
+    }
+
+    /// The caller's side of a SIP call that came in at `node`: which node, and its ID for the
+    /// call (from the SIP network's dialog between them).
+    private func sipCaller(of uuid: UUID, at node: Int) async -> (Int, UUID)? {
+        guard speaksSIP, let dialog = await nodes[node].sipDialog(of: uuid), let peer = world.sip.peer(of: sipURI(node), call: dialog),
+              let caller = self.node(ofSIP: peer.address), !down.contains(caller),
+              let call = await nodes[caller].call(ofSIPDialog: peer.call) else { return nil }
+        return (caller, call)
     }
 
     private func readProbes() {

@@ -317,6 +317,10 @@ private struct Transaction {
     let dialog: Int
     let sent: Int
     var finals = 0
+    /// A provisional response came: the INVITE no longer times out by itself (Timer B).
+    var proceeding = false
+    /// When this side cancelled it: without a final response 32 s later it is over (RFC 3261 §9.1).
+    var cancelled: Int?
 }
 
 private enum Payload {
@@ -517,6 +521,7 @@ private struct State {
         guard let leg = leg(key, call), leg.caller, !leg.confirmed, !leg.terminated, let id = leg.clientInvite else { return }
         let me = side(key, call)
         let dialog = dialogs[leg.dialog]!
+        if transactions[id]?.cancelled == nil { transactions[id]?.cancelled = tick }
         send(from: me, to: dialog.callee, toKey: dialog.callee?.key ?? pendingKey(leg.dialog), dialog: leg.dialog, .cancel(transaction: id))
     }
 
@@ -592,7 +597,16 @@ private struct State {
             emit(message.from, event, into: &out)
         case .refer:
             emit(message.from, SIPEvent(kind: .referResponse, status: status, phrase: phrase), into: &out)
-        case .ack, .cancel, .notify, .response:
+        case let .cancel(transaction):
+            // The CANCEL meets a closed port, or a stack that no longer knows the dialog: its
+            // INVITE is over at once (where sofia-sip would wait 32 s for its final response).
+            guard let leg = leg(of: message.from), leg.clientInvite == transaction else { return }
+            finishInvite(of: message.from, status: status, into: &out)
+            var event = SIPEvent(kind: .response, status: status, phrase: phrase)
+            event.local = true
+            emit(message.from, event, into: &out)
+            if !leg.confirmed { terminate(message.from, into: &out) }
+        case .ack, .notify, .response:
             break
         }
     }
@@ -633,10 +647,7 @@ private struct State {
         // Everything else belongs to a dialog the receiver must still have.
         let target = message.to ?? dialogs[message.dialog]?.callee
         guard let target, let leg = leg(of: target), !leg.terminated else {
-            if request {
-                if case .cancel = message.payload { return }
-                answerUndelivered(message, status: 481, local: false, into: &out)
-            }
+            if request { answerUndelivered(message, status: 481, local: false, into: &out) }
             return
         }
         switch message.payload {
@@ -696,6 +707,7 @@ private struct State {
             let first = !leg.confirmed && leg.caller
             var event = SIPEvent(kind: .response, status: status, phrase: phrase, contentType: sdp == nil ? nil : "application/sdp", body: sdp)
             event.local = false
+            if status < 200 { transactions[transaction]?.proceeding = true }
             if status >= 200 {
                 finishInvite(of: target, status: status, into: &out)
                 if (200..<300).contains(status) {
@@ -731,7 +743,9 @@ private struct State {
     /// ACKed ends its session (the callee's stack sends BYE).
     mutating func expire(into out: inout [InMemorySIPNetwork.Yield]) {
         for (id, transaction) in transactions.sorted(by: { $0.key < $1.key }) where transaction.finals == 0 {
-            guard tick - transaction.sent >= conditions.timeout, let leg = leg(of: transaction.client), leg.clientInvite == id else { continue }
+            let timedOut = !transaction.proceeding && tick - transaction.sent >= conditions.timeout
+            let cancelGivenUp = transaction.cancelled.map { tick - $0 >= conditions.timeout } ?? false
+            guard timedOut || cancelGivenUp, let leg = leg(of: transaction.client), leg.clientInvite == id else { continue }
             let first = !leg.confirmed
             finishInvite(of: transaction.client, status: 408, into: &out)
             var event = SIPEvent(kind: .response, status: 408, phrase: "Request Timeout")

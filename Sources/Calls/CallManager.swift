@@ -116,6 +116,13 @@ public actor CallManager {
     /// How many calls have not ended.
     public var liveCallCount: Int { calls.count }
 
+    /// Whether a call started now would fit (``CallRequestError/maximumCallsReached(limit:)``
+    /// otherwise): fewer calls than the maximum, and fewer call groups.
+    public var hasRoomForAnotherCall: Bool {
+        Set(calls.map { $0.value.state.group ?? $0.key }).count < configuration.maximumCallGroups
+            && calls.count < configuration.maximumCalls
+    }
+
     /// Whether the manager holds the audio session active (system-owned mode).
     public var isAudioActive: Bool { audioActive }
 

@@ -472,6 +472,13 @@ public struct SIPDialogState: Sendable, Equatable {
         switch status {
         case 486, 600: return [.deliver(.reject(.busy))]
         case 603: return [.deliver(.reject(.declined))]
+        // The callee takes no calls now (do-not-disturb, or nobody there to take them): a
+        // refusal like busy, not a failure. A node says so with 480; so do phones.
+        case 480: return [.deliver(.reject(.doNotDisturb))]
+        // A node's refusal of a caller it blocks or does not know; any other 403 (a proxy's
+        // "not allowed") says its status as a failure.
+        case 403 where phrase.localizedCaseInsensitiveContains("(blocked)"): return [.deliver(.reject(.blocked))]
+        case 403 where phrase.localizedCaseInsensitiveContains("(unknown caller)"): return [.deliver(.reject(.unknownCaller))]
         case 408, 503:
             // Also what the stack answers itself when nothing answered at that address or its
             // transport failed (a refused port, no route).

@@ -18,7 +18,7 @@ public enum SIPWire {
         case .draining: (503, "Service Unavailable (draining)")
         case .declined: (603, "Decline")
         case .doNotDisturb: (480, "Temporarily Unavailable (do not disturb)")
-        case .blocked: (403, "Forbidden")
+        case .blocked: (403, "Forbidden (blocked)")
         case .unknownCaller: (403, "Forbidden (unknown caller)")
         }
     }

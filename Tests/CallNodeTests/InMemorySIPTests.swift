@@ -139,4 +139,27 @@ import Testing
         await f.shutdown()
         #expect(f.sip.openDialogs() == [])
     }
+
+    /// A transferee with no room for another call refuses the REFER (503) rather than taking it
+    /// and failing after: the transferor hears the refusal and its call goes on.
+    @Test func aTransfereeWithNoRoomForAnotherCallRefusesTheTransfer() async throws {
+        let f = try InMemoryNodes()
+        let alice = try await f.node("alice", input: .tone(440)) { $0.provider.maximumCallGroups = 1 }
+        let bob = try await f.node("bob", input: .tone(660))
+        let carol = try await f.node("carol", input: .tone(880))
+        for (node, name) in [(alice, "alice"), (bob, "bob"), (carol, "carol")] { try await Self.listen(node, name) }
+        let call = try await alice.call(.sip(Self.uri("bob")))
+        try await f.waitFor("bob", advancing: true, frames: 200, Self.isConnected)
+        let bobCall = try #require(await bob.liveCalls.first)
+        try await bob.transfer(bobCall, to: Self.uri("carol"))
+        let (refused, _) = try await f.waitFor("bob", advancing: true, frames: 100) { if case .transfer(_, 503, _) = $0 { true } else { false } }
+        guard case let .transfer(_, _, detail) = refused else { return }
+        #expect(detail.contains("as many calls as it takes") && detail.contains("the call goes on"), "\(detail)")
+        for _ in 0..<50 { await f.step() }
+        #expect(f.events("carol").allSatisfy { if case .incoming = $0 { false } else { true } }, "carol was called")
+        #expect(await alice.liveCalls == [call])
+        #expect(await bob.liveCalls == [bobCall])
+        #expect(f.sip.problems == [])
+        await f.shutdown()
+    }
 }

@@ -275,6 +275,24 @@ import Testing
         #expect(Self.feed(&state, [.bye, .response(status: 603, phrase: "Decline", sdp: nil), Self.dtmfFive]) == [])
     }
 
+    /// The refusals a node gives (and phones' 480) end the call as refused, with their reason,
+    /// not as failed; a 403 that names neither is any proxy's, and says its status.
+    @Test(arguments: [(480, "Temporarily Unavailable (do not disturb)", RejectReason?.some(.doNotDisturb)),
+                      (480, "Temporarily Unavailable", .doNotDisturb),
+                      (403, "Forbidden (blocked)", .blocked),
+                      (403, "Forbidden (unknown caller)", .unknownCaller),
+                      (403, "Forbidden", nil)])
+    func aRefusalEndsTheCallAsRefusedWithItsReason(status: Int, phrase: String, reason: RejectReason?) throws {
+        var state = Self.inviting()
+        let actions = state.handle(.response(status: status, phrase: phrase, sdp: nil), now: .seconds(1))
+        if let reason {
+            #expect(actions == [.deliver(.reject(reason))])
+        } else {
+            #expect(try #require(Self.failure(actions), "\(actions)").contains("403 Forbidden"))
+        }
+        #expect(state.phase == .terminating && state.callEnded)
+    }
+
     @Test(arguments: [(408, "Request Timeout"), (503, "Service Unavailable")])
     func nothingAnsweringAtTheAddressFailsTheCall(status: Int, phrase: String) throws {
         var state = Self.inviting()
@@ -450,6 +468,9 @@ import Testing
 
     @Test(arguments: [(RejectReason.busy, 486, "Busy Here", Int?.none),
                       (.declined, 603, "Decline", nil),
+                      (.doNotDisturb, 480, "Temporarily Unavailable (do not disturb)", nil),
+                      (.blocked, 403, "Forbidden (blocked)", nil),
+                      (.unknownCaller, 403, "Forbidden (unknown caller)", nil),
                       (.draining, 503, "Service Unavailable (draining)", 60)])
     func aRefusedIncomingCallIsAnsweredWithItsStatus(reason: RejectReason, status: Int, phrase: String, retryAfter: Int?) {
         var state = Self.ringingIncoming()

@@ -43,12 +43,17 @@ extension CallNode {
     /// call ends when the new one connects.
     func followTransfer(from old: UUID, _ request: TransferRequest) async {
         let target = request.target
+        let room = await manager.hasRoomForAnotherCall
         let refusal: (Int, String)? = if store.directory.isBlocked(CallHandle(.generic, target)) {
             (403, "Forbidden (\(target) is blocked here)")
         } else if isDraining || isShutDown {
             (503, "Service Unavailable (this node is draining)")
         } else if legs[old] == nil {
             (481, "Call/Transaction Does Not Exist")
+        } else if !room {
+            // Decided before the 202: once the transfer is taken, only the call placed for it
+            // tells the peer how it goes.
+            (503, "Service Unavailable (this node has as many calls as it takes)")
         } else {
             nil
         }
