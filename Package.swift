@@ -216,7 +216,7 @@ let package = Package(
         .executableTarget(
             name: "callnode-sim",
             dependencies: [
-                "CallNodeSimulation", "CallCore", "CSimHost",
+                "CallNodeSimulation", "CallCore", "CSimHost", "SIPDialog",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -117,6 +117,7 @@ public struct SIPDialogState: Sendable, Equatable {
 
     /// Handles one input at `now` and returns what to do, in order.
     public mutating func handle(_ input: SIPDialogInput, now: Duration) -> [SIPDialogAction] {
+        SIPDialogCoverage.record(phase, input)
         let actions = decide(input, now: now)
         for action in actions {
             switch action {

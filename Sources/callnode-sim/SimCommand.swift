@@ -4,6 +4,7 @@ import CallCore
 import CallNodeSimulation
 import Foundation
 import Logging
+import SIPDialog
 
 /// `callnode-sim`: whole nodes under seeded faults and schedules.
 struct SimCommand: ParsableCommand {
@@ -80,11 +81,14 @@ struct SimCommand: ParsableCommand {
     @Flag(help: "Node b takes its calls' audio from a deliberately unsafe session that the app activates when it answers and the provider activates again (the bug the node's audio ownership rule prevents): what a sweep shows of it.")
     var unsafeSession = false
 
-    @Flag(help: "After the runs, print which phase × event pairs of a call's leg they visited, against those the leg's unit tests reach (--reachable).")
+    @Flag(help: "After the runs, print which phase × event pairs of a call's leg they visited, against those the leg's unit tests reach (--reachable), and which phase × input pairs of SIP dialogs, against those the SIP dialog's unit tests reach (--sip-reachable).")
     var coverage = false
 
     @Option(help: ArgumentHelp("The pairs the leg's unit tests reach, one a line (made by scripts/leg-coverage).", valueName: "path"))
     var reachable = "docs/leg-pairs.txt"
+
+    @Option(help: ArgumentHelp("The pairs the SIP dialog's unit tests reach, one a line (made by scripts/leg-coverage).", valueName: "path"))
+    var sipReachable = "docs/sip-pairs.txt"
 
     @Flag(help: "Print every seed's summary line in a sweep (its trace's digest), not only failures.")
     var list = false
@@ -131,7 +135,10 @@ struct SimCommand: ParsableCommand {
             csimhost_seed(seed)
             csimhost_set_enabled(1)
         }
-        if coverage { LegCoverage.start() }
+        if coverage {
+            LegCoverage.start()
+            SIPDialogCoverage.start()
+        }
         defer { if coverage { printCoverage() } }
         if dryRun {
             let first = seed ?? from
@@ -163,19 +170,26 @@ struct SimCommand: ParsableCommand {
         try sweep(runner)
     }
 
-    /// The pairs visited against those the unit tests reach: how many, and which were not.
+    /// The pairs visited against those the unit tests reach: how many, and which were not; the
+    /// leg's, then SIP dialogs'.
     private func printCoverage() {
-        let visited = LegCoverage.visited
+        Self.printCoverage(LegCoverage.visited, reachable: reachable, prefix: "coverage", tag: "",
+                           what: "phase × event pairs the leg's unit tests reach")
+        Self.printCoverage(SIPDialogCoverage.visited, reachable: sipReachable, prefix: "sip coverage", tag: " (sip)",
+                           what: "phase × input pairs the SIP dialog's unit tests reach")
+    }
+
+    private static func printCoverage(_ visited: Set<String>, reachable: String, prefix: String, tag: String, what: String) {
         guard let text = try? String(contentsOfFile: reachable, encoding: .utf8) else {
-            print("coverage: \(visited.count) phase × event pairs visited (no list of reachable pairs at \(reachable): scripts/leg-coverage makes it)")
+            print("\(prefix): \(visited.count) pairs visited (no list of reachable pairs at \(reachable): scripts/leg-coverage makes it)")
             return
         }
         let expected = Set(text.split(separator: "\n").map(String.init).filter { !$0.isEmpty && !$0.hasPrefix("#") })
         let hit = visited.intersection(expected), beyond = visited.subtracting(expected)
-        print("coverage: \(hit.count) of the \(expected.count) phase × event pairs the leg's unit tests reach were visited"
+        print("\(prefix): \(hit.count) of the \(expected.count) \(what) were visited"
               + " (\(expected.isEmpty ? 0 : 100 * hit.count / expected.count) %); \(beyond.count) more the unit tests never reach")
-        for pair in expected.subtracting(visited).sorted() { print("  not visited: \(pair)") }
-        for pair in beyond.sorted() { print("  beyond the unit tests: \(pair)") }
+        for pair in expected.subtracting(visited).sorted() { print("  not visited\(tag): \(pair)") }
+        for pair in beyond.sorted() { print("  beyond the unit tests\(tag): \(pair)") }
     }
 
     private func report(_ outcome: SimOutcome) {
