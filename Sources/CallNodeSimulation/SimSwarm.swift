@@ -127,6 +127,9 @@ public struct SimSIPMix: Sendable, Equatable, Codable, CustomStringConvertible {
     public var transfers: Int
     /// Lost session refreshes (in mixes with faults only).
     public var sessionLosses: Int
+    /// Whether provisional responses (180, 183) often arrive twice, as a reliable one sent again
+    /// before its PRACK does.
+    public var repeatedProvisionals: Bool
 
     /// A seed's SIP mix, or nil (half the seeds): one to three calls, each race in it one time
     /// in two, up to two transfers and, where the mix has faults, up to two lost refreshes.
@@ -134,7 +137,7 @@ public struct SimSIPMix: Sendable, Equatable, Codable, CustomStringConvertible {
         guard random.chance(0.5) else { return nil }
         let races = Race.allCases.filter { _ in random.chance(0.5) }
         return SimSIPMix(dials: 1 + random.below(3), races: races, transfers: random.below(3),
-                         sessionLosses: faults ? random.below(3) : 0)
+                         sessionLosses: faults ? random.below(3) : 0, repeatedProvisionals: random.chance(0.5))
     }
 
     /// The plan's SIP steps: each call dialled and answered, each race once after one of them.
@@ -182,6 +185,6 @@ public struct SimSIPMix: Sendable, Equatable, Codable, CustomStringConvertible {
 
     public var description: String {
         "\(dials) calls; races: \(races.isEmpty ? "none" : races.map(\.rawValue).joined(separator: " ")); "
-            + "transfers: \(transfers); session refreshes lost: \(sessionLosses)"
+            + "transfers: \(transfers); session refreshes lost: \(sessionLosses)\(repeatedProvisionals ? "; 1xx repeated" : "")"
     }
 }

@@ -190,6 +190,11 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         let run = Self.runs.withLock { $0 += 1; return $0 }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("callnode-sim-\(getpid())-\(plan.seed)-\(run)").path
         world = try InMemoryNodes(conditions: .init(), seed: plan.seed | 1, directory: directory)
+        if plan.swarm?.sip?.repeatedProvisionals == true {
+            var sip = InMemorySIPNetwork.Conditions()
+            sip.repeatedProvisionals = 0.5
+            world.sip.setConditions(sip)
+        }
         try await scheduler.exclusive {
             for index in 0..<nodeCount {
                 hosts.append(Locked(HostNetworkSnapshot(addresses: ["192.0.2.\(10 + index)"], defaultRoutes: ["eth0 via 192.0.2.1"])))
@@ -506,13 +511,17 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             let node = nodes[from], uri = sipURI(to)
             spawn(from, "dials \(name(to)) over SIP") { _ = try await node.call(.sip(uri)) }
         case let .transfer(at, index, to):
-            guard let uuid = pick(at, index) else { return log("  (no call at \(name(at)))") }
+            // A SIP call of the node's if it has one (a call of another kind is refused: that too is a case).
+            guard let uuid = await sipCalls(of: at).map({ $0.isEmpty ? nil : $0[index % $0.count].0 }) ?? pick(at, index) else {
+                return log("  (no call at \(name(at)))")
+            }
             if calls[canonical(uuid)]?.peer(of: at) == to { return log("  (\(name(to)) is the other party of that call)") }
             let node = nodes[at], uri = sipURI(to)
             spawn(at, "transfers \(callName(uuid)) to \(name(to))") { try await node.transfer(uuid, to: uri) }
         case let .sessionLost(at, index):
-            guard let uuid = pick(at, index) else { return log("  (no call at \(name(at)))") }
-            guard let dialog = await nodes[at].sipDialog(of: uuid) else { return log("  (call \(callName(uuid)) is not a SIP call)") }
+            let live = await sipCalls(of: at) ?? []
+            guard !live.isEmpty else { return log("  (no SIP call at \(name(at)))") }
+            let (uuid, dialog) = live[index % live.count]
             if !world.sip.expireSession(at: sipURI(at), call: dialog) { log("  (call \(callName(uuid))'s session is not up)") }
         case let .unreachable(at, on):
             if speaksSIP { world.sip.setReachable(sipURI(at), !on) }
@@ -524,6 +533,17 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
                 faults.unreachable.remove(at)
             }
         }
+    }
+
+    /// The node's live SIP calls (its ID and its stack's for each), oldest first; nil if it has
+    /// none at all.
+    private func sipCalls(of node: Int) async -> [(UUID, Int)]? {
+        var found: [(UUID, Int)] = []
+        for call in calls(of: node) {
+            let uuid = local(call, node)
+            if let dialog = await nodes[node].sipDialog(of: uuid) { found.append((uuid, dialog)) }
+        }
+        return found.isEmpty ? nil : found
     }
 
     private func applyNetwork() {

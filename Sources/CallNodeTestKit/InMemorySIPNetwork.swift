@@ -21,6 +21,9 @@ public final class InMemorySIPNetwork: SIPNetwork {
         public var delay: ClosedRange<Int> = 0...2
         /// Ticks before a transaction with no answer fails with a local 408 (Timer B and F: 32 s).
         public var timeout = 1_600
+        /// How often a provisional response (180, 183) arrives twice: sent again before its
+        /// PRACK came (RFC 3262), or repeated by the callee.
+        public var repeatedProvisionals = 0.0
         public init() {}
     }
 
@@ -71,6 +74,11 @@ public final class InMemorySIPNetwork: SIPNetwork {
             return out
         }
         Self.flush(yields)
+    }
+
+    /// How messages go from now on.
+    public func setConditions(_ conditions: Conditions) {
+        state.withLock { $0.conditions = conditions }
     }
 
     /// Makes the stack at `address` unreachable (its messages, and messages to it, wait and are
@@ -489,8 +497,12 @@ private struct State {
             }
         }
         endpoints[key]!.legs[call] = leg
-        send(from: me, to: peer, toKey: peer.key, dialog: leg.dialog,
-             .response(to: .invite, transaction: id, status: status, phrase: phrase ?? Self.phrase(status), sdp: sdp))
+        let response = Payload.response(to: .invite, transaction: id, status: status, phrase: phrase ?? Self.phrase(status), sdp: sdp)
+        send(from: me, to: peer, toKey: peer.key, dialog: leg.dialog, response)
+        if status > 100, status < 200, conditions.repeatedProvisionals > 0,
+           Double(next() >> 11) / Double(1 << 53) < conditions.repeatedProvisionals {
+            send(from: me, to: peer, toKey: peer.key, dialog: leg.dialog, response)
+        }
         // A refused first INVITE: this side's dialog is over once the refusal is out.
         if first, status >= 300 { terminate(me, into: &out) }
     }

@@ -162,4 +162,25 @@ import Testing
         #expect(f.sip.problems == [])
         await f.shutdown()
     }
+
+    /// Every 180 arrives twice (a reliable provisional sent again before its PRACK, or a callee
+    /// repeating itself): the caller hears it ring once, and the call connects when answered.
+    @Test func aRepeatedRingingIsToldOnce() async throws {
+        var conditions = InMemorySIPNetwork.Conditions()
+        conditions.repeatedProvisionals = 1
+        let f = try InMemoryNodes(sipConditions: conditions)
+        let alice = try await f.node("alice", input: .tone(440))
+        let bob = try await f.node("bob", input: .tone(660), autoAnswer: false)
+        try await Self.listen(alice, "alice")
+        try await Self.listen(bob, "bob")
+        _ = try await alice.call(.sip(Self.uri("bob")))
+        try await f.waitFor("alice", advancing: true, frames: 200) { if case .ringing = $0 { true } else { false } }
+        for _ in 0..<20 { await f.step() }
+        #expect(f.events("alice").filter { if case .ringing = $0 { true } else { false } }.count == 1)
+        let bobCall = try #require(await bob.liveCalls.first)
+        try await bob.answer(bobCall)
+        try await f.waitFor("alice", advancing: true, frames: 200, Self.isConnected)
+        #expect(f.sip.problems == [])
+        await f.shutdown()
+    }
 }
