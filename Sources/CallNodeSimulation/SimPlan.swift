@@ -73,8 +73,8 @@ public struct SimStep: Sendable, Equatable, Codable, CustomStringConvertible {
 }
 
 /// A user's action on a node, or a fault of the world. Calls are picked by their place among the
-/// node's calls at that moment (oldest first, wrapping), so a step means something whatever
-/// calls exist when it comes; with none, it does nothing.
+/// node's calls at that moment (oldest first, wrapping; a negative pick counts from the newest),
+/// so a step means something whatever calls exist when it comes; with none, it does nothing.
 public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
     case dial(from: Int, to: Int)
     case answer(node: Int, pick: Int)
@@ -171,12 +171,13 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
 
     public var description: String {
         func n(_ i: Int) -> String { i == Self.holder ? "whoever has a call" : Self.names[i] }
+        func call(_ pick: Int) -> String { pick == -1 ? "its newest call" : "its call (pick \(pick))" }
         switch self {
         case let .dial(from, to): return "\(n(from)) dials \(n(to))"
-        case let .answer(node, pick): return "\(n(node)) answers its call (pick \(pick))"
-        case let .hangUp(node, pick): return "\(n(node)) hangs up its call (pick \(pick))"
+        case let .answer(node, pick): return "\(n(node)) answers \(call(pick))"
+        case let .hangUp(node, pick): return "\(n(node)) hangs up \(call(pick))"
         case let .mute(node, pick, on): return "\(n(node)) \(on ? "mutes" : "unmutes") its call (pick \(pick))"
-        case let .hold(node, pick, on): return "\(n(node)) \(on ? "holds" : "resumes") its call (pick \(pick))"
+        case let .hold(node, pick, on): return "\(n(node)) \(on ? "holds" : "resumes") \(call(pick))"
         case let .swap(node, pick): return "\(n(node)) swaps to its call (pick \(pick))"
         case let .merge(node, pick, other): return "\(n(node)) merges its calls (picks \(pick), \(other))"
         case let .unmerge(node, pick): return "\(n(node)) takes its call (pick \(pick)) out of the conference"
@@ -194,7 +195,7 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
         case let .restart(node): return "\(n(node)) starts again from its database"
         case let .microphoneFails(node): return "\(n(node))'s microphone fails"
         case let .dialSIP(from, to): return "\(n(from)) dials \(n(to)) over SIP"
-        case let .transfer(node, pick, to): return "\(n(node)) transfers its call (pick \(pick)) to \(n(to))"
+        case let .transfer(node, pick, to): return "\(n(node)) transfers \(call(pick)) to \(n(to))"
         case let .sessionLost(node, pick): return "SIP: the session refresh of \(n(node))'s call (pick \(pick)) is lost"
         }
     }

@@ -119,7 +119,7 @@ public struct SimSIPMix: Sendable, Equatable, Codable, CustomStringConvertible {
         case referDuringHold = "refer-during-hold"
     }
 
-    /// SIP calls placed.
+    /// SIP calls placed besides one for each race.
     public var dials: Int
     /// The races set up after the calls' answers.
     public var races: [Race]
@@ -131,49 +131,51 @@ public struct SimSIPMix: Sendable, Equatable, Codable, CustomStringConvertible {
     /// before its PRACK does.
     public var repeatedProvisionals: Bool
 
-    /// A seed's SIP mix, or nil (half the seeds): one to three calls, each race in it one time
-    /// in two, up to two transfers and, where the mix has faults, up to two lost refreshes.
+    /// A seed's SIP mix, or nil (half the seeds): up to two calls, each race in it one time in
+    /// two (on a call of its own), up to two transfers and, where the mix has faults, up to two lost refreshes.
     static func pick(_ random: inout SimRandom, faults: Bool) -> SimSIPMix? {
         guard random.chance(0.5) else { return nil }
         let races = Race.allCases.filter { _ in random.chance(0.5) }
-        return SimSIPMix(dials: 1 + random.below(3), races: races, transfers: random.below(3),
+        return SimSIPMix(dials: max(races.isEmpty ? 1 : 0, random.below(3)), races: races, transfers: random.below(3),
                          sessionLosses: faults ? random.below(3) : 0, repeatedProvisionals: random.chance(0.5))
     }
 
-    /// The plan's SIP steps: each call dialled and answered, each race once after one of them.
+    /// The plan's SIP steps: a call of its own for each race (dialled, answered, then the race
+    /// on "the newest call" of each side), the other calls dialled and answered, the transfers
+    /// and lost refreshes anywhere.
     func steps(_ random: inout SimRandom, actors: [Int], nodes: Int, span: Int) -> [SimStep] {
         var steps: [SimStep] = []
         func other(than node: Int) -> Int { (node + 1 + random.below(nodes - 1)) % nodes }
-        var answered: [(frame: Int, caller: Int, callee: Int)] = []
-        for _ in 0..<dials {
+        func dial() -> (answered: Int, caller: Int, callee: Int) {
             let frame = random.below(span), caller = actors[random.below(actors.count)], callee = other(than: caller)
             let answer = frame + 10 + random.below(40)
             steps.append(SimStep(frame: frame, move: .dialSIP(from: caller, to: callee)))
-            steps.append(SimStep(frame: answer, move: .answer(node: callee, pick: 0)))
-            answered.append((answer, caller, callee))
+            steps.append(SimStep(frame: answer, move: .answer(node: callee, pick: -1)))
+            return (answer, caller, callee)
         }
         for race in races {
-            let call = answered[random.below(answered.count)]
-            let later = call.frame + 30 + random.below(60)
+            let call = dial()
+            let later = call.answered + 30 + random.below(60)
             switch race {
             case .glare:
-                steps.append(SimStep(frame: later, move: .hold(node: call.caller, pick: 0, on: true)))
-                steps.append(SimStep(frame: later, move: .hold(node: call.callee, pick: 0, on: true)))
+                steps.append(SimStep(frame: later, move: .hold(node: call.caller, pick: -1, on: true)))
+                steps.append(SimStep(frame: later, move: .hold(node: call.callee, pick: -1, on: true)))
                 let resume = later + 20 + random.below(120)
-                steps.append(SimStep(frame: resume, move: .hold(node: call.caller, pick: 0, on: false)))
-                steps.append(SimStep(frame: resume, move: .hold(node: call.callee, pick: 0, on: false)))
+                steps.append(SimStep(frame: resume, move: .hold(node: call.caller, pick: -1, on: false)))
+                steps.append(SimStep(frame: resume, move: .hold(node: call.callee, pick: -1, on: false)))
             case .cancelCrossingAnswer:
-                steps.append(SimStep(frame: call.frame, move: .hangUp(node: call.caller, pick: 0)))
+                steps.append(SimStep(frame: call.answered, move: .hangUp(node: call.caller, pick: -1)))
             case .byeCrossingReinvite:
                 let (holding, leaving) = random.chance(0.5) ? (call.caller, call.callee) : (call.callee, call.caller)
-                steps.append(SimStep(frame: later, move: .hold(node: holding, pick: 0, on: true)))
-                steps.append(SimStep(frame: later, move: .hangUp(node: leaving, pick: 0)))
+                steps.append(SimStep(frame: later, move: .hold(node: holding, pick: -1, on: true)))
+                steps.append(SimStep(frame: later, move: .hangUp(node: leaving, pick: -1)))
             case .referDuringHold:
-                steps.append(SimStep(frame: later, move: .hold(node: call.callee, pick: 0, on: true)))
+                steps.append(SimStep(frame: later, move: .hold(node: call.callee, pick: -1, on: true)))
                 let target = (0..<nodes).first { $0 != call.caller && $0 != call.callee } ?? call.caller
-                steps.append(SimStep(frame: later + 5 + random.below(40), move: .transfer(node: call.callee, pick: 0, to: target)))
+                steps.append(SimStep(frame: later + 5 + random.below(40), move: .transfer(node: call.callee, pick: -1, to: target)))
             }
         }
+        for _ in 0..<dials { _ = dial() }
         for _ in 0..<transfers {
             steps.append(SimStep(frame: random.below(span), move: .transfer(node: SimMove.holder, pick: random.below(3), to: random.below(nodes))))
         }
@@ -184,7 +186,7 @@ public struct SimSIPMix: Sendable, Equatable, Codable, CustomStringConvertible {
     }
 
     public var description: String {
-        "\(dials) calls; races: \(races.isEmpty ? "none" : races.map(\.rawValue).joined(separator: " ")); "
+        "\(dials + races.count) calls; races: \(races.isEmpty ? "none" : races.map(\.rawValue).joined(separator: " ")); "
             + "transfers: \(transfers); session refreshes lost: \(sessionLosses)\(repeatedProvisionals ? "; 1xx repeated" : "")"
     }
 }

@@ -248,6 +248,8 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
                                         keyExchange: browser ? .dtls : .sdes) {
             $0.legActionRewrite = bug?.legActionRewrite
             $0.warmsUpInline = true
+            // SIP calls come on top of the plan's others: room for them, or most would be busy.
+            if speaksSIP { $0.provider.maximumCallGroups = 4 }
             if unsafe {
                 // The careless app: b's answers activate the session before the provider does.
                 $0.audioStandIn = UnsafeDoubleActivationSession(microphone: ToneSource(frequency: frequencies[index]), speaker: NullSink())
@@ -417,7 +419,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         if planned.actingNode == SimMove.holder {
             let holders = (0...pageIndex).filter { !down.contains($0) && !calls(of: $0).isEmpty }
             guard !holders.isEmpty else { return log("\(planned.description)  (nobody has a call)") }
-            move = planned.acting(by: holders[(planned.pick ?? 0) % holders.count])
+            move = planned.acting(by: holders[Self.place(planned.pick ?? 0, holders.count)])
         }
         log(move.description)
         switch move {
@@ -428,7 +430,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         /// The node's own ID of the call at that place (the trace names it by the simulation's).
         func pick(_ node: Int, _ index: Int) -> UUID? {
             let live = calls(of: node)
-            return live.isEmpty ? nil : local(live[index % live.count], node)
+            return live.isEmpty ? nil : local(live[Self.place(index, live.count)], node)
         }
         switch move {
         case let .dial(from, _) where from == pageIndex:
@@ -445,7 +447,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             // Only a call that rings here can be answered: pick among those.
             let ringing = calls(of: at).filter { calls[$0]!.callee == at && calls[$0]!.sides[at]?.connectedAt == nil }
             guard !ringing.isEmpty else { return log("  (nothing rings at \(name(at)))") }
-            let call = ringing[index % ringing.count], uuid = local(call, at)
+            let call = ringing[Self.place(index, ringing.count)], uuid = local(call, at)
             let node = nodes[at]
             spawn(at, "answers \(callName(call))") { try await node.answer(uuid) }
         case let .hangUp(at, index):
@@ -512,7 +514,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             spawn(from, "dials \(name(to)) over SIP") { _ = try await node.call(.sip(uri)) }
         case let .transfer(at, index, to):
             // A SIP call of the node's if it has one (a call of another kind is refused: that too is a case).
-            guard let uuid = await sipCalls(of: at).map({ $0.isEmpty ? nil : $0[index % $0.count].0 }) ?? pick(at, index) else {
+            guard let uuid = await sipCalls(of: at).map({ $0.isEmpty ? nil : $0[Self.place(index, $0.count)].0 }) ?? pick(at, index) else {
                 return log("  (no call at \(name(at)))")
             }
             if calls[canonical(uuid)]?.peer(of: at) == to { return log("  (\(name(to)) is the other party of that call)") }
@@ -521,7 +523,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         case let .sessionLost(at, index):
             let live = await sipCalls(of: at) ?? []
             guard !live.isEmpty else { return log("  (no SIP call at \(name(at)))") }
-            let (uuid, dialog) = live[index % live.count]
+            let (uuid, dialog) = live[Self.place(index, live.count)]
             if !world.sip.expireSession(at: sipURI(at), call: dialog) { log("  (call \(callName(uuid))'s session is not up)") }
         case let .unreachable(at, on):
             if speaksSIP { world.sip.setReachable(sipURI(at), !on) }
@@ -545,6 +547,10 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         }
         return found.isEmpty ? nil : found
     }
+
+    /// The place a step's pick names among `count` calls, oldest first, wrapping; a negative
+    /// pick counts from the newest (-1: the newest).
+    static func place(_ pick: Int, _ count: Int) -> Int { ((pick % count) + count) % count }
 
     private func applyNetwork() {
         world.network.setConditions(faults.network)
