@@ -473,11 +473,10 @@ public struct SIPDialogState: Sendable, Equatable {
         switch status {
         case 486, 600: return [.deliver(.reject(.busy))]
         case 603: return [.deliver(.reject(.declined))]
-        // The callee takes no calls now (do-not-disturb, or nobody there to take them): a
-        // refusal like busy, not a failure. A node says so with 480; so do phones.
-        case 480: return [.deliver(.reject(.doNotDisturb))]
-        // A node's refusal of a caller it blocks or does not know; any other 403 (a proxy's
-        // "not allowed") says its status as a failure.
+        // A node's refusals: do-not-disturb, a caller it blocks or does not know. Any other 480
+        // (a registrar with no binding for the callee) or 403 (a proxy's "not allowed") says
+        // its status as a failure.
+        case 480 where phrase.localizedCaseInsensitiveContains("(do not disturb)"): return [.deliver(.reject(.doNotDisturb))]
         case 403 where phrase.localizedCaseInsensitiveContains("(blocked)"): return [.deliver(.reject(.blocked))]
         case 403 where phrase.localizedCaseInsensitiveContains("(unknown caller)"): return [.deliver(.reject(.unknownCaller))]
         case 408, 503:
