@@ -144,7 +144,7 @@ let package = Package(
             ]),
         // Test doubles that embedders may use too: a manual clock for every injected timer, two
         // call managers joined in memory, an in-memory ICE network for whole nodes on manual time.
-        .target(name: "CallNodeTestKit", dependencies: ["CallNode", "Calls", "ICE", "Media", "MediaTiming", "Clocks", "Locking", "SIP"]),
+        .target(name: "CallNodeTestKit", dependencies: ["CallNode", "Calls", "ICE", "Media", "MediaTiming", "Clocks", "Locking", "SIP", "TestingPrimitives"]),
         // Node identity (self-signed certificate, fingerprint) and the mutual-TLS signaling channel.
         .target(
             name: "Signaling",

@@ -14,15 +14,28 @@ import Testing
 
     static func uri(_ name: String) -> String { "sip:callnode@\(name).sim:5060" }
 
+    /// Alice (a 440 Hz tone) and Bob (660 Hz), each listening for SIP on the in-memory network.
+    static func aliceAndBob(_ f: InMemoryNodes, bobAnswers: Bool = true) async throws -> (CallNode, CallNode) {
+        let alice = try await f.node("alice", input: .tone(440))
+        let bob = try await f.node("bob", input: .tone(660), autoAnswer: bobAnswers)
+        try await listen(alice, "alice")
+        try await listen(bob, "bob")
+        return (alice, bob)
+    }
+
+    /// Alice calls Bob, who answers: both IDs of the call, once Bob's side has connected.
+    static func connect(_ f: InMemoryNodes, _ alice: CallNode, _ bob: CallNode) async throws -> (UUID, UUID) {
+        let call = try await alice.call(.sip(uri("bob")))
+        try await f.waitFor("bob", advancing: true, frames: 200, isConnected)
+        return (call, try #require(await bob.liveCalls.first))
+    }
+
     static func isConnected(_ event: NodeEvent) -> Bool { if case .connected = event { true } else { false } }
     static func isEnded(_ event: NodeEvent) -> Bool { if case .ended = event { true } else { false } }
 
     @Test func aCallConnectsCarriesAudioBothWaysHoldsAndEndsOnBothSides() async throws {
         let f = try InMemoryNodes()
-        let alice = try await f.node("alice", input: .tone(440))
-        let bob = try await f.node("bob", input: .tone(660))
-        try await Self.listen(alice, "alice")
-        try await Self.listen(bob, "bob")
+        let (alice, bob) = try await Self.aliceAndBob(f)
         let call = try await alice.call(.sip(Self.uri("bob")))
         try await f.waitFor("alice", advancing: true, frames: 200, Self.isConnected)
         try await f.waitFor("bob", advancing: true, frames: 50, Self.isConnected)
@@ -54,13 +67,8 @@ import Testing
         var conditions = InMemorySIPNetwork.Conditions()
         conditions.delay = 2...2
         let f = try InMemoryNodes(sipConditions: conditions)
-        let alice = try await f.node("alice", input: .tone(440))
-        let bob = try await f.node("bob", input: .tone(660))
-        try await Self.listen(alice, "alice")
-        try await Self.listen(bob, "bob")
-        let call = try await alice.call(.sip(Self.uri("bob")))
-        try await f.waitFor("bob", advancing: true, frames: 200, Self.isConnected)
-        let bobCall = try #require(await bob.liveCalls.first)
+        let (alice, bob) = try await Self.aliceAndBob(f)
+        let (call, bobCall) = try await Self.connect(f, alice, bob)
         for _ in 0..<20 { await f.step() }
 
         async let aliceHolds: Void = alice.setHeld(call, true)
@@ -99,12 +107,8 @@ import Testing
     /// and the call ends as signaling lost, its dialog over on the side that is left.
     @Test func aPeerWhoseStackDiedIsNoticedByTheDialogsProbe() async throws {
         let f = try InMemoryNodes()
-        let alice = try await f.node("alice", input: .tone(440))
-        let bob = try await f.node("bob", input: .tone(660))
-        try await Self.listen(alice, "alice")
-        try await Self.listen(bob, "bob")
-        _ = try await alice.call(.sip(Self.uri("bob")))
-        try await f.waitFor("bob", advancing: true, frames: 200, Self.isConnected)
+        let (alice, bob) = try await Self.aliceAndBob(f)
+        _ = try await Self.connect(f, alice, bob)
         f.sip.crash(Self.uri("bob"))
         let (event, _) = try await f.waitFor("alice", advancing: true, frames: 2_500, Self.isEnded)
         guard case let .ended(_, reason, detail, _) = event else { return }
@@ -148,9 +152,7 @@ import Testing
         let bob = try await f.node("bob", input: .tone(660))
         let carol = try await f.node("carol", input: .tone(880))
         for (node, name) in [(alice, "alice"), (bob, "bob"), (carol, "carol")] { try await Self.listen(node, name) }
-        let call = try await alice.call(.sip(Self.uri("bob")))
-        try await f.waitFor("bob", advancing: true, frames: 200, Self.isConnected)
-        let bobCall = try #require(await bob.liveCalls.first)
+        let (call, bobCall) = try await Self.connect(f, alice, bob)
         try await bob.transfer(bobCall, to: Self.uri("carol"))
         let (refused, _) = try await f.waitFor("bob", advancing: true, frames: 100) { if case .transfer(_, 503, _) = $0 { true } else { false } }
         guard case let .transfer(_, _, detail) = refused else { return }
@@ -169,10 +171,7 @@ import Testing
         var conditions = InMemorySIPNetwork.Conditions()
         conditions.repeatedProvisionals = 1
         let f = try InMemoryNodes(sipConditions: conditions)
-        let alice = try await f.node("alice", input: .tone(440))
-        let bob = try await f.node("bob", input: .tone(660), autoAnswer: false)
-        try await Self.listen(alice, "alice")
-        try await Self.listen(bob, "bob")
+        let (alice, bob) = try await Self.aliceAndBob(f, bobAnswers: false)
         _ = try await alice.call(.sip(Self.uri("bob")))
         try await f.waitFor("alice", advancing: true, frames: 200) { if case .ringing = $0 { true } else { false } }
         for _ in 0..<20 { await f.step() }

@@ -287,8 +287,11 @@ import Testing
         // nobody answers.
         #expect(DTLSAssociation.repeatInterval == .milliseconds(250))
         // Each step's copy is waited for (bounded), so the count does not race the ticks.
-        let start = ContinuousClock.now + .seconds(2)
+        // The ClientHello first (bounded generously: a loaded machine, a full suite's first
+        // minutes, once took over two seconds to run the handshake's start).
+        let start = ContinuousClock.now + .seconds(15)
         while sent.withLock({ $0.isEmpty }) && ContinuousClock.now < start { try await Task.sleep(for: .milliseconds(5)) }
+        try #require(sent.withLock { $0.count } == 1, "the ClientHello did not go")
         for step in 1...10 {
             let before = sent.withLock { $0.count }
             await clock.waitForSleepers()
