@@ -32,6 +32,9 @@ public enum Invariant: String, CaseIterable, Sendable {
     /// The audio session is active exactly when the call manager (its one owner) says it is,
     /// and active while a call's media runs.
     case oneAudioOwner = "one-audio-owner"
+    /// A transfer that succeeded ends the transferred call, on each side told so, at once (both
+    /// ends are local decisions: no fault can hold them up).
+    case transferEnds = "a-transfer-ends-the-call"
     /// SIP's wire: no side starts an INVITE while its last is unanswered, every INVITE
     /// transaction gets its final response, and every dialog ends on both sides.
     case sipDialogs = "sip-dialogs-end"
@@ -50,6 +53,7 @@ public enum Invariant: String, CaseIterable, Sendable {
         case .recents: "one Recents row per call on each side, none for calls that never were"
         case .nothingLeft: "after the calls end: no legs, leg tasks, bridge ports, media endpoints, manager calls or ICE paths remain"
         case .oneAudioOwner: "the audio session is active exactly when its owner (the call manager) has activated it, and while media runs"
+        case .transferEnds: "a side told that its call's transfer succeeded (the target answered) ends that call within 2 s"
         case .sipDialogs: "no SIP side starts an INVITE while its last is unanswered; once the calls end, every INVITE transaction has had its final response and every dialog has ended on both sides (but a side whose process crashed)"
         case .setUp: "the nodes start"
         }
@@ -66,6 +70,8 @@ extension Simulation {
 
     func checkStep() async {
         if let problem = world.sip.problems.first { return fail(.sipDialogs, problem) }
+        checkTransfers()
+        if failure != nil { return }
         await checkStates()
         checkAudio()
         checkReasons()
@@ -166,6 +172,16 @@ extension Simulation {
                 } else {
                     side.eligibleSince = nil
                 }
+            }
+        }
+    }
+
+    /// A call whose transfer succeeded has ended where that was told.
+    private func checkTransfers() {
+        for uuid in callOrder {
+            for (node, side) in calls[uuid]!.sides.sorted(by: { $0.key < $1.key }) {
+                guard let told = side.transferredAt, side.endCount == 0, !side.crashed, frame - told > Self.audioBound else { continue }
+                return fail(.transferEnds, "\(name(node)) was told the transfer of call \(callName(uuid)) succeeded \(frame - told) frames ago, and the call is still up there")
             }
         }
     }

@@ -58,6 +58,8 @@ struct SimCall {
         var eligibleSince: Int?
         /// The last frame the peer's tone was heard here.
         var lastHeardPeer: Int?
+        /// When this side was told its call's transfer succeeded (the call ends here then).
+        var transferredAt: Int?
     }
 
     let uuid: UUID

@@ -113,7 +113,12 @@ extension Simulation {
         case let .playoutReset(uuid, reset): log("\(who): call \(callName(uuid)) playout reset (\(reset.reason.rawValue))")
         case let .firstAudio(uuid, _): log("\(who): call \(callName(uuid)) first audio")
         case let .earlyMedia(uuid): log("\(who): call \(callName(uuid)) early media")
-        case let .transfer(uuid, status, detail): log("\(who): call \(callName(uuid)) transfer \(status): \(detail)")
+        case let .transfer(uuid, status, detail):
+            log("\(who): call \(callName(uuid)) transfer \(status): \(detail)")
+            let call = canonical(uuid)
+            if status == 200, calls[call]?.sides[node] != nil, calls[call]!.sides[node]!.transferredAt == nil {
+                calls[call]!.sides[node]!.transferredAt = frame
+            }
         case let .peerError(message): log("\(who): peer error: \(message)")
         case let .recordingFailed(uuid, _, reason): log("\(who): call \(callName(uuid)) recording failed: \(reason)")
         case let .webPage(connected, _): log("\(who): its call page \(connected ? "opened" : "closed")")
