@@ -151,6 +151,26 @@ struct SIPScaleOutTests {
         return setup
     }
 
+    /// A listening node stopped (SIGTERM) while its calls are up ends each one and reports
+    /// each end in its JSON before it exits: an operator's log misses no call's end.
+    @Test func aNodeStoppedInTheMiddleOfItsCallsReportsEachEnd() async throws {
+        let f = try Fixture()
+        let node = try await Self.startNode(f, "stopped")
+        defer { node.process.child.stop() }
+        let callers = [try await Self.caller(f, "first", tone: 500), try await Self.caller(f, "second", tone: 700)]
+        for caller in callers {
+            let events = caller.events()
+            let call = try await caller.call(.sip("sip:service@127.0.0.1:\(node.sipPort)"))
+            _ = try await TwoNodeTests.next(events, within: .seconds(20)) { if case .connected(call, _) = $0 { true } else { false } }
+        }
+        for _ in 0..<200 where node.connectedCalls < 2 { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(node.connectedCalls == 2)
+        node.process.child.stop()
+        #expect(try await node.process.exit(timeout: .seconds(40)) == 0, "\(node.process.text.suffix(500))")
+        #expect(node.endedCalls.count == 2, "\(node.endedCalls.count) of 2 calls' ends reported: \(node.process.text.suffix(800))")
+        for caller in callers { await caller.shutdown() }
+    }
+
     @Test func callsAreSpreadOverTheNodesAndAKilledNodesCallsGoElsewhere() async throws {
         let f = try Fixture()
         var nodes: [ServiceNode] = []

@@ -211,10 +211,13 @@ final class CallRunner {
                 }
                 // A service's stop is not a person at a keyboard: no Ctrl-C hint in its journal.
                 printError(fromTerminal ? "callnode: hanging up (Ctrl-C again to force)" : "callnode: stopping (SIGTERM): hanging up")
-                if let call = current ?? dialed {
-                    try? await node.hangUp(call)
-                    if target == nil && exitAfterCalls == nil { break loop }
-                } else {
+                if let call = current ?? dialed { try? await node.hangUp(call) }
+                if target == nil && exitAfterCalls == nil {
+                    if ringing.isEmpty && connectedCalls.isEmpty { break loop }
+                    // A listening node's other calls end as it shuts down, and every end is
+                    // reported (--json too) before the run does: the node's events finish then.
+                    tasks.append(Task { [node] in await node.shutdown() })
+                } else if current == nil && dialed == nil {
                     break loop
                 }
             case let .key(key):
