@@ -103,15 +103,6 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     /// The ID `node` knows the call by.
     func local(_ call: UUID, _ node: Int) -> UUID { calls[call]?.sides[node]?.uuid ?? call }
     func name(_ node: Int) -> String { SimMove.names[node] }
-    /// Whether the nodes listen for SIP (the seed's mix has SIP calls).
-    var speaksSIP: Bool { plan.swarm?.sip != nil }
-    /// A node's SIP address on the in-memory SIP network.
-    func sipURI(_ node: Int) -> String { "sip:callnode@\(name(node)).sim:5060" }
-    /// The node a SIP address names (nil: none of the nodes).
-    func node(ofSIP uri: String) -> Int? {
-        let host = uri.split(separator: "@").last.map { String($0.prefix { $0 != "." }) }
-        return (0..<nodeCount).first { name($0) == host }
-    }
 
     func log(_ line: String) {
         trace.append("[\(SimTrace.time(frame))] \(scrub(line))")
@@ -175,10 +166,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             }
         }
         if failure == nil { await checkTheEnd() }
-        if speaksSIP {
-            let sip = world.sip.counts
-            log("sip: \(sip.dialogs) dialogs, \(sip.invites) INVITE transactions, \(sip.crossings) crossed one of the peer's")
-        }
+        logSIPSummary()
         await closePage()
         await scheduler.exclusive { await world.shutdown() }
         if failure == nil { checkAfterShutdown() }
@@ -189,12 +177,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         // names the same directory in every process running this seed.
         let run = Self.runs.withLock { $0 += 1; return $0 }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("callnode-sim-\(getpid())-\(plan.seed)-\(run)").path
-        world = try InMemoryNodes(conditions: .init(), seed: plan.seed | 1, directory: directory)
-        if plan.swarm?.sip?.repeatedProvisionals == true {
-            var sip = InMemorySIPNetwork.Conditions()
-            sip.repeatedProvisionals = 0.5
-            world.sip.setConditions(sip)
-        }
+        world = try InMemoryNodes(conditions: .init(), seed: plan.seed | 1, directory: directory, sipConditions: sipConditions)
         try await scheduler.exclusive {
             for index in 0..<nodeCount {
                 hosts.append(Locked(HostNetworkSnapshot(addresses: ["192.0.2.\(10 + index)"], defaultRoutes: ["eth0 via 192.0.2.1"])))
@@ -400,7 +383,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     /// messages (it first lets a seeded number of other jobs run, so it also lands inside the
     /// exchanges that other steps of the same instant started); its outcome is traced when it
     /// comes.
-    private func spawn(_ node: Int, _ what: String, _ body: @escaping @Sendable () async throws -> Void) {
+    func spawn(_ node: Int, _ what: String, _ body: @escaping @Sendable () async throws -> Void) {
         let delay = actionDelays.below(4) == 0 ? 0 : actionDelays.below(60)
         Task {
             for _ in 0..<delay { await Task.yield() }
@@ -509,22 +492,8 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             moves += 1
             let address = "198.51.\(100 + moves % 100).\(10 + at)"
             hosts[at].withLock { $0 = HostNetworkSnapshot(addresses: [address], defaultRoutes: ["eth0 via 198.51.\(100 + moves % 100).1"]) }
-        case let .dialSIP(from, to):
-            let node = nodes[from], uri = sipURI(to)
-            spawn(from, "dials \(name(to)) over SIP") { _ = try await node.call(.sip(uri)) }
-        case let .transfer(at, index, to):
-            // A SIP call of the node's if it has one (a call of another kind is refused: that too is a case).
-            guard let uuid = await sipCalls(of: at).map({ $0.isEmpty ? nil : $0[Self.place(index, $0.count)].0 }) ?? pick(at, index) else {
-                return log("  (no call at \(name(at)))")
-            }
-            if calls[canonical(uuid)]?.peer(of: at) == to { return log("  (\(name(to)) is the other party of that call)") }
-            let node = nodes[at], uri = sipURI(to)
-            spawn(at, "transfers \(callName(uuid)) to \(name(to))") { try await node.transfer(uuid, to: uri) }
-        case let .sessionLost(at, index):
-            let live = await sipCalls(of: at) ?? []
-            guard !live.isEmpty else { return log("  (no SIP call at \(name(at)))") }
-            let (uuid, dialog) = live[Self.place(index, live.count)]
-            if !world.sip.expireSession(at: sipURI(at), call: dialog) { log("  (call \(callName(uuid))'s session is not up)") }
+        case .dialSIP, .transfer, .sessionLost:
+            await performSIP(move, pick: pick)
         case let .unreachable(at, on):
             if speaksSIP { world.sip.setReachable(sipURI(at), !on) }
             world.signaling.setReachable(nodes[at].listenAddress!, !on)
@@ -535,17 +504,6 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
                 faults.unreachable.remove(at)
             }
         }
-    }
-
-    /// The node's live SIP calls (its ID and its stack's for each), oldest first; nil if it has
-    /// none at all.
-    private func sipCalls(of node: Int) async -> [(UUID, Int)]? {
-        var found: [(UUID, Int)] = []
-        for call in calls(of: node) {
-            let uuid = local(call, node)
-            if let dialog = await nodes[node].sipDialog(of: uuid) { found.append((uuid, dialog)) }
-        }
-        return found.isEmpty ? nil : found
     }
 
     /// The place a step's pick names among `count` calls, oldest first, wrapping; a negative

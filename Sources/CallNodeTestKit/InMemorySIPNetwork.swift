@@ -77,11 +77,6 @@ public final class InMemorySIPNetwork: SIPNetwork {
         Self.flush(yields)
     }
 
-    /// How messages go from now on.
-    public func setConditions(_ conditions: Conditions) {
-        state.withLock { $0.conditions = conditions }
-    }
-
     /// Makes the stack at `address` unreachable (its messages, and messages to it, wait and are
     /// retransmitted until their transactions give up) or reachable again.
     public func setReachable(_ address: String, _ reachable: Bool) {

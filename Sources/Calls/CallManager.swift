@@ -116,11 +116,9 @@ public actor CallManager {
     /// How many calls have not ended.
     public var liveCallCount: Int { calls.count }
 
-    /// Whether a call started now would fit (``CallRequestError/maximumCallsReached(limit:)``
-    /// otherwise): fewer calls than the maximum, and fewer call groups.
+    /// Whether a call started now would fit (else ``CallRequestError/maximumCallsReached(limit:)``).
     public var hasRoomForAnotherCall: Bool {
-        Set(calls.map { $0.value.state.group ?? $0.key }).count < configuration.maximumCallGroups
-            && calls.count < configuration.maximumCalls
+        calls.count < configuration.maximumCalls && Set(calls.map { $0.value.state.group ?? $0.key }).count < configuration.maximumCallGroups
     }
 
     /// Whether the manager holds the audio session active (system-owned mode).

@@ -212,14 +212,10 @@ final class CallRunner {
                 // A service's stop is not a person at a keyboard: no Ctrl-C hint in its journal.
                 printError(fromTerminal ? "callnode: hanging up (Ctrl-C again to force)" : "callnode: stopping (SIGTERM): hanging up")
                 if let call = current ?? dialed { try? await node.hangUp(call) }
-                if target == nil && exitAfterCalls == nil {
-                    if ringing.isEmpty && connectedCalls.isEmpty { break loop }
-                    // A listening node's other calls end as it shuts down, and every end is
-                    // reported (--json too) before the run does: the node's events finish then.
-                    tasks.append(Task { [node] in await node.shutdown() })
-                } else if current == nil && dialed == nil {
-                    break loop
-                }
+                let listening = target == nil && exitAfterCalls == nil
+                if listening ? ringing.isEmpty && connectedCalls.isEmpty : current == nil && dialed == nil { break loop }
+                // The other calls end as the node shuts down; the run ends with its events, every end reported.
+                if listening { tasks.append(Task { [node] in await node.shutdown() }) }
             case let .key(key):
                 await handleKey(key)
             case .nodeFinished:

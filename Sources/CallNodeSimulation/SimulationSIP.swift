@@ -1,0 +1,69 @@
+@_spi(Simulation) import CallNode
+import CallNodeTestKit
+import Foundation
+
+/// SIP in a run: the nodes' addresses on the in-memory SIP network, the SIP steps, and what the
+/// trace says of the wire at the end (only in seeds whose mix has SIP calls).
+extension Simulation {
+    /// Whether the nodes listen for SIP (the seed's mix has SIP calls).
+    var speaksSIP: Bool { plan.swarm?.sip != nil }
+
+    /// How the in-memory SIP network carries the run's messages.
+    var sipConditions: InMemorySIPNetwork.Conditions {
+        var conditions = InMemorySIPNetwork.Conditions()
+        if plan.swarm?.sip?.repeatedProvisionals == true { conditions.repeatedProvisionals = 0.5 }
+        return conditions
+    }
+
+    /// A node's SIP address on the in-memory SIP network.
+    func sipURI(_ node: Int) -> String { "sip:callnode@\(name(node)).sim:5060" }
+
+    /// The node a SIP address names (nil: none of the nodes).
+    func node(ofSIP uri: String) -> Int? {
+        let host = uri.split(separator: "@").last.map { String($0.prefix { $0 != "." }) }
+        return (0..<nodeCount).first { name($0) == host }
+    }
+
+    /// A SIP step: a call to another node's SIP address, a transfer, a lost session refresh.
+    /// `pick` names a call of any kind (a transfer of a node without SIP calls is refused: that
+    /// too is a case).
+    func performSIP(_ move: SimMove, pick: (Int, Int) -> UUID?) async {
+        switch move {
+        case let .dialSIP(from, to):
+            let node = nodes[from], uri = sipURI(to)
+            spawn(from, "dials \(name(to)) over SIP") { _ = try await node.call(.sip(uri)) }
+        case let .transfer(at, index, to):
+            let sip = await sipCalls(of: at)
+            guard let uuid = sip.isEmpty ? pick(at, index) : sip[Self.place(index, sip.count)].0 else {
+                return log("  (no call at \(name(at)))")
+            }
+            if calls[canonical(uuid)]?.peer(of: at) == to { return log("  (\(name(to)) is the other party of that call)") }
+            let node = nodes[at], uri = sipURI(to)
+            spawn(at, "transfers \(callName(uuid)) to \(name(to))") { try await node.transfer(uuid, to: uri) }
+        case let .sessionLost(at, index):
+            let live = await sipCalls(of: at)
+            guard !live.isEmpty else { return log("  (no SIP call at \(name(at)))") }
+            let (uuid, dialog) = live[Self.place(index, live.count)]
+            if !world.sip.expireSession(at: sipURI(at), call: dialog) { log("  (call \(callName(uuid))'s session is not up)") }
+        default:
+            break
+        }
+    }
+
+    /// The node's live SIP calls (its ID and its stack's for each), oldest first.
+    private func sipCalls(of node: Int) async -> [(UUID, Int)] {
+        var found: [(UUID, Int)] = []
+        for call in calls(of: node) {
+            let uuid = local(call, node)
+            if let dialog = await nodes[node].sipDialog(of: uuid) { found.append((uuid, dialog)) }
+        }
+        return found
+    }
+
+    /// The wire's story in one line at the end of a SIP seed's trace.
+    func logSIPSummary() {
+        guard speaksSIP else { return }
+        let sip = world.sip.counts
+        log("sip: \(sip.dialogs) dialogs, \(sip.invites) INVITE transactions, \(sip.crossings) crossed one of the peer's")
+    }
+}
