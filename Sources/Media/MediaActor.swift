@@ -76,6 +76,8 @@ public actor MediaActor: MediaClockClient {
     var lastStatisticsAt = Duration.zero
     var bytesAtLastStatistics = (sent: 0, received: 0)
     var remoteSSRC: UInt32?
+    /// When the stream being played last sent audio (``MediaConfiguration/sourceTakeover``).
+    var remoteSSRCHeardAt: Duration?
     var dtmfQueue: [UInt8] = []
     var dtmfEvent: (code: UInt8, timestamp: UInt32, frames: Int, ends: Int)?
     var dtmfGapFrames = 0

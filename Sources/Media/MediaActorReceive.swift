@@ -15,6 +15,10 @@ extension MediaActor {
             stats.malformedDropped += 1
             return
         }
+        if let current = remoteSSRC, current != header.ssrc, !takesPlayoutOver(from: current, at: arrival) {
+            stats.otherSourcesDropped += 1
+            return
+        }
         if header.payloadType == configuration.telephoneEventPayloadType {
             reception.record(sequence: header.sequenceNumber, timestamp: header.timestamp, ssrc: header.ssrc,
                              arrival: arrival, measuresJitter: false)
@@ -51,6 +55,7 @@ extension MediaActor {
             jitter.restart()
         }
         remoteSSRC = header.ssrc
+        remoteSSRCHeardAt = max(remoteSSRCHeardAt ?? arrival, arrival)
         stats.packetsReceived += 1
         stats.bytesReceived += header.payload.count
         reception.record(sequence: header.sequenceNumber, timestamp: header.timestamp, ssrc: header.ssrc, arrival: arrival)
@@ -109,5 +114,17 @@ extension MediaActor {
     public func setFrameKeys(outbound: FrameEncryptionKey?, inbound: FrameEncryptionKey?) throws(MediaError) {
         guard frameCipher != nil else { throw .crypto("this call does not encrypt frames end to end") }
         frameCipher?.rekey(outbound: outbound, inbound: inbound)
+    }
+
+    /// Whether a packet of another stream takes the playout over from `current`. A second stream
+    /// while the one being played still sends (forked early media, a stray sender on the port)
+    /// waits until that one has gone quiet (``MediaConfiguration/sourceTakeover``). This node's
+    /// own stream coming back (a peer that reflects what it gets, as an echo test does) plays
+    /// only while nothing else is heard: any other source takes over from it at once, and it
+    /// never takes over from one that still sends.
+    func takesPlayoutOver(from current: UInt32, at arrival: Duration) -> Bool {
+        if current == self.ssrc { return true }
+        guard let heard = remoteSSRCHeardAt else { return true }
+        return arrival - heard >= MediaConfiguration.sourceTakeover
     }
 }

@@ -143,6 +143,12 @@ public struct MediaConfiguration: Sendable, Equatable {
     /// the same rate would make them (its mean run is 1 / (1 − loss)).
     public static let burstinessToSpread = 1.6
 
+    /// How long the stream being played must have been quiet before a packet of another
+    /// source (a new SSRC) takes the playout over: a peer that restarts its stream stops the
+    /// old one, while two streams interleaved on one port (forked early media, a stray
+    /// sender) would otherwise restart the playout at every packet and play nothing.
+    public static let sourceTakeover: Duration = .milliseconds(60)
+
     /// The deepest copy a packet carries or a receiver takes, in frames back.
     public static let deepestRedundantFrame = 6
     /// The most bytes a packet's payload may take with its redundant copies (older ones are
@@ -252,6 +258,9 @@ public struct MediaStatistics: Sendable, Equatable {
     public var authenticationFailures = 0
     public var replaysDropped = 0
     public var malformedDropped = 0
+    /// Packets of a stream not played: a second source's while the one played still sends, or
+    /// this node's own coming back beside the peer's (``MediaConfiguration/sourceTakeover``).
+    public var otherSourcesDropped = 0
     /// Payloads that passed SRTP but failed frame decryption (wrong or missing frame key).
     public var frameDecryptionFailures = 0
     /// DTX frames the encoder asked not to send.

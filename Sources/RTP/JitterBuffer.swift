@@ -151,7 +151,7 @@ public struct JitterBuffer: Sendable {
         var ts = peerTimestamp + offset(forSequence: seq)
         let isNewest = newest.map { seq > $0.sequence } ?? true
         if isNewest {
-            if let jump = timelineJump(sequence: seq, timestamp: ts, arrival: arrival.seconds) {
+            if let jump = timelineJump(sequence: seq, timestamp: ts, arrival: arrival.seconds) ?? offGrid(sequence: seq, timestamp: ts) {
                 previousOffset = (seq, timelineOffset)
                 timelineOffset -= jump
                 ts -= jump
@@ -225,6 +225,19 @@ public struct JitterBuffer: Sendable {
         let paced = Double(sequence - newest.sequence) * Double(frame) / rate
         let unexplained = Double(step) / rate - max(0, arrival - newest.arrival - paced)
         return unexplained * rate > Double(jumpThreshold) ? step : nil
+    }
+
+    /// For the newest packet so far, when its timestamp stepped by other than whole frames from
+    /// what its sequence number says (a sender that switched what it plays, as SIPp does between
+    /// two files, or a PBX that moved the media and kept the stream): how far it is off the
+    /// frames' grid, the nearest way. Playout takes a frame whose timestamp is the one due, so
+    /// a stream shifted off the grid would never be played again; it is moved back onto it.
+    private func offGrid(sequence: Int64, timestamp: Int64) -> Int64? {
+        guard let newest else { return nil }
+        let frame = configuration.samplesPerFrame
+        var residual = (timestamp - newest.timestamp - (sequence - newest.sequence) * frame) % frame
+        if residual > frame / 2 { residual -= frame } else if residual <= -frame / 2 { residual += frame }
+        return residual == 0 ? nil : residual
     }
 
     /// Adds a frame carried again in a later packet (RFC 2198 redundancy), as `sequence` and

@@ -1,6 +1,7 @@
-import CallNode
+@testable import CallNode
 import CallNodeTestKit
 import Foundation
+import Media
 import Testing
 
 /// Each call keeps its quality over time in Recents, a sample a second: a loss shows in the
@@ -34,5 +35,24 @@ import Testing
         #expect(timeline.worst(1).first.map { lossy.contains($0.at) } == true)
         #expect(samples.allSatisfy { $0.receiveKbps > 0 && $0.receiveLevel > -40 }, "\(samples)")
         await f.shutdown()
+    }
+}
+
+extension CallQualityRecordTests {
+    /// The media's figures come a second apart give or take its thread's lateness: each is a
+    /// second of its own, numbered to the nearest second, never merged into the one before.
+    /// (Truncated, a figure 2.998 s in took the number 2 of the one before: two seconds of loss
+    /// merged into one and the timeline had a sample fewer than the figures.)
+    @Test func figuresALittleEarlyOrLateAreEachASecondOfTheirOwn() {
+        var recording = QualityRecording()
+        var statistics = MediaStatistics()
+        let arrivals: [Duration] = [.zero, .milliseconds(1_003), .milliseconds(1_998), .milliseconds(3_001), .milliseconds(3_997), .milliseconds(5_002)]
+        for (index, at) in arrivals.enumerated() {
+            statistics.packetsLost = index * 5
+            recording.take(statistics, at: .seconds(10) + at)
+        }
+        let samples = recording.timeline.samples
+        #expect(samples.map(\.at) == [1, 2, 3, 4, 5])
+        #expect(samples.map(\.lost) == [5, 5, 5, 5, 5])
     }
 }

@@ -42,7 +42,8 @@ extension NetworkBeds.NetworkBedTests {
         let timeline = try #require(try await store.quality(of: row.id), "Bob kept no quality for the call")
         // The Nth sample covers the second between Bob's stats events N and N+1 (the first is
         // the baseline): when each second was, on the wall clock. (Its `at` is whole seconds
-        // into the call, truncated: a second a hair short of one repeats a number.)
+        // into the call, to the nearest: truncated, a second a hair short of its number took the
+        // one before and was merged into that second, and the samples no longer matched.)
         let times = bob.events("stats").compactMap { $0["time"] as? Double }
         let samples = timeline.samples
         #expect(samples.count >= 12 && times.count >= samples.count + 1, "\(samples.count) samples, \(times.count) stats")

@@ -151,6 +151,21 @@ import Testing
         #expect(run.buffer.statistics.lost == 0)
     }
 
+    @Test(arguments: [64, 8, -300, 5_000])
+    func aTimestampStepOffTheFramesGridIsPlayedOn(samples: Int) {
+        // From packet 100 on, the timestamps are `samples` off, not a whole number of frames
+        // (SIPp switching from one file to the next moved them 64 samples at 8 kHz): before,
+        // playout waited for a frame on the old grid that never came and went silent for good.
+        let packets = Self.stream(count: 300, timestamp: { i in
+            UInt32(truncatingIfNeeded: Int64(1_000_000 + i * 960) + (i >= 100 ? Int64(samples) : 0))
+        })
+        let run = Self.run(packets, ticks: 300)
+        Self.expectRecovered(run, after: 100, reason: .timestampJump)
+        #expect(run.played.compactMap(\.index).filter { $0 >= 10 && $0 < 290 } == Array(10..<290))
+        #expect(run.buffer.statistics.lost == 0)
+        #expect(run.resets.count == 1, "resets: \(run.resets)")
+    }
+
     @Test func sequenceNumbersWrapDuringAStall() {
         // Sequence numbers pass 65535 → 0 while the node is stopped for a second.
         let packets = Self.stream(count: 300, sequenceBase: 65_535 - 120)

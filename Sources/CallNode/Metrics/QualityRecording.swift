@@ -16,7 +16,11 @@ struct QualityRecording: Sendable {
             self.first = now
             return
         }
-        timeline.append(Self.sample(at: Int((now - first).components.seconds), from: previous, to: statistics))
+        // Whole seconds into the call, to the nearest: the figures come a second apart give or
+        // take the media thread's lateness, and a second a hair short of its number truncated
+        // would take the number before it, where the timeline merges it into that second.
+        let at = Int(((now - first) / .seconds(1)).rounded())
+        timeline.append(Self.sample(at: at, from: previous, to: statistics))
     }
 
     static func sample(at: Int, from previous: MediaStatistics, to current: MediaStatistics) -> QualityTimeline.Sample {
