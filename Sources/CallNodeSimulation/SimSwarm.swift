@@ -73,7 +73,7 @@ public struct SimSwarm: Sendable, Equatable, Codable, CustomStringConvertible {
         }
         let share = faults.isEmpty ? 0 : [0.1, 0.2, 0.35][random.below(3)]
         return SimSwarm(actions: actions, faults: faults, faultShare: share,
-                        faultFrames: [40, 160, 300][random.below(3)], worstLoss: [0.1, 0.3, 0.5][random.below(3)],
+                        faultFrames: [40, 160, 600][random.below(3)], worstLoss: [0.1, 0.3, 0.5][random.below(3)],
                         actingNodes: 2 + random.below(max(1, nodes - 1)), page: random.chance(0.3),
                         crossing: [0, 0.15, 0.3, 0.6][random.below(4)], focus: [0.2, 0.5, 0.8][random.below(3)],
                         span: max(50, [frames / 3, frames * 2 / 3, frames][random.below(3)]),

@@ -12,6 +12,11 @@ import Media
 /// the same every time. A partition drops everything; while it lasts a restart's checks fail
 /// too, and the paths reconnect on the first tick after it heals once both ends restarted.
 ///
+/// Paths fail as libnice's do (FACTS: libnice 0.1.21 with consent freshness on): a round whose
+/// checks have found no pair ``checkTimeout`` after they could start reports `failed`, and so
+/// does a connected path whose peer has been out of reach (a partition, a break either way)
+/// for ``consentTimeout``; a failed path stays failed until its next round (``restart()``).
+///
 /// Add the network to the same ``MediaClock`` as the calls, before them, so each tick delivers
 /// what is due first and the calls then read it.
 public final class InMemoryIceNetwork: MediaClockClient, Sendable {
@@ -77,6 +82,13 @@ public final class InMemoryIceNetwork: MediaClockClient, Sendable {
         return path
     }
 
+    /// How long a round's checks run without finding a pair before the path reports `failed`:
+    /// libnice's four tries of each check, the last 2 s in, time out at 2.5 s.
+    public static let checkTimeout: Duration = .milliseconds(2_500)
+    /// How long a connected path's peer may be out of reach before the path reports `failed`
+    /// (consent freshness, RFC 7675: libnice gave a pair up 7.9 s after its answers stopped).
+    public static let consentTimeout: Duration = .seconds(8)
+
     /// Changes what the network does from the next datagram on.
     public func setConditions(_ conditions: Conditions) {
         state.withLock { $0.conditions = conditions }
@@ -111,7 +123,7 @@ public final class InMemoryIceNetwork: MediaClockClient, Sendable {
     public func breakPaths(toward role: IceRole) {
         state.withLock { s in
             for path in s.paths.values where path.role == role {
-                s.broken.insert(path.address + " " + path.credentials.ufrag)
+                s.broken.insert(path.roundKey)
             }
         }
     }
@@ -119,7 +131,7 @@ public final class InMemoryIceNetwork: MediaClockClient, Sendable {
     /// Queues a datagram from a connected path to its peer's address.
     func carry(_ bytes: [UInt8], to address: String) {
         state.withLock { s in
-            if let path = s.paths[address], s.broken.contains(address + " " + path.credentials.ufrag) {
+            if let path = s.paths[address], s.broken.contains(path.roundKey) {
                 s.dropped += 1
                 return
             }
@@ -148,8 +160,15 @@ public final class InMemoryIceNetwork: MediaClockClient, Sendable {
         }
         let byAddress = Dictionary(uniqueKeysWithValues: paths.map { ($0.address, $0) })
         for datagram in due { byAddress[datagram.to]?.deliver(datagram.bytes) }
-        guard !partitioned else { return }
-        for path in paths { check(path) }
+        if !partitioned {
+            for path in paths { check(path) }
+        }
+        for path in paths {
+            let reachable = !partitioned && state.withLock { s in
+                !s.broken.contains(path.roundKey) && !(path.peerAddress.flatMap { s.paths[$0] }.map { s.broken.contains($0.roundKey) } ?? false)
+            }
+            path.watch(now: now, peerReachable: reachable)
+        }
     }
 
     /// Connectivity checks: a path that knows its peer's current credentials and candidate,
@@ -193,6 +212,10 @@ public final class InMemoryIcePath: IcePath {
         var peer: String?
         var gathered = false
         var closed = false
+        /// Since when this round's checks could run (both sides' parameters in) without a pair.
+        var checkingSince: Duration?
+        /// Since when the connected peer has been out of reach.
+        var unreachableSince: Duration?
     }
 
     private let state: Locked<State>
@@ -210,10 +233,15 @@ public final class InMemoryIcePath: IcePath {
     var role: IceRole { state.withLock { $0.role } }
     var remoteUfrag: String? { state.withLock { $0.remote?.ufrag } }
 
-    /// The peer address to check, while not connected and both sides' parameters are in.
+    /// This path's current round, as a break of the network names it.
+    var roundKey: String { address + " " + credentials.ufrag }
+    /// The peer's address while connected.
+    var peerAddress: String? { state.withLock { $0.connection == .connected ? $0.peer : nil } }
+
+    /// The peer address to check, while not connected (nor failed) and both sides' parameters are in.
     func checkTarget() -> String? {
         state.withLock { s in
-            guard !s.closed, s.remote != nil, s.connection != .connected,
+            guard !s.closed, s.remote != nil, s.connection != .connected, s.connection != .failed,
                   let remote = s.remoteCandidates.first(where: { $0.transport == .udp }) else { return nil }
             return "\(remote.address):\(remote.port)"
         }
@@ -229,6 +257,37 @@ public final class InMemoryIcePath: IcePath {
         guard changed else { return }
         eventsContinuation.yield(.selectedPair(IceCandidatePair(local: candidate, remote: peer.candidate)))
         eventsContinuation.yield(.stateChanged(.connected))
+    }
+
+    /// On each tick: a round that found no pair in ``InMemoryIceNetwork/checkTimeout``, or a
+    /// connected path whose peer was out of reach for ``InMemoryIceNetwork/consentTimeout``,
+    /// fails.
+    func watch(now: Duration, peerReachable: Bool) {
+        let failed = state.withLock { s -> Bool in
+            guard !s.closed else { return false }
+            switch s.connection {
+            case .checking where s.remote != nil:
+                let since = s.checkingSince ?? now
+                s.checkingSince = since
+                guard now - since >= InMemoryIceNetwork.checkTimeout else { return false }
+            case .connected:
+                s.checkingSince = nil
+                guard !peerReachable else {
+                    s.unreachableSince = nil
+                    return false
+                }
+                let since = s.unreachableSince ?? now
+                s.unreachableSince = since
+                guard now - since >= InMemoryIceNetwork.consentTimeout else { return false }
+            default:
+                return false
+            }
+            s.connection = .failed
+            s.checkingSince = nil
+            s.unreachableSince = nil
+            return true
+        }
+        if failed { eventsContinuation.yield(.stateChanged(.failed)) }
     }
 
     func deliver(_ bytes: [UInt8]) {
@@ -317,6 +376,8 @@ public final class InMemoryIcePath: IcePath {
             s.remoteCandidates = []
             s.peer = nil
             s.connection = .gathering
+            s.checkingSince = nil
+            s.unreachableSince = nil
         }
         eventsContinuation.yield(.stateChanged(.gathering))
         return IceGathering(credentials: fresh, candidates: Self.oneCandidate(candidate))
