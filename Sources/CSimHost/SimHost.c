@@ -33,12 +33,31 @@ int csimhost_enabled(void) { return __atomic_load_n(&enabled, __ATOMIC_SEQ_CST);
 // the seeding thread comes from the seed's stream: a C library that seeds itself once per
 // process (OpenSSL's generator) would draw from it in a process's first run only, and the runs
 // after it would see other values than a run of the same seed alone.
-static int from_swift(const void *caller) {
+static int caller_in_swift(const void *caller) {
     Dl_info info;
     if (!caller || !dladdr(caller, &info) || !info.dli_fname) return 0;
     const char *name = strrchr(info.dli_fname, '/');
     name = name ? name + 1 : info.dli_fname;
     return strncmp(name, "libswiftCore", 12) == 0 || strncmp(name, "libFoundation", 13) == 0;
+}
+
+// dladdr walks every loaded library's symbols: a tenth of a sweep's time went to it, one call
+// per random draw (a key drawn byte by byte asks thirty times). The few places that draw are
+// remembered per thread, so each is looked up once.
+enum { caller_cache_size = 16 };
+static __thread const void *cached_callers[caller_cache_size];
+static __thread signed char cached_answers[caller_cache_size];
+static __thread unsigned cached_next;
+
+static int from_swift(const void *caller) {
+    for (unsigned i = 0; i < caller_cache_size; i++) {
+        if (cached_callers[i] == caller && caller) return cached_answers[i];
+    }
+    int answer = caller_in_swift(caller);
+    unsigned slot = cached_next++ % caller_cache_size;
+    cached_callers[slot] = caller;
+    cached_answers[slot] = (signed char)answer;
+    return answer;
 }
 
 static uint64_t next_from(int main_stream) {
