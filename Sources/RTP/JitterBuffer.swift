@@ -155,7 +155,9 @@ public struct JitterBuffer: Sendable {
                 previousOffset = (seq, timelineOffset)
                 timelineOffset -= jump
                 ts -= jump
-                reset(.timestampJump, samples: jump)
+                // A step under a millisecond is a sender stamping its packets by its clock, not
+                // a move anyone would hear: the stream is put back on the grid without a word.
+                if abs(jump) * 1_000 >= Int64(configuration.clockRate) { reset(.timestampJump, samples: jump) }
             }
             newest = (seq, peerTimestamp, ts, arrival.seconds)
         }

@@ -151,7 +151,7 @@ import Testing
         #expect(run.buffer.statistics.lost == 0)
     }
 
-    @Test(arguments: [64, 8, -300, 5_000])
+    @Test(arguments: [64, 96, -300, 5_000])
     func aTimestampStepOffTheFramesGridIsPlayedOn(samples: Int) {
         // From packet 100 on, the timestamps are `samples` off, not a whole number of frames
         // (SIPp switching from one file to the next moved them 64 samples at 8 kHz): before,
@@ -164,6 +164,16 @@ import Testing
         #expect(run.played.compactMap(\.index).filter { $0 >= 10 && $0 < 290 } == Array(10..<290))
         #expect(run.buffer.statistics.lost == 0)
         #expect(run.resets.count == 1, "resets: \(run.resets)")
+    }
+
+    @Test func timestampsStampedByTheSendersClockPlayOnWithoutResets() {
+        // A sender whose timestamps follow its clock a few samples either side of the frame's
+        // (2 samples at 48 kHz: 42 µs): every packet is put back on the grid, and played.
+        let packets = Self.stream(count: 300, timestamp: { i in UInt32(1_000_000 + i * 960 + [0, 2, -1, 1, -2][i % 5]) })
+        let run = Self.run(packets, ticks: 300)
+        #expect(run.played.compactMap(\.index).filter { $0 >= 10 && $0 < 290 } == Array(10..<290))
+        #expect(run.resets.isEmpty, "resets: \(run.resets.count)")
+        #expect(run.buffer.statistics.lost == 0)
     }
 
     @Test func sequenceNumbersWrapDuringAStall() {
