@@ -78,6 +78,9 @@ public struct SimStep: Sendable, Equatable, Codable, CustomStringConvertible {
 public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
     case dial(from: Int, to: Int)
     case answer(node: Int, pick: Int)
+    /// A node plays early media to a call that rings here before it answers or declines it
+    /// (its greeting: ``CallNode/progress(_:)``).
+    case greet(node: Int, pick: Int)
     /// Hangs up, or declines a call that rings here.
     case hangUp(node: Int, pick: Int)
     case mute(node: Int, pick: Int, on: Bool)
@@ -119,8 +122,8 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
     /// The node whose user acts (nil for faults).
     public var actingNode: Int? {
         switch self {
-        case let .dial(node, _), let .answer(node, _), let .hangUp(node, _), let .mute(node, _, _), let .hold(node, _, _),
-             let .swap(node, _), let .merge(node, _, _), let .unmerge(node, _), let .dtmf(node, _, _), let .block(node, _, _),
+        case let .dial(node, _), let .answer(node, _), let .greet(node, _), let .hangUp(node, _), let .mute(node, _, _),
+             let .hold(node, _, _), let .swap(node, _), let .merge(node, _, _), let .unmerge(node, _), let .dtmf(node, _, _), let .block(node, _, _),
              let .doNotDisturb(node, _), let .dialSIP(node, _), let .transfer(node, _, _):
             node
         default:
@@ -137,8 +140,8 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
     /// The pick of an action on a call.
     public var pick: Int? {
         switch self {
-        case let .answer(_, pick), let .hangUp(_, pick), let .mute(_, pick, _), let .hold(_, pick, _), let .swap(_, pick),
-             let .merge(_, pick, _), let .unmerge(_, pick), let .dtmf(_, pick, _), let .transfer(_, pick, _), let .sessionLost(_, pick):
+        case let .answer(_, pick), let .greet(_, pick), let .hangUp(_, pick), let .mute(_, pick, _), let .hold(_, pick, _),
+             let .swap(_, pick), let .merge(_, pick, _), let .unmerge(_, pick), let .dtmf(_, pick, _), let .transfer(_, pick, _), let .sessionLost(_, pick):
             pick
         default:
             nil
@@ -175,6 +178,7 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
         switch self {
         case let .dial(from, to): return "\(n(from)) dials \(n(to))"
         case let .answer(node, pick): return "\(n(node)) answers \(call(pick))"
+        case let .greet(node, pick): return "\(n(node)) plays early media to \(call(pick)) before answering"
         case let .hangUp(node, pick): return "\(n(node)) hangs up \(call(pick))"
         case let .mute(node, pick, on): return "\(n(node)) \(on ? "mutes" : "unmutes") its call (pick \(pick))"
         case let .hold(node, pick, on): return "\(n(node)) \(on ? "holds" : "resumes") \(call(pick))"
@@ -324,6 +328,15 @@ extension SimPlan {
         if options.sip, let sip = SimSIPMix.pick(&sipRandom, faults: !swarm.faults.isEmpty) {
             mix.sip = sip
             steps += sip.steps(&sipRandom, actors: Array(0..<swarm.actingNodes), nodes: nodeCount, span: swarm.span)
+        }
+        // Early media from a stream of its own too: in a seed in four, a callee greets some of
+        // the calls it will answer a moment before it does.
+        var greetingRandom = SimRandom(seed: seed ^ 0x4752_4545_5449_4E47)
+        if greetingRandom.chance(0.25) {
+            for step in steps {
+                guard case let .answer(node, pick) = step.move, node != SimMove.holder, greetingRandom.chance(0.6) else { continue }
+                steps.append(SimStep(frame: max(0, step.frame - 3 - greetingRandom.below(25)), move: .greet(node: node, pick: pick)))
+            }
         }
         return SimPlan(seed: seed, frames: options.frames, steps: steps, swarm: mix)
     }

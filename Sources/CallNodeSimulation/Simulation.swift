@@ -206,8 +206,12 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         }
         log("\(nodeCount) nodes: " + (0..<nodeCount).map { "\(name($0)) (tone \(Int(frequencies[$0])) Hz)" }.joined(separator: ", ")
             + "; \(name(nodeCount - 1)) is reached through the relay; \(name(pageIndex)) is a browser with \(name(0))'s call page open"
-            + " (tone \(Int(frequencies[pageIndex])) Hz)")
+            + " (tone \(Int(frequencies[pageIndex])) Hz)" + (appOwnedAudio ? "; the nodes own their audio (no CallKit: early media)" : ""))
     }
+
+    /// Whether the nodes own their audio sessions (CallKit-free mode): in the plans where a
+    /// callee greets its callers with early media, which only a node that owns its audio can.
+    var appOwnedAudio: Bool { plan.steps.contains { if case .greet = $0.move { true } else { false } } }
 
     /// A node, as set up at the start or started again after a crash from the same home (its
     /// database, its identity). Call from ``SimScheduler/exclusive(_:)``.
@@ -237,6 +241,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             $0.media.opus.complexity = 0
             // SIP calls come on top of the plan's others: room for them, or most would be busy.
             if speaksSIP { $0.provider.maximumCallGroups = 4 }
+            if appOwnedAudio && !unsafe && !browser { $0.appOwnedAudio = true }
             if unsafe {
                 // The careless app: b's answers activate the session before the provider does.
                 $0.audioStandIn = UnsafeDoubleActivationSession(microphone: ToneSource(frequency: frequencies[index]), speaker: NullSink())
@@ -437,6 +442,12 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             let call = ringing[Self.place(index, ringing.count)], uuid = local(call, at)
             let node = nodes[at]
             spawn(at, "answers \(callName(call))") { try await node.answer(uuid) }
+        case let .greet(at, index):
+            let ringing = calls(of: at).filter { calls[$0]!.callee == at && calls[$0]!.sides[at]?.connectedAt == nil }
+            guard !ringing.isEmpty else { return log("  (nothing rings at \(name(at)))") }
+            let call = ringing[Self.place(index, ringing.count)], uuid = local(call, at)
+            let node = nodes[at]
+            spawn(at, "plays early media on \(callName(call))") { try await node.progress(uuid) }
         case let .hangUp(at, index):
             guard let uuid = pick(at, index) else { return log("  (no call at \(name(at)))") }
             let node = nodes[at]
