@@ -435,19 +435,17 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         case let .dial(from, to):
             let node = nodes[from]
             spawn(from, "dials \(name(to))") { _ = try await node.call(.contact(self.name(to))) }
-        case let .answer(at, index):
-            // Only a call that rings here can be answered: pick among those.
+        case let .answer(at, index), let .greet(at, index):
+            // Only a call that rings here can be answered, or greeted with early media: pick among those.
             let ringing = calls(of: at).filter { calls[$0]!.callee == at && calls[$0]!.sides[at]?.connectedAt == nil }
             guard !ringing.isEmpty else { return log("  (nothing rings at \(name(at)))") }
             let call = ringing[Self.place(index, ringing.count)], uuid = local(call, at)
             let node = nodes[at]
-            spawn(at, "answers \(callName(call))") { try await node.answer(uuid) }
-        case let .greet(at, index):
-            let ringing = calls(of: at).filter { calls[$0]!.callee == at && calls[$0]!.sides[at]?.connectedAt == nil }
-            guard !ringing.isEmpty else { return log("  (nothing rings at \(name(at)))") }
-            let call = ringing[Self.place(index, ringing.count)], uuid = local(call, at)
-            let node = nodes[at]
-            spawn(at, "plays early media on \(callName(call))") { try await node.progress(uuid) }
+            if case .answer = move {
+                spawn(at, "answers \(callName(call))") { try await node.answer(uuid) }
+            } else {
+                spawn(at, "plays early media on \(callName(call))") { try await node.progress(uuid) }
+            }
         case let .hangUp(at, index):
             guard let uuid = pick(at, index) else { return log("  (no call at \(name(at)))") }
             let node = nodes[at]

@@ -61,6 +61,14 @@ import Testing
         return played
     }
 
+    /// `b`'s figures, once both ends have stopped.
+    static func finish(_ call: Call) async -> MediaStatistics {
+        let stats = await call.b.statistics
+        await call.a.stop()
+        await call.b.stop()
+        return stats
+    }
+
     static func heard(_ frequency: Double, over other: Double, in samples: [Int16]) -> Bool {
         Goertzel.power(of: frequency, in: samples) > 20 * Goertzel.power(of: other, in: samples)
             && Goertzel.power(of: frequency, in: samples) > 1_000_000
@@ -76,9 +84,7 @@ import Testing
         await call.clock.advance(frames: 5)
         var reflected = Stream(ssrc: call.b.ssrc)
         let played = await Self.run(call, frames: 100, with: &reflected)
-        let stats = await call.b.statistics
-        await call.a.stop()
-        await call.b.stop()
+        let stats = await Self.finish(call)
         let peersTone = Self.heard(1_000, over: 1_600, in: Array(played.suffix(48_000)))
         #expect(peersTone, "the peer's tone is what plays")
         #expect(stats.jitterBuffer.playoutResets == 0, "\(stats.jitterBuffer.playoutResets) resets")
@@ -98,9 +104,7 @@ import Testing
 
         try await call.a.start()
         let both = await Self.run(call, frames: 60, with: &reflected)
-        let stats = await call.b.statistics
-        await call.a.stop()
-        await call.b.stop()
+        let stats = await Self.finish(call)
         let peersTone = Self.heard(1_000, over: 1_600, in: Array(both.suffix(24_000)))
         #expect(peersTone, "the peer's stream took over from the reflection")
         #expect(stats.jitterBuffer.playoutResets == 1, "one restart, for the peer's stream: \(stats.jitterBuffer.playoutResets)")
