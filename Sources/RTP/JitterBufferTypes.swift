@@ -137,3 +137,41 @@ extension JitterBuffer {
         return candidate
     }
 }
+
+extension JitterBuffer {
+    /// The `k`-th smallest (from 0) of the first `count` values, found in place (Hoare's
+    /// selection, median-of-three pivot): what sorting them would put at `k`, without sorting
+    /// (the standard library's sort allocates a buffer, and this runs for every packet).
+    @_spi(Testing) public static func select(_ k: Int, of count: Int, in values: inout [Double]) -> Double {
+        values.withUnsafeMutableBufferPointer { v -> Double in
+            var low = 0, high = count - 1
+            while low < high {
+                let middle = low + (high - low) / 2
+                // Order low, middle, high; the middle one is the pivot.
+                if v[middle] < v[low] { v.swapAt(middle, low) }
+                if v[high] < v[low] { v.swapAt(high, low) }
+                if v[high] < v[middle] { v.swapAt(high, middle) }
+                let pivot = v[middle]
+                var i = low, j = high
+                while i <= j {
+                    while v[i] < pivot { i += 1 }
+                    while pivot < v[j] { j -= 1 }
+                    if i <= j {
+                        v.swapAt(i, j)
+                        i += 1
+                        j -= 1
+                    }
+                }
+                // [low, j] ≤ pivot ≤ [i, high]; what lies between equals the pivot.
+                if k <= j {
+                    high = j
+                } else if k >= i {
+                    low = i
+                } else {
+                    return v[k]
+                }
+            }
+            return v[k]
+        }
+    }
+}

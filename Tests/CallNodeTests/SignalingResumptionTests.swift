@@ -158,8 +158,12 @@ import Testing
         let (alice, bob, call) = try await ManualTimeNodeTests.connectedCall(f)
         for _ in 0..<25 { await f.step() }
         // Nothing reaches Alice (the caller, ICE-controlled) any more; Bob still hears her.
+        let brokenAt = f.timers.now.offset
         f.network.breakPaths(toward: .controlled)
         let lost = try await f.waitFor("alice", advancing: true, Self.isEvent("connection-lost"))
+        // Bob's media never stalls: until its pair's consent could run out, it has lost nothing.
+        while f.timers.now.offset - brokenAt < InMemoryIceNetwork.consentTimeout - .milliseconds(100) { await f.step() }
+        #expect(!f.story("bob").contains("connection-lost"), "\(f.story("bob"))")
         let restart = try await f.waitFor("alice", advancing: true) { $0 == .iceRestarted(call, byPeer: false) }
         #expect(restart.at - lost.at >= .milliseconds(7_400) && restart.at - lost.at <= .milliseconds(7_600),
                 "the caller restarts an interval and a half after the loss: \(restart.at - lost.at)")
@@ -168,7 +172,10 @@ import Testing
         let before = await Self.received(alice)
         for _ in 0..<50 { await f.step() }
         #expect(await Self.received(alice) - before >= 45, "Alice hears Bob again")
-        #expect(!f.story("bob").contains("connection-lost"), "Bob never lost the path: \(f.story("bob"))")
+        // Bob's consent checks get no answers through the break (they go to Alice), so its ICE
+        // may give the pair up as consent runs out, 8 s in, just before Alice's restart (8.5 s)
+        // comes (libnice: 7.9 s); that restart repairs Bob's side too, and Bob starts none.
+        #expect(f.story("bob").last == "connection-restored", "\(f.story("bob"))")
         #expect(!f.events("bob").contains { if case .iceRestarted(_, byPeer: false) = $0 { true } else { false } })
         _ = bob
         await f.shutdown()
