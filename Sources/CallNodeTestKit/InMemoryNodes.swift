@@ -36,6 +36,10 @@ public final class InMemoryNodes: @unchecked Sendable {  // the event log is beh
 
     deinit {
         for reader in readers { reader.cancel() }
+        // The nodes (and their databases) go before their files do: SQLite keys its locks and
+        // WAL index by inode, and a database removed while still open can meet a new one made
+        // on the same inode by a test running beside this one.
+        nodes.removeAll()
         try? FileManager.default.removeItem(atPath: directory)
     }
 
