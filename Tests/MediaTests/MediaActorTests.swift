@@ -25,16 +25,18 @@ import Glibc
     static func makeCall(source: any AudioSource, sink: any AudioSink,
                          conditions: LinkConditions = LinkConditions(), seed: UInt64 = 1,
                          configuration: MediaConfiguration = MediaConfiguration(),
-                         frameKeys: (FrameEncryptionKey?, FrameEncryptionKey?) = (nil, nil)) throws -> Call {
+                         frameKeys: (FrameEncryptionKey?, FrameEncryptionKey?) = (nil, nil),
+                         encrypted: Bool = true) throws -> Call {
         let clock = MediaClock.manual()
         let link = InMemoryMediaLink(clock: clock, aToB: conditions, seed: seed)
         clock.add(link)
         let keyA = SRTPKey.random(), keyB = SRTPKey.random()
+        // Unencrypted: plain RTP, as a SIP call without SRTP (a test can put its own packets on the link).
         let a = try MediaActor(configuration: configuration, transport: link.a,
-                               keys: MediaKeys(outbound: keyA, inbound: keyB, frameEncryption: frameKeys.0.map { FrameKeys(shared: $0) }),
+                               keys: encrypted ? MediaKeys(outbound: keyA, inbound: keyB, frameEncryption: frameKeys.0.map { FrameKeys(shared: $0) }) : .unencrypted,
                                source: source, sink: NullSink(), clock: clock)
         let b = try MediaActor(configuration: configuration, transport: link.b,
-                               keys: MediaKeys(outbound: keyB, inbound: keyA, frameEncryption: frameKeys.1.map { FrameKeys(shared: $0) }),
+                               keys: encrypted ? MediaKeys(outbound: keyB, inbound: keyA, frameEncryption: frameKeys.1.map { FrameKeys(shared: $0) }) : .unencrypted,
                                source: SilenceSource(), sink: sink, clock: clock)
         return Call(clock: clock, link: link, a: a, b: b)
     }

@@ -11,26 +11,13 @@ import Testing
 /// its stream); the node's own stream coming back (a peer that reflects what it gets) plays only
 /// while nothing else does. Plain G.711 on the in-memory link, manual clock.
 @Suite struct SourceSelectionTests {
-    struct Call {
-        let clock: MediaClock
-        let link: InMemoryMediaLink
-        let a: MediaActor
-        let b: MediaActor
-        let sink: ManualAudioEndpoint
-    }
+    typealias Call = MediaActorTests.Call
 
-    /// `a` sends a 1 kHz tone to `b`, unencrypted µ-law, as a SIP call without SRTP does.
-    static func makeCall() throws -> Call {
-        let clock = MediaClock.manual()
-        let link = InMemoryMediaLink(clock: clock, aToB: LinkConditions(), seed: 1)
-        clock.add(link)
-        let configuration = G711Tests.configuration(.pcmu)
-        let sink = ManualAudioEndpoint()
-        let a = try MediaActor(configuration: configuration, transport: link.a, keys: .unencrypted,
-                               source: ToneSource(frequency: 1_000, amplitude: 0.3), sink: NullSink(), clock: clock)
-        let b = try MediaActor(configuration: configuration, transport: link.b, keys: .unencrypted,
-                               source: SilenceSource(), sink: sink, clock: clock)
-        return Call(clock: clock, link: link, a: a, b: b, sink: sink)
+    /// `a` sends a 1 kHz tone to `b`, unencrypted µ-law, as a SIP call without SRTP does; `sink`
+    /// is what `b` plays.
+    static func makeCall(_ sink: ManualAudioEndpoint) throws -> Call {
+        try MediaActorTests.makeCall(source: ToneSource(frequency: 1_000, amplitude: 0.3), sink: sink,
+                                     configuration: G711Tests.configuration(.pcmu), encrypted: false)
     }
 
     /// Packets of another stream: a 1.6 kHz tone at 8 kHz, one 20 ms frame each.
@@ -51,12 +38,12 @@ import Testing
     }
 
     /// Runs `frames` ticks with one packet of `stream` sent to `b` each tick; returns what `b` played.
-    static func run(_ call: Call, frames: Int, with stream: inout Stream) async -> [Int16] {
+    static func run(_ call: Call, _ sink: ManualAudioEndpoint, frames: Int, with stream: inout Stream) async -> [Int16] {
         var played: [Int16] = []
         for _ in 0..<frames {
             await call.link.a.send(stream.next())
             await call.clock.advance()
-            played += call.sink.pullPlayback(maximum: 960)
+            played += sink.pullPlayback(maximum: 960)
         }
         return played
     }
@@ -78,12 +65,12 @@ import Testing
     /// each, as SIPp's `-rtp_echo` beside its announcement) were taken for a new stream at every
     /// packet: the playout restarted a hundred times a second and played silence.
     @Test func itsOwnStreamReflectedBesideThePeersIsNotPlayed() async throws {
-        let call = try Self.makeCall()
+        let sink = ManualAudioEndpoint(), call = try Self.makeCall(sink)
         try await call.a.start()
         try await call.b.start()
         await call.clock.advance(frames: 5)
         var reflected = Stream(ssrc: call.b.ssrc)
-        let played = await Self.run(call, frames: 100, with: &reflected)
+        let played = await Self.run(call, sink, frames: 100, with: &reflected)
         let stats = await Self.finish(call)
         let peersTone = Self.heard(1_000, over: 1_600, in: Array(played.suffix(48_000)))
         #expect(peersTone, "the peer's tone is what plays")
@@ -95,15 +82,15 @@ import Testing
     /// An echo test: the peer reflects the node's own stream and sends nothing else, so the
     /// reflection is what plays; the peer's own stream, once it comes, takes over at once.
     @Test func itsOwnStreamReflectedAlonePlaysUntilThePeerSpeaks() async throws {
-        let call = try Self.makeCall()
+        let sink = ManualAudioEndpoint(), call = try Self.makeCall(sink)
         try await call.b.start()
         var reflected = Stream(ssrc: call.b.ssrc)
-        let echo = await Self.run(call, frames: 60, with: &reflected)
+        let echo = await Self.run(call, sink, frames: 60, with: &reflected)
         let echoed = Self.heard(1_600, over: 1_000, in: Array(echo.suffix(24_000)))
         #expect(echoed, "the reflection plays while nothing else comes")
 
         try await call.a.start()
-        let both = await Self.run(call, frames: 60, with: &reflected)
+        let both = await Self.run(call, sink, frames: 60, with: &reflected)
         let stats = await Self.finish(call)
         let peersTone = Self.heard(1_000, over: 1_600, in: Array(both.suffix(24_000)))
         #expect(peersTone, "the peer's stream took over from the reflection")
@@ -113,12 +100,12 @@ import Testing
     /// A second source on the port while the one playing still sends does not take the playout; once
     /// the first stops, the second takes over within a few frames.
     @Test func aSecondSourceWaitsUntilTheFirstGoesQuiet() async throws {
-        let call = try Self.makeCall()
+        let sink = ManualAudioEndpoint(), call = try Self.makeCall(sink)
         try await call.a.start()
         try await call.b.start()
         await call.clock.advance(frames: 10)
         var other = Stream(ssrc: 0x5EC0_0D00)
-        let both = await Self.run(call, frames: 100, with: &other)
+        let both = await Self.run(call, sink, frames: 100, with: &other)
         let during = await call.b.statistics
         let firstKept = Self.heard(1_000, over: 1_600, in: Array(both.suffix(48_000)))
         #expect(firstKept, "the first stream keeps the playout")
@@ -126,7 +113,7 @@ import Testing
         #expect(during.otherSourcesDropped >= 95, "\(during.otherSourcesDropped)")
 
         await call.a.stop()
-        let after = await Self.run(call, frames: 100, with: &other)
+        let after = await Self.run(call, sink, frames: 100, with: &other)
         let stats = await call.b.statistics
         await call.b.stop()
         let secondTookOver = Self.heard(1_600, over: 1_000, in: Array(after.suffix(48_000)))
