@@ -141,6 +141,7 @@ let package = Package(
             dependencies: [
                 "CallCore", "AudioSession", "RTP", "Clocks", "Locking", "POSIX",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
             ]),
         // Test doubles that embedders may use too: a manual clock for every injected timer, two
         // call managers joined in memory, an in-memory ICE network for whole nodes on manual time.
@@ -359,7 +360,8 @@ let package = Package(
             dependencies: ["POSIX"]),
         .testTarget(
             name: "CallsTests",
-            dependencies: ["Calls", "AudioSession", "Media", "MediaTiming", "Clocks", "CallNodeTestKit", "CallNodeTestSupport"]),
+            dependencies: ["Calls", "AudioSession", "Media", "MediaTiming", "Clocks", "CallNodeTestKit", "CallNodeTestSupport",
+                           .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(
             name: "FuzzTests",
             dependencies: ["FuzzTargets"]),

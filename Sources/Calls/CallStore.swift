@@ -2,6 +2,7 @@ import CallCore
 import Foundation
 import GRDB
 import Locking
+import Logging
 
 /// One row of Recents: a call this node placed or received.
 ///
@@ -83,6 +84,8 @@ public final class CallStore: Sendable {
     let pool: DatabasePool
     let path: String
     private let watcher = Locked<StoreWatcher?>(nil)
+    private let failedWrites = Locked<(count: Int, last: String?)>((0, nil))
+    private let logger = Logger(label: "callnode.store")
     /// Blocking and identification entries, cached for synchronous checks of incoming calls.
     public let directory: CallDirectory
     /// Named peers: a name, the fingerprint that identifies the peer, and where to reach it.
@@ -208,7 +211,42 @@ public final class CallStore: Sendable {
 
     /// Queues an insert-or-replace of `row`.
     func save(_ row: RecentCall) {
-        pool.asyncWrite({ db in try row.insert(db, onConflict: .replace) }, completion: { _, _ in })
+        enqueue("the Recents row of call \(row.id)") { db in try row.insert(db, onConflict: .replace) }
+    }
+
+    /// How many queued writes failed for good, and the last one's reason (nil: none has).
+    public var writeFailures: (count: Int, last: String?) { failedWrites.withLock { $0 } }
+
+    /// Queues `change` in a transaction of its own, in order with every other write. Nobody
+    /// waits for it, so nobody would see it fail: a moment of contention (another process
+    /// holding the lock past the busy timeout, SQLite's WAL-index retries running out on a busy
+    /// host) is retried on the writer's queue, where later writes wait behind it and so cannot
+    /// overtake it; a write that still fails is counted (``writeFailures``) and logged.
+    func enqueue(_ what: String, _ change: @escaping @Sendable (Database) throws -> Void) {
+        pool.asyncWriteWithoutTransaction { [failedWrites, logger] db in
+            var attempt = 1
+            while true {
+                do {
+                    try db.inTransaction {
+                        try change(db)
+                        return .commit
+                    }
+                    return
+                } catch let error as DatabaseError where attempt < 4 && Self.passes(error) {
+                    usleep(UInt32(20_000 * attempt))  // GRDB's writer queue, not the cooperative pool
+                    attempt += 1
+                } catch {
+                    failedWrites.withLock { $0 = ($0.count + 1, "\(what): \(error)") }
+                    logger.error("could not keep \(what) in the call database: \(error)")
+                    return
+                }
+            }
+        }
+    }
+
+    /// Whether `error` is a moment's contention rather than a lasting fault.
+    static func passes(_ error: DatabaseError) -> Bool {
+        [.SQLITE_BUSY, .SQLITE_LOCKED, .SQLITE_PROTOCOL].contains(error.resultCode)
     }
 
     /// Every Recents row, newest first.
@@ -226,9 +264,10 @@ public final class CallStore: Sendable {
         }
     }
 
-    /// Waits until every queued write is committed.
+    /// Waits until every queued write is done (committed, or failed for good: see
+    /// ``writeFailures``). It starts no transaction of its own, so it cannot meet a lock.
     public func flush() async throws {
-        try await pool.write { _ in }
+        try await pool.writeWithoutTransaction { _ in }
     }
 }
 

@@ -9,9 +9,9 @@ extension CallStore {
     /// end does not), and ``flush()`` waits for it.
     public func saveQuality(_ timeline: QualityTimeline, of call: UUID) {
         guard let data = try? JSONEncoder().encode(timeline) else { return }  // plain numbers: cannot fail
-        pool.asyncWrite({ db in
+        enqueue("the quality of call \(call)") { db in
             try db.execute(sql: "INSERT OR REPLACE INTO quality (id, timeline) VALUES (?, ?)", arguments: [call.uuidString, data])
-        }, completion: { _, _ in })
+        }
     }
 
     /// The call's quality over time, if it was kept (nil for a call that never had media, or
