@@ -338,6 +338,12 @@ extension SimPlan {
                 steps.append(SimStep(frame: max(0, step.frame - 3 - greetingRandom.below(25)), move: .greet(node: node, pick: pick)))
             }
         }
+        // Short timers from a stream of their own as well, with outages that outlast them.
+        var timerRandom = SimRandom(seed: seed ^ 0x5449_4D45_5253)
+        if let timers = SimTimers.pick(&timerRandom) {
+            mix.timers = timers
+            if options.faults { steps += timers.outages(&timerRandom, after: firstDial + 5, of: (caller, callee)) }
+        }
         return SimPlan(seed: seed, frames: options.frames, steps: steps, swarm: mix)
     }
 

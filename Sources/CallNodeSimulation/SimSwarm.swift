@@ -1,3 +1,5 @@
+import CallNode
+
 /// What a seed lets happen at all, picked before its plan (swarm testing: Groce et al., ISSTA
 /// 2012). A uniform mix of every action and fault buries rare orders under common ones: a
 /// resume after a mute is rare among sixteen kinds of step, common among four. Each seed
@@ -54,6 +56,8 @@ public struct SimSwarm: Sendable, Equatable, Codable, CustomStringConvertible {
     /// SIP calls between the nodes, and their races and faults (nil: none; mixes made before
     /// SIP was simulated have none).
     public var sip: SimSIPMix?
+    /// The nodes' timers, short (nil: the node's defaults; mixes made before had those).
+    public var timers: SimTimers?
 
     /// A seed's own mix: each action besides dialling and answering in it seven times in ten,
     /// each weighted 1, 2, 4 or 8; faults in one mix of two (none without `faults`), each fault
@@ -89,6 +93,7 @@ public struct SimSwarm: Sendable, Equatable, Codable, CustomStringConvertible {
             + "steps in the first \(span * 20) ms, \(Int(crossing * 100))% at the same instant as another, "
             + "\(Int(focus * 100))% following up on the call before; mutes \(Int(muting * 100))% on, holds \(Int(resuming * 100))% resumed; "
             + "jobs run out of turn: \(Int(reordering * 100))%" + (sip.map { "\nsip: \($0)" } ?? "")
+            + (timers.map { "\ntimers: \($0)" } ?? "")
     }
 }
 
@@ -188,5 +193,63 @@ public struct SimSIPMix: Sendable, Equatable, Codable, CustomStringConvertible {
     public var description: String {
         "\(dials + races.count) calls; races: \(races.isEmpty ? "none" : races.map(\.rawValue).joined(separator: " ")); "
             + "transfers: \(transfers); session refreshes lost: \(sessionLosses)\(repeatedProvisionals ? "; 1xx repeated" : "")"
+    }
+}
+
+/// The nodes' own timers, short (a seed in three, from a stream of its own): a run's activity
+/// is 8 s, and at their defaults (keep-alive 15 s, connection lost and resume window 30 s)
+/// those timers never fire in it, so what follows them — a keep-alive on a live call, a call
+/// given up while reconnecting, a resume window running out — was never in a sweep. Some mixes
+/// also restart ICE late or never, so that a pair's consent (8 s on the in-memory network) runs
+/// out on a connected call before a restart would have replaced it. Where the seed has faults,
+/// outages that outlast the timers come with them (``outages(_:after:of:)``).
+public struct SimTimers: Sendable, Equatable, Codable, CustomStringConvertible {
+    /// Milliseconds each: ``CallNodeConfiguration/keepAliveInterval``, `connectionLostTimeout`,
+    /// `resumeWindow`, `peerGoneAfter`, and `iceRestartInterval` (nil: never restart).
+    public var keepAlive: Int
+    public var connectionLost: Int
+    public var resumeWindow: Int
+    public var peerGone: Int
+    public var iceRestart: Int?
+
+    static func pick(_ random: inout SimRandom) -> SimTimers? {
+        guard random.chance(1.0 / 3) else { return nil }
+        return SimTimers(keepAlive: [1_000, 2_000, 4_000][random.below(3)], connectionLost: [3_000, 6_000, 12_000][random.below(3)],
+                         resumeWindow: [2_000, 5_000, 10_000][random.below(3)], peerGone: [1_000, 3_000][random.below(2)],
+                         iceRestart: [nil, 2_000, 5_000, 10_000][random.below(4)])
+    }
+
+    /// Outages that outlast these timers, after the first call's answer may have come (each
+    /// one time in two): the media cut for longer than a connection may be lost (the call gives
+    /// up while reconnecting), and one of the first call's parties out of signaling's reach,
+    /// its connections cut, for longer than the resume window.
+    func outages(_ random: inout SimRandom, after answered: Int, of parties: (Int, Int)) -> [SimStep] {
+        var steps: [SimStep] = []
+        if random.chance(0.5) {
+            let from = answered + 20 + random.below(60), lasting = connectionLost / 20 + 25 + random.below(75)
+            steps += [SimStep(frame: from, move: .partition(on: true)), SimStep(frame: from + lasting, move: .partition(on: false))]
+        }
+        if random.chance(0.5) {
+            let from = answered + 20 + random.below(60), lasting = resumeWindow / 20 + 25 + random.below(75)
+            let node = random.chance(0.5) ? parties.0 : parties.1
+            // Out of reach, and its connections cut a moment later: the calls cannot resume.
+            steps += [SimStep(frame: from, move: .unreachable(node: node, on: true)), SimStep(frame: from + 1, move: .resetSignaling),
+                      SimStep(frame: from + lasting, move: .unreachable(node: node, on: false))]
+        }
+        return steps
+    }
+
+    /// These timers on a node's configuration.
+    func apply(to configuration: inout CallNodeConfiguration) {
+        configuration.keepAliveInterval = .milliseconds(keepAlive)
+        configuration.connectionLostTimeout = .milliseconds(connectionLost)
+        configuration.resumeWindow = .milliseconds(resumeWindow)
+        configuration.peerGoneAfter = .milliseconds(peerGone)
+        configuration.iceRestartInterval = iceRestart.map { .milliseconds($0) }
+    }
+
+    public var description: String {
+        "keep-alive \(keepAlive) ms, connection lost after \(connectionLost) ms, resume window \(resumeWindow) ms, "
+            + "peer gone after \(peerGone) ms, ICE restarts " + (iceRestart.map { "every \($0) ms" } ?? "never")
     }
 }

@@ -242,6 +242,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             // SIP calls come on top of the plan's others: room for them, or most would be busy.
             if speaksSIP { $0.provider.maximumCallGroups = 4 }
             if appOwnedAudio && !unsafe && !browser { $0.appOwnedAudio = true }
+            plan.swarm?.timers?.apply(to: &$0)
             if unsafe {
                 // The careless app: b's answers activate the session before the provider does.
                 $0.audioStandIn = UnsafeDoubleActivationSession(microphone: ToneSource(frequency: frequencies[index]), speaker: NullSink())
