@@ -69,6 +69,13 @@ public struct LegState: Sendable, Equatable {
     /// answered: its media runs early, and the manager hears of the answer only when the call
     /// is taken.
     public private(set) var earlyMedia = false
+    /// A restart of ICE was due while the call's media ran early: it goes once the call is
+    /// answered (an early dialog carries no offer of this side's: SIP would need UPDATE).
+    public private(set) var restartWhenAnswered = false
+    /// What the path lost before the call connected, while its media already ran (early media)
+    /// or waited for the audio session: the media stalled, ICE failed. The media reports a
+    /// stall once, so the call starts reconnecting from these as soon as it connects.
+    public internal(set) var lostBeforeConnected: Set<LegLossSignal> = []
 
     /// A new leg: an outgoing one dialing, an incoming one ringing here.
     public init(outgoing: Bool, muted: Bool = false, timings: LegTimings = LegTimings(), sendsHoldAudio: Bool = false,
@@ -183,6 +190,7 @@ public struct LegState: Sendable, Equatable {
             case var .reconnecting(lost):
                 return restore(&lost, clearing: .ice)
             default:
+                lostBeforeConnected.remove(.ice)
                 return []
             }
         case let .peerFoundPath(path):
@@ -203,6 +211,10 @@ public struct LegState: Sendable, Equatable {
             guard phase.isNegotiated else { return [] }
             // A restart under way (this side's or the peer's) is the next round already.
             guard !offerPending else { return [] }
+            if earlyMedia && startsFreshRound {
+                restartWhenAnswered = true
+                return []
+            }
             if startsFreshRound {
                 setupRestarts += 1
                 restartPending = true
@@ -217,6 +229,7 @@ public struct LegState: Sendable, Equatable {
             return lose(.media, now: now)
         case .mediaResumed:
             // Audio arriving again is the ground truth, whatever ICE last said.
+            lostBeforeConnected.removeAll()
             guard case var .reconnecting(lost) = phase else { return [] }
             return restore(&lost, clearing: nil)
         case .mediaReady:
@@ -239,7 +252,11 @@ public struct LegState: Sendable, Equatable {
             }
             phase = .connected(since: now)
             connectedSince = now
-            return [.startMedia(microphoneMuted: microphoneMuted)] + (flow == .both ? [] : [.setFlow(flow)])
+            var actions: [LegAction] = [.startMedia(microphoneMuted: microphoneMuted)] + (flow == .both ? [] : [.setFlow(flow)])
+            // A path lost while the media ran early: reconnect (or give up) as any call would.
+            for signal in LegLossSignal.allCases where lostBeforeConnected.contains(signal) { actions += lose(signal, now: now) }
+            lostBeforeConnected.removeAll()
+            return actions
         case let .setMuted(on):
             muted = on
             // A callee's early media sends its microphone (a caller's stays silent until answered).
@@ -380,6 +397,7 @@ public struct LegState: Sendable, Equatable {
             guard phase.isNegotiated else { return [.restartRefused("the call has no offer to restart")] }
             guard pathUsesICE else { return [.restartRefused("the call goes without ICE (plain RTP): there is nothing to restart")] }
             guard !offerPending else { return [.restartRefused("an offer is already waiting for the peer's answer")] }
+            guard !earlyMedia else { return [.restartRefused("the call is not answered yet: its early media carries no new offer")] }
             restartPending = true
             return [.restartICE]
         case .restartOffered:
@@ -433,8 +451,12 @@ public struct LegState: Sendable, Equatable {
             var lost = false
             if case .reconnecting = phase { lost = true }
             if phase.isNegotiated && !offerPending && pathUsesICE && (pathAffected || lost) {
-                restartPending = true
-                actions.append(.restartICE)
+                if earlyMedia {
+                    restartWhenAnswered = true
+                } else {
+                    restartPending = true
+                    actions.append(.restartICE)
+                }
             }
             return actions
         case let .end(ending):
@@ -491,7 +513,15 @@ public struct LegState: Sendable, Equatable {
     private mutating func accepted() -> [LegAction] {
         guard earlyMedia else { return [] }
         earlyMedia = false
-        let told: [LegAction] = outgoing ? [.reportAnswered] : [.reportAnswered, .send(.accepted)]
+        var told: [LegAction] = outgoing ? [.reportAnswered] : [.reportAnswered, .send(.accepted)]
+        if restartWhenAnswered {
+            // The restart that was due while the media ran early goes now.
+            restartWhenAnswered = false
+            if pathUsesICE && !offerPending && signaling.isUp {
+                restartPending = true
+                told.append(.restartICE)
+            }
+        }
         switch phase {
         case let .earlyMedia(at), let .awaitingAudio(at):
             // The media runs (or waits for the audio session): it connects now, as any call's
@@ -534,7 +564,8 @@ public struct LegState: Sendable, Equatable {
         case .setupRound:
             guard settingUpPath else { return [] }
             // Still waiting for the answer to a restart: the signaling is slow, not the round.
-            if offerPending { return armSetupRound() }
+            // Early media: no offer can go before the answer, so the round runs on.
+            if offerPending || earlyMedia { return armSetupRound() }
             guard startsFreshRound else { return [] }  // the round runs on until it fails
             setupRestarts += 1
             restartPending = true

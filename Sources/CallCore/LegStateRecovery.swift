@@ -27,6 +27,11 @@ extension LegState {
             lost.signals.insert(signal)
             phase = .reconnecting(lost)
             return peerMayBeGone()
+        case .earlyMedia, .awaitingAudio:
+            // The media runs early or waits for the audio session: kept for the moment the
+            // call connects (``lostBeforeConnected``), which recovers from it then.
+            lostBeforeConnected.insert(signal)
+            return []
         default:
             return []  // before media, a lost path is ICE's and the setup timeouts' business
         }

@@ -66,7 +66,7 @@ public enum LegPhase: Sendable, Equatable {
 }
 
 /// Why a connection counts as lost.
-public enum LegLossSignal: Hashable, Sendable {
+public enum LegLossSignal: Hashable, Sendable, CaseIterable {
     /// ICE reports the selected pair disconnected.
     case ice
     /// No authentic media arrived for the stall timeout.

@@ -462,8 +462,11 @@ public struct SIPDialogState: Sendable, Equatable {
     /// The first INVITE was refused.
     private mutating func refused(status: Int, phrase: String) -> [SIPDialogAction] {
         // A phone that takes no SRTP (488 Not Acceptable Here, 415, 606) is offered plain RTP
-        // once, in a new INVITE, when the media may go unencrypted.
-        if [488, 415, 606].contains(status), mediaEncryption == .preferred, offeredEncrypted, !offeredPlainAfterRefusal {
+        // once, in a new INVITE, when the media may go unencrypted. Not after an early answer:
+        // one that took the encrypted offer says the refusal is about something else (a node
+        // whose call failed while its early media ran), and the call ends with it.
+        let refusedSRTP = [488, 415, 606].contains(status) && offeredEncrypted && earlyAnswer == nil
+        if refusedSRTP, mediaEncryption == .preferred, !offeredPlainAfterRefusal {
             offeredPlainAfterRefusal = true
             phase = .idle
             return [.newDialog, .offerAgainUnencrypted(reason: "\(status) \(phrase)")]
@@ -483,7 +486,7 @@ public struct SIPDialogState: Sendable, Equatable {
             // Also what the stack answers itself when nothing answered at that address or its
             // transport failed (a refused port, no route).
             return failing("the SIP peer did not take the call: \(status) \(phrase) (it refused, or nothing answers at that address)")
-        case _ where [488, 415, 606].contains(status) && offeredEncrypted && mediaEncryption == .required:
+        case _ where refusedSRTP && mediaEncryption == .required:
             return failing("the SIP peer answered \(status) \(phrase): it takes no SRTP, and this node requires it")
         default:
             return failing("the SIP peer answered \(status) \(phrase)")

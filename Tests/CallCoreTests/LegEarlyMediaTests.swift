@@ -160,4 +160,64 @@ import Testing
         _ = callee.handle(.mediaReady, now: .zero)
         #expect(callee.handle(.iceConnected, now: .zero) == [.reportMediaConnected])
     }
+
+    /// An early dialog carries no offer of this side's (SIP would need UPDATE; a callee's offer
+    /// would go in its 200 and answer the call for the user). A restart of ICE that falls due
+    /// while the media runs early — a round of checks that failed, an address gone — waits for
+    /// the answer, and goes then.
+    @Test func aRestartDueDuringEarlyMediaWaitsForTheAnswer() {
+        // The callee greeting its caller: its round of checks fails before anyone answered.
+        var callee = Self.ringingCallee()
+        _ = callee.handle(.progressing, now: .zero)
+        _ = LegDecisionTests.feed(&callee, [.answerMade(sdp: "v=0"), .negotiated(dtls: false, ice: true)])
+        #expect(callee.phase == .checking)
+        #expect(!callee.handle(.timerFired(.setupRound), now: .seconds(3)).contains(.restartICE), "the round runs on")
+        #expect(!callee.handle(.iceFailed, now: .seconds(4)).contains(.restartICE), "no offer in the early dialog")
+        #expect(!callee.restartPending && callee.restartWhenAnswered)
+        #expect(callee.handle(.restartRequested, now: .seconds(5))
+            == [.restartRefused("the call is not answered yet: its early media carries no new offer")])
+        // The user answers: the 200 goes, then the restart.
+        #expect(callee.handle(.answering, now: .seconds(6)) == [.reportAnswered, .send(.accepted), .restartICE])
+        #expect(callee.restartPending && !callee.restartWhenAnswered)
+
+        // The caller hearing early media: an address its path used goes.
+        var caller = Self.ringingCaller()
+        _ = LegDecisionTests.feed(&caller, [.earlyAnswerArrived(anAnswer), .negotiated(dtls: false, ice: true), .mediaReady, .iceConnected,
+                                            .audioActivated])
+        #expect(caller.phase == .earlyMedia(iceConnectedAt: .zero))
+        #expect(!caller.handle(.hostAddressesChanged(signalingAddressGone: false, pathAffected: true), now: .seconds(1)).contains(.restartICE))
+        #expect(caller.handle(.peerAccepted, now: .seconds(2)) == [.reportAnswered, .restartICE, .reportMediaConnected])
+        #expect(caller.restartPending)
+    }
+
+    /// The media reports a stall once. One that came while the media ran early used to be
+    /// dropped, and the call, once answered, was "connected" on a dead path for good: no
+    /// reconnecting, no restart, no end. Now it reconnects as soon as it connects; media that
+    /// came back before the answer leaves nothing to recover.
+    @Test func aPathLostDuringEarlyMediaIsRecoveredOnceTheCallConnects() {
+        var caller = Self.ringingCaller()
+        _ = LegDecisionTests.feed(&caller, [.earlyAnswerArrived(anAnswer), .negotiated(dtls: false, ice: true), .mediaReady, .iceConnected,
+                                            .audioActivated])
+        #expect(caller.handle(.mediaStalled, now: .seconds(1)) == [])
+        #expect(caller.lostBeforeConnected == [.media])
+        _ = caller.handle(.peerAccepted, now: .seconds(2))
+        let connecting = caller.handle(.audioActivated, now: .seconds(2))
+        #expect(connecting.first == .startMedia(microphoneMuted: false))
+        #expect(connecting.contains(.arm(.connectionLost, after: Self.timings.connectionLostTimeout)))
+        #expect(connecting.contains(.reportConnectionLost))
+        guard case let .reconnecting(lost) = caller.phase else {
+            Issue.record("not reconnecting: \(caller.phase)")
+            return
+        }
+        #expect(lost.signals == [.media] && lost.connectedSince == .seconds(2))
+        #expect(caller.lostBeforeConnected.isEmpty)
+        // The media comes back: restored as any call's.
+        #expect(caller.handle(.mediaResumed, now: .seconds(3)).contains(.reportConnectionRestored))
+
+        var resumed = Self.ringingCaller()
+        _ = LegDecisionTests.feed(&resumed, [.earlyAnswerArrived(anAnswer), .negotiated(dtls: false, ice: true), .mediaReady, .iceConnected,
+                                             .audioActivated, .mediaStalled, .mediaResumed, .peerAccepted])
+        #expect(resumed.handle(.audioActivated, now: .seconds(2)) == [.startMedia(microphoneMuted: false)])
+        #expect(resumed.phase == .connected(since: .seconds(2)))
+    }
 }
