@@ -81,7 +81,7 @@ struct SimCommand: ParsableCommand {
     @Flag(help: "Node b takes its calls' audio from a deliberately unsafe session that the app activates when it answers and the provider activates again (the bug the node's audio ownership rule prevents): what a sweep shows of it.")
     var unsafeSession = false
 
-    @Flag(help: "After the runs, print which phase × event pairs of a call's leg they visited, against those the leg's unit tests reach (--reachable), and which phase × input pairs of SIP dialogs, against those the SIP dialog's unit tests reach (--sip-reachable).")
+    @Flag(help: "After the runs, print which phase × event pairs of a call's leg they visited, against those the leg's unit tests reach (--reachable), and which phase × input pairs of SIP dialogs, against those the SIP dialog's unit tests reach (--sip-reachable); less those a node cannot reach (--unreachable).")
     var coverage = false
 
     @Option(help: ArgumentHelp("The pairs the leg's unit tests reach, one a line (made by scripts/leg-coverage).", valueName: "path"))
@@ -89,6 +89,9 @@ struct SimCommand: ParsableCommand {
 
     @Option(help: ArgumentHelp("The pairs the SIP dialog's unit tests reach, one a line (made by scripts/leg-coverage).", valueName: "path"))
     var sipReachable = "docs/sip-pairs.txt"
+
+    @Option(help: ArgumentHelp("The pairs the unit tests reach that a node cannot, each with the guard that keeps it out ('leg: PAIR — why' or 'sip: PAIR — why'). A sweep that visits one says so: the reason is wrong.", valueName: "path"))
+    var unreachable = "docs/unreachable-pairs.txt"
 
     @Flag(help: "Print every seed's summary line in a sweep (its trace's digest), not only failures.")
     var list = false
@@ -173,22 +176,40 @@ struct SimCommand: ParsableCommand {
     /// The pairs visited against those the unit tests reach: how many, and which were not; the
     /// leg's, then SIP dialogs'.
     private func printCoverage() {
-        Self.printCoverage(LegCoverage.visited, reachable: reachable, prefix: "coverage", tag: "",
+        let cannot = Self.unreachablePairs(unreachable)
+        Self.printCoverage(LegCoverage.visited, reachable: reachable, cannot: cannot["leg"] ?? [], prefix: "coverage", tag: "",
                            what: "phase × event pairs the leg's unit tests reach")
-        Self.printCoverage(SIPDialogCoverage.visited, reachable: sipReachable, prefix: "sip coverage", tag: " (sip)",
+        Self.printCoverage(SIPDialogCoverage.visited, reachable: sipReachable, cannot: cannot["sip"] ?? [], prefix: "sip coverage", tag: " (sip)",
                            what: "phase × input pairs the SIP dialog's unit tests reach")
     }
 
-    private static func printCoverage(_ visited: Set<String>, reachable: String, prefix: String, tag: String, what: String) {
+    /// The pairs a node cannot reach, by kind (`leg`, `sip`), from lines `KIND: PAIR — why`.
+    static func unreachablePairs(_ path: String) -> [String: Set<String>] {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [:] }
+        var pairs: [String: Set<String>] = [:]
+        for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            let kind = String(line[..<colon])
+            let rest = line[line.index(after: colon)...]
+            let pair = rest.components(separatedBy: " — ")[0].trimmingCharacters(in: .whitespaces)
+            if !pair.isEmpty { pairs[kind, default: []].insert(pair) }
+        }
+        return pairs
+    }
+
+    private static func printCoverage(_ visited: Set<String>, reachable: String, cannot: Set<String>, prefix: String, tag: String, what: String) {
         guard let text = try? String(contentsOfFile: reachable, encoding: .utf8) else {
             print("\(prefix): \(visited.count) pairs visited (no list of reachable pairs at \(reachable): scripts/leg-coverage makes it)")
             return
         }
-        let expected = Set(text.split(separator: "\n").map(String.init).filter { !$0.isEmpty && !$0.hasPrefix("#") })
-        let hit = visited.intersection(expected), beyond = visited.subtracting(expected)
-        print("\(prefix): \(hit.count) of the \(expected.count) \(what) were visited"
-              + " (\(expected.isEmpty ? 0 : 100 * hit.count / expected.count) %); \(beyond.count) more the unit tests never reach")
+        let tested = Set(text.split(separator: "\n").map(String.init).filter { !$0.isEmpty && !$0.hasPrefix("#") })
+        let expected = tested.subtracting(cannot)
+        let hit = visited.intersection(expected), beyond = visited.subtracting(tested)
+        print("\(prefix): \(hit.count) of the \(expected.count) \(what) and a node can were visited"
+              + " (\(expected.isEmpty ? 0 : 100 * hit.count / expected.count) %); \(tested.intersection(cannot).count) more they reach"
+              + " a node cannot (each with its reason in the --unreachable list); \(beyond.count) more the unit tests never reach")
         for pair in expected.subtracting(visited).sorted() { print("  not visited\(tag): \(pair)") }
+        for pair in visited.intersection(cannot).sorted() { print("  visited though listed as unreachable\(tag): \(pair)") }
         for pair in beyond.sorted() { print("  beyond the unit tests\(tag): \(pair)") }
     }
 
