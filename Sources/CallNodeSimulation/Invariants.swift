@@ -38,6 +38,9 @@ public enum Invariant: String, CaseIterable, Sendable {
     /// SIP's wire: no side starts an INVITE while its last is unanswered, every INVITE
     /// transaction gets its final response, and every dialog ends on both sides.
     case sipDialogs = "sip-dialogs-end"
+    /// A call is answered by its callee's user: it is connected at its caller only once the
+    /// callee has taken it (never while it still rings there, or its early media runs).
+    case answeredByItsUser = "answered-by-its-user"
     /// The nodes could not even start (not an invariant of calls: the run is void).
     case setUp = "set-up"
 
@@ -55,6 +58,7 @@ public enum Invariant: String, CaseIterable, Sendable {
         case .oneAudioOwner: "the audio session is active exactly when its owner (the call manager) has activated it, and while media runs"
         case .transferEnds: "a side told that its call's transfer succeeded (the target answered) ends that call within 2 s"
         case .sipDialogs: "no SIP side starts an INVITE while its last is unanswered; once the calls end, every INVITE transaction has had its final response and every dialog has ended on both sides (but a side whose process crashed)"
+        case .answeredByItsUser: "a call is connected at its caller only once its callee's user took it: never while it still rings at the callee or its early media runs there"
         case .setUp: "the nodes start"
         }
     }
@@ -73,6 +77,7 @@ extension Simulation {
         checkTransfers()
         if failure != nil { return }
         await checkStates()
+        if failure == nil { checkAnswers() }
         checkAudio()
         checkReasons()
     }
@@ -118,6 +123,19 @@ extension Simulation {
             if let running = inside.legs.first(where: { if case .connected = $0.value.phase { true } else { false } }), inside.sessionActive == false {
                 return fail(.oneAudioOwner, "call \(callName(running.key)) on \(name(index)) runs media, but its audio session is closed")
             }
+        }
+    }
+
+    /// No caller's call is connected while its callee's still rings or plays early media:
+    /// only the callee's user answers a call.
+    private func checkAnswers() {
+        for uuid in callOrder {
+            guard let caller = calls[uuid]!.caller, let callee = calls[uuid]!.callee,
+                  let calling = inspection(caller)?.legs[local(uuid, caller)], let called = inspection(callee)?.legs[local(uuid, callee)] else { continue }
+            let connected = switch calling.phase { case .connected, .reconnecting: !calling.earlyMedia; default: false }
+            guard connected, called.phase == .ringing || called.earlyMedia else { continue }
+            return fail(.answeredByItsUser, "call \(callName(uuid)) is connected at \(name(caller)), but at \(name(callee)) "
+                        + (called.earlyMedia ? "its early media still runs" : "it still rings") + ": nobody answered it there")
         }
     }
 

@@ -330,12 +330,19 @@ extension SimPlan {
             steps += sip.steps(&sipRandom, actors: Array(0..<swarm.actingNodes), nodes: nodeCount, span: swarm.span)
         }
         // Early media from a stream of its own too: in a seed in four, a callee greets some of
-        // the calls it will answer a moment before it does.
+        // the calls it will answer a moment before it does — or, one time in three, with an
+        // announcement of 2–4 s, during which (in seeds with faults, one time in two) its host
+        // moves: a restart of ICE falls due while the call's media runs early.
         var greetingRandom = SimRandom(seed: seed ^ 0x4752_4545_5449_4E47)
         if greetingRandom.chance(0.25) {
             for step in steps {
                 guard case let .answer(node, pick) = step.move, node != SimMove.holder, greetingRandom.chance(0.6) else { continue }
-                steps.append(SimStep(frame: max(0, step.frame - 3 - greetingRandom.below(25)), move: .greet(node: node, pick: pick)))
+                let announcement = greetingRandom.chance(1.0 / 3)
+                let greeting = max(0, step.frame - (announcement ? 100 + greetingRandom.below(100) : 3 + greetingRandom.below(25)))
+                steps.append(SimStep(frame: greeting, move: .greet(node: node, pick: pick)))
+                if announcement, options.faults, greetingRandom.chance(0.5) {
+                    steps.append(SimStep(frame: greeting + 10 + greetingRandom.below(50), move: .addressChange(node: node)))
+                }
             }
         }
         // Short timers from a stream of their own as well, with outages that outlast them.

@@ -18,6 +18,8 @@ public struct NodeInspection: Sendable {
         public let requestPending: Bool
         /// An offer of this side is out (a hold's, a resume's or a restart's).
         public let offerPending: Bool
+        /// The call's media runs early: nobody has answered it yet.
+        public let earlyMedia: Bool
     }
 
     public let legs: [UUID: Leg]
@@ -51,7 +53,7 @@ extension CallNode {
 extension CallLeg {
     func inspection() -> NodeInspection.Leg {
         NodeInspection.Leg(phase: state.phase, muted: state.muted, held: state.held, heldByPeer: state.heldByPeer,
-                           requestPending: !state.requests.isEmpty, offerPending: state.offerPending)
+                           requestPending: !state.requests.isEmpty, offerPending: state.offerPending, earlyMedia: state.earlyMedia)
     }
 }
 
