@@ -118,13 +118,16 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
     case transfer(node: Int, pick: Int, to: Int)
     /// The session refresh of a node's SIP call is lost: its stack ends the session (a BYE).
     case sessionLost(node: Int, pick: Int)
+    /// The embedding app asks for a fresh round of ICE on a node's call
+    /// (``CallNode/restartICE(_:)``: a path it knows is bad), whatever the call is doing.
+    case restartICE(node: Int, pick: Int)
 
     /// The node whose user acts (nil for faults).
     public var actingNode: Int? {
         switch self {
         case let .dial(node, _), let .answer(node, _), let .greet(node, _), let .hangUp(node, _), let .mute(node, _, _),
              let .hold(node, _, _), let .swap(node, _), let .merge(node, _, _), let .unmerge(node, _), let .dtmf(node, _, _), let .block(node, _, _),
-             let .doNotDisturb(node, _), let .dialSIP(node, _), let .transfer(node, _, _):
+             let .doNotDisturb(node, _), let .dialSIP(node, _), let .transfer(node, _, _), let .restartICE(node, _):
             node
         default:
             nil
@@ -141,7 +144,8 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
     public var pick: Int? {
         switch self {
         case let .answer(_, pick), let .greet(_, pick), let .hangUp(_, pick), let .mute(_, pick, _), let .hold(_, pick, _),
-             let .swap(_, pick), let .merge(_, pick, _), let .unmerge(_, pick), let .dtmf(_, pick, _), let .transfer(_, pick, _), let .sessionLost(_, pick):
+             let .swap(_, pick), let .merge(_, pick, _), let .unmerge(_, pick), let .dtmf(_, pick, _), let .transfer(_, pick, _), let .sessionLost(_, pick),
+             let .restartICE(_, pick):
             pick
         default:
             nil
@@ -160,6 +164,7 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
         case let .unmerge(_, pick): .unmerge(node: node, pick: pick)
         case let .dtmf(_, pick, digits): .dtmf(node: node, pick: pick, digits: digits)
         case let .transfer(_, pick, to): .transfer(node: node, pick: pick, to: to)
+        case let .restartICE(_, pick): .restartICE(node: node, pick: pick)
         default: self
         }
     }
@@ -201,6 +206,7 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
         case let .dialSIP(from, to): return "\(n(from)) dials \(n(to)) over SIP"
         case let .transfer(node, pick, to): return "\(n(node)) transfers \(call(pick)) to \(n(to))"
         case let .sessionLost(node, pick): return "SIP: the session refresh of \(n(node))'s call (pick \(pick)) is lost"
+        case let .restartICE(node, pick): return "\(n(node)) asks for a fresh round of ICE on \(call(pick))"
         }
     }
 }
@@ -343,6 +349,15 @@ extension SimPlan {
                 if announcement, options.faults, greetingRandom.chance(0.5) {
                     steps.append(SimStep(frame: greeting + 10 + greetingRandom.below(50), move: .addressChange(node: node)))
                 }
+            }
+        }
+        // Restarts of ICE the embedding app asks for, from a stream of their own: in a seed in
+        // four, up to three, on whoever has a call, often at the moment of another step.
+        var restartRandom = SimRandom(seed: seed ^ 0x5245_5354_4152_54)
+        if restartRandom.chance(0.25) {
+            for _ in 0...restartRandom.below(3) {
+                let frame = restartRandom.chance(0.5) ? steps[restartRandom.below(steps.count)].frame + restartRandom.below(3) : restartRandom.below(swarm.span)
+                steps.append(SimStep(frame: frame, move: .restartICE(node: SimMove.holder, pick: restartRandom.below(3))))
             }
         }
         // Short timers from a stream of their own as well, with outages that outlast them.

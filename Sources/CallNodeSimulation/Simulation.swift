@@ -473,6 +473,10 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             guard let uuid = pick(at, index) else { return log("  (no call at \(name(at)))") }
             let node = nodes[at]
             spawn(at, "unmerges \(callName(uuid))") { try await node.unmerge(uuid) }
+        case let .restartICE(at, index):
+            guard let uuid = pick(at, index) else { return log("  (no call at \(name(at)))") }
+            let node = nodes[at]
+            spawn(at, "restarts ICE on \(callName(uuid))") { try await node.restartICE(uuid) }
         case let .dtmf(at, index, digits):
             guard let uuid = pick(at, index) else { return log("  (no call at \(name(at)))") }
             let node = nodes[at]
