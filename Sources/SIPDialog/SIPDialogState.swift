@@ -76,6 +76,10 @@ public struct SIPDialogState: Sendable, Equatable {
     public private(set) var lastLocalSDP: String?
     /// This side offered in its 200 to a re-INVITE without an offer: the answer comes in the ACK.
     public private(set) var answerInAck = false
+    /// A callee's first offer went in its 200 (the INVITE carried none): its answer comes in the
+    /// ACK, and until then the peer may not offer (RFC 3311 §5.2, RFC 6337 §3.1.3): a re-INVITE
+    /// or UPDATE offer meanwhile gets 491.
+    public private(set) var firstOfferAwaitsAck = false
     /// The call was given the ACK's answer as its peer's description: the answer it makes to
     /// it stays here (the exchange is complete on the wire).
     public private(set) var callAnswersAck = false
@@ -144,6 +148,7 @@ public struct SIPDialogState: Sendable, Equatable {
                 callAnswersAck = true
                 return [.deliver(.offer(sdp: sdp))]
             }
+            firstOfferAwaitsAck = false
             guard let sdp else { return [] }
             return [.deliver(.answer(sdp: sdp))]  // a delayed offer's answer
         case let .cancel(reason):
@@ -237,6 +242,7 @@ public struct SIPDialogState: Sendable, Equatable {
             case .early where !outgoing:
                 // The INVITE came without an offer: the callee's goes in its 200.
                 waiting = Waiting(carrier: .ok, sdp: sdp)
+                firstOfferAwaitsAck = true
                 return []
             default:
                 return [.note("an offer while the dialog is \(phase) (dropped)")]
@@ -362,7 +368,7 @@ public struct SIPDialogState: Sendable, Equatable {
         // A re-INVITE crossing ours in progress (RFC 3261 §14.2): 491, and each side tries
         // again later. One that comes while ours waits to go again is taken, and ours given up
         // (the uneven waits of §14.1 are there so that one side's retry gets through).
-        if reoffer != nil, !glareWaiting {
+        if reoffer != nil && !glareWaiting || firstOfferAwaitsAck {
             return [.respond(status: 491, phrase: "Request Pending", sdp: nil, retryAfter: nil)]
         }
         reoffer = nil
@@ -390,7 +396,7 @@ public struct SIPDialogState: Sendable, Equatable {
             return [.respondToUpdate(status: 200, phrase: nil, sdp: nil)]
         }
         // One offer at a time (RFC 3311 §5.2): ours out, or the peer's waiting for its answer.
-        if reoffer != nil && !glareWaiting || peerReofferOpen || updateOfferOpen {
+        if reoffer != nil && !glareWaiting || peerReofferOpen || updateOfferOpen || firstOfferAwaitsAck {
             return [.respondToUpdate(status: 491, phrase: "Request Pending", sdp: nil)]
         }
         guard phase == .confirmed else {
