@@ -6,7 +6,8 @@ import Testing
 /// The store's in-memory caches (contacts, blocks, labels) against reloads: a node watching its
 /// database reloads the caches whenever the file changes, from its own writes too.
 @Suite struct CallStoreCacheTests {
-    private static func temporaryStore() throws -> (CallStore, String) {
+    /// A store in a new temporary directory (remove the directory when done).
+    static func temporaryStore() throws -> (CallStore, String) {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         return (try CallStore(path: directory + "/node.sqlite"), directory)

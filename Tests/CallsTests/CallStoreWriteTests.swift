@@ -6,16 +6,10 @@ import Testing
 /// Writes nobody waits for (Recents rows, quality timelines): one that fails is never lost
 /// without a word, and waiting for them cannot fail on a lock.
 @Suite struct CallStoreWriteTests {
-    private static func temporaryStore() throws -> (CallStore, String) {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("store-writes-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        return (try CallStore(path: directory + "/node.sqlite"), directory)
-    }
-
     /// A queued write that cannot be done is counted with its reason, and the writes queued
     /// after it still land.
     @Test func aQueuedWriteThatFailsIsCountedAndTheNextStillLands() async throws {
-        let (store, directory) = try Self.temporaryStore()
+        let (store, directory) = try CallStoreCacheTests.temporaryStore()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         #expect(store.writeFailures.count == 0)
         // Another program took the quality table away: the timeline has nowhere to go.
@@ -37,7 +31,7 @@ import Testing
     /// Waiting for the queued writes starts no transaction: another process holding the write
     /// lock does not make it wait out the busy timeout and fail with SQLITE_BUSY.
     @Test func flushingMeetsNoLockOfItsOwn() async throws {
-        let (store, directory) = try Self.temporaryStore()
+        let (store, directory) = try CallStoreCacheTests.temporaryStore()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         var configuration = Configuration()
         configuration.allowsUnsafeTransactions = true  // the lock stays held between the accesses below
