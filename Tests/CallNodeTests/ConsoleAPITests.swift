@@ -15,6 +15,8 @@ import Testing
         defer { events.task.cancel() }
         let alice = try #require(f.nodes["alice"])
         let bob = try #require(f.nodes["bob"])
+        // (The first figures come a second into the call, and the reader takes events as they come.)
+        #expect(await ControlAPITests.step(f, frames: 150) { !events.named("stats").isEmpty && !events.named("secured").isEmpty })
         let live = await ControlAPITests.send(api, "GET", "/v1/calls/\(call.uuidString)")
         #expect(live.status == 200)
         #expect(live.object["peer_kind"] as? String == "node" && live.object["peer"] as? String == alice.identity.fingerprint.hex)
@@ -38,7 +40,7 @@ import Testing
         try await bob.store.flush()
 
         let list = await ControlAPITests.send(api, "GET", "/v1/recents?limit=5")
-        let rows = try #require(list.object["recents"] as? [[String: Any]])
+        let rows = try #require(list.object["recents"] as? [[String: Any]], "\(list.status): \(list.object)")
         let row = try #require(rows.first)
         #expect(row["id"] as? String == call.uuidString && row["direction"] as? String == "incoming")
         #expect(row["name"] as? String == "alice" && row["recording"] as? Bool == true && row["quality"] as? Bool == true, "\(row)")

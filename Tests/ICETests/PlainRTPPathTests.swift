@@ -151,6 +151,18 @@ import Glibc
         _ = try await a.setRemote(IceCredentials(ufrag: "", pwd: ""), candidates: [Self.candidate(b)], endOfCandidates: true)
         _ = try await b.setRemote(IceCredentials(ufrag: "", pwd: ""), candidates: [Self.candidate(a)], endOfCandidates: true)
         b.setPolled(true)
+        // The kernel turns its receive stamps on a moment after a socket first asks (the switch is
+        // global and set by a deferred work item): until then a datagram carries none and reads as
+        // just arrived. Wait until one sent 30 ms before its poll says so.
+        for _ in 0..<100 {
+            #expect(a.send(Self.rtp(0)))
+            try await Task.sleep(for: .milliseconds(30))
+            b.poll()
+            if ages.withLock({ $0 }).last.map({ $0 >= .milliseconds(20) }) == true { break }
+        }
+        #expect(ages.withLock { $0 }.last.map { $0 >= .milliseconds(20) } == true, "the kernel never stamped a datagram")
+        packets.withLock { $0 = [] }
+        ages.withLock { $0 = [] }
         let sent = ContinuousClock.now
         for marker: UInt8 in 1...3 { #expect(a.send(Self.rtp(marker))) }
         try await Task.sleep(for: .milliseconds(80))
