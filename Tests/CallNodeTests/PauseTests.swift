@@ -96,9 +96,10 @@ extension RealTimeTests {
             let frames = Self.toneFrames(try WAV.read(path: path).samples, frequency: frequency)
             let gap = Self.longestGap(frames)
             let after = frames[min(frames.count, gap.start + gap.length)...]
-            // Back within 100 ms (five frames) of the end of the pause, and on from there as
-            // before it: nothing but the pause is missing.
-            #expect(gap.length <= pauseFrames + 5, "\(name) heard nothing for \(gap.length * 20) ms (pause \(actual) ms)")
+            // Back within 160 ms (eight frames) of the end of the pause, and on from there as
+            // before it: nothing but the pause is missing. (A stopped process's threads wait
+            // their turn when it runs again: 60 to 80 ms on a loaded host with two cores.)
+            #expect(gap.length <= pauseFrames + 8, "\(name) heard nothing for \(gap.length * 20) ms (pause \(actual) ms)")
             #expect(gap.length >= pauseFrames / 2, "\(name)'s recording shows no pause at all: \(gap.length) frames")
             // (A loaded machine may glitch a frame or two anywhere in a real-time call.)
             #expect(after.count >= 50 && after.filter { !$0 }.count <= 5,
