@@ -14,8 +14,11 @@ import Glibc
         let socketFD = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)  // no close-on-exec, as NIO's accepted sockets
         try #require(socketFD >= 0)
         defer { close(socketFD) }
-        let high: Int32 = 517
-        try #require(dup2(socketFD, high) == high)
+        // A copy at a high number, the lowest free one from 517 up: never dup2 onto a fixed
+        // number, which would silently close whatever another test holds there (a database, a
+        // connection) and hand this test's socket to its owner.
+        let high = fcntl(socketFD, F_DUPFD, 517)
+        try #require(high >= 517)
         defer { close(high) }
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("child-fds-\(getpid()).txt").path
         defer { unlink(output) }
