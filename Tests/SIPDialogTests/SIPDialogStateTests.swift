@@ -501,6 +501,20 @@ import Testing
         #expect(state.phase == .terminating)
     }
 
+    /// The caller gives up (or hangs up, or the stack ends the dialog) between the callee's answer
+    /// and the end of its candidates: the 200 held for them never goes out, and the dialog stays
+    /// ended.
+    @Test(arguments: [SIPDialogInput.cancel(reason: nil), .bye, .terminated])
+    func anAnswerWaitingForCandidatesIsDroppedWhenThePeerEndsTheCall(_ end: SIPDialogInput) {
+        var state = Self.ringingIncoming()
+        Self.feed(&state, [.call(.answer(sdp: Self.callAnswer)), .call(.candidates([Self.hostCandidate], end: false))])
+        let phase = { (state: SIPDialogState) in state.phase == .terminating || state.phase == .terminated }
+        #expect(!state.handle(end, now: .seconds(2)).isEmpty)
+        #expect(phase(state) && state.waiting == nil)
+        #expect(state.handle(.call(.candidates([Self.srflxCandidate], end: true)), now: .seconds(2)) == [])
+        #expect(phase(state), "the dialog went back to \(state.phase) after the call ended")
+    }
+
     @Test func aCancelSaysWhetherAnotherDeviceAnsweredAndEndsTheCallOnce() {
         var state = Self.ringingIncoming()
         #expect(state.handle(.cancel(reason: "SIP;cause=200;text=x"), now: .seconds(2)) == [.deliver(.end(.answeredElsewhere))])
