@@ -288,14 +288,12 @@ public final class WAVFileSink: AudioSink {
         guard fflush(file) == 0 else { return false }
         guard patchHeader(file, samples: s.samples) else { return false }
         s.synced = s.samples
-        // fsync may take long on a busy disk: on a duplicate descriptor, off the media thread.
-        let descriptor = dup(fileno(file))
-        if descriptor >= 0 {
-            Self.syncQueue.async {
-                fsync(descriptor)
-                close(descriptor)
-            }
-        }
+        // fsync may take long on a busy disk: off the media thread, on the file's own descriptor.
+        // The file is closed only on the same serial queue, after every sync queued before it, so
+        // the number is the file's while the sync runs (a duplicate for the sync's time would be
+        // a descriptor that comes and goes under whoever looks at the process's open files).
+        let descriptor = fileno(file)
+        Self.syncQueue.async { fsync(descriptor) }
         return true
     }
 
@@ -316,7 +314,8 @@ public final class WAVFileSink: AudioSink {
         let message = "the recording \(path) stopped after \((seconds * 10).rounded() / 10) s: \(reason)"
         // What reached the file for sure is what the last sync covered; say that much.
         _ = patchHeader(file, samples: s.synced)
-        fclose(file)
+        let bits = UInt(bitPattern: file)
+        Self.syncQueue.async { UnsafeMutablePointer<FILE>(bitPattern: bits).map { _ = fclose($0) } }  // after the syncs queued
         s.fileBits = nil
         s.failure = message
         guard let handler = s.failed else { return nil }
@@ -345,8 +344,11 @@ public final class WAVFileSink: AudioSink {
                 return fail(&s, file, SystemError.last("fflush").reason)
             }
             s.fileBits = nil
-            fsync(fileno(file))
-            fclose(file)
+            // Synced and closed when this returns, after the syncs queued before.
+            Self.syncQueue.sync {
+                fsync(fileno(file))
+                fclose(file)
+            }
             return nil
         }
         if let (handler, reason) = failed { handler(reason) }

@@ -17,7 +17,9 @@ import Glibc
     static func fillDisk(under path: String) -> Int {
         let full = open("/dev/full", O_WRONLY)
         defer { close(full) }
-        // Files, not descriptors: a recording's background fsync holds a duplicate for a moment.
+        // Files, not descriptors (a recording holds one descriptor for its file, and nothing
+        // else under `path` is open: a descriptor that came and went between the look and the
+        // dup2 would be another test's by then).
         var swapped: Set<String> = []
         // Every open descriptor (a whole test run has many more than a thousand).
         let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd"))?.compactMap { Int32($0) } ?? []
