@@ -366,6 +366,9 @@ extension SimPlan {
             mix.timers = timers
             if options.faults { steps += timers.outages(&timerRandom, after: firstDial + 5, of: (caller, callee)) }
         }
+        // DTLS-SRTP from a stream of its own, in a seed in three.
+        var keyRandom = SimRandom(seed: seed ^ 0x4454_4C53)
+        if keyRandom.chance(1.0 / 3) { mix.dtls = true }
         return SimPlan(seed: seed, frames: options.frames, steps: steps, swarm: mix)
     }
 

@@ -58,6 +58,11 @@ public struct SimSwarm: Sendable, Equatable, Codable, CustomStringConvertible {
     public var sip: SimSIPMix?
     /// The nodes' timers, short (nil: the node's defaults; mixes made before had those).
     public var timers: SimTimers?
+    /// Whether the nodes key their calls with DTLS-SRTP (their default), so a call spends the
+    /// handshake's round trips securing, where restarts, host moves and the peer's re-offers
+    /// meet it (nil or false: SDES, which keys a call in the offer and answer; mixes made before
+    /// had it).
+    public var dtls: Bool?
 
     /// A seed's own mix: each action besides dialling and answering in it seven times in ten,
     /// each weighted 1, 2, 4 or 8; faults in one mix of two (none without `faults`), each fault
@@ -93,7 +98,7 @@ public struct SimSwarm: Sendable, Equatable, Codable, CustomStringConvertible {
             + "steps in the first \(span * 20) ms, \(Int(crossing * 100))% at the same instant as another, "
             + "\(Int(focus * 100))% following up on the call before; mutes \(Int(muting * 100))% on, holds \(Int(resuming * 100))% resumed; "
             + "jobs run out of turn: \(Int(reordering * 100))%" + (sip.map { "\nsip: \($0)" } ?? "")
-            + (timers.map { "\ntimers: \($0)" } ?? "")
+            + (timers.map { "\ntimers: \($0)" } ?? "") + (dtls == true ? "\nkeys: DTLS-SRTP" : "")
     }
 }
 

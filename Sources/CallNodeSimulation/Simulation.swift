@@ -232,7 +232,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         if microphones.count > index { microphones[index] = failure } else { microphones.append(failure) }
         let fallback = NodeAudioInput.tone(frequencies[index] + 0.5)
         let node = try await world.node(name(index), input: .tone(frequencies[index]), output: .null, autoAnswer: false,
-                                        keyExchange: browser ? .dtls : .sdes) {
+                                        keyExchange: browser || plan.swarm?.dtls == true ? .dtls : .sdes) {
             $0.legActionRewrite = bug?.legActionRewrite
             $0.warmsUpInline = true
             // The runs study the order of the calls' events; their audio only carries each
