@@ -121,6 +121,9 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
     /// The embedding app asks for a fresh round of ICE on a node's call
     /// (``CallNode/restartICE(_:)``: a path it knows is bad), whatever the call is doing.
     case restartICE(node: Int, pick: Int)
+    /// The peer of a node's SIP call sends into its dialog what only a peer other than a node
+    /// does: a session refresh (an UPDATE without a body) or a DTMF digit as INFO.
+    case sipPeer(node: Int, pick: Int, refresh: Bool)
 
     /// The node whose user acts (nil for faults).
     public var actingNode: Int? {
@@ -145,7 +148,7 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
         switch self {
         case let .answer(_, pick), let .greet(_, pick), let .hangUp(_, pick), let .mute(_, pick, _), let .hold(_, pick, _),
              let .swap(_, pick), let .merge(_, pick, _), let .unmerge(_, pick), let .dtmf(_, pick, _), let .transfer(_, pick, _), let .sessionLost(_, pick),
-             let .restartICE(_, pick):
+             let .restartICE(_, pick), let .sipPeer(_, pick, _):
             pick
         default:
             nil
@@ -207,6 +210,8 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
         case let .transfer(node, pick, to): return "\(n(node)) transfers \(call(pick)) to \(n(to))"
         case let .sessionLost(node, pick): return "SIP: the session refresh of \(n(node))'s call (pick \(pick)) is lost"
         case let .restartICE(node, pick): return "\(n(node)) asks for a fresh round of ICE on \(call(pick))"
+        case let .sipPeer(node, pick, refresh):
+            return "SIP: the peer of \(n(node))'s \(pick == -1 ? "newest call" : "call (pick \(pick))") sends \(refresh ? "a session refresh (UPDATE)" : "a digit as INFO")"
         }
     }
 }
@@ -365,6 +370,12 @@ extension SimPlan {
         if let timers = SimTimers.pick(&timerRandom) {
             mix.timers = timers
             if options.faults { steps += timers.outages(&timerRandom, after: firstDial + 5, of: (caller, callee)) }
+        }
+        // A SIP peer other than a node, and the near misses, from a stream of their own.
+        var peerRandom = SimRandom(seed: seed ^ 0x5045_4552)
+        if mix.sip != nil, let peer = SimSIPPeer.pick(&peerRandom, faults: !swarm.faults.isEmpty) {
+            mix.sip?.peer = peer
+            steps += peer.steps(&peerRandom, actors: Array(0..<swarm.actingNodes), nodes: nodeCount, span: swarm.span)
         }
         // DTLS-SRTP from a stream of its own, in a seed in three.
         var keyRandom = SimRandom(seed: seed ^ 0x4454_4C53)

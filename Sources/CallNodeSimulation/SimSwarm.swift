@@ -140,6 +140,8 @@ public struct SimSIPMix: Sendable, Equatable, Codable, CustomStringConvertible {
     /// Whether provisional responses (180, 183) often arrive twice, as a reliable one sent again
     /// before its PRACK does.
     public var repeatedProvisionals: Bool
+    /// A SIP peer other than a node, and the near misses (nil: none; mixes made before had none).
+    public var peer: SimSIPPeer?
 
     /// A seed's SIP mix, or nil (half the seeds): up to two calls, each race in it one time in
     /// two (on a call of its own), up to two transfers and, where the mix has faults, up to two lost refreshes.
@@ -198,6 +200,7 @@ public struct SimSIPMix: Sendable, Equatable, Codable, CustomStringConvertible {
     public var description: String {
         "\(dials + races.count) calls; races: \(races.isEmpty ? "none" : races.map(\.rawValue).joined(separator: " ")); "
             + "transfers: \(transfers); session refreshes lost: \(sessionLosses)\(repeatedProvisionals ? "; 1xx repeated" : "")"
+            + (peer.map { "\nsip peer: \($0)" } ?? "")
     }
 }
 

@@ -125,6 +125,13 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             fail(.setUp, "the nodes could not start: \(error)")
             return
         }
+        // Keyed with DTLS, the media's way takes 40–80 ms each way from the start (a distance,
+        // not a fault): the handshake's round trips last long enough for restarts, host moves
+        // and the peer's re-offers to meet a call while it secures.
+        if plan.swarm?.dtls == true {
+            faults.network.delayTicks = 2 + Int(plan.seed % 3)
+            applyNetwork()
+        }
         var steps = plan.steps[...]
         var quietFrom: Int?
         let end = plan.frames
@@ -510,7 +517,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             moves += 1
             let address = "198.51.\(100 + moves % 100).\(10 + at)"
             hosts[at].withLock { $0 = HostNetworkSnapshot(addresses: [address], defaultRoutes: ["eth0 via 198.51.\(100 + moves % 100).1"]) }
-        case .dialSIP, .transfer, .sessionLost:
+        case .dialSIP, .transfer, .sessionLost, .sipPeer:
             await performSIP(move, pick: pick)
         case let .unreachable(at, on):
             if speaksSIP { world.sip.setReachable(sipURI(at), !on) }

@@ -12,6 +12,7 @@ extension Simulation {
     var sipConditions: InMemorySIPNetwork.Conditions {
         var conditions = InMemorySIPNetwork.Conditions()
         if plan.swarm?.sip?.repeatedProvisionals == true { conditions.repeatedProvisionals = 0.5 }
+        plan.swarm?.sip?.peer?.apply(to: &conditions)
         return conditions
     }
 
@@ -45,6 +46,12 @@ extension Simulation {
             guard !live.isEmpty else { return log("  (no SIP call at \(name(at)))") }
             let (uuid, dialog) = live[Self.place(index, live.count)]
             if !world.sip.expireSession(at: sipURI(at), call: dialog) { log("  (call \(callName(uuid))'s session is not up)") }
+        case let .sipPeer(at, index, refresh):
+            let live = await sipCalls(of: at)
+            guard !live.isEmpty else { return log("  (no SIP call at \(name(at)))") }
+            let (uuid, dialog) = live[Self.place(index, live.count)]
+            let request: InMemorySIPNetwork.PeerRequest = refresh ? .refresh : .info(digit: "5")
+            if !world.sip.peerSends(request, to: sipURI(at), call: dialog) { log("  (call \(callName(uuid)) has no dialog with a peer)") }
         default:
             break
         }

@@ -25,7 +25,20 @@ public final class InMemorySIPNetwork: SIPNetwork {
         /// How often a provisional response (180, 183) arrives twice: sent again before its
         /// PRACK came (RFC 3262), or repeated by the callee.
         public var repeatedProvisionals = 0.0
+        /// How a peer answers an in-dialog OPTIONS (a node's stack: 200; a phone may say 405
+        /// or 501, a proxy on the way 403, 404 or 503).
+        public var optionsAnswer = 200
+        /// Whether a re-INVITE is answered 100 Trying first, as sofia-sip's stack does.
+        public var trying = false
         public init() {}
+    }
+
+    /// What a SIP peer other than a node sends into a dialog: a phone's DTMF digit as INFO
+    /// (`application/dtmf-relay`), a session refresh (an UPDATE without a body, which the
+    /// refresher's stack sends at half the session interval).
+    public enum PeerRequest: Sendable, Equatable {
+        case info(digit: Character)
+        case refresh
     }
 
     let state: Locked<State>
@@ -108,6 +121,23 @@ public final class InMemorySIPNetwork: SIPNetwork {
         }
         Self.flush(yields)
         return done
+    }
+
+    /// The peer of `call` at `address` sends `request` in their dialog, over the wire: it takes
+    /// the wire's time and meets the dialog as it is by then (ringing, up, or ending). Its answer
+    /// stays with the peer's stack. False if the call has no dialog with a peer.
+    @discardableResult
+    public func peerSends(_ request: PeerRequest, to address: String, call: Int) -> Bool {
+        let key = Self.hostPort(address)
+        return state.withLock { s -> Bool in
+            guard let leg = s.leg(key, call), !leg.terminated, let peer = s.peer(leg) else { return false }
+            let payload: Payload = switch request {
+            case let .info(digit): .info(body: "Signal=\(digit)\r\nDuration=160\r\n")
+            case .refresh: .update
+            }
+            s.send(from: peer, to: s.side(key, call), toKey: key, dialog: leg.dialog, payload)
+            return true
+        }
     }
 
     /// Breaches of the wire's rules seen so far (a second final response to an INVITE, an INVITE

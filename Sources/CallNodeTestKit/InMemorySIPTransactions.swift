@@ -68,6 +68,10 @@ extension InMemorySIPNetwork {
         case refer(target: String, transaction: Int)
         case notify(String)
         case response(to: Request, transaction: Int, status: Int, phrase: String, sdp: String?)
+        /// What a peer's stack or user sends that a node never does (``InMemorySIPNetwork/PeerRequest``);
+        /// the receiver's answer goes to that stack, which the dialog on the other side never sees.
+        case info(body: String)
+        case update
     }
 
     enum Request: Equatable {
@@ -339,7 +343,7 @@ extension InMemorySIPNetwork {
                 event.local = true
                 emit(message.from, event, into: &out)
                 if !leg.confirmed { terminate(message.from, into: &out) }
-            case .ack, .notify, .response:
+            case .ack, .notify, .response, .info, .update:
                 break
             }
         }
@@ -393,6 +397,11 @@ extension InMemorySIPNetwork {
                 }
                 if leg.clientInvite != nil { crossings += 1 }
                 update(target) { $0.serverInvite = transaction }
+                if conditions.trying {
+                    // sofia-sip answers every INVITE it takes with 100 Trying, re-INVITEs too.
+                    send(from: target, to: message.from, toKey: message.from.key, dialog: message.dialog,
+                         .response(to: .invite, transaction: transaction, status: 100, phrase: "Trying", sdp: nil))
+                }
                 emit(target, SIPEvent(kind: .invite, status: 0, phrase: "INVITE", contentType: sdp == nil ? nil : "application/sdp", body: sdp), into: &out)
             case .ack:
                 update(target) { $0.ackDue = nil }
@@ -411,8 +420,13 @@ extension InMemorySIPNetwork {
                      .response(to: .bye, transaction: transaction, status: 200, phrase: "OK", sdp: nil))
                 terminate(target, into: &out)
             case let .options(transaction):
+                let status = conditions.optionsAnswer
                 send(from: target, to: message.from, toKey: message.from.key, dialog: message.dialog,
-                     .response(to: .options, transaction: transaction, status: 200, phrase: "OK", sdp: nil))
+                     .response(to: .options, transaction: transaction, status: status, phrase: Self.phrase(status), sdp: nil))
+            case let .info(body):
+                emit(target, SIPEvent(kind: .info, status: 0, phrase: "INFO", contentType: "application/dtmf-relay", body: body), into: &out)
+            case .update:
+                emit(target, SIPEvent(kind: .update, status: 0, phrase: "UPDATE"), into: &out)
             case let .refer(referTo, transaction):
                 if leg.referIn != nil {
                     send(from: target, to: message.from, toKey: message.from.key, dialog: message.dialog,

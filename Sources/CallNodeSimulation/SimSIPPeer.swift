@@ -1,0 +1,109 @@
+import CallNodeTestKit
+
+/// What SIP brings that two nodes never send each other, and the near misses the SIP races
+/// leave out (in a SIP seed in two, from a stream of its own):
+///
+/// - the peer's stack and phone: an in-dialog OPTIONS answered 403, 404, 405, 501 or 503 (a
+///   phone that does not do OPTIONS, a proxy on the way), a re-INVITE answered 100 Trying
+///   first (sofia-sip's own), a transaction's timeout short enough to fall inside a run (in
+///   mixes with faults: the 32 s of Timer B and F become 2–6 s), and requests into a call's
+///   dialog: a DTMF digit as INFO, a session refresh (an UPDATE without a body), while the call
+///   rings, runs, or ends (sent in the frame its node hangs up, they meet the BYE);
+/// - near misses: a caller that gives up a frame or three before the callee answers or
+///   declines (the CANCEL lands as the answer is decided), a hold just after the peer hung up,
+///   a hang-up just after a hold, both sides hanging up a frame or three apart, a transfer just
+///   after a hang-up, a hang-up while a glare's retry waits.
+public struct SimSIPPeer: Sendable, Equatable, Codable, CustomStringConvertible {
+    /// How an in-dialog OPTIONS is answered.
+    public var optionsAnswer: Int
+    /// Whether a re-INVITE is answered 100 Trying first.
+    public var trying: Bool
+    /// Ticks before a transaction without an answer gives up (nil: 32 s).
+    public var timeout: Int?
+    /// Requests of the peer into calls' dialogs (INFO and UPDATE).
+    public var requests: Int
+    /// The near misses, one call each.
+    public var nearMisses: [NearMiss]
+
+    public enum NearMiss: String, Sendable, Codable, CaseIterable {
+        /// The caller hangs up a frame or three before the callee answers.
+        case cancelBeforeAnswer = "cancel-before-answer"
+        /// The caller hangs up a frame or three before the callee declines.
+        case cancelBeforeDecline = "cancel-before-decline"
+        /// One side hangs up; the other holds a moment later.
+        case holdAfterBye = "hold-after-bye"
+        /// One side holds and hangs up a frame later: the other answers the re-INVITE after the BYE.
+        case byeAfterHold = "bye-after-hold"
+        /// Both sides hang up, a frame or three apart.
+        case byeCrossingBye = "bye-crossing-bye"
+        /// One side hangs up; the other transfers the call a moment later.
+        case transferAfterBye = "transfer-after-bye"
+        /// Both hold at once (491 for both), and one hangs up while its retry waits.
+        case byeDuringGlare = "bye-during-glare"
+    }
+
+    static func pick(_ random: inout SimRandom, faults: Bool) -> SimSIPPeer? {
+        guard random.chance(0.5) else { return nil }
+        return SimSIPPeer(optionsAnswer: [200, 200, 403, 404, 405, 501, 503][random.below(7)], trying: random.chance(0.5),
+                          timeout: faults && random.chance(0.5) ? [100, 200, 300][random.below(3)] : nil,
+                          requests: random.below(5), nearMisses: NearMiss.allCases.filter { _ in random.chance(0.35) })
+    }
+
+    /// The network's ways with this peer.
+    func apply(to conditions: inout InMemorySIPNetwork.Conditions) {
+        conditions.optionsAnswer = optionsAnswer
+        conditions.trying = trying
+        if let timeout { conditions.timeout = timeout }
+    }
+
+    func steps(_ random: inout SimRandom, actors: [Int], nodes: Int, span: Int) -> [SimStep] {
+        var steps: [SimStep] = []
+        func other(than node: Int) -> Int { (node + 1 + random.below(nodes - 1)) % nodes }
+        func request(_ node: Int, at frame: Int) {
+            steps.append(SimStep(frame: frame, move: .sipPeer(node: node, pick: -1, refresh: random.chance(0.5))))
+        }
+        for miss in nearMisses {
+            let frame = random.below(span), caller = actors[random.below(actors.count)], callee = other(than: caller)
+            let answer = frame + 10 + random.below(40), later = answer + 30 + random.below(60)
+            steps.append(SimStep(frame: frame, move: .dialSIP(from: caller, to: callee)))
+            let (one, two) = random.chance(0.5) ? (caller, callee) : (callee, caller)
+            if miss != .cancelBeforeAnswer && miss != .cancelBeforeDecline {
+                steps.append(SimStep(frame: answer, move: .answer(node: callee, pick: -1)))
+            }
+            switch miss {
+            case .cancelBeforeAnswer, .cancelBeforeDecline:
+                steps.append(SimStep(frame: answer - 1 - random.below(3), move: .hangUp(node: caller, pick: -1)))
+                steps.append(SimStep(frame: answer, move: miss == .cancelBeforeAnswer ? .answer(node: callee, pick: -1) : .hangUp(node: callee, pick: -1)))
+            case .holdAfterBye:
+                steps.append(SimStep(frame: later, move: .hangUp(node: one, pick: -1)))
+                steps.append(SimStep(frame: later + random.below(4), move: .hold(node: two, pick: -1, on: true)))
+            case .byeAfterHold:
+                steps.append(SimStep(frame: later, move: .hold(node: one, pick: -1, on: true)))
+                steps.append(SimStep(frame: later + random.below(2), move: .hangUp(node: one, pick: -1)))
+            case .byeCrossingBye:
+                steps.append(SimStep(frame: later, move: .hangUp(node: one, pick: -1)))
+                steps.append(SimStep(frame: later + 1 + random.below(3), move: .hangUp(node: two, pick: -1)))
+                // The peer's request meets the BYE of the side that hangs up first.
+                request(one, at: later)
+            case .transferAfterBye:
+                steps.append(SimStep(frame: later, move: .hangUp(node: one, pick: -1)))
+                let target = (0..<nodes).first { $0 != caller && $0 != callee } ?? one
+                steps.append(SimStep(frame: later + random.below(4), move: .transfer(node: two, pick: -1, to: target)))
+            case .byeDuringGlare:
+                steps.append(SimStep(frame: later, move: .hold(node: caller, pick: -1, on: true)))
+                steps.append(SimStep(frame: later, move: .hold(node: callee, pick: -1, on: true)))
+                steps.append(SimStep(frame: later + 5 + random.below(100), move: .hangUp(node: one, pick: -1)))
+            }
+            // While it rings: the peer's refresh (or digit) reaches the callee's early dialog.
+            if random.chance(0.5) { request(callee, at: frame + 3 + random.below(5)) }
+        }
+        for _ in 0..<requests { request(actors[random.below(actors.count)], at: random.below(span)) }
+        return steps
+    }
+
+    public var description: String {
+        "the peer answers OPTIONS \(optionsAnswer)\(trying ? ", re-INVITEs 100 first" : "")"
+            + (timeout.map { ", gives up a transaction after \($0 * 20) ms" } ?? "")
+            + "; \(requests) INFO or UPDATE; near misses: " + (nearMisses.isEmpty ? "none" : nearMisses.map(\.rawValue).joined(separator: " "))
+    }
+}
