@@ -124,13 +124,16 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
     /// The peer of a node's SIP call sends into its dialog what only a peer other than a node
     /// does: a session refresh (an UPDATE without a body) or a DTMF digit as INFO.
     case sipPeer(node: Int, pick: Int, refresh: Bool)
+    /// A node dials another's SIP address and hangs up as soon as the call is placed, while
+    /// its INVITE still waits for the call's candidates.
+    case abandonSIP(from: Int, to: Int)
 
     /// The node whose user acts (nil for faults).
     public var actingNode: Int? {
         switch self {
         case let .dial(node, _), let .answer(node, _), let .greet(node, _), let .hangUp(node, _), let .mute(node, _, _),
              let .hold(node, _, _), let .swap(node, _), let .merge(node, _, _), let .unmerge(node, _), let .dtmf(node, _, _), let .block(node, _, _),
-             let .doNotDisturb(node, _), let .dialSIP(node, _), let .transfer(node, _, _), let .restartICE(node, _):
+             let .doNotDisturb(node, _), let .dialSIP(node, _), let .transfer(node, _, _), let .restartICE(node, _), let .abandonSIP(node, _):
             node
         default:
             nil
@@ -210,6 +213,7 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
         case let .transfer(node, pick, to): return "\(n(node)) transfers \(call(pick)) to \(n(to))"
         case let .sessionLost(node, pick): return "SIP: the session refresh of \(n(node))'s call (pick \(pick)) is lost"
         case let .restartICE(node, pick): return "\(n(node)) asks for a fresh round of ICE on \(call(pick))"
+        case let .abandonSIP(from, to): return "\(n(from)) dials \(n(to)) over SIP and hangs up at once"
         case let .sipPeer(node, pick, refresh):
             return "SIP: the peer of \(n(node))'s \(pick == -1 ? "newest call" : "call (pick \(pick))") sends \(refresh ? "a session refresh (UPDATE)" : "a digit as INFO")"
         }

@@ -12,7 +12,9 @@ import CallNodeTestKit
 /// - near misses: a caller that gives up a frame or three before the callee answers or
 ///   declines (the CANCEL lands as the answer is decided), a hold just after the peer hung up,
 ///   a hang-up just after a hold, both sides hanging up a frame or three apart, a transfer just
-///   after a hang-up, a hang-up while a glare's retry waits.
+///   after a hang-up, a hang-up while a glare's retry waits, a session refresh lost as its node
+///   hangs up, a hold while the peer is out of reach for longer than a transaction waits, and
+///   (one seed of these in three) a caller that hangs up as soon as it has dialled.
 public struct SimSIPPeer: Sendable, Equatable, Codable, CustomStringConvertible {
     /// How an in-dialog OPTIONS is answered.
     public var optionsAnswer: Int
@@ -40,13 +42,21 @@ public struct SimSIPPeer: Sendable, Equatable, Codable, CustomStringConvertible 
         case transferAfterBye = "transfer-after-bye"
         /// Both hold at once (491 for both), and one hangs up while its retry waits.
         case byeDuringGlare = "bye-during-glare"
+        /// The session refresh is lost as its node hangs up: the stack's BYE and the node's cross.
+        case sessionLostAtBye = "session-lost-at-bye"
+        /// A side is out of reach for longer than a transaction waits while the other holds
+        /// (a local 408 to the re-INVITE) — in mixes whose transactions give up inside a run.
+        case holdIntoSilence = "hold-into-silence"
     }
 
     static func pick(_ random: inout SimRandom, faults: Bool) -> SimSIPPeer? {
         guard random.chance(0.5) else { return nil }
-        return SimSIPPeer(optionsAnswer: [200, 200, 403, 404, 405, 501, 503][random.below(7)], trying: random.chance(0.5),
-                          timeout: faults && random.chance(0.5) ? [100, 200, 300][random.below(3)] : nil,
-                          requests: random.below(5), nearMisses: NearMiss.allCases.filter { _ in random.chance(0.35) })
+        let optionsAnswer = [200, 200, 403, 404, 405, 501, 503][random.below(7)], trying = random.chance(0.5)
+        let timeout = faults && random.chance(0.5) ? [100, 200, 300][random.below(3)] : nil
+        let requests = random.below(5)
+        var misses = NearMiss.allCases.filter { $0 != .holdIntoSilence && random.chance(0.35) }
+        if timeout != nil, random.chance(0.5) { misses.append(.holdIntoSilence) }
+        return SimSIPPeer(optionsAnswer: optionsAnswer, trying: trying, timeout: timeout, requests: requests, nearMisses: misses)
     }
 
     /// The network's ways with this peer.
@@ -61,6 +71,11 @@ public struct SimSIPPeer: Sendable, Equatable, Codable, CustomStringConvertible 
         func other(than node: Int) -> Int { (node + 1 + random.below(nodes - 1)) % nodes }
         func request(_ node: Int, at frame: Int) {
             steps.append(SimStep(frame: frame, move: .sipPeer(node: node, pick: -1, refresh: random.chance(0.5))))
+        }
+        // A caller that hangs up at once, in one seed of these in three.
+        if random.chance(1.0 / 3) {
+            let caller = actors[random.below(actors.count)]
+            steps.append(SimStep(frame: random.below(span), move: .abandonSIP(from: caller, to: other(than: caller))))
         }
         for miss in nearMisses {
             let frame = random.below(span), caller = actors[random.below(actors.count)], callee = other(than: caller)
@@ -89,6 +104,14 @@ public struct SimSIPPeer: Sendable, Equatable, Codable, CustomStringConvertible 
                 steps.append(SimStep(frame: later, move: .hangUp(node: one, pick: -1)))
                 let target = (0..<nodes).first { $0 != caller && $0 != callee } ?? one
                 steps.append(SimStep(frame: later + random.below(4), move: .transfer(node: two, pick: -1, to: target)))
+            case .sessionLostAtBye:
+                steps.append(SimStep(frame: later, move: .hangUp(node: one, pick: -1)))
+                steps.append(SimStep(frame: later, move: .sessionLost(node: one, pick: -1)))
+            case .holdIntoSilence:
+                let silence = (timeout ?? 100) + 10 + random.below(40)
+                steps.append(SimStep(frame: later, move: .unreachable(node: one, on: true)))
+                steps.append(SimStep(frame: later + 2 + random.below(10), move: .hold(node: two, pick: -1, on: true)))
+                steps.append(SimStep(frame: later + silence, move: .unreachable(node: one, on: false)))
             case .byeDuringGlare:
                 steps.append(SimStep(frame: later, move: .hold(node: caller, pick: -1, on: true)))
                 steps.append(SimStep(frame: later, move: .hold(node: callee, pick: -1, on: true)))

@@ -33,6 +33,9 @@ extension Simulation {
         case let .dialSIP(from, to):
             let node = nodes[from], uri = sipURI(to)
             spawn(from, "dials \(name(to)) over SIP") { _ = try await node.call(.sip(uri)) }
+        case let .abandonSIP(from, to):
+            let node = nodes[from], uri = sipURI(to)
+            spawn(from, "dials \(name(to)) over SIP and hangs up") { try await node.hangUp(try await node.call(.sip(uri))) }
         case let .transfer(at, index, to):
             let sip = await sipCalls(of: at)
             guard let uuid = sip.isEmpty ? pick(at, index) : sip[Self.place(index, sip.count)].0 else {
