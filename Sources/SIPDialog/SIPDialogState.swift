@@ -155,20 +155,17 @@ public struct SIPDialogState: Sendable, Equatable {
             // A CANCEL after the final response has no effect (RFC 3261 §9.2).
             guard !callEnded, phase == .early else { return [] }
             callEnded = true
-            waiting = nil  // an answer held for its candidates never goes out
             phase = .terminating
             return [.deliver(.end(SIPWire.cancelReason(reason)))]
         case .bye:
             guard !callEnded else { return [] }
             callEnded = true
-            waiting = nil
             phase = .terminating
             return [.deliver(.end(.hangup))]
         case .terminated:
             // The old dialog of an offer made again in plain RTP: its successor carries the call.
             if phase == .idle { return [] }
             phase = .terminated
-            waiting = nil
             guard !callEnded else { return [] }
             callEnded = true
             return [.signalingLost("the SIP dialog ended")]
@@ -288,7 +285,9 @@ public struct SIPDialogState: Sendable, Equatable {
             // The 200 repeats the 183's answer: the offer's one answer (RFC 3261 §13.2.1).
             return [.respond(status: 200, phrase: nil, sdp: earlyAnswer, retryAfter: nil)]
         case let .candidates(lines, end):
-            guard !callEnded, var held = waiting else { return [] }  // SIP has no trickle after the SDP
+            // SIP has no trickle after the SDP; and an ended call's offer or answer never goes
+            // out (the caller gave up, hung up, or the dialog ended while it waited).
+            guard !callEnded, var held = waiting else { return [] }
             held.candidates += lines
             waiting = held
             return end ? flush() : []

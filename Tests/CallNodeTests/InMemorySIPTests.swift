@@ -1,4 +1,4 @@
-@testable import CallNode
+@_spi(Simulation) @testable import CallNode
 import CallNodeTestKit
 import Foundation
 import Testing
@@ -114,6 +114,38 @@ import Testing
         guard case let .ended(_, reason, detail, _) = event else { return }
         #expect(reason == .failed)
         #expect(detail?.contains("gone") == true, "\(detail ?? "no detail")")
+        for _ in 0..<10 { await f.step() }
+        #expect(f.sip.openDialogs() == [])
+        await f.shutdown()
+    }
+
+    /// What a peer other than a node sends and answers: its digit as INFO reaches the call as
+    /// DTMF, its session refresh (an UPDATE without a body) and its 100 Trying to a re-INVITE
+    /// change nothing, and a keep-alive OPTIONS answered 405 (a phone that does not do OPTIONS)
+    /// keeps the call: only 481 or a closed port says the peer has gone.
+    @Test func aForeignPeersInfoRefreshTryingAndRefusedProbeLeaveTheCallUp() async throws {
+        var conditions = InMemorySIPNetwork.Conditions()
+        conditions.optionsAnswer = 405
+        conditions.trying = true
+        let f = try InMemoryNodes(sipConditions: conditions)
+        let alice = try await f.node("alice", input: .tone(440)) { $0.keepAliveInterval = .seconds(1) }
+        let bob = try await f.node("bob", input: .tone(660), autoAnswer: true)
+        try await Self.listen(alice, "alice")
+        try await Self.listen(bob, "bob")
+        let (call, bobCall) = try await Self.connect(f, alice, bob)
+        try await f.waitFor("alice", advancing: true, frames: 50, Self.isConnected)
+        let dialog = try #require(await alice.sipDialog(of: call))
+        #expect(f.sip.peerSends(.info(digit: "7"), to: Self.uri("alice"), call: dialog))
+        try await f.waitFor("alice", advancing: true, frames: 20) { if case .dtmf(call, "7") = $0 { true } else { false } }
+        #expect(f.sip.peerSends(.refresh, to: Self.uri("alice"), call: dialog))
+        // Three keep-alives answered 405, a hold whose re-INVITE is answered 100 first.
+        for _ in 0..<200 { await f.step() }
+        try await bob.setHeld(bobCall, true)
+        try await f.waitFor("alice", advancing: true, frames: 50) { if case .remoteHold(_, true) = $0 { true } else { false } }
+        #expect(await alice.liveCalls == [call] && f.sip.problems == [])
+        #expect(!f.sip.peerSends(.refresh, to: Self.uri("alice"), call: dialog + 1), "a request into a dialog that does not exist")
+        try await alice.hangUp(call)
+        try await f.waitFor("bob", advancing: true, frames: 50, Self.isEnded)
         for _ in 0..<10 { await f.step() }
         #expect(f.sip.openDialogs() == [])
         await f.shutdown()
