@@ -102,6 +102,15 @@ extension Simulation {
                     }
                 case .ended:
                     break
+                case .awaitingAudio where plan.swarm?.audioActivation != nil:
+                    // The manager counts the call connected once its media is; the leg hears of
+                    // the audio session the activation's time later — and not much more.
+                    guard let state, state.phase == .connected, let delay = plan.swarm?.audioActivation else { break }
+                    let since = awaitingAudioSince[uuid] ?? frame
+                    awaitingAudioSince[uuid] = since
+                    if frame - since > delay / 20 + 10 {
+                        return fail(.stateAgrees, "the manager says call \(call) on \(who) is connected, but its leg has waited for its audio \((frame - since) * 20) ms (the session's activation takes \(delay) ms)")
+                    }
                 default:
                     if let state, state.phase == .connected {
                         return fail(.stateAgrees, "the manager says call \(call) on \(who) is connected, but its leg is \(phaseName(leg.phase))")

@@ -384,6 +384,9 @@ extension SimPlan {
         // DTLS-SRTP from a stream of its own, in a seed in three.
         var keyRandom = SimRandom(seed: seed ^ 0x4454_4C53)
         if keyRandom.chance(1.0 / 3) { mix.dtls = true }
+        // An audio session slow to activate, from a stream of its own, in a seed in three.
+        var audioRandom = SimRandom(seed: seed ^ 0x4155_4449_4F)
+        if audioRandom.chance(1.0 / 3) { mix.audioActivation = [60, 200, 400][audioRandom.below(3)] }
         return SimPlan(seed: seed, frames: options.frames, steps: steps, swarm: mix)
     }
 

@@ -63,6 +63,11 @@ public struct SimSwarm: Sendable, Equatable, Codable, CustomStringConvertible {
     /// meet it (nil or false: SDES, which keys a call in the offer and answer; mixes made before
     /// had it).
     public var dtls: Bool?
+    /// Milliseconds between the audio session's activation and a call's leg hearing of it (a
+    /// phone's system activates it some hundreds of milliseconds after the answer), so hang-ups,
+    /// holds, restarts and the peer's answer meet a call that waits for its audio (nil: at once;
+    /// mixes made before had that).
+    public var audioActivation: Int?
 
     /// A seed's own mix: each action besides dialling and answering in it seven times in ten,
     /// each weighted 1, 2, 4 or 8; faults in one mix of two (none without `faults`), each fault
@@ -99,6 +104,7 @@ public struct SimSwarm: Sendable, Equatable, Codable, CustomStringConvertible {
             + "\(Int(focus * 100))% following up on the call before; mutes \(Int(muting * 100))% on, holds \(Int(resuming * 100))% resumed; "
             + "jobs run out of turn: \(Int(reordering * 100))%" + (sip.map { "\nsip: \($0)" } ?? "")
             + (timers.map { "\ntimers: \($0)" } ?? "") + (dtls == true ? "\nkeys: DTLS-SRTP" : "")
+            + (audioActivation.map { "\naudio: a call hears its session is active \($0) ms after" } ?? "")
     }
 }
 

@@ -98,6 +98,9 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     var page: InMemoryPage?
     /// Node-local call IDs (a page call has one on each side) to the simulation's.
     var aliases: [UUID: UUID] = [:]
+    /// Since which frame each leg (by its node's ID) has waited for its audio while its manager
+    /// counts the call connected (seeds whose audio session is slow to activate).
+    var awaitingAudioSince: [UUID: Int] = [:]
 
     func canonical(_ uuid: UUID) -> UUID { aliases[uuid] ?? uuid }
     /// The ID `node` knows the call by.
@@ -242,6 +245,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
                                         keyExchange: browser || plan.swarm?.dtls == true ? .dtls : .sdes) {
             $0.legActionRewrite = bug?.legActionRewrite
             $0.warmsUpInline = true
+            if let delay = plan.swarm?.audioActivation { $0.audioActivationDelay = .milliseconds(delay) }
             // The runs study the order of the calls' events; their audio only carries each
             // node's tone, which Opus codes as well at its least complexity for a fraction of the
             // work (Opus at 8 took over half of a sweep's time).

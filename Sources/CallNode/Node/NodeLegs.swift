@@ -92,7 +92,7 @@ extension CallNode {
     func audioWanted(by uuid: UUID) async {
         guard legs[uuid] != nil else { return }
         guard let appSession, !audioActive else {
-            if audioActive { legs[uuid]?.post(.audioActive) }
+            if audioActive { tellAudioActive(uuid) }
             return
         }
         // Calls whose media is ready while the one activation runs wait for its outcome.
@@ -109,8 +109,23 @@ extension CallNode {
             if let failure {
                 legs[call]?.post(.event(.end(.failed("audio could not start: \(failure)")), done: nil))
             } else {
-                legs[call]?.post(.audioActive)
+                tellAudioActive(call)
             }
+        }
+    }
+
+    /// Tells a call's leg that the audio session is active: at once, or (a simulation's
+    /// ``CallNodeConfiguration/audioActivationDelay``) that long later, if the leg is still there.
+    func tellAudioActive(_ uuid: UUID) {
+        let delay = configuration.audioActivationDelay
+        guard delay > .zero else {
+            legs[uuid]?.post(.audioActive)
+            return
+        }
+        let clock = configuration.clock, weak = WeakNode(self)
+        _ = keepUntilDone {
+            try? await clock.sleep(for: delay)
+            await weak.node?.legs[uuid]?.post(.audioActive)
         }
     }
 

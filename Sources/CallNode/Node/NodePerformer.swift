@@ -34,7 +34,7 @@ extension CallNode {
         case .didActivate:
             await configuration.audioStandIn?.providerDidActivate()
             audioActive = true
-            for leg in legs.values { leg.post(.audioActive) }
+            for uuid in legs.keys { tellAudioActive(uuid) }
         case .didDeactivate:
             audioActive = false
         }

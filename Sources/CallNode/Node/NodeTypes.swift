@@ -82,6 +82,11 @@ public struct CallNodeConfiguration: Sendable {
     /// thread of its own: a simulation, whose order of events a thread finishing at any moment
     /// would change.
     @_spi(Simulation) public var warmsUpInline = false
+    /// How long a call's media waits after the audio session is active before its leg hears
+    /// so (on `clock`): a phone's system activates the session some hundreds of milliseconds
+    /// after the answer, and a simulation puts the other events of that window in it. Zero
+    /// (never set otherwise): at once.
+    @_spi(Simulation) public var audioActivationDelay: Duration = .zero
     /// A simulation's change to what a leg does — each action, given the call's state before
     /// and after the event that led to it: a fixed defect put back, for a sweep to show it finds
     /// it (never set otherwise: the call's state decides alone).
