@@ -95,6 +95,11 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
     case network(loss: Double, delay: Int, reordering: Double, duplication: Double)
     /// Nothing of the media gets through (or, off, it does again).
     case partition(on: Bool)
+    /// The network breaks one way: nothing reaches the callers' paths (or the callees') on
+    /// their current round of ICE, while the other way works; a restart's new round gets
+    /// through, as a new NAT mapping would. The side that still hears its peer keeps its call
+    /// connected until its consent checks run out.
+    case oneWayBreak(towardCallers: Bool)
     /// Every open signaling connection is reset.
     case resetSignaling
     /// A node's signaling address cannot be reached (or, off, can again); its open
@@ -178,7 +183,7 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
     public var isFault: Bool {
         switch self {
         case .network, .partition, .resetSignaling, .unreachable, .restartRelay, .addressChange, .crash, .restart, .microphoneFails,
-             .sessionLost: true
+             .sessionLost, .oneWayBreak: true
         default: false
         }
     }
@@ -202,6 +207,7 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
         case let .network(loss, delay, reordering, duplication):
             return "network: loss \(Int(loss * 100))%, delay \(delay * 20) ms, reordering \(Int(reordering * 100))%, duplication \(Int(duplication * 100))%"
         case let .partition(on): return on ? "network: partitioned" : "network: partition healed"
+        case let .oneWayBreak(towardCallers): return "network: nothing reaches the \(towardCallers ? "callers" : "callees") on their paths until they restart ICE"
         case .resetSignaling: return "signaling: every connection reset"
         case let .unreachable(node, on): return on ? "signaling: \(n(node)) unreachable" : "signaling: \(n(node)) reachable again"
         case .restartRelay: return "relay: restarted"
@@ -387,6 +393,13 @@ extension SimPlan {
         // An audio session slow to activate, from a stream of its own, in a seed in three.
         var audioRandom = SimRandom(seed: seed ^ 0x4155_4449_4F)
         if audioRandom.chance(1.0 / 3) { mix.audioActivation = [60, 200, 400][audioRandom.below(3)] }
+        // A break of one way, from a stream of its own, in a mix with faults in four: the side
+        // that still hears its peer loses its path by consent while its call is connected.
+        var breakRandom = SimRandom(seed: seed ^ 0x4252_4541_4B)
+        if options.faults, !swarm.faults.isEmpty, breakRandom.chance(0.25) {
+            let frame = firstDial + 60 + breakRandom.below(max(1, swarm.span / 2))
+            steps.append(SimStep(frame: frame, move: .oneWayBreak(towardCallers: breakRandom.chance(0.5))))
+        }
         return SimPlan(seed: seed, frames: options.frames, steps: steps, swarm: mix)
     }
 

@@ -427,7 +427,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         }
         log(move.description)
         switch move {
-        case .partition(true), .resetSignaling, .unreachable(_, true), .restartRelay, .crash, .sessionLost: disruptedAt = disruptedAt ?? frame
+        case .partition(true), .resetSignaling, .unreachable(_, true), .restartRelay, .crash, .sessionLost, .oneWayBreak: disruptedAt = disruptedAt ?? frame
         default: break
         }
         if let actor = move.actingNode, down.contains(actor) { return log("  (\(name(actor)) is down)") }
@@ -502,6 +502,13 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             faults.network.delayTicks = delay
             faults.network.reordering = reordering
             faults.network.duplication = duplication
+            applyNetwork()
+        case let .oneWayBreak(towardCallers):
+            world.network.breakPaths(toward: towardCallers ? .controlled : .controlling)
+            // Consent runs out in 3 s rather than libnice's 8 (a run's activity is 8 s), as the
+            // nodes' own timers are made short: the side that still hears its peer loses its
+            // path while its call is connected.
+            faults.network.consentTimeout = .seconds(3)
             applyNetwork()
         case let .partition(on):
             faults.network.partitioned = on

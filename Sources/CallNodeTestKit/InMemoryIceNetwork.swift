@@ -32,6 +32,10 @@ public final class InMemoryIceNetwork: MediaClockClient, Sendable {
         public var partitioned: Bool
         /// Share of datagrams delivered twice (the copy a tick later), 0–1.
         public var duplication: Double
+        /// How long a connected path's peer may be out of reach before the path fails
+        /// (``InMemoryIceNetwork/consentTimeout``, libnice's; a simulation may shorten it as it
+        /// does the nodes' own timers).
+        public var consentTimeout: Duration = InMemoryIceNetwork.consentTimeout
 
         public init(loss: Double = 0, delayTicks: Int = 1, reordering: Double = 0, partitioned: Bool = false, duplication: Double = 0) {
             self.loss = loss
@@ -151,12 +155,12 @@ public final class InMemoryIceNetwork: MediaClockClient, Sendable {
     }
 
     public func tick(now: Duration) async {
-        let (due, paths, partitioned) = state.withLock { s -> ([Datagram], [InMemoryIcePath], Bool) in
+        let (due, paths, partitioned, consent) = state.withLock { s -> ([Datagram], [InMemoryIcePath], Bool, Duration) in
             s.tick += 1
             let due = s.inFlight.filter { $0.due <= s.tick }.sorted { ($0.due, $0.order) < ($1.due, $1.order) }
             s.inFlight.removeAll { $0.due <= s.tick }
             s.delivered += due.count
-            return (due, s.paths.keys.sorted().compactMap { s.paths[$0] }, s.conditions.partitioned)
+            return (due, s.paths.keys.sorted().compactMap { s.paths[$0] }, s.conditions.partitioned, s.conditions.consentTimeout)
         }
         let byAddress = Dictionary(uniqueKeysWithValues: paths.map { ($0.address, $0) })
         for datagram in due { byAddress[datagram.to]?.deliver(datagram.bytes) }
@@ -167,7 +171,7 @@ public final class InMemoryIceNetwork: MediaClockClient, Sendable {
             let reachable = !partitioned && state.withLock { s in
                 !s.broken.contains(path.roundKey) && !(path.peerAddress.flatMap { s.paths[$0] }.map { s.broken.contains($0.roundKey) } ?? false)
             }
-            path.watch(now: now, peerReachable: reachable)
+            path.watch(now: now, peerReachable: reachable, consentTimeout: consent)
         }
     }
 
@@ -262,7 +266,7 @@ public final class InMemoryIcePath: IcePath {
     /// On each tick: a round that found no pair in ``InMemoryIceNetwork/checkTimeout``, or a
     /// connected path whose peer was out of reach for ``InMemoryIceNetwork/consentTimeout``,
     /// fails.
-    func watch(now: Duration, peerReachable: Bool) {
+    func watch(now: Duration, peerReachable: Bool, consentTimeout: Duration) {
         let failed = state.withLock { s -> Bool in
             guard !s.closed else { return false }
             switch s.connection {
@@ -278,7 +282,7 @@ public final class InMemoryIcePath: IcePath {
                 }
                 let since = s.unreachableSince ?? now
                 s.unreachableSince = since
-                guard now - since >= InMemoryIceNetwork.consentTimeout else { return false }
+                guard now - since >= consentTimeout else { return false }
             default:
                 return false
             }

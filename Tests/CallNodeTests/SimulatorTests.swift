@@ -28,8 +28,8 @@ import Testing
     /// those a node cannot reach (`docs/unreachable-pairs.txt`, each with the guard that keeps
     /// it out). The two halves together visit at least what they did when this was written
     /// (2026-12-01, with short timers and the outages that outlast them, the app's ICE
-    /// restarts, DTLS-keyed seeds, a SIP peer other than a node, the near misses and audio
-    /// sessions slow to activate: 97 of 125 and 60 of 79; BENCHMARKS.md says what the rest needs), so a change that makes the sweep reach less
+    /// restarts, DTLS-keyed seeds, a SIP peer other than a node, the near misses, audio
+    /// sessions slow to activate and one-way breaks: 101 of 125 and 60 of 79; BENCHMARKS.md says what the rest needs), so a change that makes the sweep reach less
     /// of the call shows; and neither visits a pair listed as unreachable (its reason would be
     /// wrong).
     @Test func aSweepOfSeedsKeepsEveryInvariant() async throws {
@@ -57,7 +57,7 @@ import Testing
         let sipExpected = try pairs(sipReachable).filter { !cannot.contains("sip: \($0)") }
         let visited = expected.count - missed[0].intersection(missed[1]).count
         let sipVisited = sipExpected.count - sipMissed[0].intersection(sipMissed[1]).count
-        #expect(expected.count > 100 && visited >= 94, "the sweep visited \(visited) of \(expected.count) leg pairs")
+        #expect(expected.count > 100 && visited >= 98, "the sweep visited \(visited) of \(expected.count) leg pairs")
         #expect(sipExpected.count > 60 && sipVisited >= 58, "the sweep visited \(sipVisited) of \(sipExpected.count) SIP dialog pairs")
     }
 
