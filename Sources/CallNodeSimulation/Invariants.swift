@@ -92,6 +92,7 @@ extension Simulation {
                 let state = await node.manager.state(of: uuid)
                 let call = callName(simulated)
                 let who = name(index)
+                if case .awaitingAudio = leg.phase {} else { awaitingAudioSince[uuid] = nil }
                 switch leg.phase {
                 case .connected, .reconnecting:
                     guard let state, !state.hasEnded else {
@@ -105,7 +106,10 @@ extension Simulation {
                 case .awaitingAudio where plan.swarm?.audioActivation != nil:
                     // The manager counts the call connected once its media is; the leg hears of
                     // the audio session the activation's time later — and not much more.
-                    guard let state, state.phase == .connected, let delay = plan.swarm?.audioActivation else { break }
+                    guard let state, state.phase == .connected, let delay = plan.swarm?.audioActivation else {
+                        awaitingAudioSince[uuid] = nil
+                        break
+                    }
                     let since = awaitingAudioSince[uuid] ?? frame
                     awaitingAudioSince[uuid] = since
                     if frame - since > delay / 20 + 10 {

@@ -148,8 +148,7 @@ public final class CallStore: Sendable {
                     t.column("timeline", .blob).notNull()
                 }
             }
-            let database: DatabasePool = pool
-            try Self.retryingOnce { try migrator.migrate(database) }
+            try migrator.migrate(pool)
             let blocked = try pool.read { db in try String.fetchSet(db, sql: "SELECT handle FROM blocked") }
             let labels = try pool.read { db in
                 try Row.fetchAll(db, sql: "SELECT handle, label FROM identification")
@@ -160,16 +159,6 @@ public final class CallStore: Sendable {
                                    contacts: try pool.read { db in try Contact.order(Column("name")).fetchAll(db) })
         } catch {
             throw CallStoreError(message: "cannot open the call database at \(path): \(error)")
-        }
-    }
-
-    /// Runs `body` again once if it meets a moment's trouble (``passes(_:)``, or an I/O error:
-    /// seen rarely on a busy host when opening a new database beside many others).
-    private static func retryingOnce(_ body: () throws -> Void) throws {
-        do {
-            try body()
-        } catch let error as DatabaseError where passes(error) || error.resultCode == .SQLITE_IOERR {
-            try body()
         }
     }
 
