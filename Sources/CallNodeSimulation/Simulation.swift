@@ -245,6 +245,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
                                         keyExchange: browser || plan.swarm?.dtls == true ? .dtls : .sdes) {
             $0.legActionRewrite = bug?.legActionRewrite
             $0.warmsUpInline = true
+            $0.randomSeed = plan.seed &* 0x100 &+ UInt64(index)  // a glare's wait replays too
             if let delay = plan.swarm?.audioActivation { $0.audioActivationDelay = .milliseconds(delay) }
             // The runs study the order of the calls' events; their audio only carries each
             // node's tone, which Opus codes as well at its least complexity for a fraction of the
@@ -412,7 +413,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
                 try await body()
                 self.log("\(self.name(node)) \(what): done")
             } catch {
-                self.log("\(self.name(node)) \(what): refused (\(error))")
+                self.log("\(self.name(node)) \(what): refused (\(self.scrubbed("\(error)")))")
             }
         }
     }

@@ -25,6 +25,18 @@ extension Simulation {
         await checkStep()
     }
 
+    /// `text` with every call ID a node quotes (the first eight hex digits of its own ID for the
+    /// call, as refusals name a call) put as the simulation's name for the call: the nodes' IDs
+    /// are random, and a seed's trace replays byte for byte.
+    func scrubbed(_ text: String) -> String {
+        var text = text
+        for local in aliases.keys {
+            let short = String(local.uuidString.prefix(8))
+            if text.contains(short) { text = text.replacingOccurrences(of: short, with: callName(local)) }
+        }
+        return text
+    }
+
     /// A side of a call: `local` is the node's ID for it; a page call's two sides have two
     /// IDs, paired here (one page call at a time: the page carries one).
     /// A side of a call: `local` is the node's ID for it. The browser's calls have IDs of their

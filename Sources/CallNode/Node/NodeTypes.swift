@@ -87,6 +87,9 @@ public struct CallNodeConfiguration: Sendable {
     /// after the answer, and a simulation puts the other events of that window in it. Zero
     /// (never set otherwise): at once.
     @_spi(Simulation) public var audioActivationDelay: Duration = .zero
+    /// Where the node's own random choices come from (a SIP dialog's wait after glare): nil, the
+    /// system's generator; a simulation sets it, so that its runs replay.
+    @_spi(Simulation) public var randomSeed: UInt64?
     /// A simulation's change to what a leg does — each action, given the call's state before
     /// and after the event that led to it: a fixed defect put back, for a sweep to show it finds
     /// it (never set otherwise: the call's state decides alone).

@@ -37,7 +37,7 @@ extension CallNode {
             await agent.stop()
             throw .sip("'\(account.addressOfRecord)' is not an address of record (sip:user@domain)")
         }
-        let router = SIPRouter(agent: agent, settings: settings, node: self, clock: configuration.clock, logger: logger)
+        let router = SIPRouter(agent: agent, settings: settings, node: self, clock: configuration.clock, seed: configuration.randomSeed, logger: logger)
         sipRouter = router
         keep(Task { await router.run() })
         await router.register()

@@ -44,7 +44,8 @@ actor SIPDialect: CallDialect {
         case moved(to: Int)
     }
 
-    init(agent: any SIPStack, call sipCall: Int, outgoing: Bool, uri: String?, traits: DialectTraits, clock: TimerClock, logger: Logger,
+    init(agent: any SIPStack, call sipCall: Int, outgoing: Bool, uri: String?, traits: DialectTraits, clock: TimerClock, seed: UInt64,
+         logger: Logger,
          referral: (call: Int, replaces: String?)? = nil, referredDialect: @escaping ReferredDialect,
          closed: @escaping @Sendable (Int, Bool) async -> Void) {
         self.traits = traits
@@ -55,7 +56,7 @@ actor SIPDialect: CallDialect {
         self.logger = logger
         self.clock = clock
         self.closed = closed
-        state = SIPDialogState(outgoing: outgoing, uri: uri, mediaEncryption: traits.mediaEncryption, seed: UInt64.random(in: .min ... .max))
+        state = SIPDialogState(outgoing: outgoing, uri: uri, mediaEncryption: traits.mediaEncryption, seed: seed)
     }
 
     // MARK: - The call's side

@@ -21,9 +21,12 @@ actor SIPRouter {
 
     /// The node's timer clock (a manual one in tests): the retry after a failure waits on it.
     private let clock: TimerClock
+    /// The node's seed for its dialogs' random choices (nil: the system's generator).
+    private let seed: UInt64?
 
-    init(agent: any SIPStack, settings: SIPListenSettings, node: CallNode, clock: TimerClock, logger: Logger) {
+    init(agent: any SIPStack, settings: SIPListenSettings, node: CallNode, clock: TimerClock, seed: UInt64? = nil, logger: Logger) {
         self.agent = agent
+        self.seed = seed
         self.clock = clock
         self.settings = settings
         self.node = node
@@ -132,7 +135,9 @@ actor SIPRouter {
         let traits = DialectTraits(peer: .other, resumable: false, firstOffer: .byCaller, offersICE: settings.offersICE,
                                    mediaAddress: settings.mediaAddress, mediaEncryption: settings.mediaEncryption,
                                    codecs: settings.codecs)
-        let dialect = SIPDialect(agent: agent, call: call, outgoing: outgoing, uri: uri, traits: traits, clock: clock, logger: logger,
+        // Each dialog's own random choices: from the node's seed and the dialog's id when set.
+        let seed = self.seed.map { $0 ^ (UInt64(truncatingIfNeeded: call) &* 0x9E37_79B9_7F4A_7C15) } ?? UInt64.random(in: .min ... .max)
+        let dialect = SIPDialect(agent: agent, call: call, outgoing: outgoing, uri: uri, traits: traits, clock: clock, seed: seed, logger: logger,
                                  referral: referral, referredDialect: { [weak self] target, referral in
                                      await self?.outgoing(to: target, referral: referral)
                                  }) { [weak self] call, onWire in
