@@ -132,13 +132,18 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
     /// A node dials another's SIP address and hangs up as soon as the call is placed, while
     /// its INVITE still waits for the call's candidates.
     case abandonSIP(from: Int, to: Int)
+    /// A node calls a SIP phone at another node's host: the in-memory network plays the
+    /// phone's part on the wire (``InMemorySIPNetwork/Phone``: it answers without ringing, or
+    /// takes no SRTP), the node behind it the rest.
+    case dialPhone(from: Int, to: Int, phone: String)
 
     /// The node whose user acts (nil for faults).
     public var actingNode: Int? {
         switch self {
         case let .dial(node, _), let .answer(node, _), let .greet(node, _), let .hangUp(node, _), let .mute(node, _, _),
              let .hold(node, _, _), let .swap(node, _), let .merge(node, _, _), let .unmerge(node, _), let .dtmf(node, _, _), let .block(node, _, _),
-             let .doNotDisturb(node, _), let .dialSIP(node, _), let .transfer(node, _, _), let .restartICE(node, _), let .abandonSIP(node, _):
+             let .doNotDisturb(node, _), let .dialSIP(node, _), let .transfer(node, _, _), let .restartICE(node, _), let .abandonSIP(node, _),
+             let .dialPhone(node, _, _):
             node
         default:
             nil
@@ -220,6 +225,7 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
         case let .sessionLost(node, pick): return "SIP: the session refresh of \(n(node))'s call (pick \(pick)) is lost"
         case let .restartICE(node, pick): return "\(n(node)) asks for a fresh round of ICE on \(call(pick))"
         case let .abandonSIP(from, to): return "\(n(from)) dials \(n(to)) over SIP and hangs up at once"
+        case let .dialPhone(from, to, phone): return "\(n(from)) calls the phone \(phone) at \(n(to))'s host over SIP"
         case let .sipPeer(node, pick, refresh):
             return "SIP: the peer of \(n(node))'s \(pick == -1 ? "newest call" : "call (pick \(pick))") sends \(refresh ? "a session refresh (UPDATE)" : "a digit as INFO")"
         }
@@ -399,6 +405,12 @@ extension SimPlan {
         if options.faults, !swarm.faults.isEmpty, breakRandom.chance(0.25) {
             let frame = firstDial + 60 + breakRandom.below(max(1, swarm.span / 2))
             steps.append(SimStep(frame: frame, move: .oneWayBreak(towardCallers: breakRandom.chance(0.5))))
+        }
+        // The edges of a SIP call's start, from a stream of their own.
+        var edgeRandom = SimRandom(seed: seed ^ 0x4544_4745_53)
+        if mix.sip != nil, let edges = SimSIPEdges.pick(&edgeRandom, faults: options.faults && !swarm.faults.isEmpty) {
+            mix.sip?.edges = edges
+            steps += edges.steps(&edgeRandom, actors: Array(0..<swarm.actingNodes), nodes: nodeCount, span: swarm.span)
         }
         return SimPlan(seed: seed, frames: options.frames, steps: steps, swarm: mix)
     }

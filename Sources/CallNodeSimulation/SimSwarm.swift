@@ -148,6 +148,9 @@ public struct SimSIPMix: Sendable, Equatable, Codable, CustomStringConvertible {
     public var repeatedProvisionals: Bool
     /// A SIP peer other than a node, and the near misses (nil: none; mixes made before had none).
     public var peer: SimSIPPeer?
+    /// Phones that are not nodes, early media at its edges, a mute as a call is placed (nil:
+    /// none; mixes made before had none).
+    public var edges: SimSIPEdges?
 
     /// A seed's SIP mix, or nil (half the seeds): up to two calls, each race in it one time in
     /// two (on a call of its own), up to two transfers and, where the mix has faults, up to two lost refreshes.
@@ -206,7 +209,7 @@ public struct SimSIPMix: Sendable, Equatable, Codable, CustomStringConvertible {
     public var description: String {
         "\(dials + races.count) calls; races: \(races.isEmpty ? "none" : races.map(\.rawValue).joined(separator: " ")); "
             + "transfers: \(transfers); session refreshes lost: \(sessionLosses)\(repeatedProvisionals ? "; 1xx repeated" : "")"
-            + (peer.map { "\nsip peer: \($0)" } ?? "")
+            + (peer.map { "\nsip peer: \($0)" } ?? "") + (edges.map { "\nsip edges: \($0)" } ?? "")
     }
 }
 

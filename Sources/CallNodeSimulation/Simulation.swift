@@ -529,7 +529,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             moves += 1
             let address = "198.51.\(100 + moves % 100).\(10 + at)"
             hosts[at].withLock { $0 = HostNetworkSnapshot(addresses: [address], defaultRoutes: ["eth0 via 198.51.\(100 + moves % 100).1"]) }
-        case .dialSIP, .transfer, .sessionLost, .sipPeer, .abandonSIP:
+        case .dialSIP, .transfer, .sessionLost, .sipPeer, .abandonSIP, .dialPhone:
             await performSIP(move, pick: pick)
         case let .unreachable(at, on):
             if speaksSIP { world.sip.setReachable(sipURI(at), !on) }

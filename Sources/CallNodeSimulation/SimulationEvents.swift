@@ -31,8 +31,9 @@ extension Simulation {
     func scrubbed(_ text: String) -> String {
         var text = text
         for local in aliases.keys {
-            let short = String(local.uuidString.prefix(8))
-            if text.contains(short) { text = text.replacingOccurrences(of: short, with: callName(local)) }
+            for quoted in [local.uuidString, String(local.uuidString.prefix(8))] where text.contains(quoted) {
+                text = text.replacingOccurrences(of: quoted, with: callName(local))
+            }
         }
         return text
     }

@@ -490,6 +490,10 @@ public struct SIPDialogState: Sendable, Equatable {
         case 480 where phrase.localizedCaseInsensitiveContains("(do not disturb)"): return [.deliver(.reject(.doNotDisturb))]
         case 403 where phrase.localizedCaseInsensitiveContains("(blocked)"): return [.deliver(.reject(.blocked))]
         case 403 where phrase.localizedCaseInsensitiveContains("(unknown caller)"): return [.deliver(.reject(.unknownCaller))]
+        case 487:
+            // The callee ended the call before its answer went out (its user hung up: a node
+            // answers 487 then, as its stack does to a CANCEL): the peer's hang-up, not a failure.
+            return [.deliver(.end(.hangup))]
         case 408, 503:
             // Also what the stack answers itself when nothing answered at that address or its
             // transport failed (a refused port, no route).

@@ -214,4 +214,54 @@ import Testing
         #expect(f.sip.problems == [])
         await f.shutdown()
     }
+
+    /// A phone that takes no SRTP refuses the node's encrypted offer with 488 (at once, or
+    /// after ringing); the node offers plain RTP in a new INVITE and the call connects,
+    /// unencrypted and saying so. Its later offers stay plain: a hold, a resume and a fresh
+    /// round of ICE go through, and audio flows both ways after them. (The later offers were
+    /// RTP/SAVP without keys, and the callee failed the call: "no SRTP suite in common".)
+    @Test(arguments: [InMemorySIPNetwork.Phone.refusesSRTP, .refusesSRTPAfterRinging])
+    func aPhoneWithoutSRTPIsOfferedPlainRTPAndTheCallsLaterOffersStayPlain(phone: InMemorySIPNetwork.Phone) async throws {
+        let f = try InMemoryNodes()
+        let (alice, bob) = try await Self.aliceAndBob(f)
+        let call = try await alice.call(.sip("sip:\(phone.rawValue)@bob.sim:5060"))
+        try await f.waitFor("alice", advancing: true, frames: 200, Self.isConnected)
+        let bobCall = try #require(await bob.liveCalls.first)
+        #expect(f.sip.counts.dialogs == 2, "the refused INVITE's dialog, then the plain offer's")
+        let secured = f.events("alice").compactMap { if case let .secured(_, security) = $0 { security } else { nil } }
+        #expect(secured.first?.unencrypted == true, "\(secured)")
+        #expect(f.events("alice").filter { if case .ringing = $0 { true } else { false } }.count == 1, "ringing is told once")
+
+        try await alice.setHeld(call, true)
+        try await f.waitFor("bob", advancing: true, frames: 50) { if case .remoteHold(_, true) = $0 { true } else { false } }
+        try await alice.setHeld(call, false)
+        try await f.waitFor("bob", advancing: true, frames: 50) { if case .remoteHold(_, false) = $0 { true } else { false } }
+        for _ in 0..<20 { await f.step() }  // the resume's answer reaches Alice
+        try await alice.restartICE(call)
+        for _ in 0..<60 { await f.step() }
+        #expect(await bob.liveCalls == [bobCall], "the call ended: \(f.events("bob").filter(Self.isEnded))")
+        let heard = (try #require(await alice.statistics(call)).packetsReceived, try #require(await bob.statistics(bobCall)).packetsReceived)
+        for _ in 0..<50 { await f.step() }
+        #expect(try #require(await alice.statistics(call)).packetsReceived > heard.0 + 30)
+        #expect(try #require(await bob.statistics(bobCall)).packetsReceived > heard.1 + 30)
+
+        try await alice.hangUp(call)
+        try await f.waitFor("bob", advancing: true, frames: 50, Self.isEnded)
+        for _ in 0..<10 { await f.step() }
+        #expect(f.sip.openDialogs() == [] && f.sip.problems == [])
+        await f.shutdown()
+    }
+
+    /// A phone that answers without ringing first: the caller's 200 comes while it waits for a
+    /// sign of life, and the call connects as any other.
+    @Test func aPhoneThatAnswersWithoutRingingConnects() async throws {
+        let f = try InMemoryNodes()
+        let (alice, _) = try await Self.aliceAndBob(f)
+        _ = try await alice.call(.sip("sip:\(InMemorySIPNetwork.Phone.answersAtOnce.rawValue)@bob.sim:5060"))
+        try await f.waitFor("alice", advancing: true, frames: 200, Self.isConnected)
+        try await f.waitFor("bob", advancing: true, frames: 50, Self.isConnected)
+        #expect(!f.events("alice").contains { if case .ringing = $0 { true } else { false } })
+        #expect(f.sip.problems == [])
+        await f.shutdown()
+    }
 }

@@ -293,6 +293,18 @@ import Testing
         #expect(state.phase == .terminating && state.callEnded)
     }
 
+    /// A 487 this side's CANCEL did not ask for: the callee ended the call before its answer
+    /// went out (a node whose user hung up as it answered). The call ends as the peer's hang-up,
+    /// not as failed; after a CANCEL of this side's, the 487 tells the call nothing more.
+    @Test func aCalleeThatEndsTheCallBeforeItsAnswerEndsItAsItsHangUp() {
+        var state = Self.inviting()
+        #expect(state.handle(.response(status: 487, phrase: "Request Terminated", sdp: nil), now: .seconds(1)) == [.deliver(.end(.hangup))])
+        #expect(state.phase == .terminating && state.callEnded)
+        var cancelling = Self.inviting()
+        #expect(cancelling.handle(.call(.end(.hangup)), now: .seconds(1)) == [.cancel])
+        #expect(cancelling.handle(.response(status: 487, phrase: "Request Terminated", sdp: nil), now: .seconds(1)) == [])
+    }
+
     @Test(arguments: [(408, "Request Timeout"), (503, "Service Unavailable")])
     func nothingAnsweringAtTheAddressFailsTheCall(status: Int, phrase: String) throws {
         var state = Self.inviting()

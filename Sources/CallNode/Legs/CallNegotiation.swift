@@ -80,6 +80,11 @@ struct CallNegotiation: Sendable {
             capabilities.telephoneEventPayloadType = current.telephoneEventPayloadType
         }
         capabilities.redundancyPayloadType = current.redundancyPayloadType
+        if current.unencrypted {
+            // The call went without SRTP (its peer takes none): its later offers stay plain RTP.
+            capabilities.mediaEncryption = .off
+            return capabilities
+        }
         capabilities.keyExchange = current.dtls == nil ? .sdes : .dtls
         if current.dtls == nil {
             capabilities.cryptoSuites = [current.cryptoSuite]

@@ -33,6 +33,9 @@ extension Simulation {
         case let .dialSIP(from, to):
             let node = nodes[from], uri = sipURI(to)
             spawn(from, "dials \(name(to)) over SIP") { _ = try await node.call(.sip(uri)) }
+        case let .dialPhone(from, to, phone):
+            let node = nodes[from], uri = sipURI(to).replacingOccurrences(of: "sip:callnode@", with: "sip:\(phone)@")
+            spawn(from, "calls the phone \(phone) at \(name(to))'s host") { _ = try await node.call(.sip(uri)) }
         case let .abandonSIP(from, to):
             let node = nodes[from], uri = sipURI(to)
             spawn(from, "dials \(name(to)) over SIP and hangs up") { try await node.hangUp(try await node.call(.sip(uri))) }

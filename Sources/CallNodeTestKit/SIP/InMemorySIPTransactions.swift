@@ -46,6 +46,8 @@ extension InMemorySIPNetwork {
     struct Dialog {
         let caller: Side
         var callee: Side?
+        /// The phone the caller called (the user part of its address), whose part the network plays.
+        var phone: Phone?
     }
 
     struct Transaction {
@@ -193,7 +195,7 @@ extension InMemorySIPNetwork {
             }
             guard let uri else { return }
             let dialog = dialogs.count + 1
-            dialogs[dialog] = Dialog(caller: me)
+            dialogs[dialog] = Dialog(caller: me, phone: Phone(calling: uri))
             var leg = Leg(dialog: dialog, caller: true)
             leg.referring = referring
             let id = newTransaction(me, dialog: dialog)
@@ -223,6 +225,8 @@ extension InMemorySIPNetwork {
                 }
             }
             endpoints[key]!.legs[call] = leg
+            // A phone that answers at once sends no ringing.
+            if first, status == 180, sdp == nil, dialogs[leg.dialog]?.phone == .answersAtOnce { return }
             let response = Payload.response(to: .invite, transaction: id, status: status, phrase: phrase ?? Self.phrase(status), sdp: sdp)
             send(from: me, to: peer, toKey: peer.key, dialog: leg.dialog, response)
             if status > 100, status < 200, conditions.repeatedProvisionals > 0,
@@ -364,6 +368,16 @@ extension InMemorySIPNetwork {
             }
             // A first INVITE makes the callee's side of the dialog.
             if case let .invite(sdp, displayName, replaces, true, transaction) = message.payload {
+                if let phone = dialogs[message.dialog]?.phone, phone.refusesSRTP, sdp.map(Phone.offersSRTP) == true {
+                    // A phone without SRTP refuses an encrypted offer itself (ringing first, or not).
+                    let me = Side(key: message.toKey, generation: receiver.generation, call: 0)
+                    for status in phone == .refusesSRTPAfterRinging ? [180, 488] : [488] {
+                        send(from: me, to: message.from, toKey: message.from.key, dialog: message.dialog,
+                             .response(to: .invite, transaction: transaction, status: status,
+                                       phrase: status == 488 ? "Not Acceptable Here" : Self.phrase(status), sdp: nil))
+                    }
+                    return
+                }
                 var replacedCall: Int?
                 if let replaces {
                     replacedCall = receiver.legs.first { $0.value.dialog == replaces && !$0.value.terminated }?.key

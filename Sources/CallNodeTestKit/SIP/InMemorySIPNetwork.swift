@@ -41,6 +41,34 @@ public final class InMemorySIPNetwork: SIPNetwork {
         case refresh
     }
 
+    /// A SIP phone at a node's address, where the network plays the phone's part on the wire
+    /// (the node behind it still decides the rest): named by the user part of the address a
+    /// caller calls (`sip:answers-at-once@b.sim:5060`), so each call says its own. Any other
+    /// user part reaches the node as it is.
+    public enum Phone: String, Sendable, CaseIterable {
+        /// Answers without ringing first: no 180 (an auto-answering phone, a voicemail).
+        case answersAtOnce = "answers-at-once"
+        /// Takes no SRTP: an encrypted offer is refused with 488 at once; a plain one reaches
+        /// the node.
+        case refusesSRTP = "no-srtp"
+        /// Takes no SRTP, and says so after ringing (180, then 488).
+        case refusesSRTPAfterRinging = "no-srtp-after-ringing"
+
+        /// The phone an address names (nil: a node's own address).
+        init?(calling uri: String) {
+            let user = InMemorySIPNetwork.bare(uri).drop { $0 != ":" }.dropFirst().split(separator: "@", maxSplits: 1)
+            guard user.count == 2 else { return nil }
+            self.init(rawValue: String(user[0]))
+        }
+
+        var refusesSRTP: Bool { self == .refusesSRTP || self == .refusesSRTPAfterRinging }
+
+        /// Whether an SDP offers its audio encrypted (SRTP's profiles, SDES's or DTLS's).
+        static func offersSRTP(_ sdp: String) -> Bool {
+            sdp.split(whereSeparator: \.isNewline).contains { $0.hasPrefix("m=audio") && $0.contains("SAVP") }
+        }
+    }
+
     let state: Locked<State>
 
     public init(seed: UInt64 = 1, conditions: Conditions = .init()) {

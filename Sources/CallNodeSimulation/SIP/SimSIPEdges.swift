@@ -1,0 +1,95 @@
+import CallNodeTestKit
+
+/// The edges of a SIP call's start that the other SIP steps leave out (in a SIP seed in two,
+/// from a stream of its own), each a call of its own:
+///
+/// - calls to phones that are not nodes (``InMemorySIPNetwork/Phone``): one that answers
+///   without ringing (the caller's 200 comes while it still waits for a sign of life), one
+///   that takes no SRTP and refuses the encrypted offer with 488 at once, or after ringing
+///   (the caller offers plain RTP in a new INVITE);
+/// - early media at its edges: the callee asks for it again while it runs, either side mutes
+///   while it runs, the callee answers a moment after its greeting starts (while the caller's
+///   audio session may still be waking), and, in mixes with faults, the media stops a second
+///   before the answer (the stall comes while the answered call waits for its audio);
+/// - a caller that mutes as it dials (its call not yet placed).
+public struct SimSIPEdges: Sendable, Equatable, Codable, CustomStringConvertible {
+    public enum EarlyMedia: String, Sendable, Codable, CaseIterable {
+        /// The callee asks for early media again while its greeting runs (refused: it runs).
+        case greetAgain = "greet-again"
+        /// Both sides mute while the greeting runs, and unmute before the answer.
+        case muteDuringGreeting = "mute-during-greeting"
+        /// The callee answers a moment after its greeting starts.
+        case answerAsAudioWakes = "answer-as-audio-wakes"
+        /// The media stops a second before the answer, for a second or two (mixes with faults).
+        case stallAtAnswer = "stall-at-answer"
+    }
+
+    /// The phones called (``InMemorySIPNetwork/Phone``'s names).
+    public var phones: [String]
+    public var earlyMedia: [EarlyMedia]
+    /// Whether a caller mutes as it dials (a node's call, and a SIP one).
+    public var muteAsItDials: Bool
+
+    static func pick(_ random: inout SimRandom, faults: Bool) -> SimSIPEdges? {
+        guard random.chance(0.5) else { return nil }
+        let phones = InMemorySIPNetwork.Phone.allCases.filter { _ in random.chance(0.4) }.map(\.rawValue)
+        let early = EarlyMedia.allCases.filter { random.chance(0.4) && ($0 != .stallAtAnswer || faults) }
+        return SimSIPEdges(phones: phones, earlyMedia: early, muteAsItDials: random.chance(0.3))
+    }
+
+    func steps(_ random: inout SimRandom, actors: [Int], nodes: Int, span: Int) -> [SimStep] {
+        var steps: [SimStep] = []
+        func parties() -> (caller: Int, callee: Int, frame: Int) {
+            let caller = actors[random.below(actors.count)]
+            return (caller, (caller + 1 + random.below(nodes - 1)) % nodes, random.below(span))
+        }
+        for phone in phones {
+            let (caller, callee, frame) = parties()
+            steps.append(SimStep(frame: frame, move: .dialPhone(from: caller, to: callee, phone: phone)))
+            steps.append(SimStep(frame: frame + 10 + random.below(40), move: .answer(node: callee, pick: -1)))
+        }
+        for edge in earlyMedia {
+            let (caller, callee, frame) = parties()
+            let greeting = frame + 5 + random.below(5)
+            steps.append(SimStep(frame: frame, move: .dialSIP(from: caller, to: callee)))
+            steps.append(SimStep(frame: greeting, move: .greet(node: callee, pick: -1)))
+            let answer: Int
+            switch edge {
+            case .greetAgain:
+                answer = greeting + 90 + random.below(60)
+                steps.append(SimStep(frame: greeting + 25 + random.below(40), move: .greet(node: callee, pick: -1)))
+            case .muteDuringGreeting:
+                answer = greeting + 90 + random.below(60)
+                for node in [caller, callee] {
+                    steps.append(SimStep(frame: greeting + 20 + random.below(40), move: .mute(node: node, pick: -1, on: true)))
+                    steps.append(SimStep(frame: greeting + 70 + random.below(15), move: .mute(node: node, pick: -1, on: false)))
+                }
+            case .answerAsAudioWakes:
+                answer = greeting + 2 + random.below(25)
+            case .stallAtAnswer:
+                // Media is judged stalled after a second without it (50 frames): it stops so
+                // that the stall comes in the frames after the answer.
+                answer = greeting + 80 + random.below(40)
+                let stop = answer - 48 + random.below(14)
+                steps.append(SimStep(frame: stop, move: .partition(on: true)))
+                steps.append(SimStep(frame: stop + 60 + random.below(40), move: .partition(on: false)))
+            }
+            steps.append(SimStep(frame: answer, move: .answer(node: callee, pick: -1)))
+        }
+        if muteAsItDials {
+            for sip in [false, true] {
+                let (caller, callee, frame) = parties()
+                steps.append(SimStep(frame: frame, move: sip ? .dialSIP(from: caller, to: callee) : .dial(from: caller, to: callee)))
+                steps.append(SimStep(frame: frame, move: .mute(node: caller, pick: -1, on: true)))
+                steps.append(SimStep(frame: frame + 10 + random.below(40), move: .answer(node: callee, pick: -1)))
+            }
+        }
+        return steps
+    }
+
+    public var description: String {
+        "phones: " + (phones.isEmpty ? "none" : phones.joined(separator: " ")) + "; early media: "
+            + (earlyMedia.isEmpty ? "none" : earlyMedia.map(\.rawValue).joined(separator: " "))
+            + (muteAsItDials ? "; a caller mutes as it dials" : "")
+    }
+}
