@@ -406,6 +406,9 @@ extension SimPlan {
             let frame = firstDial + 60 + breakRandom.below(max(1, swarm.span / 2))
             steps.append(SimStep(frame: frame, move: .oneWayBreak(towardCallers: breakRandom.chance(0.5))))
         }
+        // Paths that say they are disconnected, from a stream of their own, in a mix with faults in three.
+        var disconnectRandom = SimRandom(seed: seed ^ 0x4449_5343_4F4E)
+        if options.faults, !swarm.faults.isEmpty, disconnectRandom.chance(1.0 / 3) { mix.iceDisconnects = true }
         // The edges of a SIP call's start, from a stream of their own.
         var edgeRandom = SimRandom(seed: seed ^ 0x4544_4745_53)
         if mix.sip != nil, let edges = SimSIPEdges.pick(&edgeRandom, faults: options.faults && !swarm.faults.isEmpty) {

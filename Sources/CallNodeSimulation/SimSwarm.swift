@@ -68,6 +68,10 @@ public struct SimSwarm: Sendable, Equatable, Codable, CustomStringConvertible {
     /// holds, restarts and the peer's answer meet a call that waits for its audio (nil: at once;
     /// mixes made before had that).
     public var audioActivation: Int?
+    /// Whether a connected path whose peer is out of reach for 2 s says it is disconnected
+    /// before its consent runs out, as libnice's does with consent freshness on (nil or false:
+    /// it goes from connected to failed; mixes made before had that).
+    public var iceDisconnects: Bool?
 
     /// A seed's own mix: each action besides dialling and answering in it seven times in ten,
     /// each weighted 1, 2, 4 or 8; faults in one mix of two (none without `faults`), each fault
@@ -105,6 +109,7 @@ public struct SimSwarm: Sendable, Equatable, Codable, CustomStringConvertible {
             + "jobs run out of turn: \(Int(reordering * 100))%" + (sip.map { "\nsip: \($0)" } ?? "")
             + (timers.map { "\ntimers: \($0)" } ?? "") + (dtls == true ? "\nkeys: DTLS-SRTP" : "")
             + (audioActivation.map { "\naudio: a call hears its session is active \($0) ms after" } ?? "")
+            + (iceDisconnects == true ? "\nice: a path out of reach for 2 s says it is disconnected" : "")
     }
 }
 

@@ -135,6 +135,12 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             faults.network.delayTicks = 2 + Int(plan.seed % 3)
             applyNetwork()
         }
+        // Paths that say they are disconnected before they fail, as libnice's do with consent
+        // freshness on: an outage of two seconds disconnects a connected call's path.
+        if plan.swarm?.iceDisconnects == true {
+            faults.network.disconnectedAfter = .seconds(2)
+            applyNetwork()
+        }
         var steps = plan.steps[...]
         var quietFrom: Int?
         let end = plan.frames

@@ -36,6 +36,10 @@ public final class InMemoryIceNetwork: MediaClockClient, Sendable {
         /// (``InMemoryIceNetwork/consentTimeout``, libnice's; a simulation may shorten it as it
         /// does the nodes' own timers).
         public var consentTimeout: Duration = InMemoryIceNetwork.consentTimeout
+        /// How long a connected path's peer may be out of reach before the path says it is
+        /// disconnected, as libnice does with consent freshness on (nil: it goes from connected
+        /// to failed); the path connects again if the peer comes back before its consent runs out.
+        public var disconnectedAfter: Duration?
 
         public init(loss: Double = 0, delayTicks: Int = 1, reordering: Double = 0, partitioned: Bool = false, duplication: Double = 0) {
             self.loss = loss
@@ -155,12 +159,12 @@ public final class InMemoryIceNetwork: MediaClockClient, Sendable {
     }
 
     public func tick(now: Duration) async {
-        let (due, paths, partitioned, consent) = state.withLock { s -> ([Datagram], [InMemoryIcePath], Bool, Duration) in
+        let (due, paths, partitioned, conditions) = state.withLock { s -> ([Datagram], [InMemoryIcePath], Bool, Conditions) in
             s.tick += 1
             let due = s.inFlight.filter { $0.due <= s.tick }.sorted { ($0.due, $0.order) < ($1.due, $1.order) }
             s.inFlight.removeAll { $0.due <= s.tick }
             s.delivered += due.count
-            return (due, s.paths.keys.sorted().compactMap { s.paths[$0] }, s.conditions.partitioned, s.conditions.consentTimeout)
+            return (due, s.paths.keys.sorted().compactMap { s.paths[$0] }, s.conditions.partitioned, s.conditions)
         }
         let byAddress = Dictionary(uniqueKeysWithValues: paths.map { ($0.address, $0) })
         for datagram in due { byAddress[datagram.to]?.deliver(datagram.bytes) }
@@ -171,7 +175,7 @@ public final class InMemoryIceNetwork: MediaClockClient, Sendable {
             let reachable = !partitioned && state.withLock { s in
                 !s.broken.contains(path.roundKey) && !(path.peerAddress.flatMap { s.paths[$0] }.map { s.broken.contains($0.roundKey) } ?? false)
             }
-            path.watch(now: now, peerReachable: reachable, consentTimeout: consent)
+            path.watch(now: now, peerReachable: reachable, consentTimeout: conditions.consentTimeout, disconnectedAfter: conditions.disconnectedAfter)
         }
     }
 
@@ -220,6 +224,8 @@ public final class InMemoryIcePath: IcePath {
         var checkingSince: Duration?
         /// Since when the connected peer has been out of reach.
         var unreachableSince: Duration?
+        /// The pair this round's checks selected.
+        var selected: IceCandidatePair?
     }
 
     private let state: Locked<State>
@@ -240,62 +246,73 @@ public final class InMemoryIcePath: IcePath {
     /// This path's current round, as a break of the network names it.
     var roundKey: String { address + " " + credentials.ufrag }
     /// The peer's address while connected.
-    var peerAddress: String? { state.withLock { $0.connection == .connected ? $0.peer : nil } }
+    var peerAddress: String? { state.withLock { $0.connection == .connected || $0.connection == .disconnected ? $0.peer : nil } }
 
     /// The peer address to check, while not connected (nor failed) and both sides' parameters are in.
     func checkTarget() -> String? {
         state.withLock { s in
-            guard !s.closed, s.remote != nil, s.connection != .connected, s.connection != .failed,
+            guard !s.closed, s.remote != nil, s.connection != .connected, s.connection != .disconnected, s.connection != .failed,
                   let remote = s.remoteCandidates.first(where: { $0.transport == .udp }) else { return nil }
             return "\(remote.address):\(remote.port)"
         }
     }
 
     func connect(to peer: InMemoryIcePath) {
+        let pair = IceCandidatePair(local: candidate, remote: peer.candidate)
         let changed = state.withLock { s -> Bool in
-            guard !s.closed, s.connection != .connected else { return false }
+            guard !s.closed, s.connection != .connected, s.connection != .disconnected else { return false }
             s.connection = .connected
             s.peer = peer.address
+            s.selected = pair
             return true
         }
         guard changed else { return }
-        eventsContinuation.yield(.selectedPair(IceCandidatePair(local: candidate, remote: peer.candidate)))
+        eventsContinuation.yield(.selectedPair(pair))
         eventsContinuation.yield(.stateChanged(.connected))
     }
+
+    public var selectedPair: IceCandidatePair? { get async { state.withLock { $0.selected } } }
 
     /// On each tick: a round that found no pair in ``InMemoryIceNetwork/checkTimeout``, or a
     /// connected path whose peer was out of reach for ``InMemoryIceNetwork/consentTimeout``,
     /// fails.
-    func watch(now: Duration, peerReachable: Bool, consentTimeout: Duration) {
-        let failed = state.withLock { s -> Bool in
-            guard !s.closed else { return false }
+    func watch(now: Duration, peerReachable: Bool, consentTimeout: Duration, disconnectedAfter: Duration? = nil) {
+        let next = state.withLock { s -> IceConnectionState? in
+            guard !s.closed else { return nil }
             switch s.connection {
             case .checking where s.remote != nil:
                 let since = s.checkingSince ?? now
                 s.checkingSince = since
-                guard now - since >= InMemoryIceNetwork.checkTimeout else { return false }
-            case .connected:
+                guard now - since >= InMemoryIceNetwork.checkTimeout else { return nil }
+            case .connected, .disconnected:
                 s.checkingSince = nil
                 guard !peerReachable else {
                     s.unreachableSince = nil
-                    return false
+                    // The peer answers again before its consent ran out: connected again.
+                    guard s.connection == .disconnected else { return nil }
+                    s.connection = .connected
+                    return .connected
                 }
                 let since = s.unreachableSince ?? now
                 s.unreachableSince = since
-                guard now - since >= consentTimeout else { return false }
+                if s.connection == .connected, let disconnectedAfter, now - since >= disconnectedAfter, now - since < consentTimeout {
+                    s.connection = .disconnected
+                    return .disconnected
+                }
+                guard now - since >= consentTimeout else { return nil }
             default:
-                return false
+                return nil
             }
             s.connection = .failed
             s.checkingSince = nil
             s.unreachableSince = nil
-            return true
+            return .failed
         }
-        if failed { eventsContinuation.yield(.stateChanged(.failed)) }
+        if let next { eventsContinuation.yield(.stateChanged(next)) }
     }
 
     func deliver(_ bytes: [UInt8]) {
-        guard state.withLock({ !$0.closed && $0.connection == .connected }) else { return }
+        guard state.withLock({ !$0.closed && ($0.connection == .connected || $0.connection == .disconnected) }) else { return }
         datagramsContinuation.yield(IceDatagram(bytes: bytes))
     }
 
@@ -365,6 +382,7 @@ public final class InMemoryIcePath: IcePath {
     public func send(_ bytes: [UInt8]) async throws(IceError) {
         let peer = try state.withLock { s throws(IceError) -> String? in
             guard !s.closed else { throw .closed }
+            // libnice sends only on a pair it holds connected (READY), not while disconnected.
             guard s.connection == .connected else { throw .notConnected(s.connection) }
             return s.peer
         }
@@ -379,6 +397,7 @@ public final class InMemoryIcePath: IcePath {
             s.remote = nil
             s.remoteCandidates = []
             s.peer = nil
+            s.selected = nil
             s.connection = .gathering
             s.checkingSince = nil
             s.unreachableSince = nil

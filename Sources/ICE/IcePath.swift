@@ -32,6 +32,8 @@ public protocol IcePath: AnyObject, Sendable {
     /// `local`) while this round's checks have found none; `peerUfrag` names the peer's round.
     /// Returns whether it was taken (see ``IceAgent/adoptPeerPair(local:remote:peerUfrag:)``).
     func adoptPeerPair(local: IceEndpoint, remote: IceEndpoint, peerUfrag: String) async -> Bool
+    /// The pair in use, once the checks selected one (nil for a path without checks of its own).
+    var selectedPair: IceCandidatePair? { get async }
     /// Releases everything; idempotent.
     func close() async
     /// Direct datagram access for the media path, or nil (then ``send(_:)`` and ``datagrams``).
@@ -41,6 +43,8 @@ public protocol IcePath: AnyObject, Sendable {
 extension IcePath {
     /// A path without connectivity checks of its own has no pair to take.
     public func adoptPeerPair(local: IceEndpoint, remote: IceEndpoint, peerUfrag: String) async -> Bool { false }
+    /// Nor a pair to tell the peer of.
+    public var selectedPair: IceCandidatePair? { get async { nil } }
 }
 
 extension IceAgent: IcePath {}

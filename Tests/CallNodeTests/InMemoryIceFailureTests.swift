@@ -76,4 +76,41 @@ import Testing
         await a.close()
         await b.close()
     }
+
+    /// With `disconnectedAfter` (libnice with consent freshness on), a connected pair whose
+    /// peer is out of reach says it is disconnected first (sending on it is refused, as
+    /// libnice's is), connects again if the peer comes back before consent runs out, and fails
+    /// if it does not. Each path tells its selected pair, and forgets it on a new round.
+    @Test func aPairOutOfReachIsDisconnectedThenConnectedAgainOrFailed() async throws {
+        var conditions = InMemoryIceNetwork.Conditions()
+        conditions.disconnectedAfter = .seconds(2)
+        conditions.consentTimeout = .seconds(4)
+        let network = InMemoryIceNetwork(conditions: conditions)
+        let (a, b) = try await Self.pair(network)
+        var now = Duration.zero
+        await Self.ticks(network, from: &now, for: .milliseconds(100))
+        #expect(await a.selectedPair.map { "\($0.local.address) \($0.remote.address)" } == "\(a.address.dropLast(2)) \(b.address.dropLast(2))")
+
+        var cut = conditions
+        cut.partitioned = true
+        network.setConditions(cut)
+        await Self.ticks(network, from: &now, for: .milliseconds(1_900))
+        #expect(await Self.connection(of: a) == .connected)
+        await Self.ticks(network, from: &now, for: .milliseconds(200))
+        #expect(await Self.connection(of: a) == .disconnected)
+        #expect(await Self.connection(of: b) == .disconnected)
+        network.setConditions(conditions)
+        await Self.ticks(network, from: &now, for: .milliseconds(40))
+        #expect(await Self.connection(of: a) == .connected, "the peer came back before consent ran out")
+
+        network.setConditions(cut)
+        await Self.ticks(network, from: &now, for: .milliseconds(3_000))
+        #expect(await Self.connection(of: a) == .disconnected)
+        await Self.ticks(network, from: &now, for: .milliseconds(1_100))
+        #expect(await Self.connection(of: a) == .failed)
+        _ = try await a.restart()
+        #expect(await a.selectedPair == nil, "a new round has no pair yet")
+        await a.close()
+        await b.close()
+    }
 }

@@ -54,7 +54,7 @@ extension CallLeg {
     /// Tells the peer the pair this side's checks found (the state says when: while the call
     /// sets up its path).
     func tellPeerPath() async {
-        guard let agent = await ice.agent as? IceAgent, let pair = await agent.selectedPair else { return }
+        guard let agent = await ice.agent, let pair = await agent.selectedPair else { return }
         let ufrag = await agent.localCredentials.ufrag
         await send(.pathFound(FoundPath(ufrag: ufrag, local: TransportAddress(pair.local), remote: TransportAddress(pair.remote))))
     }
