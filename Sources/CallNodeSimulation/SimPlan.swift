@@ -109,6 +109,9 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
     case restartRelay
     /// A node's host moves to another network: a new address and default route.
     case addressChange(node: Int)
+    /// A node's host loses its network, or (off) joins one with a new address: meanwhile its
+    /// ICE paths carry nothing and cannot gather a new round, and its signaling is out of reach.
+    case offline(node: Int, on: Bool)
     /// A node's process dies: connections reset, media stops, nothing more gets out.
     case crash(node: Int)
     /// A crashed node starts again from its database.
@@ -188,7 +191,7 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
     public var isFault: Bool {
         switch self {
         case .network, .partition, .resetSignaling, .unreachable, .restartRelay, .addressChange, .crash, .restart, .microphoneFails,
-             .sessionLost, .oneWayBreak: true
+             .sessionLost, .oneWayBreak, .offline: true
         default: false
         }
     }
@@ -217,6 +220,7 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
         case let .unreachable(node, on): return on ? "signaling: \(n(node)) unreachable" : "signaling: \(n(node)) reachable again"
         case .restartRelay: return "relay: restarted"
         case let .addressChange(node): return "host: \(n(node)) moves to another network"
+        case let .offline(node, on): return on ? "host: \(n(node)) loses its network" : "host: \(n(node)) joins a network"
         case let .crash(node): return "\(n(node)) crashes"
         case let .restart(node): return "\(n(node)) starts again from its database"
         case let .microphoneFails(node): return "\(n(node))'s microphone fails"
@@ -409,6 +413,14 @@ extension SimPlan {
         // Paths that say they are disconnected, from a stream of their own, in a mix with faults in three.
         var disconnectRandom = SimRandom(seed: seed ^ 0x4449_5343_4F4E)
         if options.faults, !swarm.faults.isEmpty, disconnectRandom.chance(1.0 / 3) { mix.iceDisconnects = true }
+        // A host without a network for a moment, from a stream of its own, in a mix with faults
+        // in four: its calls' restarts cannot gather, its signaling goes and comes back.
+        var offlineRandom = SimRandom(seed: seed ^ 0x4F46_464C_494E)
+        if options.faults, !swarm.faults.isEmpty, offlineRandom.chance(0.25) {
+            let node = offlineRandom.below(swarm.actingNodes), from = firstDial + 20 + offlineRandom.below(swarm.span)
+            steps.append(SimStep(frame: from, move: .offline(node: node, on: true)))
+            steps.append(SimStep(frame: from + 20 + offlineRandom.below(280), move: .offline(node: node, on: false)))
+        }
         // The edges of a SIP call's start, from a stream of their own.
         var edgeRandom = SimRandom(seed: seed ^ 0x4544_4745_53)
         if mix.sip != nil, let edges = SimSIPEdges.pick(&edgeRandom, faults: options.faults && !swarm.faults.isEmpty) {

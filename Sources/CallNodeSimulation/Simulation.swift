@@ -31,13 +31,13 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     let relay = InMemoryRelay()
     static let relayAddress = SignalAddress(host: "relay", port: 7700)
     /// Each node's host network, as the node reads it.
-    private var hosts: [Locked<HostNetworkSnapshot>] = []
+    var hosts: [SimHost] = []
     var cursors: [Int] = []
     var faults = Faults()
     var calls: [UUID: SimCall] = [:]
     var callOrder: [UUID] = []
     private var blocked: Set<[Int]> = []
-    private var moves = 0
+    var moves = 0
     /// Runs made by this process.
     private static let runs = Locked(0)
     /// When the run first had a fault that can fail a call (nil: none yet).
@@ -51,7 +51,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     /// Nodes whose process crashed and has not started again.
     var down: Set<Int> = []
     /// The ICE paths each node made (closed when it crashes).
-    private var paths: [Locked<[InMemoryIcePath]>] = []
+    var paths: [Locked<[InMemoryIcePath]>] = []
     struct SetUpError: Error, CustomStringConvertible { let message: String; var description: String { message } }
     var inspections: [NodeInspection?] = []
 
@@ -80,6 +80,8 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     struct Faults {
         var network = InMemoryIceNetwork.Conditions()
         var unreachable: Set<Int> = []
+        /// Nodes whose host has no address.
+        var offline: Set<Int> = []
         /// The frame the media network last became fit to carry speech (nil: it is not).
         var cleanSince: Int? = 0
     }
@@ -196,7 +198,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         world = try InMemoryNodes(conditions: .init(), seed: plan.seed | 1, directory: directory, sipConditions: sipConditions)
         try await scheduler.exclusive {
             for index in 0..<nodeCount {
-                hosts.append(Locked(HostNetworkSnapshot(addresses: ["192.0.2.\(10 + index)"], defaultRoutes: ["eth0 via 192.0.2.1"])))
+                hosts.append(SimHost(HostNetworkSnapshot(addresses: ["192.0.2.\(10 + index)"], defaultRoutes: ["eth0 via 192.0.2.1"])))
                 paths.append(Locked([]))
                 nodes.append(try await makeNode(index))
                 cursors.append(0)
@@ -214,7 +216,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
                 }
             }
             try await waitForRegistration(of: Array(0..<nodeCount))
-            hosts.append(Locked(HostNetworkSnapshot(addresses: ["192.0.2.99"], defaultRoutes: ["eth0 via 192.0.2.1"])))
+            hosts.append(SimHost(HostNetworkSnapshot(addresses: ["192.0.2.99"], defaultRoutes: ["eth0 via 192.0.2.1"])))
             paths.append(Locked([]))
             nodes.append(try await makeNode(pageIndex))
             cursors.append(0)
@@ -274,11 +276,12 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             guard !browser else { return }  // a page's browser: no relay, no listening
             $0.relay = Self.relayAddress
             $0.relayNetwork = relay
-            $0.hostNetwork = { host.withLock { $0 } }
-            $0.hostNetworkChanges = nil  // read on the manual clock
+            $0.hostNetwork = { host.snapshot }
+            $0.hostNetworkChanges = { host.changes() }  // told at once, as the kernel's routing messages tell
             $0.makeIcePath = { ice in
                 let path = network.makePath(role: ice.role)
                 made.withLock { $0.append(path) }
+                if host.snapshot.addresses.isEmpty { network.setOffline([path.address], true) }
                 return path
             }
         }
@@ -383,6 +386,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             world.sip.setReachable(sipURI(node), true)
         }
         faults.unreachable.removeAll()
+        for node in faults.offline.sorted() { setOffline(node, false) }
         faults.cleanSince = faults.cleanSince ?? frame
         for pair in blocked.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
             await setBlocked(pair[0], pair[1], false)
@@ -434,7 +438,8 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         }
         log(move.description)
         switch move {
-        case .partition(true), .resetSignaling, .unreachable(_, true), .restartRelay, .crash, .sessionLost, .oneWayBreak: disruptedAt = disruptedAt ?? frame
+        case .partition(true), .resetSignaling, .unreachable(_, true), .restartRelay, .crash, .sessionLost, .oneWayBreak, .offline(_, true):
+            disruptedAt = disruptedAt ?? frame
         default: break
         }
         if let actor = move.actingNode, down.contains(actor) { return log("  (\(name(actor)) is down)") }
@@ -531,10 +536,10 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             await crash(at)
         case let .restart(at):
             await restart(at)
+        case let .offline(at, on):
+            setOffline(at, on)
         case let .addressChange(at):
-            moves += 1
-            let address = "198.51.\(100 + moves % 100).\(10 + at)"
-            hosts[at].withLock { $0 = HostNetworkSnapshot(addresses: [address], defaultRoutes: ["eth0 via 198.51.\(100 + moves % 100).1"]) }
+            moveHost(at)
         case .dialSIP, .transfer, .sessionLost, .sipPeer, .abandonSIP, .dialPhone:
             await performSIP(move, pick: pick)
         case let .unreachable(at, on):

@@ -70,6 +70,8 @@ public final class InMemoryIceNetwork: MediaClockClient, Sendable {
         var dropped = 0
         /// Paths (address and ufrag of the round) that nothing reaches: a break in one direction.
         var broken: Set<String> = []
+        /// Paths whose host has no address (``setOffline(_:_:)``).
+        var offline: Set<String> = []
     }
 
     let state: Locked<State>
@@ -136,9 +138,24 @@ public final class InMemoryIceNetwork: MediaClockClient, Sendable {
         }
     }
 
-    /// Queues a datagram from a connected path to its peer's address.
-    func carry(_ bytes: [UInt8], to address: String) {
+    /// The paths at `addresses` lose their host's address (or, off, have one again): nothing
+    /// they send leaves, nothing reaches them, their checks find nothing, and a new round's
+    /// gathering fails, as libnice's does on a host with no address to gather on.
+    public func setOffline(_ addresses: [String], _ on: Bool) {
         state.withLock { s in
+            if on { s.offline.formUnion(addresses) } else { s.offline.subtract(addresses) }
+        }
+    }
+
+    func isOffline(_ address: String) -> Bool { state.withLock { $0.offline.contains(address) } }
+
+    /// Queues a datagram from a connected path to its peer's address.
+    func carry(_ bytes: [UInt8], from sender: String, to address: String) {
+        state.withLock { s in
+            if s.offline.contains(sender) || s.offline.contains(address) {
+                s.dropped += 1
+                return
+            }
             if let path = s.paths[address], s.broken.contains(path.roundKey) {
                 s.dropped += 1
                 return
@@ -174,6 +191,7 @@ public final class InMemoryIceNetwork: MediaClockClient, Sendable {
         for path in paths {
             let reachable = !partitioned && state.withLock { s in
                 !s.broken.contains(path.roundKey) && !(path.peerAddress.flatMap { s.paths[$0] }.map { s.broken.contains($0.roundKey) } ?? false)
+                    && !s.offline.contains(path.address) && !(path.peerAddress.map { s.offline.contains($0) } ?? false)
             }
             path.watch(now: now, peerReachable: reachable, consentTimeout: conditions.consentTimeout, disconnectedAfter: conditions.disconnectedAfter)
         }
@@ -183,8 +201,10 @@ public final class InMemoryIceNetwork: MediaClockClient, Sendable {
     /// whose peer knows its own, connects, both ends at once. Run when a path learns its peer's
     /// parameters and on every tick (a partition that healed).
     func check(_ path: InMemoryIcePath) {
-        let (peer, partitioned) = state.withLock { s in (path.checkTarget().flatMap { s.paths[$0] }, s.conditions.partitioned) }
-        guard !partitioned, let peer, peer.checkTarget() == path.address,
+        let (peer, cut) = state.withLock { s in
+            (path.checkTarget().flatMap { s.paths[$0] }, s.conditions.partitioned || s.offline.contains(path.address))
+        }
+        guard !cut, let peer, !isOffline(peer.address), peer.checkTarget() == path.address,
               path.remoteUfrag == peer.credentials.ufrag, peer.remoteUfrag == path.credentials.ufrag
         else { return }
         path.connect(to: peer)
@@ -327,7 +347,15 @@ public final class InMemoryIcePath: IcePath {
 
     public var localCredentials: IceCredentials { get async { credentials } }
 
+    /// A gathering on a host without an address fails, as libnice's does.
+    private func gatherable() throws(IceError) {
+        if network?.isOffline(address) == true {
+            throw .libnice(function: "nice_agent_gather_candidates", detail: "the host has no address to gather on")
+        }
+    }
+
     public func gather() async throws(IceError) -> IceGathering {
+        try gatherable()
         let credentials = try state.withLock { s throws(IceError) -> IceCredentials in
             guard !s.closed else { throw .closed }
             guard !s.gathered else { throw .invalidConfiguration("gather() was already called; use restart() for a new round") }
@@ -386,10 +414,11 @@ public final class InMemoryIcePath: IcePath {
             guard s.connection == .connected else { throw .notConnected(s.connection) }
             return s.peer
         }
-        if let peer { network?.carry(bytes, to: peer) }
+        if let peer { network?.carry(bytes, from: address, to: peer) }
     }
 
     public func restart() async throws(IceError) -> IceGathering {
+        try gatherable()
         guard let fresh = network?.newCredentials() else { throw .closed }
         try state.withLock { s throws(IceError) in
             guard !s.closed else { throw .closed }

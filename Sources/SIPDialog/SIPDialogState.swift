@@ -234,6 +234,17 @@ public struct SIPDialogState: Sendable, Equatable {
                 // The caller's offer goes in its INVITE, with every candidate.
                 waiting = Waiting(carrier: .invite, sdp: sdp)
                 return []
+            case .confirmed where peerReofferOpen:
+                // The call offered before it took the peer's re-INVITE, now waiting for its
+                // answer: no INVITE may start while that one is in progress (RFC 3261 §14.1).
+                // The call settles crossed offers as glare does: the caller answers the peer's
+                // and gives its own up; the callee's stands, and the peer's is refused with 491
+                // (which ends that transaction) before it goes.
+                guard !outgoing else { return [.note("the call's offer crossed the peer's re-INVITE, which the call answers: not sent")] }
+                peerReofferOpen = false
+                reoffer = SIPWire.adding([], to: sdp)
+                glareWaiting = false
+                return [.respond(status: 491, phrase: "Request Pending", sdp: nil, retryAfter: nil), .reinvite(sdp: SIPWire.adding([], to: sdp))]
             case .confirmed:
                 // A hold or resume, or an ICE restart: its SDP has what the call has now.
                 reoffer = SIPWire.adding([], to: sdp)

@@ -669,6 +669,28 @@ import Testing
                 == [.deliver(.answer(sdp: Self.holdAnswer))])
     }
 
+    /// The call offers (a restart, a hold) after the peer's re-INVITE reached it and before it
+    /// answered: no INVITE may start while that one is in progress (RFC 3261 §14.1). The call
+    /// settles crossed offers as glare does: a caller answers the peer's and gives its own up
+    /// (nothing goes); a callee's stands (the peer's gets 491, which ends its transaction, then
+    /// ours goes). Before, both went, and a second re-INVITE followed while the first waited.
+    @Test func anOfferOfTheCallsThatCrossesThePeersReinviteWaitingForItsAnswer() {
+        var caller = Self.confirmedOutgoing()
+        #expect(caller.handle(.invite(sdp: Self.peerHoldOffer), now: .seconds(10)) == [.deliver(.offer(sdp: Self.peerHoldOffer))])
+        let crossing = caller.handle(.call(.offer(sdp: Self.holdOffer)), now: .seconds(10))
+        #expect(!crossing.contains { if case .reinvite = $0 { true } else { false } }, "\(crossing)")
+        #expect(caller.handle(.call(.answer(sdp: Self.holdAnswer)), now: .seconds(10))
+                == [.respond(status: 200, phrase: nil, sdp: Self.holdAnswer, retryAfter: nil)])
+        #expect(caller.handle(.call(.offer(sdp: Self.holdOffer)), now: .seconds(11)) == [.reinvite(sdp: Self.holdOffer)], "the next offer goes")
+
+        var callee = Self.confirmedIncoming()
+        #expect(callee.handle(.invite(sdp: Self.peerHoldOffer), now: .seconds(10)) == [.deliver(.offer(sdp: Self.peerHoldOffer))])
+        #expect(callee.handle(.call(.offer(sdp: Self.holdOffer)), now: .seconds(10))
+                == [.respond(status: 491, phrase: "Request Pending", sdp: nil, retryAfter: nil), .reinvite(sdp: Self.holdOffer)])
+        #expect(!callee.peerReofferOpen)
+        #expect(callee.handle(.response(status: 200, phrase: "OK", sdp: Self.holdAnswer), now: .seconds(10)) == [.deliver(.answer(sdp: Self.holdAnswer))])
+    }
+
     // MARK: - Confirmed: glare
 
     /// RFC 3261 §14.1: the side that made the dialog (its Call-ID: the caller) waits 2.1 to 4 s.

@@ -1,0 +1,55 @@
+import CallNode
+import CallNodeTestKit
+import Locking
+
+/// A node's host network as the node reads it, and the notices of its changes (the kernel's
+/// routing messages, in a real node), each given as the simulation makes the change.
+final class SimHost: Sendable {
+    private let state: Locked<(snapshot: HostNetworkSnapshot, watchers: [AsyncStream<Void>.Continuation])>
+
+    init(_ snapshot: HostNetworkSnapshot) { state = Locked((snapshot, [])) }
+
+    var snapshot: HostNetworkSnapshot { state.withLock { $0.snapshot } }
+
+    /// A stream of notices for a node (started again after a crash, a node asks again).
+    func changes() -> AsyncStream<Void> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Void.self)
+        state.withLock { $0.watchers.append(continuation) }
+        return stream
+    }
+
+    func set(_ snapshot: HostNetworkSnapshot) {
+        let watchers = state.withLock { s in
+            s.snapshot = snapshot
+            return s.watchers
+        }
+        for watcher in watchers { watcher.yield() }
+    }
+}
+
+/// A node's host without a network for a while (a laptop's Wi-Fi gone, then back on another
+/// network): it has no address, so its calls' paths carry nothing and a fresh round of ICE
+/// cannot gather; its signaling is out of reach. Back, it has a new address.
+extension Simulation {
+    /// The node's host moves to another network: a new address and default route.
+    func moveHost(_ node: Int) {
+        moves += 1
+        hosts[node].set(HostNetworkSnapshot(addresses: ["198.51.\(100 + moves % 100).\(10 + node)"], defaultRoutes: ["eth0 via 198.51.\(100 + moves % 100).1"]))
+    }
+
+    func setOffline(_ node: Int, _ on: Bool) {
+        guard on != faults.offline.contains(node) else { return }
+        if on { faults.offline.insert(node) } else { faults.offline.remove(node) }
+        if on { hosts[node].set(HostNetworkSnapshot(addresses: [], defaultRoutes: [])) } else { moveHost(node) }
+        world.network.setOffline(paths[node].withLock { $0.map(\.address) }, on)
+        if speaksSIP { world.sip.setReachable(sipURI(node), !on) }
+        // Nothing reaches it and it reaches nothing: its connections (and its relay's) drop.
+        // (A crashed node stays cut off until it starts again.)
+        guard !down.contains(node) else { return }
+        let fingerprint = nodes[node].identity.fingerprint
+        if let address = nodes[node].listenAddress { world.signaling.setReachable(address, !on) }
+        world.signaling.setSilenced(fingerprint, on)
+        relay.setSilenced(fingerprint, on)
+        if on { world.signaling.dropConnections(of: fingerprint) }
+    }
+}
