@@ -139,6 +139,20 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
     /// phone's part on the wire (``InMemorySIPNetwork/Phone``: it answers without ringing, or
     /// takes no SRTP), the node behind it the rest.
     case dialPhone(from: Int, to: Int, phone: String)
+    /// A node dials (a node's address, or its SIP address), and a seeded number of jobs after
+    /// the call is placed — while it dials, or invites — its user mutes it, its signaling
+    /// connections reset, or its host moves to another network.
+    case dialThen(from: Int, to: Int, sip: Bool, then: FollowUp, yields: Int)
+    /// A node's signaling is cut off (or, off, is not any more): it reaches nothing and nothing
+    /// reaches it, its connections and its relay's drop; its media goes on.
+    case signalingCut(node: Int, on: Bool)
+
+    /// What follows a dial a moment later (``dialThen(from:to:sip:then:yields:)``).
+    public enum FollowUp: String, Sendable, Codable {
+        case mute
+        case cutSignaling = "reset-signaling"
+        case moveHost = "move-host"
+    }
 
     /// The node whose user acts (nil for faults).
     public var actingNode: Int? {
@@ -146,7 +160,7 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
         case let .dial(node, _), let .answer(node, _), let .greet(node, _), let .hangUp(node, _), let .mute(node, _, _),
              let .hold(node, _, _), let .swap(node, _), let .merge(node, _, _), let .unmerge(node, _), let .dtmf(node, _, _), let .block(node, _, _),
              let .doNotDisturb(node, _), let .dialSIP(node, _), let .transfer(node, _, _), let .restartICE(node, _), let .abandonSIP(node, _),
-             let .dialPhone(node, _, _):
+             let .dialPhone(node, _, _), let .dialThen(node, _, _, _, _):
             node
         default:
             nil
@@ -191,7 +205,7 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
     public var isFault: Bool {
         switch self {
         case .network, .partition, .resetSignaling, .unreachable, .restartRelay, .addressChange, .crash, .restart, .microphoneFails,
-             .sessionLost, .oneWayBreak, .offline: true
+             .sessionLost, .oneWayBreak, .offline, .signalingCut: true
         default: false
         }
     }
@@ -221,6 +235,14 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
         case .restartRelay: return "relay: restarted"
         case let .addressChange(node): return "host: \(n(node)) moves to another network"
         case let .offline(node, on): return on ? "host: \(n(node)) loses its network" : "host: \(n(node)) joins a network"
+        case let .signalingCut(node, on): return on ? "signaling: \(n(node)) cut off (its media goes on)" : "signaling: \(n(node)) back"
+        case let .dialThen(from, to, sip, then, yields):
+            let next = switch then {
+            case .mute: "mutes the call"
+            case .cutSignaling: "every signaling connection resets"
+            case .moveHost: "its host moves to another network"
+            }
+            return "\(n(from)) dials \(n(to))\(sip ? " over SIP" : ""), and \(yields) jobs later " + next
         case let .crash(node): return "\(n(node)) crashes"
         case let .restart(node): return "\(n(node)) starts again from its database"
         case let .microphoneFails(node): return "\(n(node))'s microphone fails"
@@ -421,9 +443,24 @@ extension SimPlan {
             steps.append(SimStep(frame: from, move: .offline(node: node, on: true)))
             steps.append(SimStep(frame: from + 20 + offlineRandom.below(280), move: .offline(node: node, on: false)))
         }
+        // From the same stream, in a mix with faults in four: a node's signaling alone cut off,
+        // for longer than the resume window where the timers are short (the call gives up while
+        // its media runs) and, one time in two, with the media cut for longer still (the
+        // signaling comes back while the call reconnects).
+        if options.faults, !swarm.faults.isEmpty, offlineRandom.chance(0.25) {
+            let node = offlineRandom.below(swarm.actingNodes), from = firstDial + 20 + offlineRandom.below(swarm.span)
+            let lasting = (mix.timers.map { $0.resumeWindow / 20 } ?? 30) + 10 + offlineRandom.below(60)
+            steps.append(SimStep(frame: from, move: .signalingCut(node: node, on: true)))
+            steps.append(SimStep(frame: from + lasting, move: .signalingCut(node: node, on: false)))
+            if offlineRandom.chance(0.5) {
+                steps.append(SimStep(frame: from + offlineRandom.below(10), move: .partition(on: true)))
+                steps.append(SimStep(frame: from + lasting + 30 + offlineRandom.below(50), move: .partition(on: false)))
+            }
+        }
         // The edges of a SIP call's start, from a stream of their own.
         var edgeRandom = SimRandom(seed: seed ^ 0x4544_4745_53)
-        if mix.sip != nil, let edges = SimSIPEdges.pick(&edgeRandom, faults: options.faults && !swarm.faults.isEmpty) {
+        if mix.sip != nil, let edges = SimSIPEdges.pick(&edgeRandom, faults: options.faults && !swarm.faults.isEmpty,
+                                                       audioActivation: mix.audioActivation ?? 0, dtls: mix.dtls == true) {
             mix.sip?.edges = edges
             steps += edges.steps(&edgeRandom, actors: Array(0..<swarm.actingNodes), nodes: nodeCount, span: swarm.span)
         }

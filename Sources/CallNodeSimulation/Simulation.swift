@@ -82,6 +82,8 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         var unreachable: Set<Int> = []
         /// Nodes whose host has no address.
         var offline: Set<Int> = []
+        /// Nodes whose signaling is cut off.
+        var signalingCut: Set<Int> = []
         /// The frame the media network last became fit to carry speech (nil: it is not).
         var cleanSince: Int? = 0
     }
@@ -386,6 +388,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             world.sip.setReachable(sipURI(node), true)
         }
         faults.unreachable.removeAll()
+        for node in faults.signalingCut.sorted() { cutSignaling(node, false) }
         for node in faults.offline.sorted() { setOffline(node, false) }
         faults.cleanSince = faults.cleanSince ?? frame
         for pair in blocked.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
@@ -438,7 +441,8 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         }
         log(move.description)
         switch move {
-        case .partition(true), .resetSignaling, .unreachable(_, true), .restartRelay, .crash, .sessionLost, .oneWayBreak, .offline(_, true):
+        case .partition(true), .resetSignaling, .unreachable(_, true), .restartRelay, .crash, .sessionLost, .oneWayBreak, .offline(_, true),
+             .signalingCut(_, true), .dialThen(_, _, _, .cutSignaling, _):
             disruptedAt = disruptedAt ?? frame
         default: break
         }
@@ -538,6 +542,10 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             await restart(at)
         case let .offline(at, on):
             setOffline(at, on)
+        case let .signalingCut(at, on):
+            cutSignaling(at, on)
+        case .dialThen:
+            dialThen(move)
         case let .addressChange(at):
             moveHost(at)
         case .dialSIP, .transfer, .sessionLost, .sipPeer, .abandonSIP, .dialPhone:

@@ -42,14 +42,42 @@ extension Simulation {
         if on { faults.offline.insert(node) } else { faults.offline.remove(node) }
         if on { hosts[node].set(HostNetworkSnapshot(addresses: [], defaultRoutes: [])) } else { moveHost(node) }
         world.network.setOffline(paths[node].withLock { $0.map(\.address) }, on)
+        if on || !faults.signalingCut.contains(node) { setSignalingCut(node, on) }
+    }
+
+    /// The node's signaling alone cut off, or back (its media goes on).
+    func cutSignaling(_ node: Int, _ on: Bool) {
+        guard on != faults.signalingCut.contains(node) else { return }
+        if on { faults.signalingCut.insert(node) } else { faults.signalingCut.remove(node) }
+        // Cut off while its host has no network either: it comes back with the network.
+        if !on, faults.offline.contains(node) { return }
+        setSignalingCut(node, on)
+    }
+
+    /// Nothing reaches the node and it reaches nothing: its connections (and its relay's) drop.
+    /// A crashed node stays cut off until it starts again.
+    private func setSignalingCut(_ node: Int, _ on: Bool) {
         if speaksSIP { world.sip.setReachable(sipURI(node), !on) }
-        // Nothing reaches it and it reaches nothing: its connections (and its relay's) drop.
-        // (A crashed node stays cut off until it starts again.)
         guard !down.contains(node) else { return }
         let fingerprint = nodes[node].identity.fingerprint
         if let address = nodes[node].listenAddress { world.signaling.setReachable(address, !on) }
         world.signaling.setSilenced(fingerprint, on)
         relay.setSilenced(fingerprint, on)
         if on { world.signaling.dropConnections(of: fingerprint) }
+    }
+
+    /// A dial, and what follows it a seeded number of jobs after the call is placed.
+    func dialThen(_ move: SimMove) {
+        guard case let .dialThen(from, to, sip, then, yields) = move else { return }
+        let node = nodes[from], target: CallTarget = sip ? .sip(sipURI(to)) : .contact(name(to))
+        spawn(from, "dials \(name(to))\(sip ? " over SIP" : "")") {
+            let uuid = try await node.call(target)
+            for _ in 0..<yields { await Task.yield() }
+            switch then {
+            case .mute: try await node.setMuted(uuid, true)
+            case .cutSignaling: self.world.signaling.dropConnections()
+            case .moveHost: self.moveHost(from)
+            }
+        }
     }
 }

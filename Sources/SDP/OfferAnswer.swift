@@ -206,7 +206,9 @@ public struct NegotiatedAudio: Sendable, Equatable {
 public struct NegotiationError: Error, Sendable, Equatable, CustomStringConvertible {
     public var reason: String
     public init(_ reason: String) { self.reason = reason }
-    public var description: String { "SDP negotiation failed: \(reason)" }
+    public var description: String { "\(Self.prefix): \(reason)" }
+    /// How every description begins.
+    public static let prefix = "SDP negotiation failed"
 }
 
 /// RFC 3264 offer/answer for one audio stream (Opus, or G.711 with SIP peers) over ICE or plain

@@ -120,7 +120,9 @@ public struct SDPParseError: Error, Sendable, Equatable, CustomStringConvertible
     public var line: Int
     public var text: String
     public var reason: String
-    public var description: String { "SDP line \(line) '\(text)': \(reason)" }
+    public var description: String { "\(Self.prefix) \(line) '\(text)': \(reason)" }
+    /// How every description begins.
+    public static let prefix = "SDP line"
 }
 
 /// `o=<username> <sess-id> <sess-version> IN IP4 <address>`

@@ -68,6 +68,9 @@ public struct SIPDialogState: Sendable, Equatable {
     public private(set) var glareWaiting = false
     /// A re-INVITE of the peer's was delivered and the call's answer not sent yet.
     public private(set) var peerReofferOpen = false
+    /// Why the call failed here, as it told its peer (what status an unanswered call's failure
+    /// gets depends on it).
+    private var failure: String?
     /// An UPDATE's offer (RFC 3311) was delivered and the call's answer not sent yet: the
     /// answer goes in the UPDATE's 200.
     public private(set) var updateOfferOpen = false
@@ -327,7 +330,7 @@ public struct SIPDialogState: Sendable, Equatable {
                 return [.cancel]
             case .early:
                 phase = .terminating
-                let (status, phrase) = SIPWire.status(for: reason)
+                let (status, phrase) = reason == .failed ? SIPWire.status(forFailure: failure) : SIPWire.status(for: reason)
                 return [.respond(status: status, phrase: phrase, sdp: nil, retryAfter: nil)]
             case .idle:
                 // Nothing on the wire (yet, or any more after a refused offer).
@@ -342,8 +345,10 @@ public struct SIPDialogState: Sendable, Equatable {
             guard phase == .confirmed, !callEnded, !probeOut else { return [] }
             probeOut = true
             return [.probe]
-        case .error:
-            return []  // SIP dialogs carry none; failures end with their status
+        case let .error(detail):
+            // SIP dialogs carry none; a failure ends with its status, which says what it was.
+            failure = detail
+            return []
         }
     }
 

@@ -1,5 +1,6 @@
 import CallCore
 import Foundation
+import SDP
 
 /// How the call's terms read and are written on SIP's wire: statuses for refusals and ends,
 /// a CANCEL's Reason, DTMF in INFO bodies, ICE candidates in the SDP. Plain functions of text.
@@ -32,6 +33,18 @@ public enum SIPWire {
         case .shutdown: (503, "Service Unavailable")
         case .answeredElsewhere, .declinedElsewhere: (487, "Request Terminated")
         }
+    }
+
+    /// The final status an unanswered incoming call that failed here is told with (`detail`:
+    /// the failure as the call said it): 488 when the caller's offer could not be taken (its
+    /// SDP did not parse or could not be agreed), 500 for a failure of this node's own (ICE,
+    /// media, a device). A 488 tells a caller that offered SRTP to offer plain RTP instead: a
+    /// failure of ours must not make it drop its encryption.
+    public static func status(forFailure detail: String?) -> (Int, String) {
+        guard let detail, detail.hasPrefix(NegotiationError.prefix) || detail.hasPrefix(SDPParseError.prefix) else {
+            return (500, "Server Internal Error (the call failed here)")
+        }
+        return status(for: .failed)
     }
 
     /// Why a caller cancelled (RFC 3326 `Reason: SIP;cause=…`): 200, another device answered;

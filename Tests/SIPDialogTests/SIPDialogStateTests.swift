@@ -504,6 +504,27 @@ import Testing
         #expect(state.handle(.call(.end(reason)), now: .seconds(30)) == [])
     }
 
+    /// An unanswered incoming call that fails here says why in its status: 488 when the
+    /// caller's offer could not be taken (its SDP), 500 for this node's own failure (here its
+    /// ICE could not gather). A caller that offered SRTP reads a 488 as "no SRTP here" and
+    /// offers plain RTP; a 500 fails its call, encrypted or not (a node's failure to gather
+    /// made a caller call it again unencrypted).
+    @Test func anIncomingCallThatFailsHereIsRefusedWith488OnlyForItsOffer() throws {
+        var refused = Self.ringingIncoming()
+        Self.feed(&refused, [.call(.error(NegotiationError("no codec in common").description))])
+        #expect(refused.handle(.call(.end(.failed)), now: .seconds(1)) == [.respond(status: 488, phrase: "Not Acceptable Here", sdp: nil, retryAfter: nil)])
+        var failed = Self.ringingIncoming()
+        Self.feed(&failed, [.call(.error("libnice nice_agent_gather_candidates failed: the host has no address to gather on"))])
+        let actions = failed.handle(.call(.end(.failed)), now: .seconds(1))
+        #expect(actions == [.respond(status: 500, phrase: "Server Internal Error (the call failed here)", sdp: nil, retryAfter: nil)])
+        var unexplained = Self.ringingIncoming()
+        #expect(unexplained.handle(.call(.end(.failed)), now: .seconds(1)).first == actions.first)
+
+        var caller = Self.inviting()
+        let read = caller.handle(.response(status: 500, phrase: "Server Internal Error (the call failed here)", sdp: nil), now: .seconds(1))
+        #expect(try #require(Self.failure(read), "\(read)").contains("500"))
+    }
+
     @Test func anIncomingCallEndedWhileItsAnswerWaitsForCandidatesSendsNoAnswer() {
         var state = Self.ringingIncoming()
         Self.feed(&state, [.call(.answer(sdp: Self.callAnswer))])

@@ -11,7 +11,9 @@ import CallNodeTestKit
 ///   while it runs, the callee answers a moment after its greeting starts (while the caller's
 ///   audio session may still be waking), and, in mixes with faults, the media stops a second
 ///   before the answer (the stall comes while the answered call waits for its audio);
-/// - a caller that mutes as it dials (its call not yet placed).
+/// - what follows a dial at once, while the call dials or invites: its user mutes it, every
+///   signaling connection resets (mixes with faults), its host moves to another network;
+/// - in DTLS seeds, a host that moves while its answered call secures its media.
 public struct SimSIPEdges: Sendable, Equatable, Codable, CustomStringConvertible {
     public enum EarlyMedia: String, Sendable, Codable, CaseIterable {
         /// The callee asks for early media again while its greeting runs (refused: it runs).
@@ -27,14 +29,19 @@ public struct SimSIPEdges: Sendable, Equatable, Codable, CustomStringConvertible
     /// The phones called (``InMemorySIPNetwork/Phone``'s names).
     public var phones: [String]
     public var earlyMedia: [EarlyMedia]
-    /// Whether a caller mutes as it dials (a node's call, and a SIP one).
-    public var muteAsItDials: Bool
+    /// What follows a dial at once (each on a node's call and a SIP one).
+    public var afterDialling: [SimMove.FollowUp]
+    /// Whether a host moves as its answered call secures its media (DTLS seeds).
+    public var moveWhileSecuring: Bool
 
-    static func pick(_ random: inout SimRandom, faults: Bool) -> SimSIPEdges? {
+    /// `audioActivation`: the seed's wait for an audio session (a stall at the answer falls in
+    /// it only when it is long); `dtls`: whether its calls secure with a handshake.
+    static func pick(_ random: inout SimRandom, faults: Bool, audioActivation: Int, dtls: Bool) -> SimSIPEdges? {
         guard random.chance(0.5) else { return nil }
         let phones = InMemorySIPNetwork.Phone.allCases.filter { _ in random.chance(0.4) }.map(\.rawValue)
-        let early = EarlyMedia.allCases.filter { random.chance(0.4) && ($0 != .stallAtAnswer || faults) }
-        return SimSIPEdges(phones: phones, earlyMedia: early, muteAsItDials: random.chance(0.3))
+        let early = EarlyMedia.allCases.filter { random.chance(0.4) && ($0 != .stallAtAnswer || faults && audioActivation >= 200) }
+        let follow: [SimMove.FollowUp] = [.mute, .cutSignaling, .moveHost].filter { random.chance(0.4) && ($0 != .cutSignaling || faults) }
+        return SimSIPEdges(phones: phones, earlyMedia: early, afterDialling: follow, moveWhileSecuring: dtls && random.chance(0.5))
     }
 
     func steps(_ random: inout SimRandom, actors: [Int], nodes: Int, span: Int) -> [SimStep] {
@@ -76,13 +83,19 @@ public struct SimSIPEdges: Sendable, Equatable, Codable, CustomStringConvertible
             }
             steps.append(SimStep(frame: answer, move: .answer(node: callee, pick: -1)))
         }
-        if muteAsItDials {
+        for then in afterDialling {
             for sip in [false, true] {
                 let (caller, callee, frame) = parties()
-                steps.append(SimStep(frame: frame, move: sip ? .dialSIP(from: caller, to: callee) : .dial(from: caller, to: callee)))
-                steps.append(SimStep(frame: frame, move: .mute(node: caller, pick: -1, on: true)))
+                steps.append(SimStep(frame: frame, move: .dialThen(from: caller, to: callee, sip: sip, then: then, yields: random.below(40))))
                 steps.append(SimStep(frame: frame + 10 + random.below(40), move: .answer(node: callee, pick: -1)))
             }
+        }
+        if moveWhileSecuring {
+            let (caller, callee, frame) = parties()
+            let answer = frame + 10 + random.below(40)
+            steps.append(SimStep(frame: frame, move: .dial(from: caller, to: callee)))
+            steps.append(SimStep(frame: answer, move: .answer(node: callee, pick: -1)))
+            steps.append(SimStep(frame: answer + 1 + random.below(4), move: .addressChange(node: random.chance(0.5) ? caller : callee)))
         }
         return steps
     }
@@ -90,6 +103,7 @@ public struct SimSIPEdges: Sendable, Equatable, Codable, CustomStringConvertible
     public var description: String {
         "phones: " + (phones.isEmpty ? "none" : phones.joined(separator: " ")) + "; early media: "
             + (earlyMedia.isEmpty ? "none" : earlyMedia.map(\.rawValue).joined(separator: " "))
-            + (muteAsItDials ? "; a caller mutes as it dials" : "")
+            + (afterDialling.isEmpty ? "" : "; after dialling: " + afterDialling.map(\.rawValue).joined(separator: " "))
+            + (moveWhileSecuring ? "; a host moves as its call secures" : "")
     }
 }
