@@ -435,27 +435,11 @@ extension SimPlan {
         // Paths that say they are disconnected, from a stream of their own, in a mix with faults in three.
         var disconnectRandom = SimRandom(seed: seed ^ 0x4449_5343_4F4E)
         if options.faults, !swarm.faults.isEmpty, disconnectRandom.chance(1.0 / 3) { mix.iceDisconnects = true }
-        // A host without a network for a moment, from a stream of its own, in a mix with faults
-        // in four: its calls' restarts cannot gather, its signaling goes and comes back.
-        var offlineRandom = SimRandom(seed: seed ^ 0x4F46_464C_494E)
-        if options.faults, !swarm.faults.isEmpty, offlineRandom.chance(0.25) {
-            let node = offlineRandom.below(swarm.actingNodes), from = firstDial + 20 + offlineRandom.below(swarm.span)
-            steps.append(SimStep(frame: from, move: .offline(node: node, on: true)))
-            steps.append(SimStep(frame: from + 20 + offlineRandom.below(280), move: .offline(node: node, on: false)))
-        }
-        // From the same stream, in a mix with faults in four: a node's signaling alone cut off,
-        // for longer than the resume window where the timers are short (the call gives up while
-        // its media runs) and, one time in two, with the media cut for longer still (the
-        // signaling comes back while the call reconnects).
-        if options.faults, !swarm.faults.isEmpty, offlineRandom.chance(0.25) {
-            let node = offlineRandom.below(swarm.actingNodes), from = firstDial + 20 + offlineRandom.below(swarm.span)
-            let lasting = (mix.timers.map { $0.resumeWindow / 20 } ?? 30) + 10 + offlineRandom.below(60)
-            steps.append(SimStep(frame: from, move: .signalingCut(node: node, on: true)))
-            steps.append(SimStep(frame: from + lasting, move: .signalingCut(node: node, on: false)))
-            if offlineRandom.chance(0.5) {
-                steps.append(SimStep(frame: from + offlineRandom.below(10), move: .partition(on: true)))
-                steps.append(SimStep(frame: from + lasting + 30 + offlineRandom.below(50), move: .partition(on: false)))
-            }
+        // A node cut off for a while, from a stream of its own (mixes with faults).
+        var cutRandom = SimRandom(seed: seed ^ 0x4F46_464C_494E)
+        if options.faults, !swarm.faults.isEmpty {
+            steps += SimCutOffs.steps(&cutRandom, acting: swarm.actingNodes, nodes: nodeCount, after: firstDial, span: swarm.span, frames: options.frames,
+                                      resumeWindow: mix.timers?.resumeWindow)
         }
         // The edges of a SIP call's start, from a stream of their own.
         var edgeRandom = SimRandom(seed: seed ^ 0x4544_4745_53)
