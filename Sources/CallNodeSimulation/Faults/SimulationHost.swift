@@ -72,11 +72,18 @@ extension Simulation {
         let node = nodes[from], target: CallTarget = sip ? .sip(sipURI(to)) : .contact(name(to))
         spawn(from, "dials \(name(to))\(sip ? " over SIP" : "")") {
             let uuid = try await node.call(target)
-            for _ in 0..<yields { await Task.yield() }
-            switch then {
-            case .mute: try await node.setMuted(uuid, true)
-            case .cutSignaling: self.world.signaling.dropConnections()
-            case .moveHost: self.moveHost(from)
+            // A task of its own, as every action's (a yield in this one, back from the node's
+            // actor, would come back to the scheduler from another thread).
+            Task {
+                for _ in 0..<yields { await Task.yield() }
+                switch then {
+                case .mute:
+                    do { try await node.setMuted(uuid, true) } catch {
+                        self.log("\(self.name(from)) mutes \(self.callName(uuid)): refused (\(self.scrubbed("\(error)")))")
+                    }
+                case .cutSignaling: self.world.signaling.dropConnections()
+                case .moveHost: self.moveHost(from)
+                }
             }
         }
     }
