@@ -196,6 +196,46 @@ struct SIPInteropTests {
         #expect(Self.holds(try Self.baresipHeard(in: phone), 660, over: 550), "baresip did not hear the node's 660 Hz: \(baresipSaw.suffix(400))")
     }
 
+    /// A call that went plain because baresip takes no SRTP (488 to the encrypted offer, then
+    /// the plain one) holds and resumes as any call: the hold's re-INVITE stays plain RTP, so
+    /// baresip takes it and stops sending while held, and sends again once resumed. (Its later
+    /// offers were RTP/SAVP without keys, which baresip cannot take: the hold never reached it.)
+    @Test func aCallThatWentPlainForBaresipHoldsAndResumes() async throws {
+        let f = try Fixture()
+        let phone = f.path("baresip"), phonePort = FreePort.udpAndTCPWithTLSNext()
+        try Self.baresip(in: phone, port: phonePort, mediaEncryption: "", srtpModules: false)
+        let baresip = try ChildProcess("/usr/bin/baresip", ["-f", phone, "-4", "-t", "20"], output: f.path("baresip.log"), nullStdin: true)
+        defer { baresip.stop() }
+        _ = try await CommandLineTests.waitForLine(in: f.path("baresip.log"), process: baresip) { $0.contains("baresip is ready") }
+        let node = try await f.node("alice", input: .tone(660), output: .null)
+        _ = try await node.listenSIP(SIPListenSettings(host: "127.0.0.1", port: SIPCallTests.freePort(), user: "alice"))
+        let events = node.events(), security = node.events()
+        let call = try await node.call(.sip("sip:b@127.0.0.1:\(phonePort)"))
+        _ = try await TwoNodeTests.next(events) { if case .connected(call, _) = $0 { true } else { false } }
+        guard case let .secured(_, secured) = try await TwoNodeTests.next(security, where: { if case .secured(call, _) = $0 { true } else { false } })
+        else { return }
+        #expect(secured.unencrypted, "\(secured)")
+        _ = try await SIPCallTests.hearing(events, beyond: 50)
+
+        /// Packets from baresip in `seconds` of the call.
+        func arriving(for seconds: Int) async throws -> Int {
+            let before = try #require(await node.statistics(call), "the call ended").packetsReceived
+            try await Task.sleep(for: .seconds(seconds))
+            return try #require(await node.statistics(call), "the call ended").packetsReceived - before
+        }
+        try await node.setHeld(call, true)
+        try await Task.sleep(for: .milliseconds(500))  // the re-INVITE and its answer
+        let held = try await arriving(for: 1)
+        try await node.setHeld(call, false)
+        try await Task.sleep(for: .milliseconds(500))
+        let resumed = try await arriving(for: 1)
+        #expect(held < 5, "baresip kept sending while held: \(held) packets in a second (it never took the hold)")
+        #expect(resumed > 40, "baresip did not send again after the resume: \(resumed) packets in a second")
+        #expect(await node.liveCalls == [call])
+        try await node.hangUp(call)
+        await node.shutdown()
+    }
+
     /// The node offers SRTP keyed by SDES, or (`--sip-media-encryption off`) plain RTP; Opus,
     /// µ-law and A-law, and baresip answers with the one it speaks; over UDP, or over TLS to
     /// baresip's TLS port (its own port + 1).
