@@ -169,6 +169,13 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
 
     public static let names = ["a", "b", "c", "d", "e"]
 
+    /// A pick that names the call a dial at `frame` placed (by its node, or the node it
+    /// called), whatever other calls come and go: what a planned race or near miss acts on.
+    public static func dialled(at frame: Int) -> Int { -1_000 - frame }
+
+    /// The dial's frame a pick names, if it names one.
+    public static func dialFrame(of pick: Int) -> Int? { pick <= -1_000 ? -1_000 - pick : nil }
+
     /// In an action on a call, for its node: whichever node has a call when the step comes
     /// (among those with one, the step's pick chooses; the step does nothing if none has).
     public static let holder = -1
@@ -212,7 +219,10 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
 
     public var description: String {
         func n(_ i: Int) -> String { i == Self.holder ? "whoever has a call" : Self.names[i] }
-        func call(_ pick: Int) -> String { pick == -1 ? "its newest call" : "its call (pick \(pick))" }
+        func call(_ pick: Int) -> String {
+            if let frame = Self.dialFrame(of: pick) { return "the call dialled @\(frame)" }
+            return pick == -1 ? "its newest call" : "its call (pick \(pick))"
+        }
         switch self {
         case let .dial(from, to): return "\(n(from)) dials \(n(to))"
         case let .answer(node, pick): return "\(n(node)) answers \(call(pick))"

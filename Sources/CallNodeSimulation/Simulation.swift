@@ -102,6 +102,8 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     var page: InMemoryPage?
     /// Node-local call IDs (a page call has one on each side) to the simulation's.
     var aliases: [UUID: UUID] = [:]
+    /// The calls each frame's dials placed (their caller's IDs), for steps that name them.
+    var dials: [Int: [UUID]] = [:]
     /// Since which frame each leg (by its node's ID) has waited for its audio while its manager
     /// counts the call connected (seeds whose audio session is slow to activate).
     var awaitingAudioSince: [UUID: Int] = [:]
@@ -449,8 +451,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         if let actor = move.actingNode, down.contains(actor) { return log("  (\(name(actor)) is down)") }
         /// The node's own ID of the call at that place (the trace names it by the simulation's).
         func pick(_ node: Int, _ index: Int) -> UUID? {
-            let live = calls(of: node)
-            return live.isEmpty ? nil : local(live[Self.place(index, live.count)], node)
+            chosen(index, among: calls(of: node)) { $0 }.map { local($0, node) }
         }
         switch move {
         case let .dial(from, _) where from == pageIndex:
@@ -461,13 +462,13 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             let node = nodes[from]
             spawn(from, "calls its page") { _ = try await node.call(.webPage) }
         case let .dial(from, to):
-            let node = nodes[from]
-            spawn(from, "dials \(name(to))") { _ = try await node.call(.contact(self.name(to))) }
+            let node = nodes[from], at = frame
+            spawn(from, "dials \(name(to))") { self.dialled(try await node.call(.contact(self.name(to))), at: at) }
         case let .answer(at, index), let .greet(at, index):
             // Only a call that rings here can be answered, or greeted with early media: pick among those.
             let ringing = calls(of: at).filter { calls[$0]!.callee == at && calls[$0]!.sides[at]?.connectedAt == nil }
-            guard !ringing.isEmpty else { return log("  (nothing rings at \(name(at)))") }
-            let call = ringing[Self.place(index, ringing.count)], uuid = local(call, at)
+            guard let call = chosen(index, among: ringing, { $0 }) else { return log("  (nothing rings at \(name(at)))") }
+            let uuid = local(call, at)
             let node = nodes[at]
             if case .answer = move {
                 spawn(at, "answers \(callName(call))") { try await node.answer(uuid) }

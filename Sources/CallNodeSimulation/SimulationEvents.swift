@@ -25,6 +25,21 @@ extension Simulation {
         await checkStep()
     }
 
+    /// A dial of the plan's, at `frame`, placed the call its node knows as `local`: a later step
+    /// can name it (``SimMove/dialled(at:)``).
+    func dialled(_ local: UUID, at frame: Int) {
+        dials[frame, default: []].append(local)
+    }
+
+    /// The item a step's pick names: a place among them (oldest first, wrapping; negative from
+    /// the newest), or (``SimMove/dialled(at:)``) the one whose call a dial at that frame placed.
+    func chosen<Item>(_ pick: Int, among items: [Item], _ call: (Item) -> UUID) -> Item? {
+        guard !items.isEmpty else { return nil }
+        guard let frame = SimMove.dialFrame(of: pick) else { return items[Self.place(pick, items.count)] }
+        let placed = Set((dials[frame] ?? []).map(canonical))
+        return items.first { placed.contains(canonical(call($0))) }
+    }
+
     /// `text` with every call ID a node quotes (the first eight hex digits of its own ID for the
     /// call, as refusals name a call) put as the simulation's name for the call: the nodes' IDs
     /// are random, and a seed's trace replays byte for byte.

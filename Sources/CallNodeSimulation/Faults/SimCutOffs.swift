@@ -31,7 +31,7 @@ enum SimCutOffs {
             let dial = from - 40 - random.below(20)
             let (caller, callee) = random.chance(0.5) ? (node, other) : (other, node)
             steps.append(SimStep(frame: dial, move: .dial(from: caller, to: callee)))
-            steps.append(SimStep(frame: dial + 8 + random.below(10), move: .answer(node: callee, pick: -1)))
+            steps.append(SimStep(frame: dial + 8 + random.below(10), move: .answer(node: callee, pick: SimMove.dialled(at: dial))))
             steps.append(SimStep(frame: from, move: .signalingCut(node: node, on: true)))
             steps.append(SimStep(frame: from + lasting, move: .signalingCut(node: node, on: false)))
             if random.chance(0.5) {

@@ -69,9 +69,10 @@ extension Simulation {
     /// A dial, and what follows it a seeded number of jobs after the call is placed.
     func dialThen(_ move: SimMove) {
         guard case let .dialThen(from, to, sip, then, yields) = move else { return }
-        let node = nodes[from], target: CallTarget = sip ? .sip(sipURI(to)) : .contact(name(to))
+        let node = nodes[from], target: CallTarget = sip ? .sip(sipURI(to)) : .contact(name(to)), at = frame
         spawn(from, "dials \(name(to))\(sip ? " over SIP" : "")") {
             let uuid = try await node.call(target)
+            self.dialled(uuid, at: at)
             // A task of its own, as every action's (a yield in this one, back from the node's
             // actor, would come back to the scheduler from another thread).
             Task {

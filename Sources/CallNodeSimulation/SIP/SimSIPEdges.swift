@@ -53,23 +53,23 @@ public struct SimSIPEdges: Sendable, Equatable, Codable, CustomStringConvertible
         for phone in phones {
             let (caller, callee, frame) = parties()
             steps.append(SimStep(frame: frame, move: .dialPhone(from: caller, to: callee, phone: phone)))
-            steps.append(SimStep(frame: frame + 10 + random.below(40), move: .answer(node: callee, pick: -1)))
+            steps.append(SimStep(frame: frame + 10 + random.below(40), move: .answer(node: callee, pick: SimMove.dialled(at: frame))))
         }
         for edge in earlyMedia {
             let (caller, callee, frame) = parties()
-            let greeting = frame + 5 + random.below(5)
+            let greeting = frame + 5 + random.below(5), pick = SimMove.dialled(at: frame)
             steps.append(SimStep(frame: frame, move: .dialSIP(from: caller, to: callee)))
-            steps.append(SimStep(frame: greeting, move: .greet(node: callee, pick: -1)))
+            steps.append(SimStep(frame: greeting, move: .greet(node: callee, pick: pick)))
             let answer: Int
             switch edge {
             case .greetAgain:
                 answer = greeting + 90 + random.below(60)
-                steps.append(SimStep(frame: greeting + 25 + random.below(40), move: .greet(node: callee, pick: -1)))
+                steps.append(SimStep(frame: greeting + 25 + random.below(40), move: .greet(node: callee, pick: pick)))
             case .muteDuringGreeting:
                 answer = greeting + 90 + random.below(60)
                 for node in [caller, callee] {
-                    steps.append(SimStep(frame: greeting + 20 + random.below(40), move: .mute(node: node, pick: -1, on: true)))
-                    steps.append(SimStep(frame: greeting + 70 + random.below(15), move: .mute(node: node, pick: -1, on: false)))
+                    steps.append(SimStep(frame: greeting + 20 + random.below(40), move: .mute(node: node, pick: pick, on: true)))
+                    steps.append(SimStep(frame: greeting + 70 + random.below(15), move: .mute(node: node, pick: pick, on: false)))
                 }
             case .answerAsAudioWakes:
                 answer = greeting + 2 + random.below(25)
@@ -81,20 +81,20 @@ public struct SimSIPEdges: Sendable, Equatable, Codable, CustomStringConvertible
                 steps.append(SimStep(frame: stop, move: .partition(on: true)))
                 steps.append(SimStep(frame: stop + 60 + random.below(40), move: .partition(on: false)))
             }
-            steps.append(SimStep(frame: answer, move: .answer(node: callee, pick: -1)))
+            steps.append(SimStep(frame: answer, move: .answer(node: callee, pick: pick)))
         }
         for then in afterDialling {
             for sip in [false, true] {
                 let (caller, callee, frame) = parties()
                 steps.append(SimStep(frame: frame, move: .dialThen(from: caller, to: callee, sip: sip, then: then, yields: random.below(40))))
-                steps.append(SimStep(frame: frame + 10 + random.below(40), move: .answer(node: callee, pick: -1)))
+                steps.append(SimStep(frame: frame + 10 + random.below(40), move: .answer(node: callee, pick: SimMove.dialled(at: frame))))
             }
         }
         if moveWhileSecuring {
             let (caller, callee, frame) = parties()
             let answer = frame + 10 + random.below(40)
             steps.append(SimStep(frame: frame, move: .dial(from: caller, to: callee)))
-            steps.append(SimStep(frame: answer, move: .answer(node: callee, pick: -1)))
+            steps.append(SimStep(frame: answer, move: .answer(node: callee, pick: SimMove.dialled(at: frame))))
             steps.append(SimStep(frame: answer + 1 + random.below(4), move: .addressChange(node: random.chance(0.5) ? caller : callee)))
         }
         return steps

@@ -69,8 +69,8 @@ public struct SimSIPPeer: Sendable, Equatable, Codable, CustomStringConvertible 
     func steps(_ random: inout SimRandom, actors: [Int], nodes: Int, span: Int) -> [SimStep] {
         var steps: [SimStep] = []
         func other(than node: Int) -> Int { (node + 1 + random.below(nodes - 1)) % nodes }
-        func request(_ node: Int, at frame: Int) {
-            steps.append(SimStep(frame: frame, move: .sipPeer(node: node, pick: -1, refresh: random.chance(0.5))))
+        func request(_ node: Int, at frame: Int, pick: Int = -1) {
+            steps.append(SimStep(frame: frame, move: .sipPeer(node: node, pick: pick, refresh: random.chance(0.5))))
         }
         // A caller that hangs up at once, in one seed of these in three.
         if random.chance(1.0 / 3) {
@@ -79,46 +79,48 @@ public struct SimSIPPeer: Sendable, Equatable, Codable, CustomStringConvertible 
         }
         for miss in nearMisses {
             let frame = random.below(span), caller = actors[random.below(actors.count)], callee = other(than: caller)
+            // Every step of the near miss acts on the call its dial placed.
+            let pick = SimMove.dialled(at: frame)
             let answer = frame + 10 + random.below(40), later = answer + 30 + random.below(60)
             steps.append(SimStep(frame: frame, move: .dialSIP(from: caller, to: callee)))
             let (one, two) = random.chance(0.5) ? (caller, callee) : (callee, caller)
             if miss != .cancelBeforeAnswer && miss != .cancelBeforeDecline {
-                steps.append(SimStep(frame: answer, move: .answer(node: callee, pick: -1)))
+                steps.append(SimStep(frame: answer, move: .answer(node: callee, pick: pick)))
             }
             switch miss {
             case .cancelBeforeAnswer, .cancelBeforeDecline:
-                steps.append(SimStep(frame: answer - 1 - random.below(3), move: .hangUp(node: caller, pick: -1)))
-                steps.append(SimStep(frame: answer, move: miss == .cancelBeforeAnswer ? .answer(node: callee, pick: -1) : .hangUp(node: callee, pick: -1)))
+                steps.append(SimStep(frame: answer - 1 - random.below(3), move: .hangUp(node: caller, pick: pick)))
+                steps.append(SimStep(frame: answer, move: miss == .cancelBeforeAnswer ? .answer(node: callee, pick: pick) : .hangUp(node: callee, pick: pick)))
             case .holdAfterBye:
-                steps.append(SimStep(frame: later, move: .hangUp(node: one, pick: -1)))
-                steps.append(SimStep(frame: later + random.below(4), move: .hold(node: two, pick: -1, on: true)))
+                steps.append(SimStep(frame: later, move: .hangUp(node: one, pick: pick)))
+                steps.append(SimStep(frame: later + random.below(4), move: .hold(node: two, pick: pick, on: true)))
             case .byeAfterHold:
-                steps.append(SimStep(frame: later, move: .hold(node: one, pick: -1, on: true)))
-                steps.append(SimStep(frame: later + random.below(2), move: .hangUp(node: one, pick: -1)))
+                steps.append(SimStep(frame: later, move: .hold(node: one, pick: pick, on: true)))
+                steps.append(SimStep(frame: later + random.below(2), move: .hangUp(node: one, pick: pick)))
             case .byeCrossingBye:
-                steps.append(SimStep(frame: later, move: .hangUp(node: one, pick: -1)))
-                steps.append(SimStep(frame: later + 1 + random.below(3), move: .hangUp(node: two, pick: -1)))
+                steps.append(SimStep(frame: later, move: .hangUp(node: one, pick: pick)))
+                steps.append(SimStep(frame: later + 1 + random.below(3), move: .hangUp(node: two, pick: pick)))
                 // The peer's request meets the BYE of the side that hangs up first.
-                request(one, at: later)
+                request(one, at: later, pick: pick)
             case .transferAfterBye:
-                steps.append(SimStep(frame: later, move: .hangUp(node: one, pick: -1)))
+                steps.append(SimStep(frame: later, move: .hangUp(node: one, pick: pick)))
                 let target = (0..<nodes).first { $0 != caller && $0 != callee } ?? one
-                steps.append(SimStep(frame: later + random.below(4), move: .transfer(node: two, pick: -1, to: target)))
+                steps.append(SimStep(frame: later + random.below(4), move: .transfer(node: two, pick: pick, to: target)))
             case .sessionLostAtBye:
-                steps.append(SimStep(frame: later, move: .hangUp(node: one, pick: -1)))
-                steps.append(SimStep(frame: later, move: .sessionLost(node: one, pick: -1)))
+                steps.append(SimStep(frame: later, move: .hangUp(node: one, pick: pick)))
+                steps.append(SimStep(frame: later, move: .sessionLost(node: one, pick: pick)))
             case .holdIntoSilence:
                 let silence = (timeout ?? 100) + 10 + random.below(40)
                 steps.append(SimStep(frame: later, move: .unreachable(node: one, on: true)))
-                steps.append(SimStep(frame: later + 2 + random.below(10), move: .hold(node: two, pick: -1, on: true)))
+                steps.append(SimStep(frame: later + 2 + random.below(10), move: .hold(node: two, pick: pick, on: true)))
                 steps.append(SimStep(frame: later + silence, move: .unreachable(node: one, on: false)))
             case .byeDuringGlare:
-                steps.append(SimStep(frame: later, move: .hold(node: caller, pick: -1, on: true)))
-                steps.append(SimStep(frame: later, move: .hold(node: callee, pick: -1, on: true)))
-                steps.append(SimStep(frame: later + 5 + random.below(100), move: .hangUp(node: one, pick: -1)))
+                steps.append(SimStep(frame: later, move: .hold(node: caller, pick: pick, on: true)))
+                steps.append(SimStep(frame: later, move: .hold(node: callee, pick: pick, on: true)))
+                steps.append(SimStep(frame: later + 5 + random.below(100), move: .hangUp(node: one, pick: pick)))
             }
             // While it rings: the peer's refresh (or digit) reaches the callee's early dialog.
-            if random.chance(0.5) { request(callee, at: frame + 3 + random.below(5)) }
+            if random.chance(0.5) { request(callee, at: frame + 3 + random.below(5), pick: pick) }
         }
         for _ in 0..<requests { request(actors[random.below(actors.count)], at: random.below(span)) }
         return steps

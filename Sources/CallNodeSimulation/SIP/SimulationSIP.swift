@@ -31,31 +31,31 @@ extension Simulation {
     func performSIP(_ move: SimMove, pick: (Int, Int) -> UUID?) async {
         switch move {
         case let .dialSIP(from, to):
-            let node = nodes[from], uri = sipURI(to)
-            spawn(from, "dials \(name(to)) over SIP") { _ = try await node.call(.sip(uri)) }
+            let node = nodes[from], uri = sipURI(to), at = frame
+            spawn(from, "dials \(name(to)) over SIP") { self.dialled(try await node.call(.sip(uri)), at: at) }
         case let .dialPhone(from, to, phone):
-            let node = nodes[from], uri = sipURI(to).replacingOccurrences(of: "sip:callnode@", with: "sip:\(phone)@")
-            spawn(from, "calls the phone \(phone) at \(name(to))'s host") { _ = try await node.call(.sip(uri)) }
+            let node = nodes[from], uri = sipURI(to).replacingOccurrences(of: "sip:callnode@", with: "sip:\(phone)@"), at = frame
+            spawn(from, "calls the phone \(phone) at \(name(to))'s host") { self.dialled(try await node.call(.sip(uri)), at: at) }
         case let .abandonSIP(from, to):
             let node = nodes[from], uri = sipURI(to)
             spawn(from, "dials \(name(to)) over SIP and hangs up") { try await node.hangUp(try await node.call(.sip(uri))) }
         case let .transfer(at, index, to):
             let sip = await sipCalls(of: at)
-            guard let uuid = sip.isEmpty ? pick(at, index) : sip[Self.place(index, sip.count)].0 else {
+            guard let uuid = sip.isEmpty ? pick(at, index) : chosen(index, among: sip, { self.canonical($0.0) })?.0 else {
                 return log("  (no call at \(name(at)))")
             }
             if calls[canonical(uuid)]?.peer(of: at) == to { return log("  (\(name(to)) is the other party of that call)") }
             let node = nodes[at], uri = sipURI(to)
             spawn(at, "transfers \(callName(uuid)) to \(name(to))") { try await node.transfer(uuid, to: uri) }
         case let .sessionLost(at, index):
-            let live = await sipCalls(of: at)
-            guard !live.isEmpty else { return log("  (no SIP call at \(name(at)))") }
-            let (uuid, dialog) = live[Self.place(index, live.count)]
+            guard let (uuid, dialog) = chosen(index, among: await sipCalls(of: at), { self.canonical($0.0) }) else {
+                return log("  (no SIP call at \(name(at)))")
+            }
             if !world.sip.expireSession(at: sipURI(at), call: dialog) { log("  (call \(callName(uuid))'s session is not up)") }
         case let .sipPeer(at, index, refresh):
-            let live = await sipCalls(of: at)
-            guard !live.isEmpty else { return log("  (no SIP call at \(name(at)))") }
-            let (uuid, dialog) = live[Self.place(index, live.count)]
+            guard let (uuid, dialog) = chosen(index, among: await sipCalls(of: at), { self.canonical($0.0) }) else {
+                return log("  (no SIP call at \(name(at)))")
+            }
             let request: InMemorySIPNetwork.PeerRequest = refresh ? .refresh : .info(digit: "5")
             if !world.sip.peerSends(request, to: sipURI(at), call: dialog) { log("  (call \(callName(uuid)) has no dialog with a peer)") }
         default:
