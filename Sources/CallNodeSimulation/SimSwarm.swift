@@ -172,33 +172,33 @@ public struct SimSIPMix: Sendable, Equatable, Codable, CustomStringConvertible {
     func steps(_ random: inout SimRandom, actors: [Int], nodes: Int, span: Int) -> [SimStep] {
         var steps: [SimStep] = []
         func other(than node: Int) -> Int { (node + 1 + random.below(nodes - 1)) % nodes }
-        func dial() -> (answered: Int, caller: Int, callee: Int) {
+        func dial() -> (answered: Int, caller: Int, callee: Int, pick: Int) {
             let frame = random.below(span), caller = actors[random.below(actors.count)], callee = other(than: caller)
             let answer = frame + 10 + random.below(40)
             steps.append(SimStep(frame: frame, move: .dialSIP(from: caller, to: callee)))
-            steps.append(SimStep(frame: answer, move: .answer(node: callee, pick: -1)))
-            return (answer, caller, callee)
+            steps.append(SimStep(frame: answer, move: .answer(node: callee, pick: SimMove.dialled(at: frame))))
+            return (answer, caller, callee, SimMove.dialled(at: frame))
         }
         for race in races {
             let call = dial()
             let later = call.answered + 30 + random.below(60)
             switch race {
             case .glare:
-                steps.append(SimStep(frame: later, move: .hold(node: call.caller, pick: -1, on: true)))
-                steps.append(SimStep(frame: later, move: .hold(node: call.callee, pick: -1, on: true)))
+                steps.append(SimStep(frame: later, move: .hold(node: call.caller, pick: call.pick, on: true)))
+                steps.append(SimStep(frame: later, move: .hold(node: call.callee, pick: call.pick, on: true)))
                 let resume = later + 20 + random.below(120)
-                steps.append(SimStep(frame: resume, move: .hold(node: call.caller, pick: -1, on: false)))
-                steps.append(SimStep(frame: resume, move: .hold(node: call.callee, pick: -1, on: false)))
+                steps.append(SimStep(frame: resume, move: .hold(node: call.caller, pick: call.pick, on: false)))
+                steps.append(SimStep(frame: resume, move: .hold(node: call.callee, pick: call.pick, on: false)))
             case .cancelCrossingAnswer:
-                steps.append(SimStep(frame: call.answered, move: .hangUp(node: call.caller, pick: -1)))
+                steps.append(SimStep(frame: call.answered, move: .hangUp(node: call.caller, pick: call.pick)))
             case .byeCrossingReinvite:
                 let (holding, leaving) = random.chance(0.5) ? (call.caller, call.callee) : (call.callee, call.caller)
-                steps.append(SimStep(frame: later, move: .hold(node: holding, pick: -1, on: true)))
-                steps.append(SimStep(frame: later, move: .hangUp(node: leaving, pick: -1)))
+                steps.append(SimStep(frame: later, move: .hold(node: holding, pick: call.pick, on: true)))
+                steps.append(SimStep(frame: later, move: .hangUp(node: leaving, pick: call.pick)))
             case .referDuringHold:
-                steps.append(SimStep(frame: later, move: .hold(node: call.callee, pick: -1, on: true)))
+                steps.append(SimStep(frame: later, move: .hold(node: call.callee, pick: call.pick, on: true)))
                 let target = (0..<nodes).first { $0 != call.caller && $0 != call.callee } ?? call.caller
-                steps.append(SimStep(frame: later + 5 + random.below(40), move: .transfer(node: call.callee, pick: -1, to: target)))
+                steps.append(SimStep(frame: later + 5 + random.below(40), move: .transfer(node: call.callee, pick: call.pick, to: target)))
             }
         }
         for _ in 0..<dials { _ = dial() }
