@@ -264,7 +264,8 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             // work (Opus at 8 took over half of a sweep's time).
             $0.media.opus.complexity = 0
             // SIP calls come on top of the plan's others: room for them, or most would be busy.
-            if speaksSIP { $0.provider.maximumCallGroups = 4 }
+            // (six where the SIP edges add their calls of their own).
+            if speaksSIP { $0.provider.maximumCallGroups = plan.swarm?.sip?.edges == nil ? 4 : 6 }
             if appOwnedAudio && !unsafe && !browser { $0.appOwnedAudio = true }
             plan.swarm?.timers?.apply(to: &$0)
             if unsafe {
