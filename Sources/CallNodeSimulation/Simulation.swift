@@ -237,7 +237,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
 
     /// A node, as set up at the start or started again after a crash from the same home (its
     /// database, its identity). Call from ``SimScheduler/exclusive(_:)``.
-    private func makeNode(_ index: Int) async throws -> CallNode {
+    func makeNode(_ index: Int) async throws -> CallNode {
         let bug = options.reintroducedBug.flatMap(ReintroducedBug.init(rawValue:))
         let relay = self.relay, host = hosts[index], made = paths[index], network = world.network
         let home = world.path(name(index))
@@ -299,7 +299,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     }
 
     /// Opens a's call page in the browser and waits (in an exclusive section) until a has it.
-    private func openPage() async throws {
+    func openPage() async throws {
         let served = nodes[0], browser = nodes[pageIndex]
         page = InMemoryPage(browser: browser, servedBy: served)
         let before = world.events(name(0)).count
@@ -314,7 +314,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     }
 
     /// Closes the call page (the tab goes away, or the side serving it died): its calls end.
-    private func closePage() async {
+    func closePage() async {
         guard let page else { return }
         self.page = nil
         await scheduler.exclusive { await page.close() }
@@ -327,56 +327,13 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     /// longer than a fixed number of yields takes (100 000 were once not enough, in a sweep
     /// beside the test suite).
     /// The yields happen inside an exclusive section, so how many there are changes no trace.
-    private func waitForRegistration(of indices: [Int]) async throws {
+    func waitForRegistration(of indices: [Int]) async throws {
         let deadline = ContinuousClock.now + .seconds(30)
         while !Set(indices.map { nodes[$0].identity.fingerprint }).isSubset(of: relay.registered) {
             if ContinuousClock.now > deadline {
                 throw SetUpError(message: "only \(relay.registered.count) of the nodes registered at the relay (30 s)")
             }
             await Task.yield()
-        }
-    }
-
-    /// The node's process dies: its connections reset, its media stops, nothing it would still
-    /// say gets out; what it had written to its database stays.
-    private func crash(_ index: Int) async {
-        guard !down.contains(index) else { return log("  (\(name(index)) is down already)") }
-        down.insert(index)
-        everCrashed.insert(index)
-        let node = nodes[index], fingerprint = node.identity.fingerprint
-        world.signaling.setSilenced(fingerprint, true)
-        world.signaling.setReachable(node.listenAddress!, false)
-        world.signaling.dropConnections(of: fingerprint)
-        relay.setSilenced(fingerprint, true)
-        if speaksSIP, index != pageIndex { world.sip.crash(sipURI(index)) }
-        for path in paths[index].withLock({ list in defer { list = [] }; return list }) { await path.close() }
-        for uuid in calls(of: index) { calls[uuid]!.sides[index]!.crashed = true }
-        // The page's connection to a is one of its connections.
-        if index == 0 || index == pageIndex { await closePage() }
-        // What is left of it in this process goes away; none of it reaches anyone. Alone: its
-        // manager's last database write answers from the database's thread.
-        await scheduler.exclusive { await node.shutdown() }
-    }
-
-    /// The node starts again from its home: its database, its identity, its contacts.
-    private func restart(_ index: Int) async {
-        guard down.contains(index) else { return log("  (\(name(index)) is running)") }
-        let old = nodes[index]
-        world.signaling.setSilenced(old.identity.fingerprint, false)
-        relay.setSilenced(old.identity.fingerprint, false)
-        if !faults.unreachable.contains(index) { world.signaling.setReachable(old.listenAddress!, true) }
-        do {
-            try await scheduler.exclusive {
-                nodes[index] = try await makeNode(index)
-                cursors[index] = 0
-                if index != pageIndex { try await waitForRegistration(of: [index]) }
-            }
-            down.remove(index)
-            if (index == 0 || index == pageIndex), !down.contains(0), !down.contains(pageIndex) {
-                try await scheduler.exclusive { try await openPage() }
-            }
-        } catch {
-            fail(.setUp, "\(name(index)) could not start again: \(error)")
         }
     }
 
