@@ -28,8 +28,10 @@ extension Simulation {
     func restart(_ index: Int) async {
         guard down.contains(index) else { return log("  (\(name(index)) is running)") }
         let old = nodes[index]
-        // A host still without a network, or cut off, stays so.
-        if !faults.offline.contains(index) && !faults.signalingCut.contains(index) {
+        // A host still without a network, or cut off, stays so (and registers with the relay
+        // once it is back).
+        let cutOff = faults.offline.contains(index) || faults.signalingCut.contains(index)
+        if !cutOff {
             world.signaling.setSilenced(old.identity.fingerprint, false)
             relay.setSilenced(old.identity.fingerprint, false)
             if !faults.unreachable.contains(index) { world.signaling.setReachable(old.listenAddress!, true) }
@@ -38,7 +40,7 @@ extension Simulation {
             try await scheduler.exclusive {
                 nodes[index] = try await makeNode(index)
                 cursors[index] = 0
-                if index != pageIndex { try await waitForRegistration(of: [index]) }
+                if index != pageIndex, !cutOff { try await waitForRegistration(of: [index]) }
             }
             down.remove(index)
             if (index == 0 || index == pageIndex), !down.contains(0), !down.contains(pageIndex) {
