@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -33,12 +34,16 @@ int csimhost_enabled(void) { return __atomic_load_n(&enabled, __ATOMIC_SEQ_CST);
 // the seeding thread comes from the seed's stream: a C library that seeds itself once per
 // process (OpenSSL's generator) would draw from it in a process's first run only, and the runs
 // after it would see other values than a run of the same seed alone.
-static int caller_in_swift(const void *caller) {
+enum library { library_other = 0, library_swift = 1, library_ssl = 2 };
+
+static int library_of(const void *caller) {
     Dl_info info;
-    if (!caller || !dladdr(caller, &info) || !info.dli_fname) return 0;
+    if (!caller || !dladdr(caller, &info) || !info.dli_fname) return library_other;
     const char *name = strrchr(info.dli_fname, '/');
     name = name ? name + 1 : info.dli_fname;
-    return strncmp(name, "libswiftCore", 12) == 0 || strncmp(name, "libFoundation", 13) == 0;
+    if (strncmp(name, "libswiftCore", 12) == 0 || strncmp(name, "libFoundation", 13) == 0) return library_swift;
+    if (strncmp(name, "libssl", 6) == 0) return library_ssl;
+    return library_other;
 }
 
 // dladdr walks every loaded library's symbols: a tenth of a sweep's time went to it, one call
@@ -49,16 +54,18 @@ static __thread const void *cached_callers[caller_cache_size];
 static __thread signed char cached_answers[caller_cache_size];
 static __thread unsigned cached_next;
 
-static int from_swift(const void *caller) {
+static int library_of_caller(const void *caller) {
     for (unsigned i = 0; i < caller_cache_size; i++) {
         if (cached_callers[i] == caller && caller) return cached_answers[i];
     }
-    int answer = caller_in_swift(caller);
+    int answer = library_of(caller);
     unsigned slot = cached_next++ % caller_cache_size;
     cached_callers[slot] = caller;
     cached_answers[slot] = (signed char)answer;
     return answer;
 }
+
+static int from_swift(const void *caller) { return library_of_caller(caller) == library_swift; }
 
 static uint64_t next_from(int main_stream) {
     uint64_t *stream = main_stream && pthread_equal(pthread_self(), seeding_thread) ? &state : &other_state;
@@ -151,3 +158,23 @@ static int is_urandom(const char *path) { return strcmp(path, "/dev/urandom") ==
 
 SEEDED_OPEN(open)
 SEEDED_OPEN(open64)
+
+// OpenSSL's DTLS retransmission timer reads the wall clock (gettimeofday, from libssl): in a run
+// on manual time, a flight would be resent when the host happened to be slow, not when the run's
+// time said so, and a loaded machine's run would differ from an idle one's. While a time is set,
+// libssl reads it instead; everything else reads the real clock.
+static int64_t simulated_ns = -1;
+
+void csimhost_set_time(int64_t nanoseconds) { __atomic_store_n(&simulated_ns, nanoseconds, __ATOMIC_SEQ_CST); }
+
+int gettimeofday(struct timeval *restrict tv, void *restrict tz) {
+    int64_t now = __atomic_load_n(&simulated_ns, __ATOMIC_SEQ_CST);
+    if (now >= 0 && csimhost_enabled() && library_of_caller(__builtin_return_address(0)) == library_ssl) {
+        tv->tv_sec = (time_t)(now / 1000000000);
+        tv->tv_usec = (suseconds_t)((now % 1000000000) / 1000);
+        return 0;
+    }
+    static int (*real)(struct timeval *, void *);
+    if (!real) real = (int (*)(struct timeval *, void *))dlsym(RTLD_NEXT, "gettimeofday");
+    return real(tv, tz);
+}

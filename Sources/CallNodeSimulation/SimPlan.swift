@@ -289,6 +289,9 @@ public struct SimOptions: Sendable, Equatable {
     public var unsafeSession = false
     /// Whether seeds may pick SIP calls between the nodes too (``SimSIPMix``; swarm plans only).
     public var sip = true
+    /// Microseconds each job of a run waits before it runs, as on a loaded host. It changes no
+    /// plan and must change no trace: a run that differs with it follows the wall clock somewhere.
+    public var slowHost: UInt32 = 0
 
     public init() {}
 }

@@ -54,14 +54,19 @@ public final class SimScheduler: SerialExecutor, @unchecked Sendable {  // all s
 
     /// How often a job is picked at random among those ready (else the oldest runs).
     private let reordering: Double
+    /// Microseconds each job waits before it runs, as on a loaded host: a run's trace must not
+    /// change with it (nothing in a run may follow the wall clock).
+    private let jobDelay: UInt32
 
     /// - Parameters:
     ///   - seed: chooses among ready jobs.
     ///   - reordering: how often it does (1: always; less, the oldest ready job runs the
     ///     other times, as a plain executor would run them).
-    public init(seed: UInt64, reordering: Double = 1) {
+    ///   - jobDelay: microseconds each job waits before it runs (a loaded host).
+    public init(seed: UInt64, reordering: Double = 1, jobDelay: UInt32 = 0) {
         random = SimRandom(seed: seed ^ 0x5EED_5C4E_D01E)
         self.reordering = reordering
+        self.jobDelay = jobDelay
     }
 
     public func enqueue(_ job: consuming ExecutorJob) {
@@ -168,6 +173,7 @@ public final class SimScheduler: SerialExecutor, @unchecked Sendable {  // all s
             }
             if Self.debugPicks { picks.append("\(jobsRun) \(ready.count) \(arrivals.count) \(exclusiveDepth)") }
             lock.unlock()
+            if jobDelay > 0 { usleep(jobDelay) }
             job.runSynchronously(on: asUnownedSerialExecutor())
         }
     }

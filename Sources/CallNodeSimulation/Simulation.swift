@@ -20,6 +20,8 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     let plan: SimPlan
     let options: SimOptions
     let scheduler: SimScheduler
+    /// Sets the wall clock libraries read for their own timers to the run's time (see ``SimulationRunner/setHostTime``).
+    let setHostTime: @Sendable (Duration) -> Void
     let frequencies: [Double] = [440, 660, 880, 1_100, 1_320]
 
     private(set) var trace: [String] = []
@@ -88,10 +90,11 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         var cleanSince: Int? = 0
     }
 
-    init(plan: SimPlan, options: SimOptions, scheduler: SimScheduler) {
+    init(plan: SimPlan, options: SimOptions, scheduler: SimScheduler, setHostTime: @escaping @Sendable (Duration) -> Void) {
         self.plan = plan
         self.options = options
         self.scheduler = scheduler
+        self.setHostTime = setHostTime
     }
 
     /// Whole nodes (a, b, …); the browser behind the call page comes after them.
@@ -168,6 +171,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
                 }
             }
             world.timers.advance(by: world.media.frameDuration)
+            setHostTime(world.timers.now.offset)
             world.sip.advance()
             await world.media.advance(frames: 1)
             await scheduler.quiescence()

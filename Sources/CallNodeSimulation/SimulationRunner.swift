@@ -13,10 +13,16 @@ public struct SimulationRunner: Sendable {
     /// re-seeded from it, so that a run is the same byte for byte. `callnode-sim` passes its
     /// seeded host; without one, only the order of jobs and the plan follow the seed.
     public var reseedHost: @Sendable (UInt64) -> Void
+    /// Called with the run's manual time as a run starts and whenever it moves: the wall clock
+    /// that libraries' own timers read (OpenSSL's DTLS resends) set to it, so that what they do
+    /// follows the run's time, not how fast the host ran it. `callnode-sim` passes its host's.
+    public var setHostTime: @Sendable (Duration) -> Void
 
-    public init(options: SimOptions, reseedHost: @escaping @Sendable (UInt64) -> Void = { _ in }) {
+    public init(options: SimOptions, reseedHost: @escaping @Sendable (UInt64) -> Void = { _ in },
+                setHostTime: @escaping @Sendable (Duration) -> Void = { _ in }) {
         self.options = options
         self.reseedHost = reseedHost
+        self.setHostTime = setHostTime
     }
 
     /// The plan `seed` makes.
@@ -25,13 +31,14 @@ public struct SimulationRunner: Sendable {
     /// Runs `plan` to its end or its first broken rule.
     public func run(_ plan: SimPlan) -> SimOutcome {
         reseedHost(plan.seed)
-        let scheduler = SimScheduler(seed: plan.seed, reordering: plan.swarm?.reordering ?? 1)
+        let scheduler = SimScheduler(seed: plan.seed, reordering: plan.swarm?.reordering ?? 1, jobDelay: options.slowHost)
         let simulation = Locked<Simulation?>(nil)
         let result = Locked<(trace: [String], failure: SimFailure?, frames: Int, calls: Int)?>(nil)
-        let options = self.options
+        let options = self.options, setHostTime = self.setHostTime
+        setHostTime(.zero)
         do {
             try scheduler.run {
-                let made = Simulation(plan: plan, options: options, scheduler: scheduler)
+                let made = Simulation(plan: plan, options: options, scheduler: scheduler, setHostTime: setHostTime)
                 simulation.withLock { $0 = made }
                 await made.run()
                 result.withLock { $0 = (made.trace, made.failure, made.frame, made.calls.count) }

@@ -81,6 +81,9 @@ struct SimCommand: ParsableCommand {
     @Flag(help: "Node b takes its calls' audio from a deliberately unsafe session that the app activates when it answers and the provider activates again (the bug the node's audio ownership rule prevents): what a sweep shows of it.")
     var unsafeSession = false
 
+    @Option(help: ArgumentHelp("Each job waits this many microseconds before it runs, as on a loaded host. The trace must not change: a run that differs with it follows the wall clock somewhere.", valueName: "µs"))
+    var slowHost: UInt32 = 0
+
     @Flag(help: "After the runs, print which phase × event pairs of a call's leg they visited, against those the leg's unit tests reach (--reachable), and which phase × input pairs of SIP dialogs, against those the SIP dialog's unit tests reach (--sip-reachable); less those a node cannot reach (--unreachable).")
     var coverage = false
 
@@ -134,9 +137,14 @@ struct SimCommand: ParsableCommand {
         options.reintroducedBug = bug
         options.swarm = !noSwarm
         options.unsafeSession = unsafeSession
+        options.slowHost = slowHost
         let runner = SimulationRunner(options: options) { seed in
             csimhost_seed(seed)
             csimhost_set_enabled(1)
+        } setHostTime: { time in
+            // From a fixed day, so the same run reads the same times.
+            let (seconds, attoseconds) = time.components
+            csimhost_set_time(1_700_000_000_000_000_000 + seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
         }
         if coverage {
             LegCoverage.start()

@@ -13,4 +13,9 @@ void csimhost_seed(uint64_t seed);
 void csimhost_set_enabled(int enabled);
 int csimhost_enabled(void);
 
+/// The wall clock OpenSSL's DTLS timers read (gettimeofday called from libssl), in nanoseconds,
+/// while the stream is on: a run's manual time, so a flight is resent when the run's time says,
+/// not when the host happened to be slow. Negative: the real clock.
+void csimhost_set_time(int64_t nanoseconds);
+
 #endif
