@@ -146,6 +146,17 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
     /// A node's signaling is cut off (or, off, is not any more): it reaches nothing and nothing
     /// reaches it, its connections and its relay's drop; its media goes on.
     case signalingCut(node: Int, on: Bool)
+    /// Once a node's call (the pick) secures its media (a DTLS handshake), its host moves to
+    /// another network, and then the media is cut or the host loses its network too (each healed
+    /// by a later step); nothing if the call ends first.
+    case movesWhileSecuring(node: Int, pick: Int, then: SecuringFault)
+
+    /// What comes with a host's move while its call secures (``movesWhileSecuring(node:pick:then:)``).
+    public enum SecuringFault: String, Sendable, Codable {
+        case none
+        case mediaCut = "media-cut"
+        case offline = "no-network"
+    }
 
     /// What follows a dial a moment later (``dialThen(from:to:sip:then:yields:)``).
     public enum FollowUp: String, Sendable, Codable {
@@ -212,7 +223,7 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
     public var isFault: Bool {
         switch self {
         case .network, .partition, .resetSignaling, .unreachable, .restartRelay, .addressChange, .crash, .restart, .microphoneFails,
-             .sessionLost, .oneWayBreak, .offline, .signalingCut: true
+             .sessionLost, .oneWayBreak, .offline, .signalingCut, .movesWhileSecuring: true
         default: false
         }
     }
@@ -246,6 +257,13 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
         case let .addressChange(node): return "host: \(n(node)) moves to another network"
         case let .offline(node, on): return on ? "host: \(n(node)) loses its network" : "host: \(n(node)) joins a network"
         case let .signalingCut(node, on): return on ? "signaling: \(n(node)) cut off (its media goes on)" : "signaling: \(n(node)) back"
+        case let .movesWhileSecuring(node, pick, then):
+            let more = switch then {
+            case .none: ""
+            case .mediaCut: ", and the media is cut"
+            case .offline: ", and then loses its network"
+            }
+            return "host: \(n(node)) moves to another network as \(call(pick)) secures its media" + more
         case let .dialThen(from, to, sip, then, yields):
             let next = switch then {
             case .mute: "mutes the call"
@@ -450,17 +468,22 @@ extension SimPlan {
         if options.faults, !swarm.faults.isEmpty, disconnectRandom.chance(1.0 / 3) { mix.iceDisconnects = true }
         // A node cut off for a while, from a stream of its own (mixes with faults).
         var cutRandom = SimRandom(seed: seed ^ 0x4F46_464C_494E)
+        // Their steps join the plan last, with the mix kept calm around the calls that aim at a
+        // rare order (``SimCalm``).
+        var edges: [SimEdge] = []
         if options.faults, !swarm.faults.isEmpty {
-            steps += SimCutOffs.steps(&cutRandom, acting: swarm.actingNodes, nodes: nodeCount, after: firstDial, span: swarm.span, frames: options.frames,
+            edges += SimCutOffs.steps(&cutRandom, acting: swarm.actingNodes, nodes: nodeCount, after: firstDial, span: swarm.span, frames: options.frames,
                                       resumeWindow: mix.timers?.resumeWindow)
         }
         // The edges of a SIP call's start, from a stream of their own.
         var edgeRandom = SimRandom(seed: seed ^ 0x4544_4745_53)
-        if mix.sip != nil, let edges = SimSIPEdges.pick(&edgeRandom, faults: options.faults && !swarm.faults.isEmpty,
-                                                       audioActivation: mix.audioActivation ?? 0, dtls: mix.dtls == true) {
-            mix.sip?.edges = edges
-            steps += edges.steps(&edgeRandom, actors: Array(0..<swarm.actingNodes), nodes: nodeCount, span: swarm.span)
+        if mix.sip != nil, let sipEdges = SimSIPEdges.pick(&edgeRandom, faults: options.faults && !swarm.faults.isEmpty,
+                                                          audioActivation: mix.audioActivation ?? 0, dtls: mix.dtls == true) {
+            mix.sip?.edges = sipEdges
+            edges += sipEdges.steps(&edgeRandom, actors: Array(0..<swarm.actingNodes), nodes: nodeCount, span: swarm.span,
+                                    faults: options.faults && !swarm.faults.isEmpty)
         }
+        steps = SimCalm.merge(steps, edges)
         return SimPlan(seed: seed, frames: options.frames, steps: steps, swarm: mix)
     }
 

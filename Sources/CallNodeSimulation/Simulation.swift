@@ -44,6 +44,8 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     private static let runs = Locked(0)
     /// When the run first had a fault that can fail a call (nil: none yet).
     var disruptedAt: Int?
+    /// Faults waiting for a call's phase (``SimTrigger``).
+    var triggers: [SimTrigger] = []
     /// Nodes that crashed at some point of the run.
     var everCrashed: Set<Int> = []
     /// Each node's microphone's failure switch (a restarted node has a new microphone).
@@ -177,6 +179,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             await scheduler.quiescence()
             frame += 1
             await observe()
+            fireTriggers()
             if failure != nil { break }
             if frame > end + 50 {
                 if allEnded() {
@@ -490,8 +493,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             faults.network.consentTimeout = .seconds(3)
             applyNetwork()
         case let .partition(on):
-            faults.network.partitioned = on
-            applyNetwork()
+            setPartitioned(on)
         case .resetSignaling:
             world.signaling.dropConnections()
         case .restartRelay:
@@ -511,6 +513,8 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             dialThen(move)
         case let .addressChange(at):
             moveHost(at)
+        case let .movesWhileSecuring(at, index, then):
+            moveWhenSecuring(at, index, then: then)
         case .dialSIP, .transfer, .sessionLost, .sipPeer, .abandonSIP, .dialPhone:
             await performSIP(move, pick: pick)
         case let .unreachable(at, on):
@@ -528,6 +532,11 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     /// The place a step's pick names among `count` calls, oldest first, wrapping; a negative
     /// pick counts from the newest (-1: the newest).
     static func place(_ pick: Int, _ count: Int) -> Int { ((pick % count) + count) % count }
+
+    func setPartitioned(_ on: Bool) {
+        faults.network.partitioned = on
+        applyNetwork()
+    }
 
     private func applyNetwork() {
         world.network.setConditions(faults.network)

@@ -7,10 +7,12 @@
 /// - its signaling alone cut off (``SimMove/signalingCut(node:on:)``), for longer than the
 ///   resume window where the timers are short (the call gives up while its media runs), ending
 ///   before the activity does; one time in two with the media cut for longer still (the
-///   signaling comes back while the call reconnects).
+///   signaling comes back while the call reconnects). The mix keeps calm around its call
+///   (``SimCalm``) from its dial to the cut's end.
 enum SimCutOffs {
     static func steps(_ random: inout SimRandom, acting: Int, nodes: Int, after firstDial: Int, span: Int, frames: Int,
-                      resumeWindow: Int?) -> [SimStep] {
+                      resumeWindow: Int?) -> [SimEdge] {
+        var edges: [SimEdge] = []
         var steps: [SimStep] = []
         if random.chance(0.25) {
             let node = random.below(acting), from = firstDial + 20 + random.below(span)
@@ -22,6 +24,8 @@ enum SimCutOffs {
                 steps.append(SimStep(frame: cut, move: .partition(on: true)))
                 steps.append(SimStep(frame: from + 10 + random.below(40), move: .partition(on: false)))
             }
+            edges.append(SimEdge(steps: steps))
+            steps = []
         }
         if random.chance(0.25) {
             let node = random.below(acting), other = (node + 1 + random.below(nodes - 1)) % nodes
@@ -38,7 +42,8 @@ enum SimCutOffs {
                 steps.append(SimStep(frame: from + random.below(10), move: .partition(on: true)))
                 steps.append(SimStep(frame: from + lasting + 30 + random.below(50), move: .partition(on: false)))
             }
+            edges.append(SimEdge(steps: steps, calm: SimCalm(nodes: [caller, callee], frames: dial...(from + lasting))))
         }
-        return steps
+        return edges
     }
 }

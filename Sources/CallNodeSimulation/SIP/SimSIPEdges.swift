@@ -13,7 +13,9 @@ import CallNodeTestKit
 ///   before the answer (the stall comes while the answered call waits for its audio);
 /// - what follows a dial at once, while the call dials or invites: its user mutes it, every
 ///   signaling connection resets (mixes with faults), its host moves to another network;
-/// - in DTLS seeds, a host that moves while its answered call secures its media.
+/// - in DTLS seeds, a host that moves once its answered call secures its media (in mixes with
+///   faults, two times in three, with the media cut, or the host without a network, for three
+///   or four seconds from then).
 public struct SimSIPEdges: Sendable, Equatable, Codable, CustomStringConvertible {
     public enum EarlyMedia: String, Sendable, Codable, CaseIterable {
         /// The callee asks for early media again while its greeting runs (refused: it runs).
@@ -44,20 +46,25 @@ public struct SimSIPEdges: Sendable, Equatable, Codable, CustomStringConvertible
         return SimSIPEdges(phones: phones, earlyMedia: early, afterDialling: follow, moveWhileSecuring: dtls && random.chance(0.5))
     }
 
-    func steps(_ random: inout SimRandom, actors: [Int], nodes: Int, span: Int) -> [SimStep] {
-        var steps: [SimStep] = []
+    /// Each edge's steps, with the window the rest of the plan keeps calm for its call
+    /// (``SimCalm``): a stall at the answer's, a move while securing's with its fault.
+    func steps(_ random: inout SimRandom, actors: [Int], nodes: Int, span: Int, faults: Bool) -> [SimEdge] {
+        var edges: [SimEdge] = []
         func parties() -> (caller: Int, callee: Int, frame: Int) {
             let caller = actors[random.below(actors.count)]
             return (caller, (caller + 1 + random.below(nodes - 1)) % nodes, random.below(span))
         }
         for phone in phones {
             let (caller, callee, frame) = parties()
-            steps.append(SimStep(frame: frame, move: .dialPhone(from: caller, to: callee, phone: phone)))
-            steps.append(SimStep(frame: frame + 10 + random.below(40), move: .answer(node: callee, pick: SimMove.dialled(at: frame))))
+            edges.append(SimEdge(steps: [
+                SimStep(frame: frame, move: .dialPhone(from: caller, to: callee, phone: phone)),
+                SimStep(frame: frame + 10 + random.below(40), move: .answer(node: callee, pick: SimMove.dialled(at: frame))),
+            ]))
         }
         for edge in earlyMedia {
             let (caller, callee, frame) = parties()
             let greeting = frame + 5 + random.below(5), pick = SimMove.dialled(at: frame)
+            var steps: [SimStep] = [], calm: SimCalm?
             steps.append(SimStep(frame: frame, move: .dialSIP(from: caller, to: callee)))
             steps.append(SimStep(frame: greeting, move: .greet(node: callee, pick: pick)))
             let answer: Int
@@ -80,24 +87,41 @@ public struct SimSIPEdges: Sendable, Equatable, Codable, CustomStringConvertible
                 let stop = answer - 48 + random.below(14)
                 steps.append(SimStep(frame: stop, move: .partition(on: true)))
                 steps.append(SimStep(frame: stop + 60 + random.below(40), move: .partition(on: false)))
+                calm = SimCalm(nodes: [caller, callee], frames: frame...(answer + 20))
             }
             steps.append(SimStep(frame: answer, move: .answer(node: callee, pick: pick)))
+            edges.append(SimEdge(steps: steps, calm: calm))
         }
         for then in afterDialling {
             for sip in [false, true] {
                 let (caller, callee, frame) = parties()
-                steps.append(SimStep(frame: frame, move: .dialThen(from: caller, to: callee, sip: sip, then: then, yields: random.below(40))))
-                steps.append(SimStep(frame: frame + 10 + random.below(40), move: .answer(node: callee, pick: SimMove.dialled(at: frame))))
+                edges.append(SimEdge(steps: [
+                    SimStep(frame: frame, move: .dialThen(from: caller, to: callee, sip: sip, then: then, yields: random.below(40))),
+                    SimStep(frame: frame + 10 + random.below(40), move: .answer(node: callee, pick: SimMove.dialled(at: frame))),
+                ]))
             }
         }
         if moveWhileSecuring {
             let (caller, callee, frame) = parties()
             let answer = frame + 10 + random.below(40)
-            steps.append(SimStep(frame: frame, move: .dial(from: caller, to: callee)))
-            steps.append(SimStep(frame: answer, move: .answer(node: callee, pick: SimMove.dialled(at: frame))))
-            steps.append(SimStep(frame: answer + 1 + random.below(4), move: .addressChange(node: random.chance(0.5) ? caller : callee)))
+            var steps = [SimStep(frame: frame, move: .dial(from: caller, to: callee)),
+                         SimStep(frame: answer, move: .answer(node: callee, pick: SimMove.dialled(at: frame)))]
+            var calm: SimCalm?
+            // The move waits for the call to secure (its handshake's round trips), then comes.
+            let then: SimMove.SecuringFault = faults ? (random.chance(0.5) ? .mediaCut : .offline) : .none
+            let mover = random.chance(0.5) ? caller : callee, pick = SimMove.dialled(at: frame)
+            steps.append(SimStep(frame: answer, move: .movesWhileSecuring(node: mover, pick: pick, then: then)))
+            if then != .none {
+                // For longer than a round of checks: the fresh round finds no pair while the call
+                // secures (its round's timer fires); with the host's signaling gone too, no fresh
+                // round can follow and the one under way fails.
+                let healed = answer + 150 + random.below(50)
+                steps.append(SimStep(frame: healed, move: then == .mediaCut ? .partition(on: false) : .offline(node: mover, on: false)))
+                calm = SimCalm(nodes: [caller, callee], frames: frame...healed)
+            }
+            edges.append(SimEdge(steps: steps, calm: calm))
         }
-        return steps
+        return edges
     }
 
     public var description: String {
