@@ -44,8 +44,8 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     private static let runs = Locked(0)
     /// When the run first had a fault that can fail a call (nil: none yet).
     var disruptedAt: Int?
-    /// Faults waiting for a call's phase (``SimTrigger``).
-    var triggers: [SimTrigger] = []
+    /// Host moves waiting for their call to secure its media (``SimSecuringMove``).
+    var securingMoves: [SimSecuringMove] = []
     /// Nodes that crashed at some point of the run.
     var everCrashed: Set<Int> = []
     /// Each node's microphone's failure switch (a restarted node has a new microphone).
@@ -179,7 +179,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             await scheduler.quiescence()
             frame += 1
             await observe()
-            fireTriggers()
+            moveHostsOfCallsSecuring()
             if failure != nil { break }
             if frame > end + 50 {
                 if allEnded() {

@@ -1,9 +1,10 @@
-/// A stretch of a run kept calm for a targeted edge's call: the mix's own chaos (a partition, a
-/// block, do-not-disturb, an unreachable node, a crash, a hang-up of whichever call) would otherwise foil the few calls that
-/// aim at a rare order — a stall the moment an answered call waits for its audio, a signaling cut
-/// that outlasts the resume window. At the window's start what the mix left on for its nodes is
-/// lifted; within it, the mix's steps that would foil its call are left out. The edge's own steps
-/// (its own partition, its own cut) are added after, untouched.
+/// A stretch of a run kept calm for a targeted edge's call. The mix's own chaos (a partition, a
+/// block, do-not-disturb, an unreachable node, a crash, a hang-up of whichever call) would
+/// otherwise foil the few calls that aim at a rare order: a stall the moment an answered call
+/// waits for its audio, a signaling cut that outlasts the resume window, a host move while a
+/// call secures. At the window's start what was left on for its nodes is lifted; within it, the
+/// steps that would foil its call are left out, the mix's and other edges' alike. The edge's own
+/// steps (its own partition, its own cut) stay.
 struct SimCalm: Sendable, Equatable {
     var nodes: Set<Int>
     var frames: ClosedRange<Int>
@@ -35,7 +36,8 @@ struct SimCalm: Sendable, Equatable {
         steps.filter { step in !windows.contains { $0.frames.contains(step.frame) && $0.foiled(by: step.move) } }
     }
 
-    /// Whether the mix's `move` within the window would keep its call from doing what it aims at.
+    /// Whether `move` (the mix's, or another edge's) within the window would keep its call from
+    /// doing what it aims at.
     func foiled(by move: SimMove) -> Bool {
         switch move {
         case .partition(on: true), .resetSignaling, .restartRelay, .oneWayBreak: true

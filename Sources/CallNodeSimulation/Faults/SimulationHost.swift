@@ -1,5 +1,7 @@
-import CallNode
+@_spi(Simulation) import CallCore
+@_spi(Simulation) import CallNode
 import CallNodeTestKit
+import Foundation
 import Locking
 
 /// A node's host network as the node reads it, and the notices of its changes (the kernel's
@@ -87,5 +89,54 @@ extension Simulation {
                 }
             }
         }
+    }
+}
+
+/// A host move that waits for a call to secure its media, then comes: a phase a few frames long
+/// (a DTLS handshake's round trips) that a step at a planned frame would miss as often as it hits.
+struct SimSecuringMove: Sendable {
+    var node: Int
+    /// The simulation's call.
+    var call: UUID
+    var then: SimMove.SecuringFault
+    /// The last frame it waits until.
+    var until: Int
+}
+
+extension Simulation {
+    /// Waits for `node`'s call at `pick` to secure its media, then moves its host (``SimMove/movesWhileSecuring(node:pick:then:)``).
+    func moveWhenSecuring(_ node: Int, _ pick: Int, then: SimMove.SecuringFault) {
+        guard let call = chosen(pick, among: calls(of: node), { $0 }) else { return log("  (no call at \(name(node)))") }
+        securingMoves.append(SimSecuringMove(node: node, call: call, then: then, until: frame + 100))
+    }
+
+    /// Moves the hosts whose call now secures its media; drops the moves whose call ended or that
+    /// waited too long.
+    func moveHostsOfCallsSecuring() {
+        var waiting: [SimSecuringMove] = []
+        for move in securingMoves {
+            let leg = inspection(move.node)?.legs[local(move.call, move.node)]
+            guard let leg, frame <= move.until else {
+                log("host: \(name(move.node))'s call \(callName(move.call)) never secured its media: its host stays")
+                continue
+            }
+            guard case .securing = leg.phase else {
+                waiting.append(move)
+                continue
+            }
+            log("host: \(name(move.node)) moves to another network as \(callName(move.call)) secures its media")
+            moveHost(move.node)
+            switch move.then {
+            case .none: break
+            case .mediaCut:
+                log("network: partitioned")
+                setPartitioned(true)
+            case .offline:
+                log("host: \(name(move.node)) loses its network")
+                setOffline(move.node, true)
+            }
+            if move.then != .none { disruptedAt = disruptedAt ?? frame }
+        }
+        securingMoves = waiting
     }
 }
