@@ -290,7 +290,7 @@ public final class MediaClock: Sendable {
     @discardableResult
     public func run() async -> MediaClockReport {
         guard !manual else { return MediaClockReport() }
-        let made = (0..<lanes).map { MediaThread(name: lanes == 1 ? "callnode-media" : "callnode-media\($0)") }
+        let made = (0..<lanes).map { MediaThread(name: lanes == 1 ? "callnode-media" : "callnode-media\($0)", joinable: true) }
         threads.withLock { $0 = made }
         claimed.withLock { $0 = Array(repeating: [], count: lanes) }
         let report = await withTaskGroup(of: MediaClockReport.self) { group in
@@ -313,6 +313,9 @@ public final class MediaClock: Sendable {
             left.ticking.value.store(false, ordering: .releasing)
         }
         for thread in made { thread.stop() }
+        // Ended, not only told to end: a node shut down before its process exits has no media
+        // thread left running.
+        for thread in made { await thread.ended() }
         return report
     }
 

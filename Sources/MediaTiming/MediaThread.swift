@@ -37,11 +37,13 @@ public final class MediaThread: TaskExecutor, @unchecked Sendable {  // every mu
 
     /// Starts the thread. A process that may make no more threads stops here: media cannot
     /// run without one.
-    public init(name: String = "callnode-media") {
+    /// - Parameter joinable: whether ``ended()`` can wait for the thread's end (its owner must
+    ///   then call it); else the thread frees itself as it ends.
+    public init(name: String = "callnode-media", joinable: Bool = false) {
         self.name = name
         do {
-            // The loop holds the executor until it ends; the thread frees itself then.
-            let made = try SystemThread.start(name: name, detached: true) { [self] in loop() }
+            // The loop holds the executor until it ends.
+            let made = try SystemThread.start(name: name, detached: !joinable) { [self] in loop() }
             lock.lock()
             thread = made
             lock.unlock()
@@ -111,6 +113,18 @@ public final class MediaThread: TaskExecutor, @unchecked Sendable {  // every mu
         let signal = sleeping
         lock.unlock()
         if signal { lock.signal() }
+    }
+
+    /// Returns once the thread has ended (after ``stop()``), its thread-local state torn down
+    /// too: a process that exits right after cannot meet it still running (GLib, which its jobs
+    /// call, aborts in a thread that outlives the process's exit). The wait is on a thread of
+    /// its own, not the cooperative pool. Returns at once for a thread that is not joinable.
+    public func ended() async {
+        lock.lock()
+        let made = thread
+        lock.unlock()
+        guard let made else { return }
+        _ = try? await SystemThread.run(name: "\(name)-end") { made.join() }
     }
 
     /// Ends the thread once its queue is empty; later jobs go to the global executor.
