@@ -150,6 +150,12 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
     /// another network, and then the media is cut or the host loses its network too (each healed
     /// by a later step); nothing if the call ends first.
     case movesWhileSecuring(node: Int, pick: Int, then: SecuringFault)
+    /// A user's action on a SIP call (a hang-up, a hold, an answer, a transfer) that waits, up to
+    /// 3 s, for the peer's BYE or CANCEL of that call to reach its node, and comes just before:
+    /// the action reaches the call's dialog first, or (`held`) the leg's turn is held back as the
+    /// action is queued for it, as a thread preempted there, while the end comes in: the leg
+    /// then takes the action with its dialog ended. Nothing if the call ends otherwise first.
+    indirect case asPeerEnds(SimMove, held: Bool)
 
     /// What comes with a host's move while its call secures (``movesWhileSecuring(node:pick:then:)``).
     public enum SecuringFault: String, Sendable, Codable {
@@ -173,6 +179,8 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
              let .doNotDisturb(node, _), let .dialSIP(node, _), let .transfer(node, _, _), let .restartICE(node, _), let .abandonSIP(node, _),
              let .dialPhone(node, _, _), let .dialThen(node, _, _, _, _):
             node
+        case let .asPeerEnds(move, _):
+            move.actingNode
         default:
             nil
         }
@@ -198,6 +206,8 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
              let .swap(_, pick), let .merge(_, pick, _), let .unmerge(_, pick), let .dtmf(_, pick, _), let .transfer(_, pick, _), let .sessionLost(_, pick),
              let .restartICE(_, pick), let .sipPeer(_, pick, _):
             pick
+        case let .asPeerEnds(move, _):
+            move.pick
         default:
             nil
         }
@@ -216,6 +226,7 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
         case let .dtmf(_, pick, digits): .dtmf(node: node, pick: pick, digits: digits)
         case let .transfer(_, pick, to): .transfer(node: node, pick: pick, to: to)
         case let .restartICE(_, pick): .restartICE(node: node, pick: pick)
+        case let .asPeerEnds(move, held): .asPeerEnds(move.acting(by: node), held: held)
         default: self
         }
     }
@@ -271,6 +282,8 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
             case .moveHost: "its host moves to another network"
             }
             return "\(n(from)) dials \(n(to))\(sip ? " over SIP" : ""), and \(yields) jobs later " + next
+        case let .asPeerEnds(move, held):
+            return "\(move) as the peer's BYE or CANCEL reaches \(move.actingNode.map(n) ?? "it")" + (held ? ", its leg's turn held back meanwhile" : ", first")
         case let .crash(node): return "\(n(node)) crashes"
         case let .restart(node): return "\(n(node)) starts again from its database"
         case let .microphoneFails(node): return "\(n(node))'s microphone fails"
@@ -446,9 +459,15 @@ extension SimPlan {
         }
         // A SIP peer other than a node, and the near misses, from a stream of their own.
         var peerRandom = SimRandom(seed: seed ^ 0x5045_4552)
+        var edges: [SimEdge] = []
         if mix.sip != nil, let peer = SimSIPPeer.pick(&peerRandom, faults: !swarm.faults.isEmpty) {
             mix.sip?.peer = peer
-            steps += peer.steps(&peerRandom, actors: Array(0..<swarm.actingNodes), nodes: nodeCount, span: swarm.span)
+            let made = peer.steps(&peerRandom, actors: Array(0..<swarm.actingNodes), nodes: nodeCount, span: swarm.span, frames: options.frames)
+            steps += made.mix
+            edges += made.edges
+            // Stacks that report late, from a stream of their own, in a peer in two.
+            var lagRandom = SimRandom(seed: seed ^ 0x4C41_4747)
+            if lagRandom.chance(0.5) { mix.sip?.peer?.reportLag = 1 + lagRandom.below(3) }
         }
         // DTLS-SRTP from a stream of its own, in a seed in three.
         var keyRandom = SimRandom(seed: seed ^ 0x4454_4C53)
@@ -466,11 +485,15 @@ extension SimPlan {
         // Paths that say they are disconnected, from a stream of their own, in a mix with faults in three.
         var disconnectRandom = SimRandom(seed: seed ^ 0x4449_5343_4F4E)
         if options.faults, !swarm.faults.isEmpty, disconnectRandom.chance(1.0 / 3) { mix.iceDisconnects = true }
+        // Jobs held back as a preempted thread's, from a stream of their own, in a mix in two.
+        var stragglerRandom = SimRandom(seed: seed ^ 0x5354_5241_47)
+        if stragglerRandom.chance(0.5) {
+            mix.stragglers = SimScheduler.Stragglers(chance: [0.02, 0.05, 0.15][stragglerRandom.below(3)], upTo: [8, 24, 64][stragglerRandom.below(3)])
+        }
         // A node cut off for a while, from a stream of its own (mixes with faults).
         var cutRandom = SimRandom(seed: seed ^ 0x4F46_464C_494E)
         // Their steps join the plan last, with the mix kept calm around the calls that aim at a
         // rare order (``SimCalm``).
-        var edges: [SimEdge] = []
         if options.faults, !swarm.faults.isEmpty {
             edges += SimCutOffs.steps(&cutRandom, acting: swarm.actingNodes, nodes: nodeCount, after: firstDial, span: swarm.span, frames: options.frames,
                                       resumeWindow: mix.timers?.resumeWindow)

@@ -72,6 +72,9 @@ public struct SimSwarm: Sendable, Equatable, Codable, CustomStringConvertible {
     /// before its consent runs out, as libnice's does with consent freshness on (nil or false:
     /// it goes from connected to failed; mixes made before had that).
     public var iceDisconnects: Bool?
+    /// Jobs the scheduler holds back while others run, as a preempted thread's (nil: none;
+    /// mixes made before had none).
+    public var stragglers: SimScheduler.Stragglers?
 
     /// A seed's own mix: each action besides dialling and answering in it seven times in ten,
     /// each weighted 1, 2, 4 or 8; faults in one mix of two (none without `faults`), each fault
@@ -110,6 +113,7 @@ public struct SimSwarm: Sendable, Equatable, Codable, CustomStringConvertible {
             + (timers.map { "\ntimers: \($0)" } ?? "") + (dtls == true ? "\nkeys: DTLS-SRTP" : "")
             + (audioActivation.map { "\naudio: a call hears its session is active \($0) ms after" } ?? "")
             + (iceDisconnects == true ? "\nice: a path out of reach for 2 s says it is disconnected" : "")
+            + (stragglers.map { "\njobs held back: \(Int($0.chance * 100))%, each while up to \($0.upTo) others run" } ?? "")
     }
 }
 

@@ -46,6 +46,8 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     var disruptedAt: Int?
     /// Host moves waiting for their call to secure its media (``SimSecuringMove``).
     var securingMoves: [SimSecuringMove] = []
+    /// Actions waiting for the peer's end of their call to reach their node (``SimMove/asPeerEnds(_:held:)``).
+    var peerEndWatches: [SimPeerEndWatch] = []
     /// Nodes that crashed at some point of the run.
     var everCrashed: Set<Int> = []
     /// Each node's microphone's failure switch (a restarted node has a new microphone).
@@ -174,9 +176,12 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             }
             world.timers.advance(by: world.media.frameDuration)
             setHostTime(world.timers.now.offset)
+            if frame < end { await actAsPeerEnds() }
             world.sip.advance()
             await world.media.advance(frames: 1)
             await scheduler.quiescence()
+            // A leg's turn held back as the peer's end came in (``SimMove/asPeerEnds(_:held:)``).
+            if scheduler.releasePinned() { await scheduler.quiescence() }
             frame += 1
             await observe()
             moveHostsOfCallsSecuring()
@@ -398,7 +403,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         }
     }
 
-    private func perform(_ planned: SimMove) async {
+    func perform(_ planned: SimMove) async {
         // An action by whoever has a call: the node the pick names among those with one.
         var move = planned
         if planned.actingNode == SimMove.holder {
@@ -515,17 +520,17 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             moveHost(at)
         case let .movesWhileSecuring(at, index, then):
             moveWhenSecuring(at, index, then: then)
+        case let .asPeerEnds(action, held):
+            await watchForPeerEnd(action, held: held)
         case .dialSIP, .transfer, .sessionLost, .sipPeer, .abandonSIP, .dialPhone:
             await performSIP(move, pick: pick)
         case let .unreachable(at, on):
-            if speaksSIP { world.sip.setReachable(sipURI(at), !on) }
-            world.signaling.setReachable(nodes[at].listenAddress!, !on)
-            if on {
-                faults.unreachable.insert(at)
-                world.signaling.dropConnections()
-            } else {
-                faults.unreachable.remove(at)
-            }
+            if on { faults.unreachable.insert(at) } else { faults.unreachable.remove(at) }
+            // A host without a network, or with its signaling cut, stays out of reach.
+            let reachable = !on && !faults.offline.contains(at) && !faults.signalingCut.contains(at)
+            if speaksSIP { world.sip.setReachable(sipURI(at), reachable) }
+            world.signaling.setReachable(nodes[at].listenAddress!, reachable)
+            if on { world.signaling.dropConnections() }
         }
     }
 

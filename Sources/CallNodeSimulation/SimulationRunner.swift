@@ -31,7 +31,8 @@ public struct SimulationRunner: Sendable {
     /// Runs `plan` to its end or its first broken rule.
     public func run(_ plan: SimPlan) -> SimOutcome {
         reseedHost(plan.seed)
-        let scheduler = SimScheduler(seed: plan.seed, reordering: plan.swarm?.reordering ?? 1, jobDelay: options.slowHost)
+        let scheduler = SimScheduler(seed: plan.seed, reordering: plan.swarm?.reordering ?? 1, jobDelay: options.slowHost,
+                                     stragglers: plan.swarm?.stragglers)
         let simulation = Locked<Simulation?>(nil)
         let result = Locked<(trace: [String], failure: SimFailure?, frames: Int, calls: Int)?>(nil)
         let options = self.options, setHostTime = self.setHostTime

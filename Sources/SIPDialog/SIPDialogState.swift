@@ -83,6 +83,8 @@ public struct SIPDialogState: Sendable, Equatable {
     /// ACK, and until then the peer may not offer (RFC 3311 §5.2, RFC 6337 §3.1.3): a re-INVITE
     /// or UPDATE offer meanwhile gets 491.
     public private(set) var firstOfferAwaitsAck = false
+    /// Incoming: this side's 200 to the first INVITE was decided and its ACK has not come.
+    public private(set) var firstAckAwaited = false
     /// The call was given the ACK's answer as its peer's description: the answer it makes to
     /// it stays here (the exchange is complete on the wire).
     public private(set) var callAnswersAck = false
@@ -142,6 +144,7 @@ public struct SIPDialogState: Sendable, Equatable {
         case let .invite(sdp): return invite(sdp: sdp)
         case let .response(status, phrase, sdp): return response(status: status, phrase: phrase, sdp: sdp, now: now)
         case let .ack(sdp):
+            firstAckAwaited = false
             guard !callEnded else { return [] }
             if answerInAck {
                 // The answer to the offer this side made in its 200 to an offerless re-INVITE:
@@ -155,8 +158,13 @@ public struct SIPDialogState: Sendable, Equatable {
             guard let sdp else { return [] }
             return [.deliver(.answer(sdp: sdp))]  // a delayed offer's answer
         case let .cancel(reason):
-            // A CANCEL after the final response has no effect (RFC 3261 §9.2).
-            guard !callEnded, phase == .early else { return [] }
+            // A CANCEL after the final response has no effect (RFC 3261 §9.2): the stack answers
+            // it itself and reports nothing. One it reports after this side decided its 200, and
+            // before the ACK, is one it took first (sofia-sip does its part on its own thread and
+            // reports through a queue): it answered the INVITE 487, and the 200 never left, so
+            // the caller has hung up as surely as before the answer.
+            guard !callEnded, phase == .early || phase == .confirmed && firstAckAwaited else { return [] }
+            firstAckAwaited = false
             callEnded = true
             phase = .terminating
             return [.deliver(.end(SIPWire.cancelReason(reason)))]
@@ -296,6 +304,7 @@ public struct SIPDialogState: Sendable, Equatable {
             }
             guard let earlyAnswer else { return [.note("the call was taken with no early answer to stand (dropped)")] }
             phase = .confirmed
+            firstAckAwaited = true
             // The 200 repeats the 183's answer: the offer's one answer (RFC 3261 §13.2.1).
             return [.respond(status: 200, phrase: nil, sdp: earlyAnswer, retryAfter: nil)]
         case let .candidates(lines, end):
@@ -365,6 +374,7 @@ public struct SIPDialogState: Sendable, Equatable {
             return [.invite(to: uri, displayName: displayName, sdp: sdp)]
         case .ok:
             phase = .confirmed
+            firstAckAwaited = true
             return [.respond(status: 200, phrase: nil, sdp: sdp, retryAfter: nil)]
         case .progress:
             earlyAnswer = sdp

@@ -215,6 +215,34 @@ import Testing
         await f.shutdown()
     }
 
+    /// Bob's stack takes Alice's CANCEL as Bob's answer is decided, and tells him of it late
+    /// (sofia-sip reports on its own thread; here 60 ms after): his 200 never leaves (the stack
+    /// answered the INVITE 487), and his call ends as Alice's hang-up, not as a dialog lost.
+    @Test func aCancelTheStackTookAsTheAnswerWasDecidedEndsTheCallAsTheCallersHangUp() async throws {
+        var conditions = InMemorySIPNetwork.Conditions()
+        conditions.delay = 1...1
+        conditions.reportLag = 3
+        let f = try InMemoryNodes(sipConditions: conditions)
+        let (alice, bob) = try await Self.aliceAndBob(f, bobAnswers: false)
+        let call = try await alice.call(.sip(Self.uri("bob")))
+        try await f.waitFor("alice", advancing: true, frames: 200) { if case .ringing = $0 { true } else { false } }
+        let bobCall = try #require(await bob.liveCalls.first)
+        try await alice.hangUp(call)
+        // The CANCEL reaches Bob's stack, which has not told Bob yet.
+        for _ in 0..<2 { await f.step() }
+        #expect(f.events("bob").allSatisfy { !Self.isEnded($0) })
+        try await bob.answer(bobCall)
+        let (ended, _) = try await f.waitFor("bob", advancing: true, frames: 200, Self.isEnded)
+        guard case let .ended(_, reason, detail, _) = ended else { return }
+        #expect(reason == .remoteEnded, "Bob's call ended \(reason): \(detail ?? "")")
+        try await f.waitFor("alice", advancing: true, frames: 50, Self.isEnded)
+        for _ in 0..<20 { await f.step() }
+        #expect(f.events("bob").allSatisfy { !Self.isConnected($0) }, "Bob's call connected though its 200 never left")
+        #expect(f.sip.openDialogs() == [])
+        #expect(f.sip.problems == [])
+        await f.shutdown()
+    }
+
     /// A phone that takes no SRTP refuses the node's encrypted offer with 488 (at once, or
     /// after ringing); the node offers plain RTP in a new INVITE and the call connects,
     /// unencrypted and saying so. Its later offers stay plain: a hold, a resume and a fresh

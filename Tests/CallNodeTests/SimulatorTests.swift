@@ -26,12 +26,14 @@ import Testing
     /// those the leg's unit tests reach (`docs/leg-pairs.txt`), and which phase × input pairs of
     /// SIP dialogs, against those the SIP dialog's unit tests reach (`docs/sip-pairs.txt`), less
     /// those a node cannot reach (`docs/unreachable-pairs.txt`, each with the guard that keeps
-    /// it out). The two halves together visit at least what they did when this was written
-    /// (2026-12-01, with short timers and the outages that outlast them, the app's ICE
-    /// restarts, DTLS-keyed seeds, a SIP peer other than a node, the near misses, audio
-    /// sessions slow to activate and one-way breaks: 101 of 125 and 60 of 79; BENCHMARKS.md says what the rest needs), so a change that makes the sweep reach less
-    /// of the call shows; and neither visits a pair listed as unreachable (its reason would be
-    /// wrong).
+    /// it out). The two halves together visit at least what they did when this was written,
+    /// less a margin for the pairs that hang on one seed's draws (2026-12-02, with short timers
+    /// and the outages that outlast them, the app's ICE restarts, DTLS-keyed seeds, a SIP peer
+    /// other than a node, the near misses, audio sessions slow to activate, one-way breaks,
+    /// stacks that report late, jobs held back and actions as the peer's end arrives: 121 of
+    /// 122 and 70 of 77; BENCHMARKS.md says what the rest needs), so a change that makes the
+    /// sweep reach less of the call shows; and neither visits a pair listed as unreachable (its
+    /// reason would be wrong).
     @Test func aSweepOfSeedsKeepsEveryInvariant() async throws {
         let reachable = Self.root + "/docs/leg-pairs.txt", sipReachable = Self.root + "/docs/sip-pairs.txt"
         let coverage = ["--coverage", "--reachable", reachable, "--sip-reachable", sipReachable,
@@ -58,7 +60,7 @@ import Testing
         let visited = expected.count - missed[0].intersection(missed[1]).count
         let sipVisited = sipExpected.count - sipMissed[0].intersection(sipMissed[1]).count
         #expect(expected.count > 100 && visited >= 120, "the sweep visited \(visited) of \(expected.count) leg pairs")
-        #expect(sipExpected.count > 60 && sipVisited >= 58, "the sweep visited \(sipVisited) of \(sipExpected.count) SIP dialog pairs")
+        #expect(sipExpected.count > 60 && sipVisited >= 67, "the sweep visited \(sipVisited) of \(sipExpected.count) SIP dialog pairs")
     }
 
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path

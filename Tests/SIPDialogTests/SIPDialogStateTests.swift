@@ -570,6 +570,34 @@ import Testing
         #expect(state.handle(.bye, now: .seconds(9)) == [.deliver(.end(.hangup))])
     }
 
+    /// A CANCEL the stack reports after this side decided its 200 and before the ACK is one the
+    /// stack took first (it reports on its own thread): it answered the INVITE 487, the 200 never
+    /// left, and the call ends as the caller's hang-up, not as a dialog lost. After the ACK, or
+    /// for a caller, a CANCEL still changes nothing.
+    @Test func aCancelTheStackTookBeforeThe200LeftEndsTheCall() {
+        var answered = Self.ringingIncoming()
+        _ = Self.feed(&answered, [.call(.answer(sdp: Self.callAnswer)), .call(.candidates([], end: true))], at: .seconds(2))
+        #expect(answered.phase == .confirmed && answered.firstAckAwaited)
+        #expect(answered.handle(.cancel(reason: "SIP;cause=200;text=Call completed elsewhere"), now: .seconds(2))
+                    == [.deliver(.end(.answeredElsewhere))])
+        #expect(answered.phase == .terminating)
+        // Its end then comes from the stack and tells the call nothing more.
+        #expect(Self.feed(&answered, [.cancel(reason: nil), .call(.end(.hangup)), .terminated], at: .seconds(2)) == [])
+        #expect(answered.phase == .terminated)
+
+        // The early-media callee's 200 (the 183's answer again) likewise.
+        var greeting = SIPDialogState(outgoing: false)
+        _ = Self.feed(&greeting, [.invite(sdp: Self.peerOffer), .call(.earlyAnswer(sdp: Self.callAnswer)), .call(.candidates([], end: true))])
+        #expect(greeting.handle(.call(.accepted), now: .seconds(1)).count == 1)
+        #expect(greeting.handle(.cancel(reason: nil), now: .seconds(1)) == [.deliver(.end(.hangup))])
+
+        // Once acknowledged, the 200 left: a CANCEL is the stack's alone.
+        var acknowledged = Self.confirmedIncoming()
+        #expect(!acknowledged.firstAckAwaited)
+        #expect(acknowledged.handle(.cancel(reason: nil), now: .seconds(3)) == [])
+        #expect(acknowledged.phase == .confirmed)
+    }
+
     @Test func aSecondInviteBeforeTheDialogIsConfirmedIsLeftToTheStack() {
         var state = Self.ringingIncoming()
         #expect(state.handle(.invite(sdp: Self.peerOffer), now: .seconds(1))

@@ -201,6 +201,8 @@ actor CallLeg {
 
     /// Starts `work` as a child of the call (in ``run()``'s group); nothing once it has ended.
     nonisolated func spawn(_ work: @escaping @Sendable () async -> Void) { queue.spawn(work) }
+    /// The queue as a simulation sees it (``InputProbe``).
+    nonisolated var inputProbe: InputProbe { queue.probe }
 
     /// Queues an input for the leg (from the router, the dialect, or a task of the call).
     /// Returns false when the leg has ended and takes no more.

@@ -14,6 +14,11 @@ final class LegQueue: Sendable {
 
     private let work: AsyncStream<Work>
     private let continuation: AsyncStream<Work>.Continuation
+    /// Inputs queued and not taken yet.
+    private let waiting = Locked(0)
+    /// Called as the next input is queued, just before (once): a simulation that holds the
+    /// leg's turn back there (``InputProbe``).
+    private let beforeNextInput = Locked<(@Sendable () -> Void)?>(nil)
 
     init() {
         (work, continuation) = AsyncStream.makeStream(of: Work.self)
@@ -28,7 +33,9 @@ final class LegQueue: Sendable {
         await withDiscardingTaskGroup { group in
             for await item in work {
                 switch item {
-                case let .input(input): await take(input)
+                case let .input(input):
+                    waiting.withLock { $0 -= 1 }
+                    await take(input)
                 case let .child(child): if runsChildren() { group.addTask(operation: child) }
                 }
             }
@@ -39,11 +46,23 @@ final class LegQueue: Sendable {
     /// Queues an input. Returns false (and refuses it) once the queue is finished.
     @discardableResult
     func post(_ input: LegInput) -> Bool {
+        waiting.withLock { $0 += 1 }
+        beforeNextInput.withLock { hook in
+            defer { hook = nil }
+            return hook
+        }?()
         if case .terminated = continuation.yield(.input(input)) {
+            waiting.withLock { $0 -= 1 }
             input.refuse()
             return false
         }
         return true
+    }
+
+    /// What a simulation reads of the queue, and where it steps in (``CallNode/inputProbe(of:)``).
+    var probe: InputProbe {
+        InputProbe(waiting: { [waiting] in waiting.withLock { $0 } },
+                   beforeNextInput: { [beforeNextInput] body in beforeNextInput.withLock { $0 = body } })
     }
 
     /// Queues an input carrying a reply and waits for the answer.
@@ -62,6 +81,15 @@ final class LegQueue: Sendable {
     func finish() {
         continuation.finish()
     }
+}
+
+/// A leg's queue as a simulation sees it: how many inputs wait in it (read at any moment, without
+/// a hop to the leg; another thread may take one as it is read), and a call made as the next
+/// input is queued, just before, on the thread that queues it.
+@_spi(Simulation)
+public struct InputProbe: Sendable {
+    public let waiting: @Sendable () -> Int
+    public let beforeNextInput: @Sendable (@escaping @Sendable () -> Void) -> Void
 }
 
 /// A leg's armed timers, each with the generation that armed it: a timer cancelled (or armed

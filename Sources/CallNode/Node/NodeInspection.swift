@@ -50,6 +50,15 @@ extension CallNode {
     }
 }
 
+extension CallNode {
+    /// The queue of `call`'s leg as a simulation sees it (nil: no such call): it holds the leg's
+    /// turn back as a user's action is queued, and lets the peer's end in meanwhile.
+    @_spi(Simulation)
+    public func inputProbe(of call: UUID) -> InputProbe? {
+        legs[call]?.inputProbe
+    }
+}
+
 extension CallLeg {
     func inspection() -> NodeInspection.Leg {
         NodeInspection.Leg(phase: state.phase, muted: state.muted, held: state.held, heldByPeer: state.heldByPeer,

@@ -22,6 +22,12 @@ struct SimCalm: Sendable, Equatable {
             let start = window.frames.lowerBound
             steps.append(SimStep(frame: start, move: .partition(on: false)))
             for node in window.nodes.sorted() {
+                // A host still without its network gets one (joining a network is a host move:
+                // only where it is off).
+                let offline = steps.filter { $0.frame < start }.sorted { $0.frame < $1.frame }.reduce(false) { off, step in
+                    if case let .offline(at, on) = step.move, at == node { on } else { off }
+                }
+                if offline { steps.append(SimStep(frame: start, move: .offline(node: node, on: false))) }
                 steps.append(SimStep(frame: start, move: .doNotDisturb(node: node, on: false)))
                 steps.append(SimStep(frame: start, move: .unreachable(node: node, on: false)))
                 for other in window.nodes.sorted() where other != node {
@@ -46,6 +52,8 @@ struct SimCalm: Sendable, Equatable {
         case let .doNotDisturb(node, on), let .unreachable(node, on), let .offline(node, on): on && nodes.contains(node)
         case let .crash(node), let .addressChange(node): nodes.contains(node)
         case let .dialThen(node, _, _, then, _): then != .mute && nodes.contains(node)
+        // A conference of the mix's may take its call in, or leave it on hold.
+        case let .merge(node, _, _), let .unmerge(node, _), let .swap(node, _): nodes.contains(node)
         // A hang-up (or a transfer, a lost session) of the mix's that picks its call by place
         // would as often pick this one.
         case let .hangUp(node, _), let .transfer(node, _, _), let .sessionLost(node, _): nodes.contains(node) || node == SimMove.holder

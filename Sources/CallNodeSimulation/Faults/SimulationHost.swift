@@ -59,10 +59,12 @@ extension Simulation {
     /// Nothing reaches the node and it reaches nothing: its connections (and its relay's) drop.
     /// A crashed node stays cut off until it starts again.
     private func setSignalingCut(_ node: Int, _ on: Bool) {
-        if speaksSIP { world.sip.setReachable(sipURI(node), !on) }
+        // Back only where its address is not out of reach besides (``SimMove/unreachable(node:on:)``).
+        let reachable = !on && !faults.unreachable.contains(node)
+        if speaksSIP { world.sip.setReachable(sipURI(node), reachable) }
         guard !down.contains(node) else { return }
         let fingerprint = nodes[node].identity.fingerprint
-        if let address = nodes[node].listenAddress { world.signaling.setReachable(address, !on) }
+        if let address = nodes[node].listenAddress { world.signaling.setReachable(address, reachable) }
         world.signaling.setSilenced(fingerprint, on)
         relay.setSilenced(fingerprint, on)
         if on { world.signaling.dropConnections(of: fingerprint) }

@@ -9,8 +9,9 @@ import CallNodeTestKit
 ///   (the caller offers plain RTP in a new INVITE);
 /// - early media at its edges: the callee asks for it again while it runs, either side mutes
 ///   while it runs, the callee answers a moment after its greeting starts (while the caller's
-///   audio session may still be waking), and, in mixes with faults, the media stops a second
-///   before the answer (the stall comes while the answered call waits for its audio);
+///   audio session may still be waking), the callee answers as the caller's CANCEL reaches it,
+///   and, in mixes with faults, the media stops a second before the answer (the stall comes
+///   while the answered call waits for its audio);
 /// - what follows a dial at once, while the call dials or invites: its user mutes it, every
 ///   signaling connection resets (mixes with faults), its host moves to another network;
 /// - in DTLS seeds, a host that moves once its answered call secures its media (in mixes with
@@ -26,6 +27,10 @@ public struct SimSIPEdges: Sendable, Equatable, Codable, CustomStringConvertible
         case answerAsAudioWakes = "answer-as-audio-wakes"
         /// The media stops a second before the answer, for a second or two (mixes with faults).
         case stallAtAnswer = "stall-at-answer"
+        /// The caller hangs up while the greeting runs, and the callee answers as the CANCEL
+        /// reaches it, its leg's turn held back meanwhile: the leg takes the answer with the
+        /// dialog ended.
+        case answerAsCallerHangsUp = "answer-as-caller-hangs-up"
     }
 
     /// The phones called (``InMemorySIPNetwork/Phone``'s names).
@@ -80,6 +85,12 @@ public struct SimSIPEdges: Sendable, Equatable, Codable, CustomStringConvertible
                 }
             case .answerAsAudioWakes:
                 answer = greeting + 2 + random.below(25)
+            case .answerAsCallerHangsUp:
+                let hangUp = greeting + 20 + random.below(40)
+                steps.append(SimStep(frame: hangUp, move: .hangUp(node: caller, pick: pick)))
+                steps.append(SimStep(frame: hangUp, move: .asPeerEnds(.answer(node: callee, pick: pick), held: true)))
+                edges.append(SimEdge(steps: steps))
+                continue
             case .stallAtAnswer:
                 // Media is judged stalled after a second without it (50 frames): it stops so
                 // that the stall comes in the frames after the answer.
@@ -95,8 +106,11 @@ public struct SimSIPEdges: Sendable, Equatable, Codable, CustomStringConvertible
         for then in afterDialling {
             for sip in [false, true] {
                 let (caller, callee, frame) = parties()
+                // A mute soon after, while the call still dials (its wire comes up within a few
+                // jobs); the faults anywhere in the call's first moments.
+                let yields = then == .mute ? random.below(6) : random.below(40)
                 edges.append(SimEdge(steps: [
-                    SimStep(frame: frame, move: .dialThen(from: caller, to: callee, sip: sip, then: then, yields: random.below(40))),
+                    SimStep(frame: frame, move: .dialThen(from: caller, to: callee, sip: sip, then: then, yields: yields)),
                     SimStep(frame: frame + 10 + random.below(40), move: .answer(node: callee, pick: SimMove.dialled(at: frame))),
                 ]))
             }

@@ -13,8 +13,9 @@ import CallNodeTestKit
 ///   declines (the CANCEL lands as the answer is decided), a hold just after the peer hung up,
 ///   a hang-up just after a hold, both sides hanging up a frame or three apart, a transfer just
 ///   after a hang-up, a hang-up while a glare's retry waits, a session refresh lost as its node
-///   hangs up, a hold while the peer is out of reach for longer than a transaction waits, and
-///   (one seed of these in three) a caller that hangs up as soon as it has dialled.
+///   hangs up, a hold while the peer is out of reach for longer than a transaction waits, a host
+///   without a network for as long (the other side's probe goes unanswered), and (one seed of
+///   these in three) a caller that hangs up as soon as it has dialled.
 public struct SimSIPPeer: Sendable, Equatable, Codable, CustomStringConvertible {
     /// How an in-dialog OPTIONS is answered.
     public var optionsAnswer: Int
@@ -26,6 +27,9 @@ public struct SimSIPPeer: Sendable, Equatable, Codable, CustomStringConvertible 
     public var requests: Int
     /// The near misses, one call each.
     public var nearMisses: [NearMiss]
+    /// Ticks the stacks take to report what they took (nil: at once; peers made before had
+    /// that): a node's 200 or refusal then crosses a CANCEL its own stack has already answered.
+    public var reportLag: Int? = nil
 
     public enum NearMiss: String, Sendable, Codable, CaseIterable {
         /// The caller hangs up a frame or three before the callee answers.
@@ -47,6 +51,10 @@ public struct SimSIPPeer: Sendable, Equatable, Codable, CustomStringConvertible 
         /// A side is out of reach for longer than a transaction waits while the other holds
         /// (a local 408 to the re-INVITE) — in mixes whose transactions give up inside a run.
         case holdIntoSilence = "hold-into-silence"
+        /// A side's host loses its network for longer than a transaction waits: the other side's
+        /// media stops, and its probe (an OPTIONS into the dialog) gets a local 408 while the
+        /// call still stands — in mixes whose transactions give up inside a run.
+        case probeIntoSilence = "probe-into-silence"
     }
 
     static func pick(_ random: inout SimRandom, faults: Bool) -> SimSIPPeer? {
@@ -54,8 +62,10 @@ public struct SimSIPPeer: Sendable, Equatable, Codable, CustomStringConvertible 
         let optionsAnswer = [200, 200, 403, 404, 405, 501, 503][random.below(7)], trying = random.chance(0.5)
         let timeout = faults && random.chance(0.5) ? [100, 200, 300][random.below(3)] : nil
         let requests = random.below(5)
-        var misses = NearMiss.allCases.filter { $0 != .holdIntoSilence && random.chance(0.35) }
+        let intoSilence: [NearMiss] = [.holdIntoSilence, .probeIntoSilence]
+        var misses = NearMiss.allCases.filter { !intoSilence.contains($0) && random.chance(0.35) }
         if timeout != nil, random.chance(0.5) { misses.append(.holdIntoSilence) }
+        if timeout != nil, random.chance(0.5) { misses.append(.probeIntoSilence) }
         return SimSIPPeer(optionsAnswer: optionsAnswer, trying: trying, timeout: timeout, requests: requests, nearMisses: misses)
     }
 
@@ -64,10 +74,14 @@ public struct SimSIPPeer: Sendable, Equatable, Codable, CustomStringConvertible 
         conditions.optionsAnswer = optionsAnswer
         conditions.trying = trying
         if let timeout { conditions.timeout = timeout }
+        if let reportLag { conditions.reportLag = reportLag }
     }
 
-    func steps(_ random: inout SimRandom, actors: [Int], nodes: Int, span: Int) -> [SimStep] {
-        var steps: [SimStep] = []
+    /// The peer's requests and the near misses; the hold and the probe into silence as edges whose
+    /// stretch is kept calm (``SimCalm``): over its seconds the mix's hang-ups and faults would otherwise end
+    /// the call before its transaction gives up.
+    func steps(_ random: inout SimRandom, actors: [Int], nodes: Int, span: Int, frames: Int) -> (mix: [SimStep], edges: [SimEdge]) {
+        var steps: [SimStep] = [], edges: [SimEdge] = []
         func other(than node: Int) -> Int { (node + 1 + random.below(nodes - 1)) % nodes }
         func request(_ node: Int, at frame: Int, pick: Int = -1) {
             steps.append(SimStep(frame: frame, move: .sipPeer(node: node, pick: pick, refresh: random.chance(0.5))))
@@ -78,7 +92,9 @@ public struct SimSIPPeer: Sendable, Equatable, Codable, CustomStringConvertible 
             steps.append(SimStep(frame: random.below(span), move: .abandonSIP(from: caller, to: other(than: caller))))
         }
         for miss in nearMisses {
-            let frame = random.below(span), caller = actors[random.below(actors.count)], callee = other(than: caller)
+            // Into silence: its transaction's whole time inside the run's activity.
+            let room = miss == .holdIntoSilence || miss == .probeIntoSilence ? max(1, frames - (timeout ?? 100) - 90) : span
+            let frame = random.below(room), caller = actors[random.below(actors.count)], callee = other(than: caller)
             // Every step of the near miss acts on the call its dial placed.
             let pick = SimMove.dialled(at: frame)
             let answer = frame + 10 + random.below(40), later = answer + 30 + random.below(60)
@@ -87,33 +103,52 @@ public struct SimSIPPeer: Sendable, Equatable, Codable, CustomStringConvertible 
             if miss != .cancelBeforeAnswer && miss != .cancelBeforeDecline {
                 steps.append(SimStep(frame: answer, move: .answer(node: callee, pick: pick)))
             }
+            // The other side's action a frame or three after the end, or (one in two) just as
+            // the end reaches it (``SimMove/asPeerEnds(_:held:)``).
+            func afterTheEnd(_ move: SimMove, at frame: Int, endingAt end: Int) {
+                let exact = random.chance(0.5), held = random.chance(0.5)
+                steps.append(exact ? SimStep(frame: end, move: .asPeerEnds(move, held: held)) : SimStep(frame: frame, move: move))
+            }
             switch miss {
             case .cancelBeforeAnswer, .cancelBeforeDecline:
-                steps.append(SimStep(frame: answer - 1 - random.below(3), move: .hangUp(node: caller, pick: pick)))
-                steps.append(SimStep(frame: answer, move: miss == .cancelBeforeAnswer ? .answer(node: callee, pick: pick) : .hangUp(node: callee, pick: pick)))
+                let cancel = answer - 1 - random.below(3)
+                steps.append(SimStep(frame: cancel, move: .hangUp(node: caller, pick: pick)))
+                afterTheEnd(miss == .cancelBeforeAnswer ? .answer(node: callee, pick: pick) : .hangUp(node: callee, pick: pick), at: answer, endingAt: cancel)
             case .holdAfterBye:
                 steps.append(SimStep(frame: later, move: .hangUp(node: one, pick: pick)))
-                steps.append(SimStep(frame: later + random.below(4), move: .hold(node: two, pick: pick, on: true)))
+                afterTheEnd(.hold(node: two, pick: pick, on: true), at: later + random.below(4), endingAt: later)
             case .byeAfterHold:
                 steps.append(SimStep(frame: later, move: .hold(node: one, pick: pick, on: true)))
                 steps.append(SimStep(frame: later + random.below(2), move: .hangUp(node: one, pick: pick)))
             case .byeCrossingBye:
                 steps.append(SimStep(frame: later, move: .hangUp(node: one, pick: pick)))
-                steps.append(SimStep(frame: later + 1 + random.below(3), move: .hangUp(node: two, pick: pick)))
+                afterTheEnd(.hangUp(node: two, pick: pick), at: later + 1 + random.below(3), endingAt: later)
                 // The peer's request meets the BYE of the side that hangs up first.
                 request(one, at: later, pick: pick)
             case .transferAfterBye:
                 steps.append(SimStep(frame: later, move: .hangUp(node: one, pick: pick)))
                 let target = (0..<nodes).first { $0 != caller && $0 != callee } ?? one
-                steps.append(SimStep(frame: later + random.below(4), move: .transfer(node: two, pick: pick, to: target)))
+                afterTheEnd(.transfer(node: two, pick: pick, to: target), at: later + random.below(4), endingAt: later)
             case .sessionLostAtBye:
                 steps.append(SimStep(frame: later, move: .hangUp(node: one, pick: pick)))
                 steps.append(SimStep(frame: later, move: .sessionLost(node: one, pick: pick)))
-            case .holdIntoSilence:
-                let silence = (timeout ?? 100) + 10 + random.below(40)
-                steps.append(SimStep(frame: later, move: .unreachable(node: one, on: true)))
-                steps.append(SimStep(frame: later + 2 + random.below(10), move: .hold(node: two, pick: pick, on: true)))
-                steps.append(SimStep(frame: later + silence, move: .unreachable(node: one, on: false)))
+            case .holdIntoSilence, .probeIntoSilence:
+                // Soon after the answer, so that the transaction gives up within the run. The hold
+                // goes to a side whose signaling is out of reach; the probe to a host without a
+                // network (its media stops too, which makes the other side probe at once).
+                let silence = (timeout ?? 100) + 32 + random.below(40), start = answer + 25
+                var own = [SimStep(frame: frame, move: .dialSIP(from: caller, to: callee)),
+                           SimStep(frame: answer, move: .answer(node: callee, pick: pick))]
+                if miss == .holdIntoSilence {
+                    own += [SimStep(frame: start, move: .unreachable(node: one, on: true)),
+                            SimStep(frame: start + 2 + random.below(10), move: .hold(node: two, pick: pick, on: true)),
+                            SimStep(frame: start + silence, move: .unreachable(node: one, on: false))]
+                } else {
+                    own += [SimStep(frame: start, move: .offline(node: one, on: true)),
+                            SimStep(frame: start + silence, move: .offline(node: one, on: false))]
+                }
+                steps.removeLast(2)
+                edges.append(SimEdge(steps: own, calm: SimCalm(nodes: [caller, callee], frames: frame...(start + silence + 25))))
             case .byeDuringGlare:
                 steps.append(SimStep(frame: later, move: .hold(node: caller, pick: pick, on: true)))
                 steps.append(SimStep(frame: later, move: .hold(node: callee, pick: pick, on: true)))
@@ -123,12 +158,13 @@ public struct SimSIPPeer: Sendable, Equatable, Codable, CustomStringConvertible 
             if random.chance(0.5) { request(callee, at: frame + 3 + random.below(5), pick: pick) }
         }
         for _ in 0..<requests { request(actors[random.below(actors.count)], at: random.below(span)) }
-        return steps
+        return (steps, edges)
     }
 
     public var description: String {
         "the peer answers OPTIONS \(optionsAnswer)\(trying ? ", re-INVITEs 100 first" : "")"
             + (timeout.map { ", gives up a transaction after \($0 * 20) ms" } ?? "")
+            + (reportLag.map { ", the stacks report \($0 * 20) ms late" } ?? "")
             + "; \(requests) INFO or UPDATE; near misses: " + (nearMisses.isEmpty ? "none" : nearMisses.map(\.rawValue).joined(separator: " "))
     }
 }

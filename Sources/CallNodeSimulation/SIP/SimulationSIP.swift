@@ -73,10 +73,63 @@ extension Simulation {
         return found
     }
 
+    /// Waits for the peer's BYE or CANCEL of the action's call to reach its node (``SimMove/asPeerEnds(_:held:)``).
+    func watchForPeerEnd(_ action: SimMove, held: Bool) async {
+        guard let node = action.actingNode, let index = action.pick,
+              let call = chosen(index, among: calls(of: node), { $0 }) else { return log("  (no call to act on)") }
+        guard let dialog = await nodes[node].sipDialog(of: local(call, node)),
+              let probe = await nodes[node].inputProbe(of: local(call, node)) else { return log("  (\(callName(call)) is not a SIP call)") }
+        peerEndWatches.append(SimPeerEndWatch(action: action, node: node, call: call, dialog: dialog, probe: probe, held: held, until: frame + 150))
+    }
+
+    /// Before a tick that brings a watched call's node its peer's end: performs the action and
+    /// runs everything it starts until the run is quiet (held: all but the leg's turn for it,
+    /// which the frame lets go once the end has come in). Drops the watches whose call ended
+    /// otherwise, or that waited 3 s.
+    func actAsPeerEnds() async {
+        guard !peerEndWatches.isEmpty else { return }
+        var waiting: [SimPeerEndWatch] = []
+        for watch in peerEndWatches {
+            guard frame <= watch.until, !down.contains(watch.node), calls(of: watch.node).contains(watch.call) else {
+                log("\(watch.action)  (no peer's end reached \(name(watch.node)) while its call stood)")
+                continue
+            }
+            guard world.sip.endArrives(at: sipURI(watch.node), call: watch.dialog) else {
+                waiting.append(watch)
+                continue
+            }
+            log("SIP: the peer's end of \(callName(watch.call)) reaches \(name(watch.node)) now")
+            // Held: the leg's turn for the action waits from the moment the action is queued (a
+            // thread preempted there) until the end has come in. An action that queues nothing
+            // for the leg (a transfer) goes whole before the end either way.
+            let scheduler = self.scheduler
+            if watch.held { watch.probe.beforeNextInput { scheduler.pinNextJob() } }
+            await perform(watch.action)
+            await scheduler.quiescence()
+            watch.probe.beforeNextInput {}
+            scheduler.pinNextJob(false)
+        }
+        peerEndWatches = waiting
+    }
+
     /// The wire's story in one line at the end of a SIP seed's trace.
     func logSIPSummary() {
         guard speaksSIP else { return }
         let sip = world.sip.counts
         log("sip: \(sip.dialogs) dialogs, \(sip.invites) INVITE transactions, \(sip.crossings) crossed one of the peer's")
     }
+}
+
+/// An action waiting for the peer's end of its call (``SimMove/asPeerEnds(_:held:)``).
+struct SimPeerEndWatch: Sendable {
+    var action: SimMove
+    var node: Int
+    /// The simulation's call, and its dialog on the node's stack.
+    var call: UUID
+    var dialog: Int
+    /// The queue of the call's leg, and whether its turn for the action is held back.
+    var probe: InputProbe
+    var held: Bool
+    /// The last frame it waits until.
+    var until: Int
 }

@@ -11,7 +11,9 @@ import TestingPrimitives
 ///
 /// Messages take a seeded 0–2 ticks each way (in order on each direction), so requests cross:
 /// a re-INVITE crosses the peer's (glare), a CANCEL crosses the 200, a BYE crosses a re-INVITE.
-/// Time moves by ``advance()``, a tick (one frame period) at a time.
+/// Time moves by ``advance()``, a tick (one frame period) at a time. A dialog the peer's BYE or
+/// CANCEL ended is reported ended a tick after the request, and every report may come later
+/// still (``Conditions/reportLag``), as sofia-sip's events reach its node from its own thread.
 ///
 /// The network also checks the wire's own rules as it carries them (``problems``): every INVITE
 /// transaction gets one final response, no side starts an INVITE while its last is unanswered;
@@ -30,6 +32,11 @@ public final class InMemorySIPNetwork: SIPNetwork {
         public var optionsAnswer = 200
         /// Whether a re-INVITE is answered 100 Trying first, as sofia-sip's stack does.
         public var trying = false
+        /// Ticks between a stack taking a message (or ending a transaction) and its node hearing
+        /// of it, in order: sofia-sip does its part on its own thread and reports through a
+        /// queue, so a node can decide (send a 200, refuse the call) after its stack has
+        /// already taken the peer's CANCEL, and hear of it after.
+        public var reportLag = 0
         public init() {}
     }
 
@@ -95,6 +102,9 @@ public final class InMemorySIPNetwork: SIPNetwork {
         let yields = state.withLock { s -> [Yield] in
             s.tick += 1
             var out: [Yield] = []
+            let ended = s.endings.filter { $0.due <= s.tick }
+            s.endings.removeAll { $0.due <= s.tick }
+            for ending in ended { s.terminate(ending.side, into: &out) }
             var kept: [Message] = []
             let due = s.queue.filter { $0.due <= s.tick }.sorted { ($0.due, $0.order) < ($1.due, $1.order) }
             kept = s.queue.filter { $0.due > s.tick }
@@ -113,7 +123,7 @@ public final class InMemorySIPNetwork: SIPNetwork {
             }
             s.queue += kept
             s.expire(into: &out)
-            return out
+            return s.report(out)
         }
         Self.flush(yields)
     }
@@ -145,10 +155,35 @@ public final class InMemorySIPNetwork: SIPNetwork {
             guard let leg = s.leg(key, call), leg.confirmed, !leg.byeSent, !leg.terminated else { return (false, out) }
             s.emit(key, call, SIPEvent(kind: .sessionExpired, status: 408, phrase: "the session refresh was lost (its timer ran out)"), into: &out)
             s.sendBye(key, call)
-            return (true, out)
+            return (true, s.report(out))
         }
         Self.flush(yields)
         return done
+    }
+
+    /// Whether the next tick (``advance()``) tells the node at `address` of its peer's BYE or
+    /// CANCEL of `call`: the message arrives then (and its stack reports it at once), or it
+    /// arrived ``Conditions/reportLag`` ticks before. What a step that acts as the peer's end
+    /// reaches the node waits for.
+    public func endArrives(at address: String, call: Int) -> Bool {
+        let key = Self.hostPort(address)
+        return state.withLock { s in
+            func isEnd(_ kind: SIPEvent.Kind) -> Bool { kind == .bye || kind == .cancel }
+            if s.conditions.reportLag > 0 {
+                // (The stack may have ended the dialog already: the node hears of it later.)
+                return s.reports.contains { $0.due <= s.tick + 1 && $0.yield.key == key && $0.yield.event.call == call && isEnd($0.yield.event.kind) }
+            }
+            guard let leg = s.leg(key, call), !leg.terminated else { return false }
+            return s.queue.contains { message in
+                guard message.due <= s.tick + 1, message.toKey == key, message.dialog == leg.dialog,
+                      !s.unreachable.contains(key), !s.unreachable.contains(message.from.key) else { return false }
+                switch message.payload {
+                case .bye: return true
+                case let .cancel(transaction): return leg.serverInvite == transaction && !leg.confirmed
+                default: return false
+                }
+            }
+        }
     }
 
     /// The peer of `call` at `address` sends `request` in their dialog, over the wire: it takes
@@ -215,7 +250,7 @@ public final class InMemorySIPNetwork: SIPNetwork {
             var out: [Yield] = []
             guard let endpoint = s.endpoints[key], !endpoint.crashed, !endpoint.stopped else { return out }
             body(&s, &out)
-            return out
+            return s.report(out)
         }
         Self.flush(yields)
     }
@@ -232,6 +267,8 @@ public final class InMemorySIPNetwork: SIPNetwork {
     }
 
     struct Yield {
+        /// The endpoint told.
+        let key: String
         let continuation: AsyncStream<SIPEvent>.Continuation
         let event: SIPEvent
     }

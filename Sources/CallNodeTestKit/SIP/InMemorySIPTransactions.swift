@@ -111,6 +111,12 @@ extension InMemorySIPNetwork {
         /// Client transactions other than INVITE waiting for an answer: (client, request, dialog, sent).
         var waiting: [Int: (client: Side, request: Request, sent: Int)] = [:]
         var nextTransaction = 1
+        /// Dialogs a peer's BYE or CANCEL ended, whose end the stack reports at the next tick:
+        /// sofia-sip tells the request, then the dialog's end, as two events its node takes one
+        /// at a time (a leg's turn can come between them).
+        var endings: [(due: Int, side: Side)] = []
+        /// What the stacks have to report and when (``Conditions/reportLag``), in order.
+        var reports: [(due: Int, yield: Yield)] = []
 
         init(random: SplitMix64, conditions: Conditions) {
             self.random = random
@@ -118,6 +124,16 @@ extension InMemorySIPNetwork {
         }
 
         mutating func next() -> UInt64 { random.next() }
+
+        /// The reports due now: `out` at once, or after ``Conditions/reportLag`` behind those
+        /// still waiting.
+        mutating func report(_ out: [Yield]) -> [Yield] {
+            guard conditions.reportLag > 0 || !reports.isEmpty else { return out }
+            reports += out.map { (tick + conditions.reportLag, $0) }
+            let due = reports.prefix { $0.due <= tick }
+            reports.removeFirst(due.count)
+            return due.map(\.yield)
+        }
 
         func leg(_ key: String, _ call: Int) -> Leg? { endpoints[key]?.legs[call] }
 
@@ -145,7 +161,7 @@ extension InMemorySIPNetwork {
             guard let leg = endpoint.legs[call], !leg.terminated else { return }
             var event = event
             event.call = call
-            out.append(.init(continuation: endpoint.continuation, event: event))
+            out.append(.init(key: key, continuation: endpoint.continuation, event: event))
             if event.kind == .terminated { endpoints[key]!.legs[call]!.terminated = true }
         }
 
@@ -427,12 +443,12 @@ extension InMemorySIPNetwork {
                 update(target) { $0.serverInvite = nil }
                 send(from: target, to: message.from, toKey: message.from.key, dialog: message.dialog,
                      .response(to: .invite, transaction: transaction, status: 487, phrase: "Request Terminated", sdp: nil))
-                terminate(target, into: &out)
+                endings.append((tick + 1, target))
             case let .bye(transaction):
                 emit(target, SIPEvent(kind: .bye, status: 0, phrase: "BYE"), into: &out)
                 send(from: target, to: message.from, toKey: message.from.key, dialog: message.dialog,
                      .response(to: .bye, transaction: transaction, status: 200, phrase: "OK", sdp: nil))
-                terminate(target, into: &out)
+                endings.append((tick + 1, target))
             case let .options(transaction):
                 let status = conditions.optionsAnswer
                 send(from: target, to: message.from, toKey: message.from.key, dialog: message.dialog,

@@ -57,16 +57,43 @@ public final class SimScheduler: SerialExecutor, @unchecked Sendable {  // all s
     /// Microseconds each job waits before it runs, as on a loaded host: a run's trace must not
     /// change with it (nothing in a run may follow the wall clock).
     private let jobDelay: UInt32
+    /// Jobs held back as a preempted thread's would be (nil: none): how often a job enqueued
+    /// waits, and for up to how many runs of other jobs.
+    private let stragglers: Stragglers?
+    /// The jobs held back, and the count of jobs run at which each is ready again.
+    private var held: [(job: UnownedJob, until: Int)] = []
+    /// Whether the next job enqueued is pinned (``pinNextJob()``), and the jobs pinned.
+    private var pinNext = false
+    private var pinned: [UnownedJob] = []
 
     /// - Parameters:
     ///   - seed: chooses among ready jobs.
     ///   - reordering: how often it does (1: always; less, the oldest ready job runs the
     ///     other times, as a plain executor would run them).
     ///   - jobDelay: microseconds each job waits before it runs (a loaded host).
-    public init(seed: UInt64, reordering: Double = 1, jobDelay: UInt32 = 0) {
+    ///   - stragglers: jobs held back (a thread preempted while the others run on).
+    public init(seed: UInt64, reordering: Double = 1, jobDelay: UInt32 = 0, stragglers: Stragglers? = nil) {
         random = SimRandom(seed: seed ^ 0x5EED_5C4E_D01E)
         self.reordering = reordering
         self.jobDelay = jobDelay
+        self.stragglers = stragglers
+    }
+
+    /// Jobs that wait while others run, as on more than one thread, where the thread that
+    /// would run a job can be preempted (or busy) while the others run many jobs: a leg's turn
+    /// that waits while the peer's BYE ends its dialog, a message's delivery behind its
+    /// answer. Without it a job ready beside a few others is picked within a few runs.
+    public struct Stragglers: Sendable, Equatable, Codable {
+        /// How often an enqueued job is held back.
+        public var chance: Double
+        /// At most how many runs of other jobs it waits for (at least one; fewer if nothing
+        /// else is ready).
+        public var upTo: Int
+
+        public init(chance: Double, upTo: Int) {
+            self.chance = chance
+            self.upTo = upTo
+        }
     }
 
     public func enqueue(_ job: consuming ExecutorJob) {
@@ -94,6 +121,11 @@ public final class SimScheduler: SerialExecutor, @unchecked Sendable {  // all s
         lock.lock()
         if exclusiveDepth > 0 {
             if Thread.current == driver { arrivals.append(job) } else { foreignArrivals.append(job) }
+        } else if pinNext, Thread.current == driver {
+            pinNext = false
+            pinned.append(job)
+        } else if let stragglers, Thread.current == driver, random.chance(stragglers.chance) {
+            held.append((job, jobsRun + 1 + random.below(stragglers.upTo)))
         } else {
             ready.append(job)
         }
@@ -132,6 +164,7 @@ public final class SimScheduler: SerialExecutor, @unchecked Sendable {  // all s
         }
         while true {
             lock.lock()
+            releaseHeld()
             if finished, ready.isEmpty, arrivals.isEmpty, foreignArrivals.isEmpty {
                 lock.unlock()
                 return
@@ -176,6 +209,43 @@ public final class SimScheduler: SerialExecutor, @unchecked Sendable {  // all s
             if jobDelay > 0 { usleep(jobDelay) }
             job.runSynchronously(on: asUnownedSerialExecutor())
         }
+    }
+
+    /// Pins the next job enqueued (on this thread): it waits, as on a thread preempted just
+    /// then, through quiet moments, until ``releasePinned()`` (or until nothing else is ready
+    /// and nobody waits for quiet). A step that knows which job comes next (a leg's turn, as an
+    /// input is queued) holds that one back while something else comes in.
+    public func pinNextJob(_ on: Bool = true) {
+        locked { pinNext = on }
+    }
+
+    /// The pinned jobs join the ready ones; whether there were any.
+    @discardableResult
+    public func releasePinned() -> Bool {
+        locked {
+            pinNext = false
+            defer { pinned.removeAll() }
+            ready.append(contentsOf: pinned)
+            return !pinned.isEmpty
+        }
+    }
+
+    /// Held-back jobs whose wait is over join the ready ones, in the order they were held; with
+    /// nothing else ready (and nothing arriving), the one due first does at once. Under `lock`.
+    private func releaseHeld() {
+        if !pinned.isEmpty, ready.isEmpty, arrivals.isEmpty, foreignArrivals.isEmpty, exclusiveDepth == 0, quiescenceWaiters.isEmpty, held.isEmpty {
+            ready.append(contentsOf: pinned)
+            pinned.removeAll()
+        }
+        guard !held.isEmpty else { return }
+        if ready.isEmpty, arrivals.isEmpty, foreignArrivals.isEmpty, exclusiveDepth == 0,
+           let first = held.indices.min(by: { held[$0].until < held[$1].until }) {
+            ready.append(held.remove(at: first).job)
+        }
+        let due = held.filter { $0.until <= jobsRun }
+        guard !due.isEmpty else { return }
+        held.removeAll { $0.until <= jobsRun }
+        ready.append(contentsOf: due.map(\.job))
     }
 
     /// Returns once nothing is ready: every message, delivery and reaction that the last
