@@ -48,6 +48,8 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     var securingMoves: [SimSecuringMove] = []
     /// Actions waiting for the peer's end of their call to reach their node (``SimMove/asPeerEnds(_:held:)``).
     var peerEndWatches: [SimPeerEndWatch] = []
+    /// The next action's task waits, pinned, until the scheduler lets it go (``actAsPeerEnds()``).
+    var pinNextAction = false
     /// Nodes that crashed at some point of the run.
     var everCrashed: Set<Int> = []
     /// Each node's microphone's failure switch (a restarted node has a new microphone).
@@ -392,6 +394,10 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     /// comes.
     func spawn(_ node: Int, _ what: String, _ body: @escaping @Sendable () async throws -> Void) {
         let delay = actionDelays.below(4) == 0 ? 0 : actionDelays.below(60)
+        if pinNextAction {
+            pinNextAction = false
+            scheduler.pinNextJob()
+        }
         Task {
             for _ in 0..<delay { await Task.yield() }
             do {

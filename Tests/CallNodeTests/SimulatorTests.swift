@@ -31,7 +31,7 @@ import Testing
     /// and the outages that outlast them, the app's ICE restarts, DTLS-keyed seeds, a SIP peer
     /// other than a node, the near misses, audio sessions slow to activate, one-way breaks,
     /// stacks that report late, jobs held back and actions as the peer's end arrives: 121 of
-    /// 122 and 70 of 77; BENCHMARKS.md says what the rest needs), so a change that makes the
+    /// 122 and 71 of 77; BENCHMARKS.md says what the rest needs), so a change that makes the
     /// sweep reach less of the call shows; and neither visits a pair listed as unreachable (its
     /// reason would be wrong).
     @Test func aSweepOfSeedsKeepsEveryInvariant() async throws {

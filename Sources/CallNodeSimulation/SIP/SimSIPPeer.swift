@@ -63,7 +63,7 @@ public struct SimSIPPeer: Sendable, Equatable, Codable, CustomStringConvertible 
         let timeout = faults && random.chance(0.5) ? [100, 200, 300][random.below(3)] : nil
         let requests = random.below(5)
         let intoSilence: [NearMiss] = [.holdIntoSilence, .probeIntoSilence]
-        var misses = NearMiss.allCases.filter { !intoSilence.contains($0) && random.chance(0.35) }
+        var misses = NearMiss.allCases.filter { !intoSilence.contains($0) && random.chance(0.5) }
         if timeout != nil, random.chance(0.5) { misses.append(.holdIntoSilence) }
         if timeout != nil, random.chance(0.5) { misses.append(.probeIntoSilence) }
         return SimSIPPeer(optionsAnswer: optionsAnswer, trying: trying, timeout: timeout, requests: requests, nearMisses: misses)
@@ -106,7 +106,10 @@ public struct SimSIPPeer: Sendable, Equatable, Codable, CustomStringConvertible 
             // The other side's action a frame or three after the end, or (one in two) just as
             // the end reaches it (``SimMove/asPeerEnds(_:held:)``).
             func afterTheEnd(_ move: SimMove, at frame: Int, endingAt end: Int) {
-                let exact = random.chance(0.5), held = random.chance(0.5)
+                // (A transfer the end meets whole is what the later step already makes: a REFER
+                // crossing the BYE.)
+                let exact = random.chance(0.5), coin = random.chance(0.5)
+                let held = if case .transfer = move { true } else { coin }
                 steps.append(exact ? SimStep(frame: end, move: .asPeerEnds(move, held: held)) : SimStep(frame: frame, move: move))
             }
             switch miss {

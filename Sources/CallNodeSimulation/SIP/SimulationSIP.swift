@@ -100,14 +100,27 @@ extension Simulation {
             }
             log("SIP: the peer's end of \(callName(watch.call)) reaches \(name(watch.node)) now")
             // Held: the leg's turn for the action waits from the moment the action is queued (a
-            // thread preempted there) until the end has come in. An action that queues nothing
-            // for the leg (a transfer) goes whole before the end either way.
+            // thread preempted there) until the end has come in. A transfer queues nothing for
+            // the leg (the node hands it to the dialect): its own task waits instead, until the
+            // dialog hands the end to the leg, whose turn then waits for it.
             let scheduler = self.scheduler
-            if watch.held { watch.probe.beforeNextInput { scheduler.pinNextJob() } }
+            let transfer = if case .transfer = watch.action { true } else { false }
+            if watch.held, transfer {
+                pinNextAction = true
+                watch.probe.beforeNextInput {
+                    scheduler.releasePinned()
+                    scheduler.pinNextJob()
+                }
+            } else if watch.held {
+                watch.probe.beforeNextInput { scheduler.pinNextJob() }
+            }
             await perform(watch.action)
             await scheduler.quiescence()
-            watch.probe.beforeNextInput {}
-            scheduler.pinNextJob(false)
+            pinNextAction = false
+            if !(watch.held && transfer) {
+                watch.probe.beforeNextInput {}
+                scheduler.pinNextJob(false)
+            }
         }
         peerEndWatches = waiting
     }
