@@ -85,6 +85,8 @@ public actor MediaActor: MediaClockClient {
     /// Media time of the last authentic packet (or of the first tick); whether we reported a stall.
     var lastInboundAt: Duration?
     var playedAudio = false
+    /// Frames concealed in a row, since the last one decoded (``fadeConcealment(_:_:)``).
+    var concealedRun = 0
     /// Whether received datagrams wait for the tick (``MediaTransport/receiveOnTicks(_:)``).
     var receivesOnTicks = false
     /// Buffers of frames already played, for the frames received next.

@@ -20,6 +20,7 @@ extension MediaActor {
         jitter.outputBacklog = .microseconds(Int64(stretcher.backlogSamples) * 1_000_000 / Int64(max(1, sink.format.sampleRate)))
         let action = jitter.nextFrame(now: now)
         let ok = decode(action, into: &playFrame)
+        fadeConcealment(action, &playFrame)
         reportPlayoutResets()
         if !playedAudio, ok, case .play = action {
             playedAudio = true
@@ -66,6 +67,35 @@ extension MediaActor {
         }
         stretcher.take(into: &playFrame)
         deliver(playFrame)
+    }
+
+    /// Frames concealed at full strength after the last one decoded, then faded out over as
+    /// many: a stream that stops without a word (a peer whose hold could not reach us, a cut)
+    /// plays silence from then on, not its last frames ringing on (libopus's concealment of a
+    /// tone kept it at -40 dBFS a second later). Loss shorter than that is concealed as before.
+    static let concealedAtFullStrength = 4
+    static let concealmentFade = 4
+
+    /// Fades a concealed frame by how long concealment has run (see ``concealedAtFullStrength``).
+    func fadeConcealment(_ action: PlayoutAction, _ frame: inout [Int16]) {
+        guard case .conceal = action else {
+            concealedRun = 0
+            return
+        }
+        concealedRun += 1
+        let into = concealedRun - Self.concealedAtFullStrength, fade = Self.concealmentFade
+        guard into > 0 else { return }
+        guard into <= fade else {
+            for i in frame.indices { frame[i] = 0 }
+            return
+        }
+        // Linear, from where the last frame ended to where this one ends.
+        let from = Double(fade - into + 1) / Double(fade), to = Double(fade - into) / Double(fade)
+        let count = Double(max(1, frame.count))
+        for i in frame.indices {
+            let gain = from + (to - from) * Double(i + 1) / count
+            frame[i] = Int16((Double(frame[i]) * gain).rounded())
+        }
     }
 
     /// Decodes what the jitter buffer said to play into `frame`; `false` if the codec refused

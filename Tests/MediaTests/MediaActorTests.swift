@@ -670,3 +670,33 @@ import Glibc
         #expect(throws: SRTPKeyError.self) { try caller.keys(peerShare: "not a key", call: call, caller: a, callee: b, isCaller: true) }
     }
 }
+
+/// A stream that stops without a word — a peer whose hold could not reach us, a cut — is not
+/// concealed for ever: a tone's last frames would otherwise ring on for a second.
+@Suite struct ConcealmentFadeTests {
+    @Test func aStreamThatStopsFadesToSilenceWithinAFifthOfASecond() async throws {
+        let sink = ManualAudioEndpoint()
+        let call = try MediaActorTests.makeCall(source: ToneSource(frequency: 440, amplitude: 0.3), sink: sink)
+        try await call.a.start()
+        try await call.b.start()
+        for _ in 0..<60 {
+            await call.clock.advance()
+            _ = sink.pullPlayback(maximum: 4_800)
+        }
+        // The sender stops sending (inactive); the receiver is not told.
+        try await call.a.setDirection(sending: false, receiving: true)
+        var peaks: [Int] = []
+        for _ in 0..<50 {
+            await call.clock.advance()
+            peaks.append(sink.pullPlayback(maximum: 4_800).map { abs(Int($0)) }.max() ?? 0)
+        }
+        let stats = await call.b.statistics
+        await call.a.stop()
+        await call.b.stop()
+        #expect(stats.jitterBuffer.concealed > 20, "the receiver went on concealing: \(stats.jitterBuffer)")
+        // The first frames after the last packet still carry the tone (concealed, then fading) …
+        #expect(peaks.prefix(4).contains { $0 > 1_000 }, "\(peaks)")
+        // … and from a fifth of a second after the last packet on, nothing.
+        #expect(peaks.suffix(30).allSatisfy { $0 == 0 }, "\(peaks)")
+    }
+}
