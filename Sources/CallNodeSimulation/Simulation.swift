@@ -184,7 +184,6 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             await scheduler.quiescence()
             // A leg's turn held back as the peer's end came in (``SimMove/asPeerEnds(_:held:)``).
             if scheduler.releasePinned() { await scheduler.quiescence() }
-            if ProcessInfo.processInfo.environment["DBGC"] != nil { print("DBGC frame \(frame)") }
             frame += 1
             await observe()
             moveHostsOfCallsSecuring()
