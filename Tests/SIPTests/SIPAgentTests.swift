@@ -55,10 +55,20 @@ import Glibc
         try await SIPAgent.start(listening: "sip:127.0.0.1:\(port)", from: "<sip:\(user)@127.0.0.1:\(port)>")
     }
 
+    /// An agent listening on a port free a moment ago: another process of the suite can take
+    /// that port before the agent binds it, so a port taken meanwhile is left for another.
+    static func listening(_ user: String) async throws -> (agent: SIPAgent, port: Int) {
+        var lastError: (any Error)?
+        for _ in 0..<5 {
+            let port = freePort()
+            do { return (try await agent(user, port: port), port) } catch { lastError = error }
+        }
+        throw lastError!
+    }
+
     @Test func aDialogRingsIsAnsweredWithSDPAndEndsByBye() async throws {
-        let alicePort = Self.freePort(), bobPort = Self.freePort()
-        let alice = try await Self.agent("alice", port: alicePort)
-        let bob = try await Self.agent("bob", port: bobPort)
+        let (alice, alicePort) = try await Self.listening("alice")
+        let (bob, bobPort) = try await Self.listening("bob")
         let aliceEvents = Events(alice), bobEvents = Events(bob)
 
         let call = alice.newCall()
@@ -96,9 +106,8 @@ import Glibc
     }
 
     @Test func aCallerCancelsWhileItRingsAndARefusalIsItsStatus() async throws {
-        let alicePort = Self.freePort(), bobPort = Self.freePort()
-        let alice = try await Self.agent("alice", port: alicePort)
-        let bob = try await Self.agent("bob", port: bobPort)
+        let (alice, _) = try await Self.listening("alice")
+        let (bob, bobPort) = try await Self.listening("bob")
         let aliceEvents = Events(alice), bobEvents = Events(bob)
 
         let first = alice.newCall()
@@ -124,15 +133,13 @@ import Glibc
     }
 
     @Test func aPortInUseIsAClearError() async throws {
-        let port = Self.freePort()
-        let first = try await Self.agent("first", port: port)
+        let (first, port) = try await Self.listening("first")
         await #expect(throws: SIPError.self) { _ = try await Self.agent("second", port: port) }
         await first.stop()
     }
 
     @Test func optionsAreAnsweredAndHostileRequestsGetAnswersWhileTheAgentServesOn() async throws {
-        let port = Self.freePort()
-        let bob = try await Self.agent("bob", port: port)
+        let (bob, port) = try await Self.listening("bob")
         let bobEvents = Events(bob)
         let options = try #require(await SIPProbe.exchange(SIPProbe.request("OPTIONS", port: port), port: port))
         #expect(options.hasPrefix("SIP/2.0 200"), "\(options.prefix(80))")
