@@ -533,7 +533,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         case let .unreachable(at, on):
             if on { faults.unreachable.insert(at) } else { faults.unreachable.remove(at) }
             // A host without a network, or with its signaling cut, stays out of reach.
-            let reachable = !on && !faults.offline.contains(at) && !faults.signalingCut.contains(at)
+            let reachable = signalingReachable(at)
             if speaksSIP { world.sip.setReachable(sipURI(at), reachable) }
             world.signaling.setReachable(nodes[at].listenAddress!, reachable)
             if on { world.signaling.dropConnections() }

@@ -14,8 +14,6 @@ final class LegQueue: Sendable {
 
     private let work: AsyncStream<Work>
     private let continuation: AsyncStream<Work>.Continuation
-    /// Inputs queued and not taken yet.
-    private let waiting = Locked(0)
     /// Called as the next input is queued, just before (once): a simulation that holds the
     /// leg's turn back there (``InputProbe``).
     private let beforeNextInput = Locked<(@Sendable () -> Void)?>(nil)
@@ -33,9 +31,7 @@ final class LegQueue: Sendable {
         await withDiscardingTaskGroup { group in
             for await item in work {
                 switch item {
-                case let .input(input):
-                    waiting.withLock { $0 -= 1 }
-                    await take(input)
+                case let .input(input): await take(input)
                 case let .child(child): if runsChildren() { group.addTask(operation: child) }
                 }
             }
@@ -46,23 +42,20 @@ final class LegQueue: Sendable {
     /// Queues an input. Returns false (and refuses it) once the queue is finished.
     @discardableResult
     func post(_ input: LegInput) -> Bool {
-        waiting.withLock { $0 += 1 }
         beforeNextInput.withLock { hook in
             defer { hook = nil }
             return hook
         }?()
         if case .terminated = continuation.yield(.input(input)) {
-            waiting.withLock { $0 -= 1 }
             input.refuse()
             return false
         }
         return true
     }
 
-    /// What a simulation reads of the queue, and where it steps in (``CallNode/inputProbe(of:)``).
+    /// Where a simulation steps in (``CallNode/inputProbe(of:)``).
     var probe: InputProbe {
-        InputProbe(waiting: { [waiting] in waiting.withLock { $0 } },
-                   beforeNextInput: { [beforeNextInput] body in beforeNextInput.withLock { $0 = body } })
+        InputProbe(beforeNextInput: { [beforeNextInput] body in beforeNextInput.withLock { $0 = body } })
     }
 
     /// Queues an input carrying a reply and waits for the answer.
@@ -83,12 +76,10 @@ final class LegQueue: Sendable {
     }
 }
 
-/// A leg's queue as a simulation sees it: how many inputs wait in it (read at any moment, without
-/// a hop to the leg; another thread may take one as it is read), and a call made as the next
-/// input is queued, just before, on the thread that queues it.
+/// A leg's queue as a simulation sees it: a call made as the next input is queued, just before,
+/// on the thread that queues it (once; a new one replaces one not made yet).
 @_spi(Simulation)
 public struct InputProbe: Sendable {
-    public let waiting: @Sendable () -> Int
     public let beforeNextInput: @Sendable (@escaping @Sendable () -> Void) -> Void
 }
 

@@ -34,7 +34,7 @@ extension Simulation {
         if !cutOff {
             world.signaling.setSilenced(old.identity.fingerprint, false)
             relay.setSilenced(old.identity.fingerprint, false)
-            if !faults.unreachable.contains(index) { world.signaling.setReachable(old.listenAddress!, true) }
+            if signalingReachable(index) { world.signaling.setReachable(old.listenAddress!, true) }
         }
         do {
             try await scheduler.exclusive {

@@ -56,11 +56,16 @@ extension Simulation {
         setSignalingCut(node, on)
     }
 
+    /// Whether the node's signaling can be reached: its address is not out of reach
+    /// (``SimMove/unreachable(node:on:)``), its host has a network, and its signaling is not cut.
+    func signalingReachable(_ node: Int) -> Bool {
+        !faults.unreachable.contains(node) && !faults.offline.contains(node) && !faults.signalingCut.contains(node)
+    }
+
     /// Nothing reaches the node and it reaches nothing: its connections (and its relay's) drop.
     /// A crashed node stays cut off until it starts again.
     private func setSignalingCut(_ node: Int, _ on: Bool) {
-        // Back only where its address is not out of reach besides (``SimMove/unreachable(node:on:)``).
-        let reachable = !on && !faults.unreachable.contains(node)
+        let reachable = signalingReachable(node)
         if speaksSIP { world.sip.setReachable(sipURI(node), reachable) }
         guard !down.contains(node) else { return }
         let fingerprint = nodes[node].identity.fingerprint

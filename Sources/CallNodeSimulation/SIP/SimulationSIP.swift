@@ -105,19 +105,18 @@ extension Simulation {
             // dialog hands the end to the leg, whose turn then waits for it.
             let scheduler = self.scheduler
             let transfer = if case .transfer = watch.action { true } else { false }
-            if watch.held, transfer {
-                pinNextAction = true
+            if watch.held {
+                pinNextAction = transfer
                 watch.probe.beforeNextInput {
-                    scheduler.releasePinned()
+                    if transfer { scheduler.releasePinned() }
                     scheduler.pinNextJob()
                 }
-            } else if watch.held {
-                watch.probe.beforeNextInput { scheduler.pinNextJob() }
             }
             await perform(watch.action)
             await scheduler.quiescence()
             pinNextAction = false
-            if !(watch.held && transfer) {
+            // The action's input is queued by now; a transfer's hook waits for the end's.
+            if !transfer {
                 watch.probe.beforeNextInput {}
                 scheduler.pinNextJob(false)
             }
