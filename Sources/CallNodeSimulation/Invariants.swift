@@ -154,6 +154,7 @@ extension Simulation {
 
     /// What each side hears against who may be heard.
     private func checkAudio() {
+        let loops = noteConferenceLoops()
         for uuid in callOrder {
             for node in calls[uuid]!.sides.keys.sorted() {
                 guard let peer = calls[uuid]!.peer(of: node), calls[uuid]!.sides[peer] != nil else { continue }
@@ -192,7 +193,7 @@ extension Simulation {
                 // Eligible: both connected, nothing held or muted, a network fit for speech.
                 let connected = { (phase: LegPhase) -> Bool in if case .connected = phase { true } else { false } }
                 let eligible = connected(here.phase) && connected(there.phase) && !silenced && !here.heldByPeer && !there.heldByPeer
-                    && side.probe != nil && cleanSince != nil
+                    && side.probe != nil && cleanSince != nil && !loops.contains(uuid)
                 if eligible {
                     let since = max(side.eligibleSince ?? frame, cleanSince ?? frame)
                     side.eligibleSince = side.eligibleSince ?? frame

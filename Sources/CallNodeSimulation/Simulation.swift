@@ -50,6 +50,8 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     var peerEndWatches: [SimPeerEndWatch] = []
     /// The next action's task waits, pinned, until the scheduler lets it go (``actAsPeerEnds()``).
     var pinNextAction = false
+    /// Calls on a loop of conferences at the last step (``callsOnConferenceLoops()``).
+    var conferenceLoops: Set<UUID> = []
     /// Nodes that crashed at some point of the run.
     var everCrashed: Set<Int> = []
     /// Each node's microphone's failure switch (a restarted node has a new microphone).

@@ -193,13 +193,38 @@ import Testing
         try await Self.passes(plan: plan, schedules: 120)
     }
 
-    static func passes(plan: String, schedules: Int?) async throws {
+    /// Two calls between a and b, merged on both sides, close a loop of conferences: a feedback
+    /// path that builds up until it clips, where which tone stands out is the loop's delay's
+    /// doing (seed 721 failed `audio-both-ways` on it, with every microphone read whole). Calls on
+    /// such a loop are not judged while it stands; a single conference is, and so are the calls
+    /// once the loop is broken.
+    @Test func aLoopOfConferencesIsNotJudgedWhileItStands() async throws {
+        let dials = #"{"frame":1,"move":{"dial":{"from":0,"to":1}}},{"frame":5,"move":{"dial":{"from":0,"to":1}}},"#
+            + #"{"frame":30,"move":{"answer":{"node":1,"pick":-1001}}},{"frame":32,"move":{"answer":{"node":1,"pick":-1005}}},"#
+            + #"{"frame":60,"move":{"merge":{"node":1,"pick":0,"with":1}}}"#
+        let loop = #"{"frames":400,"seed":7,"steps":["# + dials
+            + #",{"frame":70,"move":{"merge":{"node":0,"pick":0,"with":1}}},{"frame":300,"move":{"unmerge":{"node":0,"pick":0}}}]}"#
+        let output = try await Self.passes(plan: loop, schedules: nil)
+        #expect(output.contains("audio: #1, #2 form a loop of conferences"), "\(output)")
+        #expect(output.contains("audio: the loop of conferences (#1, #2) is broken"), "\(output)")
+        // One side's conference alone is no loop: both calls stay judged.
+        let one = try await Self.passes(plan: #"{"frames":400,"seed":7,"steps":["# + dials + "]}", schedules: nil)
+        #expect(one.contains("b merges #1 and #2: done"), "\(one)")
+        #expect(!one.contains("loop of conferences"), "\(one)")
+        // Seed 721's shrunk plan: the loop, ICE restarts and five seconds of loss.
+        let found = try String(contentsOfFile: Self.root + "/docs/plans/both-merge-one-way.json", encoding: .utf8)
+        #expect(try await Self.passes(plan: found, schedules: nil).contains("form a loop of conferences"))
+    }
+
+    @discardableResult
+    static func passes(plan: String, schedules: Int?) async throws -> String {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("callnode-sim-plan-\(UUID()).json").path
         try plan.write(toFile: path, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(atPath: path) }
         let (status, output) = try await Self.sim(["--plan-file", path] + (schedules.map { ["--seeds", "\($0)"] } ?? ["--trace"]))
         #expect(status == 0, "\(output)")
         #expect(output.contains(schedules == nil ? ": ok" : "kept every invariant"))
+        return output
     }
 
     /// Plans are data: the same seed makes the same plan, and a shrunk plan is written down as the
