@@ -130,8 +130,9 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
     /// (``CallNode/restartICE(_:)``: a path it knows is bad), whatever the call is doing.
     case restartICE(node: Int, pick: Int)
     /// The peer of a node's SIP call sends into its dialog what only a peer other than a node
-    /// does: a session refresh (an UPDATE without a body) or a DTMF digit as INFO.
-    case sipPeer(node: Int, pick: Int, refresh: Bool)
+    /// does: a session refresh (an UPDATE without a body), a DTMF digit as INFO, or an offer to
+    /// switch to fax (an UPDATE with T.38 and no audio, which the node refuses with 488).
+    case sipPeer(node: Int, pick: Int, request: SimPeerRequest)
     /// A node dials another's SIP address and hangs up as soon as the call is placed, while
     /// its INVITE still waits for the call's candidates.
     case abandonSIP(from: Int, to: Int)
@@ -293,8 +294,21 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
         case let .restartICE(node, pick): return "\(n(node)) asks for a fresh round of ICE on \(call(pick))"
         case let .abandonSIP(from, to): return "\(n(from)) dials \(n(to)) over SIP and hangs up at once"
         case let .dialPhone(from, to, phone): return "\(n(from)) calls the phone \(phone) at \(n(to))'s host over SIP"
-        case let .sipPeer(node, pick, refresh):
-            return "SIP: the peer of \(n(node))'s \(pick == -1 ? "newest call" : "call (pick \(pick))") sends \(refresh ? "a session refresh (UPDATE)" : "a digit as INFO")"
+        case let .sipPeer(node, pick, request):
+            return "SIP: the peer of \(n(node))'s \(pick == -1 ? "newest call" : "call (pick \(pick))") sends \(request.description)"
+        }
+    }
+}
+
+/// What the peer of a SIP call sends into its dialog (``SimMove/sipPeer(node:pick:request:)``).
+public enum SimPeerRequest: String, Codable, Sendable, CustomStringConvertible {
+    case digit, refresh, fax
+
+    public var description: String {
+        switch self {
+        case .digit: "a digit as INFO"
+        case .refresh: "a session refresh (UPDATE)"
+        case .fax: "an offer to switch to fax (UPDATE, T.38 only)"
         }
     }
 }

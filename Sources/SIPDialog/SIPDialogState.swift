@@ -355,7 +355,19 @@ public struct SIPDialogState: Sendable, Equatable {
             probeOut = true
             return [.probe]
         case let .error(detail):
-            // SIP dialogs carry none; a failure ends with its status, which says what it was.
+            // A later offer the call could not take while it runs: refused, and the session
+            // stays as it was (RFC 3261 §14.2, RFC 3311 §5.2). Whether the call then ends is
+            // the call's to say (its end comes after, as a BYE).
+            if !callEnded, phase == .confirmed, updateOfferOpen || peerReofferOpen {
+                let phrase = "Not Acceptable Here"
+                if updateOfferOpen {
+                    updateOfferOpen = false
+                    return [.respondToUpdate(status: 488, phrase: phrase, sdp: nil)]
+                }
+                peerReofferOpen = false
+                return [.respond(status: 488, phrase: phrase, sdp: nil, retryAfter: nil)]
+            }
+            // Otherwise SIP carries none; a failure ends with its status, which says what it was.
             failure = detail
             return []
         }

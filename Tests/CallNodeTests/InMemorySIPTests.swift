@@ -151,6 +151,36 @@ import Testing
         await f.shutdown()
     }
 
+    /// A phone that switches the call to fax offers T.38 and no audio in an UPDATE: the node
+    /// cannot take it, answers 488 and the call goes on as it was (RFC 3261 §14.2), audio both
+    /// ways; a refresh after it is taken as before. (The node used to end the call as failed.)
+    @Test func anOfferTheCallCannotTakeIsRefusedWith488AndTheCallGoesOn() async throws {
+        let f = try InMemoryNodes()
+        let (alice, bob) = try await Self.aliceAndBob(f)
+        let (call, bobCall) = try await Self.connect(f, alice, bob)
+        try await f.waitFor("alice", advancing: true, frames: 50, Self.isConnected)
+        let dialog = try #require(await alice.sipDialog(of: call))
+        #expect(f.sip.peerSends(.reoffer(sdp: InMemorySIPNetwork.faxOffer), to: Self.uri("alice"), call: dialog))
+        for _ in 0..<10 { await f.step() }
+        #expect(f.sip.updateAnswers.map(\.status) == [488])
+        let heardByAlice = try #require(await alice.statistics(call)).packetsReceived
+        let heardByBob = try #require(await bob.statistics(bobCall)).packetsReceived
+        for _ in 0..<50 { await f.step() }
+        #expect(await alice.liveCalls == [call])
+        #expect(try #require(await alice.statistics(call)).packetsReceived > heardByAlice + 40, "alice hears nothing after the refusal")
+        #expect(try #require(await bob.statistics(bobCall)).packetsReceived > heardByBob + 40, "bob hears nothing after the refusal")
+        #expect(f.sip.peerSends(.refresh, to: Self.uri("alice"), call: dialog))
+        for _ in 0..<10 { await f.step() }
+        #expect(f.sip.updateAnswers.map(\.status) == [488, 200])
+        #expect(f.sip.problems == [])
+        try await alice.hangUp(call)
+        let (event, _) = try await f.waitFor("bob", advancing: true, frames: 50, Self.isEnded)
+        if case let .ended(_, reason, _, _) = event { #expect(reason == .remoteEnded) }
+        for _ in 0..<10 { await f.step() }
+        #expect(f.sip.openDialogs() == [])
+        await f.shutdown()
+    }
+
     /// Bob transfers alice to carol (a REFER): alice's node calls carol, tells bob how it goes
     /// by NOTIFY, and bob's call ends as transferred once carol's answers.
     @Test func aBlindTransferMovesTheCallerToTheTarget() async throws {

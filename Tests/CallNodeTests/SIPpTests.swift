@@ -204,6 +204,22 @@ struct SIPpTests {
         await node.shutdown()
     }
 
+    /// A caller's gateway switches the call to fax (a re-INVITE offering T.38 and no audio):
+    /// the node refuses it with 488 (the scenario checks it) and the call goes on as it was
+    /// (RFC 3261 §14.2), with audio both ways, until the caller's BYE. The node used to end the
+    /// call as failed on such an offer.
+    @Test func aReinviteSwitchingToFaxIsRefusedWith488AndTheCallGoesOn() async throws {
+        let f = try Fixture()
+        let (node, port) = try await Self.sipNode(f)
+        let events = node.events()
+        let run = try await SIPp.run("caller-fax-reinvite.xml", in: f.path("sipp"), remote: "127.0.0.1:\(port)", service: "bob")
+        #expect(run.status == 0, "\(run.log)")
+        let ended = try await TwoNodeTests.next(events) { if case .ended = $0 { true } else { false } }
+        guard case let .ended(_, reason, detail, _) = ended else { return }
+        #expect(reason == .remoteEnded, "ended by the caller's BYE, not by the refused offer: \(detail ?? "")")
+        await node.shutdown()
+    }
+
     /// An INVITE that claims to replace a dialog this node does not have (a stale attended
     /// transfer) gets 481 (the scenario checks it), and nothing rings.
     @Test func anInviteReplacingNoCallHereGets481() async throws {

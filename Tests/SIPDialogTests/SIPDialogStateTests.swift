@@ -980,6 +980,26 @@ import Testing
                 == [.note("an answer with no re-INVITE to answer (dropped)")])
     }
 
+    /// An offer in the running call that the call cannot take (its error comes back instead
+    /// of an answer) is refused with 488, and the dialog goes on as it was (RFC 3261 §14.2): the
+    /// next offer is taken, and a later end is a BYE, not a failure's status.
+    @Test func anOfferTheCallCannotTakeIsRefusedWith488AndTheDialogGoesOn() {
+        var state = Self.confirmedIncoming()
+        #expect(state.handle(.update(sdp: Self.peerOffer), now: .seconds(5)) == [.deliver(.offer(sdp: Self.peerOffer))])
+        #expect(state.handle(.call(.error("no audio in the offer")), now: .seconds(5))
+                == [.respondToUpdate(status: 488, phrase: "Not Acceptable Here", sdp: nil)])
+        #expect(state.phase == .confirmed && !state.updateOfferOpen && !state.callEnded)
+        #expect(state.handle(.invite(sdp: Self.peerHoldOffer), now: .seconds(6)) == [.deliver(.offer(sdp: Self.peerHoldOffer))])
+        #expect(state.handle(.call(.error("other keys")), now: .seconds(6))
+                == [.respond(status: 488, phrase: "Not Acceptable Here", sdp: nil, retryAfter: nil)])
+        // Nothing open now: a stray error refuses nothing.
+        #expect(state.handle(.call(.error("late")), now: .seconds(7)) == [])
+        #expect(state.handle(.invite(sdp: Self.peerHoldOffer), now: .seconds(8)) == [.deliver(.offer(sdp: Self.peerHoldOffer))])
+        #expect(state.handle(.call(.answer(sdp: Self.callHoldAnswer)), now: .seconds(8))
+                == [.respond(status: 200, phrase: nil, sdp: Self.callHoldAnswer, retryAfter: nil)])
+        #expect(state.handle(.call(.end(.hangup)), now: .seconds(9)) == [.bye])
+    }
+
     @Test func anUpdateOfferCrossingOurReinviteIsRefusedWith491() {
         var state = Self.confirmedOutgoing()
         Self.feed(&state, [.call(.offer(sdp: Self.holdOffer))], at: .seconds(10))

@@ -107,11 +107,17 @@ public struct DialectTraits: Sendable, Equatable {
     /// encrypted group's (this member's sender key out, a feed's publisher's in), which the
     /// group changes while the call runs (``CallNode/setFrameKeys(_:outbound:inbound:)``).
     public var frameKeys: FrameKeys?
+    /// A later offer of the peer's that the running call cannot take (fax, video, other keys)
+    /// is refused and the call goes on as it was: SIP's 488 to a re-INVITE or UPDATE (RFC 3261
+    /// §14.2). False: the peer is told of the error and the call ends as failed (a node or page
+    /// offers only what the call can take, so an offer it cannot is a broken peer).
+    public var refusesLaterOffers: Bool
 
     public init(peer: Peer, resumable: Bool, firstOffer: FirstOffer = .byCallee, offersICE: Bool = true, mediaAddress: String? = nil,
                 mediaEncryption: MediaEncryption = .required, codecs: [AudioEncoding] = [.opus], receivesOnly: Bool = false,
-                frameKeys: FrameKeys? = nil) {
+                frameKeys: FrameKeys? = nil, refusesLaterOffers: Bool = false) {
         self.frameKeys = frameKeys
+        self.refusesLaterOffers = refusesLaterOffers
         self.codecs = codecs
         self.receivesOnly = receivesOnly
         self.peer = peer

@@ -451,7 +451,16 @@ actor CallLeg {
                 do { try await answer(first: offer) } catch { await negotiationFailed(error) }
             case let .answerPeerOffer(offer):
                 offersTaken += 1
-                do { try await answer(offer) } catch { await negotiationFailed(error) }
+                do {
+                    try await answer(offer)
+                } catch let refused as LaterOfferRefused where dialect.traits.refusesLaterOffers {
+                    // Refused on the wire (SIP: 488); the call goes on with what it has.
+                    logger.warning("call \(uuid): the peer's new offer could not be taken, refused (the call goes on as it was): \(refused)")
+                    broadcaster.send(.peerError("call \(uuid): the peer's new offer was refused: \(refused)"))
+                    await send(.error(refused.detail))
+                } catch {
+                    await negotiationFailed(error)
+                }
             case let .takeAnswer(answer):
                 do { try await take(answer) } catch { await negotiationFailed(error) }
             case let .reportProgress(progress):

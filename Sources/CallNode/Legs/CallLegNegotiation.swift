@@ -115,7 +115,11 @@ extension CallLeg {
     /// answer again. The media and its keys must stay as they are.
     func answer(_ offer: SessionDescription) async throws {
         var gathering: IceGathering?
-        if try negotiation.restarts(offer, local: try await ice.local(direction: state.wantedDirection)) {
+        let current = try await ice.local(direction: state.wantedDirection)
+        // Whether the call can take it at all is known before anything changes here.
+        let restarts: Bool
+        do { restarts = try negotiation.restarts(offer, local: current) } catch { throw LaterOfferRefused(detail: "\(error)") }
+        if restarts {
             gathering = try await ice.restart()
         }
         let local = try await ice.local(direction: state.wantedDirection)
@@ -153,4 +157,11 @@ extension CallLeg {
         await legEvent(.peerDirection(receives: offered.sends ? answered.receives : nil,
                                       sends: offered.receives ? answered.sends : nil))
     }
+}
+
+/// The peer's later offer cannot be taken by the running call (another codec, other keys, no
+/// audio): nothing of the call changed for it (``DialectTraits/refusesLaterOffers``).
+struct LaterOfferRefused: Error, CustomStringConvertible {
+    let detail: String
+    var description: String { detail }
 }

@@ -134,7 +134,7 @@ actor SIPRouter {
     private func makeDialect(call: Int, outgoing: Bool, uri: String?, referral: (call: Int, replaces: String?)? = nil) -> SIPDialect {
         let traits = DialectTraits(peer: .other, resumable: false, firstOffer: .byCaller, offersICE: settings.offersICE,
                                    mediaAddress: settings.mediaAddress, mediaEncryption: settings.mediaEncryption,
-                                   codecs: settings.codecs)
+                                   codecs: settings.codecs, refusesLaterOffers: true)
         // Each dialog's own random choices: from the node's seed and the dialog's id when set.
         let seed = self.seed.map { $0 ^ (UInt64(truncatingIfNeeded: call) &* 0x9E37_79B9_7F4A_7C15) } ?? UInt64.random(in: .min ... .max)
         let dialect = SIPDialect(agent: agent, call: call, outgoing: outgoing, uri: uri, traits: traits, clock: clock, seed: seed, logger: logger,

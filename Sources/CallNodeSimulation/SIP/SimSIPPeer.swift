@@ -84,7 +84,9 @@ public struct SimSIPPeer: Sendable, Equatable, Codable, CustomStringConvertible 
         var steps: [SimStep] = [], edges: [SimEdge] = []
         func other(than node: Int) -> Int { (node + 1 + random.below(nodes - 1)) % nodes }
         func request(_ node: Int, at frame: Int, pick: Int = -1) {
-            steps.append(SimStep(frame: frame, move: .sipPeer(node: node, pick: pick, refresh: random.chance(0.5))))
+            // A refresh in two; one of those in three an offer the call cannot take (fax).
+            let kind: SimPeerRequest = random.chance(0.5) ? (random.chance(1.0 / 3) ? .fax : .refresh) : .digit
+            steps.append(SimStep(frame: frame, move: .sipPeer(node: node, pick: pick, request: kind)))
         }
         // A caller that hangs up at once, in one seed of these in three.
         if random.chance(1.0 / 3) {
@@ -168,6 +170,6 @@ public struct SimSIPPeer: Sendable, Equatable, Codable, CustomStringConvertible 
         "the peer answers OPTIONS \(optionsAnswer)\(trying ? ", re-INVITEs 100 first" : "")"
             + (timeout.map { ", gives up a transaction after \($0 * 20) ms" } ?? "")
             + (reportLag.map { ", the stacks report \($0 * 20) ms late" } ?? "")
-            + "; \(requests) INFO or UPDATE; near misses: " + (nearMisses.isEmpty ? "none" : nearMisses.map(\.rawValue).joined(separator: " "))
+            + "; \(requests) INFO or UPDATE (a refresh or a fax offer); near misses: " + (nearMisses.isEmpty ? "none" : nearMisses.map(\.rawValue).joined(separator: " "))
     }
 }

@@ -52,11 +52,15 @@ extension Simulation {
                 return log("  (no SIP call at \(name(at)))")
             }
             if !world.sip.expireSession(at: sipURI(at), call: dialog) { log("  (call \(callName(uuid))'s session is not up)") }
-        case let .sipPeer(at, index, refresh):
+        case let .sipPeer(at, index, kind):
             guard let (uuid, dialog) = chosen(index, among: await sipCalls(of: at), { self.canonical($0.0) }) else {
                 return log("  (no SIP call at \(name(at)))")
             }
-            let request: InMemorySIPNetwork.PeerRequest = refresh ? .refresh : .info(digit: "5")
+            let request: InMemorySIPNetwork.PeerRequest = switch kind {
+            case .digit: .info(digit: "5")
+            case .refresh: .refresh
+            case .fax: .reoffer(sdp: InMemorySIPNetwork.faxOffer)
+            }
             if !world.sip.peerSends(request, to: sipURI(at), call: dialog) { log("  (call \(callName(uuid)) has no dialog with a peer)") }
         default:
             break

@@ -46,7 +46,17 @@ public final class InMemorySIPNetwork: SIPNetwork {
     public enum PeerRequest: Sendable, Equatable {
         case info(digit: Character)
         case refresh
+        /// An UPDATE with a new offer for the running call (RFC 3311): a phone that switches
+        /// to fax offers T.38 and no audio (``faxOffer``), which a call node cannot take.
+        case reoffer(sdp: String)
     }
+
+    /// A phone's offer to switch the call to fax (T.38 over UDPTL, no audio): what a call
+    /// node has to refuse while the call goes on.
+    public static let faxOffer = [
+        "v=0", "o=- 4 5 IN IP4 192.0.2.40", "s=-", "c=IN IP4 192.0.2.40", "t=0 0",
+        "m=image 40000 udptl t38", "a=T38FaxVersion:0", "a=T38FaxRateManagement:transferredTCF", "",
+    ].joined(separator: "\r\n")
 
     /// A SIP phone at a node's address, where the network plays the phone's part on the wire
     /// (the node behind it still decides the rest): named by the user part of the address a
@@ -196,12 +206,24 @@ public final class InMemorySIPNetwork: SIPNetwork {
             guard let leg = s.leg(key, call), !leg.terminated, let peer = s.peer(leg) else { return false }
             let payload: Payload = switch request {
             case let .info(digit): .info(body: "Signal=\(digit)\r\nDuration=160\r\n")
-            case .refresh: .update
+            case .refresh: .update(sdp: nil)
+            case let .reoffer(sdp): .update(sdp: sdp)
             }
             s.send(from: peer, to: s.side(key, call), toKey: key, dialog: leg.dialog, payload)
             return true
         }
     }
+
+    /// How a node answered an UPDATE of its peer's (``PeerRequest/refresh``, ``PeerRequest/reoffer(sdp:)``).
+    public struct UpdateAnswer: Sendable, Equatable {
+        /// The answering node's stack and its id for the call.
+        public let address: String
+        public let call: Int
+        public let status: Int
+    }
+
+    /// The answers to the peers' UPDATEs so far, oldest first.
+    public var updateAnswers: [UpdateAnswer] { state.withLock { $0.updateAnswers } }
 
     /// Breaches of the wire's rules seen so far (a second final response to an INVITE, an INVITE
     /// sent while the side's last one was unanswered).
@@ -341,7 +363,8 @@ final class InMemorySIPStack: SIPStack, @unchecked Sendable {  // `generation` i
     }
 
     func respondToUpdate(_ call: Int, status: Int, phrase: String?, sdp: String?) {
-        // Nodes send no UPDATE: nothing here asks for an answer.
+        // Nodes send no UPDATE: the peer's stack only keeps the answer, for the tests to read.
+        network.perform(key) { s, _ in s.updateAnswers.append(InMemorySIPNetwork.UpdateAnswer(address: key, call: call, status: status)) }
     }
 
     func setAvailability(status: Int, retryAfter: Int?) {}

@@ -73,7 +73,7 @@ extension InMemorySIPNetwork {
         /// What a peer's stack or user sends that a node never does (``InMemorySIPNetwork/PeerRequest``);
         /// the receiver's answer goes to that stack, which the dialog on the other side never sees.
         case info(body: String)
-        case update
+        case update(sdp: String?)
     }
 
     enum Request: Equatable {
@@ -107,6 +107,7 @@ extension InMemorySIPNetwork {
         var lastDue: [String: Int] = [:]
         var unreachable: Set<String> = []
         var problems: [String] = []
+        var updateAnswers: [InMemorySIPNetwork.UpdateAnswer] = []
         var crossings = 0
         /// Client transactions other than INVITE waiting for an answer: (client, request, dialog, sent).
         var waiting: [Int: (client: Side, request: Request, sent: Int)] = [:]
@@ -455,8 +456,8 @@ extension InMemorySIPNetwork {
                      .response(to: .options, transaction: transaction, status: status, phrase: Self.phrase(status), sdp: nil))
             case let .info(body):
                 emit(target, SIPEvent(kind: .info, status: 0, phrase: "INFO", contentType: "application/dtmf-relay", body: body), into: &out)
-            case .update:
-                emit(target, SIPEvent(kind: .update, status: 0, phrase: "UPDATE"), into: &out)
+            case let .update(sdp):
+                emit(target, SIPEvent(kind: .update, status: 0, phrase: "UPDATE", contentType: sdp.map { _ in "application/sdp" }, body: sdp), into: &out)
             case let .refer(referTo, transaction):
                 if leg.referIn != nil {
                     send(from: target, to: message.from, toKey: message.from.key, dialog: message.dialog,
