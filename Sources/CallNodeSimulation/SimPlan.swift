@@ -157,6 +157,15 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
     /// action is queued for it, as a thread preempted there, while the end comes in: the leg
     /// then takes the action with its dialog ended. Nothing if the call ends otherwise first.
     indirect case asPeerEnds(SimMove, held: Bool)
+    /// The end of the ICE gatherings of a node's call (the pick) waits until let go, as with a
+    /// STUN or TURN server slow to answer: its candidates are in its SDP, and its SIP offer or
+    /// answer waits for their end.
+    case holdGathering(node: Int, pick: Int)
+    /// The gatherings a ``holdGathering(node:pick:)`` held end. Performed as the peer's end
+    /// comes (``asPeerEnds(_:held:)``, held), the leg's turn for the end of its candidates waits
+    /// `turnsLate` more frames after the end came in (a stack reports the dialog's end a tick
+    /// after the CANCEL).
+    case endGathering(node: Int, pick: Int, turnsLate: Int)
 
     /// What comes with a host's move while its call secures (``movesWhileSecuring(node:pick:then:)``).
     public enum SecuringFault: String, Sendable, Codable {
@@ -178,7 +187,7 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
         case let .dial(node, _), let .answer(node, _), let .greet(node, _), let .hangUp(node, _), let .mute(node, _, _),
              let .hold(node, _, _), let .swap(node, _), let .merge(node, _, _), let .unmerge(node, _), let .dtmf(node, _, _), let .block(node, _, _),
              let .doNotDisturb(node, _), let .dialSIP(node, _), let .transfer(node, _, _), let .restartICE(node, _), let .abandonSIP(node, _),
-             let .dialPhone(node, _, _), let .dialThen(node, _, _, _, _):
+             let .dialPhone(node, _, _), let .dialThen(node, _, _, _, _), let .holdGathering(node, _), let .endGathering(node, _, _):
             node
         case let .asPeerEnds(move, _):
             move.actingNode
@@ -205,7 +214,7 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
         switch self {
         case let .answer(_, pick), let .greet(_, pick), let .hangUp(_, pick), let .mute(_, pick, _), let .hold(_, pick, _),
              let .swap(_, pick), let .merge(_, pick, _), let .unmerge(_, pick), let .dtmf(_, pick, _), let .transfer(_, pick, _), let .sessionLost(_, pick),
-             let .restartICE(_, pick), let .sipPeer(_, pick, _):
+             let .restartICE(_, pick), let .sipPeer(_, pick, _), let .holdGathering(_, pick), let .endGathering(_, pick, _):
             pick
         case let .asPeerEnds(move, _):
             move.pick
@@ -294,6 +303,10 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
         case let .restartICE(node, pick): return "\(n(node)) asks for a fresh round of ICE on \(call(pick))"
         case let .abandonSIP(from, to): return "\(n(from)) dials \(n(to)) over SIP and hangs up at once"
         case let .dialPhone(from, to, phone): return "\(n(from)) calls the phone \(phone) at \(n(to))'s host over SIP"
+        case let .holdGathering(node, pick):
+            return "ICE: the end of the gathering of \(n(node))'s \(call(pick)) waits (a STUN server slow to answer)"
+        case let .endGathering(node, pick, late):
+            return "ICE: the gathering of \(n(node))'s \(call(pick)) ends" + (late > 0 ? " (its leg's turn for it \(late * 20) ms late)" : "")
         case let .sipPeer(node, pick, request):
             return "SIP: the peer of \(n(node))'s \(pick == -1 ? "newest call" : "call (pick \(pick))") sends \(request.description)"
         }

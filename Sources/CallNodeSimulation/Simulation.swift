@@ -50,6 +50,11 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     var peerEndWatches: [SimPeerEndWatch] = []
     /// The next action's task waits, pinned, until the scheduler lets it go (``actAsPeerEnds()``).
     var pinNextAction = false
+    /// Nodes whose gatherings' ends wait (``holdGathering(_:)``).
+    var gatheringHeld: Set<Int> = []
+    /// Frames the leg's turn held back as the peer's end came in stays held after that frame
+    /// (``endGathering(_:turnsLate:)``).
+    var pinnedFrames = 0
     /// Calls on a loop of conferences at the last step (``callsOnConferenceLoops()``).
     var conferenceLoops: Set<UUID> = []
     /// Nodes that crashed at some point of the run.
@@ -185,7 +190,11 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             await world.media.advance(frames: 1)
             await scheduler.quiescence()
             // A leg's turn held back as the peer's end came in (``SimMove/asPeerEnds(_:held:)``).
-            if scheduler.releasePinned() { await scheduler.quiescence() }
+            if pinnedFrames > 0 {
+                pinnedFrames -= 1
+            } else if scheduler.releasePinned() {
+                await scheduler.quiescence()
+            }
             frame += 1
             await observe()
             moveHostsOfCallsSecuring()
@@ -366,6 +375,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         faults.unreachable.removeAll()
         for node in faults.signalingCut.sorted() { cutSignaling(node, false) }
         for node in faults.offline.sorted() { setOffline(node, false) }
+        for node in gatheringHeld.sorted() { endGathering(node, turnsLate: 0) }
         faults.cleanSince = faults.cleanSince ?? frame
         for pair in blocked.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
             await setBlocked(pair[0], pair[1], false)
@@ -530,6 +540,10 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             moveWhenSecuring(at, index, then: then)
         case let .asPeerEnds(action, held):
             await watchForPeerEnd(action, held: held)
+        case let .holdGathering(at, _):
+            holdGathering(at)
+        case let .endGathering(at, _, late):
+            endGathering(at, turnsLate: late)
         case .dialSIP, .transfer, .sessionLost, .sipPeer, .abandonSIP, .dialPhone:
             await performSIP(move, pick: pick)
         case let .unreachable(at, on):

@@ -147,6 +147,16 @@ public final class InMemoryIceNetwork: MediaClockClient, Sendable {
         }
     }
 
+    /// Holds back the end of the gatherings of every path open now (``InMemoryIcePath/holdGathering()``).
+    public func holdGatherings() {
+        for path in state.withLock({ Array($0.paths.values) }) { path.holdGathering() }
+    }
+
+    /// Lets every held gathering end (``InMemoryIcePath/releaseGathering()``).
+    public func releaseGatherings() {
+        for path in state.withLock({ Array($0.paths.values) }) { path.releaseGathering() }
+    }
+
     func isOffline(_ address: String) -> Bool { state.withLock { $0.offline.contains(address) } }
 
     /// Queues a datagram from a connected path to its peer's address.
@@ -249,6 +259,8 @@ public final class InMemoryIcePath: IcePath {
     }
 
     private let state: Locked<State>
+    /// Whether the end of this path's gatherings waits (``holdGathering()``), and who waits for it.
+    private let gate = Locked<(held: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
 
     init(network: InMemoryIceNetwork, host: String, role: IceRole, credentials: IceCredentials) {
         self.network = network
@@ -363,14 +375,53 @@ public final class InMemoryIcePath: IcePath {
             return s.credentials
         }
         set(.gathering)
-        return IceGathering(credentials: credentials, candidates: Self.oneCandidate(candidate))
+        return IceGathering(credentials: credentials, candidates: oneCandidate(candidate))
     }
 
-    private static func oneCandidate(_ candidate: IceCandidate) -> AsyncStream<IceCandidate> {
-        let (stream, continuation) = AsyncStream.makeStream(of: IceCandidate.self)
-        continuation.yield(candidate)
-        continuation.finish()
-        return stream
+    /// The round's one candidate, then its end, read as the call reads them: an agent made
+    /// ahead of its call (pooled) ends its gathering when the call comes to it, so a hold set
+    /// meanwhile still applies.
+    private func oneCandidate(_ candidate: IceCandidate) -> AsyncStream<IceCandidate> {
+        let given = Locked(false)
+        return AsyncStream(unfolding: { [weak self] in
+            if !given.withLock({ given in defer { given = true }; return given }) { return candidate }
+            await self?.gatheringEnds()
+            return nil
+        })
+    }
+
+    /// Holds the end of this path's gatherings back until ``releaseGathering()``, as a STUN or
+    /// TURN server slow to answer does (the candidates the SDP carries are out already; the
+    /// end of them is what a SIP offer or answer waits for).
+    public func holdGathering() {
+        gate.withLock { $0.held = true }
+    }
+
+    /// Lets the gatherings held back end; later ones end at once again.
+    public func releaseGathering() {
+        let waiting = gate.withLock { gate in
+            defer { gate = (false, []) }
+            return gate.waiting
+        }
+        for continuation in waiting { continuation.resume() }
+    }
+
+    /// Waits while the gathering is held (a reader that is cancelled, or a path closed, lets
+    /// it go: nothing of a call waits on it for ever).
+    private func gatheringEnds() async {
+        guard gate.withLock({ $0.held }) else { return }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let now = gate.withLock { gate -> Bool in
+                    guard gate.held, !Task.isCancelled else { return true }
+                    gate.waiting.append(continuation)
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            releaseGathering()
+        }
     }
 
     public func localCandidates() async throws(IceError) -> [IceCandidate] {
@@ -432,7 +483,7 @@ public final class InMemoryIcePath: IcePath {
             s.unreachableSince = nil
         }
         eventsContinuation.yield(.stateChanged(.gathering))
-        return IceGathering(credentials: fresh, candidates: Self.oneCandidate(candidate))
+        return IceGathering(credentials: fresh, candidates: oneCandidate(candidate))
     }
 
     public func close() async {
@@ -441,6 +492,7 @@ public final class InMemoryIcePath: IcePath {
             return !s.closed
         }
         guard wasOpen else { return }
+        releaseGathering()
         network?.remove(address)
         eventsContinuation.yield(.stateChanged(.closed))
         eventsContinuation.finish()

@@ -181,6 +181,39 @@ import Testing
         await f.shutdown()
     }
 
+    /// The callee's gathering ends late (a STUN server slow to answer), later than a round of
+    /// ICE checks lasts: its 200 waits for the end of its candidates, and its leg starts no
+    /// fresh round meanwhile (the restart's offer went into that 200, where the INVITE's answer
+    /// was due). Once the gathering ends the answer leaves; a path that gave up meanwhile is
+    /// restarted then, in a re-INVITE; the call connects and carries audio both ways.
+    @Test func aCalleeWhoseGatheringEndsLateRestartsNothingBeforeItsAnswerLeaves() async throws {
+        let f = try InMemoryNodes()
+        let (alice, bob) = try await Self.aliceAndBob(f, bobAnswers: false)
+        let call = try await alice.call(.sip(Self.uri("bob")))
+        try await f.waitFor("bob", advancing: true, frames: 50) { if case .incoming = $0 { true } else { false } }
+        let bobCall = try #require(await bob.liveCalls.first)
+        f.network.holdGatherings()
+        try await bob.answer(bobCall)
+        for _ in 0..<300 { await f.step() }  // 6 s: two rounds of checks and more
+        #expect(await alice.manager.state(of: call)?.phase != .connected, "connected before the callee's answer could leave")
+        let restarted = { (name: String) in f.events(name).filter { if case .iceRestarted = $0 { true } else { false } } }
+        #expect(restarted("bob").isEmpty, "bob restarted ICE before its answer left: \(f.story("bob"))")
+        #expect(f.sip.counts.invites == 1)
+        f.network.releaseGatherings()
+        try await f.waitFor("alice", advancing: true, frames: 300, Self.isConnected)
+        try await f.waitFor("bob", advancing: true, frames: 100, Self.isConnected)
+        for _ in 0..<50 { await f.step() }
+        #expect(f.sip.counts.invites == 1 + restarted("bob").count, "a restart after the answer goes in a re-INVITE")
+        #expect(try #require(await alice.statistics(call)).packetsReceived > 30)
+        #expect(try #require(await bob.statistics(bobCall)).packetsReceived > 30)
+        #expect(f.sip.problems == [])
+        try await alice.hangUp(call)
+        try await f.waitFor("bob", advancing: true, frames: 50, Self.isEnded)
+        for _ in 0..<10 { await f.step() }
+        #expect(f.sip.openDialogs() == [])
+        await f.shutdown()
+    }
+
     /// Bob transfers alice to carol (a REFER): alice's node calls carol, tells bob how it goes
     /// by NOTIFY, and bob's call ends as transferred once carol's answers.
     @Test func aBlindTransferMovesTheCallerToTheTarget() async throws {

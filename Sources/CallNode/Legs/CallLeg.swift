@@ -296,6 +296,7 @@ actor CallLeg {
         case let .trickled(round, candidate):
             guard await round == ice.trickleRound else { return }  // a restart replaced this round
             await send(.candidates(candidate.map { [$0] } ?? [], end: candidate == nil))
+            if candidate == nil { await ice.gatheringEnded(round: round) }
         }
     }
 
@@ -416,6 +417,14 @@ actor CallLeg {
             case let .startMedia(muted):
                 await startMedia(microphoneMuted: muted)
             case .restartICE:
+                if await ice.gatheringPending {
+                    // This side's candidates have not all gone (a STUN or TURN server slow to
+                    // answer; SIP's offer or answer waits for their end): the round has not had
+                    // its chance, and a restart's offer now would cross the answer still due.
+                    logger.info("call \(uuid): no fresh round of ICE yet: this side's gathering has not ended")
+                    post(.event(.restartSettled, done: nil))
+                    break
+                }
                 do {
                     try await restart()
                     post(.event(.restartOffered, done: nil))

@@ -30,6 +30,9 @@ actor CallIce {
     var usesPlainRTP: Bool { agent is PlainRTPPath }
     /// Which round of local candidates is being trickled (a restart starts a new one).
     private(set) var trickleRound = 0
+    /// This side's latest gathering has not ended yet: its offer or answer may still wait for
+    /// the end of its candidates (SIP's does), so the peer may not have them all.
+    private(set) var gatheringPending = false
 
     init(call uuid: UUID, pool: IcePool, queue: LegQueue, fingerprint: String, clock: TimerClock, logger: Logger,
          broadcaster: EventBroadcaster<NodeEvent>) {
@@ -176,6 +179,7 @@ actor CallIce {
     /// then end-of-candidates, as ``LegInput/trickled(round:candidate:)`` inputs of a new round.
     func trickle(_ gathering: IceGathering, skipping sent: Set<String>) {
         trickleRound += 1
+        gatheringPending = true
         let round = trickleRound, queue = self.queue
         queue.spawn {
             for await candidate in gathering.candidates where !sent.contains(candidate.description) {
@@ -183,6 +187,11 @@ actor CallIce {
             }
             queue.post(.trickled(round: round, candidate: nil))
         }
+    }
+
+    /// The end of round `round`'s candidates went to the peer.
+    func gatheringEnded(round: Int) {
+        if round == trickleRound { gatheringPending = false }
     }
 
     /// Closes the agent, or the one still being made (nothing else of the call would).

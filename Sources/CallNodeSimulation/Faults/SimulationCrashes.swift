@@ -15,6 +15,7 @@ extension Simulation {
         world.signaling.dropConnections(of: fingerprint)
         relay.setSilenced(fingerprint, true)
         if speaksSIP, index != pageIndex { world.sip.crash(sipURI(index)) }
+        gatheringHeld.remove(index)
         for path in paths[index].withLock({ list in defer { list = [] }; return list }) { await path.close() }
         for uuid in calls(of: index) { calls[uuid]!.sides[index]!.crashed = true }
         // The page's connection to a is one of its connections.

@@ -55,6 +55,11 @@ public struct SimSIPPeer: Sendable, Equatable, Codable, CustomStringConvertible 
         /// media stops, and its probe (an OPTIONS into the dialog) gets a local 408 while the
         /// call still stands — in mixes whose transactions give up inside a run.
         case probeIntoSilence = "probe-into-silence"
+        /// The callee answers while the end of its ICE gathering waits (a STUN server slow to
+        /// answer: its 200 waits for it); the caller gives up meanwhile, and the gathering ends
+        /// just as the CANCEL comes: the leg hands the end of its candidates to a dialog the
+        /// CANCEL ended (its turn a tick late, one half of the time: a dialog the stack closed).
+        case cancelAsCandidatesEnd = "cancel-as-candidates-end"
     }
 
     static func pick(_ random: inout SimRandom, faults: Bool) -> SimSIPPeer? {
@@ -154,6 +159,13 @@ public struct SimSIPPeer: Sendable, Equatable, Codable, CustomStringConvertible 
                 }
                 steps.removeLast(2)
                 edges.append(SimEdge(steps: own, calm: SimCalm(nodes: [caller, callee], frames: frame...(start + silence + 25))))
+            case .cancelAsCandidatesEnd:
+                let cancel = answer + 1 + random.below(3), late = random.below(2)
+                steps.append(SimStep(frame: answer - 1, move: .holdGathering(node: callee, pick: pick)))
+                steps.append(SimStep(frame: cancel, move: .hangUp(node: caller, pick: pick)))
+                steps.append(SimStep(frame: cancel, move: .asPeerEnds(.endGathering(node: callee, pick: pick, turnsLate: late), held: true)))
+                // Whatever came of it (the CANCEL lost to a fault), the gathering ends.
+                steps.append(SimStep(frame: cancel + 160, move: .endGathering(node: callee, pick: pick, turnsLate: 0)))
             case .byeDuringGlare:
                 steps.append(SimStep(frame: later, move: .hold(node: caller, pick: pick, on: true)))
                 steps.append(SimStep(frame: later, move: .hold(node: callee, pick: pick, on: true)))
