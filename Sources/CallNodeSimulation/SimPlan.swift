@@ -291,6 +291,7 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
             case .cutSignaling: "every signaling connection resets"
             case .moveHost: "its host moves to another network"
             }
+            if then == .cutSignaling && !sip { return "\(n(from)) dials \(n(to)), and as its invitation leaves " + next }
             return "\(n(from)) dials \(n(to))\(sip ? " over SIP" : ""), and \(yields) jobs later " + next
         case let .asPeerEnds(move, held):
             return "\(move) as the peer's BYE or CANCEL reaches \(move.actingNode.map(n) ?? "it")" + (held ? ", its leg's turn held back meanwhile" : ", first")

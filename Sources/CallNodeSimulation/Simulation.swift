@@ -50,6 +50,8 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     var peerEndWatches: [SimPeerEndWatch] = []
     /// The next action's task waits, pinned, until the scheduler lets it go (``actAsPeerEnds()``).
     var pinNextAction = false
+    /// Nodes whose next signaling frame resets every connection, this frame (``dialThen(_:)``).
+    var resetsAsInvited: [Fingerprint] = []
     /// Nodes whose gatherings' ends wait (``holdGathering(_:)``).
     var gatheringHeld: Set<Int> = []
     /// Frames the leg's turn held back as the peer's end came in stays held after that frame
@@ -195,6 +197,9 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             } else if scheduler.releasePinned() {
                 await scheduler.quiescence()
             }
+            // A reset as an invitation leaves that found none this frame (the call was refused).
+            for identity in resetsAsInvited { world.signaling.resetAfterNextFrame(of: identity, false) }
+            resetsAsInvited = []
             frame += 1
             await observe()
             moveHostsOfCallsSecuring()

@@ -15,6 +15,7 @@ public final class InMemorySignalNetwork: SignalNetwork {
     private let live = OpenConnections()
     private let unreachable = Locked<Set<SignalAddress>>([])
     private let silenced = Locked<Set<Fingerprint>>([])
+    private let resetAfterNextFrame = Locked<Set<Fingerprint>>([])
 
     public init() {}
 
@@ -50,6 +51,9 @@ public final class InMemorySignalNetwork: SignalNetwork {
             return "memory-caller-\(count):1"
         }
         let (near, far) = InMemorySignalPipe.pair((identity.fingerprint, caller), (listener.identity.fingerprint, address.description))
+        for (end, sender) in [(near, identity.fingerprint), (far, listener.identity.fingerprint)] {
+            (end.transport as? InMemorySignalPipe.End)?.afterSend.withLock { $0 = { [weak self] in self?.sent(by: sender) } }
+        }
         live.add(near.connection, far.connection)
         defer { live.remove(near.connection, far.connection) }
         // The served side runs as a server's connection would, until its messages end.
@@ -57,6 +61,17 @@ public final class InMemorySignalNetwork: SignalNetwork {
     }
 
     /// Closes every open connection, as a reset of each would: both ends see them end.
+    /// Every connection resets just after the next frame `identity` sends has gone (a node's
+    /// invitation: the caller then waits for the callee's answer with its wire gone), once;
+    /// `false` takes the wish back if nothing was sent.
+    public func resetAfterNextFrame(of identity: Fingerprint, _ on: Bool = true) {
+        resetAfterNextFrame.withLock { if on { $0.insert(identity) } else { $0.remove(identity) } }
+    }
+
+    private func sent(by identity: Fingerprint) {
+        if resetAfterNextFrame.withLock({ $0.remove(identity) }) != nil { dropConnections() }
+    }
+
     public func dropConnections() {
         for connection in live.all { connection.close() }
     }

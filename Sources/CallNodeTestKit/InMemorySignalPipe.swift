@@ -32,9 +32,13 @@ public final class InMemorySignalPipe: Sendable {
             pipe = Locked(nil)
         }
 
+        /// Called just after each frame this end sends has been delivered (its network's watch).
+        let afterSend = Locked<(@Sendable () -> Void)?>(nil)
+
         public func send(_ frame: [UInt8]) throws(SignalingError) {
             guard let pipe = pipe.withLock({ $0 }) else { throw .closed }
             try pipe.deliver(frame, from: self)
+            afterSend.withLock { $0 }?()
         }
 
         public func close() { pipe.withLock { $0 }?.close() }

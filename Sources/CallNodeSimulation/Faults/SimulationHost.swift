@@ -79,6 +79,13 @@ extension Simulation {
     func dialThen(_ move: SimMove) {
         guard case let .dialThen(from, to, sip, then, yields) = move else { return }
         let node = nodes[from], target: CallTarget = sip ? .sip(sipURI(to)) : .contact(name(to)), at = frame
+        // A node's call: the reset as its invitation leaves (it invites only for the few jobs
+        // the callee takes to say it rings: a count of jobs misses that as often as not).
+        let asInvited = then == .cutSignaling && !sip, identity = node.identity.fingerprint
+        if asInvited {
+            world.signaling.resetAfterNextFrame(of: identity)
+            resetsAsInvited.append(identity)
+        }
         spawn(from, "dials \(name(to))\(sip ? " over SIP" : "")") {
             let uuid = try await node.call(target)
             self.dialled(uuid, at: at)
@@ -86,6 +93,7 @@ extension Simulation {
             // actor, would come back to the scheduler from another thread).
             Task {
                 for _ in 0..<yields { await Task.yield() }
+                if asInvited { return }  // the frame's end takes it back if nothing went
                 switch then {
                 case .mute:
                     do { try await node.setMuted(uuid, true) } catch {

@@ -107,8 +107,11 @@ public struct SimSIPEdges: Sendable, Equatable, Codable, CustomStringConvertible
             for sip in [false, true] {
                 let (caller, callee, frame) = parties()
                 // A mute soon after, while the call still dials (its wire comes up within a few
-                // jobs); the faults anywhere in the call's first moments.
-                let yields = then == .mute ? random.below(6) : random.below(40)
+                // jobs); a host move in the call's first moments (a node's call dials for 3
+                // jobs, a SIP call's INVITE waits for the end of its candidates); a node's
+                // call's signaling reset as its invitation leaves (the jobs: how long that may
+                // take to come).
+                let yields = then == .mute ? random.below(6) : sip ? random.below(40) : random.below(12)
                 edges.append(SimEdge(steps: [
                     SimStep(frame: frame, move: .dialThen(from: caller, to: callee, sip: sip, then: then, yields: yields)),
                     SimStep(frame: frame + 10 + random.below(40), move: .answer(node: callee, pick: SimMove.dialled(at: frame))),
