@@ -157,6 +157,10 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
     /// action is queued for it, as a thread preempted there, while the end comes in: the leg
     /// then takes the action with its dialog ended. Nothing if the call ends otherwise first.
     indirect case asPeerEnds(SimMove, held: Bool)
+    /// A node hangs up its call (the pick) so that the BYE reaches the peer as the peer's glare
+    /// retry fires (up to 3 s from the step: a retry must be waiting; the peer's messages wait
+    /// the last frames before it, and the retry's delivery waits for the BYE).
+    case hangUpAsPeerRetries(node: Int, pick: Int)
     /// The end of the ICE gatherings of a node's call (the pick) waits until let go, as with a
     /// STUN or TURN server slow to answer: its candidates are in its SDP, and its SIP offer or
     /// answer waits for their end.
@@ -187,7 +191,8 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
         case let .dial(node, _), let .answer(node, _), let .greet(node, _), let .hangUp(node, _), let .mute(node, _, _),
              let .hold(node, _, _), let .swap(node, _), let .merge(node, _, _), let .unmerge(node, _), let .dtmf(node, _, _), let .block(node, _, _),
              let .doNotDisturb(node, _), let .dialSIP(node, _), let .transfer(node, _, _), let .restartICE(node, _), let .abandonSIP(node, _),
-             let .dialPhone(node, _, _), let .dialThen(node, _, _, _, _), let .holdGathering(node, _), let .endGathering(node, _, _):
+             let .dialPhone(node, _, _), let .dialThen(node, _, _, _, _), let .holdGathering(node, _), let .endGathering(node, _, _),
+             let .hangUpAsPeerRetries(node, _):
             node
         case let .asPeerEnds(move, _):
             move.actingNode
@@ -214,7 +219,8 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
         switch self {
         case let .answer(_, pick), let .greet(_, pick), let .hangUp(_, pick), let .mute(_, pick, _), let .hold(_, pick, _),
              let .swap(_, pick), let .merge(_, pick, _), let .unmerge(_, pick), let .dtmf(_, pick, _), let .transfer(_, pick, _), let .sessionLost(_, pick),
-             let .restartICE(_, pick), let .sipPeer(_, pick, _), let .holdGathering(_, pick), let .endGathering(_, pick, _):
+             let .restartICE(_, pick), let .sipPeer(_, pick, _), let .holdGathering(_, pick), let .endGathering(_, pick, _),
+             let .hangUpAsPeerRetries(_, pick):
             pick
         case let .asPeerEnds(move, _):
             move.pick
@@ -304,6 +310,8 @@ public enum SimMove: Sendable, Equatable, Codable, CustomStringConvertible {
         case let .restartICE(node, pick): return "\(n(node)) asks for a fresh round of ICE on \(call(pick))"
         case let .abandonSIP(from, to): return "\(n(from)) dials \(n(to)) over SIP and hangs up at once"
         case let .dialPhone(from, to, phone): return "\(n(from)) calls the phone \(phone) at \(n(to))'s host over SIP"
+        case let .hangUpAsPeerRetries(node, pick):
+            return "\(n(node)) hangs up \(call(pick)) as the peer's glare retry fires"
         case let .holdGathering(node, pick):
             return "ICE: the end of the gathering of \(n(node))'s \(call(pick)) waits (a STUN server slow to answer)"
         case let .endGathering(node, pick, late):

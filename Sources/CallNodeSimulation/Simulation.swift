@@ -52,6 +52,8 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     var pinNextAction = false
     /// Nodes whose next signaling frame resets every connection, this frame (``dialThen(_:)``).
     var resetsAsInvited: [Fingerprint] = []
+    /// Hang-ups waiting for the peer's glare retry (``landByesAsGlareRetries()``).
+    var glareWatches: [SimGlareWatch] = []
     /// Nodes whose gatherings' ends wait (``holdGathering(_:)``).
     var gatheringHeld: Set<Int> = []
     /// Frames the leg's turn held back as the peer's end came in stays held after that frame
@@ -185,6 +187,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
                     spawn(node, "hangs up call \(callName(call))") { try await target.hangUp(uuid) }
                 }
             }
+            if frame < end { await landByesAsGlareRetries() }
             world.timers.advance(by: world.media.frameDuration)
             setHostTime(world.timers.now.offset)
             if frame < end { await actAsPeerEnds() }
@@ -545,6 +548,8 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
             moveWhenSecuring(at, index, then: then)
         case let .asPeerEnds(action, held):
             await watchForPeerEnd(action, held: held)
+        case let .hangUpAsPeerRetries(at, index):
+            watchGlare(at, index)
         case let .holdGathering(at, _):
             holdGathering(at)
         case let .endGathering(at, _, late):

@@ -105,6 +105,16 @@ extension CallNode {
         await sipRouter?.dialog(of: call)
     }
 
+    /// When `call`'s SIP dialog's `timer` is due on the node's clock (nil: not armed, or no SIP
+    /// call), and the hook its firing calls just before it reaches the dialog (once): what a
+    /// simulation needs to land a peer's BYE as a glare's retry fires.
+    @_spi(Simulation)
+    public func sipTimer(_ timer: SIPDialogTimer, of call: UUID) async -> (due: Duration?, beforeFiring: @Sendable (@escaping @Sendable () -> Void) -> Void)? {
+        guard let dialect = await sipRouter?.dialect(of: call) else { return nil }
+        let hook = dialect.beforeTimerFires
+        return (await dialect.due(timer), { body in hook.withLock { $0 = body } })
+    }
+
     /// The call the node's SIP stack knows by `dialog` (nil: none, or not started yet).
     @_spi(Simulation)
     public func call(ofSIPDialog dialog: Int) async -> UUID? {

@@ -1,5 +1,6 @@
 import Clocks
 import Foundation
+import Locking
 import Logging
 import SIP
 import SIPDialog
@@ -22,6 +23,11 @@ actor SIPDialect: CallDialect {
     /// What arrived before the call started (an INVITE's offer).
     private var early: [SIPDialogAction] = []
     private var state: SIPDialogState
+    /// When the dialog's armed timers are due, on the node's clock (for a simulation's step).
+    private var timersDue: [SIPDialogTimer: Duration] = [:]
+    /// Called on the timer's task just before a fired timer reaches the dialog (once; a
+    /// simulation holds that moment back, as a timer thread preempted there).
+    nonisolated let beforeTimerFires = Locked<(@Sendable () -> Void)?>(nil)
     /// Outgoing, placed for a transfer: the call whose peer asked for it (the stack tells that
     /// peer how this call goes), and the dialog it replaces at the target, if it names one.
     private let referral: (call: Int, replaces: String?)?
@@ -176,10 +182,15 @@ actor SIPDialect: CallDialect {
             logger.notice("SIP call \(sipCall): the peer refused SRTP (\(reason)); offering plain RTP: its media will NOT be encrypted")
             call?.firstOfferRefusedEncrypted()
         case let .arm(timer, delay):
-            let clock = self.clock
+            let clock = self.clock, hook = beforeTimerFires
+            timersDue[timer] = clock.now + delay
             call?.run { [weak self] in
                 try? await clock.sleep(for: delay)
                 guard !Task.isCancelled else { return }
+                hook.withLock { hook in
+                    defer { hook = nil }
+                    return hook
+                }?()
                 await self?.fired(timer)
             }
         case let .respondToRefer(status, phrase):
@@ -221,6 +232,10 @@ actor SIPDialect: CallDialect {
     }
 
     private func fired(_ timer: SIPDialogTimer) {
+        timersDue[timer] = nil
         _ = handle(.timerFired(timer))
     }
+
+    /// When `timer` is due, if it is armed (``CallNode/sipTimer(_:of:)``).
+    func due(_ timer: SIPDialogTimer) -> Duration? { timersDue[timer] }
 }

@@ -156,6 +156,12 @@ actor SIPRouter {
         return nil
     }
 
+    /// The dialect carrying `call`.
+    func dialect(of call: UUID) async -> SIPDialect? {
+        for (_, dialect) in dialects.sorted(by: { $0.key < $1.key }) where await dialect.callID == call { return dialect }
+        return nil
+    }
+
     /// The call carried by the dialog the stack knows as `id`.
     func call(of id: Int) async -> UUID? {
         await dialects[id]?.callID

@@ -60,6 +60,9 @@ public struct SimSIPPeer: Sendable, Equatable, Codable, CustomStringConvertible 
         /// just as the CANCEL comes: the leg hands the end of its candidates to a dialog the
         /// CANCEL ended (its turn a tick late, one half of the time: a dialog the stack closed).
         case cancelAsCandidatesEnd = "cancel-as-candidates-end"
+        /// Both hold at once (491 for both); the caller hangs up so that its BYE reaches the
+        /// callee as the callee's retry fires.
+        case byeAsGlareRetries = "bye-as-glare-retries"
     }
 
     static func pick(_ random: inout SimRandom, faults: Bool) -> SimSIPPeer? {
@@ -166,6 +169,10 @@ public struct SimSIPPeer: Sendable, Equatable, Codable, CustomStringConvertible 
                 steps.append(SimStep(frame: cancel, move: .asPeerEnds(.endGathering(node: callee, pick: pick, turnsLate: late), held: true)))
                 // Whatever came of it (the CANCEL lost to a fault), the gathering ends.
                 steps.append(SimStep(frame: cancel + 160, move: .endGathering(node: callee, pick: pick, turnsLate: 0)))
+            case .byeAsGlareRetries:
+                steps.append(SimStep(frame: later, move: .hold(node: caller, pick: pick, on: true)))
+                steps.append(SimStep(frame: later, move: .hold(node: callee, pick: pick, on: true)))
+                steps.append(SimStep(frame: later + 3, move: .hangUpAsPeerRetries(node: caller, pick: pick)))
             case .byeDuringGlare:
                 steps.append(SimStep(frame: later, move: .hold(node: caller, pick: pick, on: true)))
                 steps.append(SimStep(frame: later, move: .hold(node: callee, pick: pick, on: true)))
