@@ -52,6 +52,8 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     var pinNextAction = false
     /// Nodes whose next signaling frame resets every connection, this frame (``dialThen(_:)``).
     var resetsAsInvited: [Fingerprint] = []
+    /// Calls (the caller's IDs) to a phone whose answer cannot be taken (``InMemorySIPNetwork/Phone/answersAnotherCodec``).
+    var answeredUntakeably: Set<UUID> = []
     /// Hang-ups waiting for the peer's glare retry (``landByesAsGlareRetries()``).
     var glareWatches: [SimGlareWatch] = []
     /// Nodes whose gatherings' ends wait (``holdGathering(_:)``).

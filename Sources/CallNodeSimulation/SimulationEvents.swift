@@ -123,7 +123,8 @@ extension Simulation {
                 calls[call]!.sides[node]!.endDetail = detail
             }
             log("\(who): call \(callName(call)) ended (\(reason.rawValue)\(detail.map { ": \($0)" } ?? ""))")
-            if reason == .failed, disruptedAt == nil {
+            let untakeable = answeredUntakeably.contains(uuid) && detail?.hasPrefix("SDP negotiation failed") == true
+            if reason == .failed, disruptedAt == nil, !untakeable {
                 fail(.failsOnlyForAFault, "call \(callName(call)) failed on \(who) though nothing in the run could fail it: \(detail ?? "no detail")")
             }
         case let .rejected(uuid, reason): log("\(who): call \(callName(uuid)) rejected (\(reason.rawValue))")

@@ -35,7 +35,12 @@ extension Simulation {
             spawn(from, "dials \(name(to)) over SIP") { self.dialled(try await node.call(.sip(uri)), at: at) }
         case let .dialPhone(from, to, phone):
             let node = nodes[from], uri = sipURI(to).replacingOccurrences(of: "sip:callnode@", with: "sip:\(phone)@"), at = frame
-            spawn(from, "calls the phone \(phone) at \(name(to))'s host") { self.dialled(try await node.call(.sip(uri)), at: at) }
+            spawn(from, "calls the phone \(phone) at \(name(to))'s host") {
+                let uuid = try await node.call(.sip(uri))
+                self.dialled(uuid, at: at)
+                // Its answer cannot be taken: the call fails, and says why.
+                if phone == InMemorySIPNetwork.Phone.answersAnotherCodec.rawValue { self.answeredUntakeably.insert(uuid) }
+            }
         case let .abandonSIP(from, to):
             let node = nodes[from], uri = sipURI(to)
             spawn(from, "dials \(name(to)) over SIP and hangs up") { try await node.hangUp(try await node.call(.sip(uri))) }

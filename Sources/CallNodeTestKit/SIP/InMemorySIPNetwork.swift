@@ -70,6 +70,15 @@ public final class InMemorySIPNetwork: SIPNetwork {
         case refusesSRTP = "no-srtp"
         /// Takes no SRTP, and says so after ringing (180, then 488).
         case refusesSRTPAfterRinging = "no-srtp-after-ringing"
+        /// Rings, then answers in a 183 with a codec the caller did not offer (G.729), as a
+        /// broken gateway does, and waits: the caller cannot take the answer and cancels.
+        case answersAnotherCodec = "another-codec"
+
+        /// The 183's answer of ``answersAnotherCodec``.
+        static let anotherCodecAnswer = [
+            "v=0", "o=- 7 7 IN IP4 192.0.2.41", "s=-", "c=IN IP4 192.0.2.41", "t=0 0",
+            "m=audio 41000 RTP/AVP 18", "a=rtpmap:18 G729/8000", "a=sendrecv", "",
+        ].joined(separator: "\r\n")
 
         /// The phone an address names (nil: a node's own address).
         init?(calling uri: String) {

@@ -385,6 +385,16 @@ extension InMemorySIPNetwork {
             }
             // A first INVITE makes the callee's side of the dialog.
             if case let .invite(sdp, displayName, replaces, true, transaction) = message.payload {
+                if dialogs[message.dialog]?.phone == .answersAnotherCodec {
+                    // Its INVITE stays open: the caller's CANCEL finds no stack that knows it, and
+                    // ends it at once (as one that meets a closed port).
+                    let me = Side(key: message.toKey, generation: receiver.generation, call: 0)
+                    for (status, sdp) in [(180, nil), (183, Phone.anotherCodecAnswer)] {
+                        send(from: me, to: message.from, toKey: message.from.key, dialog: message.dialog,
+                             .response(to: .invite, transaction: transaction, status: status, phrase: Self.phrase(status), sdp: sdp))
+                    }
+                    return
+                }
                 if let phone = dialogs[message.dialog]?.phone, phone.refusesSRTP, sdp.map(Phone.offersSRTP) == true {
                     // A phone without SRTP refuses an encrypted offer itself (ringing first, or not).
                     let me = Side(key: message.toKey, generation: receiver.generation, call: 0)
