@@ -170,9 +170,15 @@ public struct SimSIPPeer: Sendable, Equatable, Codable, CustomStringConvertible 
                 // Whatever came of it (the CANCEL lost to a fault), the gathering ends.
                 steps.append(SimStep(frame: cancel + 160, move: .endGathering(node: callee, pick: pick, turnsLate: 0)))
             case .byeAsGlareRetries:
-                steps.append(SimStep(frame: later, move: .hold(node: caller, pick: pick, on: true)))
-                steps.append(SimStep(frame: later, move: .hold(node: callee, pick: pick, on: true)))
-                steps.append(SimStep(frame: later + 3, move: .hangUpAsPeerRetries(node: caller, pick: pick)))
+                // Kept calm until the retry (up to 2 s after the 491s): the mix's hang-ups and
+                // faults would otherwise end the call or the glare first.
+                let own = [SimStep(frame: frame, move: .dialSIP(from: caller, to: callee)),
+                           SimStep(frame: answer, move: .answer(node: callee, pick: pick)),
+                           SimStep(frame: later, move: .hold(node: caller, pick: pick, on: true)),
+                           SimStep(frame: later, move: .hold(node: callee, pick: pick, on: true)),
+                           SimStep(frame: later + 3, move: .hangUpAsPeerRetries(node: caller, pick: pick))]
+                steps.removeLast(2)
+                edges.append(SimEdge(steps: own, calm: SimCalm(nodes: [caller, callee], frames: frame...(later + 110))))
             case .byeDuringGlare:
                 steps.append(SimStep(frame: later, move: .hold(node: caller, pick: pick, on: true)))
                 steps.append(SimStep(frame: later, move: .hold(node: callee, pick: pick, on: true)))
