@@ -210,7 +210,7 @@ let package = Package(
         // ordered by a seed, actions and faults from the same seed, invariants after each step.
         .target(
             name: "CallNodeSimulation",
-            dependencies: ["CallNode", "CallNodeTestKit", "CallCore", "Calls", "AudioDevices", "Locking", "TestingPrimitives"]),
+            dependencies: ["CallNode", "CallNodeTestKit", "CallCore", "Calls", "AudioDevices", "Locking", "SIPDialog", "TestingPrimitives"]),
         // The host's randomness from a seed (getrandom, arc4random, /dev/urandom), for the
         // simulator's executable only: it replaces C library symbols process-wide.
         .target(name: "CSimHost"),
