@@ -386,6 +386,7 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
         for node in faults.signalingCut.sorted() { cutSignaling(node, false) }
         for node in faults.offline.sorted() { setOffline(node, false) }
         for node in gatheringHeld.sorted() { endGathering(node, turnsLate: 0) }
+        endGlareWatches()
         faults.cleanSince = faults.cleanSince ?? frame
         for pair in blocked.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
             await setBlocked(pair[0], pair[1], false)

@@ -52,8 +52,8 @@ extension Simulation {
                     continue
                 }
                 let ahead = Int(((due - world.timers.now.offset) / tick).rounded(.up))
-                guard ahead > Self.glareLead else {
-                    log("SIP: \(name(watch.peer))'s glare retry on \(callName(watch.call)) is too close to land a BYE on")
+                guard ahead > Self.glareLead, frame + ahead < plan.frames else {
+                    log("SIP: \(name(watch.peer))'s glare retry on \(callName(watch.call)) is too close (or past the run's steps) to land a BYE on")
                     continue
                 }
                 watch.firesAt = frame + ahead - 1
@@ -77,5 +77,13 @@ extension Simulation {
             }
         }
         glareWatches = waiting
+    }
+
+    /// The run's steps are over: a BYE still waiting for its peer's retry goes now.
+    func endGlareWatches() {
+        for watch in glareWatches where watch.firesAt.map({ frame > $0 - Self.glareLead }) == true {
+            world.sip.setReachable(sipURI(watch.peer), signalingReachable(watch.peer))
+        }
+        glareWatches = []
     }
 }

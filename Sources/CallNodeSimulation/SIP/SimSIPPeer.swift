@@ -63,6 +63,9 @@ public struct SimSIPPeer: Sendable, Equatable, Codable, CustomStringConvertible 
         /// Both hold at once (491 for both); the caller hangs up so that its BYE reaches the
         /// callee as the callee's retry fires.
         case byeAsGlareRetries = "bye-as-glare-retries"
+        /// A side's process dies during the call and is back a moment later, its new stack
+        /// knowing nothing of the dialog: the other side's probe (its media stopped) gets 481.
+        case peerRestarts = "peer-restarts"
     }
 
     static func pick(_ random: inout SimRandom, faults: Bool) -> SimSIPPeer? {
@@ -116,10 +119,9 @@ public struct SimSIPPeer: Sendable, Equatable, Codable, CustomStringConvertible 
             // The other side's action a frame or three after the end, or (one in two) just as
             // the end reaches it (``SimMove/asPeerEnds(_:held:)``).
             func afterTheEnd(_ move: SimMove, at frame: Int, endingAt end: Int) {
-                // (A transfer the end meets whole is what the later step already makes: a REFER
-                // crossing the BYE.)
-                let exact = random.chance(0.5), coin = random.chance(0.5)
-                let held = if case .transfer = move { true } else { coin }
+                // (A transfer the end meets whole, not held: its REFER leaves just before the BYE
+                // arrives, and meets the other side's dialog ending.)
+                let exact = random.chance(0.5), held = random.chance(0.5)
                 steps.append(exact ? SimStep(frame: end, move: .asPeerEnds(move, held: held)) : SimStep(frame: frame, move: move))
             }
             switch miss {
@@ -163,12 +165,22 @@ public struct SimSIPPeer: Sendable, Equatable, Codable, CustomStringConvertible 
                 steps.removeLast(2)
                 edges.append(SimEdge(steps: own, calm: SimCalm(nodes: [caller, callee], frames: frame...(start + silence + 25))))
             case .cancelAsCandidatesEnd:
+                // Its steps kept calm (a hang-up of the mix's, a fault, would leave the callee's
+                // gathering waiting with nobody to cancel); whatever came of it, the gathering
+                // ends soon after, before the round of checks waiting for its answer gives up.
                 let cancel = answer + 1 + random.below(3), late = random.below(2)
-                steps.append(SimStep(frame: answer - 1, move: .holdGathering(node: callee, pick: pick)))
-                steps.append(SimStep(frame: cancel, move: .hangUp(node: caller, pick: pick)))
-                steps.append(SimStep(frame: cancel, move: .asPeerEnds(.endGathering(node: callee, pick: pick, turnsLate: late), held: true)))
-                // Whatever came of it (the CANCEL lost to a fault), the gathering ends.
-                steps.append(SimStep(frame: cancel + 160, move: .endGathering(node: callee, pick: pick, turnsLate: 0)))
+                let own = [SimStep(frame: frame, move: .dialSIP(from: caller, to: callee)),
+                           SimStep(frame: answer - 1, move: .holdGathering(node: callee, pick: pick)),
+                           SimStep(frame: answer, move: .answer(node: callee, pick: pick)),
+                           SimStep(frame: cancel, move: .hangUp(node: caller, pick: pick)),
+                           SimStep(frame: cancel, move: .asPeerEnds(.endGathering(node: callee, pick: pick, turnsLate: late), held: true)),
+                           SimStep(frame: cancel + 25, move: .endGathering(node: callee, pick: pick, turnsLate: 0))]
+                steps.removeLast(2)
+                edges.append(SimEdge(steps: own, calm: SimCalm(nodes: [caller, callee], frames: frame...(cancel + 30))))
+            case .peerRestarts:
+                let crash = answer + 25 + random.below(40)
+                steps.append(SimStep(frame: crash, move: .crash(node: one)))
+                steps.append(SimStep(frame: crash + 2 + random.below(4), move: .restart(node: one)))
             case .byeAsGlareRetries:
                 // Kept calm until the retry (up to 2 s after the 491s): the mix's hang-ups and
                 // faults would otherwise end the call or the glare first.
