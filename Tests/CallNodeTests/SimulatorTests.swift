@@ -138,7 +138,7 @@ import Testing
     /// A seed's trace begins with the mix it picked; `--no-swarm` still makes the plans of one
     /// mix for every seed (the defect found at seed 31 then is found there still).
     @Test func aSeedsTraceSaysItsMixAndTheUniformMixIsKept() async throws {
-        let traced = try await Self.sim(["--seed", "11", "--trace", "--bug", "resume-unmutes"])
+        let traced = try await Self.sim(["--seed", "4", "--trace", "--bug", "resume-unmutes"])
         let lines = traced.output.split(separator: "\n")
         #expect(lines.first?.hasPrefix("mix: ") == true && lines.first?.contains("actions: dial×") == true, "\(lines.prefix(4))")
         #expect(lines.dropFirst().first?.hasPrefix("mix: faults: ") == true && lines.dropFirst(2).first?.hasPrefix("mix: nodes acting: ") == true)
@@ -151,9 +151,9 @@ import Testing
     /// A failing seed shrinks to fewer steps that still break the same rule, and the replay
     /// command it prints shows it again.
     @Test func aFailingSeedShrinksToAShorterPlanThatStillFails() async throws {
-        let (status, output) = try await Self.sim(["--seed", "11", "--bug", "resume-unmutes", "--shrink"])
+        let (status, output) = try await Self.sim(["--seed", "4", "--bug", "resume-unmutes", "--shrink"])
         #expect(status == 1)
-        let original = try #require(output.split(separator: "\n").first { $0.hasPrefix("seed 11:") })
+        let original = try #require(output.split(separator: "\n").first { $0.hasPrefix("seed 4:") })
         let originalSteps = try #require(Int(original.split(separator: " ")[2]))
         let shrunkLine = try #require(output.split(separator: "\n").first { $0.hasPrefix("shrunk to ") })
         let shrunkSteps = try #require(Int(shrunkLine.split(separator: " ")[2]))
