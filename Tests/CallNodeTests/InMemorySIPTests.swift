@@ -33,6 +33,15 @@ import Testing
     static func isConnected(_ event: NodeEvent) -> Bool { if case .connected = event { true } else { false } }
     static func isEnded(_ event: NodeEvent) -> Bool { if case .ended = event { true } else { false } }
 
+    /// Alice hangs up `call`; it ends at Bob's too, no dialog is left up, and the nodes stop.
+    static func aliceHangsUp(_ call: UUID, _ f: InMemoryNodes, _ alice: CallNode) async throws {
+        try await alice.hangUp(call)
+        try await f.waitFor("bob", advancing: true, frames: 50, isEnded)
+        for _ in 0..<10 { await f.step() }
+        #expect(f.sip.openDialogs() == [])
+        await f.shutdown()
+    }
+
     @Test func aCallConnectsCarriesAudioBothWaysHoldsAndEndsOnBothSides() async throws {
         let f = try InMemoryNodes()
         let (alice, bob) = try await Self.aliceAndBob(f)
@@ -96,11 +105,7 @@ import Testing
         #expect(try #require(await alice.statistics(call)).packetsReceived > heardByAlice + 40, "alice hears nothing after both resumed")
         #expect(try #require(await bob.statistics(bobCall)).packetsReceived > heardByBob + 40, "bob hears nothing after both resumed")
         #expect(f.sip.problems == [])
-        try await alice.hangUp(call)
-        try await f.waitFor("bob", advancing: true, frames: 50, Self.isEnded)
-        for _ in 0..<10 { await f.step() }
-        #expect(f.sip.openDialogs() == [])
-        await f.shutdown()
+        try await Self.aliceHangsUp(call, f, alice)
     }
 
     /// The callee's process dies: the caller's next OPTIONS in the dialog finds its port closed,
@@ -144,11 +149,7 @@ import Testing
         try await f.waitFor("alice", advancing: true, frames: 50) { if case .remoteHold(_, true) = $0 { true } else { false } }
         #expect(await alice.liveCalls == [call] && f.sip.problems == [])
         #expect(!f.sip.peerSends(.refresh, to: Self.uri("alice"), call: dialog + 1), "a request into a dialog that does not exist")
-        try await alice.hangUp(call)
-        try await f.waitFor("bob", advancing: true, frames: 50, Self.isEnded)
-        for _ in 0..<10 { await f.step() }
-        #expect(f.sip.openDialogs() == [])
-        await f.shutdown()
+        try await Self.aliceHangsUp(call, f, alice)
     }
 
     /// A phone that switches the call to fax offers T.38 and no audio in an UPDATE: the node
@@ -207,11 +208,7 @@ import Testing
         #expect(try #require(await alice.statistics(call)).packetsReceived > 30)
         #expect(try #require(await bob.statistics(bobCall)).packetsReceived > 30)
         #expect(f.sip.problems == [])
-        try await alice.hangUp(call)
-        try await f.waitFor("bob", advancing: true, frames: 50, Self.isEnded)
-        for _ in 0..<10 { await f.step() }
-        #expect(f.sip.openDialogs() == [])
-        await f.shutdown()
+        try await Self.aliceHangsUp(call, f, alice)
     }
 
     /// Bob transfers alice to carol (a REFER): alice's node calls carol, tells bob how it goes
