@@ -158,8 +158,8 @@ actor SIPRouter {
 
     /// The dialect carrying `call`.
     func dialect(of call: UUID) async -> SIPDialect? {
-        for (_, dialect) in dialects.sorted(by: { $0.key < $1.key }) where await dialect.callID == call { return dialect }
-        return nil
+        guard let id = await dialog(of: call) else { return nil }
+        return dialects[id]
     }
 
     /// The call carried by the dialog the stack knows as `id`.
