@@ -275,3 +275,22 @@ extension Simulation {
 
     func nodesInOrder() -> [(Int, CallNode)] { Array(nodesList.enumerated()) }
 }
+
+extension Simulation {
+    /// A leg's phase as the invariants' messages name it.
+    func phaseName(_ phase: LegPhase) -> String {
+        switch phase {
+        case .dialing: "dialing"
+        case .inviting: "inviting"
+        case .ringing: "ringing"
+        case .offering: "offering"
+        case .checking: "checking"
+        case .securing: "securing"
+        case .awaitingAudio: "awaiting audio"
+        case .earlyMedia: "early media"
+        case .connected: "connected"
+        case .reconnecting: "reconnecting"
+        case .ended: "ended"
+        }
+    }
+}

@@ -82,22 +82,6 @@ final class Simulation: @unchecked Sendable {  // see above: one job at a time, 
     var cleanSince: Int? { faults.cleanSince }
     var nodesList: [CallNode] { nodes }
 
-    func phaseName(_ phase: LegPhase) -> String {
-        switch phase {
-        case .dialing: "dialing"
-        case .inviting: "inviting"
-        case .ringing: "ringing"
-        case .offering: "offering"
-        case .checking: "checking"
-        case .securing: "securing"
-        case .awaitingAudio: "awaiting audio"
-        case .earlyMedia: "early media"
-        case .connected: "connected"
-        case .reconnecting: "reconnecting"
-        case .ended: "ended"
-        }
-    }
-
     struct Faults {
         var network = InMemoryIceNetwork.Conditions()
         var unreachable: Set<Int> = []
