@@ -230,6 +230,7 @@ let package = Package(
             dependencies: [
                 "CallNode",
                 "CallNodeTestKit",
+                "AudioCodec",
                 "Janus",
                 "JanusRoom",
                 "ICE",
