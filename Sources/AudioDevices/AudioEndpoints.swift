@@ -99,38 +99,88 @@ extension AudioSink {
 }
 
 /// A sine tone.
+///
+/// A tone of a whole number of hertz repeats after `rate / gcd(rate, frequency)` samples (660 Hz
+/// at 48 kHz: 800 samples, 11 cycles): those are computed once and a frame is copied out of
+/// them, where computing each sample's sine cost a call more CPU than its G.711 coding (48 000
+/// `sin` calls a second). Other frequencies are computed sample by sample.
 public final class ToneSource: AudioSource {
     public let format: AudioFormat
     public let frequency: Double
     public let amplitude: Double
-    private let phase = Locked(0.0)
+    /// The tone's samples until it repeats, or nil when it does not within a second.
+    private let cycle: [Int16]?
+    /// Where the next read starts: an index into `cycle`, or the phase (radians) without one.
+    private let position = Locked(0.0)
 
     /// - Parameter amplitude: 0–1 of full scale (louder clips).
     public init(frequency: Double = 440, amplitude: Double = 0.3, format: AudioFormat = AudioFormat()) {
         self.frequency = frequency
         self.amplitude = amplitude
         self.format = format
+        let rate = format.sampleRate
+        if frequency > 0, frequency == frequency.rounded(), frequency < Double(rate) {
+            let length = rate / Self.greatestCommonDivisor(rate, Int(frequency))
+            let scale = amplitude * 32767
+            cycle = length <= rate ? (0..<length).map { i in
+                Self.sample(sin(2 * Double.pi * frequency * Double(i) / Double(rate)) * scale)
+            } : nil
+        } else {
+            cycle = nil
+        }
     }
 
     public func start() throws(AudioDeviceError) {}
     public func stop() {}
 
     public func skip(samples: Int) {
+        if let cycle {
+            position.withLock { $0 = Double((Int($0) + samples) % cycle.count) }
+            return
+        }
         let step = 2 * Double.pi * frequency / Double(format.sampleRate)
-        phase.withLock { $0 = ($0 + step * Double(samples)).truncatingRemainder(dividingBy: 2 * Double.pi) }
+        position.withLock { $0 = ($0 + step * Double(samples)).truncatingRemainder(dividingBy: 2 * Double.pi) }
     }
 
     public func read(into frame: inout [Int16]) -> Bool {
+        if let cycle {
+            position.withLock { position in
+                var at = Int(position)
+                frame.withUnsafeMutableBufferPointer { out in
+                    cycle.withUnsafeBufferPointer { tone in
+                        var filled = 0
+                        while filled < out.count {
+                            let run = min(out.count - filled, tone.count - at)
+                            (out.baseAddress! + filled).update(from: tone.baseAddress! + at, count: run)
+                            filled += run
+                            at = (at + run) % tone.count
+                        }
+                    }
+                }
+                position = Double(at)
+            }
+            return true
+        }
         let step = 2 * Double.pi * frequency / Double(format.sampleRate)
         let scale = amplitude * 32767
-        phase.withLock { phase in
+        position.withLock { phase in
             for i in frame.indices {
-                frame[i] = Int16(max(-32768, min(32767, (sin(phase) * scale).rounded())))
+                frame[i] = Self.sample(sin(phase) * scale)
                 phase += step
                 if phase > 2 * Double.pi { phase -= 2 * Double.pi }
             }
         }
         return true
+    }
+
+    private static func sample(_ value: Double) -> Int16 {
+        Int16(max(-32768, min(32767, value.rounded())))
+    }
+
+    private static func greatestCommonDivisor(_ a: Int, _ b: Int) -> Int {
+        var (a, b) = (a, b)
+        while b != 0 { (a, b) = (b, a % b) }
+        return a
     }
 }
 

@@ -69,6 +69,12 @@ public final class ControlEvents: Sendable {
     /// Readers now.
     public var readers: Int { state.withLock { $0.readers.count } }
 
+    /// An event nobody reads (there is no reader now): not written, but numbered as a
+    /// published one is, so the `id:` numbers of those read later still count every event.
+    public func skip() {
+        state.withLock { $0.sequence += 1 }
+    }
+
     /// Sends `object` (stamped with its `time`) to every reader of all events and of its call.
     public func publish(_ object: [String: Any]) {
         var object = object

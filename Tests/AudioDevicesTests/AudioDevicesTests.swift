@@ -77,6 +77,25 @@ import TestingPrimitives
         #expect(Goertzel.share(of: 1_500, in: frame) < 0.01)
         #expect(frame.map { abs(Int($0)) }.max()! <= Int(0.3 * 32_767) + 1, "at its amplitude")
 
+        // Read in frames that do not divide the tone's repeat (800 samples for 660 Hz at 48 kHz),
+        // with a skip between: the same as the sine computed sample by sample at those times.
+        let repeating = ToneSource(frequency: 660, amplitude: 0.5)
+        var read: [Int16] = []
+        var chunk = [Int16](repeating: 0, count: 333)
+        for _ in 0..<7 {
+            _ = repeating.read(into: &chunk)
+            read += chunk
+        }
+        repeating.skip(samples: 1_001)
+        _ = repeating.read(into: &chunk)
+        let at = Array(0..<(7 * 333)) + Array((7 * 333 + 1_001)..<(8 * 333 + 1_001))
+        let expected = at.map { Int16((sin(2 * Double.pi * 660 * Double($0) / 48_000) * 0.5 * 32_767).rounded()) }
+        #expect(zip(read + chunk, expected).allSatisfy { abs(Int($0) - Int($1)) <= 1 })
+        // A frequency that is not a whole number of hertz is computed as it goes, just as well.
+        let fractional = ToneSource(frequency: 660.5)
+        _ = fractional.read(into: &frame)
+        #expect(Goertzel.share(of: 660.5, in: frame) > 0.95)
+
         let speech = SyntheticSpeech.samples(seconds: 1, seed: 4)
         #expect(speech == SyntheticSpeech.samples(seconds: 1, seed: 4))
         #expect(speech != SyntheticSpeech.samples(seconds: 1, seed: 5))

@@ -260,4 +260,23 @@ import Glibc
         #expect(throws: IceError.self) { _ = try PlainRTPPath(bindingTo: "192.0.2.123") }
         #expect(PlainRTPPath.localAddress(toward: "127.0.0.1") == "127.0.0.1")
     }
+
+    @Test func twoSocketAddressesAreTheSameOnlyForTheSameFamilyAddressAndPort() throws {
+        func address(_ host: String, _ port: UInt16) throws -> sockaddr_storage {
+            var storage = sockaddr_storage()
+            _ = try #require(PlainRTPPath.fill(&storage, address: host, port: port))
+            return storage
+        }
+        #expect(PlainRTPPath.same(try address("127.0.0.1", 4000), try address("127.0.0.1", 4000)))
+        #expect(!PlainRTPPath.same(try address("127.0.0.1", 4000), try address("127.0.0.1", 4001)), "another port")
+        #expect(!PlainRTPPath.same(try address("127.0.0.1", 4000), try address("127.0.0.2", 4000)), "another address")
+        #expect(PlainRTPPath.same(try address("[2001:db8::1]", 4000), try address("2001:db8::1", 4000)))
+        #expect(!PlainRTPPath.same(try address("2001:db8::1", 4000), try address("2001:db8::2", 4000)))
+        #expect(!PlainRTPPath.same(try address("2001:db8::1", 4000), try address("2001:db8::1", 4002)))
+        #expect(!PlainRTPPath.same(try address("::ffff:127.0.0.1", 4000), try address("127.0.0.1", 4000)), "another family")
+        // What lies in the storage past the address (a stale longer address before) does not count.
+        var reused = try address("2001:db8::ffff", 9)
+        _ = PlainRTPPath.fill(&reused, address: "10.0.0.1", port: 5)
+        #expect(PlainRTPPath.same(reused, try address("10.0.0.1", 5)))
+    }
 }
