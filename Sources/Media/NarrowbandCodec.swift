@@ -6,13 +6,28 @@ import RTP
 /// 80 dB of stop band, far below G.711's own noise (some 38 dB under a full-scale signal).
 /// Quality 5 filtered with 480 taps per 8 kHz sample where this takes 288, for nothing a G.711
 /// call can carry.
+///
+/// Digital silence is not filtered: once a whole frame of zeros has gone through (the filter's
+/// memory then holds only zeros), the frames of zeros after it come out as zeros without the
+/// filter, exactly what it would have made of them. A node that sends silence, or a caller
+/// who says nothing, costs no resampling. (Only where the rates divide one another and the
+/// frame holds whole steps of the ratio, so that the filter's phase is the same after every
+/// frame and skipping one changes nothing that follows.)
 final class Resampler {
     private let state: OpaquePointer
     let inputRate: Int, outputRate: Int
     /// speexdsp's `SPEEX_RESAMPLER_QUALITY_VOIP`.
     static let quality: Int32 = 3
+    /// Input samples the filter remembers (its length on the input side).
+    private let memory: Int
+    /// Frames of zeros in a row so far (the first went through the filter).
+    private var silentFrames = 0
+    private let skipsSilence: Bool
+    /// Frames of silence that skipped the filter, since the start.
+    private(set) var skippedFrames = 0
 
-    init?(from inputRate: Int, to outputRate: Int) {
+    /// - Parameter skippingSilence: false runs the filter on every frame (tests compare).
+    init?(from inputRate: Int, to outputRate: Int, skippingSilence: Bool = true) {
         var error: Int32 = 0
         guard let state = speex_resampler_init(1, spx_uint32_t(inputRate), spx_uint32_t(outputRate), Self.quality, &error),
               error == 0 else { return nil }
@@ -21,6 +36,8 @@ final class Resampler {
         self.state = state
         self.inputRate = inputRate
         self.outputRate = outputRate
+        memory = 2 * Int(speex_resampler_get_input_latency(state)) + 1
+        skipsSilence = skippingSilence
     }
 
     deinit { speex_resampler_destroy(state) }
@@ -28,6 +45,16 @@ final class Resampler {
     /// Resamples `input` into `output`, which keeps its length: short output (the filter's
     /// start) is padded by repeating its last sample, extra is dropped.
     func process(_ input: [Int16], into output: inout [Int16]) {
+        if Self.isSilent(input) {
+            silentFrames += 1
+            if skipsSilence && silentFrames > 1 && Self.skips(frame: input.count, memory: memory, from: inputRate, to: outputRate) {
+                output.withUnsafeMutableBufferPointer { $0.update(repeating: 0) }
+                skippedFrames += 1
+                return
+            }
+        } else {
+            silentFrames = 0
+        }
         let wanted = output.count
         var inputLength = spx_uint32_t(input.count), outputLength = spx_uint32_t(wanted)
         input.withUnsafeBufferPointer { source in
@@ -39,6 +66,25 @@ final class Resampler {
         if produced < wanted {
             let last = produced > 0 ? output[produced - 1] : 0
             for i in produced..<wanted { output[i] = last }
+        }
+    }
+
+    /// Whether a frame of `frame` zeros after a frame of zeros the filter took may skip it:
+    /// the filter's memory is shorter than a frame, and the frame is whole steps of the ratio.
+    private static func skips(frame: Int, memory: Int, from inputRate: Int, to outputRate: Int) -> Bool {
+        guard frame >= memory else { return false }
+        if inputRate >= outputRate {
+            return inputRate % outputRate == 0 && frame % (inputRate / outputRate) == 0
+        }
+        return outputRate % inputRate == 0
+    }
+
+    /// Whether every sample is zero (OR-ed together: one pass, no branch per sample).
+    static func isSilent(_ samples: [Int16]) -> Bool {
+        samples.withUnsafeBufferPointer { buffer in
+            var any: Int16 = 0
+            for sample in buffer { any |= sample }
+            return any == 0
         }
     }
 }

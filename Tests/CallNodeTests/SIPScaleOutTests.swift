@@ -35,9 +35,11 @@ struct SIPScaleOutTests {
         func recordedTones(among tones: [Double]) throws -> [Double] {
             let files = (try? FileManager.default.contentsOfDirectory(atPath: recordings).filter { $0.hasSuffix(".wav") }.sorted()) ?? []
             return try files.map { file in
-                let samples = try WAV.read(path: recordings + "/" + file).samples
-                let middle = samples.count > 96_000 ? Array(samples[48_000..<96_000]) : samples
-                return tones.max { Goertzel.power(of: $0, in: middle[...], rate: 48_000) < Goertzel.power(of: $1, in: middle[...], rate: 48_000) }!
+                // A G.711 call's recording is at 8 kHz (what the call carried): its second second.
+                let (format, samples) = try WAV.read(path: recordings + "/" + file)
+                let rate = format.sampleRate
+                let middle = samples.count > 2 * rate ? Array(samples[rate..<2 * rate]) : samples
+                return tones.max { Goertzel.power(of: $0, in: middle[...], rate: Double(rate)) < Goertzel.power(of: $1, in: middle[...], rate: Double(rate)) }!
             }
         }
     }

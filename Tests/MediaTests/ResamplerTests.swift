@@ -56,4 +56,30 @@ import TestingPrimitives
         let level = Self.decibels(Self.rms(out[...]) / (10_000 / 2.squareRoot()))
         #expect(abs(level) < 0.5, "the tone came out at \(level) dB")
     }
+
+    /// Silence skipped (a frame of zeros after a frame of zeros comes out as zeros without the
+    /// filter) changes nothing: the same samples, bit for bit, as the filter run on every frame,
+    /// before the silence, through it and after it, both ways.
+    @Test func digitalSilenceIsSkippedWithoutChangingASample() throws {
+        for (from, to) in [(48_000, 8_000), (8_000, 48_000)] {
+            let speech = Self.tone(440, rate: Double(from), seconds: 0.3) + Self.tone(1_700, rate: Double(from), seconds: 0.2, amplitude: 3_000)
+            let silence = [Int16](repeating: 0, count: from / 50 * 4)
+            let short = [Int16](repeating: 0, count: from / 50) + [5] + [Int16](repeating: 0, count: from / 50 * 3 - 1)
+            let input = speech + silence + speech + short + speech + silence
+            let skipping = try #require(Resampler(from: from, to: to))
+            let filtered = Self.run(skipping, input)
+            // The reference: the same filter with the skip turned off, run on every frame.
+            let reference = try #require(Resampler(from: from, to: to, skippingSilence: false))
+            #expect(filtered == Self.run(reference, input), "\(from) → \(to) Hz")
+            #expect(filtered.count == input.count * to / from)
+            // The skip did happen, on every silent frame but the first of each run of four
+            // (the run with a lone sample in its second frame skips nothing until its third):
+            // 3 + 1 + 3.
+            #expect(skipping.skippedFrames == 7, "\(skipping.skippedFrames) frames skipped")
+            #expect(reference.skippedFrames == 0)
+            let outFrame = to / 50
+            let silentStart = speech.count * to / from + outFrame
+            #expect(filtered[silentStart..<silentStart + 3 * outFrame].allSatisfy { $0 == 0 })
+        }
+    }
 }

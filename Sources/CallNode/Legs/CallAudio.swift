@@ -16,6 +16,22 @@ public struct CallAudioRequest: Sendable {
     public let started: Date
     /// The call's audio format.
     public let format: AudioFormat
+    /// The rate the call's codec carries (8 000 Hz for G.711, 48 000 for Opus): all a call can
+    /// hear. A sink made at this rate (a G.711 call's recording at 8 kHz) takes the decoded
+    /// frames as they are, with no resampling and a sixth of the samples to write; a source
+    /// stays at ``format``.
+    public let codecRate: Int
+
+    public init(call: UUID, outgoing: Bool, peerName: String, peer: Fingerprint?, started: Date, format: AudioFormat,
+                codecRate: Int? = nil) {
+        self.call = call
+        self.outgoing = outgoing
+        self.peerName = peerName
+        self.peer = peer
+        self.started = started
+        self.format = format
+        self.codecRate = codecRate ?? format.sampleRate
+    }
 }
 
 /// Audio a call has of its own, instead of the session's microphone (its source) or speaker
@@ -40,7 +56,9 @@ public typealias CallAudioProvider = @Sendable (CallAudioRequest) throws(AudioDe
 
 extension CallAudio {
     /// A terminal node's per-call audio: each call plays `input` from its start (looped), and
-    /// records into its own WAV file in `directory` (``recordingName(for:)``). Either may be nil.
+    /// records into its own WAV file in `directory` (``recordingName(for:)``), at the rate of
+    /// what the call carries (a G.711 call's at 8 kHz: nothing is resampled to be written, and
+    /// the file is a sixth of the size). Either may be nil.
     public static func perCall(input: [Int16]?, recordingsIn directory: String?) -> CallAudioProvider {
         { request throws(AudioDeviceError) in
             var audio = CallAudio()
@@ -49,7 +67,8 @@ extension CallAudio {
             }
             if let directory {
                 let path = (directory.hasSuffix("/") ? directory : directory + "/") + recordingName(for: request)
-                audio.sink = WAVFileSink(path: path, format: request.format)
+                let rate = min(request.format.sampleRate, request.codecRate)
+                audio.sink = WAVFileSink(path: path, format: AudioFormat(sampleRate: rate, channels: request.format.channels))
                 audio.recording = path
             }
             return audio

@@ -85,7 +85,7 @@ extension CallLeg {
                 systemSession: systemSession, appSession: appSession, webPage: peerKind == .webPage, frameKeys: frameKeys,
                 ssrc: negotiation.announcedSSRC,
                 audio: CallAudioRequest(call: uuid, outgoing: outgoing, peerName: name, peer: peer, started: configuration.wallClock(),
-                                        format: AudioFormat(sampleRate: 48_000, channels: 1)))
+                                        format: AudioFormat(sampleRate: 48_000, channels: 1), codecRate: negotiated.encoding.clockRate))
             if association != nil { mark("dtls-started") }
             dtls = association
             mediaPreparation = preparation
