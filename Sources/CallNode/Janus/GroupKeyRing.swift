@@ -107,9 +107,13 @@ struct GroupKeyRing: Sendable {
         return actions
     }
 
-    /// This participant's feed was asked for: without its key it is silence, and says why.
+    /// This participant's feed was asked for: without its key it is silence, and says why; with
+    /// it, it opens with it. (The feed was made with the key held when it was asked for, and
+    /// asking takes a round trip to the server: a key that came meanwhile found no feed to open
+    /// and is applied now, or that feed would stay silence for the whole call.)
     mutating func feedPlaced(_ participant: String) -> [Action] {
-        guard let entry = present[participant], feedKey(participant) == nil else { return [] }
+        guard let entry = present[participant] else { return [] }
+        if let key = feedKey(participant) { return [.openFeed(participant: participant, key)] }
         silent.insert(participant)
         let why = entry.member == nil
             ? "it is not a node of this encrypted group (it sends no key), so its frames cannot be opened"
