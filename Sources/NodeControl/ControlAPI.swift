@@ -438,12 +438,7 @@ public final class ControlAPI: Sendable {
             _ = try? await stopRecording(call, reason: "the call ended")
         }
         facts.take(event)
-        // Each call's statistics come every second: with nobody reading, not written as JSON.
-        guard events.readers > 0 else {
-            events.skip()
-            return
-        }
-        if let object = EventJSON.object(event) { events.publish(object) }
+        events.publish(EventJSON.object(event))
     }
 
     /// Stops what the API started: prompts, recordings (complete files), a drain it started.

@@ -69,15 +69,17 @@ public final class ControlEvents: Sendable {
     /// Readers now.
     public var readers: Int { state.withLock { $0.readers.count } }
 
-    /// An event nobody reads (there is no reader now): not written, but numbered as a
-    /// published one is, so the `id:` numbers of those read later still count every event.
-    public func skip() {
-        state.withLock { $0.sequence += 1 }
-    }
-
-    /// Sends `object` (stamped with its `time`) to every reader of all events and of its call.
-    public func publish(_ object: [String: Any]) {
-        var object = object
+    /// Sends the event (stamped with its `time`) to every reader of all events and of its call.
+    /// With no reader the event is only numbered: `object` is not built, nor written as JSON
+    /// (each call's statistics come every second), and the `id:` numbers of events read later
+    /// still count it.
+    public func publish(_ object: @autoclosure () -> [String: Any]?) {
+        let unread = state.withLock { state -> Bool in
+            guard state.readers.isEmpty else { return false }
+            state.sequence += 1
+            return true
+        }
+        guard !unread, var object = object() else { return }
         object["time"] = Date().timeIntervalSince1970
         guard let json = JSONLine.data(object) else { return }
         let call = (object["call"] as? String).flatMap(UUID.init(uuidString:))

@@ -1,3 +1,4 @@
+import Locking
 @testable import NodeControl
 import Testing
 
@@ -7,8 +8,14 @@ struct ControlEventsTests {
     @Test func eventsNobodyReadsAreNumberedNotWritten() async {
         let events = ControlEvents()
         #expect(events.readers == 0)
-        events.skip()
-        events.skip()
+        let built = Locked(0)
+        for _ in 0..<2 {
+            events.publish({ () -> [String: Any]? in
+                built.withLock { $0 += 1 }
+                return ["event": "unread"]
+            }())
+        }
+        #expect(built.withLock { $0 } == 0, "an event nobody reads is not even built")
         let (_, lines) = events.subscribe(call: nil, dropped: { _ in })
         #expect(events.readers == 1)
         events.publish(["event": "test"])
