@@ -11,7 +11,13 @@ extension RealTimeTests {
     static func run(_ name: String) async throws -> (status: Int32, output: String) {
         let log = "/tmp/callnode-example-\(getpid())-\(name).log"
         defer { unlink(log) }
-        let status = try await ChildProcess.running(try BuildProducts.executable(name), [], output: log)
+        // Each example ends in seconds: one that hangs is stopped and fails (and says what it printed).
+        let status: Int32
+        do {
+            status = try await ChildProcess.running(try BuildProducts.executable(name), [], output: log, limit: .seconds(120))
+        } catch {
+            throw TestFailure("\(error): \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+        }
         return (status, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
     }
 

@@ -134,10 +134,11 @@ public final class ChildProcess: Sendable {
 
     /// As ``run(_:_:input:output:)``, waited for on a thread of its own: the calling task holds
     /// no thread of the cooperative pool meanwhile (two of them, on two cores, serve every test).
-    public static func running(_ path: String, _ arguments: [String], input: String = "", output: String = "/dev/null") async throws -> Int32 {
+    public static func running(_ path: String, _ arguments: [String], input: String = "", output: String = "/dev/null",
+                               limit: Duration? = nil) async throws -> Int32 {
         let result = try await SystemThread.run(name: "test-child") { () -> Result<Int32, TestFailure> in
             do {
-                return .success(try run(path, arguments, input: input, output: output))
+                return .success(try run(path, arguments, input: input, output: output, limit: limit))
             } catch let failure as TestFailure {
                 return .failure(failure)
             } catch {
@@ -147,8 +148,11 @@ public final class ChildProcess: Sendable {
         return try result.get()
     }
 
-    /// Runs `path` to completion with `input` on stdin; returns its exit status.
-    public static func run(_ path: String, _ arguments: [String], input: String = "", output: String = "/dev/null") throws -> Int32 {
+    /// Runs `path` to completion with `input` on stdin; returns its exit status. With `limit`, a
+    /// child still running after it is stopped (SIGTERM, then SIGKILL) and the run throws: a
+    /// program that hangs fails its test rather than the whole suite's time.
+    public static func run(_ path: String, _ arguments: [String], input: String = "", output: String = "/dev/null",
+                           limit: Duration? = nil) throws -> Int32 {
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { throw TestFailure("pipe failed") }
         // Close-on-exec, or the child would hold its own stdin's write end and never see EOF.
@@ -163,6 +167,16 @@ public final class ChildProcess: Sendable {
         close(fds[0])
         _ = input.withCString { write(fds[1], $0, strlen($0)) }
         close(fds[1])
+        if let limit {
+            let deadline = ContinuousClock.now + limit
+            while child.isRunning {
+                guard ContinuousClock.now < deadline else {
+                    child.stop()
+                    throw TestFailure("\(path) still ran after \(limit): stopped")
+                }
+                usleep(20_000)
+            }
+        }
         return child.waitBlocking()
     }
 }
