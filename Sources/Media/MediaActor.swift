@@ -20,6 +20,9 @@ public actor MediaActor: MediaClockClient {
     public nonisolated let configuration: MediaConfiguration
     public nonisolated let source: any AudioSource
     public nonisolated let sink: any AudioSink
+    /// The format what the call sends is made in: its source's (hold audio and app audio at
+    /// another rate are resampled to it).
+    public nonisolated var captureFormat: AudioFormat { source.format }
     /// Our RTP synchronization source.
     public nonisolated let ssrc: UInt32
 
@@ -62,6 +65,8 @@ public actor MediaActor: MediaClockClient {
     var receivingAudio = true
     /// What a held call sends instead of the microphone, if anything.
     var holdAudio: (any AudioSource)?
+    /// The hold audio as it was given (``holdAudio`` is it resampled when at another rate).
+    var heldSource: (any AudioSource)?
     var microphoneVolume = 1.0
     /// Gain on what is played (not on a recording tap).
     var outputVolume = 1.0
@@ -70,6 +75,10 @@ public actor MediaActor: MediaClockClient {
     var tap: (sink: any AudioSink, mixesSent: Bool)?
     /// What was sent this tick, for a tap that records both sides (silence while held).
     var tapSentFrame: [Int16] = []
+    /// A tap's sent side at the sink's rate, when the call sends at another rate than it plays
+    /// (a G.711 call's source at 8 kHz, its speaker at 48): the resampler and its frame.
+    var tapSentResampler: Resampler?
+    var tapSentResampled: [Int16] = []
     var sourceEnded = false
     var nextRTCP = Duration.zero
     var nextStatistics = Duration.zero

@@ -88,15 +88,19 @@ extension MediaActor {
     /// microphone is read and dropped; not receiving, arriving audio is dropped and silence
     /// played. `holdAudio` (a prompt, music) is sent instead of the microphone while set. RTCP
     /// reports go on both ways, so the call stays measured and alive.
+    /// Hold audio at another rate than ``captureFormat`` is resampled to it.
     public func setDirection(sending: Bool, receiving: Bool, holdAudio: (any AudioSource)? = nil) throws(MediaError) {
-        if let holdAudio, holdAudio !== self.holdAudio {
-            guard holdAudio.format.sampleRate == source.format.sampleRate, holdAudio.format.channels == 1 else {
-                throw .invalidConfiguration("hold audio must be mono at \(source.format.sampleRate) Hz")
-            }
-            do throws(AudioDeviceError) { try holdAudio.start() } catch { throw .device(error) }
+        var hold = holdAudio
+        if let holdAudio, holdAudio !== heldSource {
+            let adapted = try atCaptureRate(holdAudio, what: "hold audio")
+            do throws(AudioDeviceError) { try adapted.start() } catch { throw .device(error) }
+            hold = adapted
+        } else if holdAudio != nil {
+            hold = self.holdAudio
         }
-        if let old = self.holdAudio, old !== holdAudio { old.stop() }
-        self.holdAudio = sending ? holdAudio : nil
+        if let old = self.holdAudio, old !== hold { old.stop() }
+        self.holdAudio = sending ? hold : nil
+        heldSource = sending ? holdAudio : nil
         if receiving && !receivingAudio {
             // Audio comes back after a pause of any length: a fresh start, not a late stream
             // (and not a playout reset to report: the pause was agreed).

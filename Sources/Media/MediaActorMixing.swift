@@ -17,15 +17,24 @@ extension MediaActor {
     }
 
     /// Mixes `source` (a prompt, music) into what is sent at `volume` (0–4); `nil` removes it.
+    /// A mono source at another rate than ``captureFormat`` is resampled to it.
     public func setAppAudio(_ source: (any AudioSource)?, volume: Double = 1) throws(MediaError) {
         appAudio?.source.stop()
         appAudio = nil
         guard let source else { return }
-        guard source.format.sampleRate == self.source.format.sampleRate, source.format.channels == 1 else {
-            throw .invalidConfiguration("app audio must be mono at \(self.source.format.sampleRate) Hz")
+        let adapted = try atCaptureRate(source, what: "app audio")
+        do throws(AudioDeviceError) { try adapted.start() } catch { throw .device(error) }
+        appAudio = (adapted, max(0, min(4, volume)))
+    }
+
+    /// `source` as the call sends it: itself at the capture rate, else resampled to it.
+    func atCaptureRate(_ source: any AudioSource, what: String) throws(MediaError) -> any AudioSource {
+        guard source.format.channels == 1 else { throw .invalidConfiguration("\(what) must be mono") }
+        if source.format.sampleRate == self.source.format.sampleRate { return source }
+        guard let adapted = ResampledSource(source, to: self.source.format.sampleRate) else {
+            throw .invalidConfiguration("\(what) at \(source.format.sampleRate) Hz cannot be resampled to the call's \(self.source.format.sampleRate) Hz")
         }
-        do throws(AudioDeviceError) { try source.start() } catch { throw .device(error) }
-        appAudio = (source, max(0, min(4, volume)))
+        return adapted
     }
 
     /// Records the call from now on into `sink` (mono, at the call's rate): what is heard, and
@@ -42,5 +51,10 @@ extension MediaActor {
         tap?.sink.stop()
         tap = sink.map { ($0, mixingSent) }
         tapSentFrame = [Int16](repeating: 0, count: captureFrame.count)
+        // What was sent, at the rate what is heard is played (a G.711 call's source at 8 kHz
+        // and its speaker at 48), so the recording has both.
+        let (sent, heard) = (self.source.format.sampleRate, self.sink.format.sampleRate)
+        tapSentResampler = mixingSent && sink != nil && sent != heard ? Resampler(from: sent, to: heard) : nil
+        tapSentResampled = [Int16](repeating: 0, count: tapSentResampler == nil ? 0 : playFrame.count)
     }
 }

@@ -153,6 +153,13 @@ extension MediaActor {
             sink.write(louder)
         }
         if let tap {
+            if tap.mixesSent, let resampler = tapSentResampler, tapSentResampled.count == frame.count {
+                // Sent at another rate than played: brought to the played rate, then mixed.
+                resampler.process(tapSentFrame, into: &tapSentResampled)
+                for i in frame.indices { tapSentResampled[i] = Int16(clamping: Int(frame[i]) + Int(tapSentResampled[i])) }
+                tap.sink.write(tapSentResampled)
+                return
+            }
             guard tap.mixesSent, tapSentFrame.count == frame.count else {
                 tap.sink.write(frame)
                 return

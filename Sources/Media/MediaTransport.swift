@@ -99,6 +99,8 @@ func splitMix64(_ s: inout UInt64) -> UInt64 {
 public protocol MediaPath: AnyObject, Sendable {
     /// Statistics, stalls, DTMF, playout resets; iterated once, by the path's owner.
     var events: AsyncStream<MediaEvent> { get }
+    /// The format what is sent is made in (hold audio made in it is sent as it is).
+    var captureFormat: AudioFormat { get }
     /// Opens the endpoints and joins the media clock.
     func start() async throws(MediaError)
     /// Sends RTCP BYE, leaves the clock and closes the endpoints. Idempotent.

@@ -1,5 +1,6 @@
 import AudioSession
 import Foundation
+import Locking
 import Media
 import Signaling
 
@@ -17,9 +18,10 @@ public struct CallAudioRequest: Sendable {
     /// The call's audio format.
     public let format: AudioFormat
     /// The rate the call's codec carries (8 000 Hz for G.711, 48 000 for Opus): all a call can
-    /// hear. A sink made at this rate (a G.711 call's recording at 8 kHz) takes the decoded
-    /// frames as they are, with no resampling and a sixth of the samples to write; a source
-    /// stays at ``format``.
+    /// hear or send. A sink made at this rate (a G.711 call's recording at 8 kHz) takes the
+    /// decoded frames as they are, with no resampling and a sixth of the samples to write; a
+    /// source made at it is coded as it is read (hold audio and app audio then come at it too,
+    /// or are resampled to it).
     public let codecRate: Int
 
     public init(call: UUID, outgoing: Bool, peerName: String, peer: Fingerprint?, started: Date, format: AudioFormat,
@@ -55,15 +57,28 @@ public struct CallAudio: Sendable {
 public typealias CallAudioProvider = @Sendable (CallAudioRequest) throws(AudioDeviceError) -> CallAudio
 
 extension CallAudio {
-    /// A terminal node's per-call audio: each call plays `input` from its start (looped), and
-    /// records into its own WAV file in `directory` (``recordingName(for:)``), at the rate of
-    /// what the call carries (a G.711 call's at 8 kHz: nothing is resampled to be written, and
-    /// the file is a sixth of the size). Either may be nil.
-    public static func perCall(input: [Int16]?, recordingsIn directory: String?) -> CallAudioProvider {
-        { request throws(AudioDeviceError) in
+    /// A terminal node's per-call audio: each call plays `input` (mono, at `inputRate`) from its
+    /// start (looped), and records into its own WAV file in `directory`
+    /// (``recordingName(for:)``). Both run at the rate of what the call carries: a G.711
+    /// call's input is resampled to 8 kHz once, for every such call, and its recording is
+    /// written as decoded (a sixth of the size); no frame of the call is resampled. Either may
+    /// be nil.
+    public static func perCall(input: [Int16]?, inputRate: Int = 48_000, recordingsIn directory: String?) -> CallAudioProvider {
+        // The input at each rate a call has asked for, converted the first time.
+        let converted = Locked<[Int: [Int16]]>([:])
+        return { request throws(AudioDeviceError) in
             var audio = CallAudio()
             if let input {
-                audio.source = WAVFileSource(samples: input, format: request.format, loops: true)
+                let rate = min(request.format.sampleRate, request.codecRate)
+                let samples = try converted.withLock { byRate throws(AudioDeviceError) -> [Int16] in
+                    if let done = byRate[rate] { return done }
+                    guard let made = resampled(input, from: inputRate, to: rate) else {
+                        throw .unsupportedFormat("the input at \(inputRate) Hz cannot be resampled to \(rate) Hz")
+                    }
+                    byRate[rate] = made
+                    return made
+                }
+                audio.source = WAVFileSource(samples: samples, format: AudioFormat(sampleRate: rate, channels: 1), loops: true)
             }
             if let directory {
                 let path = (directory.hasSuffix("/") ? directory : directory + "/") + recordingName(for: request)

@@ -48,7 +48,7 @@ enum CallMediaFactory {
         }
         guard let media else { return nil }
         do {
-            let hold = flow.heldHere && flow.sending ? try holdAudio.makeSource(format: AudioFormat(sampleRate: 48_000, channels: 1)) : nil
+            let hold = flow.heldHere && flow.sending ? try holdAudio.makeSource(format: media.captureFormat) : nil
             try await media.setDirection(sending: flow.sending, receiving: flow.receiving, holdAudio: hold)
             return nil
         } catch {

@@ -8,8 +8,9 @@ extension CallNode {
     /// Mixes `source` into what `call` sends, at `volume` (0–4, 1 = as it is), over the
     /// microphone; it replaces any source played before. `nil` stops what is playing.
     ///
-    /// The source must be mono at the call's rate (48 kHz): a ``PromptSource`` resamples files
-    /// and makes tones. A held call sends no audio, so a prompt pauses while it is held.
+    /// The source must be mono: a ``PromptSource`` reads files and makes tones. One at another
+    /// rate than the call sends at (48 kHz, or 8 kHz for a G.711 call with its own source) is
+    /// resampled as it plays. A held call sends no audio, so a prompt pauses while it is held.
     /// - Throws: ``CallNodeError/noSuchCall(_:)``, ``CallNodeError/noMedia(_:)`` before the
     ///   call has connected, ``CallNodeError/media(_:)`` for a source in the wrong format.
     public func play(_ source: (any AudioSource)?, into call: UUID, volume: Double = 1) async throws(CallNodeError) {

@@ -530,7 +530,7 @@ public enum HoldAudio: Sendable, Equatable, CustomStringConvertible {
     /// A soft tone (425 Hz, as many networks' waiting tone), for the held party to know the
     /// call is still there.
     case tone
-    /// A WAV file, looped (mono; the call's sample rate).
+    /// A WAV file, looped (mono; at another rate than the call's it is resampled as it plays).
     case file(String)
 
     /// Parses `silence`, `tone` or `wav:PATH`.
@@ -552,15 +552,17 @@ public enum HoldAudio: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// A new source of it, or nil for silence.
+    /// A new source of it at the rate the call sends (`format`: 8 kHz for a G.711 call whose
+    /// own source is at the codec's rate), or nil for silence. A file at another rate is
+    /// resampled by the call's media as it plays.
     func makeSource(format: AudioFormat) throws(AudioDeviceError) -> (any AudioSource)? {
         switch self {
         case .silence: return nil
         case .tone: return ToneSource(frequency: 425, amplitude: 0.1, format: format)
         case let .file(path):
             let source = try WAVFileSource(path: path, loops: true)
-            guard source.format == format else {
-                throw .unsupportedFormat("hold audio \(path) is \(source.format); calls here run at \(format)")
+            guard source.format.channels == 1 else {
+                throw .unsupportedFormat("hold audio \(path) is \(source.format); it must be mono")
             }
             return source
         }

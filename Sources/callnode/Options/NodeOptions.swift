@@ -428,10 +428,11 @@ struct NodeSetup {
     /// Each call plays a WAV input from its start, and records to its own file when the output
     /// is a directory.
     func perCallAudio() throws -> CallAudioProvider? {
-        var samples: [Int16]?
+        var samples: [Int16]?, rate = 48_000
         if !playbackOnly, case let .wav(path) = input {
+            // Kept at the file's rate: each call's codec rate is made from it once.
             let (format, raw) = try WAV.read(path: path)
-            samples = WAV.monoResampled(raw, from: format, to: 48_000)
+            (samples, rate) = (WAV.monoResampled(raw, from: format, to: format.sampleRate), format.sampleRate)
         }
         var directory: String?
         if case let .recordings(path) = output {
@@ -443,7 +444,7 @@ struct NodeSetup {
             directory = path
         }
         guard samples != nil || directory != nil else { return nil }
-        return CallAudio.perCall(input: samples, recordingsIn: directory)
+        return CallAudio.perCall(input: samples, inputRate: rate, recordingsIn: directory)
     }
 
     func configuration(home: String) throws -> CallNodeConfiguration {
