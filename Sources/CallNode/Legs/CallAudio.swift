@@ -63,9 +63,17 @@ extension CallAudio {
     /// call's input is resampled to 8 kHz once, for every such call, and its recording is
     /// written as decoded (a sixth of the size); no frame of the call is resampled. Either may
     /// be nil.
-    public static func perCall(input: [Int16]?, inputRate: Int = 48_000, recordingsIn directory: String?) -> CallAudioProvider {
-        // The input at each rate a call has asked for, converted the first time.
-        let converted = Locked<[Int: [Int16]]>([:])
+    ///
+    /// The input is converted here to each rate in `rates` (what G.711 and Opus carry), so a
+    /// call's setup converts nothing (a minute of speech takes tens of milliseconds); a call
+    /// at another rate converts it the first time.
+    public static func perCall(input: [Int16]?, inputRate: Int = 48_000, rates: [Int] = [8_000, 48_000],
+                               recordingsIn directory: String?) -> CallAudioProvider {
+        var ready: [Int: [Int16]] = [:]
+        if let input {
+            for rate in rates { ready[rate] = resampled(input, from: inputRate, to: rate) }
+        }
+        let converted = Locked(ready)
         return { request throws(AudioDeviceError) in
             var audio = CallAudio()
             if let input {
