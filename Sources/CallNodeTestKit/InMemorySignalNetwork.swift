@@ -19,9 +19,14 @@ public final class InMemorySignalNetwork: SignalNetwork {
 
     public init() {}
 
+    public func open(_ address: SignalAddress, as identity: NodeIdentity,
+                     _ handler: @escaping @Sendable (SignalingConnection, SignalMessages) async -> Void) {
+        listeners.withLock { $0[address] = (identity, handler) }
+    }
+
     public func serve(_ address: SignalAddress, as identity: NodeIdentity,
                       _ handler: @escaping @Sendable (SignalingConnection, SignalMessages) async -> Void) async {
-        listeners.withLock { $0[address] = (identity, handler) }
+        open(address, as: identity, handler)
         // Served until the serving task is cancelled (the node shuts down).
         let (stream, continuation) = AsyncStream.makeStream(of: Void.self)
         await withTaskCancellationHandler {

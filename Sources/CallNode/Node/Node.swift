@@ -284,11 +284,13 @@ public actor CallNode: Service {
                 })
             } else if let network = configuration.signalNetwork {
                 let identity = self.identity
-                keep(Task {
-                    await network.serve(address, as: identity) { connection, messages in
-                        await weak.node?.serve(connection, messages)
-                    }
-                })
+                let handler: @Sendable (SignalingConnection, SignalMessages) async -> Void = { connection, messages in
+                    await weak.node?.serve(connection, messages)
+                }
+                // Reachable from here on, before the serving task runs: the node says below
+                // that it listens, and a dial right after must not find nothing there.
+                network.open(address, as: identity, handler)
+                keep(Task { await network.serve(address, as: identity, handler) })
             }
             broadcaster.send(.listening(address))
             logger.info("listening for calls on \(address) as \(identity.fingerprint)")

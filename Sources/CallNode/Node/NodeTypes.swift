@@ -201,6 +201,18 @@ public protocol SignalNetwork: Sendable {
     /// calling task is cancelled.
     func serve(_ address: SignalAddress, as identity: NodeIdentity,
                _ handler: @escaping @Sendable (SignalingConnection, SignalMessages) async -> Void) async
+    /// Accepts connections for `address` from now on, before the task running ``serve(_:as:_:)``
+    /// has started: a node says it is listening when it starts, and a dial that follows must
+    /// reach it (as a bound socket is reached before its accept loop runs). `serve` then runs
+    /// them and stops accepting when cancelled. The default does nothing (a network that accepts
+    /// only inside `serve`).
+    func open(_ address: SignalAddress, as identity: NodeIdentity,
+              _ handler: @escaping @Sendable (SignalingConnection, SignalMessages) async -> Void)
+}
+
+extension SignalNetwork {
+    public func open(_ address: SignalAddress, as identity: NodeIdentity,
+                     _ handler: @escaping @Sendable (SignalingConnection, SignalMessages) async -> Void) {}
 }
 
 /// How a node reaches a rendezvous relay: registering there to be called, calling a node
