@@ -30,7 +30,7 @@ struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "callnode-bench",
         abstract: "CallNode benchmarks. Build with -c release; figures go to BENCHMARKS.md.",
-        subcommands: [SetupBench.self, LatencyBench.self, IceBench.self, MediaBench.self, QualityBench.self, CodecBench.self, CallsBench.self, VoiceBench.self, SoakBench.self, BridgeBench.self, ProcessBench.self, AllocationBench.self, FramesBench.self, MouthToEarBench.self, JanusBench.self, OpusCaptureBench.self, BareG711Bench.self])
+        subcommands: [SetupBench.self, LatencyBench.self, IceBench.self, MediaBench.self, QualityBench.self, CodecBench.self, CallsBench.self, VoiceBench.self, SoakBench.self, BridgeBench.self, ProcessBench.self, AllocationBench.self, FramesBench.self, MouthToEarBench.self, JanusBench.self, OpusCaptureBench.self, BareG711Bench.self, BareOpusBench.self])
 }
 
 extension Array {

@@ -1,23 +1,32 @@
 import ArgumentParser
 import AudioCodec
+import Media
 import POSIX
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// The bare C work of many plain-RTP G.711 calls, paced as the node's media lanes pace them:
-/// the anchor `scripts/measure-calls-per-core` reads the node's CPU against.
+/// The bare C work of many plain-RTP calls, paced as the node's media lanes pace them: the
+/// anchor `scripts/measure-calls-per-core` reads the node's CPU against.
 ///
-/// Per call and 20 ms frame: 160 samples of a tone coded to A-law, a 172-byte RTP packet sent
-/// over loopback UDP from the call's socket to its peer socket, received there, decoded, and
-/// the 160 decoded samples appended to the call's recording (a stdio stream: written out in
-/// blocks as a buffered writer would). That is one send, one receive, one encode, one decode
-/// and a recording per call-frame, what the node does for a SIPp call (SIPp's sends land in
-/// SIPp's CPU there as the peer socket's receive does here). Calls are spread as the node's
-/// clock spreads its clients: over one thread per lane and four phases of the 20 ms period,
-/// each lane sleeping until the next phase that has calls.
-enum BareG711Benchmark {
+/// Per call and 20 ms frame: a frame of a tone coded (G.711: 160 samples to A-law; Opus: 960
+/// samples with the node's encoder settings at a given complexity), an RTP packet sent over
+/// loopback UDP from the call's socket to its peer socket, received there, decoded, and the
+/// decoded samples appended to the call's recording (a stdio stream: written out in blocks as
+/// a buffered writer would). That is one send, one receive, one encode, one decode and a
+/// recording per call-frame, what the node does for a SIPp call (SIPp's sends land in SIPp's
+/// CPU there as the peer socket's receive does here). Calls are spread as the node's clock
+/// spreads its clients: over one thread per lane and four phases of the 20 ms period, each
+/// lane sleeping until the next phase that has calls.
+enum BareCallsBenchmark {
+    enum Codec {
+        case pcma
+        /// Opus as the node sends it (mono 48 kHz, its bitrate, FEC and voice hint), at this
+        /// complexity (the node's governor lowers it under load: the anchor takes the same).
+        case opus(complexity: Int)
+    }
+
     struct Figures {
         /// CPU time of the whole run (process), and the wall time it took.
         var cpu: Duration
@@ -32,14 +41,18 @@ enum BareG711Benchmark {
         let receiver: Int32
         let recording: UnsafeMutablePointer<FILE>
         var sequence: UInt16 = 0
+        /// Opus's encoder and decoder for the call (nil for G.711).
+        var opus: (encoder: OpusEncoder, decoder: OpusDecoder)?
     }
 
     /// 20 ms of a 700 Hz tone at 8 kHz: exactly 14 cycles, so every frame is the same.
     private static let tone: [Int16] = (0..<160).map { Int16(8_000 * sin(2 * Double.pi * 700 * Double($0) / 8_000)) }
+    /// The same at 48 kHz, for Opus.
+    private static let wideTone: [Int16] = (0..<960).map { Int16(8_000 * sin(2 * Double.pi * 700 * Double($0) / 48_000)) }
 
     /// Runs `calls` calls for `seconds` on `lanes` threads and returns the process's CPU time
     /// over the run. Recordings go to `directory` (one raw file per call, removed after).
-    static func run(calls: Int, seconds: Int, lanes: Int, phases: Int = 4, directory: String) throws -> Figures {
+    static func run(calls: Int, seconds: Int, lanes: Int, phases: Int = 4, codec: Codec = .pcma, directory: String) throws -> Figures {
         var all: [Call] = []
         defer {
             for call in all {
@@ -58,7 +71,13 @@ enum BareG711Benchmark {
             }
             guard connected == 0 else { throw SystemError.last("connect") }
             guard let file = fopen("\(directory)/call-\(index).raw", "w") else { throw SystemError.last("fopen") }
-            all.append(Call(sender: sender, receiver: receiver, recording: file))
+            var call = Call(sender: sender, receiver: receiver, recording: file)
+            if case let .opus(complexity) = codec {
+                var settings = MediaConfiguration().opus
+                settings.complexity = complexity
+                call.opus = (try OpusEncoder(configuration: settings), try OpusDecoder(sampleRate: 48_000, channels: 1))
+            }
+            all.append(call)
         }
         let laneCount = max(1, min(lanes, calls))
         var perLane = Array(repeating: [[Call]](repeating: [], count: phases), count: laneCount)
@@ -100,7 +119,8 @@ enum BareG711Benchmark {
         let step = 20_000_000 / phases
         var packet = [UInt8](repeating: 0, count: 172)
         var received = [UInt8](repeating: 0, count: 1_500)
-        var decoded = [Int16](repeating: 0, count: 160)
+        var payload: [UInt8] = []
+        var decoded = [Int16](repeating: 0, count: 960)
         var late = 0
         for period in 0..<periods {
             for phase in 0..<phases where !groups[phase].isEmpty {
@@ -108,7 +128,11 @@ enum BareG711Benchmark {
                 var deadline = timespec(tv_sec: began.tv_sec + Int(due / 1_000_000_000), tv_nsec: Int(due % 1_000_000_000))
                 while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &deadline, nil) == EINTR {}
                 for index in groups[phase].indices {
-                    frame(&groups[phase][index], packet: &packet, received: &received, decoded: &decoded)
+                    if groups[phase][index].opus != nil {
+                        opusFrame(&groups[phase][index], packet: &packet, received: &received, payload: &payload, decoded: &decoded)
+                    } else {
+                        frame(&groups[phase][index], packet: &packet, received: &received, decoded: &decoded)
+                    }
                 }
                 var now = timespec()
                 clock_gettime(CLOCK_MONOTONIC, &now)
@@ -134,7 +158,25 @@ enum BareG711Benchmark {
         received.withUnsafeBufferPointer { r in
             G711.decode(UnsafeBufferPointer(rebasing: r[12..<length]), law: .a, into: &decoded)
         }
-        decoded.withUnsafeBufferPointer { _ = fwrite($0.baseAddress, 2, $0.count, call.recording) }
+        decoded.withUnsafeBufferPointer { _ = fwrite($0.baseAddress, 2, min(160, $0.count), call.recording) }
+    }
+
+    /// One Opus call's frame: 960 samples of a tone encoded, sent, received, decoded, recorded.
+    private static func opusFrame(_ call: inout Call, packet: inout [UInt8], received: inout [UInt8], payload: inout [UInt8],
+                                  decoded: inout [Int16]) {
+        guard let opus = call.opus, let encoded = try? opus.encoder.encode(wideTone) else { return }
+        let sequence = call.sequence
+        call.sequence &+= 1
+        packet.removeAll(keepingCapacity: true)
+        packet.append(contentsOf: [0x80, 111, UInt8(sequence >> 8), UInt8(sequence & 0xFF), 0, 0, 0, 0, 0, 0, 0, 1])
+        packet.append(contentsOf: encoded)
+        packet.withUnsafeBufferPointer { _ = send(call.sender, $0.baseAddress, $0.count, 0) }
+        let length = received.withUnsafeMutableBytes { recv(call.receiver, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+        guard length > 12 else { return }
+        payload.removeAll(keepingCapacity: true)
+        payload.append(contentsOf: received[12..<length])
+        guard let samples = try? opus.decoder.decode(payload, into: &decoded) else { return }
+        decoded.withUnsafeBufferPointer { _ = fwrite($0.baseAddress, 2, min(samples, $0.count), call.recording) }
     }
 
     private static func socketBound() throws -> Int32 {
@@ -193,7 +235,7 @@ struct BareG711Bench: ParsableCommand {
         let directory = "/tmp/callnode-bare-g711-\(getpid())"
         mkdir(directory, 0o700)
         defer { rmdir(directory) }
-        let figures = try BareG711Benchmark.run(calls: calls, seconds: seconds,
+        let figures = try BareCallsBenchmark.run(calls: calls, seconds: seconds,
                                                 lanes: lanes ?? Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))), directory: directory)
         let share = Double(figures.cpu.components.seconds) + Double(figures.cpu.components.attoseconds) / 1e18
         let wall = Double(figures.wall.components.seconds) + Double(figures.wall.components.attoseconds) / 1e18
@@ -201,5 +243,42 @@ struct BareG711Bench: ParsableCommand {
         func rounded(_ value: Double, _ places: Double) -> Double { (value * places).rounded() / places }
         print("bare-g711: \(calls) calls, \(rounded(percent, 100)) % of a core (\(rounded(percent / Double(calls), 1_000)) % a call), "
               + "\(figures.late) of \(figures.frames) frames late")
+    }
+}
+
+/// `callnode-bench bare-opus`: the same anchor for Opus calls, at the complexity the node ran.
+struct BareOpusBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bare-opus",
+        abstract: "The bare C work of N plain-RTP Opus calls (encode with the node's settings, UDP send and receive, decode, record), paced on one thread per core as the node's media lanes pace calls: CPU as a share of one core.")
+
+    @Option(help: "Calls.")
+    var calls = 50
+
+    @Option(help: "Seconds to run.")
+    var seconds = 15
+
+    @Option(help: "Opus complexity, 0–10 (the node's governor lowers it under load: give the one the node ran at).")
+    var complexity = 8
+
+    @Option(help: "Threads (default: one per processor, as the node's media lanes).")
+    var lanes: Int?
+
+    func validate() throws {
+        guard (1...2_000).contains(calls), (1...600).contains(seconds) else { throw ValidationError("calls 1–2000, seconds 1–600") }
+        guard (0...10).contains(complexity) else { throw ValidationError("complexity 0–10") }
+    }
+
+    func run() throws {
+        let directory = "/tmp/callnode-bare-opus-\(getpid())"
+        mkdir(directory, 0o700)
+        defer { rmdir(directory) }
+        let figures = try BareCallsBenchmark.run(calls: calls, seconds: seconds, lanes: lanes ?? Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))),
+                                                codec: .opus(complexity: complexity), directory: directory)
+        func inSeconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
+        let percent = 100 * inSeconds(figures.cpu) / inSeconds(figures.wall)
+        func rounded(_ value: Double, _ places: Double) -> Double { (value * places).rounded() / places }
+        print("bare-opus: \(calls) calls, \(rounded(percent, 100)) % of a core (\(rounded(percent / Double(calls), 1_000)) % a call), "
+              + "complexity \(complexity), \(figures.late) of \(figures.frames) frames late")
     }
 }
