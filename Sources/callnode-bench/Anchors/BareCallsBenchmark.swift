@@ -205,6 +205,23 @@ enum BareCallsBenchmark {
         return address
     }
 
+    /// Runs the anchor in a scratch directory and says it in one line (the line
+    /// `measure-calls-per-core` reads: "NAME: N calls, P % of a core …").
+    static func line(_ name: String, calls: Int, seconds: Int, lanes: Int?, codec: Codec) throws -> String {
+        let directory = "/tmp/callnode-\(name)-\(getpid())"
+        mkdir(directory, 0o700)
+        defer { rmdir(directory) }
+        let figures = try run(calls: calls, seconds: seconds, lanes: lanes ?? Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))), codec: codec,
+                              directory: directory)
+        func inSeconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
+        let percent = 100 * inSeconds(figures.cpu) / inSeconds(figures.wall)
+        func rounded(_ value: Double, _ places: Double) -> Double { (value * places).rounded() / places }
+        var complexity = ""
+        if case let .opus(value) = codec { complexity = "complexity \(value), " }
+        return "\(name): \(calls) calls, \(rounded(percent, 100)) % of a core (\(rounded(percent / Double(calls), 1_000)) % a call), "
+            + "\(complexity)\(figures.late) of \(figures.frames) frames late"
+    }
+
     private static func cpuTime() -> Duration {
         var ts = timespec()
         clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts)
@@ -232,17 +249,7 @@ struct BareG711Bench: ParsableCommand {
     }
 
     func run() throws {
-        let directory = "/tmp/callnode-bare-g711-\(getpid())"
-        mkdir(directory, 0o700)
-        defer { rmdir(directory) }
-        let figures = try BareCallsBenchmark.run(calls: calls, seconds: seconds,
-                                                lanes: lanes ?? Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))), directory: directory)
-        let share = Double(figures.cpu.components.seconds) + Double(figures.cpu.components.attoseconds) / 1e18
-        let wall = Double(figures.wall.components.seconds) + Double(figures.wall.components.attoseconds) / 1e18
-        let percent = 100 * share / wall
-        func rounded(_ value: Double, _ places: Double) -> Double { (value * places).rounded() / places }
-        print("bare-g711: \(calls) calls, \(rounded(percent, 100)) % of a core (\(rounded(percent / Double(calls), 1_000)) % a call), "
-              + "\(figures.late) of \(figures.frames) frames late")
+        print(try BareCallsBenchmark.line("bare-g711", calls: calls, seconds: seconds, lanes: lanes, codec: .pcma))
     }
 }
 
@@ -270,15 +277,6 @@ struct BareOpusBench: ParsableCommand {
     }
 
     func run() throws {
-        let directory = "/tmp/callnode-bare-opus-\(getpid())"
-        mkdir(directory, 0o700)
-        defer { rmdir(directory) }
-        let figures = try BareCallsBenchmark.run(calls: calls, seconds: seconds, lanes: lanes ?? Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))),
-                                                codec: .opus(complexity: complexity), directory: directory)
-        func inSeconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
-        let percent = 100 * inSeconds(figures.cpu) / inSeconds(figures.wall)
-        func rounded(_ value: Double, _ places: Double) -> Double { (value * places).rounded() / places }
-        print("bare-opus: \(calls) calls, \(rounded(percent, 100)) % of a core (\(rounded(percent / Double(calls), 1_000)) % a call), "
-              + "complexity \(complexity), \(figures.late) of \(figures.frames) frames late")
+        print(try BareCallsBenchmark.line("bare-opus", calls: calls, seconds: seconds, lanes: lanes, codec: .opus(complexity: complexity)))
     }
 }
