@@ -20,6 +20,7 @@ final class Resampler {
     static let quality: Int32 = 3
     /// Input samples the filter remembers (its length on the input side).
     private let memory: Int
+    var memoryLength: Int { memory }
     /// Frames of zeros in a row so far (the first went through the filter).
     private var silentFrames = 0
     private let skipsSilence: Bool

@@ -5,15 +5,33 @@ import Locking
 /// (speexdsp at its VoIP quality): a prompt loaded at 48 kHz becomes a G.711 call's 8 kHz
 /// source before the first call, so no call resamples it frame after frame.
 ///
+/// `looping` samples (a greeting played again and again) are filtered as the loop plays them:
+/// the filter sees the end before the start and the start after the end, so the loop has no
+/// seam (cut at the file's end, the filter's delay would hold its last sample for some 3 ms).
+///
 /// - Returns: `samples` itself when the rates are the same; `nil` when no resampler can be
 ///   made for them.
-public func resampled(_ samples: [Int16], from inputRate: Int, to outputRate: Int) -> [Int16]? {
+public func resampled(_ samples: [Int16], from inputRate: Int, to outputRate: Int, looping: Bool = false) -> [Int16]? {
     guard inputRate != outputRate else { return samples }
     guard let resampler = Resampler(from: inputRate, to: outputRate, skippingSilence: false) else { return nil }
     let count = Int((Int64(samples.count) * Int64(outputRate) / Int64(inputRate)))
-    var output = [Int16](repeating: 0, count: count)
-    resampler.process(samples, into: &output)
-    return output
+    guard looping, !samples.isEmpty else {
+        var output = [Int16](repeating: 0, count: count)
+        resampler.process(samples, into: &output)
+        return output
+    }
+    // A lead of whole steps of the ratio (so the loop's first sample falls on an output
+    // sample), longer than the filter's memory, taken from the loop's end; and as much of its
+    // start after the end.
+    var divisor = inputRate, other = outputRate
+    while other != 0 { (divisor, other) = (other, divisor % other) }
+    let step = inputRate / divisor
+    let lead = (resampler.memoryLength / step + 1) * step
+    let wrapped = (0..<(samples.count + 2 * lead)).map { samples[(($0 - lead) % samples.count + samples.count) % samples.count] }
+    var output = [Int16](repeating: 0, count: Int(Int64(wrapped.count) * Int64(outputRate) / Int64(inputRate)))
+    resampler.process(wrapped, into: &output)
+    let skip = lead / step * (outputRate / divisor)
+    return Array(output[skip..<(skip + count)])
 }
 
 /// A source at another rate than the call's, read a frame at a time and resampled to it: app

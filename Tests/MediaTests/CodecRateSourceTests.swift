@@ -5,6 +5,10 @@ import RTP
 import Testing
 import TestingPrimitives
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A G.711 call whose own source runs at the codec's 8 kHz: what it reads is coded as it is
 /// (no resampler in the send path), and what is mixed into it at 48 kHz — app audio, hold
 /// audio, the sent side of a recording tap — is brought to the rate it needs.
@@ -120,6 +124,21 @@ import TestingPrimitives
         #expect(narrow.count == 8_000)
         #expect(Goertzel.share(of: 1_000, in: narrow.suffix(4_000), rate: 8_000) > 0.95)
         #expect(resampled(wide, from: 48_000, to: 48_000) == wide, "the same rate is the same samples")
+    }
+
+    /// A looped input converted as a loop: 100 ms of a 1 kHz tone at 48 kHz becomes 100 ms of
+    /// the same tone at 8 kHz with no seam — its first and last samples are the tone's too (cut
+    /// at the end, the filter's delay held the last sample flat and began from silence).
+    @Test func aLoopIsResampledWithoutASeam() throws {
+        let wide = (0..<4_800).map { Int16((8_000 * sin(2 * Double.pi * 1_000 * Double($0) / 48_000)).rounded()) }
+        let looped = try #require(resampled(wide, from: 48_000, to: 8_000, looping: true))
+        #expect(looped.count == 800)
+        let ideal = (0..<800).map { 8_000 * sin(2 * Double.pi * 1_000 * Double($0) / 8_000) }
+        let worst = zip(looped, ideal).map { abs(Double($0) - $1) }.max() ?? .infinity
+        #expect(worst < 240, "a sample off the tone by \(worst)")
+        let cut = try #require(resampled(wide, from: 48_000, to: 8_000))
+        let cutWorst = zip(cut, ideal).map { abs(Double($0) - $1) }.max() ?? 0
+        #expect(cutWorst > 1_000, "converted as a cut file, its ends are off the tone (\(cutWorst))")
     }
 
     private static func splitMix(_ s: inout UInt64) -> UInt64 {

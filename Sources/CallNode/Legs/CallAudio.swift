@@ -71,7 +71,7 @@ extension CallAudio {
                                recordingsIn directory: String?) -> CallAudioProvider {
         var ready: [Int: [Int16]] = [:]
         if let input {
-            for rate in rates { ready[rate] = resampled(input, from: inputRate, to: rate) }
+            for rate in rates { ready[rate] = resampled(input, from: inputRate, to: rate, looping: true) }
         }
         let converted = Locked(ready)
         return { request throws(AudioDeviceError) in
@@ -80,7 +80,7 @@ extension CallAudio {
                 let rate = min(request.format.sampleRate, request.codecRate)
                 let samples = try converted.withLock { byRate throws(AudioDeviceError) -> [Int16] in
                     if let done = byRate[rate] { return done }
-                    guard let made = resampled(input, from: inputRate, to: rate) else {
+                    guard let made = resampled(input, from: inputRate, to: rate, looping: true) else {
                         throw .unsupportedFormat("the input at \(inputRate) Hz cannot be resampled to \(rate) Hz")
                     }
                     byRate[rate] = made
