@@ -65,8 +65,6 @@ public actor MediaActor: MediaClockClient {
     var receivingAudio = true
     /// What a held call sends instead of the microphone, if anything.
     var holdAudio: (any AudioSource)?
-    /// The hold audio as it was given (``holdAudio`` is it resampled when at another rate).
-    var heldSource: (any AudioSource)?
     var microphoneVolume = 1.0
     /// Gain on what is played (not on a recording tap).
     var outputVolume = 1.0

@@ -91,16 +91,17 @@ extension MediaActor {
     /// Hold audio at another rate than ``captureFormat`` is resampled to it.
     public func setDirection(sending: Bool, receiving: Bool, holdAudio: (any AudioSource)? = nil) throws(MediaError) {
         var hold = holdAudio
-        if let holdAudio, holdAudio !== heldSource {
-            let adapted = try atCaptureRate(holdAudio, what: "hold audio")
-            do throws(AudioDeviceError) { try adapted.start() } catch { throw .device(error) }
-            hold = adapted
-        } else if holdAudio != nil {
-            hold = self.holdAudio
+        if let given = holdAudio {
+            if isHeld(given) {
+                hold = self.holdAudio
+            } else {
+                let adapted = try atCaptureRate(given, what: "hold audio")
+                do throws(AudioDeviceError) { try adapted.start() } catch { throw .device(error) }
+                hold = adapted
+            }
         }
         if let old = self.holdAudio, old !== hold { old.stop() }
         self.holdAudio = sending ? hold : nil
-        heldSource = sending ? holdAudio : nil
         if receiving && !receivingAudio {
             // Audio comes back after a pause of any length: a fresh start, not a late stream
             // (and not a playout reset to report: the pause was agreed).
@@ -116,6 +117,12 @@ extension MediaActor {
         }
         sendingAudio = sending
         receivingAudio = receiving
+    }
+
+    /// Whether `source` is the hold audio sent now: itself, or resampled to the call's rate.
+    func isHeld(_ source: any AudioSource) -> Bool {
+        guard let current = holdAudio else { return false }
+        return current === source || (current as? ResampledSource)?.inner === source
     }
 
     /// Whether audio is sent and played now (see ``setDirection(sending:receiving:holdAudio:)``).

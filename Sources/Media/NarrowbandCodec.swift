@@ -19,8 +19,7 @@ final class Resampler {
     /// speexdsp's `SPEEX_RESAMPLER_QUALITY_VOIP`.
     static let quality: Int32 = 3
     /// Input samples the filter remembers (its length on the input side).
-    private let memory: Int
-    var memoryLength: Int { memory }
+    let memory: Int
     /// Frames of zeros in a row so far (the first went through the filter).
     private var silentFrames = 0
     private let skipsSilence: Bool

@@ -26,7 +26,7 @@ public func resampled(_ samples: [Int16], from inputRate: Int, to outputRate: In
     var divisor = inputRate, other = outputRate
     while other != 0 { (divisor, other) = (other, divisor % other) }
     let step = inputRate / divisor
-    let lead = (resampler.memoryLength / step + 1) * step
+    let lead = (resampler.memory / step + 1) * step
     let wrapped = (0..<(samples.count + 2 * lead)).map { samples[(($0 - lead) % samples.count + samples.count) % samples.count] }
     var output = [Int16](repeating: 0, count: Int(Int64(wrapped.count) * Int64(outputRate) / Int64(inputRate)))
     resampler.process(wrapped, into: &output)
