@@ -9,6 +9,11 @@
 /// ``stepDown`` (to ``minimum`` at most); ``calmWindows`` windows in a row under ``calmBusy``
 /// with no tick behind raise it by one, up to 10. Pure state: tests drive it window by window.
 ///
+/// Lateness counts only when the lane's own work could be its cause: a window whose thread ran
+/// (on the processor, by its CPU time) less than ``ownWorkForLateness`` of it was late because
+/// the host lent its processors to others — lower complexity would cost every call on the lane
+/// its quality and buy no time — so it is neither overload nor calm.
+///
 /// Below the floor only in an emergency: when frames are still finishing after their period at
 /// ``minimum`` (the machine cannot carry its calls even there), ``emergencyWindows`` such
 /// windows take the cap to ``emergencyMinimum`` — plainer audio for everyone rather than late
@@ -34,6 +39,10 @@ public struct LoadGovernor: Sendable, Equatable {
     /// 1.7 times what 0 does per leg (encoder and decoder), so a lane 40 % busy at 0 is ~70 %
     /// at 4, inside the overload line; at 50 % it would be on it, and the cap would swing.
     public static let calmBusyBelowFloor = 0.4
+    /// The share of a window a lane's thread must have run for its late ticks to be its own
+    /// doing. One Opus call at complexity 8 runs about 1 % of a window: on a host whose other
+    /// processes keep both cores busy its ticks start late, and that is the host's doing.
+    public static let ownWorkForLateness = 0.25
     public static let calmWindows = 5
     public static let stepDown = 2
     private var calm = 0
@@ -52,11 +61,20 @@ public struct LoadGovernor: Sendable, Equatable {
         window(busy: busy, behind: late, lateFrames: 0)
     }
 
-    /// One lane's window: how busy it was (0–1), the share of its ticks that were behind, and
-    /// the share whose frames finished after their period (a subset of those behind).
+    /// One lane's window: how busy it was (0–1, the wall time its ticks took), the share of its
+    /// ticks that were behind, the share whose frames finished after their period (a subset of
+    /// those behind), and the share of the window its thread ran (its CPU time; `nil`: all of
+    /// the busy time).
     @discardableResult
-    public mutating func window(busy: Double, behind: Double, lateFrames: Double) -> Int {
-        if busy > Self.overloadBusy || behind > Self.overloadLate {
+    public mutating func window(busy: Double, behind: Double, lateFrames: Double, ownWork: Double? = nil) -> Int {
+        let late = busy > Self.overloadBusy || behind > Self.overloadLate
+        if late, (ownWork ?? busy) < Self.ownWorkForLateness {
+            // The host's doing, not this lane's work: no step down, and no calm either.
+            lateAtFloor = 0
+            calm = 0
+            return cap
+        }
+        if late {
             calm = 0
             if cap > minimum {
                 cap = max(minimum, cap - Self.stepDown)

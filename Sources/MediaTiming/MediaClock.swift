@@ -1,4 +1,5 @@
 import Locking
+import POSIX
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -347,6 +348,8 @@ public final class MediaClock: Sendable {
         var epoch = reportEpoch.withLock { $0 }
         // This lane's load over the current one-second window, for the governor.
         var windowStart = ContinuousClock.now, busy = Duration.zero, ticks = 0, lateStarts = 0, lateFrames = 0
+        // This loop runs on the lane's thread (the task prefers it): its CPU clock is the lane's.
+        var ranBefore = SystemThread.currentCPUTime
         while !Task.isCancelled {
             // The phases this lane has clients in, one bit each (at most 64 phases).
             let occupied = clients.withLock { all in all.reduce(into: UInt64(0)) { if $1.lane == lane { $0 |= 1 << UInt64($1.phase) } } }
@@ -415,7 +418,10 @@ public final class MediaClock: Sendable {
                 let fraction = (finished - windowStart) / .seconds(1)
                 let busyShare = (busy / .seconds(1)) / fraction, behindShare = Double(lateStarts) / Double(max(1, ticks))
                 let lateShare = Double(lateFrames) / Double(max(1, ticks))
-                _ = governor.withLock { $0.window(busy: busyShare, behind: behindShare, lateFrames: lateShare) }
+                let ran = SystemThread.currentCPUTime
+                let ownShare = ran.flatMap { now in ranBefore.map { ((now - $0) / .seconds(1)) / fraction } }
+                ranBefore = ran
+                _ = governor.withLock { $0.window(busy: busyShare, behind: behindShare, lateFrames: lateShare, ownWork: ownShare) }
                 windowStart = finished
                 busy = .zero
                 ticks = 0

@@ -67,6 +67,14 @@ public final class SystemThread: @unchecked Sendable {  // `handle` is written o
         pthread_join(handle, nil)
     }
 
+    /// The processor time the calling thread has run so far (its CPU clock), or `nil` where
+    /// the system cannot say.
+    public static var currentCPUTime: Duration? {
+        var ts = timespec()
+        guard clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0 else { return nil }
+        return .seconds(ts.tv_sec) + .nanoseconds(ts.tv_nsec)
+    }
+
     /// Whether the caller runs on this thread.
     public var isCurrent: Bool { pthread_equal(handle, pthread_self()) != 0 }
 

@@ -14,6 +14,19 @@ import Testing
         #expect(governor.window(busy: 0.95, late: 0.3) == 3)
     }
 
+    @Test func lateTicksOfALaneThatRanLittleAreTheHostsDoingAndLeaveComplexityAlone() {
+        var governor = LoadGovernor()
+        // One call on the lane, other processes holding both processors: its ticks start late
+        // and take long on the wall clock, while its own thread ran 2 % of the window.
+        for _ in 0..<10 { #expect(governor.window(busy: 0.9, behind: 0.2, lateFrames: 0.05, ownWork: 0.02) == 10) }
+        // The same lateness with the lane's own work at a quarter of the window is overload…
+        #expect(governor.window(busy: 0.5, behind: 0.2, lateFrames: 0, ownWork: LoadGovernor.ownWorkForLateness) == 8)
+        // …and a window late for the host's sake is not calm either: the cap stays down.
+        for _ in 0..<10 { #expect(governor.window(busy: 0.3, behind: 0.1, lateFrames: 0, ownWork: 0.01) == 8) }
+        for _ in 0..<LoadGovernor.calmWindows { governor.window(busy: 0.3, behind: 0, lateFrames: 0, ownWork: 0.01) }
+        #expect(governor.cap == 9)
+    }
+
     @Test func complexityComesBackOneStepAfterFiveCalmWindowsInARow() {
         var governor = LoadGovernor()
         governor.window(busy: 0.9, late: 0)

@@ -87,7 +87,7 @@ struct NodeOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Opus encoder complexity, 0–10 (default 8): lower costs less CPU per call for a little quality.", valueName: "N"))
     var opusComplexity: String?
 
-    @Flag(name: .long, inversion: .prefixedNo, help: "Lower the Opus complexity of every call while this node's media runs late (a loaded host) and raise it back when calm (the default); --no-complexity-follows-load keeps --opus-complexity fixed.")
+    @Flag(name: .long, inversion: .prefixedNo, help: "Lower the Opus complexity of every call while this node's media runs late for its own work (many calls) and raise it back when calm (the default); a host busy with other programs does not lower it. --no-complexity-follows-load keeps --opus-complexity fixed.")
     var complexityFollowsLoad: Bool?
 
     @Option(name: .long, help: ArgumentHelp("Audio frame length: 10, 20 (the default), 40 or 60 ms.", valueName: "MS"))

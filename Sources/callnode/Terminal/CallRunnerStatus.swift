@@ -44,11 +44,11 @@ extension CallRunner {
         return noPath ? detail + " (try --stun or --turn)" : detail
     }
 
-    /// Said on the status line while this host's load keeps the encoder below the configured
-    /// complexity (the node's media threads run late): why the audio sent is plainer.
+    /// Said on the status line while the node's own load keeps the encoder below the configured
+    /// complexity (its media threads run late for their own work): why the audio sent is plainer.
     static func loadNote(configured: MediaConfiguration, current: Int) -> String? {
         guard configured.complexityFollowsLoad, current < configured.opus.complexity else { return nil }
-        return "busy host: complexity \(current) of \(configured.opus.complexity)"
+        return "busy node: complexity \(current) of \(configured.opus.complexity)"
     }
 
     func clearStatus() {
