@@ -75,11 +75,8 @@ public struct JitterBuffer: Sendable {
     /// their transits say nothing about the network.
     private var stallHorizon: Int64?
 
-    /// Transit (arrival − media time) of recent packets, a ring of `historyLength` values.
-    private var transits: [Double]
-    private var transitCount = 0
-    private var transitNext = 0
-    private var scratch: [Double]
+    /// Transit (arrival − media time) of recent packets.
+    private var transits: TransitHistory
 
     /// The timestamp of the next frame to play; `nil` until playout starts.
     private var nextTimestamp: Int64?
@@ -94,14 +91,18 @@ public struct JitterBuffer: Sendable {
     /// the hold ends, so a peer moving between depths does not move playout back and forth
     /// (each move a frame dropped or inserted in the speech).
     private var heldDepth = 0
+    /// The delay the latest packet in the history needed (its delay variation and half a frame):
+    /// playout gives back no delay such a packet needed while it is in the history. The target
+    /// leaves out the latest few packets; without this, a packet waited for (a frame held for it)
+    /// would be followed by a compression at once, and the next late one by another hold.
+    private var recentNeed: Duration = .zero
     /// The frame held one tick at the first gap after a clean stretch, until the next tick
     /// says whether its packet was lost or only late.
     private var heldAtFirstGap: Int64?
 
     public init(configuration: JitterBufferConfiguration = JitterBufferConfiguration()) {
         self.configuration = configuration
-        transits = [Double](repeating: 0, count: max(1, configuration.historyLength))
-        scratch = transits
+        transits = TransitHistory(length: configuration.historyLength)
         statistics.targetDelay = configuration.minimumDelay
         entries.reserveCapacity(32)
     }
@@ -165,7 +166,7 @@ public struct JitterBuffer: Sendable {
         highestTimestamp = max(highestTimestamp ?? ts, ts)
         let transit = arrival.seconds - Double(ts) / Double(configuration.clockRate)
         // Packets sent while this node stalled were held up by the stall, not the network.
-        if stallHorizon.map({ ts >= $0 }) ?? true { recordTransit(transit) }
+        if stallHorizon.map({ ts >= $0 }) ?? true { transits.record(transit, sequence: seq) }
 
         if let next = nextTimestamp, ts < next {
             statistics.late += 1
@@ -354,7 +355,7 @@ public struct JitterBuffer: Sendable {
                 // frame mid-speech. So start with the newest and forget the backlog's transits.
                 statistics.shrunk += entries.count - 1
                 entries.removeFirst(entries.count - 1)
-                restartTransits(with: newest.transit)
+                transits.restart(with: newest.transit, sequence: newest.sequence)
             }
             nextTimestamp = newest.timestamp
             return nextFrame(now: now)
@@ -373,7 +374,7 @@ public struct JitterBuffer: Sendable {
                 Entry(sequence: e.sequence, timestamp: e.timestamp + shift, payload: e.payload,
                       transit: e.transit - Double(shift) / Double(configuration.clockRate))
             }
-            restartTransits(with: entries[entries.count - 1].transit)
+            transits.restart(with: entries[entries.count - 1].transit, sequence: entries[entries.count - 1].sequence)
             lateRun.removeAll()
             reset(.lateStream, samples: -shift)
         }
@@ -391,7 +392,7 @@ public struct JitterBuffer: Sendable {
                 }
                 statistics.shrunk += Int((target - next) / frame)
                 reset(.catchUp, samples: target - next)
-                restartTransits(with: last.transit)
+                transits.restart(with: last.transit, sequence: last.sequence)
                 updateTarget()
                 next = target
                 lateRun.removeAll()
@@ -412,7 +413,7 @@ public struct JitterBuffer: Sendable {
             // packets themselves are held long enough: the caller's backlog of stretched audio
             // delays what is heard, but a frame's FEC or copy in the next packet has to be here
             // when the frame is due, and the backlog does not make it so.
-            if statistics.currentDelay > statistics.targetDelay + configuration.frameDuration, entries.count >= 2 {
+            if statistics.currentDelay > max(statistics.targetDelay, recentNeed) + configuration.frameDuration, entries.count >= 2 {
                 delayAdjustment = .shrink
             } else if lastPlayedSequence != nil, bufferDelay + configuration.frameDuration / 2 < statistics.targetDelay {
                 delayAdjustment = .grow
@@ -422,7 +423,7 @@ public struct JitterBuffer: Sendable {
         }
         // Too far ahead of the target: drop one frame (at most every fifth frame).
         framesSinceShrink += 1
-        if !timeStretching, statistics.currentDelay > statistics.targetDelay + configuration.frameDuration,
+        if !timeStretching, statistics.currentDelay > max(statistics.targetDelay, recentNeed) + configuration.frameDuration,
            framesSinceShrink >= 5, entries.count >= 2, entries[0].timestamp == next {
             entries.removeFirst()
             next += frame
@@ -526,37 +527,15 @@ public struct JitterBuffer: Sendable {
 
     /// How far behind the earliest possible arrival of frame `timestamp` playout runs at `now`.
     private func delay(playing timestamp: Int64, at now: Duration) -> Duration {
-        guard let minTransit = minimumTransit() else { return .zero }
+        guard let minTransit = transits.minimum() else { return .zero }
         let seconds = now.seconds - Double(timestamp) / Double(configuration.clockRate) - minTransit
         return .microseconds(Int64((seconds * 1_000_000).rounded()))
     }
 
-    private mutating func recordTransit(_ transit: Double) {
-        transits[transitNext] = transit
-        transitNext = (transitNext + 1) % transits.count
-        transitCount = min(transitCount + 1, transits.count)
-    }
-
-    /// Forgets the delay history (playout moved to a new place on the stream) and starts it
-    /// again with one packet's transit.
-    private mutating func restartTransits(with transit: Double) {
-        transitCount = 0
-        transitNext = 0
-        recordTransit(transit)
-    }
-
-    private func minimumTransit() -> Double? {
-        guard transitCount > 0 else { return nil }
-        var minimum = Double.infinity
-        for i in 0..<transitCount where transits[i] < minimum { minimum = transits[i] }
-        return minimum
-    }
-
     private mutating func updateTarget() {
-        guard let minTransit = minimumTransit() else { return }
-        for i in 0..<transitCount { scratch[i] = transits[i] - minTransit }
-        let p95 = Self.select(min(transitCount - 1, Int(Double(transitCount) * 0.95)), of: transitCount, in: &scratch)
-        var target = Duration.microseconds(Int64((p95 * 1_000_000).rounded())) + configuration.frameDuration / 2
+        guard let variation = transits.variation() else { return }
+        recentNeed = min(configuration.maximumDelay, .microseconds(Int64((variation.largest * 1_000_000).rounded())) + configuration.frameDuration / 2)
+        var target = Duration.microseconds(Int64((variation.covered * 1_000_000).rounded())) + configuration.frameDuration / 2
         if fecHoldFrames > 0 {
             fecHoldFrames -= 1
             heldDepth = max(heldDepth, redundancyDepth)

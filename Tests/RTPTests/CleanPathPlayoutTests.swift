@@ -112,6 +112,68 @@ import Testing
         #expect(JitterBufferTests.played(actions).count == 498)
     }
 
+    @Test func aStallOfTheSendersHostAsTheCallStartsDoesNotSetTheTarget() {
+        // Both hosts are busy as a call starts: the sender's host holds its fourth packet 24 ms
+        // and sends the fifth with it. With five transits in the history, the latest would be
+        // its 95th percentile, the target 34 ms: the delay grown twice in the first words and
+        // given back two seconds later. Seen once, the stall leaves the target alone; its late
+        // packet is waited for once (the frame held at the first gap), and that is all.
+        var buffer = JitterBuffer()
+        buffer.timeStretching = true
+        let packets = JitterBufferTests.stream(count: 300) { i in
+            i == 3 ? .milliseconds(54) : i == 4 ? .milliseconds(34) : .milliseconds(30)
+        }
+        var targets: Set<Duration> = []
+        let actions = Self.run(&buffer, packets, ticks: 300, phase: .milliseconds(15)) { _, b in
+            targets.insert(b.statistics.targetDelay)
+        }
+        let stats = buffer.statistics
+        #expect(targets == [.milliseconds(10)], "targets: \(targets)")
+        #expect(stats.expanded == 0 && stats.lost == 0 && stats.concealed == 0, "\(stats)")
+        #expect(stats.stretched <= 1 && stats.compressed <= 1, "\(stats)")
+        #expect(JitterBufferTests.played(actions).prefix(10) == ArraySlice((0..<10).map { UInt8($0) }))
+    }
+
+    @Test func packetsLateAgainAndAgainFromTheStartRaiseTheTargetWithinASecond() {
+        // A path with real jitter from its first packet: every fourth packet 15 ms late. The
+        // start leaves out four late packets, as the rest of the call does; the fifth within the
+        // history sets the target to cover them.
+        var buffer = JitterBuffer()
+        buffer.timeStretching = true
+        let packets = JitterBufferTests.stream(count: 300) { i in i % 4 == 3 ? .milliseconds(45) : .milliseconds(30) }
+        var raisedAt: Int?
+        _ = Self.run(&buffer, packets, ticks: 300, phase: .milliseconds(15)) { tick, b in
+            if raisedAt == nil, b.statistics.targetDelay >= .milliseconds(25) { raisedAt = tick }
+        }
+        #expect((raisedAt ?? .max) <= 25, "raised at tick \(String(describing: raisedAt))")
+        #expect(buffer.statistics.targetDelay == .milliseconds(25), "\(buffer.statistics)")
+    }
+
+    @Test func packetsLateAgainWithinSecondsAreWaitedForOnceAndTheDelayGivenBackOnceAfterThem() {
+        // After three clean seconds, four packets half a second apart come 25 ms late (the
+        // sender's host busy for a moment each time): too few to move the target. Playout holds
+        // a frame for the first and keeps that delay while such packets are in its history; it
+        // gives the delay back once, two seconds after the last. Giving it back at once would
+        // hold a frame again for the next late packet, and again: each move heard.
+        var buffer = JitterBuffer()
+        buffer.timeStretching = true
+        let late: Set<Int> = [150, 175, 200, 225]
+        let packets = JitterBufferTests.stream(count: 500) { i in late.contains(i) ? .milliseconds(55) : .milliseconds(30) }
+        var compressedAt: [Int] = []
+        var compressed = 0
+        let actions = Self.run(&buffer, packets, ticks: 500, phase: .milliseconds(5)) { tick, b in
+            if b.statistics.compressed > compressed {
+                compressed = b.statistics.compressed
+                compressedAt.append(tick)
+            }
+        }
+        let stats = buffer.statistics
+        #expect(stats.stretched == 1 && stats.expanded == 0 && stats.compressed == 1, "\(stats)")
+        #expect(stats.lost == 0 && stats.concealed == 0 && stats.late == 0, "\(stats)")
+        #expect(compressedAt.allSatisfy { $0 > 225 + 100 }, "given back at ticks \(compressedAt)")
+        #expect(JitterBufferTests.played(actions).count >= 497)
+    }
+
     @Test func aLossAfterALatePacketStillHoldsForFEC() {
         // Packet 150 is late, packet 300 lost. The frame held for the late one stays in the
         // delay, so the packet after the lost one is there in time and its FEC rebuilds it,
