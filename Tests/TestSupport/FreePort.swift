@@ -1,3 +1,4 @@
+import Foundation
 import Locking
 
 #if canImport(Glibc)
@@ -5,18 +6,23 @@ import Glibc
 #endif
 
 /// Ports for servers a test starts on loopback.
+///
+/// Handed out from below the kernel's ephemeral range (`ip_local_port_range`), never from it:
+/// a port the kernel picked for a probe socket is free when asked, but the kernel hands the
+/// same range to every `bind(0)` and outgoing connection on the host (libnice's candidates, a
+/// client's socket, another test's server), and one of them could take it before the server
+/// binds it ("cannot listen for SIP at …: a port in use"). Below that range only a socket
+/// bound to a port by number takes one, and nothing in the suite binds these by number but
+/// the servers they are handed to.
 public enum FreePort {
-    /// A port free for both UDP and TCP on 127.0.0.1 (a SIP agent takes both): one the kernel
-    /// picks for UDP, tried again until TCP can have it too. Free when asked: another process
-    /// may still take it before the server binds, but not one of the two protocols alone.
+    /// A port free for both UDP and TCP on 127.0.0.1 (a SIP agent takes both).
     ///
-    /// Never the same port twice in one process: a port just closed is often the kernel's next
-    /// pick, and two tests running side by side were handed one port — two SIP agents shared its
-    /// UDP (each got the other's INVITEs) while the second could not listen on its TCP.
+    /// Never the same port twice in one process (until the range wraps): two tests running
+    /// side by side must not be handed one port.
     public static func udpAndTCP() -> Int {
-        for _ in 0..<200 {
-            guard let port = bound(SOCK_DGRAM, port: 0), bound(SOCK_STREAM, port: port) != nil else { continue }
-            if handedOut.withLock({ $0.insert(port).inserted }) { return port }
+        for _ in 0..<range.count {
+            let port = candidates(1)
+            if bound(SOCK_DGRAM, port: port) != nil, bound(SOCK_STREAM, port: port) != nil { return port }
         }
         return bound(SOCK_DGRAM, port: 0) ?? 0
     }
@@ -24,20 +30,36 @@ public enum FreePort {
     /// As ``udpAndTCP()``, with the next port free for TCP too: baresip listens for SIP over
     /// TLS there, and fails to start when something else has it.
     public static func udpAndTCPWithTLSNext() -> Int {
-        for _ in 0..<200 {
-            guard let port = bound(SOCK_DGRAM, port: 0), port < 65_535, bound(SOCK_STREAM, port: port) != nil,
-                  bound(SOCK_STREAM, port: port + 1) != nil else { continue }
-            let free = handedOut.withLock { ports in
-                guard !ports.contains(port), !ports.contains(port + 1) else { return false }
-                ports.formUnion([port, port + 1])
-                return true
-            }
-            if free { return port }
+        for _ in 0..<range.count / 2 {
+            let port = candidates(2)
+            if bound(SOCK_DGRAM, port: port) != nil, bound(SOCK_STREAM, port: port) != nil,
+               bound(SOCK_STREAM, port: port + 1) != nil { return port }
         }
         return udpAndTCP()
     }
 
-    private static let handedOut = Locked<Set<Int>>([])
+    /// 20 000 up to the kernel's ephemeral range (32 768 by default).
+    static let range: Range<Int> = {
+        var lowestEphemeral = 32_768
+        if let text = try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8),
+           let first = text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).first,
+           let value = Int(first) {
+            lowestEphemeral = value
+        }
+        return 20_000..<max(20_100, lowestEphemeral)
+    }()
+
+    /// The next `count` ports in the range, from a place picked at random once per process
+    /// (a run right after another does not meet the last one's sockets in TIME_WAIT first).
+    private static func candidates(_ count: Int) -> Int {
+        next.withLock { offset in
+            if offset + count > range.count { offset = 0 }
+            defer { offset += count }
+            return range.lowerBound + offset
+        }
+    }
+
+    private static let next = Locked<Int>(Int.random(in: 0..<10_000))
 
     /// Binds a socket of `type` to 127.0.0.1:`port` (0: any), closes it, and returns the port.
     private static func bound(_ type: __socket_type, port: Int) -> Int? {

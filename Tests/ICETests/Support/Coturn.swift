@@ -1,3 +1,4 @@
+import CallNodeTestSupport
 import Foundation
 import ICE
 import Synchronization
@@ -23,7 +24,7 @@ final class Coturn: Sendable {
         guard let binary = ["/usr/bin/turnserver", "/usr/local/bin/turnserver"].first(where: FileManager.default.isExecutableFile(atPath:)) else {
             throw TestFailure("coturn's turnserver is not installed: run scripts/bootstrap")
         }
-        port = try Self.freePort()
+        port = UInt16(FreePort.udpAndTCP())
         // Separate relay port ranges per server so parallel runs never collide.
         let block = Self.relayBlock.add(1, ordering: .relaxed).newValue
         let minPort = 50_000 + ((Int(getpid()) * 7 + block * 50) % 10_000)
@@ -56,34 +57,6 @@ final class Coturn: Sendable {
         process.stop(grace: .zero)
         unlink(log)
         unlink(log + ".pid")
-    }
-
-    /// A port free for both UDP and TCP on 127.0.0.1 right now.
-    private static func freePort() throws -> UInt16 {
-        for _ in 0..<50 {
-            let udp = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-            defer { close(udp) }
-            var addr = sockaddr_in()
-            addr.sin_family = sa_family_t(AF_INET)
-            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-            addr.sin_port = 0
-            var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let bound = withUnsafeMutablePointer(to: &addr) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    bind(udp, $0, len) == 0 && getsockname(udp, $0, &len) == 0
-                }
-            }
-            guard bound else { continue }
-            let port = UInt16(bigEndian: addr.sin_port)
-            if port >= 50_000 && port < 60_100 { continue }  // keep clear of relay ranges
-            let tcp = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            defer { close(tcp) }
-            let tcpFree = withUnsafeMutablePointer(to: &addr) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(tcp, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-            }
-            if tcpFree { return port }
-        }
-        throw TestFailure("no free port on 127.0.0.1")
     }
 
     private static func acceptsTCP(port: UInt16) -> Bool {
