@@ -1,0 +1,21 @@
+import CallNodeTestSupport
+import Foundation
+import Testing
+
+/// The ports test servers are handed: from below the kernel's ephemeral range, where no
+/// `bind(0)` or outgoing socket can take one before its server binds it, and never twice.
+@Suite struct FreePortTests {
+    @Test func portsComeFromBelowTheKernelsEphemeralRangeAndNeverTwice() throws {
+        let text = try String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)
+        let lowestEphemeral = try #require(text.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) })
+        var seen: Set<Int> = []
+        for _ in 0..<50 {
+            let port = FreePort.udpAndTCP()
+            #expect(port >= 20_000 && port < lowestEphemeral, "\(port)")
+            #expect(seen.insert(port).inserted, "\(port) handed out twice")
+        }
+        let tls = FreePort.udpAndTCPWithTLSNext()
+        #expect(tls >= 20_000 && tls + 1 < lowestEphemeral, "\(tls)")
+        #expect(!seen.contains(tls) && !seen.contains(tls + 1), "\(tls) or the port after it handed out before")
+    }
+}
