@@ -7,6 +7,9 @@ struct TransitHistory: Sendable {
     private var count = 0
     private var next = 0
     private var scratch: [Double]
+    /// The least transit in the history, kept as packets come (read every tick): found again
+    /// by a scan only when the packet leaving the ring was the least.
+    private var least = Double.infinity
 
     init(length: Int) {
         transits = [Double](repeating: 0, count: max(1, length))
@@ -15,10 +18,17 @@ struct TransitHistory: Sendable {
     }
 
     mutating func record(_ transit: Double, sequence: Int64) {
+        let leavingWasLeast = count == transits.count && transits[next] <= least
         transits[next] = transit
         sequences[next] = sequence
         next = (next + 1) % transits.count
         count = min(count + 1, transits.count)
+        if leavingWasLeast {
+            least = .infinity
+            for i in 0..<count where transits[i] < least { least = transits[i] }
+        } else {
+            least = min(least, transit)
+        }
     }
 
     /// Forgets the history (playout moved to a new place on the stream) and starts it again
@@ -26,15 +36,13 @@ struct TransitHistory: Sendable {
     mutating func restart(with transit: Double, sequence: Int64) {
         count = 0
         next = 0
+        least = .infinity
         record(transit, sequence: sequence)
     }
 
     /// The earliest transit in the history: the path's own delay, as far as it shows.
     func minimum() -> Double? {
-        guard count > 0 else { return nil }
-        var minimum = Double.infinity
-        for i in 0..<count where transits[i] < minimum { minimum = transits[i] }
-        return minimum
+        count > 0 ? least : nil
     }
 
     /// The delay variation (over the minimum, in seconds) that the target covers — the 95th
@@ -50,13 +58,13 @@ struct TransitHistory: Sendable {
     /// history would. A lone late packet (reordering) and late packets spread over the history
     /// (a jittery path) are not: for them the percentile stands.
     mutating func variation() -> (covered: Double, largest: Double)? {
-        guard let least = minimum() else { return nil }
-        var largest = 0.0
-        for i in 0..<count {
-            scratch[i] = transits[i] - least
-            largest = max(largest, scratch[i])
-        }
-        let covered = JitterBuffer.select(min(count - 1, Int(Double(count) * 0.95)), of: count, in: &scratch)
+        guard count > 0 else { return nil }
+        for i in 0..<count { scratch[i] = transits[i] - least }
+        let k = min(count - 1, Int(Double(count) * 0.95))
+        let covered = JitterBuffer.select(k, of: count, in: &scratch)
+        // The selection leaves the values above the k-th after it: the largest is among them.
+        var largest = covered
+        for i in (k + 1)..<count where scratch[i] > largest { largest = scratch[i] }
         if count < transits.count, let stall = coveredLeavingOutOneStall(least: least) { return (stall, largest) }
         return (covered, largest)
     }
