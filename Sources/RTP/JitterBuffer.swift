@@ -408,12 +408,14 @@ public struct JitterBuffer: Sendable {
             return .waiting
         }
 
+        // Ahead of both the target and what the history's latest packet needed: delay to give back.
+        let aheadOfNeed = statistics.currentDelay > max(statistics.targetDelay, recentNeed) + configuration.frameDuration
         if timeStretching {
             // The caller moves the delay smoothly, a pitch period at a time. It grows until the
             // packets themselves are held long enough: the caller's backlog of stretched audio
             // delays what is heard, but a frame's FEC or copy in the next packet has to be here
             // when the frame is due, and the backlog does not make it so.
-            if statistics.currentDelay > max(statistics.targetDelay, recentNeed) + configuration.frameDuration, entries.count >= 2 {
+            if aheadOfNeed, entries.count >= 2 {
                 delayAdjustment = .shrink
             } else if lastPlayedSequence != nil, bufferDelay + configuration.frameDuration / 2 < statistics.targetDelay {
                 delayAdjustment = .grow
@@ -423,7 +425,7 @@ public struct JitterBuffer: Sendable {
         }
         // Too far ahead of the target: drop one frame (at most every fifth frame).
         framesSinceShrink += 1
-        if !timeStretching, statistics.currentDelay > max(statistics.targetDelay, recentNeed) + configuration.frameDuration,
+        if !timeStretching, aheadOfNeed,
            framesSinceShrink >= 5, entries.count >= 2, entries[0].timestamp == next {
             entries.removeFirst()
             next += frame
