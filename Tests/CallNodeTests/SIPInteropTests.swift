@@ -249,7 +249,9 @@ struct SIPInteropTests {
         let phone = f.path("baresip"), phonePort = FreePort.udpAndTCPWithTLSNext()
         let baresipEncryption = encryption == .off ? "" : keyExchange == .dtls ? "dtls_srtp" : "srtp-mand"
         try Self.baresip(in: phone, port: phonePort, mediaEncryption: baresipEncryption, codec: codec)
-        let baresip = try ChildProcess("/usr/bin/baresip", ["-f", phone, "-4", "-t", "15"], output: f.path("baresip.log"),
+        // baresip quits on its own after `-t` seconds: long enough for a loaded host, where its start
+        // and the first INVITEs can take seconds (at 15 s a loaded run saw it quit mid-call).
+        let baresip = try ChildProcess("/usr/bin/baresip", ["-f", phone, "-4", "-t", "60"], output: f.path("baresip.log"),
                                        nullStdin: true)
         defer { baresip.stop() }
         let node = try await f.node("alice", input: .tone(660), output: .wav(f.path("alice-out.wav")), keyExchange: keyExchange)
@@ -275,7 +277,13 @@ struct SIPInteropTests {
         else { return }
         #expect(secured.unencrypted == (encryption == .off), "\(secured)")
         if !secured.unencrypted { #expect(secured.keyExchange == keyExchange, "\(secured)") }
-        let heard = try await SIPCallTests.hearing(events, beyond: 100)
+        let heard: MediaStatistics
+        do {
+            heard = try await SIPCallTests.hearing(events, beyond: 100)
+        } catch {
+            let log = (try? String(contentsOfFile: f.path("baresip.log"), encoding: .utf8))?.split(separator: "\n").suffix(15) ?? []
+            throw TestFailure("\(error); baresip \(baresip.isRunning ? "runs" : "has exited"); its log ends:\n" + log.joined(separator: "\n"))
+        }
         #expect(heard.packetsLost == 0)
         #expect(heard.encoding == Self.codecs[codec])
         try await node.hangUp(connected)

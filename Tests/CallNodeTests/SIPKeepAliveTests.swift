@@ -24,7 +24,7 @@ struct SIPKeepAliveTests {
         let node = try Self.registeringNode(f, registrar: registrar.port, keepAlive: "1")
         defer { node.stop() }
         // The Contact registered again with the address the registrar saw, then keep-alives.
-        let seen = try await registrar.waitFor { requests in
+        let seen = try await registrar.waitFor(node: node, log: f.path("node.log")) { requests in
             requests.contains { $0.method == "REGISTER" && $0.contact?.contains("127.0.0.2") == true }
                 && requests.filter { $0.method == "OPTIONS" }.count >= 2
         }
@@ -38,7 +38,7 @@ struct SIPKeepAliveTests {
         defer { registrar.stop() }
         let node = try Self.registeringNode(f, registrar: registrar.port, keepAlive: "0")
         defer { node.stop() }
-        _ = try await registrar.waitFor { $0.contains { $0.method == "REGISTER" } }
+        _ = try await registrar.waitFor(node: node, log: f.path("node.log")) { $0.contains { $0.method == "REGISTER" } }
         try await Task.sleep(for: .seconds(3))
         #expect(!registrar.requests.contains { $0.method == "OPTIONS" }, "\(registrar.requests.map(\.method))")
     }
@@ -109,14 +109,19 @@ final class TinyRegistrar: Sendable {
 
     var requests: [Request] { seen.withLock { $0 } }
 
-    /// Waits (up to 15 s) until the requests seen satisfy `done`; returns them.
-    func waitFor(_ done: ([Request]) -> Bool) async throws -> [Request] {
-        for _ in 0..<150 {
+    /// Waits (up to 30 s: a debug node on a loaded host takes seconds to start) until the
+    /// requests seen satisfy `done`; returns them. When they do not, the failure says whether
+    /// the node (`node`, writing `log`) still runs and what it logged last.
+    func waitFor(node: ChildProcess? = nil, log: String? = nil, _ done: ([Request]) -> Bool) async throws -> [Request] {
+        for _ in 0..<300 {
             let now = requests
             if done(now) { return now }
             try await Task.sleep(for: .milliseconds(100))
         }
-        throw TestFailure("the registrar saw only \(requests.map { "\($0.method) \($0.contact ?? "")" })")
+        let running = node.map { $0.isRunning ? "; the node runs" : "; the node has exited" } ?? ""
+        let lines = log.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) }?.split(separator: "\n").suffix(12) ?? []
+        throw TestFailure("the registrar saw only \(requests.map { "\($0.method) \($0.contact ?? "")" })\(running)"
+                          + (lines.isEmpty ? "" : "; its log ends:\n" + lines.joined(separator: "\n")))
     }
 
     func stop() {
