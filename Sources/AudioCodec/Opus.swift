@@ -183,6 +183,13 @@ public final class OpusDecoder {
 
     deinit { opus_decoder_destroy(decoder) }
 
+    /// Makes this decoder's state a copy of `other`'s (same rate and channels): libopus keeps a
+    /// decoder's state in one block of memory, and a shallow copy is a whole copy.
+    public func copyState(from other: OpusDecoder) {
+        precondition(other.sampleRate == sampleRate && other.channels == channels, "decoders of another format")
+        UnsafeMutableRawPointer(decoder).copyMemory(from: UnsafeRawPointer(other.decoder), byteCount: Int(opus_decoder_get_size(Int32(channels))))
+    }
+
     /// Decodes `packet` into `pcm` (sized to one frame × channels), returning samples per
     /// channel written.
     @discardableResult

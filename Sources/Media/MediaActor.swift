@@ -43,6 +43,9 @@ public actor MediaActor: MediaClockClient {
     private var handled: [[UInt8]] = []
 
     var jitter: JitterBuffer
+    /// The Opus decoder's state from before a frame concealed in place, while its packet may
+    /// still come (``JitterBuffer/awaitsConcealedPacket``); made the first time it is needed.
+    var decoderBeforeConcealing: OpusDecoder?
     /// Lengthens or shortens decoded speech when the jitter buffer moves its delay.
     var stretcher: TimeStretcher
     var reception = ReceptionStatistics(clockRate: 48_000)

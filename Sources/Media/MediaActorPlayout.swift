@@ -107,11 +107,21 @@ extension MediaActor {
         case .waiting, .silence:
             for i in frame.indices { frame[i] = 0 }
         case let .play(payload):
-            ok = (try? decoder.decode(payload, into: &frame)) != nil
+            if let late = jitter.resyncPayload, let before = decoderBeforeConcealing {
+                ok = resync(decoder, from: before, late: late, then: payload, into: &frame)
+            } else {
+                ok = (try? decoder.decode(payload, into: &frame)) != nil
+            }
             recycle(payload)
         case let .recover(next):
             ok = (try? decoder.recover(fromNext: next, into: &frame)) != nil
         case .conceal:
+            if jitter.awaitsConcealedPacket {
+                if decoderBeforeConcealing == nil {
+                    decoderBeforeConcealing = try? OpusDecoder(sampleRate: decoder.sampleRate, channels: decoder.channels)
+                }
+                decoderBeforeConcealing?.copyState(from: decoder)
+            }
             ok = (try? decoder.conceal(into: &frame)) != nil
         }
         if !ok {
@@ -120,6 +130,26 @@ extension MediaActor {
             if (try? decoder.conceal(into: &frame)) == nil { for i in frame.indices { frame[i] = 0 } }
         }
         return ok
+    }
+
+    /// The frame after one concealed in place whose packet came late: decoded as the concealment
+    /// left the decoder (what continues what was played), and again from the state before the
+    /// concealment with the late packet decoded first (what the stream is); the frame fades from
+    /// the first into the second, and the decoder goes on from the second. Without it the
+    /// decoder's state follows its own concealment, and its next frames come out quieter, then
+    /// louder, than the stream: the quality bench's speech, one 40 ms stall 8.7 s in, 3.77
+    /// PESQ-WB without, against 3.99 holding the frame.
+    func resync(_ decoder: OpusDecoder, from before: OpusDecoder, late: [UInt8], then payload: [UInt8], into frame: inout [Int16]) -> Bool {
+        guard (try? decoder.decode(payload, into: &frame)) != nil else { return false }
+        var stream = frame
+        guard (try? before.decode(late, into: &stream)) != nil, (try? before.decode(payload, into: &stream)) != nil else { return true }
+        let count = Double(frame.count)
+        for i in frame.indices {
+            let w = Double(i + 1) / count
+            frame[i] = Int16(clamping: Int((Double(frame[i]) * (1 - w) + Double(stream[i]) * w).rounded()))
+        }
+        decoder.copyState(from: before)
+        return true
     }
 
     /// G.711: a payload decoded and resampled, a missing one concealed (no FEC to recover from).

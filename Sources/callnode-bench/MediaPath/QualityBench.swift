@@ -31,6 +31,29 @@ struct LossCase: ExpressibleByArgument, CustomStringConvertible, Hashable {
     var conditions: LinkConditions { LinkConditions(loss: Double(percent) / 100, meanBurst: Double(meanBurst)) }
 }
 
+/// A stall of the caller's host: what it sends for `milliseconds` from `second` into the call
+/// arrives together when the stall ends (`30@2.1`), as a loaded host's late ticks send it.
+struct Stall: ExpressibleByArgument, Hashable {
+    var milliseconds: Int
+    var second: Double
+
+    init?(argument: String) {
+        let parts = argument.split(separator: "@")
+        guard parts.count == 2, let milliseconds = Int(parts[0]), (1...2_000).contains(milliseconds),
+              let second = Double(parts[1]), second >= 0 else { return nil }
+        self.milliseconds = milliseconds
+        self.second = second
+    }
+
+    var start: Duration { .milliseconds(Int64((second * 1_000).rounded())) }
+    var end: Duration { start + .milliseconds(milliseconds) }
+
+    /// The delay of a packet sent at `time` under these stalls (none outside them).
+    static func delay(at time: Duration, _ stalls: [Stall]) -> Duration {
+        stalls.first { $0.start <= time && time < $0.end }.map { $0.end - time } ?? .zero
+    }
+}
+
 /// Speech through a whole call (two media pipelines over the in-memory link with random or
 /// bursty loss, on a manual clock) at several loss rates, beside an offline libopus
 /// encode/decode at the same settings. Writes the aligned recordings for PESQ
@@ -72,6 +95,9 @@ struct QualityBench: AsyncParsableCommand {
 
     @Flag(help: "Reports on the RTCP interval only (no early feedback when loss starts), for comparison.")
     var noEarlyFeedback = false
+
+    @Option(help: ArgumentHelp("A stall of the caller's host: what it sends for MS milliseconds from SECOND arrives together when the stall ends (a loaded host's late ticks, not network jitter), e.g. 30@2.1; repeatable.", valueName: "MS@SECOND"))
+    var stall: [Stall] = []
 
     @Flag(help: "One JSON object per case on stdout.")
     var json = false
@@ -122,7 +148,7 @@ struct QualityBench: AsyncParsableCommand {
         }
         for lossCase in loss {
             for seed in lossCase.percent == 0 ? [first] : patterns {
-                let run = try await Self.call(speech, conditions: lossCase.conditions, seed: seed, configuration: configuration)
+                let run = try await Self.call(speech, conditions: lossCase.conditions, stalls: stall, seed: seed, configuration: configuration)
                 let (played, stats, sent) = (run.played, run.received, run.sent)
                 let lag = Self.lag(of: speech, in: played, maximum: 9_600)
                 let aligned = Array(played.dropFirst(lag).prefix(speech.count))
@@ -136,7 +162,7 @@ struct QualityBench: AsyncParsableCommand {
                     "send_kbps": String(format: "%.1f", Double(sent.bytesSent * 8) / Double(speech.count + 48_000) * 48),
                     "stretched": "\(stats.jitterBuffer.stretched)", "shrunk": "\(stats.jitterBuffer.shrunk)",
                     "expanded": "\(stats.jitterBuffer.expanded)", "compressed": "\(stats.jitterBuffer.compressed)",
-                    "dtx_silence": "\(stats.jitterBuffer.silence)",
+                    "dtx_silence": "\(stats.jitterBuffer.silence)", "late": "\(stats.jitterBuffer.late)",
                     "redundancy_depth_frames": "[" + run.framesAtDepth.map(String.init).joined(separator: ",") + "]",
                 ]
                 if lossCase.percent == 0 {
@@ -232,7 +258,8 @@ struct QualityBench: AsyncParsableCommand {
     }
 
     /// The speech through a caller's and a callee's MediaActor over the lossy in-memory link.
-    static func call(_ speech: [Int16], conditions: LinkConditions, seed: UInt64, configuration: MediaConfiguration) async throws -> CallRun {
+    static func call(_ speech: [Int16], conditions: LinkConditions, stalls: [Stall] = [], seed: UInt64,
+                     configuration: MediaConfiguration) async throws -> CallRun {
         let clock = MediaClock.manual(frameDuration: configuration.opus.frameDuration)
         let link = InMemoryMediaLink(clock: clock, aToB: conditions, seed: seed)
         clock.add(link)
@@ -253,6 +280,11 @@ struct QualityBench: AsyncParsableCommand {
             var chunk = offset < speech.count ? Array(speech[offset..<min(speech.count, offset + frame)]) : []
             if chunk.count < frame { chunk += [Int16](repeating: 0, count: frame - chunk.count) }
             capture.pushCapture(chunk)
+            if !stalls.isEmpty {
+                var now = conditions
+                now.delay = conditions.delay + Stall.delay(at: clock.now + configuration.opus.frameDuration, stalls)
+                link.setConditions(now, fromA: true)
+            }
             await clock.advance()
             played += playback.pullPlayback(maximum: frame)
             let sent = await caller.statistics
