@@ -118,7 +118,15 @@ final class TinyRegistrar: Sendable {
             if done(now) { return now }
             try await Task.sleep(for: .milliseconds(100))
         }
-        let running = node.map { $0.isRunning ? "; the node runs" : "; the node has exited" } ?? ""
+        var running = ""
+        if let node {
+            if node.isRunning {
+                running = "; the node runs"
+            } else {
+                let status = await node.wait()
+                running = "; the node has exited with status \(status) (-1: a signal)"
+            }
+        }
         let lines = log.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) }?.split(separator: "\n").suffix(12) ?? []
         throw TestFailure("the registrar saw only \(requests.map { "\($0.method) \($0.contact ?? "")" })\(running)"
                           + (lines.isEmpty ? "" : "; its log ends:\n" + lines.joined(separator: "\n")))
