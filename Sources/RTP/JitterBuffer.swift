@@ -99,21 +99,16 @@ public struct JitterBuffer: Sendable {
     /// The frame held one tick at the first gap after a clean stretch, until the next tick
     /// says whether its packet was lost or only late.
     private var heldAtFirstGap: Int64?
-    /// The frame concealed in place at a gap while nothing had been lost (``concealsFirstGapInPlace``),
-    /// until its packet comes late (it was not lost) or a tick passes without it (it was: the
-    /// FEC hold starts).
+    /// The frame concealed in place at a gap while nothing had been lost, until its packet comes
+    /// late or a tick passes without it (it was lost: the FEC hold starts).
     private var concealedInPlace: Int64?
-    /// That frame's packet, come late: handed to the decoder with the next frame
-    /// (``resyncPayload``), so its state follows the stream again rather than the concealment.
+    /// That frame's packet, come late, for the decoder with the next frame (``resyncPayload``).
     private var lateConcealed: (timestamp: Int64, payload: [UInt8])?
     /// With a ``PlayoutAction/play(_:)``: the payload of the frame before it, concealed in place
-    /// and come late. A decoder whose state carries over (Opus) decodes it first, from its state
-    /// before the concealment, and fades from what it would have played into the result; `nil`
-    /// otherwise.
+    /// and come late, for a decoder whose state carries over (Opus) to decode first; or `nil`.
     public private(set) var resyncPayload: [UInt8]?
-    /// Whether the frame just concealed was concealed in place and its packet may still come:
-    /// a decoder whose state carries over keeps its state from before the concealment until
-    /// the next frame.
+    /// Whether the frame just concealed was concealed in place and its packet may still come
+    /// (a decoder whose state carries over keeps its state from before the concealment).
     public var awaitsConcealedPacket: Bool { concealedInPlace != nil }
 
     public init(configuration: JitterBufferConfiguration = JitterBufferConfiguration()) {
@@ -330,11 +325,8 @@ public struct JitterBuffer: Sendable {
     }
 
     /// Packets played with nothing lost before a gap is concealed in place rather than held (half
-    /// a second at 20 ms): on a lossy path the first loss comes within the first packets, and
-    /// holding it lets the next packet's copy or FEC rebuild it. The quality bench's 30 % and
-    /// 10 % loss (20 patterns each) score as they did with every first gap held; five packets
-    /// scored the same, and did no better for clean calls beside busy loops (10 of 20 at the
-    /// encoder's ceiling either way).
+    /// a second): a lossy path's first loss comes within the first packets, and holding it lets
+    /// the next packet's copy or FEC rebuild it (the quality bench's loss cases score as before).
     static let cleanStretchBeforeInPlace = 25
 
     /// The FEC hold in frames (``JitterBufferConfiguration/fecHold``).
@@ -379,8 +371,7 @@ public struct JitterBuffer: Sendable {
             resyncPayload = nil
         }
         if let inPlace = concealedInPlace, let next = nextTimestamp, inPlace < next - frame {
-            // A tick has passed and the frame concealed in place has not come: it was lost, and
-            // the next loss may be recovered from FEC or a copy if the delay holds for them.
+            // A tick on, the frame concealed in place has not come: lost. The delay holds for FEC.
             concealedInPlace = nil
             fecHoldFrames = fecHoldLength
         }
@@ -517,13 +508,10 @@ public struct JitterBuffer: Sendable {
         let nextPacketHere = entries.first?.timestamp == next + frame
         if fecHoldFrames == 0, configuration.fecHold > .zero, !nextPacketHere, lastPlayedSequence != nil, statistics.lost == 0,
            statistics.packetsPlayed >= Self.cleanStretchBeforeInPlace {
-            // Nothing lost in this call so far: a gap is likelier a stall of the sender's host
-            // (a loaded host's late tick) than loss. Holding the frame would move the delay in
-            // the middle of speech, which a listener hears and PESQ punishes far more than one
-            // frame concealed (the quality bench's speech, one 40 ms stall 2.1 s in: 4.07 →
-            // 3.58 held, a frame concealed in place costs under 0.1). So it is concealed in
-            // place; its packet coming late says it was not lost, no packet by the next tick
-            // that it was (the FEC hold starts then, and later gaps are held as below).
+            // Nothing lost so far: a gap is likelier a stall of the sender's host than loss.
+            // A frame held moves the delay mid-speech, heard far more than one frame concealed
+            // (the quality bench, a 40 ms stall 2.1 s in: 4.07 → 3.58 held, 4.05 in place). Its
+            // packet coming late says it was not lost; none by the next tick, that it was.
             concealedInPlace = next
             nextTimestamp = next + frame
             statistics.lost += 1
