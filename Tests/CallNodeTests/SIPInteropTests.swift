@@ -38,9 +38,12 @@ struct SIPInteropTests {
         guard made == 0 else { throw TestFailure("openssl could not make baresip's certificate") }
         let pem = try String(contentsOfFile: directory + "/key.pem", encoding: .utf8) + String(contentsOfFile: directory + "/cert.pem", encoding: .utf8)
         try pem.write(toFile: directory + "/baresip.pem", atomically: true, encoding: .utf8)
+        // Its media ports below the range servers in the suite are handed (``FreePort``): left
+        // to itself it picks from 1024–49152 and can take a port just handed to a node.
         let ice = stun == nil ? "" : "module stun.so\nmodule ice.so\nrtcp_mux yes\n"
         let config = """
             sip_listen \(host):\(port)
+            rtp_ports 10000-19998
             sip_certificate \(directory)/baresip.pem
             sip_verify_server no
             module_path /usr/lib/baresip/modules

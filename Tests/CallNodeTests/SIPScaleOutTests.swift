@@ -44,17 +44,27 @@ struct SIPScaleOutTests {
         }
     }
 
+    /// A port handed out free can still be taken by another process (a peer's media socket)
+    /// before the node binds it; the node then exits saying so, and starts again on other ports.
     static func startNode(_ f: Fixture, _ name: String, extra: [String] = []) async throws -> ServiceNode {
-        let sipPort = FreePort.udpAndTCP(), recordings = f.path(name + "-recordings")
-        let log = f.path(name + ".log")
-        let child = try ChildProcess(try BuildProducts.executable("callnode"), [
-            "listen", "--home", f.path(name), "--listen", "127.0.0.1:\(FreePort.udpAndTCP())", "--sip", "127.0.0.1:\(sipPort)",
-            "--sip-user", "service", "--auto-answer", "--accept-unknown", "--input", "silence", "--output", "wav:\(recordings)/",
-            "--max-calls", "4", "--json",
-        ] + extra, output: log, nullStdin: true)
-        let process = BedProcess(child: child, log: log)
-        try await process.waitFor("sip", timeout: .seconds(30))
-        return ServiceNode(name: name, process: process, sipPort: sipPort, recordings: recordings)
+        var attempt = 0
+        while true {
+            attempt += 1
+            let sipPort = FreePort.udpAndTCP(), recordings = f.path(name + "-recordings")
+            let log = f.path(name + (attempt == 1 ? "" : "-\(attempt)") + ".log")
+            let child = try ChildProcess(try BuildProducts.executable("callnode"), [
+                "listen", "--home", f.path(name), "--listen", "127.0.0.1:\(FreePort.udpAndTCP())", "--sip", "127.0.0.1:\(sipPort)",
+                "--sip-user", "service", "--auto-answer", "--accept-unknown", "--input", "silence", "--output", "wav:\(recordings)/",
+                "--max-calls", "4", "--json",
+            ] + extra, output: log, nullStdin: true)
+            let process = BedProcess(child: child, log: log)
+            do {
+                try await process.waitFor("sip", timeout: .seconds(30))
+            } catch where attempt < 3 && !child.isRunning && process.text.contains("cannot listen") {
+                continue
+            }
+            return ServiceNode(name: name, process: process, sipPort: sipPort, recordings: recordings)
+        }
     }
 
     /// Kamailio with the operator's configuration, the nodes in its dispatcher list, probing
