@@ -43,8 +43,8 @@ public actor MediaActor: MediaClockClient {
     private var handled: [[UInt8]] = []
 
     var jitter: JitterBuffer
-    /// The Opus decoder's state from before a frame concealed in place, while its packet may
-    /// still come (``JitterBuffer/awaitsConcealedPacket``); made the first time it is needed.
+    /// The Opus decoder's state from before frames concealed in place, while their packets may
+    /// still come (``JitterBuffer/startsConcealingInPlace``); made the first time it is needed.
     var decoderBeforeConcealing: OpusDecoder?
     /// Lengthens or shortens decoded speech when the jitter buffer moves its delay.
     var stretcher: TimeStretcher

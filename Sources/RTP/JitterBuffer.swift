@@ -99,17 +99,15 @@ public struct JitterBuffer: Sendable {
     /// The frame held one tick at the first gap after a clean stretch, until the next tick
     /// says whether its packet was lost or only late.
     private var heldAtFirstGap: Int64?
-    /// The frame concealed in place at a gap while nothing had been lost, until its packet comes
-    /// late or a tick passes without it (it was lost: the FEC hold starts).
-    private var concealedInPlace: Int64?
-    /// That frame's packet, come late, for the decoder with the next frame (``resyncPayload``).
-    private var lateConcealed: (timestamp: Int64, payload: [UInt8])?
-    /// With a ``PlayoutAction/play(_:)``: the payload of the frame before it, concealed in place
-    /// and come late, for a decoder whose state carries over (Opus) to decode first; or `nil`.
-    public private(set) var resyncPayload: [UInt8]?
-    /// Whether the frame just concealed was concealed in place and its packet may still come
-    /// (a decoder whose state carries over keeps its state from before the concealment).
-    public var awaitsConcealedPacket: Bool { concealedInPlace != nil }
+    /// Frames concealed in place at a gap while nothing had been lost, until they settle.
+    private var inPlace: InPlaceConcealment?
+    /// With a ``PlayoutAction/play(_:)``: the payloads of the frames right before it, concealed
+    /// in place and come late (a stall of the sender's host), in order, for a decoder whose
+    /// state carries over (Opus) to decode first from its state before them; or none.
+    public private(set) var resyncPayloads: [[UInt8]] = []
+    /// Whether the frame just concealed starts a run concealed in place whose packets may still
+    /// come: a decoder whose state carries over keeps its state from before it.
+    public private(set) var startsConcealingInPlace = false
 
     public init(configuration: JitterBufferConfiguration = JitterBufferConfiguration()) {
         self.configuration = configuration
@@ -181,11 +179,10 @@ public struct JitterBuffer: Sendable {
 
         if let next = nextTimestamp, ts < next {
             statistics.late += 1
-            if ts == concealedInPlace {
-                // The frame concealed in place came after all: late, not lost.
+            if inPlace?.covers(ts, frame: configuration.samplesPerFrame) == true {
+                // A frame concealed in place came after all: late, not lost.
                 statistics.lost -= 1
-                concealedInPlace = nil
-                lateConcealed = (ts, payload)
+                inPlace?.cameLate(ts, payload: payload)
             }
             // Packets held up by this node's own stall are late because we slept, not because
             // the peer's stream runs behind: they must not move the peer's timeline.
@@ -324,11 +321,6 @@ public struct JitterBuffer: Sendable {
         reset(.newSource, samples: 0)
     }
 
-    /// Packets played with nothing lost before a gap is concealed in place rather than held (half
-    /// a second): a lossy path's first loss comes within the first packets, and holding it lets
-    /// the next packet's copy or FEC rebuild it (the quality bench's loss cases score as before).
-    static let cleanStretchBeforeInPlace = 25
-
     /// The FEC hold in frames (``JitterBufferConfiguration/fecHold``).
     private var fecHoldLength: Int { Int((configuration.fecHold / configuration.frameDuration).rounded(.up)) }
 
@@ -364,16 +356,19 @@ public struct JitterBuffer: Sendable {
                 fecHoldFrames = 0
             }
         }
-        var late: (timestamp: Int64, payload: [UInt8])?
-        if lateConcealed != nil || resyncPayload != nil {
-            late = lateConcealed
-            lateConcealed = nil
-            resyncPayload = nil
-        }
-        if let inPlace = concealedInPlace, let next = nextTimestamp, inPlace < next - frame {
-            // A tick on, the frame concealed in place has not come: lost. The delay holds for FEC.
-            concealedInPlace = nil
-            fecHoldFrames = fecHoldLength
+        if !resyncPayloads.isEmpty { resyncPayloads.removeAll() }
+        startsConcealingInPlace = false
+        var cameLate: [(timestamp: Int64, payload: [UInt8])] = []
+        if let run = inPlace {
+            if run.allCame {
+                cameLate = run.late
+                inPlace = nil
+            } else if run.frames >= InPlaceConcealment.maximumFrames || (highestTimestamp ?? .min) >= run.end(frame: frame) {
+                // Too long a gap, or a packet sent after the run came without some of the run's:
+                // lost. The delay holds for FEC.
+                inPlace = nil
+                fecHoldFrames = fecHoldLength
+            }
         }
         updateTarget()
         guard var next = nextTimestamp else {
@@ -497,7 +492,7 @@ public struct JitterBuffer: Sendable {
             } else {
                 statistics.packetsPlayed += 1
             }
-            if let late, late.timestamp + frame == first.timestamp { resyncPayload = late.payload }
+            if let last = cameLate.last, last.timestamp + frame == first.timestamp { resyncPayloads = cameLate.map(\.payload) }
             return .play(first.payload)
         }
         if let first = entries.first, let last = lastPlayedSequence, audioPacketsMissing(after: last, before: first.sequence) == 0 {
@@ -506,13 +501,17 @@ public struct JitterBuffer: Sendable {
             return .silence
         }
         let nextPacketHere = entries.first?.timestamp == next + frame
-        if fecHoldFrames == 0, configuration.fecHold > .zero, !nextPacketHere, lastPlayedSequence != nil, statistics.lost == 0,
-           statistics.packetsPlayed >= Self.cleanStretchBeforeInPlace {
-            // Nothing lost so far: a gap is likelier a stall of the sender's host than loss.
-            // A frame held moves the delay mid-speech, heard far more than one frame concealed
-            // (the quality bench, a 40 ms stall 2.1 s in: 4.07 → 3.58 held, 4.05 in place). Its
-            // packet coming late says it was not lost; none by the next tick, that it was.
-            concealedInPlace = next
+        if fecHoldFrames == 0, configuration.fecHold > .zero, !nextPacketHere, lastPlayedSequence != nil,
+           statistics.packetsPlayed >= InPlaceConcealment.cleanStretch,
+           inPlace.map({ $0.continues(at: next, frame: frame) }) ?? (statistics.lost == 0) {
+            // Nothing lost so far: a gap is likelier a stall of the sender's host than loss
+            // (``InPlaceConcealment``). Concealed where it falls; playout keeps its pace.
+            if inPlace == nil {
+                inPlace = InPlaceConcealment(first: next)
+                startsConcealingInPlace = true
+            } else {
+                inPlace?.extend()
+            }
             nextTimestamp = next + frame
             statistics.lost += 1
             statistics.concealed += 1

@@ -104,7 +104,7 @@ import Testing
         var resyncs: [[UInt8]] = []
         let actions = Self.run(&buffer, packets, ticks: 500, phase: .milliseconds(15)) { tick, b in
             if tick > 152 { targets.insert(b.statistics.targetDelay) }
-            if let payload = b.resyncPayload { resyncs.append(payload) }
+            if !b.resyncPayloads.isEmpty { resyncs.append(contentsOf: b.resyncPayloads) }
         }
         let index = try #require(actions.firstIndex(of: .play([149])))
         #expect(Array(actions[(index + 1)...(index + 2)]) == [.conceal, .play([151])])
@@ -127,7 +127,7 @@ import Testing
         var targetAt: [Int: Duration] = [:]
         let actions = Self.run(&buffer, packets, ticks: 300, phase: .milliseconds(15)) { tick, b in
             targetAt[tick] = b.statistics.targetDelay
-            #expect(b.resyncPayload == nil)
+            #expect(b.resyncPayloads.isEmpty)
         }
         let index = try #require(actions.firstIndex(of: .play([149])))
         #expect(actions[index + 1] == .conceal && actions[index + 2] == .play([151]))
@@ -135,6 +135,53 @@ import Testing
         #expect(actions.contains(.recover(fromNext: [161])), "the second loss, under the FEC hold, is rebuilt")
         let stats = buffer.statistics
         #expect(stats.lost == 2 && stats.concealed == 1 && stats.fecRecovered == 1 && stats.late == 0, "\(stats)")
+    }
+
+    @Test func aSixtyMillisecondStallIsConcealedInPlaceFrameByFrameAndItsPacketsGoToTheDecoderInOrder() throws {
+        // The sender's host stalls 60 ms three seconds in: packets 150, 151 and 152 arrive
+        // together with 153, 60, 40 and 20 ms late. Each of the three frames is concealed where
+        // it falls (none held: nothing moves the delay), and when they come, late, all three
+        // are counted late, not lost, and handed in order to the decoder with 153.
+        var buffer = JitterBuffer()
+        buffer.timeStretching = true
+        let late: [Int: Int64] = [150: 60, 151: 40, 152: 20]
+        let packets = JitterBufferTests.stream(count: 500) { i in .milliseconds(30 + (late[i] ?? 0)) }
+        var resyncs: [[[UInt8]]] = []
+        var startsInPlace = 0
+        let actions = Self.run(&buffer, packets, ticks: 500, phase: .milliseconds(15)) { _, b in
+            if !b.resyncPayloads.isEmpty { resyncs.append(b.resyncPayloads) }
+            if b.startsConcealingInPlace { startsInPlace += 1 }
+        }
+        let index = try #require(actions.firstIndex(of: .play([149])))
+        #expect(Array(actions[(index + 1)...(index + 4)]) == [.conceal, .conceal, .conceal, .play([153])])
+        #expect(resyncs == [[[150], [151], [152]]], "the late packets, in order, with the frame after them: \(resyncs)")
+        #expect(startsInPlace == 1, "the decoder's state is kept once, before the first frame concealed")
+        let stats = buffer.statistics
+        #expect(stats.stretched == 0 && stats.lost == 0 && stats.late == 3 && stats.concealed == 3, "\(stats)")
+        #expect(stats.expanded == 0 && stats.compressed == 0, "\(stats)")
+        let expected: [UInt8] = (0..<499).filter { !(150...152).contains($0) }.map { UInt8($0 % 256) }
+        #expect(JitterBufferTests.played(actions) == expected, "every frame but the late ones, in order")
+    }
+
+    @Test func aGapLongerThanAStallIsLossAndTheDelayHoldsForFEC() throws {
+        // Five packets in a row never come. Three frames are concealed in place (it could be a
+        // stall); at the fourth with nothing come it is loss: the FEC hold starts (a frame more
+        // in the target) and the rest of the gap is concealed as lost. Nothing is handed to the
+        // decoder as late, and the next loss, under the hold, is rebuilt from FEC.
+        var buffer = JitterBuffer()
+        buffer.timeStretching = true
+        let packets = JitterBufferTests.stream(count: 300) { i in (150...154).contains(i) || i == 170 ? nil : .milliseconds(30) }
+        var targetAt: [Int: Duration] = [:]
+        let actions = Self.run(&buffer, packets, ticks: 300, phase: .milliseconds(15)) { tick, b in
+            targetAt[tick] = b.statistics.targetDelay
+            #expect(b.resyncPayloads.isEmpty)
+        }
+        let index = try #require(actions.firstIndex(of: .play([149])))
+        #expect(Array(actions[(index + 1)...(index + 6)]) == [.conceal, .conceal, .conceal, .conceal, .conceal, .play([155])])
+        #expect(targetAt[index + 3] == .milliseconds(10) && targetAt[index + 4] == .milliseconds(30), "\(targetAt[index + 4] ?? .zero)")
+        #expect(actions.contains(.recover(fromNext: [171])), "the next loss, under the FEC hold, is rebuilt")
+        let stats = buffer.statistics
+        #expect(stats.lost == 6 && stats.concealed == 5 && stats.fecRecovered == 1 && stats.late == 0, "\(stats)")
     }
 
     @Test func aStallOfTheSendersHostAsTheCallStartsDoesNotSetTheTarget() {
