@@ -14,8 +14,10 @@ struct InPlaceConcealment: Sendable {
     /// a second): a lossy path's first loss comes within the first packets, and holding it lets
     /// the next packet's copy or FEC rebuild it (the quality bench's loss cases score as before).
     static let cleanStretch = 25
-    /// The longest stall concealed in place, in frames; a longer gap is taken for loss.
-    static let maximumFrames: Int64 = 3
+    /// The longest stall concealed in place, in frames (140 ms); a longer gap is taken for loss.
+    /// On the quality bench a stall concealed whole scores better than one held at any length
+    /// measured: one stall at 20 places, 100 ms 3.67 → 3.87 mean, 140 ms 3.45 → 3.62.
+    static let maximumFrames: Int64 = 7
 
     /// The first frame concealed (its timestamp on the buffer's timeline).
     let first: Int64

@@ -164,24 +164,24 @@ import Testing
     }
 
     @Test func aGapLongerThanAStallIsLossAndTheDelayHoldsForFEC() throws {
-        // Five packets in a row never come. Three frames are concealed in place (it could be a
-        // stall); at the fourth with nothing come it is loss: the FEC hold starts (a frame more
+        // Nine packets in a row never come. Seven frames are concealed in place (it could be a
+        // stall of up to 140 ms); at the eighth with nothing come it is loss: the FEC hold starts (a frame more
         // in the target) and the rest of the gap is concealed as lost. Nothing is handed to the
         // decoder as late, and the next loss, under the hold, is rebuilt from FEC.
         var buffer = JitterBuffer()
         buffer.timeStretching = true
-        let packets = JitterBufferTests.stream(count: 300) { i in (150...154).contains(i) || i == 170 ? nil : .milliseconds(30) }
+        let packets = JitterBufferTests.stream(count: 300) { i in (150...158).contains(i) || i == 170 ? nil : .milliseconds(30) }
         var targetAt: [Int: Duration] = [:]
         let actions = Self.run(&buffer, packets, ticks: 300, phase: .milliseconds(15)) { tick, b in
             targetAt[tick] = b.statistics.targetDelay
             #expect(b.resyncPayloads.isEmpty)
         }
         let index = try #require(actions.firstIndex(of: .play([149])))
-        #expect(Array(actions[(index + 1)...(index + 6)]) == [.conceal, .conceal, .conceal, .conceal, .conceal, .play([155])])
-        #expect(targetAt[index + 3] == .milliseconds(10) && targetAt[index + 4] == .milliseconds(30), "\(targetAt[index + 4] ?? .zero)")
+        #expect(Array(actions[(index + 1)...(index + 10)]) == Array(repeating: .conceal, count: 9) + [.play([159])])
+        #expect(targetAt[index + 7] == .milliseconds(10) && targetAt[index + 8] == .milliseconds(30), "\(targetAt[index + 8] ?? .zero)")
         #expect(actions.contains(.recover(fromNext: [171])), "the next loss, under the FEC hold, is rebuilt")
         let stats = buffer.statistics
-        #expect(stats.lost == 6 && stats.concealed == 5 && stats.fecRecovered == 1 && stats.late == 0, "\(stats)")
+        #expect(stats.lost == 10 && stats.concealed == 9 && stats.fecRecovered == 1 && stats.late == 0, "\(stats)")
     }
 
     @Test func aStallOfTheSendersHostAsTheCallStartsDoesNotSetTheTarget() {
