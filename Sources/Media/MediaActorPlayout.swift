@@ -135,10 +135,10 @@ extension MediaActor {
     /// The frame after frames concealed in place whose packets came late: decoded as the
     /// concealment left the decoder (what continues what was played), and again from the state
     /// before the concealment with the late packets decoded first (what the stream is); the
-    /// frame fades from the first into the second, and the decoder goes on from the second. Without it the
-    /// decoder's state follows its own concealment, and its next frames come out quieter, then
-    /// louder, than the stream: the quality bench's speech, one 40 ms stall 8.7 s in, 3.77
-    /// PESQ-WB without, against 3.99 holding the frame.
+    /// frame fades from the first into the second, and the decoder goes on from the second.
+    /// Without it the decoder's state follows its own concealment, and its next frames come out
+    /// quieter, then louder, than the stream: the quality bench's speech, one 40 ms stall 8.7 s
+    /// in, 3.77 PESQ-WB without, against 3.99 holding the frame.
     func resync(_ decoder: OpusDecoder, from before: OpusDecoder, late: [[UInt8]], then payload: [UInt8], into frame: inout [Int16]) -> Bool {
         guard (try? decoder.decode(payload, into: &frame)) != nil else { return false }
         var stream = frame
