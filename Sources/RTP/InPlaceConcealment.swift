@@ -39,8 +39,9 @@ struct InPlaceConcealment: Sendable {
     /// Whether every frame of the run came late: it was a stall, and nothing was lost.
     var allCame: Bool { Int64(late.count) == frames }
 
-    /// Whether the frame due at `next` continues the run (the gap goes on, under the cap).
-    func continues(at next: Int64, frame: Int64) -> Bool { next == end(frame: frame) && frames < Self.maximumFrames }
+    /// Whether the frame due at `next` continues the run (the gap goes on; a run at
+    /// ``maximumFrames`` has settled as loss before the tick gets here).
+    func continues(at next: Int64, frame: Int64) -> Bool { next == end(frame: frame) }
 
     /// One frame more concealed in place at the run's end.
     mutating func extend() { frames += 1 }

@@ -358,10 +358,10 @@ public struct JitterBuffer: Sendable {
         }
         if !resyncPayloads.isEmpty { resyncPayloads.removeAll() }
         startsConcealingInPlace = false
-        var cameLate: [(timestamp: Int64, payload: [UInt8])] = []
+        var stall: InPlaceConcealment?
         if let run = inPlace {
             if run.allCame {
-                cameLate = run.late
+                stall = run
                 inPlace = nil
             } else if run.frames >= InPlaceConcealment.maximumFrames || (highestTimestamp ?? .min) >= run.end(frame: frame) {
                 // Too long a gap, or a packet sent after the run came without some of the run's:
@@ -492,7 +492,7 @@ public struct JitterBuffer: Sendable {
             } else {
                 statistics.packetsPlayed += 1
             }
-            if let last = cameLate.last, last.timestamp + frame == first.timestamp { resyncPayloads = cameLate.map(\.payload) }
+            if let stall, stall.end(frame: frame) == first.timestamp { resyncPayloads = stall.late.map(\.payload) }
             return .play(first.payload)
         }
         if let first = entries.first, let last = lastPlayedSequence, audioPacketsMissing(after: last, before: first.sequence) == 0 {
