@@ -44,12 +44,10 @@ struct SIPScaleOutTests {
         }
     }
 
-    /// A port handed out free can still be taken by another process (a peer's media socket)
-    /// before the node binds it; the node then exits saying so, and starts again on other ports.
+    /// A port handed out free can still be taken by another process before the node binds it;
+    /// the node then exits saying so, and starts again on other ports.
     static func startNode(_ f: Fixture, _ name: String, extra: [String] = []) async throws -> ServiceNode {
-        var attempt = 0
-        while true {
-            attempt += 1
+        try await FreePort.startRetrying { attempt in
             let sipPort = FreePort.udpAndTCP(), recordings = f.path(name + "-recordings")
             let log = f.path(name + (attempt == 1 ? "" : "-\(attempt)") + ".log")
             let child = try ChildProcess(try BuildProducts.executable("callnode"), [
@@ -60,8 +58,8 @@ struct SIPScaleOutTests {
             let process = BedProcess(child: child, log: log)
             do {
                 try await process.waitFor("sip", timeout: .seconds(30))
-            } catch where attempt < 3 && !child.isRunning && process.text.contains("cannot listen") {
-                continue
+            } catch where !child.isRunning && process.text.contains("cannot listen") {
+                throw FreePort.Taken("\(name) could not listen: \(process.text)")
             }
             return ServiceNode(name: name, process: process, sipPort: sipPort, recordings: recordings)
         }

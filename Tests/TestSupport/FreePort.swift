@@ -61,6 +61,28 @@ public enum FreePort {
 
     private static let next = Locked<Int>(Int.random(in: 0..<10_000))
 
+    /// Said by a server's start when the server could not bind a port it was handed: another
+    /// process bound it by number in the meantime (a peer's media socket picked from its own
+    /// range), which no check made before the server starts can rule out.
+    public struct Taken: Error, CustomStringConvertible {
+        public let description: String
+        public init(_ description: String) { self.description = description }
+    }
+
+    /// Starts a server on ports handed out here, and starts it again on fresh ones (`start`
+    /// picks them each time) while it says ``Taken``, `attempts` times in all; any other
+    /// failure, or the last ``Taken``, is thrown as it came.
+    public static func startRetrying<Server>(attempts: Int = 3, _ start: (_ attempt: Int) async throws -> Server) async throws -> Server {
+        var attempt = 1
+        while true {
+            do {
+                return try await start(attempt)
+            } catch is Taken where attempt < attempts {
+                attempt += 1
+            }
+        }
+    }
+
     /// Binds a socket of `type` to 127.0.0.1:`port` (0: any), closes it, and returns the port.
     private static func bound(_ type: __socket_type, port: Int) -> Int? {
         let descriptor = socket(AF_INET, Int32(type.rawValue), 0)
