@@ -22,7 +22,10 @@ struct ProcessBench: AsyncParsableCommand {
             each other and a settling second, it reads /proc/PID/stat and /proc/PID/status over \
             the window: CPU seconds per call-second and context switches per second for each \
             side (summed over the process's threads: threads that end within the window are not \
-            counted), and their resident memory. The bare Opus+SRTP loop (one leg's C work) runs \
+            counted), and their resident memory. Then --further-calls more callers call the \
+            callee at once: what each call beyond the first adds to the callee's memory (the \
+            first call also pays for what the process sets up once: its threads' allocator \
+            arenas, the libraries' first use). The bare Opus+SRTP loop (one leg's C work) runs \
             after, with the same settings.
             """)
 
@@ -38,9 +41,13 @@ struct ProcessBench: AsyncParsableCommand {
     @Flag(help: "Also with frames not encrypted end to end (--frame-encryption off on both).")
     var compareFrameEncryption = false
 
+    @Option(help: "Calls placed to the callee, all at once, after the window: what each call beyond the first adds to its memory (0: none; baresip takes four calls at most).")
+    var furtherCalls: Int = 3
+
     func validate() throws {
         guard window >= 2, runs >= 1 else { throw ValidationError("--window is at least 2 s, --runs at least 1") }
         guard (0...10).contains(complexity) else { throw ValidationError("--complexity is 0–10") }
+        guard (0...3).contains(furtherCalls) else { throw ValidationError("--further-calls is 0–3 (baresip answers four calls at most)") }
     }
 
     struct Sample {
@@ -58,6 +65,8 @@ struct ProcessBench: AsyncParsableCommand {
         /// The callee before it was called (a node listening, nothing else): the caller's is
         /// not taken (it dials as it starts).
         var idle: Memory?
+        /// The callee once the further calls are up too, and how many there were.
+        var withFurtherCalls: (memory: Memory, calls: Int)?
     }
 
     /// A process's memory from /proc/PID/smaps_rollup, KiB: what is its own (anonymous: heap,
@@ -183,6 +192,13 @@ struct ProcessBench: AsyncParsableCommand {
         let dirty = runs.compactMap { run in run.callee.idle.map { run.callee.memory.privateDirty - $0.privateDirty } }
         print(String(format: "process memory (%@): one call adds %.0f KiB anonymous (%.0f KiB private dirty) to the callee (median of %d)",
                      label, median(added) * 1024, median(dirty) * 1024, runs.count))
+        let further = runs.compactMap { run in
+            run.callee.withFurtherCalls.map { ($0.memory.anonymous - run.callee.memory.anonymous) / $0.calls }
+        }
+        if !further.isEmpty, let calls = runs.first?.callee.withFurtherCalls?.calls {
+            print(String(format: "process memory (%@): each call beyond the first adds %.0f KiB anonymous to the callee (%d calls more; median of %d)",
+                         label, median(further) * 1024, calls, further.count))
+        }
     }
 
     /// The same call between two baresip processes (the C softphone anchor): SIP straight to
@@ -207,14 +223,29 @@ struct ProcessBench: AsyncParsableCommand {
         defer { kill(callee, SIGKILL); var status: Int32 = 0; waitpid(callee, &status, 0) }
         _ = try await Self.waitFor(calleeLog, "baresip is ready")
         let calleeIdle = try await Self.idleMemory(callee)
-        let caller = try Self.spawn(executable, ["-f", directory + "/caller", "-t", String(window + 6),
+        let caller = try Self.spawn(executable, ["-f", directory + "/caller", "-t", String(window + 6 + furtherCallsSeconds),
                                                  "-e", "/dial sip:callee@127.0.0.1:\(ports.callee)"], output: callerLog)
         defer { kill(caller, SIGKILL); var status: Int32 = 0; waitpid(caller, &status, 0) }
         _ = try await Self.waitFor(callerLog, "Call established")
         _ = try await Self.waitFor(calleeLog, "Call established")
         _ = try await Self.waitFor(calleeLog, "SRTP is Enabled")
-        return try await window(caller: caller, callee: callee, calleeIdle: calleeIdle, ticksPerSecond: ticksPerSecond)
+        var further: [pid_t] = []
+        defer { for pid in further { kill(pid, SIGKILL); var status: Int32 = 0; waitpid(pid, &status, 0) } }
+        return try await window(caller: caller, callee: callee, calleeIdle: calleeIdle, ticksPerSecond: ticksPerSecond) {
+            for k in 0..<furtherCalls {
+                let side = "caller\(k + 2)", port = 25_170 + 8 * run + 2 * k
+                try Self.writeBaresipHome(directory, side: side, port: port, complexity: complexity,
+                                          audio: ["audio_player aubridge,nullplay", "audio_alert aubridge,nullplay", "audio_source aufile,\(speech)"],
+                                          modules: ["aufile.so", "aubridge.so"])
+                further.append(try Self.spawn(executable, ["-f", directory + "/" + side, "-t", String(furtherCallsSeconds),
+                                                           "-e", "/dial sip:callee@127.0.0.1:\(ports.callee)"], output: directory + "/\(side).log"))
+                try await Self.waitFor(calleeLog, "Call established", count: 2 + k)
+            }
+        }
     }
+
+    /// How long the first call outlasts its window for the further calls, and how long they last.
+    var furtherCallsSeconds: Int { furtherCalls > 0 ? 12 : 0 }
 
     /// A baresip home for the callee and the caller (`DIR/callee`, `DIR/caller`): SIP straight
     /// to 127.0.0.1 on the given ports, Opus 48 kHz mono at 40 kbit/s and `complexity`, 20 ms,
@@ -223,24 +254,35 @@ struct ProcessBench: AsyncParsableCommand {
     static func writeBaresipHomes(_ directory: String, ports: (callee: Int, caller: Int), complexity: Int,
                                   audio: [String], modules: [String], jitter: String = "5-10") throws {
         for (side, port) in [("callee", ports.callee), ("caller", ports.caller)] {
-            try FileManager.default.createDirectory(atPath: directory + "/" + side, withIntermediateDirectories: true)
-            let lines = ["poll_method epoll", "sip_listen 127.0.0.1:\(port)", "net_interface 127.0.0.1"] + audio + [
-                "ausrc_srate 48000", "auplay_srate 48000", "ausrc_channels 1", "auplay_channels 1", "rtcp_mux yes",
-                "jitter_buffer_delay \(jitter)", "module_path /usr/lib/baresip/modules", "module opus.so",
-            ] + modules.map { "module \($0)" } + [
-                "module srtp.so", "module_tmp account.so", "module_app menu.so", "statmode_default off", "ringback_disabled yes",
-                "opus_bitrate 40000", "opus_complexity \(complexity)", "opus_stereo no", "opus_sprop_stereo no",
-                "opus_application voip", "opus_inbandfec no", "opus_dtx no",
-            ]
-            try (lines.joined(separator: "\n") + "\n").write(toFile: directory + "/\(side)/config", atomically: true, encoding: .utf8)
-            let answer = side == "callee" ? ";answermode=auto" : ""
-            try "<sip:\(side)@127.0.0.1:\(port)>;regint=0\(answer);ptime=20;mediaenc=srtp-mand\n"
-                .write(toFile: directory + "/\(side)/accounts", atomically: true, encoding: .utf8)
+            try writeBaresipHome(directory, side: side, port: port, complexity: complexity, audio: audio, modules: modules, jitter: jitter)
         }
     }
 
-    /// A settling second, then both processes measured over the window.
-    func window(caller: pid_t, callee: pid_t, calleeIdle: Memory, ticksPerSecond: Double) async throws -> (Side, Side) {
+    /// One of ``writeBaresipHomes(_:ports:complexity:audio:modules:jitter:)``'s homes, `DIR/side`
+    /// (`callee` answers by itself; any other side calls).
+    static func writeBaresipHome(_ directory: String, side: String, port: Int, complexity: Int,
+                                 audio: [String], modules: [String], jitter: String = "5-10") throws {
+        try FileManager.default.createDirectory(atPath: directory + "/" + side, withIntermediateDirectories: true)
+        let lines = ["poll_method epoll", "sip_listen 127.0.0.1:\(port)", "net_interface 127.0.0.1"] + audio + [
+            "ausrc_srate 48000", "auplay_srate 48000", "ausrc_channels 1", "auplay_channels 1", "rtcp_mux yes",
+            "jitter_buffer_delay \(jitter)", "module_path /usr/lib/baresip/modules", "module opus.so",
+        ] + modules.map { "module \($0)" } + [
+            "module srtp.so", "module_tmp account.so", "module_app menu.so", "statmode_default off", "ringback_disabled yes",
+            "opus_bitrate 40000", "opus_complexity \(complexity)", "opus_stereo no", "opus_sprop_stereo no",
+            "opus_application voip", "opus_inbandfec no", "opus_dtx no",
+        ]
+        try (lines.joined(separator: "\n") + "\n").write(toFile: directory + "/\(side)/config", atomically: true, encoding: .utf8)
+        let answer = side == "callee" ? ";answermode=auto" : ""
+        try "<sip:\(side)@127.0.0.1:\(port)>;regint=0\(answer);ptime=20;mediaenc=srtp-mand\n"
+            .write(toFile: directory + "/\(side)/accounts", atomically: true, encoding: .utf8)
+    }
+
+    /// A settling second, then both processes measured over the window; then, with
+    /// `placeFurtherCalls` (which returns once the callee has them all, placed one after
+    /// another), the callee's memory
+    /// with ``furtherCalls`` calls more, after a settling second.
+    func window(caller: pid_t, callee: pid_t, calleeIdle: Memory, ticksPerSecond: Double,
+                placeFurtherCalls: (() async throws -> Void)? = nil) async throws -> (Side, Side) {
         try await Task.sleep(for: .seconds(1))
         let before = (try Self.sample(caller), try Self.sample(callee))
         let started = ContinuousClock.now
@@ -254,7 +296,13 @@ struct ProcessBench: AsyncParsableCommand {
         }
         var calleeSide = try side(before.1, after.1, callee)
         calleeSide.idle = calleeIdle
-        return (try side(before.0, after.0, caller), calleeSide)
+        let callerSide = try side(before.0, after.0, caller)
+        if furtherCalls > 0, let placeFurtherCalls {
+            try await placeFurtherCalls()
+            try await Task.sleep(for: .seconds(1))
+            calleeSide.withFurtherCalls = (try Self.memory(callee), furtherCalls)
+        }
+        return (callerSide, calleeSide)
     }
 
     /// `pid`'s memory from /proc/PID/smaps_rollup.
@@ -290,7 +338,8 @@ struct ProcessBench: AsyncParsableCommand {
             + ["--opus-complexity", String(complexity), "--no-complexity-follows-load"]  // baresip's is fixed too
         let calleeLog = directory + "/callee.log", callerLog = directory + "/caller.log"
         let callee = try Self.spawn(executable, ["listen", "--home", directory + "/callee", "--listen", "127.0.0.1:0", "--auto-answer",
-                                                 "--calls", "1"] + common, output: calleeLog)
+                                                 "--calls", String(1 + furtherCalls), "--max-calls", String(1 + furtherCalls)] + common,
+                                    output: calleeLog)  // (CallKit's default of two call groups would refuse a third caller)
         defer { kill(callee, SIGKILL); var status: Int32 = 0; waitpid(callee, &status, 0) }
         let listening = try await Self.waitFor(calleeLog, "\"listening\"")
         guard let address = (try? JSONSerialization.jsonObject(with: Data(listening.utf8)) as? [String: Any])?["address"] as? String else {
@@ -298,11 +347,20 @@ struct ProcessBench: AsyncParsableCommand {
         }
         let calleeIdle = try await Self.idleMemory(callee)
         let caller = try Self.spawn(executable, ["call", "\(calleeIdentity)@\(address)", "--home", directory + "/caller",
-                                                 "--duration", String(window + 4)] + common, output: callerLog)
+                                                 "--duration", String(window + 4 + furtherCallsSeconds)] + common, output: callerLog)
         defer { kill(caller, SIGKILL); var status: Int32 = 0; waitpid(caller, &status, 0) }
         _ = try await Self.waitFor(callerLog, "\"first-audio\"")
         _ = try await Self.waitFor(calleeLog, "\"first-audio\"")
-        return try await window(caller: caller, callee: callee, calleeIdle: calleeIdle, ticksPerSecond: ticksPerSecond)
+        var further: [pid_t] = []
+        defer { for pid in further { kill(pid, SIGKILL); var status: Int32 = 0; waitpid(pid, &status, 0) } }
+        return try await window(caller: caller, callee: callee, calleeIdle: calleeIdle, ticksPerSecond: ticksPerSecond) {
+            for k in 0..<furtherCalls {
+                further.append(try Self.spawn(executable, ["call", "\(calleeIdentity)@\(address)", "--home", directory + "/caller\(k + 2)",
+                                                           "--duration", String(furtherCallsSeconds)] + common, output: directory + "/caller\(k + 2).log"))
+                // One after another: a call that comes while another still rings is refused as busy.
+                try await Self.waitFor(calleeLog, "\"first-audio\"", count: 2 + k)
+            }
+        }
     }
 
     static func seconds(_ duration: Duration) -> Double {
@@ -378,11 +436,13 @@ struct ProcessBench: AsyncParsableCommand {
         }
     }
 
-    /// The first line of `path` containing `text`, waiting up to 20 s.
-    static func waitFor(_ path: String, _ text: String) async throws -> String {
+    /// The first line of `path` containing `text` (once `count` lines do), waiting up to 20 s.
+    @discardableResult
+    static func waitFor(_ path: String, _ text: String, count: Int = 1) async throws -> String {
         for _ in 0..<200 {
             let content = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
-            if let line = content.split(separator: "\n").first(where: { $0.contains(text) }) { return String(line) }
+            let lines = content.split(separator: "\n").filter { $0.contains(text) }
+            if lines.count >= count, let line = lines.first { return String(line) }
             try await Task.sleep(for: .milliseconds(100))
         }
         throw ValidationError("\(path) never said \(text):\n" + ((try? String(contentsOfFile: path, encoding: .utf8)) ?? ""))
