@@ -42,4 +42,3 @@ import Testing
         #expect(tries == 1)
     }
 }
-

@@ -23,7 +23,8 @@ struct ProcessBench: AsyncParsableCommand {
             the window: CPU seconds per call-second and context switches per second for each \
             side (summed over the process's threads: threads that end within the window are not \
             counted), and their resident memory. Then --further-calls more callers call the \
-            callee at once: what each call beyond the first adds to the callee's memory (the \
+            callee, one after another (a callnode callee holds the calls it had, as a phone does): \
+            what each call beyond the first adds to the callee's memory (the \
             first call also pays for what the process sets up once: its threads' allocator \
             arenas, the libraries' first use). The bare Opus+SRTP loop (one leg's C work) runs \
             after, with the same settings.
@@ -41,7 +42,7 @@ struct ProcessBench: AsyncParsableCommand {
     @Flag(help: "Also with frames not encrypted end to end (--frame-encryption off on both).")
     var compareFrameEncryption = false
 
-    @Option(help: "Calls placed to the callee, all at once, after the window: what each call beyond the first adds to its memory (0: none; baresip takes four calls at most).")
+    @Option(help: "Calls placed to the callee after the window, one after another: what each call beyond the first adds to its memory (0: none; baresip takes four calls at most).")
     var furtherCalls: Int = 3
 
     func validate() throws {
@@ -215,9 +216,9 @@ struct ProcessBench: AsyncParsableCommand {
         // aufile ends the call when its file runs out: make it outlast the measurement.
         try WAV.write(SyntheticSpeech.samples(seconds: Double(window + 15), seed: 3), format: AudioFormat(), path: speech)
         let ports = (callee: 25_070 + 4 * run, caller: 25_072 + 4 * run)
-        try Self.writeBaresipHomes(directory, ports: ports, complexity: complexity,
-                                   audio: ["audio_player aubridge,nullplay", "audio_alert aubridge,nullplay", "audio_source aufile,\(speech)"],
-                                   modules: ["aufile.so", "aubridge.so"])
+        let audio = ["audio_player aubridge,nullplay", "audio_alert aubridge,nullplay", "audio_source aufile,\(speech)"]
+        let modules = ["aufile.so", "aubridge.so"]
+        try Self.writeBaresipHomes(directory, ports: ports, complexity: complexity, audio: audio, modules: modules)
         let calleeLog = directory + "/callee.log", callerLog = directory + "/caller.log"
         let callee = try Self.spawn(executable, ["-f", directory + "/callee", "-t", String(window + 20)], output: calleeLog)
         defer { kill(callee, SIGKILL); var status: Int32 = 0; waitpid(callee, &status, 0) }
@@ -234,9 +235,7 @@ struct ProcessBench: AsyncParsableCommand {
         return try await window(caller: caller, callee: callee, calleeIdle: calleeIdle, ticksPerSecond: ticksPerSecond) {
             for k in 0..<furtherCalls {
                 let side = "caller\(k + 2)", port = 25_170 + 8 * run + 2 * k
-                try Self.writeBaresipHome(directory, side: side, port: port, complexity: complexity,
-                                          audio: ["audio_player aubridge,nullplay", "audio_alert aubridge,nullplay", "audio_source aufile,\(speech)"],
-                                          modules: ["aufile.so", "aubridge.so"])
+                try Self.writeBaresipHome(directory, side: side, port: port, complexity: complexity, audio: audio, modules: modules)
                 further.append(try Self.spawn(executable, ["-f", directory + "/" + side, "-t", String(furtherCallsSeconds),
                                                            "-e", "/dial sip:callee@127.0.0.1:\(ports.callee)"], output: directory + "/\(side).log"))
                 try await Self.waitFor(calleeLog, "Call established", count: 2 + k)
@@ -279,8 +278,7 @@ struct ProcessBench: AsyncParsableCommand {
 
     /// A settling second, then both processes measured over the window; then, with
     /// `placeFurtherCalls` (which returns once the callee has them all, placed one after
-    /// another), the callee's memory
-    /// with ``furtherCalls`` calls more, after a settling second.
+    /// another), the callee's memory with ``furtherCalls`` calls more, after a settling second.
     func window(caller: pid_t, callee: pid_t, calleeIdle: Memory, ticksPerSecond: Double,
                 placeFurtherCalls: (() async throws -> Void)? = nil) async throws -> (Side, Side) {
         try await Task.sleep(for: .seconds(1))
