@@ -2,7 +2,9 @@
 # send, so every script scores the same sentences the same way.
 
 # Installs espeak-ng and sox (apt) and the pesq Python package when missing. Returns 1 when
-# pesq could not be had (a script may then fall back to figures without it).
+# pesq could not be had (a script may then fall back to figures without it); ends the script
+# when espeak-ng or sox could not be (called as `speech_tools || …`, `set -e` does not hold
+# inside it, so the check is its own).
 speech_tools() {
   local need=() pkg
   for pkg in espeak-ng sox; do
@@ -10,8 +12,10 @@ speech_tools() {
   done
   if [ ${#need[@]} -gt 0 ]; then
     echo "$(basename "$0"): installing ${need[*]}" >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null || true
   fi
+  command -v espeak-ng >/dev/null && command -v sox >/dev/null ||
+    { echo "$(basename "$0"): espeak-ng and sox are needed and could not be installed (apt-get install espeak-ng sox)" >&2; exit 1; }
   python3 -c 'import pesq' 2>/dev/null || pip install -q pesq >/dev/null 2>&1 || true
   python3 -c 'import pesq' 2>/dev/null
 }
