@@ -257,6 +257,9 @@ struct SIPInteropTests {
         let baresip = try ChildProcess("/usr/bin/baresip", ["-f", phone, "-4", "-t", "60"], output: f.path("baresip.log"),
                                        nullStdin: true)
         defer { baresip.stop() }
+        // On a loaded host baresip's start takes seconds: wait for it to say it listens, then
+        // retry what still finds nothing there (its transports may open just after the line).
+        _ = try await CommandLineTests.waitForLine(in: f.path("baresip.log"), process: baresip) { $0.contains("baresip is ready") }
         let node = try await f.node("alice", input: .tone(660), output: .wav(f.path("alice-out.wav")), keyExchange: keyExchange)
         var settings = SIPListenSettings(host: "127.0.0.1", port: SIPCallTests.freePort(), user: "alice", mediaEncryption: encryption)
         if tls { settings.tlsPort = SIPCallTests.freePort() }
@@ -264,7 +267,7 @@ struct SIPInteropTests {
         let target = tls ? "sip:b@127.0.0.1:\(phonePort + 1);transport=tls" : "sip:b@127.0.0.1:\(phonePort)"
         let events = node.events(), security = node.events()
         // baresip takes a moment to listen: the first INVITE may find nothing there yet.
-        var call: UUID?
+        var call: UUID?, endings: [String] = []
         for _ in 0..<20 where call == nil {
             let attempt = try await node.call(.sip(target))
             let outcome = try await TwoNodeTests.next(events) {
@@ -273,9 +276,15 @@ struct SIPInteropTests {
                 default: false
                 }
             }
-            if case .connected = outcome { call = attempt } else { try await Task.sleep(for: .milliseconds(250)) }
+            if case .connected = outcome { call = attempt; break }
+            if case let .ended(_, reason, _, _) = outcome { endings.append("\(reason)") }
+            try await Task.sleep(for: .milliseconds(250))
         }
-        let connected = try #require(call, "baresip never answered")
+        guard let connected = call else {
+            let log = (try? String(contentsOfFile: f.path("baresip.log"), encoding: .utf8))?.split(separator: "\n").suffix(15) ?? []
+            throw TestFailure("baresip never answered: \(Set(endings).sorted()); baresip \(baresip.isRunning ? "runs" : "has exited"); its log ends:\n"
+                              + log.joined(separator: "\n"))
+        }
         guard case let .secured(_, secured) = try await TwoNodeTests.next(security, where: { if case .secured(connected, _) = $0 { true } else { false } })
         else { return }
         #expect(secured.unencrypted == (encryption == .off), "\(secured)")
