@@ -176,7 +176,9 @@ actor CallLeg {
     }
 
     /// An ended leg takes no input: what waits for an answer gets its fallback, an action of
-    /// the manager fails.
+    /// the manager fails. Not inlined into ``run()``: the frame of what `run` inlines is held
+    /// for the whole call, this one's only while an input is taken.
+    @inline(never)
     private func takeOrRefuse(_ input: LegInput) async {
         guard !ended else {
             if case let .perform(action) = input {
@@ -383,147 +385,40 @@ actor CallLeg {
     /// input, never in the middle of these actions. Returns the first failure among them.
     @discardableResult
     func legEvent(_ event: LegEvent) async -> (any Error)? {
-        let before = state
-        var actions = state.handle(event, now: configuration.clock.now)
-        if let rewrite = configuration.legActionRewrite {
-            let after = state
-            actions = actions.map { rewrite(before, after, $0) }
-        }
         var failure: (any Error)?
-        performing: for action in actions {
-            switch action {
-            case let .send(signal):
-                await send(signal)
-            case .closeSignaling:
-                await dialect.dropConnection()
-            case .reconnectSignaling:
-                await dialect.reconnect()
-            case let .reportSignaling(lost):
-                broadcaster.send(lost ? .signalingLost(uuid) : .signalingResumed(uuid))
-            case let .arm(timer, delay):
-                arm(timer, after: delay)
-            case let .cancel(timer):
-                timers.cancel(timer)
-            case let .setMicrophone(muted):
-                do { try await media?.setMuted(muted) } catch { failure = failure ?? error }
-                await dialect.microphoneMuted(muted)
-            case let .sendDTMF(digits):
-                do {
-                    guard let media else { throw LegRefusal(description: "the call has no media") }
-                    try await media.sendDTMF(digits)
-                } catch {
-                    failure = failure ?? error
-                }
-            case let .startMedia(muted):
-                await startMedia(microphoneMuted: muted)
-            case .restartICE:
-                if await ice.gatheringPending {
-                    // This side's candidates have not all gone (a STUN or TURN server slow to
-                    // answer; SIP's offer or answer waits for their end): the round has not had
-                    // its chance, and a restart's offer now would cross the answer still due.
-                    logger.info("call \(uuid): no fresh round of ICE yet: this side's gathering has not ended")
-                    post(.event(.restartSettled, done: nil))
-                    break
-                }
-                do {
-                    try await restart()
-                    post(.event(.restartOffered, done: nil))
-                } catch {
-                    logger.warning("call \(uuid): ICE restart failed: \(error)")
-                    failure = failure ?? error
-                    post(.event(.restartSettled, done: nil))
-                }
-            case .tellPeerPath:
-                await tellPeerPath()
-            case let .adoptPeerPath(path):
-                await adoptPeerPath(path)
-            case let .restartRefused(reason):
-                failure = failure ?? NegotiationError(reason)
-            case .renegotiate:
-                do {
-                    try await renegotiate()
-                } catch {
-                    logger.warning("call \(uuid): the hold or resume offer could not be sent: \(error)")
-                    post(.event(.renegotiationSettled, done: nil))
-                }
-            case .makeOffer:
-                do {
-                    try await sendOffer()
-                } catch where outgoing {
-                    await negotiationFailed(error)  // the caller's offer (SIP)
-                } catch {
-                    self.failure = "answering failed: \(error)"
-                    if let answerAction { try? await manager.report(.failed(answerAction, reason: "\(error)")) }
-                }
-            case let .answerFirstOffer(offer):
-                offersTaken += 1
-                do { try await answer(first: offer) } catch { await negotiationFailed(error) }
-            case let .answerPeerOffer(offer):
-                offersTaken += 1
-                do {
-                    try await answer(offer)
-                } catch let refused as LaterOfferRefused where dialect.traits.refusesLaterOffers {
-                    // Refused on the wire (SIP: 488); the call goes on with what it has.
-                    logger.warning("call \(uuid): the peer's new offer could not be taken, refused (the call goes on as it was): \(refused)")
-                    broadcaster.send(.peerError("call \(uuid): the peer's new offer was refused: \(refused)"))
-                    await send(.error(refused.detail))
-                } catch {
-                    await negotiationFailed(error)
-                }
-            case let .takeAnswer(answer):
-                do { try await take(answer) } catch { await negotiationFailed(error) }
-            case let .reportProgress(progress):
-                do {
-                    try await manager.report(.progress(uuid, progress))
-                } catch {
-                    // What follows (the offer or answer going out) depends on the manager knowing.
-                    failure = failure ?? error
-                    break performing
-                }
-            case .prepareMedia:
-                await prepareMedia()
-            case .reportMediaConnected:
-                await reportMediaConnected()
-            case .reportEarlyMedia:
-                await reportEarlyMedia()
-            case let .startEarlyMedia(muted):
-                await startEarlyMedia(microphoneMuted: muted)
-            case .reportAnswered:
-                await reportAnswered()
-            case let .earlyMediaRefused(reason):
-                failure = failure ?? LegRefusal(description: reason)
-            case let .settle(id):
-                let reason = failure.map { "\($0)" }
-                post(.event(.settled(id: id, failure: reason), done: nil))
+        for action in transition(event) {
+            if case let .settle(id) = action {
+                settle(id, failure: failure)
                 failure = nil
-            case let .fulfil(id):
-                if let action = requests.removeValue(forKey: id) { try? await manager.report(.fulfilled(action)) }
-            case let .fail(id, reason):
-                if let action = requests.removeValue(forKey: id) { try? await manager.report(.failed(action, reason: reason)) }
-            case let .failStart(reason):
-                if let startAction { try? await manager.report(.failed(startAction, reason: reason)) }
-            case let .setFlow(flow):
-                if let error = await apply(flow) { failure = failure ?? error }
-            case let .reportHeldByPeer(on):
-                // A peer that only ever sends (a room's feed) holds nothing by saying sendonly.
-                guard !dialect.traits.receivesOnly else { break }
-                logger.info("call \(uuid): \(on ? "held" : "resumed") by the peer")
-                broadcaster.send(.remoteHold(uuid, on))
-            case .reportConnectionLost:
-                logger.info("call \(uuid): connection lost")
-                try? await manager.report(.connectionLost(uuid))
-                broadcaster.send(.connectionLost(uuid))
-            case .reportConnectionRestored:
-                logger.info("call \(uuid): connection restored")
-                try? await manager.report(.connectionRestored(uuid))
-                broadcaster.send(.connectionRestored(uuid))
-            case .tearDown:
-                await teardown()
-            case let .reportEnded(reason):
-                try? await manager.report(.callEnded(uuid, reason))
+                continue
+            }
+            switch await carryOut(action) {
+            case .done:
+                break
+            case let .failed(error):
+                failure = failure ?? error
+            case let .failedAndStopped(error):
+                // What follows depends on the one that failed (the manager knowing of progress).
+                return failure ?? error
             }
         }
         return failure
+    }
+
+    /// A request's actions are done: the state hears whether one of them failed.
+    @inline(never)  // its input is built on the thread's stack, out of the async frame
+    private func settle(_ id: Int, failure: (any Error)?) {
+        post(.event(.settled(id: id, failure: failure.map { "\($0)" }), done: nil))
+    }
+
+    /// The state's step for `event`: its actions, as the tests' rewrite hook (if any) makes them.
+    @inline(never)  // its copies of the state stay on the thread's stack, out of the async frame
+    private func transition(_ event: LegEvent) -> [LegAction] {
+        guard let rewrite = configuration.legActionRewrite else { return state.handle(event, now: configuration.clock.now) }
+        let before = state
+        let actions = state.handle(event, now: configuration.clock.now)
+        let after = state
+        return actions.map { rewrite(before, after, $0) }
     }
 
     /// The manager's request `provider`, decided by the state: performed, then fulfilled or
