@@ -80,6 +80,32 @@ import Testing
         await f.shutdown()
     }
 
+    /// A drain whose task is cancelled (the control API's, as it closes) stops waiting and hangs
+    /// up nothing: its grace passing later ends no call, and the node goes on draining.
+    @Test(arguments: [Duration.seconds(3), nil])
+    func aCancelledDrainReturnsAndHangsUpNothing(grace: Duration?) async throws {
+        let f = try InMemoryNodes()
+        let alice = try await f.node("alice")
+        let bob = try await f.node("bob")
+        try await f.trust(alice, as: "alice", bob, as: "bob")
+        let call = try await alice.call(.contact("bob"))
+        try await f.waitFor("alice", advancing: true) { if case .connected(call, _) = $0 { true } else { false } }
+        let result = Locked<Int?>(nil)
+        let draining = Task {
+            let hungUp = await bob.drain(grace: grace)
+            result.withLock { $0 = hungUp }
+        }
+        for _ in 0..<50 where await !bob.draining { await f.step() }
+        draining.cancel()
+        #expect(await Self.waitForDrain(f, result, frames: 100) == 0, "the cancelled drain did not return")
+        for _ in 0..<250 { await f.step() }  // five seconds: past the grace
+        #expect(await bob.liveCalls.count == 1, "a call was hung up after its drain was cancelled")
+        #expect(!f.events("alice").contains { if case .ended = $0 { true } else { false } })
+        let (stillDraining, taking) = (await bob.draining, await bob.isTakingCalls)
+        #expect(stillDraining && !taking)
+        await f.shutdown()
+    }
+
     @Test func aNodeWithoutCallsDrainsAtOnceAndAFullNodeIsNotTakingCalls() async throws {
         let f = try InMemoryNodes()
         let alice = try await f.node("alice")

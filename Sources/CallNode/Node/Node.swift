@@ -89,7 +89,7 @@ public actor CallNode: Service {
     /// Draining (``drain(grace:)``): the calls in progress go on, new ones are refused.
     var isDraining = false
     /// Who waits for the last call to end (a drain).
-    var noCallsWaiters: [CheckedContinuation<Void, Never>] = []
+    var noCallsWaiters: [AsyncStream<Void>.Continuation] = []
     /// Agents made and gathering ahead of calls (``CallNodeConfiguration/iceAgentPool``).
     let icePool: IcePool
     /// Connections that came from this node's own session joins: their invitations are

@@ -19,7 +19,8 @@ extension CallNode {
     /// Stops taking calls and waits for the calls in progress to end, at most `grace` (nil: for
     /// as long as they last); then hangs up those left and returns how many it hung up. The node
     /// still runs: call ``shutdown()`` after, or keep it serving nobody new. Calling it again
-    /// while a drain runs waits as well.
+    /// while a drain runs waits as well. Cancelling the task that drains stops its waiting: it
+    /// returns 0 and hangs up nothing (the node goes on draining: no new calls).
     @discardableResult
     public func drain(grace: Duration?) async -> Int {
         if !isDraining {
@@ -33,17 +34,17 @@ extension CallNode {
         return await withTaskGroup(of: Bool.self) { group in
             group.addTask { [weak self] in
                 await self?.waitForNoCalls()
-                return true
+                return false
             }
             if let deadline {
                 group.addTask {
-                    try? await timerClock.sleep(until: deadline)
-                    return false
+                    do { try await timerClock.sleep(until: deadline) } catch { return false }  // the drain was cancelled
+                    return true
                 }
             }
-            let allEnded = await group.next() ?? true
+            let graceOver = await group.next() ?? false
             group.cancelAll()
-            guard !allEnded else { return 0 }
+            guard graceOver, !Task.isCancelled else { return 0 }
             // The grace is over: the rest are hung up, and the group returns once they have ended.
             let left = legs.count
             await hangUpAll()
@@ -51,10 +52,12 @@ extension CallNode {
         }
     }
 
-    /// Returns once no call is left (at once if none is).
+    /// Returns once no call is left (at once if none is), or once the task is cancelled.
     func waitForNoCalls() async {
         guard !legs.isEmpty else { return }
-        await withCheckedContinuation { noCallsWaiters.append($0) }
+        let (lastEnded, waiter) = AsyncStream.makeStream(of: Void.self)
+        noCallsWaiters.append(waiter)
+        for await _ in lastEnded {}  // finished by the last call's end; a cancelled task stops iterating
     }
 
     /// Hangs up every call (draining's grace is over), as the user here would: through the call

@@ -43,7 +43,7 @@ extension CallNode {
     /// Those waiting for the last call to end (a drain) go on once none is left.
     func resumeNoCallsWaiters() {
         guard legs.isEmpty else { return }
-        for waiter in noCallsWaiters { waiter.resume() }
+        for waiter in noCallsWaiters { waiter.finish() }
         noCallsWaiters = []
     }
 
