@@ -73,6 +73,12 @@ public final class InMemoryPage: Sendable {
         }
     }
 
+    /// A page never closed: its tasks (serving it at the node, reading its wire) end with it.
+    deinit {
+        end.connection.close()
+        for task in tasks.withLock({ $0 }) { task.cancel() }
+    }
+
     /// Closes the page (the tab goes away) and waits until the node has seen it go.
     public func close() async {
         end.connection.close()

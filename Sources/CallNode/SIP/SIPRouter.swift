@@ -18,6 +18,8 @@ actor SIPRouter {
     private(set) var registration: SIPRegistrationState?
     private var retry: Task<Void, Never>?
     private var retryDelay: Duration = .zero
+    /// Stopped (``stop()``): a registration failing from now on is not tried again.
+    private var stopped = false
 
     /// The node's timer clock (a manual one in tests): the retry after a failure waits on it.
     private let clock: TimerClock
@@ -61,7 +63,7 @@ actor SIPRouter {
             state = .failed(addressOfRecord: aor, status: event.status, reason: event.phrase, retryIn: retryDelay)
             let delay = retryDelay, clock = self.clock
             retry?.cancel()
-            retry = Task { [weak self] in
+            retry = stopped ? nil : Task { [weak self] in
                 try? await clock.sleep(for: delay)
                 guard !Task.isCancelled else { return }
                 await self?.register()
@@ -172,8 +174,10 @@ actor SIPRouter {
     }
 
     func stop() async {
+        stopped = true
         retry?.cancel()
         retry = nil
+        // The stack un-registers as it stops; a failure of that comes in meanwhile and arms no retry.
         await agent.stop()
     }
 
