@@ -133,10 +133,17 @@ extension CallLeg {
         if let group, let other = group { await report(.group(other)) }
         spawn { [weak self] in
             for await event in actor.events {
-                guard let self, self.post(.media(event)) else { return }
+                guard let self, self.post(media: event) else { return }
             }
         }
         await legEvent(.mediaReady)
+    }
+
+    /// Queues a media event as the leg's input. Not inlined: the input is built on the thread's
+    /// stack, not kept in the frame of the task that waits for the media's events all call long.
+    @inline(never)
+    nonisolated func post(media event: MediaEvent) -> Bool {
+        post(.media(event))
     }
 
     /// ICE connected and the media is keyed: tell the event stream how it is secured, the
